@@ -1,0 +1,7 @@
+"""Streamlit entry: page config and navigation over regime_dash/ui/pages. Nothing else."""
+import streamlit as st
+
+from regime_dash.ui.navigation import pages
+
+st.set_page_config(page_title="regime-dash", page_icon="📉", layout="wide")
+st.navigation(pages()).run()

@@ -1,0 +1,3 @@
+from regime_dash.cli import main
+
+raise SystemExit(main())

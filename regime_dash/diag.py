@@ -1,0 +1,217 @@
+"""Diag fields: what a cluster run emits per step, and what a replay returns.
+
+One JSON object per step. The ``risk_stack.regime`` block is exactly the spec's
+"Diag emit structure" (six groups); around it sit the kelly, positions,
+session_pnl, popart and iqn blocks of DESIGN.md. Flattened, a column is the
+dotted path, e.g. ``risk_stack.regime.tail.recency``.
+
+Every diag value is read straight from an ISV slot (the spec's drift-free
+principle), except ``positions.flat_count`` (rl_regime_flat_count's output
+buffer) and ``positions.b_size`` (the launch argument). So an engine only has to
+snapshot the slots in :data:`SNAPSHOT_SLOTS` each step plus the flat count; this
+module turns that into the frame.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+P = "risk_stack."
+R = "risk_stack.regime."
+
+#: (column, source): source is an ISV slot name, or "flat_count" / "b_size".
+DIAG_FIELDS: tuple[tuple[str, str], ...] = (
+    (P + "kelly.fraction", "RL_KELLY_FRACTION_INDEX"),
+    (P + "kelly.analytic", "RL_KELLY_ANALYTIC_INDEX"),
+    (P + "kelly.safety_frac", "RL_KELLY_SAFETY_FRAC_INDEX"),
+    (P + "kelly.cooldown_remaining", "RL_COOLDOWN_REMAINING_STEPS_INDEX"),
+    (P + "positions.flat_count", "flat_count"),
+    (P + "positions.b_size", "b_size"),
+    (P + "session_pnl.worst", "RL_SESSION_PNL_WORST_INDEX"),
+    (P + "popart.mean", "POPART_MEAN_INDEX"),
+    (P + "popart.var", "POPART_VAR_INDEX"),
+    (P + "popart.sigma", "POPART_SIGMA_INDEX"),
+    (P + "iqn.tau_min", "RL_IQN_ACTION_TAU_MIN_INDEX"),
+    (P + "iqn.tau_min_effective", "RL_IQN_TAU_MIN_EFFECTIVE_INDEX"),
+    (P + "iqn.tau_action", "RL_IQN_TAU_ACTION_INDEX"),
+    (R + "dead_zone.flag", "RL_REGIME_DEAD_ZONE_FLAG_INDEX"),
+    (R + "dead_zone.duration", "RL_REGIME_DEAD_ZONE_DURATION_INDEX"),
+    (R + "dead_zone.timeout_flag", "RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX"),
+    (R + "dead_zone.max_duration", "RL_REGIME_DEAD_ZONE_MAX_DURATION_INDEX"),
+    (R + "transition.remaining", "RL_REGIME_TRANSITION_REMAINING_INDEX"),
+    (R + "transition.steps_config", "RL_REGIME_TRANSITION_STEPS_CONFIG_INDEX"),
+    (R + "transition.decay_steps_config", "RL_REGIME_TRANSITION_DECAY_STEPS_CONFIG_INDEX"),
+    (R + "tail.recency", "RL_REGIME_TAIL_EVENT_RECENCY_INDEX"),
+    (R + "tail.session_pnl_variance_ema", "RL_REGIME_SESSION_PNL_VARIANCE_EMA_INDEX"),
+    (R + "tail.sigma_threshold", "RL_REGIME_TAIL_SIGMA_THRESHOLD_INDEX"),
+    (R + "tail.welford_count", "RL_REGIME_SESSION_PNL_VAR_COUNT_INDEX"),
+    (R + "kelly_eps_recovery.factor", "RL_REGIME_RECOVERY_FACTOR_INDEX"),
+    (R + "kelly_eps_recovery.live", "RL_KELLY_EPS_RECOVERY_LIVE_INDEX"),
+    (R + "kelly_eps_recovery.min", "RL_KELLY_EPS_RECOVERY_MIN_INDEX"),
+    (R + "kelly_eps_recovery.max", "RL_KELLY_EPS_RECOVERY_MAX_INDEX"),
+    (R + "kelly_eps_recovery.n_recovery", "RL_KELLY_EPS_RECOVERY_N_RECOVERY_INDEX"),
+    (R + "popart_envelope.max_abs_reward_ema", "RL_POPART_MAX_ABS_REWARD_EMA_INDEX"),
+    (R + "popart_envelope.decay_alpha", "RL_POPART_MAX_DECAY_ALPHA_INDEX"),
+    (R + "iqn_tau_boost.factor", "RL_IQN_TAU_TAIL_BOOST_FACTOR_INDEX"),
+    (R + "iqn_tau_boost.n_window", "RL_IQN_TAU_TAIL_BOOST_N_WINDOW_INDEX"),
+)
+
+#: The ISV slots an engine snapshots each step, in column order.
+SNAPSHOT_SLOTS: tuple[str, ...] = tuple(src for _, src in DIAG_FIELDS if src.endswith("_INDEX"))
+#: Column of each snapshot slot.
+SNAPSHOT_COLUMNS: tuple[str, ...] = tuple(col for col, src in DIAG_FIELDS if src.endswith("_INDEX"))
+FLAT_COUNT = P + "positions.flat_count"
+B_SIZE = P + "positions.b_size"
+META_COLUMNS = ("step", "fold", "phase", "wall_time")
+
+#: Columns that are integers in a frame (the rest of the diag columns are float32, like the ISV).
+INT_COLUMNS = {"step": np.int64, "fold": np.int32, FLAT_COUNT: np.int32, B_SIZE: np.int32}
+
+
+def fold_and_phase(boundary: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Fold number and phase of each step, derived from the boundary markers.
+
+    Model: a run alternates train and eval segments at each boundary, starting
+    with train (walk-forward: fold k trains, crosses into its eval, then fold
+    k+1 trains). Segment ``s`` is ``train`` when even, ``eval`` when odd, and its
+    fold is ``s // 2``.
+    """
+    seg = np.cumsum(np.asarray(boundary, dtype=bool)).astype(np.int64)
+    if len(seg) and boundary[0]:
+        seg -= 1  # a boundary at the first step opens segment 0, it does not end one
+    phase = np.where(seg % 2 == 0, "train", "eval").astype(object)
+    return (seg // 2).astype(np.int32), phase
+
+
+def frame_from_snapshot(snap: np.ndarray, flat_count: np.ndarray, b_size: int, step: np.ndarray,
+                        boundary: np.ndarray) -> pd.DataFrame:
+    """Build a replay frame from an engine's per-step snapshot.
+
+    Parameters
+    ----------
+    snap
+        float32 [T, len(SNAPSHOT_SLOTS)], the slot values after each step.
+    flat_count
+        int32 [T], rl_regime_flat_count's output each step.
+    b_size
+        Accounts in the batch.
+    step, boundary
+        From the replayed stream.
+    """
+    fold, phase = fold_and_phase(boundary)
+    cols: dict[str, Any] = {"step": np.asarray(step, dtype=np.int64), "fold": fold, "phase": phase}
+    for j, col in enumerate(SNAPSHOT_COLUMNS):
+        cols[col] = snap[:, j].astype(np.float32, copy=False)
+    cols[FLAT_COUNT] = np.asarray(flat_count, dtype=np.int32)
+    cols[B_SIZE] = np.full(len(step), b_size, dtype=np.int32)
+    ordered = ["step", "fold", "phase"] + [c for c, _ in DIAG_FIELDS]
+    return pd.DataFrame({c: cols[c] for c in ordered})
+
+
+def coerce(frame: pd.DataFrame) -> pd.DataFrame:
+    """Cast known diag columns to the dtypes a replay frame has (float32 slots, int counters).
+
+    Columns this module does not know are left as they are.
+    """
+    out = frame.copy()
+    known = set(SNAPSHOT_COLUMNS)
+    for col in out.columns:
+        if col in INT_COLUMNS and out[col].notna().all():
+            out[col] = out[col].astype(INT_COLUMNS[col])
+        elif col in known:
+            out[col] = pd.to_numeric(out[col], errors="coerce").astype(np.float32)
+    return out
+
+
+def flatten(obj: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` → ``{"a.b": 1}``."""
+    out: dict[str, Any] = {}
+    for key, value in obj.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def unflatten(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"a.b": 1}`` → ``{"a": {"b": 1}}``; the inverse of :func:`flatten`."""
+    out: dict[str, Any] = {}
+    for name, value in flat.items():
+        node = out
+        *parents, leaf = name.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (np.floating, float)):
+        return float(value)
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value
+
+
+def iter_records(frame: pd.DataFrame) -> Iterable[dict[str, Any]]:
+    """The frame's rows as nested diag objects (NaN kept as float NaN)."""
+    cols = list(frame.columns)
+    arrays = [frame[c].to_numpy() for c in cols]
+    for i in range(len(frame)):
+        flat = {}
+        for c, a in zip(cols, arrays):
+            v = _plain(a[i])
+            if v is None or (isinstance(v, float) and math.isnan(v) and c in META_COLUMNS):
+                continue
+            flat[c] = v
+        yield unflatten(flat)
+
+
+def write_jsonl(frame: pd.DataFrame, path: str | Path) -> Path:
+    """Write ``frame`` as a diag.jsonl: one nested object per step, the spec's structure.
+
+    Floats are written as the exact float64 value of the float32 slot, so
+    :func:`read_jsonl` restores them bit for bit. NaN and ±inf are written as
+    Python's json writes them (``NaN``, ``Infinity``).
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+        for rec in iter_records(frame):
+            fh.write(json.dumps(rec, separators=(",", ":")))
+            fh.write("\n")
+    tmp.replace(path)
+    return path
+
+
+def read_jsonl(path: str | Path) -> pd.DataFrame:
+    """Read a diag.jsonl written by :func:`write_jsonl` back into a frame.
+
+    This is the strict reader for our own files: a malformed line raises
+    :class:`~regime_dash.errors.ParseError` with its line number. Cluster files
+    go through :mod:`regime_dash.ingest`, which quarantines bad lines instead.
+    """
+    from regime_dash.errors import ParseError
+
+    rows = []
+    with open(path, "r", encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ParseError(f"not JSON ({exc.msg})", line=lineno, path=str(path)) from None
+            if not isinstance(obj, dict):
+                raise ParseError(f"JSON {type(obj).__name__}, not an object", line=lineno, path=str(path))
+            rows.append(flatten(obj))
+    return coerce(pd.DataFrame(rows))

@@ -1,0 +1,173 @@
+"""``replay(stream, config, engine=...)``: one entry point, several backends.
+
+Like tsdownsample, the entry point validates once and then dispatches: every
+backend receives the same already-checked inputs (a validated :class:`Stream`,
+the initial ISV vector, the bootstrap vector used by boundary resets, the slot
+layout and the snapshot slot indices) and returns the same five arrays, which
+are turned into the frame here. Backends are listed in :data:`ENGINES`.
+"""
+from __future__ import annotations
+
+import importlib
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from regime_dash import diag
+from regime_dash.config import RegimeConfig
+from regime_dash.errors import EngineUnavailable, StreamError, ValidationError
+from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
+from regime_dash.streams import Stream
+
+#: engine name -> "module:function" of its backend (imported on first use, so
+#: that cupy and numba are only needed by the engines that use them).
+ENGINES: dict[str, str] = {
+    "reference": "regime_dash.engine.reference:run",
+    "cuda": "regime_dash.engine.cuda:run",
+    "fast": "regime_dash.engine.fast:run",
+}
+#: Preference order of ``engine="auto"``.
+AUTO_ORDER = ("fast", "cuda", "reference")
+
+
+@dataclass
+class Trajectory:
+    """A replay's full output.
+
+    Attributes
+    ----------
+    frame
+        One row per step: ``step``, ``fold``, ``phase`` and the dotted diag columns.
+    rewards_normalized
+        float32 [T, b], PopArt-normalized rewards (rl_popart_normalize's Pass 3).
+    v_pred_corrected
+        float32 [T, b] after rl_popart_v_correct, when the stream has ``v_pred``.
+    isv
+        The ISV buffer after the last step.
+    engine
+        The backend that ran.
+    seconds
+        Wall time of the backend call.
+    """
+
+    frame: pd.DataFrame
+    rewards_normalized: np.ndarray
+    v_pred_corrected: np.ndarray | None
+    isv: np.ndarray
+    engine: str
+    seconds: float
+
+
+def _backend(name: str) -> Callable[..., Any]:
+    module, func = ENGINES[name].split(":")
+    try:
+        return getattr(importlib.import_module(module), func)
+    except ImportError as exc:
+        raise EngineUnavailable(f"engine {name!r} cannot run here: {exc}", engine=name) from exc
+
+
+def engine_status() -> dict[str, str | None]:
+    """``{engine: None if it can run here, else why not}``."""
+    out: dict[str, str | None] = {}
+    for name in ENGINES:
+        try:
+            probe = getattr(importlib.import_module(ENGINES[name].split(":")[0]), "available", None)
+            out[name] = probe() if probe else None
+        except ImportError as exc:
+            out[name] = str(exc)
+    return out
+
+
+def resolve_engine(engine: str) -> str:
+    """The backend ``engine`` names; ``auto`` is the first of :data:`AUTO_ORDER` that can run."""
+    if engine == "auto":
+        status = engine_status()
+        return next(n for n in AUTO_ORDER if status.get(n) is None)
+    if engine not in ENGINES:
+        raise ValidationError(f"unknown engine {engine!r}; choose one of {['auto', *ENGINES]}",
+                              field="engine", value=engine)
+    return engine
+
+
+def initial_isv(config: RegimeConfig, isv: Mapping[str, float] | None,
+                layout: SlotLayout) -> tuple[np.ndarray, np.ndarray]:
+    """(isv0, boot): the buffer a replay starts from, and the one boundaries re-bootstrap from.
+
+    ``boot`` is the spec's bootstrap with ``config`` applied; ``isv0`` adds the
+    caller's ``isv`` overrides on top, which a boundary does not bring back.
+    """
+    overrides = dict(isv or {})
+    for name, value in overrides.items():
+        if name not in layout:
+            raise ValidationError(f"isv override names unknown slot {name!r}", field=name, value=value)
+        if not isinstance(value, (int, float, np.floating, np.integer)) or not math.isfinite(float(value)):
+            raise ValidationError(f"isv override {name}={value!r} is not a finite number",
+                                  field=name, value=value)
+    boot = layout.bootstrap_vector(config.to_isv())
+    isv0 = boot.copy()
+    for name, value in overrides.items():
+        isv0[layout.index(name)] = np.float32(value)
+    return isv0, boot
+
+
+def snapshot_indices(layout: SlotLayout) -> np.ndarray:
+    return np.array([layout.index(n) for n in diag.SNAPSHOT_SLOTS], dtype=np.int32)
+
+
+def replay_trajectory(stream: Stream, config: RegimeConfig | None = None, engine: str = "reference",
+                      isv: Mapping[str, float] | None = None, layout: SlotLayout | None = None,
+                      **options: Any) -> Trajectory:
+    """Like :func:`replay`, returning the full :class:`Trajectory`."""
+    if not isinstance(stream, Stream):
+        raise StreamError(f"stream must be a regime_dash.Stream, got {type(stream).__name__}",
+                          field="stream", value=type(stream).__name__)
+    config = RegimeConfig() if config is None else config
+    if not isinstance(config, RegimeConfig):
+        raise ValidationError(f"config must be a RegimeConfig, got {type(config).__name__}",
+                              field="config", value=type(config).__name__)
+    layout = (layout or DEFAULT_LAYOUT).validate()
+    name = resolve_engine(engine)
+    isv0, boot = initial_isv(config, isv, layout)
+    run = _backend(name)
+    t0 = time.perf_counter()
+    snap, flat, normalized, v_pred, isv_end = run(stream, isv0, boot, layout, snapshot_indices(layout),
+                                                  **options)
+    seconds = time.perf_counter() - t0
+    frame = diag.frame_from_snapshot(snap, flat, stream.accounts, stream.step, stream.boundary)
+    frame.attrs["layout_fingerprint"] = layout.fingerprint_hex()
+    frame.attrs["engine"] = name
+    return Trajectory(frame, normalized, v_pred, isv_end, name, seconds)
+
+
+def replay(stream: Stream, config: RegimeConfig | None = None, engine: str = "reference",
+           isv: Mapping[str, float] | None = None, layout: SlotLayout | None = None,
+           **options: Any) -> pd.DataFrame:
+    """Replay the regime pipeline over ``stream``; one frame row per step.
+
+    Parameters
+    ----------
+    stream
+        The inputs (see :mod:`regime_dash.streams`).
+    config
+        What-if config; defaults to the spec's values.
+    engine
+        ``reference`` (NumPy oracle), ``cuda`` (spec kernels per step),
+        ``fast`` (two-phase) or ``auto``.
+    isv
+        Initial slot values by slot name, applied after bootstrap and config.
+    layout
+        Slot layout (e.g. from :func:`regime_dash.slots.import_rust`).
+    **options
+        Backend options, e.g. ``graph=True`` for ``cuda``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``step``, ``fold``, ``phase`` and the dotted diag columns. ``attrs``
+        carries ``layout_fingerprint`` and ``engine``.
+    """
+    return replay_trajectory(stream, config, engine, isv, layout, **options).frame

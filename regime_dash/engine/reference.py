@@ -1,0 +1,400 @@
+"""The reference engine: NumPy float32, per step, statement by statement like the .cu files.
+
+This is the oracle every other engine is compared with, bit for bit. Each
+``@jitable`` function below is the twin of one kernel (or of the scalar
+``tid == 0`` part of one) and follows the spec's code line by line, in float32:
+every constant is an ``np.float32`` so neither NumPy nor numba widens to
+float64, and every ``a * b + c`` is a separate multiply and add, which is what
+the kernels compile to with ``--fmad=false``.
+
+The batch sums follow the GPU block reduction of ``kernels/common.cuh``: 256
+threads stride over the batch, each warp reduces with shuffle-down, and the
+first warp reduces the warp partials (:func:`block_reduce_stats`).
+
+The fast CPU engine compiles these same functions with numba; nothing here is
+restated elsewhere.
+
+Slot indices are not constants: a user may load another layout. Each function
+takes ``ix``, an int32 table holding the layout index of every registry slot,
+and reads ``isv[ix[NAME]]`` where ``NAME`` is the slot's position in
+:data:`SLOT_ORDER` (a module constant named exactly like the spec's constant).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from regime_dash.engine._jit import jitable
+from regime_dash.slots import DEFAULT_LAYOUT, POLICY_CODES, SlotLayout
+
+#: Registry slot names in a fixed order; ``ix[k]`` is the layout index of ``SLOT_ORDER[k]``.
+SLOT_ORDER: tuple[str, ...] = tuple(sorted(DEFAULT_LAYOUT.names))
+# One module constant per slot, named as in the spec, holding its position in
+# ``ix``. Generated rather than typed out so the registry stays the only list.
+globals().update({name: k for k, name in enumerate(SLOT_ORDER)})
+
+BLOCK_DIM = 256
+WARP = 32
+N_WARPS = BLOCK_DIM // WARP
+
+F0 = np.float32(0.0)
+F1 = np.float32(1.0)
+F10 = np.float32(10.0)
+#: Model: the floor under PopArt's EMA variance, so σ never reaches 0 and the
+#: normalizer never divides by 0. The spec does not give PopArt's update.
+POPART_VAR_FLOOR = np.float32(1e-8)
+
+CLEAR = POLICY_CODES["clear"]
+REBOOTSTRAP = POLICY_CODES["re-bootstrap"]
+ALIGN = POLICY_CODES["align"]
+
+
+def index_table(layout: SlotLayout = DEFAULT_LAYOUT) -> np.ndarray:
+    """``ix``: the int32 layout index of every name in :data:`SLOT_ORDER`."""
+    return np.array([layout.index(n) for n in SLOT_ORDER], dtype=np.int32)
+
+
+# ---- CUDA intrinsics with CUDA's NaN semantics ----------------------------------
+@jitable
+def fminf(a, b):
+    if a != a:
+        return b
+    if b != b:
+        return a
+    return a if a < b else b
+
+
+@jitable
+def fmaxf(a, b):
+    if a != a:
+        return b
+    if b != b:
+        return a
+    return a if a > b else b
+
+
+# ---- common.cuh: the one block reduction ----------------------------------------
+@jitable
+def _shfl_down_add(v, offset):
+    # __shfl_down_sync: lane l reads lane l+offset, or its own value past the warp's end
+    out = v + v
+    out[:, : WARP - offset] = v[:, : WARP - offset] + v[:, offset:]
+    return out
+
+
+@jitable
+def _shfl_down_max(v, offset):
+    out = v.copy()
+    out[:, : WARP - offset] = np.fmax(v[:, : WARP - offset], v[:, offset:])
+    return out
+
+
+@jitable
+def _warp_reduce_sum(v):
+    offset = WARP // 2
+    while offset > 0:
+        v = _shfl_down_add(v, offset)
+        offset >>= 1
+    return v[:, 0]
+
+
+@jitable
+def _warp_reduce_max(v):
+    offset = WARP // 2
+    while offset > 0:
+        v = _shfl_down_max(v, offset)
+        offset >>= 1
+    return v[:, 0]
+
+
+@jitable
+def block_reduce_stats(r):
+    """(Σr, Σr², max|r|) of one step's rewards, in rl_popart_normalize's reduction order."""
+    b = r.shape[0]
+    local_sum = np.zeros(BLOCK_DIM, dtype=np.float32)
+    local_ssq = np.zeros(BLOCK_DIM, dtype=np.float32)
+    local_max = np.zeros(BLOCK_DIM, dtype=np.float32)
+    for start in range(0, b, BLOCK_DIM):  # thread tid takes i = tid, tid+256, ...
+        n = min(BLOCK_DIM, b - start)
+        x = r[start:start + n]
+        local_sum[:n] += x
+        local_ssq[:n] += x * x
+        local_max[:n] = np.fmax(local_max[:n], np.abs(x))
+    s = _warp_reduce_sum(local_sum.reshape(N_WARPS, WARP))
+    q = _warp_reduce_sum(local_ssq.reshape(N_WARPS, WARP))
+    m = _warp_reduce_max(local_max.reshape(N_WARPS, WARP))
+    # first warp: lanes < n_warps hold the warp partials, the rest 0
+    vs = np.zeros((1, WARP), dtype=np.float32)
+    vq = np.zeros((1, WARP), dtype=np.float32)
+    vm = np.zeros((1, WARP), dtype=np.float32)
+    vs[0, :N_WARPS] = s
+    vq[0, :N_WARPS] = q
+    vm[0, :N_WARPS] = m
+    return _warp_reduce_sum(vs)[0], _warp_reduce_sum(vq)[0], _warp_reduce_max(vm)[0]
+
+
+# ---- host/device writes of one step -------------------------------------------
+@jitable
+def write_step_inputs(isv, ix, cooldown, worst, kelly_edge, tau_action):
+    """The trainer's own writes before the regime kernels (stream inputs of step t)."""
+    isv[ix[RL_COOLDOWN_REMAINING_STEPS_INDEX]] = cooldown
+    isv[ix[RL_SESSION_PNL_WORST_INDEX]] = worst
+    isv[ix[RL_KELLY_EDGE_INPUT_INDEX]] = kelly_edge
+    isv[ix[RL_IQN_TAU_ACTION_INPUT_INDEX]] = tau_action
+
+
+@jitable
+def reset_session_state(isv, boot, r_idx, r_code, r_src):
+    """The spec's reset policy, driven by :meth:`SlotLayout.reset_plan`."""
+    for k in range(r_idx.shape[0]):
+        i = r_idx[k]
+        code = r_code[k]
+        if code == CLEAR:
+            isv[i] = F0
+        elif code == REBOOTSTRAP:
+            isv[i] = boot[i]
+        elif code == ALIGN:
+            isv[i] = isv[r_src[k]]
+
+
+# ---- rl_popart_normalize (the tid == 0 block) ------------------------------------
+@jitable
+def rl_popart_normalize_update(isv, ix, v_sum, v_ssq, v_max, b_size):
+    """PopArt statistics update and the F4 envelope floor; returns (new_mean, new_sigma).
+
+    Model (the spec does not give PopArt's update): μ ← (1−α)μ + α·batch_mean,
+    var ← max((1−α)var + α·batch_var, 1e-8), σ = sqrt(var). The batch moments
+    are the spec's lines 92-93. μ and σ before the update are kept for
+    rl_popart_v_correct.
+    """
+    b = np.float32(b_size)
+    batch_mean = v_sum / b
+    batch_var = v_ssq / b - batch_mean * batch_mean
+    alpha = isv[ix[POPART_ALPHA_INDEX]]
+    keep = F1 - alpha
+    old_mean = isv[ix[POPART_MEAN_INDEX]]
+    old_var = isv[ix[POPART_VAR_INDEX]]
+    isv[ix[POPART_PREV_MEAN_INDEX]] = old_mean
+    isv[ix[POPART_PREV_SIGMA_INDEX]] = isv[ix[POPART_SIGMA_INDEX]]
+    new_mean = keep * old_mean + alpha * batch_mean
+    new_var = fmaxf(keep * old_var + alpha * batch_var, POPART_VAR_FLOOR)
+    new_sigma = np.sqrt(new_var)
+    isv[ix[POPART_MEAN_INDEX]] = new_mean
+    isv[ix[POPART_VAR_INDEX]] = new_var
+
+    if isv[ix[RL_REGIME_FEATURE_ENVELOPE_INDEX]] != F0:
+        # ── NEW: per-account max-magnitude envelope (F4) ──
+        max_r_this_step = v_max
+        decay_alpha = isv[ix[RL_POPART_MAX_DECAY_ALPHA_INDEX]]
+        max_r_ema = isv[ix[RL_POPART_MAX_ABS_REWARD_EMA_INDEX]]
+        if max_r_this_step > max_r_ema:
+            max_r_ema = max_r_this_step  # instant capture (fast-up)
+        else:
+            max_r_ema = (F1 - decay_alpha) * max_r_ema + decay_alpha * max_r_this_step  # slow decay
+        isv[ix[RL_POPART_MAX_ABS_REWARD_EMA_INDEX]] = max_r_ema
+        new_sigma = fmaxf(new_sigma, max_r_ema)
+
+    isv[ix[POPART_SIGMA_INDEX]] = new_sigma
+    return new_mean, new_sigma
+
+
+@jitable
+def rl_popart_normalize_apply(rewards, mean, sigma):
+    """Pass 3: normalize the rewards in place."""
+    inv_sigma = F1 / sigma
+    rewards[:] = (rewards - mean) * inv_sigma
+
+
+@jitable
+def rl_popart_v_correct(v_pred, isv, ix):
+    """v_pred ← (σ_old/σ_new)·v_pred + (μ_old − μ_new)/σ_new, in place."""
+    s_old = isv[ix[POPART_PREV_SIGMA_INDEX]]
+    s_new = isv[ix[POPART_SIGMA_INDEX]]
+    m_old = isv[ix[POPART_PREV_MEAN_INDEX]]
+    m_new = isv[ix[POPART_MEAN_INDEX]]
+    scale = s_old / s_new
+    shift = (m_old - m_new) / s_new
+    v_pred[:] = scale * v_pred + shift
+
+
+# ---- rl_regime_observer ---------------------------------------------------------
+@jitable
+def rl_regime_observer(isv, ix, flat_count, b_size):
+    # ─── Phase 1: dead-zone detection ───
+    kelly = isv[ix[RL_KELLY_FRACTION_INDEX]]  # prior-step value
+    cooldown = isv[ix[RL_COOLDOWN_REMAINING_STEPS_INDEX]]
+    dead_zone = 1 if (kelly == F0 and flat_count == b_size and cooldown == F0) else 0
+    isv[ix[RL_REGIME_DEAD_ZONE_FLAG_INDEX]] = np.float32(dead_zone)
+
+    duration = isv[ix[RL_REGIME_DEAD_ZONE_DURATION_INDEX]]
+    if dead_zone:
+        duration += F1
+    else:
+        duration = F0
+    isv[ix[RL_REGIME_DEAD_ZONE_DURATION_INDEX]] = duration
+
+    max_dur = isv[ix[RL_REGIME_DEAD_ZONE_MAX_DURATION_INDEX]]
+    timeout = 1 if duration > max_dur else 0
+    isv[ix[RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX]] = np.float32(timeout)
+
+    # ─── Phase 2: session_pnl_change Welford variance ───
+    worst_now = isv[ix[RL_SESSION_PNL_WORST_INDEX]]
+    worst_prev = isv[ix[RL_REGIME_PREV_WORST_PNL_INDEX]]
+    dx = worst_now - worst_prev
+    isv[ix[RL_REGIME_PREV_WORST_PNL_INDEX]] = worst_now
+
+    mean = isv[ix[RL_REGIME_SESSION_PNL_VAR_MEAN_INDEX]]
+    m2 = isv[ix[RL_REGIME_SESSION_PNL_VAR_M2_INDEX]]
+    count = isv[ix[RL_REGIME_SESSION_PNL_VAR_COUNT_INDEX]]
+
+    if worst_now != F0 or worst_prev != F0:  # skip update on bootstrap (both zero)
+        count += F1
+        delta = dx - mean
+        mean += delta / count
+        delta2 = dx - mean
+        m2 += delta * delta2
+        isv[ix[RL_REGIME_SESSION_PNL_VAR_MEAN_INDEX]] = mean
+        isv[ix[RL_REGIME_SESSION_PNL_VAR_M2_INDEX]] = m2
+        isv[ix[RL_REGIME_SESSION_PNL_VAR_COUNT_INDEX]] = count
+        variance = m2 / (count - F1) if count > F1 else F0
+        isv[ix[RL_REGIME_SESSION_PNL_VARIANCE_EMA_INDEX]] = variance
+
+    # ─── Phase 3: tail-event detection (3σ threshold) ───
+    var = isv[ix[RL_REGIME_SESSION_PNL_VARIANCE_EMA_INDEX]]
+    sigma_thr = isv[ix[RL_REGIME_TAIL_SIGMA_THRESHOLD_INDEX]]
+    sigma = np.sqrt(var)
+
+    sufficient_count = count >= F10  # Welford bootstrap gate
+    is_tail = sufficient_count and sigma > F0 and abs(dx) > sigma_thr * sigma
+
+    recency = isv[ix[RL_REGIME_TAIL_EVENT_RECENCY_INDEX]]
+    if is_tail:
+        recency = F0
+    else:
+        recency += F1
+    isv[ix[RL_REGIME_TAIL_EVENT_RECENCY_INDEX]] = recency
+
+    # ─── Phase 4: recovery_factor and eps_recovery_live (drift-free) ───
+    n_recovery = isv[ix[RL_KELLY_EPS_RECOVERY_N_RECOVERY_INDEX]]
+    eps_min = isv[ix[RL_KELLY_EPS_RECOVERY_MIN_INDEX]]
+    eps_max = isv[ix[RL_KELLY_EPS_RECOVERY_MAX_INDEX]]
+
+    recovery_factor = fminf(F1, recency / fmaxf(n_recovery, F1))
+    eps_live = eps_min + (eps_max - eps_min) * recovery_factor
+
+    isv[ix[RL_REGIME_RECOVERY_FACTOR_INDEX]] = recovery_factor
+    isv[ix[RL_KELLY_EPS_RECOVERY_LIVE_INDEX]] = eps_live
+
+
+# ---- rl_iqn_action_tau_controller -------------------------------------------------
+@jitable
+def rl_iqn_action_tau_controller(isv, ix):
+    """Tail-recency τ_min boost (F5), then the final clamp τ = max(τ, τ_min_eff)."""
+    recency = isv[ix[RL_REGIME_TAIL_EVENT_RECENCY_INDEX]]
+    tail_window = isv[ix[RL_IQN_TAU_TAIL_BOOST_N_WINDOW_INDEX]]
+    boost = isv[ix[RL_IQN_TAU_TAIL_BOOST_FACTOR_INDEX]]
+
+    tau_min_eff = isv[ix[RL_IQN_ACTION_TAU_MIN_INDEX]]
+    if isv[ix[RL_REGIME_FEATURE_TAU_BOOST_INDEX]] != F0 and recency < tail_window:
+        tau_min_eff *= boost
+    tau_action = fmaxf(isv[ix[RL_IQN_TAU_ACTION_INPUT_INDEX]], tau_min_eff)
+    isv[ix[RL_IQN_TAU_MIN_EFFECTIVE_INDEX]] = tau_min_eff
+    isv[ix[RL_IQN_TAU_ACTION_INDEX]] = tau_action
+
+
+# ---- rl_kelly_fraction_controller ---------------------------------------------------
+@jitable
+def rl_kelly_fraction_controller(isv, ix):
+    """Analytic Kelly (a model), then the spec's resurrection block appended at the end.
+
+    Model: f = clamp(safety_frac · edge, 0, cap), with edge = p − (1−p)·L/W the
+    full-Kelly edge from the stream. The spec gives only the resurrection.
+    """
+    edge = isv[ix[RL_KELLY_EDGE_INPUT_INDEX]]
+    safety = isv[ix[RL_KELLY_SAFETY_FRAC_INDEX]]
+    cap = isv[ix[RL_KELLY_CAP_INDEX]]
+    f = fminf(fmaxf(safety * edge, F0), cap)
+    isv[ix[RL_KELLY_ANALYTIC_INDEX]] = f
+    isv[ix[RL_KELLY_FRACTION_INDEX]] = f
+
+    # Kelly resurrection (Theorem 1)
+    dead_zone = int(isv[ix[RL_REGIME_DEAD_ZONE_FLAG_INDEX]])
+    timeout = int(isv[ix[RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX]])
+    if isv[ix[RL_REGIME_FEATURE_RESURRECTION_INDEX]] != F0 and dead_zone and not timeout:
+        isv[ix[RL_KELLY_FRACTION_INDEX]] = isv[ix[RL_KELLY_EPS_RECOVERY_LIVE_INDEX]]
+
+
+# ---- eval_warmup_decay (v9, a model) ---------------------------------------------------
+@jitable
+def eval_warmup_decay(isv, ix):
+    """v9 transition ramp. Model: remaining N-1 … 0 then -1; safety_frac linear from
+    defensive to normal over the last ``decay_steps`` steps of the transition."""
+    r = isv[ix[RL_REGIME_TRANSITION_REMAINING_INDEX]]
+    if r > F0:
+        r = r - F1
+        decay = isv[ix[RL_REGIME_TRANSITION_DECAY_STEPS_CONFIG_INDEX]]
+        w = fminf(F1, r / fmaxf(decay, F1))
+        normal = isv[ix[RL_V9_KELLY_SAFETY_FRAC_NORMAL_INDEX]]
+        defensive = isv[ix[RL_V9_KELLY_SAFETY_FRAC_DEFENSIVE_INDEX]]
+        isv[ix[RL_KELLY_SAFETY_FRAC_INDEX]] = normal + (defensive - normal) * w
+        isv[ix[RL_REGIME_TRANSITION_REMAINING_INDEX]] = r
+    elif r == F0:
+        isv[ix[RL_REGIME_TRANSITION_REMAINING_INDEX]] = -F1
+        isv[ix[RL_KELLY_SAFETY_FRAC_INDEX]] = isv[ix[RL_V9_KELLY_SAFETY_FRAC_NORMAL_INDEX]]
+
+
+# ---- one step's scalar kernels, in the spec's launch order ----------------------------
+@jitable
+def scalar_step(isv, ix, boot, r_idx, r_code, r_src, snap_idx, snap_row,
+                boundary, cooldown, worst, kelly_edge, tau_action,
+                v_sum, v_ssq, v_max, flat_count, b_size):
+    """Everything of one step except the [b]-wide passes; returns (popart mean, σ).
+
+    Order: stream inputs, reset_session_state (at a boundary), rl_popart_normalize
+    (its tid==0 block), rl_regime_flat_count's result → rl_regime_observer,
+    rl_iqn_action_tau_controller, rl_kelly_fraction_controller,
+    eval_warmup_decay, then the diag snapshot into ``snap_row``.
+    """
+    write_step_inputs(isv, ix, cooldown, worst, kelly_edge, tau_action)
+    if boundary:
+        reset_session_state(isv, boot, r_idx, r_code, r_src)
+    mean, sigma = rl_popart_normalize_update(isv, ix, v_sum, v_ssq, v_max, b_size)
+    rl_regime_observer(isv, ix, flat_count, b_size)
+    rl_iqn_action_tau_controller(isv, ix)
+    rl_kelly_fraction_controller(isv, ix)
+    eval_warmup_decay(isv, ix)
+    for j in range(snap_idx.shape[0]):
+        snap_row[j] = isv[snap_idx[j]]
+    return mean, sigma
+
+
+def run(stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout, snap_idx: np.ndarray):
+    """Replay ``stream`` step by step from the ISV buffer ``isv0``.
+
+    Returns
+    -------
+    snap : float32 [T, len(snap_idx)]
+    flat : int32 [T]
+    rewards_normalized : float32 [T, b]
+    v_pred_corrected : float32 [T, b] or None
+    isv : the final ISV buffer
+    """
+    ix = index_table(layout)
+    r_idx, r_code, r_src = layout.reset_plan()
+    isv = isv0.copy()
+    t_steps, b = stream.rewards.shape
+    snap = np.empty((t_steps, snap_idx.shape[0]), dtype=np.float32)
+    flat = np.empty(t_steps, dtype=np.int32)
+    normalized = stream.rewards.copy()
+    v_pred = None if stream.v_pred is None else stream.v_pred.copy()
+    for t in range(t_steps):
+        r = normalized[t]
+        v_sum, v_ssq, v_max = block_reduce_stats(r)
+        flat[t] = np.count_nonzero(stream.lots[t] == 0)  # rl_regime_flat_count
+        mean, sigma = scalar_step(
+            isv, ix, boot, r_idx, r_code, r_src, snap_idx, snap[t], bool(stream.boundary[t]),
+            stream.cooldown[t], stream.session_pnl_worst[t], stream.kelly_analytic[t],
+            stream.tau_action[t], v_sum, v_ssq, v_max, int(flat[t]), b)
+        rl_popart_normalize_apply(r, mean, sigma)
+        if v_pred is not None:
+            rl_popart_v_correct(v_pred[t], isv, ix)
+    return snap, flat, normalized, v_pred, isv

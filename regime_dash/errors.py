@@ -1,0 +1,99 @@
+"""The exceptions regime-dash raises at its edges.
+
+A small hierarchy in the spirit of pandera: every error carries the data that
+locates the problem (path, line, field, value) as attributes, and its message
+quotes the offending value, so a caller can both print it and act on it.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+class RegimeDashError(Exception):
+    """Base class of every error regime-dash raises on purpose."""
+
+
+class ValidationError(RegimeDashError, ValueError):
+    """A value handed to regime-dash is not acceptable.
+
+    Parameters
+    ----------
+    message
+        What is wrong, in words, quoting the bad value.
+    field
+        The name of the field, argument or column at fault.
+    value
+        The value that was rejected.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None, value: Any = None):
+        super().__init__(message)
+        self.field = field
+        self.value = value
+
+
+class ConfigError(ValidationError):
+    """A RegimeConfig field (or a ``--set FIELD=VALUE``) is out of its domain."""
+
+
+class StreamError(ValidationError):
+    """A replay input stream has the wrong shape, dtype or values."""
+
+
+class SlotLayoutError(ValidationError):
+    """An ISV slot layout (or an imported ``isv_slots.rs``) is unusable."""
+
+
+class ParseError(RegimeDashError):
+    """One input line could not be parsed; carries where and why.
+
+    Parameters
+    ----------
+    line
+        1-based line number in the source file.
+    reason
+        Why the line was rejected.
+    path
+        The source file, when known.
+    """
+
+    def __init__(self, reason: str, *, line: int, path: str | None = None):
+        where = f"{path}:{line}" if path else f"line {line}"
+        super().__init__(f"{where}: {reason}")
+        self.line = line
+        self.reason = reason
+        self.path = path
+
+
+class IngestError(RegimeDashError):
+    """A whole file could not be ingested (unreadable, not JSONL at all)."""
+
+    def __init__(self, message: str, *, path: str | None = None):
+        super().__init__(message)
+        self.path = path
+
+
+class StoreError(RegimeDashError):
+    """The run store refused an operation (unknown run, bad name, ...)."""
+
+    def __init__(self, message: str, *, run_id: str | None = None, path: str | None = None):
+        super().__init__(message)
+        self.run_id = run_id
+        self.path = path
+
+
+class EngineUnavailable(RegimeDashError):
+    """The requested replay engine cannot run here (no cupy, no CUDA device, no numba)."""
+
+    def __init__(self, message: str, *, engine: str | None = None):
+        super().__init__(message)
+        self.engine = engine
+
+
+class KernelCompileError(RegimeDashError):
+    """NVRTC/nvcc rejected a kernel; the log cites the real ``kernels/*.cu`` file and line."""
+
+    def __init__(self, message: str, *, kernel: str | None = None, log: str = ""):
+        super().__init__(message)
+        self.kernel = kernel
+        self.log = log

@@ -1,0 +1,1 @@
+"""The Streamlit shell: the only package that imports streamlit."""
