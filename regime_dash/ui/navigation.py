@@ -7,8 +7,18 @@ import streamlit as st
 
 PAGES_DIR = Path(__file__).parent / "pages"
 
+#: (file, title, icon), in menu order; the first is the default page.
+PAGES: tuple[tuple[str, str, str], ...] = (
+    ("runs.py", "Runs", "🗂️"),
+    ("explore.py", "Explore", "📈"),
+    ("replay.py", "Replay & what-if", "🔁"),
+    ("live.py", "Live", "▶️"),
+    ("slots.py", "Slots", "🧮"),
+    ("compare.py", "Compare", "⚖️"),
+)
+
 
 def pages() -> list:
-    return [
-        st.Page(str(PAGES_DIR / "runs.py"), title="Runs", icon="🗂️", default=True),
-    ]
+    """The ``st.Page`` objects ``st.navigation`` routes over."""
+    return [st.Page(str(PAGES_DIR / file), title=title, icon=icon, default=(i == 0))
+            for i, (file, title, icon) in enumerate(PAGES)]

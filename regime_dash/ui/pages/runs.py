@@ -1,4 +1,48 @@
+"""Runs: upload diag files into the store, see each ingest's report, list and delete runs."""
 import streamlit as st
 
-st.title("regime-dash")
-st.write("Upload a diag.jsonl to get started.")
+from regime_dash.errors import RegimeDashError
+from regime_dash.ui import cache, widgets
+
+st.title("Runs")
+store = cache.get_store()
+
+uploads = st.file_uploader("Upload diag.jsonl files (plain or .gz)", type=["jsonl", "json", "gz"],
+                           accept_multiple_files=True, key="runs.upload")
+new = [u for u in uploads or [] if u.file_id not in widgets.ingest_reports()]
+if new:
+    bar = st.progress(0.0, text="ingesting…")
+    for k, up in enumerate(new):
+        def progress(done: int, total: int, k=k, name=up.name) -> None:
+            frac = (k + (done / total if total else 1.0)) / len(new)
+            bar.progress(min(frac, 1.0), text=f"ingesting {name}: {done:,} of {total:,} bytes")
+
+        try:
+            result = store.ingest(up.getvalue(), name=up.name, source_name=up.name, progress=progress)
+            widgets.record_ingest(up.file_id, up.name, result)
+        except RegimeDashError as exc:
+            widgets.record_ingest(up.file_id, up.name, exc)
+    bar.progress(1.0, text=f"ingested {len(new)} file(s)")
+
+widgets.ingest_report_panel()
+
+runs = cache.runs_frame(store)
+if runs.empty:
+    st.info("The store is empty. Upload a diag.jsonl above, or start with the sample files.")
+    samples = cache.sample_files()
+    if samples and st.button(f"Load {len(samples)} sample file(s) from data/samples", type="primary",
+                             key="runs.samples"):
+        for path in samples:
+            try:
+                widgets.record_ingest(f"sample:{path.name}", path.name,
+                                      store.ingest(path, name=path.name, source_name=f"data/samples/{path.name}"))
+            except RegimeDashError as exc:
+                widgets.record_ingest(f"sample:{path.name}", path.name, exc)
+        st.rerun()
+    elif not samples:
+        st.warning("No sample files found under data/samples.")
+else:
+    st.subheader(f"Stored runs ({len(runs)})")
+    st.caption(f"store: `{cache.store_root()}`")
+    st.dataframe(runs, hide_index=True, key="runs.table")
+    widgets.delete_run_control("runs.delete", store, runs)

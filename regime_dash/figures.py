@@ -1,0 +1,404 @@
+"""Plotly figures of regime signals: frames in, figures out.
+
+No streamlit and no I/O here: the UI hands in pandas frames whose columns are
+the canonical dotted diag names of :mod:`regime_dash.diag` (after any alias
+mapping) and gets a :class:`plotly.graph_objects.Figure` back. Importing
+:mod:`regime_dash` does not import this module, so plotly is only loaded by
+the dashboard and by whoever calls it.
+
+Long runs are reduced before they reach the browser: each continuous trace is
+cut to about the chart's pixel width with tsdownsample's MinMaxLTTB, and a
+min/max band per bucket keeps the extremes the selected points skip. Flags are
+never downsampled point-wise; they become shaded spans or markers computed from
+every step, so an episode one step long still shows.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from regime_dash import diag
+from regime_dash.errors import ValidationError
+
+P, R = diag.P, diag.R
+
+# ---- the signals the panels draw (canonical diag columns) --------------------
+DZ_FLAG = R + "dead_zone.flag"
+DZ_DURATION = R + "dead_zone.duration"
+DZ_TIMEOUT = R + "dead_zone.timeout_flag"
+DZ_MAX = R + "dead_zone.max_duration"
+EPS_LIVE = R + "kelly_eps_recovery.live"
+EPS_MIN = R + "kelly_eps_recovery.min"
+EPS_MAX = R + "kelly_eps_recovery.max"
+EPS_FACTOR = R + "kelly_eps_recovery.factor"
+TAIL_RECENCY = R + "tail.recency"
+TAIL_VAR = R + "tail.session_pnl_variance_ema"
+SIGMA = P + "popart.sigma"
+POPART_VAR = P + "popart.var"
+ENVELOPE = R + "popart_envelope.max_abs_reward_ema"
+TRANSITION = R + "transition.remaining"
+SAFETY_FRAC = P + "kelly.safety_frac"
+TAU_MIN = P + "iqn.tau_min"
+TAU_MIN_EFF = P + "iqn.tau_min_effective"
+KELLY = P + "kelly.fraction"
+KELLY_ANALYTIC = P + "kelly.analytic"
+
+#: 0/1 signals: drawn as spans or markers, never smoothed, never downsampled point-wise.
+FLAG_COLUMNS = frozenset({DZ_FLAG, DZ_TIMEOUT})
+#: Integer-valued counters: downsampled but never smoothed (a smoothed counter is a wrong count).
+COUNTER_COLUMNS = frozenset({DZ_DURATION, TAIL_RECENCY, TRANSITION, R + "tail.welford_count",
+                             P + "positions.flat_count", P + "positions.b_size",
+                             P + "kelly.cooldown_remaining"})
+
+#: Panel titles, top to bottom; each names what its line styles mean.
+PANELS: tuple[str, ...] = (
+    "dead zone — duration (episodes shaded, ✕ timeout)",
+    "ε recovery — live in [min, max] band; factor (dot)",
+    "tail — recency + 1 (log), ◆ tail event; σ of Δworst (dot, right)",
+    "σ envelope — PopArt σ vs envelope (dash); floor active shaded",
+    "v9 transition — steps remaining; safety_frac (dot, right)",
+    "IQN τ — τ_min (dash) vs effective",
+    "kelly fraction — after resurrection; analytic (dash)",
+)
+#: Rows whose subplot has a right-hand y axis.
+SECONDARY_ROWS = (3, 5)
+
+#: Distinct run colours (plotly's qualitative "Plotly" palette); run i takes entry i mod 10.
+RUN_COLOURS: tuple[str, ...] = ("#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A",
+                                "#19D3F3", "#FF6692", "#B6E880", "#FF97FF", "#FECB52")
+
+#: Points per trace sent to the browser: about a wide chart's pixel width.
+DEFAULT_POINTS = 2000
+
+
+def run_colour(i: int) -> str:
+    """Colour of the ``i``-th overlaid run."""
+    return RUN_COLOURS[i % len(RUN_COLOURS)]
+
+
+def _rgba(hex_colour: str, alpha: float) -> str:
+    h = hex_colour.lstrip("#")
+    r, g, b = (int(h[k:k + 2], 16) for k in (0, 2, 4))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+# ---- numeric helpers (pure NumPy, tested on their own) ------------------------------
+def ema_debiased(values: np.ndarray, weight: float) -> np.ndarray:
+    """TensorBoard's smoothing: an EMA divided by its bias ``1 - weight**n``.
+
+    ``weight`` is the slider value in ``[0, 1)``; 0 returns the values unchanged.
+    Non-finite values pass through as they are and do not move the average
+    (as TensorBoard does). The debiased EMA equals pandas' ``ewm(adjust=True)``
+    with ``alpha = 1 - weight`` over the finite values, which is what runs here.
+    """
+    if not 0.0 <= weight < 1.0:
+        raise ValidationError(f"smoothing weight {weight!r} is outside [0, 1)", field="smoothing",
+                              value=weight)
+    v = np.asarray(values, dtype=np.float64)
+    if weight == 0.0 or v.size == 0:
+        return v.copy()
+    finite = np.isfinite(v)
+    out = v.copy()
+    if finite.any():
+        out[finite] = pd.Series(v[finite]).ewm(alpha=1.0 - weight, adjust=True).mean().to_numpy()
+    return out
+
+
+@dataclass(frozen=True)
+class Reduced:
+    """A trace cut to about ``n_out`` points, with its per-bucket min/max band.
+
+    ``band_x`` is empty when the trace was short enough to send whole.
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    band_x: np.ndarray
+    band_lo: np.ndarray
+    band_hi: np.ndarray
+
+
+def downsample(x: np.ndarray, y: np.ndarray, n_out: int = DEFAULT_POINTS) -> Reduced:
+    """MinMaxLTTB-select about ``n_out`` points of ``(x, y)`` plus a min/max band.
+
+    ``x`` must be non-decreasing. Non-finite ``y`` are dropped first. The band
+    has ``n_out // 4`` equal-count buckets; each holds the minimum and maximum
+    of every ``y`` in it, so the extremes the selection skipped stay visible.
+    """
+    if n_out < 4:
+        raise ValidationError(f"n_out={n_out!r} must be at least 4", field="n_out", value=n_out)
+    x = np.asarray(x)
+    y = np.asarray(y, dtype=np.float64)
+    keep = np.isfinite(y)
+    if not keep.all():
+        x, y = x[keep], y[keep]
+    empty = np.empty(0)
+    if len(y) <= n_out:
+        return Reduced(x, y, empty, empty, empty)
+    from tsdownsample import MinMaxLTTBDownsampler
+
+    xf = x.astype(np.float64)
+    idx = MinMaxLTTBDownsampler().downsample(xf, y, n_out=n_out)
+    buckets = max(2, n_out // 4)
+    starts = np.linspace(0, len(y), buckets + 1).astype(np.int64)[:-1]
+    lo = np.minimum.reduceat(y, starts)
+    hi = np.maximum.reduceat(y, starts)
+    ends = np.append(starts[1:], len(y)) - 1
+    bx = x[(starts + ends) // 2]
+    return Reduced(x[idx], y[idx], bx, lo, hi)
+
+
+def spans(x: np.ndarray, flag: np.ndarray, min_gap: float = 0.0) -> list[tuple[float, float]]:
+    """``[(x_start, x_end)]`` of each run of consecutive nonzero ``flag`` values.
+
+    Spans closer than ``min_gap`` in ``x`` are merged, so a run with thousands
+    of short episodes still draws about a pixel's worth of shapes each.
+    """
+    f = np.nan_to_num(np.asarray(flag, dtype=np.float64)) != 0.0
+    if not f.any():
+        return []
+    edges = np.diff(np.concatenate(([0], f.astype(np.int8), [0])))
+    starts = np.flatnonzero(edges == 1)
+    stops = np.flatnonzero(edges == -1) - 1
+    out: list[tuple[float, float]] = []
+    xs = np.asarray(x)
+    for a, b in zip(xs[starts], xs[stops]):
+        if out and min_gap > 0 and float(a) - float(out[-1][1]) <= min_gap:
+            out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return out
+
+
+def rising_edges(flag: np.ndarray) -> np.ndarray:
+    """Positions where ``flag`` goes from 0 (or the start) to nonzero."""
+    f = np.nan_to_num(np.asarray(flag, dtype=np.float64)) != 0.0
+    return np.flatnonzero(f & ~np.concatenate(([False], f[:-1])))
+
+
+def x_values(frame: pd.DataFrame, x: str = "step") -> np.ndarray:
+    """The x column of ``frame``: ``step`` as numbers, ``wall_time`` (unix seconds) as numbers."""
+    if x not in ("step", "wall_time"):
+        raise ValidationError(f"x axis {x!r} is not 'step' or 'wall_time'", field="x", value=x)
+    if x not in frame.columns:
+        raise ValidationError(f"the frame has no {x!r} column to use as the x axis", field="x", value=x)
+    return pd.to_numeric(frame[x], errors="coerce").to_numpy(dtype=np.float64)
+
+
+def _plot_x(xs: np.ndarray, x: str):
+    return pd.to_datetime(xs, unit="s") if x == "wall_time" else xs
+
+
+# ---- the signal panels ------------------------------------------------------------
+def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothing: float = 0.0,
+                  n_out: int = DEFAULT_POINTS, x_range: Sequence[float] | None = None,
+                  height: int = 1400, colours: Mapping[str, str] | None = None):
+    """The seven regime panels of every run in ``runs``, on one shared, zoomable x axis.
+
+    Parameters
+    ----------
+    runs
+        ``{label: frame}``; each frame has ``step`` (or ``wall_time``) and the
+        canonical diag columns it has data for. Missing columns leave their
+        traces out; nothing else is required.
+    x
+        ``"step"`` or ``"wall_time"`` (unix seconds, drawn as dates).
+    smoothing
+        Debiased-EMA weight in ``[0, 1)`` for continuous signals; flags and
+        counters are never smoothed.
+    n_out
+        Points per trace after MinMaxLTTB downsampling.
+    x_range
+        Initial x window ``(lo, hi)`` in x units (e.g. to jump to a violation).
+    height
+        Figure height in pixels.
+    colours
+        ``{label: colour}``; default: :func:`run_colour` in ``runs`` order.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+    """
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    specs = [[{"secondary_y": (r + 1) in SECONDARY_ROWS}] for r in range(len(PANELS))]
+    fig = make_subplots(rows=len(PANELS), cols=1, shared_xaxes=True, vertical_spacing=0.025,
+                        subplot_titles=PANELS, specs=specs)
+    for i, (label, frame) in enumerate(runs.items()):
+        colour = (colours or {}).get(label, run_colour(i))
+        _add_run(fig, go, label, frame, colour, x=x, smoothing=smoothing, n_out=n_out)
+    fig.update_yaxes(type="log", row=3, col=1, secondary_y=False)
+    fig.update_layout(height=height, margin=dict(l=60, r=60, t=40, b=40), hovermode="x",
+                      legend=dict(orientation="h", yanchor="bottom", y=1.01, x=0),
+                      uirevision="signals")
+    for ann in fig.layout.annotations:  # subplot titles: smaller and left-aligned
+        ann.update(font=dict(size=12), x=0, xanchor="left")
+    fig.update_xaxes(title_text="wall time" if x == "wall_time" else "step", row=len(PANELS), col=1)
+    if x_range is not None:
+        lo, hi = x_range
+        fig.update_xaxes(range=list(_plot_x(np.array([lo, hi], dtype=np.float64), x)))
+    return fig
+
+
+def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, smoothing: float,
+             n_out: int) -> None:
+    if len(frame) == 0:
+        return
+    xs = x_values(frame, x)
+    order = None
+    if np.any(np.diff(xs) < 0):  # wall clocks can step back; downsampling needs sorted x
+        order = np.argsort(xs, kind="stable")
+        xs = xs[order]
+
+    def col(name):
+        if name not in frame.columns:
+            return None
+        v = pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype=np.float64)
+        return v[order] if order is not None else v
+
+    span_gap = (np.nanmax(xs) - np.nanmin(xs)) / max(n_out, 1) if len(xs) else 0.0
+    first = [True]
+
+    def line(row, y, name, *, dash=None, secondary=False, smooth=True, width=1.5, band=True):
+        if y is None:
+            return
+        if smooth and smoothing > 0:
+            y = ema_debiased(y, smoothing)
+        red = downsample(xs, y, n_out)
+        if band and len(red.band_x):
+            px = _plot_x(red.band_x, x)
+            for k, yy in enumerate((red.band_lo, red.band_hi)):
+                fig.add_trace(go.Scatter(x=px, y=yy, mode="lines", line=dict(width=0, color=colour),
+                                         fill="tonexty" if k else None,
+                                         fillcolor=_rgba(colour, 0.15), hoverinfo="skip",
+                                         showlegend=False, legendgroup=label,
+                                         name=f"{label} {name} min/max"),
+                              row=row, col=1, secondary_y=secondary)
+        fig.add_trace(go.Scattergl(x=_plot_x(red.x, x), y=red.y, mode="lines",
+                                   line=dict(color=colour, dash=dash, width=width),
+                                   name=label if first[0] else f"{label} {name}",
+                                   legendgroup=label, showlegend=first[0],
+                                   hovertemplate=f"{label} {name}: %{{y:.6g}}<extra></extra>"),
+                      row=row, col=1, secondary_y=secondary)
+        first[0] = False
+
+    def shade(row, flag, top, name):
+        if flag is None or top is None or not np.isfinite(top):
+            return
+        sp = spans(xs, flag, span_gap)
+        if not sp:
+            return
+        px, py = [], []
+        for a, b in sp:
+            b = b if b > a else a + max(span_gap, 1e-9)  # a one-step span still gets a width
+            px += [a, a, b, b, None]
+            py += [0.0, top, top, 0.0, None]
+        pxa = np.array([v if v is not None else np.nan for v in px], dtype=np.float64)
+        plot_x = [None if np.isnan(v) else v for v in (_plot_x(pxa, x) if x == "wall_time" else pxa)]
+        fig.add_trace(go.Scatter(x=plot_x, y=py, mode="lines", fill="toself", line=dict(width=0),
+                                 fillcolor=_rgba(colour, 0.18), hoverinfo="skip", legendgroup=label,
+                                 showlegend=False, name=f"{label} {name}"), row=row, col=1)
+
+    def markers(row, pos, y, name, symbol, secondary=False):
+        if pos is None or len(pos) == 0:
+            return
+        if len(pos) > n_out:  # thousands of events: keep an even sample, the band shows density
+            pos = pos[np.linspace(0, len(pos) - 1, n_out).astype(np.int64)]
+        fig.add_trace(go.Scattergl(x=_plot_x(xs[pos], x), y=y[pos] if y is not None else np.ones(len(pos)),
+                                   mode="markers", marker=dict(symbol=symbol, size=8, color=colour,
+                                                               line=dict(width=1, color="black")),
+                                   name=f"{label} {name}", legendgroup=label, showlegend=False,
+                                   hovertemplate=f"{label} {name} @ %{{x}}<extra></extra>"),
+                      row=row, col=1, secondary_y=secondary)
+
+    # 1 dead zone
+    duration = col(DZ_DURATION)
+    line(1, duration, "duration", smooth=False)
+    top = np.nanmax(duration) if duration is not None and np.isfinite(duration).any() else 1.0
+    shade(1, col(DZ_FLAG), max(top, 1.0), "dead-zone episode")
+    timeout = col(DZ_TIMEOUT)
+    if timeout is not None:
+        markers(1, rising_edges(timeout), duration, "timeout", "x")
+    # 2 ε recovery
+    eps_lo, eps_hi = col(EPS_MIN), col(EPS_MAX)
+    if eps_lo is not None and eps_hi is not None:
+        line(2, eps_lo, "ε min", dash="dot", smooth=False, width=0.8, band=False)
+        line(2, eps_hi, "ε max", dash="dot", smooth=False, width=0.8, band=False)
+        fig.data[-1].update(fill="tonexty", fillcolor=_rgba(colour, 0.08))
+    line(2, col(EPS_LIVE), "ε live")
+    line(2, col(EPS_FACTOR), "recovery factor", dash="dashdot", width=1)
+    # 3 tail
+    recency = col(TAIL_RECENCY)
+    if recency is not None:
+        line(3, recency + 1.0, "recency+1", smooth=False)
+        markers(3, np.flatnonzero(recency == 0.0), np.ones_like(recency), "tail event", "diamond")
+    tail_var = col(TAIL_VAR)
+    if tail_var is not None:
+        line(3, np.sqrt(np.clip(tail_var, 0.0, None)), "σ Δworst", dash="dot", secondary=True)
+    # 4 σ envelope
+    sigma, envelope, var = col(SIGMA), col(ENVELOPE), col(POPART_VAR)
+    line(4, sigma, "σ")
+    line(4, envelope, "envelope", dash="dash")
+    if sigma is not None and envelope is not None and var is not None:
+        # The same test the summary's floor_active_steps counts: σ was lifted to the envelope.
+        floor = (sigma == envelope) & (envelope > np.sqrt(np.clip(var, 0.0, None)))
+        finite = np.concatenate([a[np.isfinite(a)] for a in (sigma, envelope)])
+        shade(4, floor, float(finite.max()) if finite.size else 1.0, "floor active")
+    # 5 v9 transition
+    line(5, col(TRANSITION), "transition remaining", smooth=False)
+    line(5, col(SAFETY_FRAC), "safety_frac", dash="dot", secondary=True)
+    # 6 IQN τ
+    line(6, col(TAU_MIN), "τ_min", dash="dash")
+    line(6, col(TAU_MIN_EFF), "τ_min effective")
+    # 7 kelly
+    line(7, col(KELLY), "kelly_f")
+    line(7, col(KELLY_ANALYTIC), "analytic", dash="dash", width=1)
+
+
+# ---- sweeps -------------------------------------------------------------------------
+def sweep_heatmap(table: pd.DataFrame, x_field: str, y_field: str, metric: str):
+    """Heatmap of ``metric`` over a two-field sweep table (one row per config).
+
+    Each cell's ``customdata`` holds the row's position in ``table`` so a click
+    can open that replay.
+    """
+    import plotly.graph_objects as go
+
+    for name in (x_field, y_field, metric):
+        if name not in table.columns:
+            raise ValidationError(f"sweep table has no column {name!r}", field=name, value=name)
+    xs = np.sort(table[x_field].unique())
+    ys = np.sort(table[y_field].unique())
+    z = np.full((len(ys), len(xs)), np.nan)
+    row_of = np.full((len(ys), len(xs)), -1, dtype=np.int64)
+    xi = np.searchsorted(xs, table[x_field].to_numpy())
+    yi = np.searchsorted(ys, table[y_field].to_numpy())
+    z[yi, xi] = table[metric].to_numpy(dtype=np.float64)
+    row_of[yi, xi] = np.arange(len(table))
+    fig = go.Figure(go.Heatmap(x=xs, y=ys, z=z, customdata=row_of, colorscale="Viridis",
+                               colorbar=dict(title=metric),
+                               hovertemplate=f"{x_field}=%{{x}}<br>{y_field}=%{{y}}<br>{metric}=%{{z}}"
+                                             "<extra></extra>"))
+    fig.update_layout(xaxis_title=x_field, yaxis_title=y_field, height=460,
+                      margin=dict(l=60, r=20, t=30, b=50))
+    return fig
+
+
+def sweep_line(table: pd.DataFrame, x_field: str, metric: str):
+    """``metric`` against one swept field; ``customdata`` is each point's row in ``table``."""
+    import plotly.graph_objects as go
+
+    for name in (x_field, metric):
+        if name not in table.columns:
+            raise ValidationError(f"sweep table has no column {name!r}", field=name, value=name)
+    order = np.argsort(table[x_field].to_numpy(), kind="stable")
+    fig = go.Figure(go.Scatter(x=table[x_field].to_numpy()[order], y=table[metric].to_numpy()[order],
+                               mode="lines+markers", customdata=order,
+                               hovertemplate=f"{x_field}=%{{x}}<br>{metric}=%{{y}}<extra></extra>"))
+    fig.update_layout(xaxis_title=x_field, yaxis_title=metric, height=420,
+                      margin=dict(l=60, r=20, t=30, b=50))
+    return fig

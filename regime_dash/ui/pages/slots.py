@@ -1,0 +1,41 @@
+"""Slots: the ISV slot registry, its reset policy and bootstraps; load a trainer's isv_slots.rs."""
+import pandas as pd
+import streamlit as st
+
+from regime_dash.errors import SlotLayoutError
+from regime_dash.slots import DEFAULT_LAYOUT, import_rust
+
+st.title("Slots")
+upload = st.file_uploader("Use the layout of an isv_slots.rs (`pub const NAME: usize = N;` lines)",
+                          type=["rs", "txt"], key="slots.upload")
+layout, imported = DEFAULT_LAYOUT, None
+if upload is not None:
+    try:
+        imported = import_rust(upload.getvalue().decode("utf-8", errors="replace"))
+        layout = imported.layout
+    except SlotLayoutError as exc:
+        st.error(f"{upload.name}: {exc}")
+
+report = layout.report()
+c1, c2, c3 = st.columns(3)
+c1.metric("Slots", len(layout))
+c2.metric("ISV size", layout.size)
+c3.metric("Fingerprint (FNV-1a 64)", layout.fingerprint_hex())
+if imported is not None:
+    st.success(f"{upload.name}: {len(imported.replaced)} index(es) moved, {len(imported.unknown)} unknown "
+               f"constant(s) ignored, {len(imported.missing)} registry slot(s) not in the file "
+               "(they keep their default index).")
+    if imported.replaced:
+        st.dataframe(pd.DataFrame([{"slot": n, "default index": a, "file index": b}
+                                   for n, (a, b) in sorted(imported.replaced.items())]),
+                     hide_index=True, key="slots.replaced")
+(st.error if report.overlaps else st.info)("Layout report: " + "; ".join(report.lines()))
+
+query = st.text_input("Filter (name, role, policy, producer or doc)", key="slots.filter")
+table = pd.DataFrame(layout.table())
+if query:
+    hay = table[["name", "role", "policy", "producer", "consumers", "doc"]].astype(str).agg(" ".join, axis=1)
+    table = table[hay.str.contains(query, case=False, regex=False)]
+st.caption(f"{len(table)} of {len(layout)} slots")
+st.dataframe(table, hide_index=True, key="slots.table",
+             column_config={"bootstrap": st.column_config.NumberColumn(format="%g")})
