@@ -1,0 +1,162 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from regime_dash.errors import SlotLayoutError
+from regime_dash.slots import DEFAULT_LAYOUT as L, SlotLayout, fnv1a64, import_rust
+
+SPEC_NEW = {
+    "RL_REGIME_DEAD_ZONE_FLAG_INDEX": 696, "RL_REGIME_DEAD_ZONE_DURATION_INDEX": 697,
+    "RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX": 698, "RL_REGIME_RECOVERY_FACTOR_INDEX": 699,
+    "RL_REGIME_SESSION_PNL_VARIANCE_EMA_INDEX": 700, "RL_REGIME_TAIL_EVENT_RECENCY_INDEX": 701,
+    "RL_REGIME_SESSION_PNL_VAR_M2_INDEX": 702, "RL_REGIME_SESSION_PNL_VAR_MEAN_INDEX": 703,
+    "RL_REGIME_SESSION_PNL_VAR_COUNT_INDEX": 704, "RL_REGIME_PREV_WORST_PNL_INDEX": 705,
+    "RL_KELLY_EPS_RECOVERY_LIVE_INDEX": 706, "RL_KELLY_EPS_RECOVERY_MIN_INDEX": 707,
+    "RL_KELLY_EPS_RECOVERY_MAX_INDEX": 708, "RL_KELLY_EPS_RECOVERY_N_RECOVERY_INDEX": 709,
+    "RL_REGIME_DEAD_ZONE_MAX_DURATION_INDEX": 710, "RL_IQN_TAU_TAIL_BOOST_FACTOR_INDEX": 711,
+    "RL_IQN_TAU_TAIL_BOOST_N_WINDOW_INDEX": 712, "RL_REGIME_TAIL_SIGMA_THRESHOLD_INDEX": 713,
+    "RL_POPART_MAX_ABS_REWARD_EMA_INDEX": 714, "RL_POPART_MAX_DECAY_ALPHA_INDEX": 715,
+}
+# the spec's bootstrap list
+BOOT = {
+    "RL_REGIME_DEAD_ZONE_FLAG_INDEX": 0.0, "RL_REGIME_DEAD_ZONE_DURATION_INDEX": 0.0,
+    "RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX": 0.0, "RL_REGIME_RECOVERY_FACTOR_INDEX": 1.0,
+    "RL_REGIME_SESSION_PNL_VARIANCE_EMA_INDEX": 0.0, "RL_REGIME_TAIL_EVENT_RECENCY_INDEX": 1.0e6,
+    "RL_REGIME_SESSION_PNL_VAR_M2_INDEX": 0.0, "RL_REGIME_SESSION_PNL_VAR_MEAN_INDEX": 0.0,
+    "RL_REGIME_SESSION_PNL_VAR_COUNT_INDEX": 0.0, "RL_REGIME_PREV_WORST_PNL_INDEX": 0.0,
+    "RL_KELLY_EPS_RECOVERY_LIVE_INDEX": 0.50, "RL_REGIME_DEAD_ZONE_MAX_DURATION_INDEX": 1000.0,
+    "RL_KELLY_EPS_RECOVERY_MIN_INDEX": 0.05, "RL_KELLY_EPS_RECOVERY_MAX_INDEX": 0.50,
+    "RL_KELLY_EPS_RECOVERY_N_RECOVERY_INDEX": 100.0, "RL_IQN_TAU_TAIL_BOOST_FACTOR_INDEX": 1.5,
+    "RL_IQN_TAU_TAIL_BOOST_N_WINDOW_INDEX": 100.0, "RL_REGIME_TAIL_SIGMA_THRESHOLD_INDEX": 3.0,
+    "RL_POPART_MAX_ABS_REWARD_EMA_INDEX": 0.0, "RL_POPART_MAX_DECAY_ALPHA_INDEX": 0.01,
+    "RL_KELLY_FRACTION_INDEX": 1.0, "POPART_MEAN_INDEX": 0.0, "POPART_VAR_INDEX": 1.0,
+}
+# the spec's "Regime observer reset policy"
+POLICY = {
+    "RL_REGIME_DEAD_ZONE_FLAG_INDEX": "clear", "RL_REGIME_DEAD_ZONE_DURATION_INDEX": "clear",
+    "RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX": "clear",
+    "RL_REGIME_TAIL_EVENT_RECENCY_INDEX": "re-bootstrap", "RL_REGIME_RECOVERY_FACTOR_INDEX": "re-bootstrap",
+    "RL_KELLY_EPS_RECOVERY_LIVE_INDEX": "re-bootstrap", "RL_REGIME_PREV_WORST_PNL_INDEX": "align",
+    "RL_POPART_MAX_ABS_REWARD_EMA_INDEX": "clear", "RL_REGIME_SESSION_PNL_VAR_M2_INDEX": "keep",
+    "RL_REGIME_SESSION_PNL_VAR_MEAN_INDEX": "keep", "RL_REGIME_SESSION_PNL_VAR_COUNT_INDEX": "keep",
+}
+LOCAL = ["RL_KELLY_FRACTION_INDEX", "RL_COOLDOWN_REMAINING_STEPS_INDEX", "RL_SESSION_PNL_WORST_INDEX",
+         "RL_KELLY_SAFETY_FRAC_INDEX", "RL_IQN_ACTION_TAU_MIN_INDEX", "POPART_MEAN_INDEX",
+         "POPART_VAR_INDEX", "POPART_SIGMA_INDEX"]
+
+
+def test_spec_new_slots_at_696_to_715():
+    for name, index in SPEC_NEW.items():
+        assert L.index(name) == index
+    assert sorted(s.index for s in L if 696 <= s.index < 716) == list(range(696, 716))
+
+
+def test_v9_renamed_slots_and_targets():
+    assert L.index("RL_REGIME_TRANSITION_REMAINING_INDEX") == 685
+    assert L.index("RL_REGIME_TRANSITION_STEPS_CONFIG_INDEX") == 686
+    assert L.index("RL_REGIME_TRANSITION_DECAY_STEPS_CONFIG_INDEX") == 687
+    assert sorted(s.index for s in L if 688 <= s.index <= 695) == list(range(688, 696))
+
+
+def test_unnumbered_slots_are_local_below_685():
+    for name in LOCAL:
+        assert L[name].local and L[name].index < 685
+    assert not any(s.local for s in L if s.index >= 685)
+
+
+def test_bootstraps_and_policies_follow_the_spec():
+    for name, value in BOOT.items():
+        assert L[name].bootstrap == value, name
+    for name, policy in POLICY.items():
+        assert L[name].policy == policy, name
+    assert L["RL_REGIME_PREV_WORST_PNL_INDEX"].align_to == "RL_SESSION_PNL_WORST_INDEX"
+    assert all(s.role in ("signal", "state", "config", "input") and s.doc for s in L)
+
+
+def test_reset_plan_writes_clears_and_rebootstraps_before_aligns():
+    idx, code, src = L.reset_plan()
+    assert len(idx) == len([s for s in L if s.policy != "keep"])
+    first_align = list(code).index(3)
+    assert (code[first_align:] == 3).all()
+    prev = list(idx).index(705)
+    assert src[prev] == L.index("RL_SESSION_PNL_WORST_INDEX")
+
+
+def test_fnv1a64_known_vectors():
+    assert fnv1a64(b"") == 0xCBF29CE484222325
+    assert fnv1a64(b"a") == 0xAF63DC4C8601EC8C
+    assert fnv1a64(b"foobar") == 0x85944171F73967E8
+
+
+def test_fingerprint_is_over_sorted_name_index_lines():
+    text = "".join(sorted(f"{s.name}={s.index}\n" for s in L))
+    assert L.fingerprint() == fnv1a64(text.encode())
+    moved = L.with_indices({"RL_KELLY_FRACTION_INDEX": 10})
+    assert moved.fingerprint() != L.fingerprint()
+    assert SlotLayout(tuple(reversed(L.slots))).fingerprint() == L.fingerprint()
+
+
+def test_defines_name_every_slot():
+    d = L.defines()
+    assert "-DRL_REGIME_DEAD_ZONE_FLAG_INDEX=696" in d
+    assert "-DRL_SLOTS_END=716" in d
+    assert len([x for x in d if x.endswith("_INDEX=" + x.split("=")[1])]) == len(L)
+
+
+def test_bootstrap_vector_applies_overrides():
+    v = L.bootstrap_vector({"RL_REGIME_DEAD_ZONE_MAX_DURATION_INDEX": 5})
+    assert v.dtype == np.float32 and v.shape == (716,)
+    assert v[701] == np.float32(1e6) and v[710] == 5.0
+
+
+def test_report_finds_overlaps_and_gaps():
+    assert L.report().ok and L.report().gaps == []
+    bad = L.with_indices({"RL_KELLY_FRACTION_INDEX": 696, "RL_KELLY_CAP_INDEX": 600})
+    rep = bad.report()
+    assert rep.overlaps == {696: ["RL_REGIME_DEAD_ZONE_FLAG_INDEX", "RL_KELLY_FRACTION_INDEX"]}
+    assert rep.gaps == [(601, 666), (669, 670)]
+    with pytest.raises(SlotLayoutError, match="696"):
+        bad.defines()
+
+
+RUST = """
+// isv_slots.rs (excerpt)
+pub const RL_KELLY_FRACTION_INDEX: usize = 280;
+pub const RL_REGIME_DEAD_ZONE_FLAG_INDEX:           usize = 696;  // 0/1
+pub const SOMETHING_ELSE_INDEX: usize = 12;
+pub const RL_SLOTS_END: usize = 716;
+const NOT_PUB: usize = 3;
+pub const POPART_SIGMA_INDEX: usize = 1_2_0;
+pub fn helper() -> usize { 4 }
+"""
+
+
+def test_import_rust_replaces_by_name_and_reports():
+    imp = import_rust(RUST)
+    assert imp.layout.index("RL_KELLY_FRACTION_INDEX") == 280
+    assert imp.layout.index("POPART_SIGMA_INDEX") == 120
+    assert imp.replaced == {"RL_KELLY_FRACTION_INDEX": (665, 280), "POPART_SIGMA_INDEX": (678, 120)}
+    assert imp.unknown == ["SOMETHING_ELSE_INDEX"]
+    assert "RL_REGIME_DEAD_ZONE_DURATION_INDEX" in imp.missing
+    assert "RL_REGIME_DEAD_ZONE_FLAG_INDEX" not in imp.missing
+    assert imp.layout.fingerprint() != L.fingerprint()
+
+
+def test_import_rust_errors_name_the_problem():
+    with pytest.raises(SlotLayoutError, match="no `pub const"):
+        import_rust("fn main() {}\n")
+    with pytest.raises(SlotLayoutError, match="RL_KELLY_FRACTION_INDEX defined twice"):
+        import_rust("pub const RL_KELLY_FRACTION_INDEX: usize = 1;\npub const RL_KELLY_FRACTION_INDEX: usize = 2;\n")
+
+
+def test_replay_runs_on_an_imported_layout():
+    import regime_dash as rd
+    from tests.helpers import stream
+
+    s = stream(5, 4, kelly_analytic=-1.0)
+    a = rd.replay(s, isv={"RL_KELLY_FRACTION_INDEX": 0.0})
+    b = rd.replay(s, isv={"RL_KELLY_FRACTION_INDEX": 0.0}, layout=import_rust(RUST).layout)
+    cols = [c for c in a.columns if c != "phase"]
+    assert a[cols].equals(b[cols])
+    assert a.attrs["layout_fingerprint"] != b.attrs["layout_fingerprint"]
