@@ -1,0 +1,107 @@
+"""Diagnostics on a diag frame: episodes, events, spec invariants, success criteria, run diff.
+
+Pure functions on DataFrames with the canonical (DESIGN.md) column names; rename
+a real file's columns first with :func:`regime_dash.aliases.canonical_frame`.
+
+``diagnose(frame)`` runs everything and returns a :class:`Report` whose
+``to_dict()`` is the CLI's ``check --json`` document::
+
+    {"checks": [{"id", "status", "violations", "first_step", "steps", "detail"}, ...],
+     "episodes": {"dead_zone": [...]},
+     "events": {"tail": [...], "timeouts": [...], "floor_spans": [...],
+                "transitions": [...], "boundaries": [...]},
+     "skipped": {finder: why}, "summary": {...}}
+
+Modules: :mod:`.view` (sorting, float32 columns, boundary detection),
+:mod:`.episodes`, :mod:`.invariants`, :mod:`.diff`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from regime_dash.analysis.diff import FieldDiff, RunDiff, diff_runs
+from regime_dash.analysis.episodes import (boundaries, dead_zone_episodes, find_all, floor_active,
+                                           floor_spans, summary, tail_events, timeouts, transitions)
+from regime_dash.analysis.invariants import (CHECK_IDS, CHECKS, MAX_STEPS, ULPS, CheckOptions,
+                                             CheckResult, run_checks)
+from regime_dash.analysis.view import FrameView, view
+
+__all__ = [
+    "CHECK_IDS", "CHECKS", "MAX_STEPS", "ULPS", "CheckOptions", "CheckResult", "FieldDiff", "FrameView",
+    "Report", "RunDiff", "boundaries", "dead_zone_episodes", "diagnose", "diff_runs", "find_all",
+    "floor_active", "floor_spans", "run_checks", "summary", "tail_events", "timeouts", "transitions", "view",
+]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        f = float(value)
+        return f if math.isfinite(f) else None
+    if value is pd.NA or value is None:
+        return None
+    return value
+
+
+def records(frame: pd.DataFrame) -> list[dict]:
+    """A table as JSON-ready dicts (NaN and ±inf become ``None``)."""
+    return [{k: _plain(x) for k, x in row.items()} for row in frame.to_dict(orient="records")]
+
+
+@dataclass
+class Report:
+    """Everything :func:`diagnose` found."""
+
+    checks: list[CheckResult]
+    episodes: dict[str, pd.DataFrame]
+    events: dict[str, pd.DataFrame]
+    skipped: dict[str, str]
+    summary: dict
+    aliases_applied: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> list[CheckResult]:
+        return [c for c in self.checks if c.status == "fail"]
+
+    @property
+    def ok(self) -> bool:
+        """No check failed (skips do not fail a run)."""
+        return not self.failed
+
+    def to_dict(self) -> dict:
+        return {
+            "checks": [c.to_dict() for c in self.checks],
+            "episodes": {k: records(t) for k, t in self.episodes.items()},
+            "events": {k: records(t) for k, t in self.events.items()},
+            "skipped": dict(self.skipped),
+            "summary": {k: _plain(x) for k, x in self.summary.items()},
+            "aliases_applied": dict(self.aliases_applied),
+        }
+
+
+def diagnose(frame: pd.DataFrame, ids: Iterable[str] | None = None,
+             options: CheckOptions | None = None) -> Report:
+    """Run every check and every episode/event finder on one frame.
+
+    Parameters
+    ----------
+    frame
+        A diag frame with canonical column names.
+    ids
+        Check ids to run; all when ``None``.
+    options
+        Success-criterion knobs (:class:`CheckOptions`).
+    """
+    vw = view(frame)
+    checks = run_checks(vw, ids, options)
+    episodes, events, skipped = find_all(vw)
+    return Report(checks, episodes, events, skipped, summary(vw),
+                  dict(frame.attrs.get("aliases_applied", {})))

@@ -1,0 +1,514 @@
+"""Spec invariants and success criteria, checked on a diag frame.
+
+Each check has a stable id (CI scripts gate on it), reads canonical columns
+through a :class:`~regime_dash.analysis.view.FrameView`, and returns a
+:class:`CheckResult`: ``pass``, ``fail`` or ``skip`` (skip names the missing
+fields), the number of violating rows, the first violating step, up to
+:data:`MAX_STEPS` violating steps and a one-line detail.
+
+Numerics. Formulas are recomputed in float32, operation by operation as the
+kernels write them (a separate multiply and add, as with ``--fmad=false``).
+Counters and flags are compared exactly: they are whole numbers far below 2²⁴,
+so float32 holds them exactly. Continuous formulas allow :data:`ULPS` float32
+ulps of the expected value (at least of 1.0): the regime-dash engines agree
+bit for bit, and the slack covers a trainer built with FMA contraction or
+fast-math division, which move a result by one or two ulps.
+
+Boundaries and gaps. A step-to-step rule is checked only where a row follows
+the previous one by exactly one step and is not a boundary. At a boundary the
+rule becomes "the reset value, or the ordinary successor" (so a boundary is never
+a violation); across a gap in ``step`` (a file logged every k steps) the rule is
+widened to what k steps can do.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import numpy as np
+import pandas as pd
+
+from regime_dash.analysis import view as v
+from regime_dash.analysis.view import F32, ONE, FrameView, countdown_next
+from regime_dash.errors import ValidationError
+
+#: Violating steps listed per check.
+MAX_STEPS = 20
+#: Tolerance of recomputed continuous formulas, in float32 ulps.
+ULPS = 4
+_EPS = np.float32(np.finfo(np.float32).eps)
+#: Success criterion 1: longest allowed stretch of kelly_f = 0 with every account flat.
+TRAP_STEPS = 200
+#: Success criterion 2: v8 fold-1 eval pnl baseline, dollars.
+EVAL_PNL_BASELINE = -507_000.0
+#: Success criterion 5: allowed throughput loss against the v9 baseline.
+THROUGHPUT_TOLERANCE = 0.05
+
+STATUSES = ("pass", "fail", "skip")
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """Knobs of the success-criterion checks (the invariants have none).
+
+    Attributes
+    ----------
+    trap_steps
+        Criterion 1: a stretch longer than this many steps is a Kelly trap.
+    eval_pnl_baseline
+        Criterion 2: the eval pnl each fold must reach.
+    baseline_sps
+        Criterion 5: the v9 baseline in steps per second; ``None`` skips the check.
+    throughput_window
+        Criterion 5: steps per measured window.
+    """
+
+    trap_steps: int = TRAP_STEPS
+    eval_pnl_baseline: float = EVAL_PNL_BASELINE
+    baseline_sps: float | None = None
+    throughput_window: int = 1000
+
+    def __post_init__(self):
+        if isinstance(self.trap_steps, bool) or not isinstance(self.trap_steps, (int, np.integer)) \
+                or self.trap_steps < 1:
+            raise ValidationError(f"trap_steps must be a whole number >= 1, got {self.trap_steps!r}",
+                                  field="trap_steps", value=self.trap_steps)
+        if self.baseline_sps is not None and not (np.isfinite(self.baseline_sps) and self.baseline_sps > 0):
+            raise ValidationError(f"baseline_sps must be a positive number, got {self.baseline_sps!r}",
+                                  field="baseline_sps", value=self.baseline_sps)
+        if not np.isfinite(self.eval_pnl_baseline):
+            raise ValidationError(f"eval_pnl_baseline must be finite, got {self.eval_pnl_baseline!r}",
+                                  field="eval_pnl_baseline", value=self.eval_pnl_baseline)
+        if isinstance(self.throughput_window, bool) or not isinstance(self.throughput_window, (int, np.integer)) \
+                or self.throughput_window < 2:
+            raise ValidationError(f"throughput_window must be a whole number >= 2, got {self.throughput_window!r}",
+                                  field="throughput_window", value=self.throughput_window)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Outcome of one check (``to_dict`` gives the CLI's JSON object)."""
+
+    id: str
+    status: str
+    violations: int
+    first_step: int | None
+    steps: list[int]
+    detail: str
+    missing: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "status": self.status, "violations": self.violations,
+                "first_step": self.first_step, "steps": list(self.steps), "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One registered check: the columns it needs and the function that finds violations.
+
+    ``fn(view, options)`` returns ``(violating rows as bool[T], detail)``, or a
+    ``str`` to skip with that reason although every needed column is present.
+    """
+
+    id: str
+    title: str
+    needs: tuple[str, ...]
+    fn: Callable[[FrameView, CheckOptions], "tuple[np.ndarray, str] | str"]
+    any_of: tuple[str, ...] = ()
+
+
+def _tol(expected: np.ndarray) -> np.ndarray:
+    return F32(ULPS) * _EPS * np.maximum(np.abs(expected), ONE)
+
+
+def _close(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
+    return np.abs(actual.astype(np.float64) - expected.astype(np.float64)) <= _tol(expected)
+
+
+def _finite(*arrays: np.ndarray) -> np.ndarray:
+    ok = np.ones(len(arrays[0]), dtype=bool)
+    for a in arrays:
+        ok &= np.isfinite(a)
+    return ok
+
+
+def _fmt(x: float) -> str:
+    return f"{float(x):.9g}"
+
+
+def _first(view: FrameView, bad: np.ndarray, what: Callable[[int], str]) -> str:
+    i = int(np.flatnonzero(bad)[0])
+    return f"first at step {int(view.step[i])}: {what(i)}"
+
+
+def _note_unverified(view: FrameView, finite: np.ndarray) -> str:
+    n = int((~finite).sum())
+    return f"; {n} row(s) with non-finite inputs not verified here (see finite_regime_fields)" if n else ""
+
+
+# ---- invariants ---------------------------------------------------------------------
+def _flag_binary(view: FrameView, _opt: CheckOptions):
+    cols = [c for c in (v.FLAG, v.TIMEOUT) if view.has(c)]
+    bad = np.zeros(view.n, dtype=bool)
+    per = {}
+    for c in cols:
+        a = view.f32(c)
+        b = ~((a == 0) | (a == 1))
+        per[c] = b
+        bad |= b
+    if not bad.any():
+        return bad, f"{', '.join(c.rsplit('.', 1)[1] for c in cols)} hold only 0 and 1"
+
+    def what(i):
+        return ", ".join(f"{c.rsplit('.', 1)[1]}={_fmt(view.f32(c)[i])}" for c in cols if per[c][i])
+    return bad, _first(view, bad, what)
+
+
+def _select(view: FrameView, step, gap, boundary_step, boundary_gap, first) -> np.ndarray:
+    """Pick each row's rule by its kind: consecutive, after a gap, boundary (either), or row 0."""
+    row0 = np.arange(view.n) == 0
+    cont = view.contiguous
+    ok = np.where(view.boundary, np.where(cont, boundary_step, boundary_gap), np.where(cont, step, gap))
+    return np.where(row0, first, ok)
+
+
+def _dead_zone_duration(view: FrameView, _opt: CheckOptions):
+    flag = view.f32(v.FLAG)
+    on, off = flag == 1, flag == 0
+    dur, prev = view.f32(v.DURATION), view.prev(v.DURATION)
+    rule = dur == np.where(on, prev + ONE, F32(0))            # duration = flag ? prev+1 : 0
+    reset_rule = dur == np.where(on, ONE, F32(0))             # after reset_session_state cleared it
+    weak = np.where(on, (dur >= 1) & (dur == np.floor(dur)), dur == 0)
+    # across a gap of k steps the dead zone may have started anywhere inside it
+    gap_rule = weak & np.where(on, dur <= prev + view.gap.astype(np.float32), True)
+    ok = _select(view, rule, gap_rule, rule | reset_rule, weak, weak)
+    considered = (on | off) & np.isfinite(dur) & (~view.checked | np.isfinite(prev))
+    bad = considered & ~ok
+    if not bad.any():
+        return bad, (f"duration = flag ? prev+1 : 0 holds on {int(view.checked.sum())} consecutive rows "
+                     f"(exact float32)" + _note_unverified(view, np.isfinite(dur) & np.isfinite(flag)))
+    return bad, _first(view, bad, lambda i: f"flag={_fmt(flag[i])} duration={_fmt(dur[i])}, "
+                                            f"previous duration={_fmt(prev[i])}")
+
+
+def _timeout_flag(view: FrameView, _opt: CheckOptions):
+    dur, to, mx = view.f32(v.DURATION), view.f32(v.TIMEOUT), view.f32(v.MAX_DURATION)
+    finite = _finite(dur, to, mx)
+    expected = (dur > mx).astype(np.float32)
+    bad = finite & (to != expected)
+    if not bad.any():
+        return bad, "timeout = duration > max_duration on every row" + _note_unverified(view, finite)
+    return bad, _first(view, bad, lambda i: f"timeout_flag={_fmt(to[i])} with duration={_fmt(dur[i])}, "
+                                            f"max_duration={_fmt(mx[i])}")
+
+
+def expected_recovery_factor(recency: np.ndarray, n_recovery: np.ndarray) -> np.ndarray:
+    """``min(1, recency / max(n_recovery, 1))`` in float32, as rl_regime_observer computes it."""
+    return np.minimum(ONE, recency.astype(F32) / np.maximum(n_recovery.astype(F32), ONE))
+
+
+def expected_eps_live(eps_min: np.ndarray, eps_max: np.ndarray, factor: np.ndarray) -> np.ndarray:
+    """``min + (max − min)·factor`` in float32, multiply and add rounded separately."""
+    scaled = (eps_max.astype(F32) - eps_min.astype(F32)) * factor.astype(F32)
+    return eps_min.astype(F32) + scaled
+
+
+def _recovery_factor(view: FrameView, _opt: CheckOptions):
+    fac, rec, n = view.f32(v.FACTOR), view.f32(v.RECENCY), view.f32(v.N_RECOVERY)
+    finite = _finite(fac, rec, n)
+    exp = expected_recovery_factor(rec, n)
+    bad = finite & ~_close(fac, exp)
+    if not bad.any():
+        return bad, (f"factor = min(1, recency/max(n_recovery,1)) within {ULPS} float32 ulps"
+                     + _note_unverified(view, finite))
+    return bad, _first(view, bad, lambda i: f"factor={_fmt(fac[i])}, expected {_fmt(exp[i])} "
+                                            f"(recency={_fmt(rec[i])}, n_recovery={_fmt(n[i])})")
+
+
+def _eps_live(view: FrameView, _opt: CheckOptions):
+    live, lo, hi, fac = (view.f32(c) for c in (v.LIVE, v.EPS_MIN, v.EPS_MAX, v.FACTOR))
+    finite = _finite(live, lo, hi, fac)
+    exp = expected_eps_live(lo, hi, fac)
+    bad = finite & ~_close(live, exp)
+    if not bad.any():
+        return bad, (f"live = min + (max-min)*factor within {ULPS} float32 ulps"
+                     + _note_unverified(view, finite))
+    return bad, _first(view, bad, lambda i: f"live={_fmt(live[i])}, expected {_fmt(exp[i])} "
+                                            f"(min={_fmt(lo[i])}, max={_fmt(hi[i])}, factor={_fmt(fac[i])})")
+
+
+def _tail_recency(view: FrameView, _opt: CheckOptions):
+    rec, prev = view.f32(v.RECENCY), view.prev(v.RECENCY)
+    gap = view.gap.astype(np.float32)
+    s = v.RECENCY_SENTINEL
+    whole = (rec >= 0) & (rec == np.floor(rec))
+    tail = rec == 0
+    rule = tail | (rec == prev + ONE)
+    # a tail somewhere inside a gap of k steps leaves recency below k
+    gap_rule = whole & ((rec == prev + gap) | (rec < gap))
+    # re-bootstrapped to the sentinel, then +1 per step (more than one across a gap)
+    sentinel = whole & (rec >= s) & (rec <= s + np.maximum(gap, ONE))
+    ok = _select(view, rule, gap_rule, rule | sentinel, gap_rule | sentinel, whole)
+    why = np.full(view.n, "not 0 and not previous+1", dtype=object)
+    gated = np.zeros(view.n, dtype=bool)
+    if view.has(v.COUNT):
+        # G23: no tail event while the Welford count is below 10
+        gated = tail & (view.f32(v.COUNT) < F32(10))
+        why[gated] = "tail event while welford_count < 10"
+    finite = np.isfinite(rec) & (~view.checked | np.isfinite(prev))
+    bad = finite & (~ok | gated)
+    if not bad.any():
+        extra = " and no tail before welford_count reaches 10" if view.has(v.COUNT) else ""
+        return bad, (f"recency is 0 at a tail and previous+1 otherwise on {int(view.checked.sum())} "
+                     f"consecutive rows{extra}" + _note_unverified(view, finite))
+    return bad, _first(view, bad, lambda i: f"recency={_fmt(rec[i])}, previous={_fmt(prev[i])}: {why[i]}")
+
+
+def _welford_count(view: FrameView, _opt: CheckOptions):
+    cnt, prev = view.f32(v.COUNT), view.prev(v.COUNT)
+    d = cnt - prev
+    # the count is kept across boundaries, so a boundary row follows the step rule too
+    step_ok = (d == 0) | (d == 1)
+    gap_ok = (d >= 0) & (d <= view.gap.astype(np.float32))
+    first_ok = (cnt >= 0) & (cnt == np.floor(cnt))
+    row0 = np.arange(view.n) == 0
+    ok = np.where(row0, first_ok, np.where(view.contiguous, step_ok, gap_ok))
+    finite = np.isfinite(cnt) & (row0 | np.isfinite(prev))
+    bad = finite & ~ok
+    if not bad.any():
+        return bad, ("welford_count grows by 0 or 1 per step, boundaries included"
+                     + _note_unverified(view, finite))
+    return bad, _first(view, bad, lambda i: f"welford_count={_fmt(cnt[i])} after {_fmt(prev[i])}")
+
+
+def _finite_regime(view: FrameView, _opt: CheckOptions):
+    cols = [c for c in view.frame.columns if str(c).startswith(v.R)]
+    bad = np.zeros(view.n, dtype=bool)
+    counts = {}
+    for c in cols:
+        b = ~np.isfinite(view.f32(c))
+        if b.any():
+            counts[c] = int(b.sum())
+        bad |= b
+    if not bad.any():
+        return bad, f"{len(cols)} risk_stack.regime.* fields finite on every row"
+    worst = ", ".join(f"{c[len(v.R):]} ({k})" for c, k in sorted(counts.items(), key=lambda kv: -kv[1])[:4])
+    return bad, f"non-finite or missing values in {len(counts)} field(s): {worst}; " + _first(
+        view, bad, lambda i: ", ".join(f"{c[len(v.R):]}={_fmt(view.f32(c)[i])}" for c in counts
+                                       if not np.isfinite(view.f32(c)[i]))[:200])
+
+
+def _envelope_floor(view: FrameView, _opt: CheckOptions):
+    sig, env = view.f32(v.SIGMA), view.f32(v.ENVELOPE)
+    finite = _finite(sig, env)
+    # σ is written as fmaxf(σ, envelope): exact, no tolerance
+    bad = finite & (sig < env)
+    if not bad.any():
+        active = int((finite & (env > 0)).sum())
+        return bad, (f"popart sigma >= envelope on every row (envelope tracked on {active} rows; "
+                     f"0 everywhere means F4 is off)" + _note_unverified(view, finite))
+    return bad, _first(view, bad, lambda i: f"sigma={_fmt(sig[i])} < envelope={_fmt(env[i])}")
+
+
+def _transition_ramp(view: FrameView, _opt: CheckOptions):
+    rem, prev = view.f32(v.REMAINING), view.prev(v.REMAINING)
+    domain = (rem >= -1) & (rem == np.floor(rem))
+    cont = domain & (rem == countdown_next(prev, view.gap))
+    if view.has(v.STEPS_CONFIG):
+        n = view.f32(v.STEPS_CONFIG)
+        # the reset aligns remaining to N; eval_warmup_decay counts it down in the same step
+        restart = domain & np.where(n > 0, (rem == n - ONE) | (rem == n), rem == -1)
+    else:
+        restart = domain
+    ok = _select(view, cont, cont, restart | cont, domain, domain)
+    finite = np.isfinite(rem) & (~view.checked | np.isfinite(prev))
+    bad = finite & ~ok
+    if not bad.any():
+        return bad, (f"remaining counts N -> 0 -> -1 between boundaries ({int(view.boundary.sum())} "
+                     f"boundaries)" + _note_unverified(view, finite))
+    return bad, _first(view, bad, lambda i: f"remaining={_fmt(rem[i])} after {_fmt(prev[i])} "
+                                            f"({int(view.gap[i])} step(s) later)")
+
+
+# ---- success criteria ------------------------------------------------------------------
+def trap_stretches(view: FrameView) -> list[tuple[int, int]]:
+    """Row ranges ``[a, b]`` where kelly_f = 0 and every account is flat (consecutive rows)."""
+    trapped = (view.f32(v.KELLY) == 0) & (view.f32(v.FLAT) == view.f32(v.B_SIZE))
+    out = []
+    idx = np.flatnonzero(trapped)
+    if len(idx):
+        breaks = np.flatnonzero(np.diff(idx) > 1)
+        starts = np.r_[idx[0], idx[breaks + 1]]
+        ends = np.r_[idx[breaks], idx[-1]]
+        out = list(zip(starts.tolist(), ends.tolist()))
+    return out
+
+
+def _kelly_trap(view: FrameView, opt: CheckOptions):
+    timeout = view.f32(v.TIMEOUT) == 1 if view.has(v.TIMEOUT) else np.zeros(view.n, dtype=bool)
+    bad = np.zeros(view.n, dtype=bool)
+    long_with_timeout = 0
+    longest = 0
+    for a, b in trap_stretches(view):
+        length = view.step[b] - view.step[a] + 1
+        longest = max(longest, int(length))
+        if length <= opt.trap_steps:
+            continue
+        if timeout[a:b + 1].any():
+            long_with_timeout += 1
+            continue
+        # the step at which the stretch became longer than trap_steps
+        cross = a + int(np.searchsorted(view.step[a:b + 1], view.step[a] + opt.trap_steps))
+        bad[cross] = True
+    note = "" if view.has(v.TIMEOUT) else " (timeout_flag missing: no stretch is excused)"
+    if not bad.any():
+        return bad, (f"longest kelly_f=0 all-flat stretch {longest} steps (limit {opt.trap_steps})"
+                     + (f"; {long_with_timeout} longer stretch(es) ended by the timeout flag"
+                        if long_with_timeout else "") + note)
+    return bad, (f"{int(bad.sum())} stretch(es) of kelly_f=0 with every account flat lasted more than "
+                 f"{opt.trap_steps} steps without the timeout flag; " +
+                 _first(view, bad, lambda i: f"trapped for {opt.trap_steps + 1} steps") + note)
+
+
+def _envelope_tracking(view: FrameView, _opt: CheckOptions):
+    env, prev, alpha = view.f32(v.ENVELOPE), view.prev(v.ENVELOPE), view.f32(v.DECAY_ALPHA)
+    # max_r_ema only falls by its decay: (1-α)·ema + α·max|r| >= (1-α)·ema, since max|r| >= 0
+    floor_one = (ONE - alpha) * prev
+    k = view.gap.astype(np.float64)
+    floor_gap = (1.0 - alpha.astype(np.float64)) ** k * prev.astype(np.float64)
+    floor = np.where(view.contiguous, floor_one.astype(np.float64), floor_gap)
+    tracked = ~view.boundary & (np.arange(view.n) > 0)
+    finite = _finite(env, prev, alpha)
+    bad = tracked & finite & ((env.astype(np.float64) < floor - _tol(floor_one)) | (env < 0))
+    bad[:1] = finite[:1] & (env[:1] < 0)
+    if not bad.any():
+        return bad, ("popart envelope rises to each batch max and falls no faster than (1-alpha) per "
+                     "step, so sigma_effective tracks per-account tails (with envelope_floor)")
+    return bad, _first(view, bad, lambda i: f"envelope={_fmt(env[i])} fell below (1-alpha)*previous="
+                                            f"{_fmt(floor[i])}")
+
+
+def _eval_pnl(view: FrameView, opt: CheckOptions):
+    pnl = view.f32("eval.pnl").astype(np.float64)
+    have = np.isfinite(pnl)
+    if "phase" in view.frame.columns:
+        have &= (view.frame["phase"].to_numpy(dtype=object) == "eval")
+    if not have.any():
+        return "no eval-phase eval.pnl value in the run"
+    rows = np.flatnonzero(have)
+    if "fold" in view.frame.columns:
+        folds = view.frame["fold"].to_numpy(dtype=object)[rows]
+        last = [rows[np.flatnonzero(folds == f)[-1]] for f in pd.unique(folds)]
+    else:
+        last = [rows[-1]]
+    bad = np.zeros(view.n, dtype=bool)
+    for i in last:
+        bad[i] = pnl[i] < opt.eval_pnl_baseline
+    vals = ", ".join(f"{pnl[i]:,.0f}" for i in last[:6])
+    if not bad.any():
+        return bad, f"final eval pnl per fold {vals} >= baseline {opt.eval_pnl_baseline:,.0f}"
+    return bad, f"final eval pnl per fold {vals}; below baseline {opt.eval_pnl_baseline:,.0f} " + \
+        _first(view, bad, lambda i: f"{pnl[i]:,.0f}")
+
+
+def _throughput(view: FrameView, opt: CheckOptions):
+    if opt.baseline_sps is None:
+        return "no v9 baseline given (CheckOptions.baseline_sps, CLI --baseline-sps)"
+    wall = view.frame["wall_time"].to_numpy(dtype=np.float64)
+    ok = np.flatnonzero(np.isfinite(wall))
+    if len(ok) < 2:
+        return "fewer than 2 rows with wall_time"
+    limit = (1.0 - THROUGHPUT_TOLERANCE) * opt.baseline_sps
+    bad = np.zeros(view.n, dtype=bool)
+    rates = []
+    w = opt.throughput_window
+    for a in range(0, len(ok) - 1, w):
+        i, j = ok[a], ok[min(a + w, len(ok) - 1)]
+        dt = wall[j] - wall[i]
+        if j == i or dt <= 0:
+            continue
+        sps = (view.step[j] - view.step[i]) / dt
+        rates.append(sps)
+        bad[j] = sps < limit
+    if not rates:
+        return "wall_time does not increase"
+    msg = f"steps/s per {w}-row window: min {min(rates):.3g}, median {np.median(rates):.3g}; limit {limit:.3g}"
+    return bad, msg
+
+
+CHECKS: tuple[Check, ...] = (
+    Check("flag_binary", "dead-zone flag and timeout flag are 0 or 1", (v.FLAG,), _flag_binary),
+    Check("dead_zone_duration", "duration = flag ? prev+1 : 0", (v.FLAG, v.DURATION), _dead_zone_duration),
+    Check("timeout_flag", "timeout = duration > max_duration", (v.DURATION, v.TIMEOUT, v.MAX_DURATION),
+          _timeout_flag),
+    Check("recovery_factor_formula", "factor = min(1, recency / max(n_recovery, 1))",
+          (v.FACTOR, v.RECENCY, v.N_RECOVERY), _recovery_factor),
+    Check("eps_live_formula", "live = min + (max - min)·factor", (v.LIVE, v.EPS_MIN, v.EPS_MAX, v.FACTOR),
+          _eps_live),
+    Check("tail_recency", "recency is 0 at a tail and prev+1 otherwise", (v.RECENCY,), _tail_recency),
+    Check("welford_count_monotone", "Welford count grows by 0 or 1 per step and is kept at boundaries",
+          (v.COUNT,), _welford_count),
+    Check("finite_regime_fields", "no NaN or Inf in risk_stack.regime.* (success criterion 4)", (),
+          _finite_regime, any_of=(v.R + "*",)),
+    Check("envelope_floor", "popart sigma >= envelope (F4)", (v.SIGMA, v.ENVELOPE), _envelope_floor),
+    Check("transition_ramp", "v9 remaining N -> 0 -> -1 after each boundary", (v.REMAINING,), _transition_ramp),
+    Check("kelly_trap", "success criterion 1: no kelly_f = 0 all-flat stretch over 200 steps without timeout",
+          (v.KELLY, v.FLAT, v.B_SIZE), _kelly_trap),
+    Check("eval_pnl_baseline", "success criterion 2: eval pnl >= -$507k per fold", ("eval.pnl",), _eval_pnl),
+    Check("throughput", "success criterion 5: steps/s within 5% of the v9 baseline", ("wall_time",),
+          _throughput),
+    Check("envelope_tracking", "success criterion 7: the σ envelope follows per-account tails "
+          "(falls only by its decay)", (v.ENVELOPE, v.DECAY_ALPHA), _envelope_tracking),
+)
+#: Check ids in report order.
+CHECK_IDS: tuple[str, ...] = tuple(c.id for c in CHECKS)
+_BY_ID = {c.id: c for c in CHECKS}
+
+
+def _result(check: Check, view: FrameView, opt: CheckOptions) -> CheckResult:
+    missing = view.missing(check.needs)
+    if check.any_of and not any(str(c).startswith(v.R) for c in view.frame.columns):
+        missing += list(check.any_of)
+    if missing:
+        return CheckResult(check.id, "skip", 0, None, [], "missing field(s): " + ", ".join(missing), missing)
+    if view.n == 0:
+        return CheckResult(check.id, "skip", 0, None, [], "the frame has no rows")
+    out = check.fn(view, opt)
+    if isinstance(out, str):
+        return CheckResult(check.id, "skip", 0, None, [], out)
+    bad, detail = out
+    steps = view.steps_at(bad)
+    if len(steps) == 0:
+        return CheckResult(check.id, "pass", 0, None, [], detail)
+    return CheckResult(check.id, "fail", int(len(steps)), int(steps[0]),
+                       [int(s) for s in steps[:MAX_STEPS]], detail)
+
+
+def run_checks(frame_or_view: pd.DataFrame | FrameView, ids: Iterable[str] | None = None,
+               options: CheckOptions | None = None) -> list[CheckResult]:
+    """Run the checks on a diag frame with canonical column names.
+
+    Parameters
+    ----------
+    frame_or_view
+        A frame (see :func:`regime_dash.aliases.canonical_frame`) or a prepared view.
+    ids
+        Check ids to run, in :data:`CHECK_IDS` order; all when ``None``.
+    options
+        Success-criterion knobs.
+
+    Raises
+    ------
+    ValidationError
+        For an unknown check id.
+    """
+    from regime_dash.analysis.view import view as make_view
+
+    vw = frame_or_view if isinstance(frame_or_view, FrameView) else make_view(frame_or_view)
+    opt = options or CheckOptions()
+    wanted = list(CHECK_IDS) if ids is None else list(ids)
+    for i in wanted:
+        if i not in _BY_ID:
+            raise ValidationError(f"unknown check id {i!r}; valid ids: {', '.join(CHECK_IDS)}",
+                                  field="check", value=i)
+    return [_result(_BY_ID[i], vw, opt) for i in CHECK_IDS if i in wanted]

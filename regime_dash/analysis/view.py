@@ -1,0 +1,190 @@
+"""FrameView: one diag frame prepared for analysis.
+
+Every episode finder and invariant reads the frame through a :class:`FrameView`:
+rows sorted by step, numeric columns as float32 arrays (the ISV is float32, so
+that is the precision every formula is recomputed in), and, per row, whether it
+follows the previous row by exactly one step and whether it is a boundary
+(``reset_session_state`` ran before it).
+
+Boundaries are detected, not given: a diag file has no boundary marker. A row is
+a boundary when any of these holds (each is one ``reason``):
+
+``phase``               ``phase`` differs from the previous row's;
+``fold``                ``fold`` differs from the previous row's;
+``recency_sentinel``    tail recency is the sentinel ``1e6`` or ``1e6 + 1``
+                        (re-bootstrapped, then the observer's ``+1``) and is not
+                        the previous value ``+ 1``;
+``transition_restart``  the v9 remaining is ``steps_config − 1`` or
+                        ``steps_config`` and is not the previous value's
+                        countdown successor (the reset aligns it to
+                        ``steps_config`` and ``eval_warmup_decay`` counts one
+                        down in the same step; a trainer that snapshots before
+                        the decay shows ``steps_config``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+from regime_dash import diag
+from regime_dash.slots import DEFAULT_LAYOUT
+
+P, R = diag.P, diag.R
+
+# Canonical columns the analysis reads (DESIGN.md names).
+KELLY = P + "kelly.fraction"
+KELLY_ANALYTIC = P + "kelly.analytic"
+FLAT = diag.FLAT_COUNT
+B_SIZE = diag.B_SIZE
+WORST = P + "session_pnl.worst"
+SIGMA = P + "popart.sigma"
+POPART_VAR = P + "popart.var"
+FLAG = R + "dead_zone.flag"
+DURATION = R + "dead_zone.duration"
+TIMEOUT = R + "dead_zone.timeout_flag"
+MAX_DURATION = R + "dead_zone.max_duration"
+REMAINING = R + "transition.remaining"
+STEPS_CONFIG = R + "transition.steps_config"
+RECENCY = R + "tail.recency"
+VARIANCE = R + "tail.session_pnl_variance_ema"
+SIGMA_THR = R + "tail.sigma_threshold"
+COUNT = R + "tail.welford_count"
+FACTOR = R + "kelly_eps_recovery.factor"
+LIVE = R + "kelly_eps_recovery.live"
+EPS_MIN = R + "kelly_eps_recovery.min"
+EPS_MAX = R + "kelly_eps_recovery.max"
+N_RECOVERY = R + "kelly_eps_recovery.n_recovery"
+ENVELOPE = R + "popart_envelope.max_abs_reward_ema"
+DECAY_ALPHA = R + "popart_envelope.decay_alpha"
+
+#: The tail-recency sentinel ("no tail seen"), from the slot registry.
+RECENCY_SENTINEL = np.float32(DEFAULT_LAYOUT["RL_REGIME_TAIL_EVENT_RECENCY_INDEX"].bootstrap)
+
+F32 = np.float32
+ONE = F32(1.0)
+
+
+def countdown_next(prev: np.ndarray, k: np.ndarray | int = 1) -> np.ndarray:
+    """The v9 remaining ``k`` steps after ``prev`` with no boundary in between: ``N → 0 → −1``."""
+    prev = np.asarray(prev, dtype=np.float64)
+    after = prev - np.asarray(k, dtype=np.float64)
+    return np.where(prev > 0, np.where(after >= 0, after, -1.0), -1.0)
+
+
+@dataclass
+class FrameView:
+    """A diag frame sorted by step, with boundary and step-continuity masks.
+
+    Build it with :func:`view`. ``frame`` keeps every column of the input;
+    :meth:`f32` reads one as float32 (non-numeric values become NaN).
+    """
+
+    frame: pd.DataFrame
+    step: np.ndarray
+    step_given: bool
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def n(self) -> int:
+        return len(self.frame)
+
+    def has(self, *cols: str) -> bool:
+        return all(c in self.frame.columns for c in cols)
+
+    def missing(self, cols: Iterable[str]) -> list[str]:
+        return [c for c in cols if c not in self.frame.columns]
+
+    def f32(self, col: str) -> np.ndarray:
+        """Column ``col`` as float32 (NaN where missing or not a number)."""
+        if col not in self._cache:
+            raw = pd.to_numeric(self.frame[col], errors="coerce")
+            self._cache[col] = np.asarray(raw, dtype=np.float64).astype(np.float32)
+        return self._cache[col]
+
+    def prev(self, col: str) -> np.ndarray:
+        """``col`` of the previous row (NaN at row 0)."""
+        a = self.f32(col)
+        out = np.empty_like(a)
+        out[:1] = np.nan
+        out[1:] = a[:-1]
+        return out
+
+    @cached_property
+    def gap(self) -> np.ndarray:
+        """Steps from the previous row to this one (0 at row 0)."""
+        g = np.zeros(self.n, dtype=np.int64)
+        g[1:] = np.diff(self.step)
+        return g
+
+    @cached_property
+    def contiguous(self) -> np.ndarray:
+        """Row follows the previous row by exactly one step."""
+        c = self.gap == 1
+        c[:1] = False
+        return c
+
+    @cached_property
+    def boundary_reasons(self) -> dict[str, np.ndarray]:
+        """``{reason: bool[T]}`` for each boundary signature (see the module doc)."""
+        out: dict[str, np.ndarray] = {}
+        for col in ("phase", "fold"):
+            if col in self.frame.columns:
+                vals = self.frame[col].to_numpy(dtype=object)
+                known = pd.notna(vals)
+                change = np.zeros(self.n, dtype=bool)
+                change[1:] = known[1:] & known[:-1] & (vals[1:] != vals[:-1])
+                out[col] = change
+        if self.has(RECENCY):
+            rec, prev = self.f32(RECENCY), self.prev(RECENCY)
+            sentinel = (rec == RECENCY_SENTINEL) | (rec == RECENCY_SENTINEL + ONE)
+            out["recency_sentinel"] = sentinel & ~(rec == prev + ONE) & (np.arange(self.n) > 0)
+        if self.has(REMAINING, STEPS_CONFIG):
+            rem, prev = self.f32(REMAINING), self.prev(REMAINING)
+            n_cfg = self.f32(STEPS_CONFIG)
+            restart = (n_cfg > 0) & ((rem == n_cfg - ONE) | (rem == n_cfg))
+            out["transition_restart"] = (restart & ~(rem == countdown_next(prev, self.gap))
+                                         & (np.arange(self.n) > 0))
+        return out
+
+    @cached_property
+    def boundary(self) -> np.ndarray:
+        """Row is a boundary: ``reset_session_state`` ran before it."""
+        b = np.zeros(self.n, dtype=bool)
+        for mask in self.boundary_reasons.values():
+            b |= mask
+        return b
+
+    @cached_property
+    def checked(self) -> np.ndarray:
+        """Rows where a step-to-step recurrence applies: contiguous and not a boundary."""
+        return self.contiguous & ~self.boundary
+
+    def steps_at(self, mask: np.ndarray) -> np.ndarray:
+        return self.step[np.asarray(mask, dtype=bool)]
+
+
+def view(frame: pd.DataFrame) -> FrameView:
+    """Prepare ``frame`` (canonical column names) for analysis.
+
+    Rows are sorted by ``step`` (stable); a frame without a ``step`` column uses
+    the row number as its step and says so through ``step_given = False``.
+    """
+    if "step" in frame.columns:
+        step = pd.to_numeric(frame["step"], errors="coerce").to_numpy(dtype=np.float64)
+        if np.isnan(step).any():
+            from regime_dash.errors import ValidationError
+
+            i = int(np.flatnonzero(np.isnan(step))[0])
+            raise ValidationError(f"step column holds a non-number {frame['step'].iloc[i]!r} at row {i}",
+                                  field="step", value=frame["step"].iloc[i])
+        step = step.astype(np.int64)
+        if len(step) > 1 and (np.diff(step) < 0).any():
+            order = np.argsort(step, kind="stable")
+            frame = frame.iloc[order]
+            step = step[order]
+        return FrameView(frame.reset_index(drop=True), step, True)
+    return FrameView(frame.reset_index(drop=True), np.arange(len(frame), dtype=np.int64), False)
