@@ -149,7 +149,7 @@ def _cast(name: str, value: Any) -> np.ndarray:
             i = np.flatnonzero(mismatch | np.isnan(arr))[0] if arr.ndim == 1 else \
                 np.argwhere(mismatch | np.isnan(arr))[0].tolist()
             bad = arr.reshape(-1)[np.ravel_multi_index(i, arr.shape) if arr.ndim > 1 else i]
-            raise StreamError(f"{name} must hold whole numbers; at {i} it holds {bad!r}",
+            raise StreamError(f"{name} must hold whole numbers; at {i} it holds {float(bad)!r}",
                               field=name, value=bad)
     return out
 
@@ -191,7 +191,7 @@ def validate(stream: Stream) -> None:
         finite = np.isfinite(arr)
         if not finite.all():
             where = np.argwhere(~finite)[0]
-            raise StreamError(f"{name} holds a non-finite value {arr[tuple(where)]!r} at step index "
+            raise StreamError(f"{name} holds a non-finite value {float(arr[tuple(where)])!r} at step index "
                               f"{int(where[0])}" + (f", account {int(where[1])}" if arr.ndim == 2 else ""),
                               field=name, value=float(arr[tuple(where)]))
     if (stream.lots < 0).any():
@@ -200,7 +200,7 @@ def validate(stream: Stream) -> None:
                           f"{int(stream.lots[tuple(i)])}", field="lots", value=int(stream.lots[tuple(i)]))
     if (stream.cooldown < 0).any():
         i = int(np.flatnonzero(stream.cooldown < 0)[0])
-        raise StreamError(f"cooldown must be >= 0; step index {i} holds {stream.cooldown[i]!r}",
+        raise StreamError(f"cooldown must be >= 0; step index {i} holds {float(stream.cooldown[i])!r}",
                           field="cooldown", value=float(stream.cooldown[i]))
     d = np.diff(stream.step)
     if (d <= 0).any():

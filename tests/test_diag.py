@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import regime_dash as rd
+from regime_dash import diag
+from regime_dash.errors import ParseError
+from tests.helpers import stream
+
+SPEC_GROUPS = {
+    "dead_zone": {"flag", "duration", "timeout_flag", "max_duration"},
+    "transition": {"remaining", "steps_config", "decay_steps_config"},
+    "tail": {"recency", "session_pnl_variance_ema", "sigma_threshold", "welford_count"},
+    "kelly_eps_recovery": {"factor", "live", "min", "max", "n_recovery"},
+    "popart_envelope": {"max_abs_reward_ema", "decay_alpha"},
+    "iqn_tau_boost": {"factor", "n_window"},
+}
+
+
+def _frame(rng):
+    t, b = 40, 16
+    worst = np.minimum.accumulate(rng.normal(-1, 5, t)).astype(np.float32)
+    boundary = np.zeros(t, bool)
+    boundary[25] = True
+    return rd.replay(stream(t, b, rewards=rng.normal(size=(t, b)).astype(np.float32),
+                            session_pnl_worst=worst, boundary=boundary, kelly_analytic=rng.normal(size=t)))
+
+
+def test_jsonl_has_the_spec_structure(tmp_path, rng):
+    path = diag.write_jsonl(_frame(rng), tmp_path / "diag.jsonl")
+    first = json.loads(path.read_text().splitlines()[0])
+    regime = first["risk_stack"]["regime"]
+    assert {k: set(v) for k, v in regime.items()} == SPEC_GROUPS
+    assert set(first["risk_stack"]) == {"kelly", "positions", "session_pnl", "popart", "iqn", "regime"}
+    assert first["step"] == 0 and first["phase"] == "train" and first["fold"] == 0
+
+
+def test_jsonl_round_trip_is_exact(tmp_path, rng):
+    frame = _frame(rng)
+    back = diag.read_jsonl(diag.write_jsonl(frame, tmp_path / "diag.jsonl"))
+    assert list(back.columns) == list(frame.columns)
+    pd.testing.assert_frame_equal(back, frame, check_exact=True)
+
+
+def test_nan_survives_round_trip(tmp_path, rng):
+    frame = _frame(rng)
+    frame.loc[3, "risk_stack.popart.var"] = np.nan
+    back = diag.read_jsonl(diag.write_jsonl(frame, tmp_path / "d.jsonl"))
+    assert np.isnan(back.loc[3, "risk_stack.popart.var"])
+    assert "NaN" in (tmp_path / "d.jsonl").read_text()
+
+
+def test_fold_and_phase_alternate_at_boundaries():
+    fold, phase = diag.fold_and_phase(np.array([0, 0, 1, 0, 1, 0, 0], bool))
+    assert list(phase) == ["train", "train", "eval", "eval", "train", "train", "train"]
+    assert list(fold) == [0, 0, 0, 0, 1, 1, 1]
+
+
+def test_flatten_unflatten_inverse():
+    obj = {"a": {"b": 1, "c": {"d": 2.5}}, "e": "x"}
+    assert diag.flatten(obj) == {"a.b": 1, "a.c.d": 2.5, "e": "x"}
+    assert diag.unflatten(diag.flatten(obj)) == obj
+
+
+def test_strict_reader_names_the_line(tmp_path):
+    p = tmp_path / "bad.jsonl"
+    p.write_text('{"step": 0}\n[1, 2]\n')
+    with pytest.raises(ParseError, match=r"bad.jsonl:2: JSON list, not an object") as exc:
+        diag.read_jsonl(p)
+    assert exc.value.line == 2
