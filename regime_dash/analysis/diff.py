@@ -31,8 +31,10 @@ class FieldDiff:
     max_abs: float | None
 
     def to_dict(self) -> dict:
+        # a NaN against a number has no finite |Δ|; JSON gets null for it
+        finite = self.max_abs is not None and np.isfinite(self.max_abs)
         return {"column": self.column, "rows": self.rows, "first_step": self.first_step,
-                "max_abs": self.max_abs}
+                "max_abs": self.max_abs if finite else None}
 
 
 @dataclass(frozen=True)

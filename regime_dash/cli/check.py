@@ -1,0 +1,195 @@
+"""``python -m regime_dash check RUN|FILE`` and ``python -m regime_dash diff A B``.
+
+``check`` runs the spec invariants and success criteria on one run and lists
+what it found (dead-zone episodes, tail events, timeouts, floor spans, v9
+transitions, boundaries). It exits 1 when any check fails and 0 otherwise
+(skips do not fail), so a trainer's CI can gate on it; 2 on bad input.
+
+``diff`` compares two runs step by step (the spec's F3 byte-identical check)
+and exits 0 when they are identical, 1 when they differ.
+
+A target is a file (``.parquet`` frame, or a diag ``.jsonl``, plain or gzip,
+read by :mod:`regime_dash.ingest`, which sets bad lines aside) or, when no such
+file exists, a run id in the run store.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+_STORE_HELP = "run store directory (default: $REGIME_DASH_STORE or ./data/store)"
+_ALIAS_HELP = "JSON file {canonical column: alias or [aliases]} extending the alias table"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("check", help="check a run against the spec's invariants and success criteria",
+                       description="Check a run against the spec's invariants and success criteria. "
+                       "Exit status: 0 no check failed, 1 a check failed, 2 bad input.")
+    p.add_argument("target", metavar="RUN_ID|FILE", help="run id in the store, or a .jsonl/.parquet file")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    p.add_argument("--only", metavar="ID[,ID...]", default=None,
+                   help="run only these check ids (default: all)")
+    p.add_argument("--aliases", metavar="FILE", default=None, help=_ALIAS_HELP)
+    p.add_argument("--store", metavar="DIR", default=None, help=_STORE_HELP)
+    p.add_argument("--trap-steps", type=int, default=None, metavar="N",
+                   help="success criterion 1: longest allowed kelly_f=0 all-flat stretch (default 200)")
+    p.add_argument("--baseline-sps", type=float, default=None, metavar="SPS",
+                   help="success criterion 5: v9 baseline steps/s (the throughput check skips without it)")
+    p.set_defaults(func=run_check)
+
+    d = sub.add_parser("diff", help="compare two runs step by step (F3 byte-identical check)",
+                       description="Compare two runs step by step. Exit status: 0 identical, "
+                       "1 different, 2 bad input.")
+    d.add_argument("a", metavar="A", help="run id or file")
+    d.add_argument("b", metavar="B", help="run id or file")
+    d.add_argument("--json", action="store_true", help="print the diff as one JSON object")
+    d.add_argument("--columns", metavar="COL[,COL...]", default=None, help="compare only these columns")
+    d.add_argument("--aliases", metavar="FILE", default=None, help=_ALIAS_HELP)
+    d.add_argument("--store", metavar="DIR", default=None, help=_STORE_HELP)
+    d.set_defaults(func=run_diff)
+
+
+def _user_aliases(path: str | None) -> dict | None:
+    from regime_dash.aliases import parse_alias_json
+    from regime_dash.errors import ValidationError
+
+    if path is None:
+        return None
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValidationError(f"cannot read alias file {path!r}: {exc.strerror}", field="aliases",
+                              value=path) from None
+    return parse_alias_json(text)
+
+
+def load_target(target: str, store: str | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Read a run: a file when ``target`` is one, else a run id in the store.
+
+    Returns the frame (raw column names) and a small ``source`` dict for the report.
+    """
+    from regime_dash.errors import IngestError
+
+    path = Path(target)
+    if path.is_file():
+        if path.suffix == ".parquet":
+            try:
+                frame = pd.read_parquet(path)
+            except (OSError, ValueError) as exc:
+                raise IngestError(f"cannot read {target!r} as Parquet: {exc}", path=target) from None
+            return frame, {"file": path.name}
+        from regime_dash import ingest
+
+        table, report = ingest.parse(path)
+        frame = table.to_pandas()
+        if ingest.LINE_COLUMN in frame.columns:
+            frame = frame.drop(columns=[ingest.LINE_COLUMN])
+        return frame, {"file": path.name, "rejected_lines": len(report.rejected)}
+    from regime_dash.store import RunStore
+
+    frame = RunStore(store).load(target)
+    drop = [c for c in ("_line", "run") if c in frame.columns]
+    return frame.drop(columns=drop), {"run_id": target}
+
+
+def _prepared(target: str, store: str | None, aliases: dict | None) -> tuple[pd.DataFrame, dict]:
+    from regime_dash.aliases import canonical_frame
+
+    frame, source = load_target(target, store)
+    return canonical_frame(frame, aliases), source
+
+
+def _split(text: str | None) -> list[str] | None:
+    return None if text is None else [t.strip() for t in text.split(",") if t.strip()]
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from regime_dash.analysis import CheckOptions, diagnose
+
+    opts: dict[str, Any] = {}
+    if args.trap_steps is not None:
+        opts["trap_steps"] = args.trap_steps
+    if args.baseline_sps is not None:
+        opts["baseline_sps"] = args.baseline_sps
+    options = CheckOptions(**opts)
+    frame, source = _prepared(args.target, args.store, _user_aliases(args.aliases))
+    report = diagnose(frame, _split(args.only), options)
+    if args.json:
+        doc = report.to_dict()
+        doc["source"] = source
+        json.dump(doc, sys.stdout, indent=1, allow_nan=False)
+        sys.stdout.write("\n")
+    else:
+        for line in report_lines(report, source):
+            print(line)
+    return 0 if report.ok else 1
+
+
+def report_lines(report, source: dict) -> list[str]:
+    """The human form of a check report."""
+    name = source.get("run_id") or source.get("file")
+    s = report.summary
+    out = [f"{name}: {s['rows']} rows, steps {s['first_step']}..{s['last_step']}, "
+           f"{s['boundaries']} boundaries"]
+    if source.get("rejected_lines"):
+        out.append(f"  ({source['rejected_lines']} line(s) rejected by ingest)")
+    if report.aliases_applied:
+        out.append("aliases: " + ", ".join(f"{a} -> {c}" for a, c in report.aliases_applied.items()))
+    w = max(len(c.id) for c in report.checks) if report.checks else 10
+    out.append("")
+    for c in report.checks:
+        first = "" if c.first_step is None else f" first step {c.first_step}"
+        count = f" {c.violations} violation(s){first}" if c.status == "fail" else ""
+        out.append(f"{c.status.upper():4}  {c.id:<{w}}{count}  {c.detail}")
+    out.append("")
+    eps = report.episodes.get("dead_zone")
+    if eps is not None:
+        cycles = int(eps["cycles"].sum()) if len(eps) else 0
+        out.append(f"dead-zone episodes: {len(eps)} ({cycles} resurrection cycle(s))")
+        for _, e in eps.head(10).iterrows():
+            out.append(f"  steps {e['start']}..{e['end']} ({e['steps']} steps, {e['cycles']} cycle(s)) "
+                       f"ended: {e['ended']}")
+    for name_, table in report.events.items():
+        out.append(f"{name_}: {len(table)}")
+    for name_, why in report.skipped.items():
+        out.append(f"{name_}: skipped ({why})")
+    failed = report.failed
+    out.append("")
+    out.append(f"{len(failed)} check(s) failed" if failed else "no check failed")
+    return out
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def run_diff(args: argparse.Namespace) -> int:
+    from regime_dash.analysis import diff_runs
+
+    aliases = _user_aliases(args.aliases)
+    fa, _ = _prepared(args.a, args.store, aliases)
+    fb, _ = _prepared(args.b, args.store, aliases)
+    result = diff_runs(fa, fb, _split(args.columns))
+    pa_, pb_ = Path(args.a), Path(args.b)
+    same_bytes = _sha256(pa_) == _sha256(pb_) if pa_.is_file() and pb_.is_file() else None
+    if args.json:
+        doc = result.to_dict()
+        doc["same_bytes"] = same_bytes
+        json.dump(doc, sys.stdout, indent=1, allow_nan=False)
+        sys.stdout.write("\n")
+    else:
+        for line in result.lines():
+            print(line)
+        if same_bytes is not None:
+            print("files are byte-identical" if same_bytes else "files are not byte-identical")
+    return 0 if result.identical else 1
