@@ -173,12 +173,6 @@ def spans(x: np.ndarray, flag: np.ndarray, min_gap: float = 0.0) -> list[tuple[f
     return out
 
 
-def rising_edges(flag: np.ndarray) -> np.ndarray:
-    """Positions where ``flag`` goes from 0 (or the start) to nonzero."""
-    f = np.nan_to_num(np.asarray(flag, dtype=np.float64)) != 0.0
-    return np.flatnonzero(f & ~np.concatenate(([False], f[:-1])))
-
-
 def x_values(frame: pd.DataFrame, x: str = "step") -> np.ndarray:
     """The x column of ``frame``: ``step`` as numbers, ``wall_time`` (unix seconds) as numbers."""
     if x not in ("step", "wall_time"):
@@ -248,17 +242,31 @@ def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, s
              n_out: int) -> None:
     if len(frame) == 0:
         return
+    from regime_dash.analysis import episodes as ep
+    from regime_dash.analysis.view import view
+
+    vw = view(frame)  # sorted by step: the row order every analysis mask is in
+    frame = vw.frame
     xs = x_values(frame, x)
     order = None
     if np.any(np.diff(xs) < 0):  # wall clocks can step back; downsampling needs sorted x
         order = np.argsort(xs, kind="stable")
         xs = xs[order]
 
+    def reorder(a):
+        return a[order] if order is not None else a
+
     def col(name):
         if name not in frame.columns:
             return None
-        v = pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype=np.float64)
-        return v[order] if order is not None else v
+        return reorder(pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype=np.float64))
+
+    def rows_of(steps) -> np.ndarray:
+        """Row positions (in plotting order) of the given trainer steps."""
+        rows = np.searchsorted(vw.step, np.asarray(steps, dtype=np.int64))
+        if order is None:
+            return rows
+        return np.sort(np.argsort(order)[rows])
 
     span_gap = (np.nanmax(xs) - np.nanmin(xs)) / max(n_out, 1) if len(xs) else 0.0
     first = [True]
@@ -320,9 +328,8 @@ def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, s
     line(1, duration, "duration", smooth=False)
     top = np.nanmax(duration) if duration is not None and np.isfinite(duration).any() else 1.0
     shade(1, col(DZ_FLAG), max(top, 1.0), "dead-zone episode")
-    timeout = col(DZ_TIMEOUT)
-    if timeout is not None:
-        markers(1, rising_edges(timeout), duration, "timeout", "x")
+    if DZ_TIMEOUT in frame.columns:
+        markers(1, rows_of(ep.timeouts(vw)["step"]), duration, "timeout", "x")
     # 2 ε recovery
     eps_lo, eps_hi = col(EPS_MIN), col(EPS_MAX)
     if eps_lo is not None and eps_hi is not None:
@@ -335,7 +342,7 @@ def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, s
     recency = col(TAIL_RECENCY)
     if recency is not None:
         line(3, recency + 1.0, "recency+1", smooth=False)
-        markers(3, np.flatnonzero(recency == 0.0), np.ones_like(recency), "tail event", "diamond")
+        markers(3, rows_of(ep.tail_events(vw)["step"]), np.ones_like(recency), "tail event", "diamond")
     tail_var = col(TAIL_VAR)
     if tail_var is not None:
         line(3, np.sqrt(np.clip(tail_var, 0.0, None)), "σ Δworst", dash="dot", secondary=True)
@@ -344,8 +351,7 @@ def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, s
     line(4, sigma, "σ")
     line(4, envelope, "envelope", dash="dash")
     if sigma is not None and envelope is not None and var is not None:
-        # The same test the summary's floor_active_steps counts: σ was lifted to the envelope.
-        floor = (sigma == envelope) & (envelope > np.sqrt(np.clip(var, 0.0, None)))
+        floor = reorder(ep.floor_active(vw))
         finite = np.concatenate([a[np.isfinite(a)] for a in (sigma, envelope)])
         shade(4, floor, float(finite.max()) if finite.size else 1.0, "floor active")
     # 5 v9 transition

@@ -43,8 +43,25 @@ def load_run(root: str, run_id: str, aliases: tuple = ()) -> pd.DataFrame:
     """A stored run as a frame with canonical column names (``aliases`` as ``((canonical, (alt, ...)), ...)``)."""
     from regime_dash.aliases import canonical_frame
 
-    frame = _store(root).load(run_id)
-    return canonical_frame(frame, dict(aliases) or None)
+    frame = canonical_frame(_store(root).load(run_id), dict(aliases) or None)
+    if "step" not in frame.columns:
+        # A file without a step field is drawn against its line order; say so on the page.
+        frame.insert(0, "step", range(len(frame)))
+        frame.attrs["step_from_row"] = True
+    return frame
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def analyse_run(root: str, run_id: str, aliases: tuple = ()) -> dict[str, Any]:
+    """Episodes, events, invariant results and headline summary of a stored run."""
+    from regime_dash.analysis.episodes import find_all, summary
+    from regime_dash.analysis.invariants import run_checks
+
+    frame = load_run(root, run_id, aliases)
+    episodes, events, skipped = find_all(frame)
+    return {"episodes": episodes, "events": events, "skipped": skipped,
+            "checks": [c.to_dict() | {"missing": list(c.missing)} for c in run_checks(frame)],
+            "summary": summary(frame)}
 
 
 @st.cache_data(show_spinner=False, ttl=60)

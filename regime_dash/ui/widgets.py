@@ -88,7 +88,7 @@ def run_picker(key: str, runs: pd.DataFrame, *, multi: bool = True, default: int
         return []
     ids = list(runs["run_id"])
     names = dict(zip(runs["run_id"], runs["name"]))
-    fmt = lambda rid: f"{names.get(rid, rid)} ({rid[:8]})"  # noqa: E731
+    fmt = lambda rid: f"{names.get(rid, rid)} · {rid[-6:]}"  # noqa: E731
     if multi:
         return list(st.multiselect(label, ids, default=ids[:default], format_func=fmt, key=key))
     picked = st.selectbox(label, ids, format_func=fmt, key=key)
@@ -188,7 +188,7 @@ def delete_run_control(key: str, store, runs: pd.DataFrame) -> str | None:
     """Pick a run and delete it after a confirmation tick; returns the deleted id."""
     with st.expander("Delete a run"):
         names = dict(zip(runs["run_id"], runs["name"]))
-        rid = st.selectbox("Run", list(runs["run_id"]), format_func=lambda r: f"{names[r]} ({r[:8]})",
+        rid = st.selectbox("Run", list(runs["run_id"]), format_func=lambda r: f"{names[r]} · {r[-6:]}",
                            key=f"{key}.run")
         sure = st.checkbox("Yes, delete it from the store", key=f"{key}.sure")
         if st.button("Delete", disabled=not sure, key=f"{key}.go"):
@@ -196,3 +196,105 @@ def delete_run_control(key: str, store, runs: pd.DataFrame) -> str | None:
             st.toast(f"deleted {names[rid]}")
             st.rerun()
     return None
+
+
+# ---- Explore and Compare -----------------------------------------------------------
+def page_path(file: str) -> str:
+    """The path ``st.page_link`` needs for one of our pages (as navigation registers it)."""
+    from regime_dash.ui.navigation import PAGES_DIR
+
+    return str(PAGES_DIR / file)
+
+
+def alias_key(aliases: Mapping[str, Sequence[str]]) -> tuple:
+    """A hashable, order-independent form of a user alias table (for cache keys)."""
+    return tuple(sorted((k, tuple(v)) for k, v in aliases.items()))
+
+
+def run_labels(runs: pd.DataFrame, run_ids: Sequence[str]) -> dict[str, str]:
+    """``{run_id: label}``: the run name, with the id's start where two names are equal."""
+    names = dict(zip(runs["run_id"], runs["name"]))
+    picked = [names.get(r, r) for r in run_ids]
+    return {r: (n if picked.count(n) == 1 else f"{n} ({r[-6:]})") for r, n in zip(run_ids, picked)}
+
+
+def window_key(prefix: str, run_ids: Sequence[str]) -> str:
+    """Session key of the step-window slider for this set of runs (a new set gets a fresh window)."""
+    import hashlib
+
+    return f"{prefix}.{hashlib.sha1('|'.join(run_ids).encode()).hexdigest()[:12]}"
+
+
+def window_slider(key: str, frames: Sequence[pd.DataFrame]) -> tuple[int, int]:
+    """Step window ``(lo, hi)`` over the union of the frames' step ranges."""
+    steps = [f["step"] for f in frames if len(f)]
+    if not steps:
+        return 0, 0
+    lo = int(min(s.min() for s in steps))
+    hi = int(max(s.max() for s in steps))
+    if lo == hi:
+        return lo, hi
+    cur = st.session_state.get(key)
+    if cur is None or not (lo <= cur[0] <= cur[1] <= hi):
+        st.session_state[key] = (lo, hi)
+    value = st.slider("Steps in view", lo, hi, key=key)
+    return int(value[0]), int(value[1])
+
+
+def jump_to_step(key: str, step: int, lo: int, hi: int) -> None:
+    """Callback: centre the window of ``key`` on ``step`` (about 2 % of the run, at least 100 steps)."""
+    half = max(50, (hi - lo) // 100)
+    st.session_state[key] = (max(lo, int(step) - half), min(hi, int(step) + half))
+
+
+def _tables(key: str, results: Mapping[str, Mapping], part: str) -> None:
+    for label, res in results.items():
+        tables = res[part]
+        st.markdown(f"**{label}**")
+        shown = False
+        for name, table in tables.items():
+            st.caption(f"{name.replace('_', ' ')}: {len(table)}")
+            if len(table):
+                st.dataframe(table, hide_index=True, key=f"{key}.{label}.{name}", height=min(35 * (len(table) + 1) + 3, 300))
+            shown = True
+        if not shown:
+            st.caption("none")
+        for name, why in res["skipped"].items():
+            if (part == "episodes") == (name == "dead_zone"):
+                st.caption(f"{name}: not found — {why}")
+
+
+def episode_tables(key: str, results: Mapping[str, Mapping]) -> None:
+    """Dead-zone episodes of each run (``results`` from :func:`regime_dash.ui.cache.analyse_run`)."""
+    _tables(key, results, "episodes")
+
+
+def event_tables(key: str, results: Mapping[str, Mapping]) -> None:
+    """Tail events, timeouts, floor spans, transitions and boundaries of each run."""
+    _tables(key, results, "events")
+
+
+STATUS_ICON = {"pass": "✅", "fail": "❌", "skip": "⏭️"}
+
+
+def invariant_report(key: str, results: Mapping[str, Mapping], window: str,
+                     frames: Mapping[str, pd.DataFrame]) -> None:
+    """The invariant checks of each run; each violation's step is a button that moves the window there."""
+    for label, res in results.items():
+        checks = res["checks"]
+        counts = {s: sum(c["status"] == s for c in checks) for s in STATUS_ICON}
+        st.markdown(f"**{label}** — {counts['pass']} pass, {counts['fail']} fail, {counts['skip']} skip")
+        st.dataframe(pd.DataFrame([{"": STATUS_ICON[c["status"]], "check": c["id"], "status": c["status"],
+                                    "violations": c["violations"], "first step": c["first_step"],
+                                    "detail": c["detail"]} for c in checks]),
+                     hide_index=True, key=f"{key}.{label}.table")
+        f = frames[label]
+        lo, hi = int(f["step"].min()), int(f["step"].max())
+        for c in checks:
+            if c["status"] != "fail":
+                continue
+            st.markdown(f"❌ `{c['id']}`: {c['violations']} violation(s) — jump to step:")
+            cols = st.columns(min(len(c["steps"]), 8) or 1)
+            for i, s in enumerate(c["steps"][:8]):
+                cols[i].button(str(s), key=f"{key}.{label}.{c['id']}.{s}", on_click=jump_to_step,
+                               args=(window, s, lo, hi))

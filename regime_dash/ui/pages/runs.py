@@ -18,7 +18,7 @@ if new:
             bar.progress(min(frac, 1.0), text=f"ingesting {name}: {done:,} of {total:,} bytes")
 
         try:
-            result = store.ingest(up.getvalue(), name=up.name, source_name=up.name, progress=progress)
+            result = store.ingest(up.getvalue(), source_name=up.name, progress=progress)
             widgets.record_ingest(up.file_id, up.name, result)
         except RegimeDashError as exc:
             widgets.record_ingest(up.file_id, up.name, exc)
@@ -35,7 +35,7 @@ if runs.empty:
         for path in samples:
             try:
                 widgets.record_ingest(f"sample:{path.name}", path.name,
-                                      store.ingest(path, name=path.name, source_name=f"data/samples/{path.name}"))
+                                      store.ingest(path, source_name=f"data/samples/{path.name}"))
             except RegimeDashError as exc:
                 widgets.record_ingest(f"sample:{path.name}", path.name, exc)
         st.rerun()
@@ -44,5 +44,7 @@ if runs.empty:
 else:
     st.subheader(f"Stored runs ({len(runs)})")
     st.caption(f"store: `{cache.store_root()}`")
-    st.dataframe(runs, hide_index=True, key="runs.table")
+    view = runs.assign(steps=[f"{a} … {b}" for a, b in zip(runs["first_step"], runs["last_step"])])
+    st.dataframe(view[["name", "rows", "steps", "rejected", "ingested_at", "source", "run_id"]],
+                 hide_index=True, key="runs.table")
     widgets.delete_run_control("runs.delete", store, runs)
