@@ -1,0 +1,293 @@
+// regime_step.cuh — the scalar logic of one training step, as __device__ functions.
+//
+// Each function is the statement-by-statement twin of its namesake in
+// regime_dash/engine/reference.py (same float32 operations in the same order;
+// parity builds use --fmad=false so no a*b+c is contracted into an FMA, and
+// NVRTC's default IEEE sqrtf and division). The spec's __global__ kernels are
+// thin wrappers around these, and the fast scan (replay_scan.cu) calls the same
+// functions per scenario.
+//
+// Slot indices come only from the registry's -D defines (SlotLayout.defines()).
+// Where the spec leaves something out (analytic Kelly, PopArt's EMA update, the
+// v9 ramp) the function is a model, documented as such in reference.py.
+#ifndef REGIME_DASH_REGIME_STEP_CUH
+#define REGIME_DASH_REGIME_STEP_CUH
+
+// Model: floor under PopArt's EMA variance (reference.POPART_VAR_FLOOR).
+#define POPART_VAR_FLOOR 1e-8f
+
+// Boundary policy codes (slots.POLICY_CODES).
+#define RESET_KEEP 0
+#define RESET_CLEAR 1
+#define RESET_REBOOTSTRAP 2
+#define RESET_ALIGN 3
+
+// ---- the trainer's writes of step t's inputs (reference.write_step_inputs) ----
+__device__ __forceinline__ void write_step_inputs(float* isv, float cooldown, float worst,
+                                                  float kelly_edge, float tau_action) {
+    isv[RL_COOLDOWN_REMAINING_STEPS_INDEX] = cooldown;
+    isv[RL_SESSION_PNL_WORST_INDEX] = worst;
+    isv[RL_KELLY_EDGE_INPUT_INDEX] = kelly_edge;
+    isv[RL_IQN_TAU_ACTION_INPUT_INDEX] = tau_action;
+}
+
+// ---- reset_session_state: the spec's reset policy, driven by SlotLayout.reset_plan() ----
+// Clears and re-bootstraps come before aligns in the plan, so an aligned slot
+// never reads a value this reset is about to rewrite.
+__device__ __forceinline__ void reset_session_state_apply(float* isv, const float* __restrict__ boot,
+                                                          const int* __restrict__ r_idx,
+                                                          const int* __restrict__ r_code,
+                                                          const int* __restrict__ r_src,
+                                                          int n_reset) {
+    for (int k = 0; k < n_reset; ++k) {
+        const int i = r_idx[k];
+        const int code = r_code[k];
+        if (code == RESET_CLEAR) {
+            isv[i] = 0.0f;
+        } else if (code == RESET_REBOOTSTRAP) {
+            isv[i] = boot[i];
+        } else if (code == RESET_ALIGN) {
+            isv[i] = isv[r_src[k]];
+        }
+    }
+}
+
+// ---- rl_popart_normalize, the tid == 0 block (reference.rl_popart_normalize_update) ----
+// Model: μ ← (1−α)μ + α·batch_mean, var ← max((1−α)var + α·batch_var, 1e-8),
+// σ = sqrt(var); then the spec's F4 envelope floor. μ and σ before the update
+// are kept for rl_popart_v_correct.
+__device__ __forceinline__ void popart_stats_update(float* isv, float v_sum, float v_ssq,
+                                                    float v_max, int b_size, float& new_mean_out,
+                                                    float& new_sigma_out) {
+    const float b = (float)b_size;
+    const float batch_mean = v_sum / b;
+    const float batch_var = v_ssq / b - batch_mean * batch_mean;
+    const float alpha = isv[POPART_ALPHA_INDEX];
+    const float keep = 1.0f - alpha;
+    const float old_mean = isv[POPART_MEAN_INDEX];
+    const float old_var = isv[POPART_VAR_INDEX];
+    isv[POPART_PREV_MEAN_INDEX] = old_mean;
+    isv[POPART_PREV_SIGMA_INDEX] = isv[POPART_SIGMA_INDEX];
+    const float new_mean = keep * old_mean + alpha * batch_mean;
+    const float new_var = fmaxf(keep * old_var + alpha * batch_var, POPART_VAR_FLOOR);
+    float new_sigma = sqrtf(new_var);
+    isv[POPART_MEAN_INDEX] = new_mean;
+    isv[POPART_VAR_INDEX] = new_var;
+
+    if (isv[RL_REGIME_FEATURE_ENVELOPE_INDEX] != 0.0f) {
+        // ── NEW: per-account max-magnitude envelope (F4) ──────────────
+        const float max_r_this_step = v_max;
+        const float decay_alpha = isv[RL_POPART_MAX_DECAY_ALPHA_INDEX];
+        float max_r_ema = isv[RL_POPART_MAX_ABS_REWARD_EMA_INDEX];
+        if (max_r_this_step > max_r_ema) {
+            max_r_ema = max_r_this_step;     // instant capture (fast-up)
+        } else {
+            max_r_ema = (1.0f - decay_alpha) * max_r_ema
+                      + decay_alpha * max_r_this_step;   // slow decay
+        }
+        isv[RL_POPART_MAX_ABS_REWARD_EMA_INDEX] = max_r_ema;
+
+        // Apply floor: σ_effective = max(σ_existing, max_r_ema)
+        new_sigma = fmaxf(new_sigma, max_r_ema);
+        // ── END NEW ────────────────────────────────────────────────────
+    }
+
+    isv[POPART_SIGMA_INDEX] = new_sigma;
+    new_mean_out = new_mean;
+    new_sigma_out = new_sigma;
+}
+
+// Pass 3 of rl_popart_normalize for one reward (reference.rl_popart_normalize_apply).
+__device__ __forceinline__ float popart_inv_sigma(float sigma) { return 1.0f / sigma; }
+__device__ __forceinline__ float popart_normalize_one(float r, float mean, float inv_sigma) {
+    return (r - mean) * inv_sigma;
+}
+
+// rl_popart_v_correct: v ← (σ_old/σ_new)·v + (μ_old − μ_new)/σ_new.
+__device__ __forceinline__ void popart_v_correct_coeffs(float s_old, float s_new, float m_old,
+                                                        float m_new, float& scale, float& shift) {
+    scale = s_old / s_new;
+    shift = (m_old - m_new) / s_new;
+}
+__device__ __forceinline__ float popart_v_correct_one(float v, float scale, float shift) {
+    return scale * v + shift;
+}
+
+// ---- rl_regime_observer (spec code, single thread) ----
+__device__ __forceinline__ void regime_observer_step(float* isv, int flat_count, int b_size) {
+    // ─── Phase 1: dead-zone detection ──────────────────────
+    const float kelly        = isv[RL_KELLY_FRACTION_INDEX];           // prior-step value
+    const float cooldown     = isv[RL_COOLDOWN_REMAINING_STEPS_INDEX];
+
+    const int dead_zone = (kelly == 0.0f)
+                       && (flat_count == b_size)
+                       && (cooldown == 0.0f) ? 1 : 0;
+
+    isv[RL_REGIME_DEAD_ZONE_FLAG_INDEX] = (float)dead_zone;
+
+    // Duration counter
+    float duration = isv[RL_REGIME_DEAD_ZONE_DURATION_INDEX];
+    if (dead_zone) duration += 1.0f; else duration = 0.0f;
+    isv[RL_REGIME_DEAD_ZONE_DURATION_INDEX] = duration;
+
+    // Safety net: timeout flag fires if dead-zone persists past MAX_DURATION (issue #4)
+    const float max_dur = isv[RL_REGIME_DEAD_ZONE_MAX_DURATION_INDEX];
+    const int timeout = (duration > max_dur) ? 1 : 0;
+    isv[RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX] = (float)timeout;
+
+    // ─── Phase 2: session_pnl_change Welford variance ──────
+    const float worst_now  = isv[RL_SESSION_PNL_WORST_INDEX];
+    const float worst_prev = isv[RL_REGIME_PREV_WORST_PNL_INDEX];
+    const float dx         = worst_now - worst_prev;
+    isv[RL_REGIME_PREV_WORST_PNL_INDEX] = worst_now;
+
+    float mean   = isv[RL_REGIME_SESSION_PNL_VAR_MEAN_INDEX];
+    float m2     = isv[RL_REGIME_SESSION_PNL_VAR_M2_INDEX];
+    float count  = isv[RL_REGIME_SESSION_PNL_VAR_COUNT_INDEX];
+
+    // Skip update on bootstrap (both zero)
+    if (worst_now != 0.0f || worst_prev != 0.0f) {
+        count += 1.0f;
+        const float delta  = dx - mean;
+        mean += delta / count;
+        const float delta2 = dx - mean;
+        m2 += delta * delta2;
+        isv[RL_REGIME_SESSION_PNL_VAR_MEAN_INDEX]  = mean;
+        isv[RL_REGIME_SESSION_PNL_VAR_M2_INDEX]    = m2;
+        isv[RL_REGIME_SESSION_PNL_VAR_COUNT_INDEX] = count;
+        const float variance = (count > 1.0f) ? (m2 / (count - 1.0f)) : 0.0f;
+        isv[RL_REGIME_SESSION_PNL_VARIANCE_EMA_INDEX] = variance;
+    }
+
+    // ─── Phase 3: tail-event detection (3σ threshold) ──────
+    const float var       = isv[RL_REGIME_SESSION_PNL_VARIANCE_EMA_INDEX];
+    const float sigma_thr = isv[RL_REGIME_TAIL_SIGMA_THRESHOLD_INDEX];
+    const float sigma     = sqrtf(var);
+
+    // Require count >= 10 before tail detection (Welford bootstrap)
+    const int sufficient_count = (count >= 10.0f) ? 1 : 0;
+    const int is_tail = sufficient_count && (sigma > 0.0f) && (fabsf(dx) > sigma_thr * sigma);
+
+    float recency = isv[RL_REGIME_TAIL_EVENT_RECENCY_INDEX];
+    if (is_tail) recency = 0.0f; else recency += 1.0f;
+    isv[RL_REGIME_TAIL_EVENT_RECENCY_INDEX] = recency;
+
+    // ─── Phase 4: emit recovery_factor and eps_recovery_live (issue #9, drift-free) ──
+    const float n_recovery = isv[RL_KELLY_EPS_RECOVERY_N_RECOVERY_INDEX];
+    const float eps_min    = isv[RL_KELLY_EPS_RECOVERY_MIN_INDEX];
+    const float eps_max    = isv[RL_KELLY_EPS_RECOVERY_MAX_INDEX];
+
+    const float recovery_factor = fminf(1.0f, recency / fmaxf(n_recovery, 1.0f));
+    const float eps_live        = eps_min + (eps_max - eps_min) * recovery_factor;
+
+    isv[RL_REGIME_RECOVERY_FACTOR_INDEX]      = recovery_factor;
+    isv[RL_KELLY_EPS_RECOVERY_LIVE_INDEX]     = eps_live;
+}
+
+// ---- rl_iqn_action_tau_controller: τ tail boost (F5), then the final clamp ----
+__device__ __forceinline__ void iqn_tau_step(float* isv) {
+    // Tail-recency τ_min boost (defense in depth)
+    const float recency     = isv[RL_REGIME_TAIL_EVENT_RECENCY_INDEX];
+    const float tail_window = isv[RL_IQN_TAU_TAIL_BOOST_N_WINDOW_INDEX];
+    const float boost       = isv[RL_IQN_TAU_TAIL_BOOST_FACTOR_INDEX];
+
+    float tau_min_eff = isv[RL_IQN_ACTION_TAU_MIN_INDEX];
+    if (isv[RL_REGIME_FEATURE_TAU_BOOST_INDEX] != 0.0f && recency < tail_window) {
+        tau_min_eff *= boost;
+    }
+    const float tau_action = fmaxf(isv[RL_IQN_TAU_ACTION_INPUT_INDEX], tau_min_eff);
+    isv[RL_IQN_TAU_MIN_EFFECTIVE_INDEX] = tau_min_eff;
+    isv[RL_IQN_TAU_ACTION_INDEX] = tau_action;
+}
+
+// ---- rl_kelly_fraction_controller: analytic Kelly (a model), then the resurrection block ----
+// Model: f = clamp(safety_frac · edge, 0, cap), edge from the stream.
+__device__ __forceinline__ void kelly_step(float* isv) {
+    const float edge = isv[RL_KELLY_EDGE_INPUT_INDEX];
+    const float safety = isv[RL_KELLY_SAFETY_FRAC_INDEX];
+    const float cap = isv[RL_KELLY_CAP_INDEX];
+    const float f = fminf(fmaxf(safety * edge, 0.0f), cap);
+    isv[RL_KELLY_ANALYTIC_INDEX] = f;
+    isv[RL_KELLY_FRACTION_INDEX] = f;
+
+    // Kelly resurrection (Theorem 1): override analytic kelly if DEAD_ZONE_FLAG fires
+    //
+    // Two safety checks:
+    //   1. DEAD_ZONE_TIMEOUT_FLAG: if dead-zone has persisted > MAX_DURATION steps,
+    //      stop trying to resurrect (let kelly stay at 0; halt the bleed).
+    //      The trainer monitors TIMEOUT_FLAG as a halt-training signal.
+    //   2. Otherwise: kelly_f overridden with ε_recovery_live (computed by regime_observer).
+    const int dead_zone = (int)isv[RL_REGIME_DEAD_ZONE_FLAG_INDEX];
+    const int timeout   = (int)isv[RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX];
+    if (isv[RL_REGIME_FEATURE_RESURRECTION_INDEX] != 0.0f && dead_zone && !timeout) {
+        isv[RL_KELLY_FRACTION_INDEX] = isv[RL_KELLY_EPS_RECOVERY_LIVE_INDEX];
+    }
+}
+
+// ---- eval_warmup_decay: v9 transition ramp (a model) ----
+// remaining N-1 … 0 then -1; safety_frac linear from defensive to normal over
+// the last decay_steps steps of the transition.
+__device__ __forceinline__ void eval_warmup_decay_step(float* isv) {
+    float r = isv[RL_REGIME_TRANSITION_REMAINING_INDEX];
+    if (r > 0.0f) {
+        r = r - 1.0f;
+        const float decay = isv[RL_REGIME_TRANSITION_DECAY_STEPS_CONFIG_INDEX];
+        const float w = fminf(1.0f, r / fmaxf(decay, 1.0f));
+        const float normal = isv[RL_V9_KELLY_SAFETY_FRAC_NORMAL_INDEX];
+        const float defensive = isv[RL_V9_KELLY_SAFETY_FRAC_DEFENSIVE_INDEX];
+        isv[RL_KELLY_SAFETY_FRAC_INDEX] = normal + (defensive - normal) * w;
+        isv[RL_REGIME_TRANSITION_REMAINING_INDEX] = r;
+    } else if (r == 0.0f) {
+        isv[RL_REGIME_TRANSITION_REMAINING_INDEX] = -1.0f;
+        isv[RL_KELLY_SAFETY_FRAC_INDEX] = isv[RL_V9_KELLY_SAFETY_FRAC_NORMAL_INDEX];
+    }
+}
+
+// ---- one step's scalar kernels in the spec's launch order (reference.scalar_step) ----
+// Everything of one step except the [b]-wide passes and the snapshot.
+__device__ __forceinline__ void scalar_step(float* isv, const float* __restrict__ boot,
+                                            const int* __restrict__ r_idx,
+                                            const int* __restrict__ r_code,
+                                            const int* __restrict__ r_src, int n_reset,
+                                            int boundary, float cooldown, float worst,
+                                            float kelly_edge, float tau_action, float v_sum,
+                                            float v_ssq, float v_max, int flat_count, int b_size,
+                                            float& mean, float& sigma) {
+    write_step_inputs(isv, cooldown, worst, kelly_edge, tau_action);
+    if (boundary) reset_session_state_apply(isv, boot, r_idx, r_code, r_src, n_reset);
+    popart_stats_update(isv, v_sum, v_ssq, v_max, b_size, mean, sigma);
+    regime_observer_step(isv, flat_count, b_size);
+    iqn_tau_step(isv);
+    kelly_step(isv);
+    eval_warmup_decay_step(isv);
+}
+
+// ---- the per-replay summary fold (twin of regime_dash/engine/summary.py accumulate) ----
+// `row(j)` is snapshot column j = isv[snap_idx[j]]; SNAP_* and N_SUMMARY come
+// from summary.DEFINES. acc has N_SUMMARY + 1 doubles (the last: previous timeout flag).
+__device__ __forceinline__ void accumulate_summary(double* acc, const float* isv,
+                                                   const int* __restrict__ snap_idx) {
+    const float flag = isv[snap_idx[SNAP_FLAG]];
+    const float timeout = isv[snap_idx[SNAP_TIMEOUT]];
+    const double kelly = (double)isv[snap_idx[SNAP_KELLY]];
+    const float sigma = isv[snap_idx[SNAP_SIGMA]];
+    const float envelope = isv[snap_idx[SNAP_ENVELOPE]];
+    if (flag != 0.0f) acc[0] += 1.0;
+    const double duration = (double)isv[snap_idx[SNAP_DURATION]];
+    if (duration > acc[1]) acc[1] = duration;
+    if (timeout != 0.0f) {
+        acc[3] += 1.0;
+        if (acc[N_SUMMARY] == 0.0) acc[2] += 1.0;
+    }
+    acc[N_SUMMARY] = (timeout != 0.0f) ? 1.0 : 0.0;
+    if (isv[snap_idx[SNAP_RECENCY]] == 0.0f) acc[4] += 1.0;
+    if (sigma == envelope && envelope > sqrtf(isv[snap_idx[SNAP_VAR]])) acc[5] += 1.0;
+    if (isv[snap_idx[SNAP_TAU_MIN_EFF]] > isv[snap_idx[SNAP_TAU_MIN]]) acc[6] += 1.0;
+    if (kelly < acc[7]) acc[7] = kelly;
+    acc[8] += kelly;
+    if (kelly == 0.0) acc[9] += 1.0;
+    if ((double)sigma > acc[10]) acc[10] = (double)sigma;
+    const double eps = (double)isv[snap_idx[SNAP_EPS_LIVE]];
+    if (eps < acc[11]) acc[11] = eps;
+}
+#endif  // REGIME_DASH_REGIME_STEP_CUH

@@ -1,0 +1,87 @@
+// replay_scan — phase 2 of the fast replay: one thread per scenario runs the
+// scalar state machine over all T steps, calling regime_step.cuh's functions
+// (the same the per-step kernels call) on the shared phase-1 stats and the
+// per-step stream inputs.
+//
+// Each scenario has its own ISV row (isv_rows [S, ISV_SIZE], updated in place
+// to the final state) and its own re-bootstrap row (boot_rows [S, ISV_SIZE]).
+// The row lives in a thread-local array while the scan runs; local memory is
+// interleaved across a warp's threads, so the S-wide sweep stays coalesced.
+//
+// Outputs, each optional:
+//   keep_slot[s] >= 0: write scenario s's [T, n_snap] snapshot at
+//                      snap_out[keep_slot[s]] (mode a: a single replay);
+//   do_acc:            fold every step's snapshot row into acc[s] (float64,
+//                      N_SUMMARY + 1; initialized by the host) — mode b, the
+//                      sweep, which never materializes trajectories;
+//   do_norm:           scenario 0 writes (μ_new, σ_new, μ_old, σ_old) of each
+//                      step to norm_params [T, 4] for replay_normalize.
+// Launch: <<<ceil(S / 128), 128>>>.
+#include "regime_step.cuh"
+
+extern "C" __global__ void replay_scan(
+    float* __restrict__ isv_rows,            // [S, ISV_SIZE] in/out
+    const float* __restrict__ boot_rows,     // [S, ISV_SIZE]
+    int n_scen,
+    int n_steps,
+    int b_size,
+    const int* __restrict__ r_idx,
+    const int* __restrict__ r_code,
+    const int* __restrict__ r_src,
+    int n_reset,
+    const int* __restrict__ snap_idx,        // [n_snap]
+    int n_snap,
+    const float* __restrict__ stats,         // [T, 3] phase 1: Σr, Σr², max|r|
+    const int* __restrict__ flat,            // [T]    phase 1: flat count
+    const float* __restrict__ cooldown,      // [T]
+    const float* __restrict__ worst,         // [T]
+    const float* __restrict__ kelly_edge,    // [T]
+    const float* __restrict__ tau_action,    // [T]
+    const int* __restrict__ boundary,        // [T]
+    const int* __restrict__ keep_slot,       // [S]
+    float* __restrict__ snap_out,            // [K, T, n_snap]
+    double* __restrict__ acc_out,            // [S, N_SUMMARY + 1]
+    int do_acc,
+    float* __restrict__ norm_params,         // [T, 4]
+    int do_norm
+) {
+    const int s = blockIdx.x * blockDim.x + threadIdx.x;
+    if (s >= n_scen) return;
+
+    float isv[ISV_SIZE];
+    float* row = isv_rows + (long long)s * ISV_SIZE;
+    for (int k = 0; k < ISV_SIZE; ++k) isv[k] = row[k];
+    const float* boot = boot_rows + (long long)s * ISV_SIZE;
+
+    double acc[N_SUMMARY + 1];
+    double* acc_row = acc_out + (long long)s * (N_SUMMARY + 1);
+    if (do_acc) {
+        for (int k = 0; k <= N_SUMMARY; ++k) acc[k] = acc_row[k];
+    }
+    const int slot = keep_slot[s];
+    float* snap = (slot >= 0) ? snap_out + (long long)slot * n_steps * n_snap : nullptr;
+    const int write_norm = do_norm && s == 0;
+
+    for (int t = 0; t < n_steps; ++t) {
+        float mean, sigma;
+        scalar_step(isv, boot, r_idx, r_code, r_src, n_reset, boundary[t], cooldown[t], worst[t],
+                    kelly_edge[t], tau_action[t], stats[(long long)t * 3 + 0],
+                    stats[(long long)t * 3 + 1], stats[(long long)t * 3 + 2], flat[t], b_size, mean,
+                    sigma);
+        if (snap != nullptr) {
+            for (int j = 0; j < n_snap; ++j) snap[(long long)t * n_snap + j] = isv[snap_idx[j]];
+        }
+        if (do_acc) accumulate_summary(acc, isv, snap_idx);
+        if (write_norm) {
+            norm_params[(long long)t * 4 + 0] = mean;
+            norm_params[(long long)t * 4 + 1] = sigma;
+            norm_params[(long long)t * 4 + 2] = isv[POPART_PREV_MEAN_INDEX];
+            norm_params[(long long)t * 4 + 3] = isv[POPART_PREV_SIGMA_INDEX];
+        }
+    }
+
+    for (int k = 0; k < ISV_SIZE; ++k) row[k] = isv[k];
+    if (do_acc) {
+        for (int k = 0; k <= N_SUMMARY; ++k) acc_row[k] = acc[k];
+    }
+}
