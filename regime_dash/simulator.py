@@ -1,0 +1,633 @@
+"""The closed-loop live run: a synthetic market whose trades the pipeline's own kelly_f sizes.
+
+A replay is open loop: the stream is fixed and the pipeline only watches it. The
+Kelly trap is a closed-loop effect (kelly_f = 0 stops new trades, no trades stop
+the EMA updates, frozen EMAs keep kelly_f at 0), so seeing it form, and seeing
+the resurrection get out of it, needs the pipeline's output to drive the market.
+:class:`Simulator` does that, one step at a time:
+
+1. the market step of step ``t`` sizes new positions with ``kelly_f(t-1)``, the
+   value the engine wrote at the previous step (the spec's one-step lag);
+2. its rewards, lots, full-Kelly edge, cooldown, worst session pnl and τ are
+   step ``t``'s stream inputs; a :class:`StepEngine` runs the spec's kernels on
+   them and returns the diag snapshot, which holds ``kelly_f(t)``.
+
+The market and the agent are a **model**; the spec describes neither. b accounts
+each hold 0 or some lots. A flat account opens with probability ``pi_open``
+whenever kelly_f > 0 and no cooldown runs, with ⌈base_lots·kelly_f⌉ lots (the
+spec's position sizing). An open position closes with hazard ``hazard`` per
+step and then wins ``win``·lots with probability p_true(t), else loses
+``loss``·lots (each times a mean-one lognormal jitter). The reward is the
+realized pnl × ``reward_scale``; nothing unrealized is rewarded. Each close
+updates, in account order, the win-rate EMA and the win-size or loss-size EMA
+(per lot), and the edge fed to the pipeline is p − (1−p)·L/W from them
+(DESIGN.md's analytic Kelly before its safety fraction and clamp, which the
+engine applies). Session pnl is tracked per account with its running worst;
+the stream's ``session_pnl_worst`` is the worst of those. An account whose
+session pnl first falls below −``drawdown_limit`` starts a cooldown of
+``cooldown_steps`` during which nobody opens. ``reset_session_state`` (a fold
+boundary) zeroes session pnl, worst and cooldown; positions are carried over.
+
+Randomness is counter-based: step ``t``'s draws come from Philox keyed by the
+seed with the counter at ``t``, and every step draws the same arrays whatever
+the state, so a run is a function of (seed, schedule, market, config) alone and
+is the same on every engine, whatever was injected before.
+"""
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass, fields
+from typing import Any, Callable, Protocol
+
+import numpy as np
+import pandas as pd
+
+from regime_dash import diag
+from regime_dash.config import RegimeConfig
+from regime_dash.engine import (ENGINES, engine_status, initial_isv, resolve_engine,
+                                snapshot_indices)
+from regime_dash.engine import reference
+from regime_dash.errors import EngineUnavailable, ValidationError
+from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
+from regime_dash.streams import Stream
+
+#: Column of kelly_f in a snapshot row.
+KELLY_COL = diag.SNAPSHOT_SLOTS.index("RL_KELLY_FRACTION_INDEX")
+#: Run #8's tail: a $6484 loss, −19.45 after reward_scale 0.003 (Theorem 6).
+RUN8_SHOCK_PNL = 6484.0
+
+
+# ---- the market model ------------------------------------------------------------
+@dataclass(frozen=True)
+class Market:
+    """Parameters of the synthetic market and agent (a model; see the module docstring).
+
+    Attributes
+    ----------
+    base_lots
+        Position size at kelly_f = 1; a position is ⌈base_lots·kelly_f⌉ lots.
+    pi_open
+        Probability that a flat account opens in a step when it may.
+    hazard
+        Probability that an open position closes in a step.
+    win, loss
+        W and L: pnl per lot of a winning and a losing close, in dollars.
+    jitter
+        σ of the mean-one lognormal factor on each close's size (0 = fixed W, L).
+    reward_scale
+        Reward per dollar of realized pnl (Run #8: 0.003).
+    ema_alpha
+        Weight of one close in the win-rate and win/loss-size EMAs.
+    p_ema0
+        Win-rate EMA at the start (the win/loss EMAs start at W and L).
+    drawdown_limit
+        Session-pnl drawdown (dollars, > 0) that starts a cooldown; 0 turns it off.
+    cooldown_steps
+        Length of that cooldown.
+    tau_lo, tau_hi
+        The policy's IQN τ is uniform on [tau_lo, tau_hi) each step.
+    shock_pnl
+        Size of an injected tail shock, in dollars (default Run #8's $6484).
+    """
+
+    base_lots: float = 4.0
+    pi_open: float = 0.3
+    hazard: float = 0.05
+    win: float = 1000.0
+    loss: float = 1000.0
+    jitter: float = 0.25
+    reward_scale: float = 0.003
+    ema_alpha: float = 0.02
+    p_ema0: float = 0.55
+    drawdown_limit: float = 0.0
+    cooldown_steps: int = 50
+    tau_lo: float = 0.0
+    tau_hi: float = 0.2
+    shock_pnl: float = RUN8_SHOCK_PNL
+
+    def __post_init__(self):
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValidationError(f"market {f.name}={v!r} is not a finite number", field=f.name, value=v)
+        for name in ("pi_open", "hazard", "p_ema0"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValidationError(f"market {name}={getattr(self, name)!r} is outside [0, 1]",
+                                      field=name, value=getattr(self, name))
+        if not 0.0 < self.ema_alpha <= 1.0:
+            raise ValidationError(f"market ema_alpha={self.ema_alpha!r} is outside (0, 1]",
+                                  field="ema_alpha", value=self.ema_alpha)
+        for name in ("base_lots", "win", "loss", "reward_scale"):
+            if getattr(self, name) <= 0:
+                raise ValidationError(f"market {name}={getattr(self, name)!r} must be > 0",
+                                      field=name, value=getattr(self, name))
+        for name in ("jitter", "drawdown_limit", "cooldown_steps", "shock_pnl"):
+            if getattr(self, name) < 0:
+                raise ValidationError(f"market {name}={getattr(self, name)!r} must be >= 0",
+                                      field=name, value=getattr(self, name))
+        if self.cooldown_steps != int(self.cooldown_steps):
+            raise ValidationError(f"market cooldown_steps={self.cooldown_steps!r} must be a whole number",
+                                  field="cooldown_steps", value=self.cooldown_steps)
+        if not 0.0 <= self.tau_lo <= self.tau_hi <= 1.0:
+            raise ValidationError(f"market tau range [{self.tau_lo!r}, {self.tau_hi!r}) is not inside [0, 1]",
+                                  field="tau_lo", value=(self.tau_lo, self.tau_hi))
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """What happens when: the regimes (p_true over time), fold boundaries and tail shocks.
+
+    Attributes
+    ----------
+    p_true
+        ``((start_step, p), ...)``: p_true is ``p`` from ``start_step`` on, until
+        the next entry. The first entry must start at step 0.
+    boundaries
+        Steps before which reset_session_state runs.
+    shocks
+        Steps at which one account takes a ``Market.shock_pnl`` loss.
+    """
+
+    p_true: tuple[tuple[int, float], ...] = ((0, 0.56),)
+    boundaries: tuple[int, ...] = ()
+    shocks: tuple[int, ...] = ()
+
+    def __post_init__(self):
+        if not self.p_true or self.p_true[0][0] != 0:
+            raise ValidationError(f"schedule p_true={self.p_true!r} must start at step 0",
+                                  field="p_true", value=self.p_true)
+        starts = [s for s, _ in self.p_true]
+        if any(b <= a for a, b in zip(starts, starts[1:])):
+            raise ValidationError(f"schedule p_true starts {starts} must increase", field="p_true",
+                                  value=starts)
+        for s, p in self.p_true:
+            if not 0.0 <= p <= 1.0:
+                raise ValidationError(f"schedule p_true {p!r} at step {s} is outside [0, 1]",
+                                      field="p_true", value=p)
+        object.__setattr__(self, "_starts", np.array(starts, dtype=np.int64))
+        object.__setattr__(self, "_ps", np.array([p for _, p in self.p_true], dtype=np.float64))
+        object.__setattr__(self, "_boundaries", frozenset(int(b) for b in self.boundaries))
+        object.__setattr__(self, "_shocks", frozenset(int(s) for s in self.shocks))
+
+    def p_at(self, t: int) -> float:
+        """p_true at step ``t``."""
+        return float(self._ps[np.searchsorted(self._starts, t, side="right") - 1])
+
+    def is_boundary(self, t: int) -> bool:
+        return t in self._boundaries
+
+    def is_shock(self, t: int) -> bool:
+        return t in self._shocks
+
+
+def step_rng(seed: int, t: int) -> np.random.Generator:
+    """The generator of step ``t``: Philox keyed by ``seed``, counter word 1 = ``t``.
+
+    Draws within a step advance counter word 0 only, so no two steps share a
+    counter and step t's draws never depend on what earlier steps drew.
+    """
+    return np.random.Generator(np.random.Philox(key=seed, counter=[0, t, 0, 0]))
+
+
+def ema_over(ema: float, xs: np.ndarray, alpha: float) -> float:
+    """``ema`` after ``ema ← (1−α)·ema + α·x`` for each x of ``xs`` in order (closed form)."""
+    k = len(xs)
+    if k == 0:
+        return ema
+    keep = 1.0 - alpha
+    weights = alpha * keep ** np.arange(k - 1, -1, -1, dtype=np.float64)
+    return float(keep ** k * ema + weights @ np.asarray(xs, dtype=np.float64))
+
+
+def kelly_edge(p: float, w: float, l: float) -> float:
+    """Full-Kelly edge p − (1−p)·L/W (DESIGN.md's analytic Kelly before safety_frac and clamp)."""
+    return p - (1.0 - p) * l / w
+
+
+@dataclass
+class Draws:
+    """One step's random numbers, all [b] except ``tau``."""
+
+    close: np.ndarray
+    win: np.ndarray
+    open: np.ndarray
+    size: np.ndarray
+    tau: float
+
+    @classmethod
+    def of(cls, seed: int, t: int, b: int) -> "Draws":
+        g = step_rng(seed, t)
+        return cls(g.random(b), g.random(b), g.random(b), g.standard_normal(b), float(g.random()))
+
+
+@dataclass
+class MarketState:
+    """Everything the market carries from one step to the next."""
+
+    lots: np.ndarray
+    session: np.ndarray
+    session_worst: np.ndarray
+    tripped: np.ndarray
+    p_ema: float
+    w_ema: float
+    l_ema: float
+    cooldown: int = 0
+    cum_pnl: float = 0.0
+
+    @classmethod
+    def start(cls, market: Market, b: int) -> "MarketState":
+        return cls(np.zeros(b, np.int32), np.zeros(b), np.zeros(b), np.zeros(b, bool),
+                   market.p_ema0, market.win, market.loss)
+
+    def reset_session(self) -> None:
+        """The market side of reset_session_state: session pnl, worst and cooldown back to 0."""
+        self.session[:] = 0.0
+        self.session_worst[:] = 0.0
+        self.tripped[:] = False
+        self.cooldown = 0
+
+
+@dataclass
+class MarketStep:
+    """One market step's outputs: the stream inputs and what the diag does not show."""
+
+    rewards: np.ndarray
+    lots: np.ndarray
+    edge: np.float32
+    cooldown: np.float32
+    worst: np.float32
+    tau_action: np.float32
+    closes: int
+    wins: int
+    pnl: float
+
+
+def market_step(state: MarketState, market: Market, draws: Draws, *, p_true: float, kelly_f: float,
+                force_flat: bool = False, shock_account: int | None = None,
+                allow_open: bool = True) -> MarketStep:
+    """Advance ``state`` by one step (mutates it) and return the step's stream inputs.
+
+    ``kelly_f`` is the previous step's pipeline output; ``force_flat`` closes
+    every open position; ``shock_account`` takes a ``market.shock_pnl`` loss
+    (model: an external hit such as a forced liquidation, so it moves pnl,
+    reward and session pnl but no trade EMA). ``allow_open=False`` blocks opens
+    whatever kelly_f says (scripted streams use it).
+    """
+    b = state.lots.shape[0]
+    state.cooldown = max(state.cooldown - 1, 0)
+    held = state.lots > 0
+    closing = held if force_flat else held & (draws.close < market.hazard)
+    won = closing & (draws.win < p_true)
+    factor = np.exp(market.jitter * draws.size - 0.5 * market.jitter ** 2)
+    per_lot = np.where(won, market.win, -market.loss) * factor
+    pnl = np.where(closing, per_lot * state.lots, 0.0)
+    lots = np.where(closing, 0, state.lots).astype(np.int32)
+
+    if allow_open and kelly_f > 0.0 and state.cooldown == 0:
+        opening = ~held & (draws.open < market.pi_open)
+        size = math.ceil(market.base_lots * float(kelly_f))
+        lots = np.where(opening, size, lots).astype(np.int32)
+
+    if shock_account is not None:
+        if not 0 <= shock_account < b:
+            raise ValidationError(f"shock account {shock_account} is not in [0, {b})",
+                                  field="account", value=shock_account)
+        pnl[shock_account] -= market.shock_pnl
+
+    idx = np.flatnonzero(closing)
+    wins = idx[won[idx]]
+    losses = idx[~won[idx]]
+    state.p_ema = ema_over(state.p_ema, won[idx].astype(np.float64), market.ema_alpha)
+    state.w_ema = ema_over(state.w_ema, np.abs(per_lot[wins]), market.ema_alpha)
+    state.l_ema = ema_over(state.l_ema, np.abs(per_lot[losses]), market.ema_alpha)
+
+    state.lots = lots
+    state.session += pnl
+    np.minimum(state.session_worst, state.session, out=state.session_worst)
+    if market.drawdown_limit > 0:
+        newly = (state.session < -market.drawdown_limit) & ~state.tripped
+        if newly.any():
+            state.tripped |= newly
+            state.cooldown = int(market.cooldown_steps)
+    step_pnl = float(pnl.sum())
+    state.cum_pnl += step_pnl
+    tau = market.tau_lo + (market.tau_hi - market.tau_lo) * draws.tau
+    return MarketStep(
+        rewards=(pnl * market.reward_scale).astype(np.float32),
+        lots=lots,
+        edge=np.float32(kelly_edge(state.p_ema, state.w_ema, state.l_ema)),
+        cooldown=np.float32(state.cooldown),
+        worst=np.float32(state.session_worst.min()),
+        tau_action=np.float32(tau),
+        closes=int(len(idx)), wins=int(len(wins)), pnl=step_pnl)
+
+
+# ---- the engine, one step at a time ------------------------------------------------
+@dataclass(frozen=True)
+class StepInputs:
+    """The per-step scalars of a stream row (float32, as the ISV holds them)."""
+
+    boundary: bool
+    cooldown: np.float32
+    worst: np.float32
+    kelly_edge: np.float32
+    tau_action: np.float32
+    step: int
+
+
+class StepEngine(Protocol):
+    """Runs the spec's kernels for one step; the pluggable half of the closed loop."""
+
+    name: str
+
+    def step(self, rewards: np.ndarray, lots: np.ndarray, inputs: StepInputs) -> tuple[np.ndarray, int]:
+        """Run one step; return (snapshot row float32[len(SNAPSHOT_SLOTS)], flat count)."""
+
+    @property
+    def isv(self) -> np.ndarray:
+        """The ISV buffer after the last step (a copy)."""
+
+
+class ReferenceStepper:
+    """The reference engine's step functions, called directly (no per-step Stream).
+
+    Does what one iteration of :func:`regime_dash.engine.reference.run` does,
+    by calling the same functions, minus the PopArt normalization pass (the
+    simulator does not use normalized rewards).
+    """
+
+    name = "reference"
+
+    def __init__(self, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout):
+        self._isv = isv0.copy()
+        self._boot = boot
+        self._ix = reference.index_table(layout)
+        self._plan = layout.reset_plan()
+        self._snap_idx = snapshot_indices(layout)
+
+    def step(self, rewards: np.ndarray, lots: np.ndarray, inputs: StepInputs) -> tuple[np.ndarray, int]:
+        v_sum, v_ssq, v_max = reference.block_reduce_stats(rewards)
+        flat = int(np.count_nonzero(lots == 0))  # rl_regime_flat_count
+        row = np.empty(self._snap_idx.shape[0], dtype=np.float32)
+        reference.scalar_step(self._isv, self._ix, self._boot, *self._plan, self._snap_idx, row,
+                              bool(inputs.boundary), inputs.cooldown, inputs.worst, inputs.kelly_edge,
+                              inputs.tau_action, v_sum, v_ssq, v_max, flat, rewards.shape[0])
+        return row, flat
+
+    @property
+    def isv(self) -> np.ndarray:
+        return self._isv.copy()
+
+
+class BackendStepper:
+    """Any replay backend, stepped through its ``run`` contract on one-step streams.
+
+    The whole pipeline state lives in the ISV, so chaining ``run`` over
+    one-step streams, each starting from the previous call's final ISV, is the
+    same computation as one long replay. This is how the ``cuda`` (or ``fast``)
+    engine drives the live run until it offers a stepping API of its own; the
+    per-step cost is the backend's per-call overhead.
+    """
+
+    def __init__(self, engine: str, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout):
+        if engine not in ENGINES:
+            raise ValidationError(f"unknown engine {engine!r}; choose one of {list(ENGINES)}",
+                                  field="engine", value=engine)
+        reason = engine_status().get(engine)
+        if reason is not None:
+            raise EngineUnavailable(f"engine {engine!r} cannot run here: {reason}", engine=engine)
+        module, func = ENGINES[engine].split(":")
+        self._run: Callable[..., Any] = getattr(importlib.import_module(module), func)
+        self.name = engine
+        self._isv = isv0.copy()
+        self._boot = boot
+        self._layout = layout
+        self._snap_idx = snapshot_indices(layout)
+
+    def step(self, rewards: np.ndarray, lots: np.ndarray, inputs: StepInputs) -> tuple[np.ndarray, int]:
+        one = Stream(rewards=rewards[None, :], lots=lots[None, :],
+                     kelly_analytic=np.array([inputs.kelly_edge], np.float32),
+                     cooldown=np.array([inputs.cooldown], np.float32),
+                     session_pnl_worst=np.array([inputs.worst], np.float32),
+                     tau_action=np.array([inputs.tau_action], np.float32),
+                     boundary=np.array([inputs.boundary], np.bool_),
+                     step=np.array([inputs.step], np.int64))
+        snap, flat, _, _, isv = self._run(one, self._isv, self._boot, self._layout, self._snap_idx)
+        self._isv = np.asarray(isv, dtype=np.float32).copy()
+        return np.asarray(snap[0], dtype=np.float32), int(flat[0])
+
+    @property
+    def isv(self) -> np.ndarray:
+        return self._isv.copy()
+
+
+def live_engine(engine: str = "auto") -> str:
+    """The engine a live run uses for ``engine``: ``auto`` is cuda when it can run, else reference."""
+    if engine == "auto":
+        return "cuda" if engine_status().get("cuda") is None else "reference"
+    return resolve_engine(engine)
+
+
+def make_stepper(engine: str, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout) -> StepEngine:
+    """A :class:`StepEngine` for the engine name (``auto`` as in :func:`live_engine`)."""
+    name = live_engine(engine)
+    if name == "reference":
+        return ReferenceStepper(isv0, boot, layout)
+    return BackendStepper(name, isv0, boot, layout)
+
+
+# ---- the closed loop -----------------------------------------------------------------
+class Simulator:
+    """The live run: :func:`market_step` and a :class:`StepEngine` in a closed loop.
+
+    Parameters
+    ----------
+    accounts
+        b, the number of accounts.
+    seed
+        Key of the counter-based RNG (an int >= 0).
+    config
+        The pipeline's config (resurrection on or off, ε range, max_duration, ...).
+    market, schedule
+        The market model and what happens when; defaults are a calm market.
+    engine
+        ``reference`` (default), ``cuda``, ``fast``, ``auto`` (cuda when it can
+        run, else reference), or a ready :class:`StepEngine` built on the same
+        config and layout.
+    layout
+        Slot layout; default :data:`regime_dash.slots.DEFAULT_LAYOUT`.
+
+    Examples
+    --------
+    >>> sim = Simulator(accounts=64, seed=1, schedule=PRESETS["adverse_regime"].schedule(3000))
+    >>> frame = sim.run(3000)          # same columns as replay()
+    >>> sim.force_flat(); sim.step()   # the app's Live page drives it step by step
+    """
+
+    def __init__(self, *, accounts: int = 64, seed: int = 0, config: RegimeConfig | None = None,
+                 market: Market | None = None, schedule: Schedule | None = None,
+                 engine: str | StepEngine = "reference", layout: SlotLayout | None = None):
+        if isinstance(accounts, bool) or not isinstance(accounts, (int, np.integer)) or accounts < 1:
+            raise ValidationError(f"accounts must be an int >= 1, got {accounts!r}", field="accounts",
+                                  value=accounts)
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2 ** 64:
+            raise ValidationError(f"seed must be an int in [0, 2**64), got {seed!r}", field="seed",
+                                  value=seed)
+        self.config = RegimeConfig() if config is None else config
+        if not isinstance(self.config, RegimeConfig):
+            raise ValidationError(f"config must be a RegimeConfig, got {type(self.config).__name__}",
+                                  field="config", value=type(self.config).__name__)
+        self.market = Market() if market is None else market
+        self.schedule = Schedule() if schedule is None else schedule
+        self.accounts = int(accounts)
+        self.seed = int(seed)
+        self.layout = (layout or DEFAULT_LAYOUT).validate()
+        isv0, boot = initial_isv(self.config, None, self.layout)
+        self.engine = engine if not isinstance(engine, str) else make_stepper(engine, isv0, boot, self.layout)
+        self.kelly_f = float(isv0[self.layout.index("RL_KELLY_FRACTION_INDEX")])
+        self.state = MarketState.start(self.market, self.accounts)
+        self.t = 0
+        self._pending_shock: int | None = None
+        self._pending_flat = False
+        self._pending_boundary = False
+        self._snap: list[np.ndarray] = []
+        self._flat: list[int] = []
+        self._boundary: list[bool] = []
+        self._market_rows: list[tuple] = []
+        self._rewards: list[np.ndarray] = []
+        self._lots: list[np.ndarray] = []
+        self._scalars: list[tuple] = []
+
+    # ---- injections (take effect at the next step) ----------------------------------
+    def inject_tail_shock(self, account: int | None = None) -> None:
+        """Make one account take a ``market.shock_pnl`` loss at the next step (Theorem 6's case).
+
+        ``account`` defaults to the account with the most lots (the first such).
+        """
+        if account is not None and not 0 <= account < self.accounts:
+            raise ValidationError(f"account {account} is not in [0, {self.accounts})", field="account",
+                                  value=account)
+        self._pending_shock = int(np.argmax(self.state.lots)) if account is None else int(account)
+
+    def force_flat(self) -> None:
+        """Close every open position at the next step (at market: wins and losses as usual)."""
+        self._pending_flat = True
+
+    def cross_boundary(self) -> None:
+        """Cross a fold boundary before the next step, so reset_session_state runs there."""
+        self._pending_boundary = True
+
+    # ---- stepping --------------------------------------------------------------------------
+    def step(self, n: int = 1) -> None:
+        """Advance the closed loop by ``n`` steps."""
+        for _ in range(int(n)):
+            self._one()
+
+    def _one(self) -> None:
+        t = self.t
+        boundary = self._pending_boundary or self.schedule.is_boundary(t)
+        shock = self._pending_shock
+        if shock is None and self.schedule.is_shock(t):
+            shock = int(np.argmax(self.state.lots))
+        if boundary:
+            self.state.reset_session()
+        p = self.schedule.p_at(t)
+        out = market_step(self.state, self.market, Draws.of(self.seed, t, self.accounts), p_true=p,
+                          kelly_f=self.kelly_f, force_flat=self._pending_flat, shock_account=shock)
+        inputs = StepInputs(bool(boundary), out.cooldown, out.worst, out.edge, out.tau_action, t)
+        row, flat = self.engine.step(out.rewards, out.lots, inputs)
+        self.kelly_f = float(row[KELLY_COL])
+        self._snap.append(row)
+        self._flat.append(flat)
+        self._boundary.append(bool(boundary))
+        self._rewards.append(out.rewards)
+        self._lots.append(out.lots)
+        self._scalars.append((out.edge, out.cooldown, out.worst, out.tau_action))
+        self._market_rows.append((t, p, out.closes, out.wins, int(np.count_nonzero(out.lots)),
+                                  out.pnl, self.state.cum_pnl, shock is not None, self._pending_flat))
+        self._pending_shock = None
+        self._pending_flat = False
+        self._pending_boundary = False
+        self.t = t + 1
+
+    def run(self, steps: int) -> pd.DataFrame:
+        """Advance ``steps`` steps and return :meth:`frame` (all steps so far)."""
+        if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
+            raise ValidationError(f"steps must be an int >= 0, got {steps!r}", field="steps", value=steps)
+        self.step(steps)
+        return self.frame()
+
+    # ---- outputs -------------------------------------------------------------------------
+    def frame(self) -> pd.DataFrame:
+        """The trajectory so far, with exactly the columns :func:`regime_dash.replay` gives."""
+        n = len(self._snap)
+        snap = np.vstack(self._snap) if n else np.empty((0, len(diag.SNAPSHOT_SLOTS)), np.float32)
+        frame = diag.frame_from_snapshot(snap, np.array(self._flat, np.int32), self.accounts,
+                                         np.arange(n, dtype=np.int64), np.array(self._boundary, bool))
+        frame.attrs["layout_fingerprint"] = self.layout.fingerprint_hex()
+        frame.attrs["engine"] = self.engine.name
+        return frame
+
+    def market_frame(self) -> pd.DataFrame:
+        """What the diag does not show: p_true, closes, wins, open accounts, pnl, injections."""
+        cols = ["step", "p_true", "closes", "wins", "open_accounts", "pnl", "cum_pnl", "shock", "forced_flat"]
+        return pd.DataFrame(self._market_rows, columns=cols)
+
+    def stream(self) -> Stream:
+        """The inputs fed to the pipeline so far; replaying them gives :meth:`frame` again."""
+        if not self._snap:
+            raise ValidationError("the simulator has not run any step yet", field="steps", value=0)
+        edge, cooldown, worst, tau = (np.array(c, np.float32) for c in zip(*self._scalars))
+        return Stream(rewards=np.vstack(self._rewards), lots=np.vstack(self._lots), kelly_analytic=edge,
+                      cooldown=cooldown, session_pnl_worst=worst, tau_action=tau,
+                      boundary=np.array(self._boundary, bool), step=np.arange(self.t, dtype=np.int64))
+
+    @property
+    def isv(self) -> np.ndarray:
+        """The engine's ISV buffer now."""
+        return self.engine.isv
+
+
+# ---- presets -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SimPreset:
+    """A named live-run setup: a schedule built for a run length, a market, default sizes."""
+
+    name: str
+    doc: str
+    schedule: Callable[[int], Schedule]
+    market: Market = Market()
+    steps: int = 3000
+    accounts: int = 64
+
+
+PRESETS: dict[str, SimPreset] = {p.name: p for p in (
+    SimPreset("calm", "p_true 0.6 throughout with slow EMAs: kelly_f stays positive and the dead "
+              "zone never fires.", lambda T: Schedule(((0, 0.60),)), market=Market(ema_alpha=0.005)),
+    SimPreset("adverse_regime",
+              "favourable (p 0.56) for the first 10 %, adverse (p 0.35) until half way, then favourable "
+              "(p 0.62). Without resurrection the run falls into the absorbing state during the adverse "
+              "stretch and never leaves it; with it, probes find the good regime and trading resumes.",
+              lambda T: Schedule(((0, 0.56), (T // 10, 0.35), (T // 2, 0.62)))),
+    SimPreset("tail_shock", "calm, with one account taking Run #8's $6484 loss half way (Theorem 6).",
+              lambda T: Schedule(((0, 0.56),), shocks=(T // 2,))),
+    SimPreset("fold_boundary", "train (p 0.56) then eval (p 0.53) from half way; reset_session_state "
+              "runs at the boundary.", lambda T: Schedule(((0, 0.56), (T // 2, 0.53)), boundaries=(T // 2,))),
+)}
+
+
+def simulate(name: str, *, steps: int | None = None, accounts: int | None = None, seed: int = 0,
+             config: RegimeConfig | None = None, engine: str | StepEngine = "reference") -> Simulator:
+    """Run preset ``name`` for ``steps`` steps and return the simulator (``.frame()`` has the diag)."""
+    if name not in PRESETS:
+        raise ValidationError(f"unknown live-run preset {name!r}; choose one of {sorted(PRESETS)}",
+                              field="simulate", value=name)
+    preset = PRESETS[name]
+    steps = preset.steps if steps is None else steps
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise ValidationError(f"steps must be an int >= 1, got {steps!r}", field="steps", value=steps)
+    sim = Simulator(accounts=preset.accounts if accounts is None else accounts, seed=seed, config=config,
+                    market=preset.market, schedule=preset.schedule(int(steps)), engine=engine)
+    sim.step(int(steps))
+    return sim
