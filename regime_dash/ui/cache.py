@@ -52,16 +52,11 @@ def load_run(root: str, run_id: str, aliases: tuple = ()) -> pd.DataFrame:
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def analyse_run(root: str, run_id: str, aliases: tuple = ()) -> dict[str, Any]:
-    """Episodes, events, invariant results and headline summary of a stored run."""
-    from regime_dash.analysis.episodes import find_all, summary
-    from regime_dash.analysis.invariants import run_checks
+def analyse_run(root: str, run_id: str, aliases: tuple = ()):
+    """:func:`regime_dash.analysis.diagnose` of a stored run: checks, episodes, events, summary."""
+    from regime_dash.analysis import diagnose
 
-    frame = load_run(root, run_id, aliases)
-    episodes, events, skipped = find_all(frame)
-    return {"episodes": episodes, "events": events, "skipped": skipped,
-            "checks": [c.to_dict() | {"missing": list(c.missing)} for c in run_checks(frame)],
-            "summary": summary(frame)}
+    return diagnose(load_run(root, run_id, aliases))
 
 
 @st.cache_data(show_spinner=False, ttl=60)
@@ -73,12 +68,18 @@ def engine_status() -> dict[str, str | None]:
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def replay(source_key: str, _stream, config: dict[str, Any], engine: str) -> tuple[pd.DataFrame, float, str]:
-    """``(frame, seconds, engine)`` of a replay of ``_stream`` (identified by ``source_key``)."""
+def replay(source_key: str, _stream, config: dict[str, Any], engine: str) -> dict[str, Any]:
+    """A replay of ``_stream`` (identified by ``source_key``) under ``config``.
+
+    Returns ``{"frame", "seconds", "engine", "summary"}``; ``summary`` is
+    :func:`regime_dash.engine.summary.summarize_frame`, the metrics a sweep reports.
+    """
     from regime_dash.engine import replay_trajectory
+    from regime_dash.engine.summary import summarize_frame
 
     traj = replay_trajectory(_stream, RegimeConfig(**config), engine=engine)
-    return traj.frame, traj.seconds, traj.engine
+    return {"frame": traj.frame, "seconds": traj.seconds, "engine": traj.engine,
+            "summary": summarize_frame(traj.frame)}
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -101,10 +102,65 @@ def runs_frame(store) -> pd.DataFrame:
 
 def sample_files() -> list:
     """The diag files under ``data/samples`` of the checkout (the one-click start)."""
-    from pathlib import Path
+    from regime_dash.samples import SAMPLE_DIR as root
 
-    root = Path(__file__).resolve().parents[2] / "data" / "samples"
     if not root.is_dir():
         return []
     return sorted(p for p in root.iterdir()
                   if p.is_file() and (p.name.endswith(".jsonl") or p.name.endswith(".jsonl.gz")))
+
+
+@st.cache_data(show_spinner="building the scenario…", max_entries=16)
+def scenario_stream(name: str, seed: int, steps: int | None, accounts: int | None):
+    """:func:`regime_dash.scenarios.make` (cached: presets are deterministic in their arguments)."""
+    from regime_dash import scenarios
+
+    return scenarios.make(name, seed=seed, steps=steps, accounts=accounts)
+
+
+@st.cache_data(show_spinner="running the simulator…", max_entries=8)
+def simulator_stream(preset: str, seed: int, steps: int, config: dict[str, Any]):
+    """The inputs a closed-loop live run of ``preset`` fed its pipeline (``config``), as a Stream."""
+    from regime_dash.simulator import simulate
+
+    return simulate(preset, steps=steps, seed=seed, config=RegimeConfig(**config)).stream()
+
+
+@st.cache_data(show_spinner="reading the stream file…", max_entries=4)
+def uploaded_stream(digest: str, _data: bytes, suffix: str):
+    """A stream file's bytes (``.npz`` or ``.parquet``, named by ``digest``) as a validated Stream."""
+    import tempfile
+    from pathlib import Path
+
+    from regime_dash.streams import load
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"stream{suffix}"
+        path.write_bytes(_data)
+        return load(path)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def diff_runs(root: str, run_a: str, run_b: str, aliases: tuple = ()):
+    """:func:`regime_dash.analysis.diff_runs` of two stored runs (canonical columns)."""
+    from regime_dash.analysis import diff_runs as diff
+
+    return diff(load_run(root, run_a, aliases), load_run(root, run_b, aliases))
+
+
+@st.cache_data(show_spinner="sweeping…", max_entries=4)
+def sweep(source_key: str, _stream, grid: dict[str, list[float]], engine: str) -> dict[str, Any]:
+    """:func:`regime_dash.sweep.sweep` of ``_stream`` over ``grid`` (every combination of the fields' values).
+
+    Returns ``{"table", "seconds", "engine"}``; the table has one row per
+    config: the swept fields and the summary metrics.
+    """
+    import time
+
+    from regime_dash.sweep import sweep as run_sweep
+
+    t0 = time.perf_counter()
+    result = run_sweep(_stream, grid, engine=engine)
+    table = getattr(result, "table", result)
+    return {"table": table, "seconds": time.perf_counter() - t0,
+            "engine": getattr(result, "engine", engine)}

@@ -82,8 +82,12 @@ def engine_picker(key: str, status: Mapping[str, str | None]) -> str:
 
 
 def run_picker(key: str, runs: pd.DataFrame, *, multi: bool = True, default: int = 1,
-               label: str = "Runs") -> list[str]:
-    """Pick stored runs by name; returns run ids in the order picked."""
+               label: str = "Runs", index: int = 0) -> list[str]:
+    """Pick stored runs by name; returns run ids in the order picked.
+
+    ``default`` is how many runs a multi-pick starts with, ``index`` which run a
+    single pick starts on.
+    """
     if runs.empty:
         return []
     ids = list(runs["run_id"])
@@ -91,7 +95,7 @@ def run_picker(key: str, runs: pd.DataFrame, *, multi: bool = True, default: int
     fmt = lambda rid: f"{names.get(rid, rid)} · {rid[-6:]}"  # noqa: E731
     if multi:
         return list(st.multiselect(label, ids, default=ids[:default], format_func=fmt, key=key))
-    picked = st.selectbox(label, ids, format_func=fmt, key=key)
+    picked = st.selectbox(label, ids, index=min(index, len(ids) - 1), format_func=fmt, key=key)
     return [picked] if picked else []
 
 
@@ -249,7 +253,7 @@ def jump_to_step(key: str, step: int, lo: int, hi: int) -> None:
 
 def _tables(key: str, results: Mapping[str, Mapping], part: str) -> None:
     for label, res in results.items():
-        tables = res[part]
+        tables = getattr(res, part)
         st.markdown(f"**{label}**")
         shown = False
         for name, table in tables.items():
@@ -259,13 +263,13 @@ def _tables(key: str, results: Mapping[str, Mapping], part: str) -> None:
             shown = True
         if not shown:
             st.caption("none")
-        for name, why in res["skipped"].items():
+        for name, why in res.skipped.items():
             if (part == "episodes") == (name == "dead_zone"):
                 st.caption(f"{name}: not found — {why}")
 
 
 def episode_tables(key: str, results: Mapping[str, Mapping]) -> None:
-    """Dead-zone episodes of each run (``results`` from :func:`regime_dash.ui.cache.analyse_run`)."""
+    """Dead-zone episodes of each run (``results``: :class:`regime_dash.analysis.Report` by label)."""
     _tables(key, results, "episodes")
 
 
@@ -281,20 +285,257 @@ def invariant_report(key: str, results: Mapping[str, Mapping], window: str,
                      frames: Mapping[str, pd.DataFrame]) -> None:
     """The invariant checks of each run; each violation's step is a button that moves the window there."""
     for label, res in results.items():
-        checks = res["checks"]
-        counts = {s: sum(c["status"] == s for c in checks) for s in STATUS_ICON}
+        checks = res.checks
+        counts = {s: sum(c.status == s for c in checks) for s in STATUS_ICON}
         st.markdown(f"**{label}** — {counts['pass']} pass, {counts['fail']} fail, {counts['skip']} skip")
-        st.dataframe(pd.DataFrame([{"": STATUS_ICON[c["status"]], "check": c["id"], "status": c["status"],
-                                    "violations": c["violations"], "first step": c["first_step"],
-                                    "detail": c["detail"]} for c in checks]),
+        st.dataframe(pd.DataFrame([{"": STATUS_ICON[c.status], "check": c.id, "status": c.status,
+                                    "violations": c.violations, "first step": c.first_step,
+                                    "detail": c.detail} for c in checks]),
                      hide_index=True, key=f"{key}.{label}.table")
         f = frames[label]
         lo, hi = int(f["step"].min()), int(f["step"].max())
         for c in checks:
-            if c["status"] != "fail":
+            if c.status != "fail":
                 continue
-            st.markdown(f"❌ `{c['id']}`: {c['violations']} violation(s) — jump to step:")
-            cols = st.columns(min(len(c["steps"]), 8) or 1)
-            for i, s in enumerate(c["steps"][:8]):
-                cols[i].button(str(s), key=f"{key}.{label}.{c['id']}.{s}", on_click=jump_to_step,
+            st.markdown(f"❌ `{c.id}`: {c.violations} violation(s) — jump to step:")
+            cols = st.columns(min(len(c.steps), 8) or 1)
+            for i, s in enumerate(c.steps[:8]):
+                cols[i].button(f"step {s}", key=f"{key}.{label}.{c.id}.{s}", on_click=jump_to_step,
                                args=(window, s, lo, hi))
+
+
+# ---- Replay ---------------------------------------------------------------------------
+SOURCES = ("Scenario", "Stream file", "Simulator")
+
+
+def stream_source(key: str) -> tuple[str | None, Any]:
+    """Choose the replay input: a scenario preset, an uploaded stream file, or a simulator run.
+
+    Returns ``(source_key, stream)``; ``source_key`` names the stream for caches,
+    and both are ``None`` until a file is uploaded.
+    """
+    import hashlib
+
+    from regime_dash import scenarios, simulator
+    from regime_dash.ui import cache
+
+    kind = st.radio("Source", SOURCES, horizontal=True, key=f"{key}.kind")
+    c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
+    if kind == "Scenario":
+        names = [n for n in scenarios.SCENARIOS if n != "recorded" or scenarios.SAMPLE_STREAM.exists()]
+        name = c1.selectbox("Scenario", names, key=f"{key}.scenario",
+                            index=names.index("kelly_trap_run8") if "kelly_trap_run8" in names else 0)
+        seed = int(c2.number_input("Seed", 0, 2 ** 31 - 1, 0, key=f"{key}.seed"))
+        steps = int(c3.number_input("Steps (0 = preset)", 0, 1_000_000, 0, step=500, key=f"{key}.steps"))
+        accounts = int(c4.number_input("Accounts (0 = preset)", 0, 8192, 0, step=64, key=f"{key}.accounts"))
+        st.caption(scenarios.describe(name))
+        stream = cache.scenario_stream(name, seed, steps or None, accounts or None)
+        return f"scenario:{name}:{seed}:{stream.steps}:{stream.accounts}", stream
+    if kind == "Stream file":
+        up = c1.file_uploader("Stream file (.npz or .parquet, as Stream.save writes)",
+                              type=["npz", "parquet"], key=f"{key}.file")
+        if up is None:
+            st.info("Upload a stream file to replay it.")
+            return None, None
+        data = up.getvalue()
+        digest = hashlib.sha256(data).hexdigest()
+        suffix = ".npz" if up.name.endswith(".npz") else ".parquet"
+        return f"file:{digest}", cache.uploaded_stream(digest, data, suffix)
+    names = list(simulator.PRESETS)
+    preset = c1.selectbox("Simulator preset", names, key=f"{key}.preset",
+                          index=names.index("adverse_regime") if "adverse_regime" in names else 0)
+    seed = int(c2.number_input("Seed", 0, 2 ** 31 - 1, 0, key=f"{key}.simseed"))
+    steps = int(c3.number_input("Steps", 100, 200_000, simulator.PRESETS[preset].steps, step=500,
+                                key=f"{key}.simsteps"))
+    st.caption(simulator.PRESETS[preset].doc + " The live run uses the spec's default config; its "
+               "recorded inputs are then replayed open loop under each config.")
+    stream = cache.simulator_stream(preset, seed, steps, RegimeConfig().as_dict())
+    return f"sim:{preset}:{seed}:{steps}", stream
+
+
+#: Summary metrics shown as headline numbers on the Replay page.
+HEADLINE = ("timeouts", "timeout_steps", "dead_zone_steps", "longest_dead_zone", "tail_events",
+            "floor_active_steps", "kelly_zero_steps", "sigma_max")
+
+
+def summary_metrics(key: str, what_if: Mapping[str, float], baseline: Mapping[str, float]) -> None:
+    """Headline summary metrics of the what-if replay, with the change from the baseline."""
+    cols = st.columns(4)
+    for i, name in enumerate(HEADLINE):
+        v, b = what_if[name], baseline[name]
+        delta = v - b
+        cols[i % 4].metric(name.replace("_", " "), f"{v:g}", f"{delta:+g}" if delta else None,
+                           delta_color="off")
+
+
+# ---- Live -----------------------------------------------------------------------------
+def live_setup(key: str) -> dict[str, Any]:
+    """Preset, seed, accounts, horizon and config of a live run (applied on Reset)."""
+    from regime_dash.simulator import PRESETS
+
+    names = list(PRESETS)
+    c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
+    preset = c1.selectbox("Market preset", names, key=f"{key}.preset",
+                          index=names.index("adverse_regime") if "adverse_regime" in names else 0)
+    seed = int(c2.number_input("Seed", 0, 2 ** 31 - 1, 0, key=f"{key}.seed"))
+    accounts = int(c3.number_input("Accounts", 1, 4096, PRESETS[preset].accounts, key=f"{key}.accounts"))
+    horizon = int(c4.number_input("Schedule length", 100, 1_000_000, PRESETS[preset].steps, step=500,
+                                  key=f"{key}.horizon"))
+    st.caption(PRESETS[preset].doc)
+    with st.expander("Pipeline config (applied on Reset)"):
+        values = config_controls(f"{key}.config")
+    return {"preset": preset, "seed": seed, "accounts": accounts, "horizon": horizon, "config": values}
+
+
+def live_simulator(key: str, setup: Mapping[str, Any], *, reset: bool = False):
+    """The session's :class:`~regime_dash.simulator.Simulator`, made anew on ``reset`` or first use.
+
+    Held in ``st.session_state[key]``; ``st.session_state[key + '.setup']``
+    remembers what it was built from.
+    """
+    from regime_dash.simulator import PRESETS, Simulator
+
+    if reset or key not in st.session_state:
+        preset = PRESETS[setup["preset"]]
+        st.session_state[key] = Simulator(accounts=setup["accounts"], seed=setup["seed"],
+                                          config=RegimeConfig(**setup["config"]), market=preset.market,
+                                          schedule=preset.schedule(setup["horizon"]), engine="reference")
+        st.session_state[f"{key}.setup"] = dict(setup)
+    return st.session_state[key]
+
+
+def live_controls(key: str) -> dict[str, Any]:
+    """Play/pause, step, reset, speed and the three injections.
+
+    Returns ``{"playing", "step", "reset", "speed", "shock", "flat", "boundary"}``;
+    ``playing`` persists in ``st.session_state[key + '.playing']``.
+    """
+    pk = f"{key}.playing"
+    st.session_state.setdefault(pk, False)
+    c = st.columns([1, 1, 1, 3])
+    c[0].button("⏸ Pause" if st.session_state[pk] else "▶ Play", key=f"{key}.play",
+                on_click=lambda: st.session_state.update({pk: not st.session_state[pk]}))
+    step = c[1].button("Step", key=f"{key}.step")
+    reset = c[2].button("Reset", key=f"{key}.reset")
+    speed = c[3].slider("Speed (steps per tick, 2 ticks/s)", 1, 500, 20, key=f"{key}.speed")
+    d = st.columns(3)
+    shock = d[0].button("💥 Inject tail shock", key=f"{key}.shock")
+    flat = d[1].button("⏹ Force every account flat", key=f"{key}.flat")
+    boundary = d[2].button("⏭ Cross a fold boundary", key=f"{key}.boundary")
+    return {"playing": st.session_state[pk], "step": step, "reset": reset, "speed": speed,
+            "shock": shock, "flat": flat, "boundary": boundary}
+
+
+# ---- Sweep ----------------------------------------------------------------------------
+def sweep_controls(key: str) -> dict[str, Any] | None:
+    """One or two fields, each over ``[lo, hi]`` in ``n`` points, and a summary metric.
+
+    Returns the sweep's parameters once "Run sweep" has been pressed (they stay
+    in ``st.session_state[key + '.params']`` until pressed again), else ``None``.
+    """
+    from regime_dash.engine.summary import METRICS
+
+    names = numeric_fields()
+    c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
+    f1 = c1.selectbox("Field 1", names, index=names.index("max_duration"), key=f"{key}.f1")
+    lo1, hi1, _ = FIELD_RANGES[f1]
+    a1 = c2.number_input("from", lo1, hi1, lo1 if f1 != "max_duration" else 100.0, key=f"{key}.lo1")
+    b1 = c3.number_input("to", lo1, hi1, hi1 if f1 != "max_duration" else 3000.0, key=f"{key}.hi1")
+    n1 = int(c4.number_input("points", 2, 64, 8, key=f"{key}.n1"))
+    d1, d2, d3, d4 = st.columns([2, 1, 1, 1])
+    f2 = d1.selectbox("Field 2 (optional)", ["—"] + [n for n in names if n != f1], key=f"{key}.f2")
+    grid = {f1: _grid(f1, a1, b1, n1)}
+    if f2 != "—":
+        lo2, hi2, _ = FIELD_RANGES[f2]
+        a2 = d2.number_input("from", lo2, hi2, lo2, key=f"{key}.lo2")
+        b2 = d3.number_input("to", lo2, hi2, hi2, key=f"{key}.hi2")
+        n2 = int(d4.number_input("points", 2, 64, 6, key=f"{key}.n2"))
+        grid[f2] = _grid(f2, a2, b2, n2)
+    metric = st.selectbox("Summary metric", METRICS, index=METRICS.index("timeout_steps"), key=f"{key}.metric")
+    if st.button(f"Run sweep ({int(np_prod([len(v) for v in grid.values()]))} replays)", key=f"{key}.run",
+                 type="primary"):
+        st.session_state[f"{key}.params"] = {"grid": grid}
+    params = st.session_state.get(f"{key}.params")
+    return None if params is None else {**params, "metric": metric}
+
+
+def np_prod(values: Sequence[int]) -> int:
+    out = 1
+    for v in values:
+        out *= int(v)
+    return out
+
+
+def _grid(name: str, lo: float, hi: float, n: int) -> list[float]:
+    """``n`` values from ``lo`` to ``hi``; whole-step fields are rounded to whole numbers."""
+    import numpy as np
+
+    values = np.linspace(min(lo, hi), max(lo, hi), n)
+    if FIELD_RANGES[name][2] >= 1.0:
+        values = np.unique(np.round(values))
+    return [float(v) for v in values]
+
+
+def pick_sweep_row(key: str, event: Any, table: pd.DataFrame) -> int | None:
+    """The sweep row to open: the clicked heatmap cell or line point, else the row chosen below the chart.
+
+    ``event`` is what ``st.plotly_chart(on_select="rerun")`` returned.
+    """
+    points = []
+    try:
+        points = event.selection.points if event is not None else []
+    except AttributeError:
+        points = []
+    seen = f"{key}.clicked"
+    for p in points:
+        row = p.get("customdata")
+        if isinstance(row, (list, tuple)):
+            row = row[0]
+        # a chart keeps its selection across reruns: apply each click once, so the
+        # row picker below still works after a click
+        if row is not None and int(row) >= 0 and st.session_state.get(seen) != int(row):
+            st.session_state[seen] = int(row)
+            st.session_state[f"{key}.row"] = int(row)
+    labels = {i: ", ".join(f"{c}={table[c].iloc[i]:g}" for c in table.attrs.get("fields", [])) for i in range(len(table))}
+    st.session_state.setdefault(f"{key}.row", None)
+    return st.selectbox("Open the replay of", [None, *range(len(table))], key=f"{key}.row",
+                        format_func=lambda i: "— click a cell or pick a row —" if i is None else labels[i])
+
+
+def sweep_panel(key: str, source_key: str, stream: Any, engine: str) -> None:
+    """The Sweep tab: controls, the heatmap or line of a summary metric, and the replay of a picked cell."""
+    import importlib.util
+
+    from regime_dash import figures
+    from regime_dash.ui import cache
+
+    if importlib.util.find_spec("regime_dash.sweep") is None:
+        st.info("Sweeps need regime_dash.sweep, which is not in this checkout yet.")
+        return
+    params = sweep_controls(key)
+    if params is None:
+        st.caption("Pick one or two fields and press Run sweep.")
+        return
+    result = cache.sweep(source_key, stream, params["grid"], engine)
+    table = result["table"]
+    fields_ = list(params["grid"])
+    table.attrs["fields"] = fields_
+    metric = params["metric"]
+    st.caption(f"{len(table)} replays in {result['seconds']:.2f} s on {result['engine']}.")
+    if len(fields_) == 2:
+        fig = figures.sweep_heatmap(table, fields_[0], fields_[1], metric)
+    else:
+        fig = figures.sweep_line(table, fields_[0], metric)
+    event = plotly_chart(fig, f"{key}.chart", on_select="rerun", selection_mode="points")
+    row = pick_sweep_row(key, event, table)
+    if row is None:
+        return
+    config = RegimeConfig().replace(**{f: float(table[f].iloc[row]) for f in fields_})
+    base = cache.replay(source_key, stream, RegimeConfig().as_dict(), engine)
+    cell = cache.replay(source_key, stream, config.as_dict(), engine)
+    label = ", ".join(f"{f}={table[f].iloc[row]:g}" for f in fields_)
+    st.markdown(f"**Replay of {label}** — {metric} = {cell['summary'][metric]:g} "
+                f"(baseline {base['summary'][metric]:g}), {cell['seconds'] * 1000:.1f} ms")
+    fig = cache.signal_figure(f"sweepcell|{source_key}|{engine}|{config}",
+                              {"baseline": base["frame"], label: cell["frame"]}, "step", 0.0)
+    plotly_chart(fig, f"{key}.cell_chart")

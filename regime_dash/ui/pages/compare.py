@@ -1,2 +1,38 @@
+"""Compare: two stored runs, their diff report and their signals overlaid."""
+import pandas as pd
 import streamlit as st
-st.title("todo")
+
+from regime_dash.ui import cache, widgets
+
+st.title("Compare")
+store = cache.get_store()
+runs = cache.runs_frame(store)
+if len(runs) < 2:
+    st.info(f"Compare needs two runs; the store holds {len(runs)}. Add runs on the Runs page.")
+    st.page_link(widgets.page_path("runs.py"), label="Go to Runs", icon="🗂️")
+    st.stop()
+
+c1, c2 = st.columns(2)
+with c1:
+    run_a = widgets.run_picker("compare.a", runs, multi=False, label="Run A", index=0)[0]
+with c2:
+    run_b = widgets.run_picker("compare.b", runs, multi=False, label="Run B", index=1)[0]
+root = cache.store_root()
+diff = cache.diff_runs(root, run_a, run_b)
+
+(st.success if diff.identical else st.warning)(diff.lines()[0])
+c = st.columns(4)
+c[0].metric("shared steps compared", f"{diff.rows_compared:,}")
+c[1].metric("first differing step", "—" if diff.first_step is None else f"{diff.first_step:,}")
+c[2].metric("differing fields", len(diff.fields))
+c[3].metric("steps in one run only", f"{diff.steps_only_a + diff.steps_only_b:,}")
+if diff.fields:
+    st.dataframe(pd.DataFrame([f.to_dict() for f in diff.fields]), hide_index=True, key="compare.fields")
+with st.expander("Full diff report"):
+    st.code("\n".join(diff.lines()), language=None)
+
+labels = widgets.run_labels(runs, [run_a, run_b]) if run_a != run_b else {run_a: "A"}
+frames = {labels[r]: cache.load_run(root, r) for r in dict.fromkeys([run_a, run_b])}
+x = widgets.x_axis_picker("compare.x", list(frames.values()))
+fig = cache.signal_figure(f"compare|{root}|{run_a}|{run_b}", frames, x, 0.0)
+widgets.plotly_chart(fig, "compare.chart")

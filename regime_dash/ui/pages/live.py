@@ -1,2 +1,46 @@
+"""Live: the closed-loop simulator stepping in real time; inject shocks, flatten, cross a fold."""
 import streamlit as st
-st.title("todo")
+
+from regime_dash.errors import ConfigError
+from regime_dash.figures import signal_panels
+from regime_dash.ui import widgets
+
+st.title("Live")
+setup = widgets.live_setup("live.setup")
+controls = widgets.live_controls("live.controls")
+try:
+    sim = widgets.live_simulator("live.sim", setup, reset=controls["reset"])
+except ConfigError as exc:
+    st.error(f"Config rejected: {exc}")
+    st.stop()
+if controls["shock"]:
+    sim.inject_tail_shock()
+if controls["flat"]:
+    sim.force_flat()
+if controls["boundary"]:
+    sim.cross_boundary()
+if controls["step"] or controls["shock"] or controls["flat"] or controls["boundary"]:
+    sim.step(1)  # an injection takes effect at the next step: take it, so it shows at once
+
+
+@st.fragment(run_every=0.5 if controls["playing"] else None)
+def live_view() -> None:
+    if controls["playing"]:
+        sim.step(controls["speed"])
+    frame = sim.frame()
+    market = sim.market_frame()
+    c = st.columns(5)
+    c[0].metric("step", f"{sim.t:,}")
+    c[1].metric("kelly_f", f"{sim.kelly_f:.4g}")
+    if len(frame):
+        last = frame.iloc[-1]
+        c[2].metric("dead zone", "ON" if last["risk_stack.regime.dead_zone.flag"] else "off")
+        c[3].metric("open accounts", f"{int(market['open_accounts'].iloc[-1]):,}")
+        c[4].metric("cumulative pnl", f"{market['cum_pnl'].iloc[-1]:,.0f}")
+        st.plotly_chart(signal_panels({"live": frame}, n_out=1000, height=1100), key="live.chart",
+                        config={"displaylogo": False})
+    else:
+        st.info("Press Play or Step to start the live run.")
+
+
+live_view()
