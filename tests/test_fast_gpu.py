@@ -1,0 +1,130 @@
+"""The fast GPU engine (phase 1 stats + per-scenario scan) against the reference, bit for bit.
+
+``run`` is the backend contract: every output of a single replay is compared
+bitwise with the reference. ``sweep_summaries`` runs many scenarios over one
+phase 1; each scenario's float64 accumulators must equal the summary folded
+from that scenario's reference replay, exactly, and kept scenarios return the
+reference's snapshot.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from regime_dash import diag
+from regime_dash.config import RegimeConfig
+from regime_dash.engine import fast_gpu, initial_isv, reference, snapshot_indices, summary
+from regime_dash.errors import StreamError, ValidationError
+from regime_dash.slots import DEFAULT_LAYOUT as L
+from test_cuda_engine import SIZES, T_STEPS, VARIANTS, random_stream
+
+
+def _bits(a):
+    return np.ascontiguousarray(a).view(np.int32)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["default", "timeouts"])
+@pytest.mark.parametrize("b", SIZES)
+def test_fast_gpu_run_matches_reference(b, variant):
+    stream = random_stream(np.random.default_rng(2000 + b), T_STEPS, b)
+    cfg, isv = VARIANTS[variant]
+    isv0, boot = initial_isv(cfg, isv, L)
+    snap_idx = snapshot_indices(L)
+    want = reference.run(stream, isv0, boot, L, snap_idx)
+    got = fast_gpu.run(stream, isv0, boot, L, snap_idx)
+    names = ("snapshot", "flat count", "normalized rewards", "v_pred", "final isv")
+    for name, g, w in zip(names, got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype, name
+        bad = np.flatnonzero(_bits(g).ravel() != _bits(w).ravel())
+        assert bad.size == 0, f"{name}: {bad.size} values differ, first at flat index {int(bad[0])}"
+    s = summary.summarize_snapshot(want[0])
+    assert s["dead_zone_steps"] > 0 and s["tail_events"] > 0
+    if variant == "timeouts":
+        assert s["timeouts"] > 0
+
+
+@pytest.mark.gpu
+def test_fast_gpu_run_without_v_pred():
+    stream = random_stream(np.random.default_rng(5), T_STEPS, 31, v_pred=False)
+    isv0, boot = initial_isv(RegimeConfig(), None, L)
+    snap_idx = snapshot_indices(L)
+    want = reference.run(stream, isv0, boot, L, snap_idx)
+    got = fast_gpu.run(stream, isv0, boot, L, snap_idx)
+    assert got[3] is None
+    for i in (0, 1, 2, 4):
+        assert np.array_equal(_bits(got[i]), _bits(want[i]))
+
+
+def _scenarios():
+    """Five distinct configs (with the timeout and F4/F5-off variants among them)."""
+    configs = [
+        (RegimeConfig(), None),
+        (RegimeConfig(resurrection=False, max_duration=60.0), None),
+        (RegimeConfig(envelope=False, tau_boost=False), None),
+        (RegimeConfig(eps_min=0.0, eps_max=0.2, n_recovery=30.0, tail_sigma_threshold=2.0), None),
+        (RegimeConfig(envelope_decay_alpha=0.2, popart_alpha=0.01), {"RL_KELLY_FRACTION_INDEX": 0.0}),
+    ]
+    return [initial_isv(cfg, isv, L) for cfg, isv in configs]
+
+
+@pytest.mark.gpu
+def test_sweep_accumulators_equal_each_scenarios_reference_summary():
+    stream = random_stream(np.random.default_rng(11), T_STEPS, 64)
+    rows = _scenarios()
+    n_scen = 133  # more than two scan blocks; scenario s runs config s % 5
+    isv0s = np.stack([rows[s % 5][0] for s in range(n_scen)])
+    boots = np.stack([rows[s % 5][1] for s in range(n_scen)])
+    keep = [0, 3, 132]
+    acc, snaps = fast_gpu.sweep_summaries(stream, isv0s, boots, L, keep)
+    assert acc.shape == (n_scen, summary.N_METRICS + 1) and acc.dtype == np.float64
+    assert sorted(snaps) == keep
+
+    snap_idx = snapshot_indices(L)
+    want_acc, want_snap = [], []
+    for isv0, boot in rows:
+        snap = reference.run(stream, isv0, boot, L, snap_idx)[0]
+        a = np.empty(summary.N_METRICS + 1)
+        summary.init(a)
+        for row in snap:
+            summary.accumulate(a, row)
+        want_acc.append(a)
+        want_snap.append(snap)
+    for s in range(n_scen):
+        assert np.array_equal(acc[s], want_acc[s % 5]), f"scenario {s}: {acc[s]} != {want_acc[s % 5]}"
+    for k in keep:
+        assert snaps[k].shape == (T_STEPS, len(diag.SNAPSHOT_SLOTS))
+        assert np.array_equal(_bits(snaps[k]), _bits(want_snap[k % 5]))
+    # the configs really differ, so equal rows are not an accident of identical inputs
+    assert len({tuple(a) for a in want_acc}) == 5
+
+
+# ---- validation: before any device work ---------------------------------------------
+def test_sweep_rejects_rows_of_the_wrong_shape_or_dtype():
+    stream = random_stream(np.random.default_rng(1), 8, 4)
+    isv0, boot = initial_isv(RegimeConfig(), None, L)
+    rows = np.stack([isv0, isv0])
+    with pytest.raises(ValidationError, match=r"isv0s must be float32 \[S >= 1, 716\].*\(2, 715\)"):
+        fast_gpu.sweep_summaries(stream, rows[:, :-1].copy(), np.stack([boot, boot]), L)
+    with pytest.raises(ValidationError, match="boot_rows has 1 rows, isv0s has 2"):
+        fast_gpu.sweep_summaries(stream, rows, boot[None, :], L)
+    with pytest.raises(ValidationError, match="boot_rows must be float32.*float64"):
+        fast_gpu.sweep_summaries(stream, rows, np.stack([boot, boot]).astype(np.float64), L)
+
+
+def test_sweep_rejects_bad_keep_lists():
+    stream = random_stream(np.random.default_rng(1), 8, 4)
+    isv0, boot = initial_isv(RegimeConfig(), None, L)
+    rows, boots = np.stack([isv0, isv0]), np.stack([boot, boot])
+    with pytest.raises(ValidationError, match=r"keep holds scenario 2, outside \[0, 2\)"):
+        fast_gpu.sweep_summaries(stream, rows, boots, L, keep=[2])
+    with pytest.raises(ValidationError, match="keep names a scenario twice"):
+        fast_gpu.sweep_summaries(stream, rows, boots, L, keep=[1, 1])
+
+
+def test_fast_gpu_run_checks_the_stream_first():
+    stream = random_stream(np.random.default_rng(1), 8, 4)
+    object.__setattr__(stream, "rewards", stream.rewards.astype(np.float64))
+    isv0, boot = initial_isv(RegimeConfig(), None, L)
+    with pytest.raises(StreamError, match="rewards must have dtype float32, got float64"):
+        fast_gpu.run(stream, isv0, boot, L, snapshot_indices(L))
