@@ -12,7 +12,7 @@ a real file's columns first with :func:`regime_dash.aliases.canonical_frame`.
                 "transitions": [...], "boundaries": [...]},
      "skipped": {finder: why}, "summary": {...}}
 
-Modules: :mod:`.view` (sorting, float32 columns, boundary detection),
+Modules: :mod:`.view` (sorting, float32 columns, boundary detection; ``view.view(frame)``),
 :mod:`.episodes`, :mod:`.invariants`, :mod:`.diff`.
 """
 from __future__ import annotations
@@ -29,12 +29,13 @@ from regime_dash.analysis.episodes import (boundaries, dead_zone_episodes, find_
                                            floor_spans, summary, tail_events, timeouts, transitions)
 from regime_dash.analysis.invariants import (CHECK_IDS, CHECKS, MAX_STEPS, ULPS, CheckOptions,
                                              CheckResult, run_checks)
-from regime_dash.analysis.view import FrameView, view
+from regime_dash.analysis.view import FrameView
+from regime_dash.analysis.view import view as _view
 
 __all__ = [
     "CHECK_IDS", "CHECKS", "MAX_STEPS", "ULPS", "CheckOptions", "CheckResult", "FieldDiff", "FrameView",
     "Report", "RunDiff", "boundaries", "dead_zone_episodes", "diagnose", "diff_runs", "find_all",
-    "floor_active", "floor_spans", "run_checks", "summary", "tail_events", "timeouts", "transitions", "view",
+    "floor_active", "floor_spans", "run_checks", "summary", "tail_events", "timeouts", "transitions",
 ]
 
 
@@ -100,7 +101,7 @@ def diagnose(frame: pd.DataFrame, ids: Iterable[str] | None = None,
     options
         Success-criterion knobs (:class:`CheckOptions`).
     """
-    vw = view(frame)
+    vw = _view(frame)
     checks = run_checks(vw, ids, options)
     episodes, events, skipped = find_all(vw)
     return Report(checks, episodes, events, skipped, summary(vw),
