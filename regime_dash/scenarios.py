@@ -164,8 +164,8 @@ def fold_boundary(seed: int = 0, steps: int | None = None, accounts: int | None 
 def adverse_regime(seed: int = 0, steps: int | None = None, accounts: int | None = None) -> Stream:
     """The edge stays negative for a long stretch while in-flight positions keep closing.
 
-    p_true is 0.6 for the first tenth, 0.3 until 40 % of the run, then 0.8.
-    Positions are long-lived (hazard 0.002), so when the edge turns negative
+    p_true is 0.6 for the first tenth, 0.3 until 35 % of the run, then 0.85.
+    Positions are long-lived (hazard 0.0015), so when the edge turns negative
     and opening stops, the book drains slowly and is never empty: the losing
     closes hold the edge below 0 for hundreds of steps, then the winning closes
     of the good regime lift it back above 0 and trading resumes, the way Runs
@@ -173,9 +173,9 @@ def adverse_regime(seed: int = 0, steps: int | None = None, accounts: int | None
     never fires (some account is always open). Defaults: 3000 steps, 128 accounts.
     """
     seed, steps, accounts = _seed(seed), _size(steps, 3000, "steps", 10), _size(accounts, 128, "accounts")
-    rec = _Recorder(seed, accounts, Market(hazard=0.002, ema_alpha=0.05))
+    rec = _Recorder(seed, accounts, Market(hazard=0.0015, ema_alpha=0.05))
     for t in range(steps):
-        rec.step(0.6 if t < steps // 10 else 0.3 if t < 4 * steps // 10 else 0.8)
+        rec.step(0.6 if t < steps // 10 else 0.3 if t < 35 * steps // 100 else 0.85)
     return rec.stream()
 
 
