@@ -1,0 +1,206 @@
+"""regime_dash.figures: smoothing, downsampling, spans and the signal panels, without streamlit."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from regime_dash import RegimeConfig, replay, scenarios
+from regime_dash.analysis import diagnose
+from regime_dash.errors import ValidationError
+
+figures = pytest.importorskip("regime_dash.figures")
+go = pytest.importorskip("plotly.graph_objects")
+
+
+@pytest.fixture(scope="module")
+def trap_frame() -> pd.DataFrame:
+    """kelly_trap_run8 without resurrection: one dead-zone episode that times out, tail events, a floor span."""
+    return replay(scenarios.make("kelly_trap_run8"), RegimeConfig(resurrection=False, max_duration=100),
+                  engine="reference")
+
+
+def _tb_smooth(values, weight):
+    """TensorBoard's loop, written out (the reference the vectorised version must match)."""
+    last, n, out = 0.0, 0, []
+    for v in values:
+        if not np.isfinite(v):
+            out.append(v)
+            continue
+        last = last * weight + (1 - weight) * v
+        n += 1
+        out.append(last / (1 - weight ** n))
+    return np.array(out)
+
+
+def _traces(fig, name):
+    return [t for t in fig.data if t.name == name]
+
+
+# ---- smoothing ------------------------------------------------------------------------
+@pytest.mark.parametrize("weight", [0.0, 0.3, 0.9, 0.999])
+def test_ema_matches_tensorboard_loop(rng, weight):
+    v = rng.normal(size=500)
+    v[[10, 200]] = np.nan
+    got = figures.ema_debiased(v, weight)
+    want = _tb_smooth(v, weight)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, equal_nan=True)
+
+
+def test_ema_is_debiased_and_keeps_constants():
+    out = figures.ema_debiased(np.full(50, 3.25), 0.95)
+    np.testing.assert_allclose(out, 3.25)  # a biased EMA would start near 0
+
+
+@pytest.mark.parametrize("weight", [-0.1, 1.0, 2.0])
+def test_ema_rejects_bad_weight(weight):
+    with pytest.raises(ValidationError, match=repr(weight)):
+        figures.ema_debiased(np.ones(3), weight)
+
+
+# ---- downsampling ---------------------------------------------------------------------
+def test_short_trace_is_sent_whole():
+    x, y = np.arange(100), np.sin(np.arange(100))
+    red = figures.downsample(x, y, 200)
+    np.testing.assert_array_equal(red.y, y)
+    assert red.band_x.size == 0
+
+
+def test_downsample_keeps_extremes_in_band(rng):
+    n = 1_000_000
+    x = np.arange(n, dtype=np.int64)
+    y = rng.normal(size=n)
+    y[123_457] = 50.0
+    y[765_431] = -60.0
+    red = figures.downsample(x, y, 2000)
+    assert len(red.x) <= 2000
+    assert np.all(np.diff(red.x) > 0)
+    assert red.band_hi.max() == 50.0 and red.band_lo.min() == -60.0
+    # MinMaxLTTB keeps the spikes themselves, not only the band
+    assert 50.0 in red.y and -60.0 in red.y
+
+
+def test_downsample_drops_nan(rng):
+    y = rng.normal(size=5000)
+    y[::7] = np.nan
+    red = figures.downsample(np.arange(5000), y, 500)
+    assert np.isfinite(red.y).all() and np.isfinite(red.band_lo).all()
+
+
+def test_downsample_rejects_tiny_width():
+    with pytest.raises(ValidationError, match="n_out=2"):
+        figures.downsample(np.arange(10), np.arange(10.0), 2)
+
+
+# ---- spans ----------------------------------------------------------------------------
+def test_spans_and_merge():
+    x = np.arange(10)
+    flag = np.array([1, 1, 0, 0, 1, 0, 1, 1, 1, 0])
+    assert figures.spans(x, flag) == [(0, 1), (4, 4), (6, 8)]
+    assert figures.spans(x, flag, min_gap=2) == [(0, 1), (4, 8)]
+    assert figures.spans(x, np.zeros(10)) == []
+
+
+# ---- signal panels --------------------------------------------------------------------
+def test_panels_layout_and_markers(trap_frame):
+    report = diagnose(trap_frame)
+    fig = figures.signal_panels({"trap": trap_frame})
+    assert len(fig.layout.annotations) == len(figures.PANELS) == 7
+    assert [a.text for a in fig.layout.annotations] == list(figures.PANELS)
+    # one shared x axis: every subplot's x axis matches the bottom one
+    xaxes = [k for k in fig.layout if k.startswith("xaxis")]
+    assert len(xaxes) == 7
+    assert all(fig.layout[k].matches == "x7" for k in xaxes if k != "xaxis7")
+    (recency,) = _traces(fig, "trap recency+1")
+    assert fig.layout["yaxis" + recency.yaxis[1:]].type == "log"
+    (timeout,) = _traces(fig, "trap timeout")
+    assert list(timeout.x) == list(report.events["timeouts"]["step"])
+    (tail,) = _traces(fig, "trap tail event")
+    assert list(tail.x) == list(report.events["tail"]["step"])
+    (shade,) = _traces(fig, "trap dead-zone episode")
+    ep = report.episodes["dead_zone"].iloc[0]
+    xs = [v for v in shade.x if v is not None]
+    assert min(xs) == ep["start"] and max(xs) == ep["end"]
+    (floor,) = _traces(fig, "trap floor active")
+    span = report.events["floor_spans"].iloc[0]
+    xs = [v for v in floor.x if v is not None]
+    assert min(xs) == span["start"] and max(xs) == span["end"]
+
+
+def test_smoothing_changes_continuous_signals_only(trap_frame):
+    raw = figures.signal_panels({"r": trap_frame}, smoothing=0.0)
+    smooth = figures.signal_panels({"r": trap_frame}, smoothing=0.95)
+    kelly_raw, = [t for t in raw.data if t.name == "r kelly_f"]
+    kelly_s, = [t for t in smooth.data if t.name == "r kelly_f"]
+    assert not np.allclose(np.asarray(kelly_raw.y), np.asarray(kelly_s.y))
+    # counters (duration, recency, transition) and flag-derived shapes are never smoothed
+    for name in ("r", "r recency+1", "r transition remaining", "r dead-zone episode", "r timeout"):
+        a, = [t for t in raw.data if t.name == name]
+        b, = [t for t in smooth.data if t.name == name]
+        assert list(a.y) == list(b.y), name
+
+
+def test_runs_get_distinct_colours(trap_frame):
+    fig = figures.signal_panels({"a": trap_frame, "b": trap_frame, "c": trap_frame})
+    colours = {t.legendgroup: t.line.color for t in fig.data if t.showlegend}
+    assert set(colours) == {"a", "b", "c"}
+    assert len(set(colours.values())) == 3
+
+
+def test_million_steps_are_downsampled(trap_frame):
+    reps = 1_000_000 // len(trap_frame) + 1
+    big = pd.concat([trap_frame] * reps, ignore_index=True)
+    big["step"] = np.arange(len(big), dtype=np.int64)
+    fig = figures.signal_panels({"big": big}, n_out=2000)
+    assert len(big) >= 1_000_000
+    assert max(len(t.x) for t in fig.data if t.mode == "lines" and t.fill is None) <= 2000
+    band = [t for t in fig.data if t.name == "big kelly_f min/max"]
+    assert len(band) == 2 and band[1].fill == "tonexty"
+    assert len(fig.to_json()) < 5_000_000  # what the browser receives stays small
+
+
+def test_wall_time_axis_and_missing_columns(trap_frame):
+    frame = trap_frame[["step", figures.KELLY, figures.SIGMA]].copy()
+    frame["wall_time"] = 1.7e9 + frame["step"] * 0.5
+    fig = figures.signal_panels({"w": frame}, x="wall_time")
+    kelly, = [t for t in fig.data if t.name == "w"]
+    assert np.issubdtype(np.asarray(kelly.x).dtype, np.datetime64)
+    assert pd.Timestamp(kelly.x[0]) == pd.Timestamp(1.7e9, unit="s")
+    assert not [t for t in fig.data if "duration" in (t.name or "")]
+    with pytest.raises(ValidationError, match="wall_time"):
+        figures.signal_panels({"s": trap_frame}, x="wall_time")
+    with pytest.raises(ValidationError, match="'tick'"):
+        figures.signal_panels({"s": trap_frame}, x="tick")
+
+
+def test_x_range_sets_initial_window(trap_frame):
+    fig = figures.signal_panels({"r": trap_frame}, x_range=(400, 500))
+    assert list(fig.layout.xaxis7.range) == [400, 500]
+
+
+# ---- sweeps -------------------------------------------------------------------------------
+def test_sweep_heatmap_cells_and_rows():
+    table = pd.DataFrame({"a": [1.0, 2.0, 1.0, 2.0], "b": [10.0, 10.0, 20.0, 20.0],
+                          "m": [0.0, 1.0, 2.0, 3.0]})
+    fig = figures.sweep_heatmap(table, "a", "b", "m")
+    hm = fig.data[0]
+    np.testing.assert_array_equal(np.asarray(hm.z), [[0.0, 1.0], [2.0, 3.0]])
+    np.testing.assert_array_equal(np.asarray(hm.customdata), [[0, 1], [2, 3]])
+    with pytest.raises(ValidationError, match="'nope'"):
+        figures.sweep_heatmap(table, "a", "b", "nope")
+
+
+def test_sweep_line_orders_points():
+    table = pd.DataFrame({"a": [3.0, 1.0, 2.0], "m": [30.0, 10.0, 20.0]})
+    fig = figures.sweep_line(table, "a", "m")
+    assert list(fig.data[0].x) == [1.0, 2.0, 3.0]
+    assert list(fig.data[0].customdata) == [1, 2, 0]
+
+
+def test_figures_does_not_import_streamlit():
+    code = "import regime_dash.figures, sys; print('streamlit' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
