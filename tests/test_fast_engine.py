@@ -1,0 +1,126 @@
+"""engine="fast" on the CPU: bit-identical to the reference on streams that exercise every branch.
+
+The streams have session boundaries, tail shocks in the worst-pnl series,
+all-flat stretches (dead zones), cooldowns and reward spikes (the envelope's
+fast-up path), and batch sizes below, at and above one 256-thread block stride.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from regime_dash import RegimeConfig, Stream, replay_trajectory
+from regime_dash.engine import fast, initial_isv, reference, snapshot_indices
+from regime_dash.errors import EngineUnavailable, ValidationError
+from regime_dash.slots import DEFAULT_LAYOUT
+
+
+def regime_stream(rng: np.random.Generator, steps: int, accounts: int, v_pred: bool = True) -> Stream:
+    """A stream that walks through dead zones, tails, boundaries, cooldowns and reward spikes."""
+    rewards = (rng.standard_normal((steps, accounts)) * 0.3).astype(np.float32)
+    spikes = rng.random((steps, accounts)) < 0.002
+    rewards[spikes] *= 40.0
+    lots = (rng.random((steps, accounts)) < 0.4).astype(np.int32) * rng.integers(1, 4, (steps, accounts))
+    flat_stretch = (np.arange(steps) // 40) % 3 == 1        # every third 40-step stretch is all flat
+    lots[flat_stretch] = 0
+    kelly = rng.normal(0.05, 0.1, steps).astype(np.float32)
+    kelly[flat_stretch] = -0.2                                # analytic Kelly clamps to 0 there
+    worst = np.cumsum(rng.standard_normal(steps) * 0.1).astype(np.float32)
+    worst[rng.random(steps) < 0.02] -= 25.0                   # tail shocks
+    worst[:5] = 0.0                                          # the Welford bootstrap skip
+    cooldown = np.where(rng.random(steps) < 0.05, 3.0, 0.0).astype(np.float32)
+    cooldown[flat_stretch] = 0.0                              # so the dead zones last
+    boundary = np.zeros(steps, dtype=bool)
+    boundary[[steps // 3, steps // 3 + 1, 2 * steps // 3]] = True
+    return Stream.make(rewards=rewards, lots=lots, kelly_analytic=kelly, cooldown=cooldown,
+                       session_pnl_worst=worst, tau_action=rng.random(steps).astype(np.float32),
+                       boundary=boundary, step=np.arange(steps) * 2 + 100,
+                       v_pred=rng.standard_normal((steps, accounts)) if v_pred else None)
+
+
+def assert_bits_equal(a: np.ndarray, b: np.ndarray, what: str) -> None:
+    assert a.dtype == b.dtype == np.float32, what
+    assert a.shape == b.shape, what
+    bad = np.argwhere(a.view(np.int32) != b.view(np.int32))
+    assert bad.size == 0, f"{what}: first difference at {bad[0].tolist()}: {a[tuple(bad[0])]!r} vs {b[tuple(bad[0])]!r}"
+
+
+CONFIGS = [
+    RegimeConfig(),
+    RegimeConfig(resurrection=False, max_duration=20, eps_min=0.0, tau_boost_window=20),
+    RegimeConfig(envelope=False, tau_boost=False, envelope_decay_alpha=0.5, popart_alpha=0.2,
+                 transition_steps=50, transition_decay_steps=20),
+]
+
+
+@pytest.mark.parametrize("accounts", [1, 31, 1500])
+@pytest.mark.parametrize("config", CONFIGS, ids=["spec", "no-resurrection", "switches-off"])
+def test_fast_cpu_is_bit_identical_to_reference(accounts, config):
+    stream = regime_stream(np.random.default_rng(accounts), 300, accounts)
+    ref = replay_trajectory(stream, config, engine="reference")
+    got = replay_trajectory(stream, config, engine="fast", device="cpu")
+    assert got.engine == "fast"
+    for col in ref.frame.columns:
+        a, b = ref.frame[col].to_numpy(), got.frame[col].to_numpy()
+        if a.dtype == np.float32:
+            assert_bits_equal(a, b, col)
+        else:
+            np.testing.assert_array_equal(a, b, err_msg=col)
+    assert_bits_equal(ref.rewards_normalized, got.rewards_normalized, "rewards_normalized")
+    assert_bits_equal(ref.v_pred_corrected, got.v_pred_corrected, "v_pred_corrected")
+    assert_bits_equal(ref.isv, got.isv, "final isv")
+
+
+def test_the_streams_reach_the_branches_they_are_meant_to():
+    # Without this a parity test on a stream that never leaves the quiet path proves little.
+    stream = regime_stream(np.random.default_rng(31), 300, 31)
+    frame = replay_trajectory(stream, CONFIGS[1], engine="fast", device="cpu").frame
+    r = "risk_stack.regime."
+    assert frame[r + "dead_zone.flag"].sum() > 20
+    assert frame[r + "dead_zone.timeout_flag"].sum() > 0
+    assert (frame[r + "tail.recency"] == 0).sum() > 0
+    spec = replay_trajectory(stream, CONFIGS[0], engine="fast", device="cpu").frame
+    floor = spec["risk_stack.popart.sigma"] > np.sqrt(spec["risk_stack.popart.var"])
+    assert floor.any() and (~floor).any()
+    assert (spec[r + "kelly_eps_recovery.live"] < 0.5).any()
+
+
+def test_phase1_matches_the_reference_reduction_per_step():
+    stream = regime_stream(np.random.default_rng(7), 50, 700, v_pred=False)
+    stats = fast.step_stats(stream)
+    for t in range(stream.steps):
+        want = reference.block_reduce_stats(stream.rewards[t])
+        assert_bits_equal(stats.sums[t], np.array(want, dtype=np.float32), f"step {t}")
+        assert stats.flat[t] == np.count_nonzero(stream.lots[t] == 0)
+
+
+def test_cpu_sweep_scan_equals_single_scans():
+    stream = regime_stream(np.random.default_rng(3), 200, 31, v_pred=False)
+    rows = [initial_isv(c, None, DEFAULT_LAYOUT) for c in CONFIGS]
+    isv0s = np.stack([r[0] for r in rows])
+    boots = np.stack([r[1] for r in rows])
+    acc, kept = fast.sweep_cpu(stream, isv0s, boots, DEFAULT_LAYOUT, keep=[2, 0])
+    assert sorted(kept) == [0, 2]
+    assert acc.shape[0] == len(CONFIGS)
+    for k in (0, 2):
+        snap = reference.run(stream, isv0s[k], boots[k], DEFAULT_LAYOUT, snapshot_indices(DEFAULT_LAYOUT))[0]
+        assert_bits_equal(kept[k], snap, f"kept snapshot {k}")
+
+
+def test_device_choice():
+    stream = regime_stream(np.random.default_rng(1), 20, 4)
+    with pytest.raises(ValidationError, match="'tpu'"):
+        replay_trajectory(stream, engine="fast", device="tpu")
+    if fast._gpu_reason() is not None:
+        with pytest.raises(EngineUnavailable, match="GPU"):
+            replay_trajectory(stream, engine="fast", device="gpu")
+    assert fast.available() is None
+
+
+def test_sweep_cpu_rejects_bad_keep_and_shapes():
+    stream = regime_stream(np.random.default_rng(1), 20, 4)
+    isv0, boot = initial_isv(RegimeConfig(), None, DEFAULT_LAYOUT)
+    with pytest.raises(ValidationError, match="keep index 3"):
+        fast.sweep_cpu(stream, isv0[None], boot[None], DEFAULT_LAYOUT, keep=[3])
+    with pytest.raises(ValidationError, match="boot_rows"):
+        fast.sweep_cpu(stream, isv0[None], np.stack([boot, boot]), DEFAULT_LAYOUT, keep=[])
