@@ -606,10 +606,10 @@ PRESETS: dict[str, SimPreset] = {p.name: p for p in (
     SimPreset("calm", "p_true 0.6 throughout with slow EMAs: kelly_f stays positive and the dead "
               "zone never fires.", lambda T: Schedule(((0, 0.60),)), market=Market(ema_alpha=0.005)),
     SimPreset("adverse_regime",
-              "favourable (p 0.56) for the first 10 %, adverse (p 0.35) until half way, then favourable "
+              "favourable (p 0.6) for the first 10 %, adverse (p 0.35) until half way, then favourable "
               "(p 0.62). Without resurrection the run falls into the absorbing state during the adverse "
               "stretch and never leaves it; with it, probes find the good regime and trading resumes.",
-              lambda T: Schedule(((0, 0.56), (T // 10, 0.35), (T // 2, 0.62)))),
+              lambda T: Schedule(((0, 0.60), (T // 10, 0.35), (T // 2, 0.62)))),
     SimPreset("tail_shock", "calm, with one account taking Run #8's $6484 loss half way (Theorem 6).",
               lambda T: Schedule(((0, 0.56),), shocks=(T // 2,))),
     SimPreset("fold_boundary", "train (p 0.56) then eval (p 0.53) from half way; reset_session_state "
