@@ -1,0 +1,310 @@
+"""Every dashboard page under streamlit's AppTest, on an empty and on a loaded store.
+
+The store is a temporary directory (``REGIME_DASH_STORE``); the loaded store
+holds the committed sample diag (through the Runs page's one-click start) and
+a replay written as a second diag file.
+"""
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from regime_dash import RegimeConfig, diag, replay, scenarios  # noqa: E402
+from regime_dash.engine import engine_status  # noqa: E402
+from regime_dash.samples import DIAG_NAME, SAMPLE_DIR  # noqa: E402
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+PAGES = ("runs", "explore", "replay", "live", "slots", "compare")
+TIMEOUT = 180
+
+
+def page(name: str) -> str:
+    return f"regime_dash/ui/pages/{name}.py"
+
+
+def open_app(store: Path, monkeypatch) -> AppTest:
+    monkeypatch.setenv("REGIME_DASH_STORE", str(store))
+    return AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+
+
+def no_exception(at: AppTest, where: str) -> None:
+    assert not at.exception, f"{where}: {[e.message for e in at.exception]}"
+
+
+def chart_spec(at: AppTest, i: int = 0) -> dict:
+    return json.loads(at.get("plotly_chart")[i].proto.spec)
+
+
+def values(v) -> np.ndarray:
+    """A plotly JSON array: a list, or plotly's typed-array form ``{"bdata", "dtype"}``."""
+    if isinstance(v, dict) and "bdata" in v:
+        out = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
+        return out.reshape(v["shape"]) if "shape" in v else out
+    return np.asarray(v)
+
+
+def table_with(at: AppTest, column: str):
+    """The (only) dataframe on the page that has ``column``."""
+    (frame,) = [d.value for d in at.dataframe if column in d.value.columns]
+    return frame
+
+
+def run_ids() -> list[str]:
+    """Ids of the runs in the store the app is pointed at."""
+    import os
+
+    from regime_dash.store import RunStore
+
+    return [r["run_id"] for r in RunStore(os.environ["REGIME_DASH_STORE"]).list_runs()]
+
+
+def metric(at: AppTest, label: str) -> str:
+    (m,) = [m for m in at.metric if m.label == label]
+    return m.value
+
+
+@pytest.fixture(scope="module")
+def replay_diag(tmp_path_factory) -> Path:
+    """A second run: the tail_shock scenario replayed and written as a diag.jsonl."""
+    path = tmp_path_factory.mktemp("diag") / "tail_shock.jsonl"
+    frame = replay(scenarios.make("tail_shock", steps=400, accounts=64), RegimeConfig(), engine="reference")
+    diag.write_jsonl(frame, path)
+    return path
+
+
+@pytest.fixture
+def loaded(tmp_path, monkeypatch, replay_diag) -> AppTest:
+    """The app on a store holding the sample diag (loaded by the one-click start) and a replay."""
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.button(key="runs.samples").click().run()
+    no_exception(at, "samples")
+    at.file_uploader(key="runs.upload").set_value(
+        ("tail_shock.jsonl", replay_diag.read_bytes(), "application/json")).run()
+    no_exception(at, "upload")
+    return at
+
+
+# ---- empty store ---------------------------------------------------------------------------
+def test_every_page_renders_on_an_empty_store(tmp_path, monkeypatch):
+    at = open_app(tmp_path / "empty", monkeypatch)
+    no_exception(at, "runs")
+    # the first run does not show a blank page: it offers the samples
+    assert any("store is empty" in i.value for i in at.info)
+    assert at.button(key="runs.samples").label.startswith("Load 1 sample file")
+    for name in PAGES[1:]:
+        at.switch_page(page(name)).run()
+        no_exception(at, name)
+        assert at.title[0].value, name
+    at.switch_page(page("explore")).run()
+    assert any("No runs in the store" in i.value for i in at.info)
+    at.switch_page(page("compare")).run()
+    assert any("holds 0" in i.value for i in at.info)
+
+
+# ---- Runs ----------------------------------------------------------------------------------
+def test_runs_ingest_report_and_list(loaded, replay_diag):
+    at = loaded
+    heads = [e.label for e in at.expander]
+    sample_rows = sum(1 for line in (SAMPLE_DIR / DIAG_NAME).open() if line.strip())
+    assert any(h.startswith(f"{DIAG_NAME}: {sample_rows:,} rows, 0 rejected") for h in heads), heads
+    assert any(h.startswith("tail_shock.jsonl: 400 rows, 0 rejected") and "steps 0…399" in h for h in heads)
+    table = table_with(at, "ingested_at")
+    assert sorted(table["rows"]) == sorted([sample_rows, 400])
+    assert {"name", "rows", "steps", "ingested_at", "source"} <= set(table.columns)
+
+
+def test_runs_reports_rejected_lines(tmp_path, monkeypatch, replay_diag):
+    at = open_app(tmp_path / "store", monkeypatch)
+    lines = replay_diag.read_text().splitlines()[:20]
+    lines[4] = "{not json"
+    lines[9] = "[1, 2]"
+    at.file_uploader(key="runs.upload").set_value(
+        ("broken.jsonl", ("\n".join(lines) + "\n").encode(), "application/json")).run()
+    no_exception(at, "broken upload")
+    assert any(e.label.startswith("broken.jsonl: 18 rows, 2 rejected") for e in at.expander)
+    (rejects,) = [d.value for d in at.dataframe if "line" in d.value.columns]
+    assert list(rejects["line"]) == [5, 10]
+
+
+def test_runs_delete(loaded):
+    at = loaded
+    assert len(table_with(at, "ingested_at")) == 2
+    at.checkbox(key="runs.delete.sure").check().run()
+    at.button(key="runs.delete.go").click().run()
+    no_exception(at, "delete")
+    assert len(table_with(at, "ingested_at")) == 1
+
+
+# ---- loaded store: every page ---------------------------------------------------------------
+def test_every_page_renders_on_a_loaded_store(loaded):
+    at = loaded
+    for name in PAGES:
+        at.switch_page(page(name)).run()
+        no_exception(at, name)
+    at.switch_page(page("explore")).run()
+    assert len(at.get("plotly_chart")) == 1
+    at.switch_page(page("compare")).run()
+    assert len(at.get("plotly_chart")) == 1
+
+
+# ---- Explore -------------------------------------------------------------------------------
+def test_explore_widgets_change_the_figure(loaded):
+    at = loaded
+    at.switch_page(page("explore")).run()
+    runs = at.multiselect(key="explore.runs")
+    before = chart_spec(at)
+    kelly = [t for t in before["data"] if t.get("name", "").endswith("kelly_f")]
+    assert len(kelly) == 1
+
+    at.slider(key="explore.smoothing").set_value(0.9).run()
+    no_exception(at, "smoothing")
+    after = chart_spec(at)
+    kelly_s = [t for t in after["data"] if t.get("name", "").endswith("kelly_f")]
+    assert not np.array_equal(values(kelly_s[0]["y"]), values(kelly[0]["y"]))
+
+    runs.set_value(run_ids()).run()  # overlay both runs
+    no_exception(at, "overlay")
+    legend = [t for t in chart_spec(at)["data"] if t.get("showlegend")]
+    assert len(legend) == 2 and legend[0]["line"]["color"] != legend[1]["line"]["color"]
+
+    window = [s for s in at.slider if s.label == "Steps in view"][0]
+    window.set_value((100, 300)).run()
+    xs = np.concatenate([values(t["x"]) for t in chart_spec(at)["data"] if t.get("name", "").endswith("kelly_f")])
+    assert min(xs) >= 100 and max(xs) <= 300
+
+
+def test_explore_violation_jumps_to_its_step(tmp_path, monkeypatch, replay_diag):
+    # plant a violation: a dead-zone duration that does not follow flag ? prev+1 : 0
+    lines = [json.loads(line) for line in replay_diag.read_text().splitlines()]
+    lines[250]["risk_stack"]["regime"]["dead_zone"]["duration"] = 7.0
+    bad = tmp_path / "planted.jsonl"
+    bad.write_text("\n".join(json.dumps(r) for r in lines) + "\n")
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.file_uploader(key="runs.upload").set_value(("planted.jsonl", bad.read_bytes(), "application/json")).run()
+    at.switch_page(page("explore")).run()
+    no_exception(at, "explore")
+    jump = [b for b in at.button if b.label == "step 250"]
+    assert jump, [b.label for b in at.button]
+    jump[0].click().run()
+    no_exception(at, "jump")
+    lo, hi = [s for s in at.slider if s.label == "Steps in view"][0].value
+    assert lo < 250 < hi and (lo, hi) != (0, 399)
+
+
+def test_explore_downloads_the_view(loaded):
+    at = loaded
+    at.switch_page(page("explore")).run()
+    labels = [d.label for d in at.get("download_button")]
+    assert labels == ["Download view as CSV", "Download view as Parquet"]
+
+
+# ---- Replay & what-if ----------------------------------------------------------------------
+def test_replay_max_duration_changes_timeouts(tmp_path, monkeypatch):
+    """Lowering max_duration on the trap scenario (resurrection off) changes the timeout count shown."""
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.switch_page(page("replay")).run()
+    no_exception(at, "replay")
+    assert at.selectbox(key="replay.source.scenario").value == "kelly_trap_run8"
+    at.toggle(key="replay.whatif.resurrection").set_value(False)
+    at.slider(key="replay.whatif.max_duration").set_value(5000.0).run()
+    no_exception(at, "max_duration 5000")
+    assert metric(at, "timeouts") == "0"
+    long_steps = float(metric(at, "timeout steps"))
+    at.slider(key="replay.whatif.max_duration").set_value(200.0).run()
+    no_exception(at, "max_duration 200")
+    assert metric(at, "timeouts") == "1"
+    assert float(metric(at, "timeout steps")) > long_steps
+    assert metric(at, "what-if replay time").endswith(" ms")
+    names = {t.get("legendgroup") for t in chart_spec(at)["data"]}
+    assert names == {"baseline", "what-if"}
+
+
+def test_replay_rejects_bad_config_and_marks_engines(tmp_path, monkeypatch):
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.switch_page(page("replay")).run()
+    at.slider(key="replay.whatif.eps_min").set_value(0.9).run()
+    no_exception(at, "eps_min > eps_max")
+    assert any("eps_min=0.9" in e.value for e in at.error)
+    status = engine_status()
+    engine = at.selectbox(key="replay.engine")
+    assert engine.options[:1] == ["auto (→ fast)"] or engine.options[0].startswith("auto")
+    for name, reason in status.items():
+        label = [o for o in engine.options if o.split(" ")[0] == name][0]
+        assert ("unavailable" in label) == (reason is not None), label
+    down = [n for n, r in status.items() if r is not None]
+    if down:  # on a machine with every engine available there is nothing to mark
+        at.selectbox(key="replay.engine").set_value(down[0]).run()
+        assert any("cannot run here" in e.value for e in at.error)
+
+
+# ---- Live ----------------------------------------------------------------------------------
+def test_live_steps_and_injections(tmp_path, monkeypatch):
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.switch_page(page("live")).run()
+    no_exception(at, "live")
+    assert metric(at, "step") == "0"
+    at.button(key="live.controls.step").click().run()
+    assert metric(at, "step") == "1"
+    points = len(values(chart_spec(at)["data"][0]["x"]))
+    for _ in range(3):
+        at.button(key="live.controls.step").click().run()
+    assert metric(at, "step") == "4"
+    assert len(values(chart_spec(at)["data"][0]["x"])) > points  # the chart grows with the run
+    at.button(key="live.controls.shock").click().run()
+    at.button(key="live.controls.flat").click().run()
+    at.button(key="live.controls.boundary").click().run()
+    no_exception(at, "injections")
+    sim = at.session_state["live.sim"]
+    market = sim.market_frame()
+    assert list(market["shock"].to_numpy().nonzero()[0]) == [4]
+    assert list(market["forced_flat"].to_numpy().nonzero()[0]) == [5]
+    assert sim.frame()["phase"].iloc[-1] == "eval"  # the boundary switched train to eval
+    t = sim.t
+    at.button(key="live.controls.play").click().run()
+    assert at.session_state["live.controls.playing"] is True
+    assert at.button(key="live.controls.play").label == "⏸ Pause"
+    assert at.session_state["live.sim"].t == t + 20  # each tick of the fragment advances `speed` steps
+    at.button(key="live.controls.play").click().run()
+    assert at.session_state["live.controls.playing"] is False
+    at.button(key="live.controls.reset").click().run()
+    no_exception(at, "reset")
+    assert at.session_state["live.sim"] is not sim and at.session_state["live.sim"].t == 0
+
+
+# ---- Slots ---------------------------------------------------------------------------------
+def test_slots_filter_import_and_report(tmp_path, monkeypatch):
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.switch_page(page("slots")).run()
+    default_fp = metric(at, "Fingerprint (FNV-1a 64)")
+    full = len(table_with(at, "bootstrap"))
+    at.text_input(key="slots.filter").set_value("re-bootstrap").run()
+    filtered = table_with(at, "bootstrap")
+    assert 0 < len(filtered) < full and set(filtered["policy"]) == {"re-bootstrap"}
+    rs = (b"pub const RL_REGIME_DEAD_ZONE_FLAG_INDEX: usize = 697;\n"
+          b"pub const SOMETHING_ELSE: usize = 3;\n")
+    at.file_uploader(key="slots.upload").set_value(("isv_slots.rs", rs, "text/plain")).run()
+    no_exception(at, "import")
+    assert metric(at, "Fingerprint (FNV-1a 64)") != default_fp
+    assert any("overlap at [697]" in e.value for e in at.error)
+    at.file_uploader(key="slots.upload").set_value(("isv_slots.rs", b"fn main() {}\n", "text/plain")).run()
+    assert any("no `pub const" in e.value for e in at.error)
+
+
+# ---- Compare -------------------------------------------------------------------------------
+def test_compare_two_runs(loaded):
+    at = loaded
+    at.switch_page(page("compare")).run()
+    no_exception(at, "compare")
+    assert any(w.value.startswith("differ: first at step") for w in at.warning)
+    assert int(metric(at, "differing fields")) > 0
+    at.selectbox(key="compare.b").set_value(run_ids()[0]).run()
+    no_exception(at, "same run")
+    assert any(s.value.startswith("identical") for s in at.success)
