@@ -207,6 +207,11 @@ def test_frame_has_the_replay_columns_and_steps_incrementally():
     ref = replay(Stream.make(rewards=np.zeros((1, 8), np.float32), lots=np.zeros((1, 8), np.int32)))
     assert list(f.columns) == list(ref.columns)
     assert f.attrs["engine"] == "reference"
+    lean = Simulator(accounts=8, seed=0, keep_stream=False)
+    lean.step(5)
+    pd.testing.assert_frame_equal(lean.frame(), f)
+    with pytest.raises(ValidationError, match="keep_stream"):
+        lean.stream()
 
 
 def test_bad_inputs_raise_named_errors():
