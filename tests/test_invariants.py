@@ -382,3 +382,23 @@ def test_steps_list_is_capped_at_20():
     bad[v.FLAG] = np.float32(0.5)
     res = result(bad, "flag_binary")
     assert res.violations == len(f) and len(res.steps) == 20 and res.steps[0] == STEP0
+
+
+def test_a_restart_that_logs_steps_again_is_not_a_violation():
+    """A trainer restarted from a checkpoint repeats steps; the rows before it say nothing of them."""
+    f = rich_frame()
+    again = pd.concat([f.iloc[:900], f.iloc[700:]], ignore_index=True)  # steps 700..899 logged twice
+    assert "fail" not in statuses(again).values()
+    # a real violation after the restart is still caught at its step
+    k = 900 + 400  # stream row 1100
+    bad = plant(again, k, v.RECENCY, again.loc[k, v.RECENCY] + 7)
+    assert result(bad, "tail_recency").first_step == STEP0 + 1100
+
+
+def test_rows_without_a_step_are_left_out_and_counted():
+    f = rich_frame()
+    f["step"] = f["step"].astype(float)
+    f.loc[10, "step"] = np.nan
+    vw = v.view(f)
+    assert vw.n == len(f) - 1 and vw.rows_without_step == 1
+    assert "fail" not in statuses(f).values()

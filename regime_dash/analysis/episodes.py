@@ -241,7 +241,7 @@ def find_all(frame: pd.DataFrame | FrameView) -> tuple[dict[str, pd.DataFrame], 
 def summary(frame: pd.DataFrame | FrameView) -> dict:
     """Headline counts the UI shows; a value is ``None`` when its fields are missing.
 
-    Keys: ``rows``, ``first_step``, ``last_step``, ``boundaries``,
+    Keys: ``rows``, ``rows_without_step`` (left out: no numeric step), ``first_step``, ``last_step``, ``boundaries``,
     ``dead_zone_steps``, ``dead_zone_episodes``, ``longest_duration``,
     ``timeouts``, ``tail_events``, ``floor_active_steps``, ``kelly_min``,
     ``kelly_mean``, ``sigma_max``.
@@ -263,6 +263,7 @@ def summary(frame: pd.DataFrame | FrameView) -> dict:
 
     out = {
         "rows": vw.n,
+        "rows_without_step": vw.rows_without_step,
         "first_step": int(vw.step[0]) if vw.n else None,
         "last_step": int(vw.step[-1]) if vw.n else None,
         "boundaries": int(vw.boundary.sum()),

@@ -165,11 +165,11 @@ def _flag_binary(view: FrameView, _opt: CheckOptions):
 
 
 def _select(view: FrameView, step, gap, boundary_step, boundary_gap, first) -> np.ndarray:
-    """Pick each row's rule by its kind: consecutive, after a gap, boundary (either), or row 0."""
-    row0 = np.arange(view.n) == 0
+    """Pick each row's rule by its kind: consecutive, after a gap, boundary (either), or a
+    restart (row 0, or a step that does not increase), where only per-row rules apply."""
     cont = view.contiguous
     ok = np.where(view.boundary, np.where(cont, boundary_step, boundary_gap), np.where(cont, step, gap))
-    return np.where(row0, first, ok)
+    return np.where(view.restart, first, ok)
 
 
 def _dead_zone_duration(view: FrameView, _opt: CheckOptions):
@@ -271,9 +271,8 @@ def _welford_count(view: FrameView, _opt: CheckOptions):
     step_ok = (d == 0) | (d == 1)
     gap_ok = (d >= 0) & (d <= view.gap.astype(np.float32))
     first_ok = (cnt >= 0) & (cnt == np.floor(cnt))
-    row0 = np.arange(view.n) == 0
-    ok = np.where(row0, first_ok, np.where(view.contiguous, step_ok, gap_ok))
-    finite = np.isfinite(cnt) & (row0 | np.isfinite(prev))
+    ok = np.where(view.restart, first_ok, np.where(view.contiguous, step_ok, gap_ok))
+    finite = np.isfinite(cnt) & (view.restart | np.isfinite(prev))
     bad = finite & ~ok
     if not bad.any():
         return bad, ("welford_count grows by 0 or 1 per step, boundaries included"
@@ -377,15 +376,15 @@ def _envelope_tracking(view: FrameView, _opt: CheckOptions):
     k = view.gap.astype(np.float64)
     floor_gap = (1.0 - alpha.astype(np.float64)) ** k * prev.astype(np.float64)
     floor = np.where(view.contiguous, floor_one.astype(np.float64), floor_gap)
-    tracked = ~view.boundary & (np.arange(view.n) > 0)
-    finite = _finite(env, prev, alpha)
-    bad = tracked & finite & ((env.astype(np.float64) < floor - _tol(floor_one)) | (env < 0))
-    bad[:1] = finite[:1] & (env[:1] < 0)
+    tracked = ~view.boundary & ~view.restart & _finite(prev, alpha)
+    negative = env < 0
+    too_fast = tracked & (env.astype(np.float64) < floor - _tol(floor))
+    bad = np.isfinite(env) & (negative | too_fast)
     if not bad.any():
         return bad, ("popart envelope rises to each batch max and falls no faster than (1-alpha) per "
                      "step, so sigma_effective tracks per-account tails (with envelope_floor)")
-    return bad, _first(view, bad, lambda i: f"envelope={_fmt(env[i])} fell below (1-alpha)*previous="
-                                            f"{_fmt(floor[i])}")
+    return bad, _first(view, bad, lambda i: f"envelope={_fmt(env[i])} is negative" if negative[i] else
+                       f"envelope={_fmt(env[i])} fell below (1-alpha)^k*previous={_fmt(floor[i])}")
 
 
 def _eval_pnl(view: FrameView, opt: CheckOptions):

@@ -86,6 +86,7 @@ class FrameView:
     frame: pd.DataFrame
     step: np.ndarray
     step_given: bool
+    rows_without_step: int = 0
     _cache: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -101,8 +102,8 @@ class FrameView:
     def f32(self, col: str) -> np.ndarray:
         """Column ``col`` as float32 (NaN where missing or not a number)."""
         if col not in self._cache:
-            raw = pd.to_numeric(self.frame[col], errors="coerce")
-            self._cache[col] = np.asarray(raw, dtype=np.float64).astype(np.float32)
+            raw = pd.to_numeric(pd.Series(self.frame[col]), errors="coerce")
+            self._cache[col] = raw.to_numpy(dtype=np.float64, na_value=np.nan).astype(np.float32)
         return self._cache[col]
 
     def prev(self, col: str) -> np.ndarray:
@@ -119,6 +120,14 @@ class FrameView:
         g = np.zeros(self.n, dtype=np.int64)
         g[1:] = np.diff(self.step)
         return g
+
+    @cached_property
+    def restart(self) -> np.ndarray:
+        """Row 0, and rows whose step does not increase (a trainer restarted from a checkpoint
+        and logged steps again): nothing before them is known, so only per-row rules apply."""
+        r = self.gap <= 0
+        r[:1] = True
+        return r
 
     @cached_property
     def contiguous(self) -> np.ndarray:
@@ -170,21 +179,20 @@ class FrameView:
 def view(frame: pd.DataFrame) -> FrameView:
     """Prepare ``frame`` (canonical column names) for analysis.
 
-    Rows are sorted by ``step`` (stable); a frame without a ``step`` column uses
-    the row number as its step and says so through ``step_given = False``.
+    Rows are sorted by ``step`` (stable, so repeated steps keep their file order).
+    Rows without a numeric step cannot be placed and are left out
+    (``rows_without_step`` counts them); a frame without a ``step`` column uses the
+    row number as its step and says so through ``step_given = False``.
     """
-    if "step" in frame.columns:
-        step = pd.to_numeric(frame["step"], errors="coerce").to_numpy(dtype=np.float64)
-        if np.isnan(step).any():
-            from regime_dash.errors import ValidationError
-
-            i = int(np.flatnonzero(np.isnan(step))[0])
-            raise ValidationError(f"step column holds a non-number {frame['step'].iloc[i]!r} at row {i}",
-                                  field="step", value=frame["step"].iloc[i])
-        step = step.astype(np.int64)
-        if len(step) > 1 and (np.diff(step) < 0).any():
-            order = np.argsort(step, kind="stable")
-            frame = frame.iloc[order]
-            step = step[order]
-        return FrameView(frame.reset_index(drop=True), step, True)
-    return FrameView(frame.reset_index(drop=True), np.arange(len(frame), dtype=np.int64), False)
+    if "step" not in frame.columns:
+        return FrameView(frame.reset_index(drop=True), np.arange(len(frame), dtype=np.int64), False)
+    step = pd.to_numeric(pd.Series(frame["step"]), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    placed = np.isfinite(step)
+    dropped = int((~placed).sum())
+    if dropped:
+        frame, step = frame.loc[placed], step[placed]
+    step = step.astype(np.int64)
+    if len(step) > 1 and (np.diff(step) < 0).any():
+        order = np.argsort(step, kind="stable")
+        frame, step = frame.iloc[order], step[order]
+    return FrameView(frame.reset_index(drop=True), step, True, dropped)
