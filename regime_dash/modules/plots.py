@@ -1,0 +1,55 @@
+"""Small plotly helpers the module figure builders share; plotly is imported inside each function.
+
+Frames in, :class:`plotly.graph_objects.Figure` out; no streamlit, no I/O.
+A ``baseline`` frame (the replay before a what-if change) is drawn dashed and
+faint beside the current one.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
+
+
+def lines(frame: pd.DataFrame, columns: Sequence[str], title: str, *, baseline: pd.DataFrame | None = None,
+          labels: Sequence[str] | None = None, yaxis: str = "", x: str = "step", hlines: Sequence = (),
+          step_shape: Sequence[str] = ()):
+    """One line per present column (plus the baseline's, dashed); ``hlines`` is ``[(y, label)]``."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    labels = list(labels or columns)
+    xs = frame[x].to_numpy() if x in frame.columns else np.arange(len(frame))
+    for i, (col, label) in enumerate(zip(columns, labels)):
+        colour = PALETTE[i % len(PALETTE)]
+        shape = "hv" if col in step_shape else "linear"
+        if baseline is not None and col in baseline.columns:
+            bx = baseline[x].to_numpy() if x in baseline.columns else np.arange(len(baseline))
+            fig.add_trace(go.Scattergl(x=bx, y=baseline[col].to_numpy(), name=f"{label} (baseline)",
+                                       line=dict(color=colour, dash="dash", width=1, shape=shape),
+                                       opacity=0.5))
+        if col in frame.columns:
+            fig.add_trace(go.Scattergl(x=xs, y=frame[col].to_numpy(), name=label,
+                                       line=dict(color=colour, width=1.5, shape=shape)))
+    for y, label in hlines:
+        fig.add_hline(y=float(y), line_dash="dot", line_color="grey", annotation_text=label,
+                      annotation_position="top left")
+    fig.update_layout(title=title, xaxis_title=x, yaxis_title=yaxis, height=320,
+                      margin=dict(l=40, r=10, t=40, b=30), legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
+def histograms(series: dict[str, np.ndarray], title: str, *, nbins: int = 60, xaxis: str = ""):
+    """Overlaid normalized histograms, one per named array."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for i, (name, values) in enumerate(series.items()):
+        fig.add_trace(go.Histogram(x=np.asarray(values), name=name, nbinsx=nbins, histnorm="probability",
+                                   opacity=0.55, marker_color=PALETTE[i % len(PALETTE)]))
+    fig.update_layout(title=title, barmode="overlay", xaxis_title=xaxis, yaxis_title="fraction", height=320,
+                      margin=dict(l=40, r=10, t=40, b=30), legend=dict(orientation="h", y=-0.25))
+    return fig
