@@ -21,7 +21,7 @@ import numpy as np
 
 from regime_dash import streams
 from regime_dash.errors import ValidationError
-from regime_dash.simulator import Draws, Market, MarketState, kelly_edge, market_step
+from regime_dash.simulator import Draws, Market, MarketState, kelly_edge, market_step, stream_of
 from regime_dash.streams import Stream
 
 #: Run #8's trap: "Trap continued for 1,737 steps with zero closed trades."
@@ -71,13 +71,7 @@ class _Recorder:
         self.boundary.append(boundary)
 
     def stream(self) -> Stream:
-        r = self.rows
-        return Stream(rewards=np.vstack([o.rewards for o in r]), lots=np.vstack([o.lots for o in r]),
-                      kelly_analytic=np.array([o.edge for o in r], np.float32),
-                      cooldown=np.array([o.cooldown for o in r], np.float32),
-                      session_pnl_worst=np.array([o.worst for o in r], np.float32),
-                      tau_action=np.array([o.tau_action for o in r], np.float32),
-                      boundary=np.array(self.boundary, bool), step=np.arange(len(r), dtype=np.int64))
+        return stream_of(self.rows, self.boundary)
 
 
 def calm(seed: int = 0, steps: int | None = None, accounts: int | None = None) -> Stream:

@@ -275,6 +275,9 @@ def market_step(state: MarketState, market: Market, draws: Draws, *, p_true: flo
     whatever kelly_f says (scripted streams use it).
     """
     b = state.lots.shape[0]
+    if shock_account is not None and not 0 <= shock_account < b:
+        raise ValidationError(f"shock account {shock_account} is not in [0, {b})", field="account",
+                              value=shock_account)
     state.cooldown = max(state.cooldown - 1, 0)
     held = state.lots > 0
     closing = held if force_flat else held & (draws.close < market.hazard)
@@ -290,9 +293,6 @@ def market_step(state: MarketState, market: Market, draws: Draws, *, p_true: flo
         lots = np.where(opening, size, lots).astype(np.int32)
 
     if shock_account is not None:
-        if not 0 <= shock_account < b:
-            raise ValidationError(f"shock account {shock_account} is not in [0, {b})",
-                                  field="account", value=shock_account)
         pnl[shock_account] -= market.shock_pnl
 
     idx = np.flatnonzero(closing)
@@ -321,6 +321,18 @@ def market_step(state: MarketState, market: Market, draws: Draws, *, p_true: flo
         worst=np.float32(state.session_worst.min()),
         tau_action=np.float32(tau),
         closes=int(len(idx)), wins=int(len(wins)), pnl=step_pnl)
+
+
+def stream_of(steps: list[MarketStep], boundary: list[bool]) -> Stream:
+    """The :class:`Stream` of consecutive market steps (step numbers 0..n-1)."""
+    if not steps:
+        raise ValidationError("no market step to make a stream of", field="steps", value=0)
+    return Stream(rewards=np.vstack([o.rewards for o in steps]), lots=np.vstack([o.lots for o in steps]),
+                  kelly_analytic=np.array([o.edge for o in steps], np.float32),
+                  cooldown=np.array([o.cooldown for o in steps], np.float32),
+                  session_pnl_worst=np.array([o.worst for o in steps], np.float32),
+                  tau_action=np.array([o.tau_action for o in steps], np.float32),
+                  boundary=np.array(boundary, bool), step=np.arange(len(steps), dtype=np.int64))
 
 
 # ---- the engine, one step at a time ------------------------------------------------
@@ -507,9 +519,7 @@ class Simulator:
         self._flat: list[int] = []
         self._boundary: list[bool] = []
         self._market_rows: list[tuple] = []
-        self._rewards: list[np.ndarray] = []
-        self._lots: list[np.ndarray] = []
-        self._scalars: list[tuple] = []
+        self._steps: list[MarketStep] = []
 
     # ---- injections (take effect at the next step) ----------------------------------
     def inject_tail_shock(self, account: int | None = None) -> None:
@@ -554,9 +564,7 @@ class Simulator:
         self._flat.append(flat)
         self._boundary.append(bool(boundary))
         if self.keep_stream:
-            self._rewards.append(out.rewards)
-            self._lots.append(out.lots)
-        self._scalars.append((out.edge, out.cooldown, out.worst, out.tau_action))
+            self._steps.append(out)
         self._market_rows.append((t, p, out.closes, out.wins, int(np.count_nonzero(out.lots)),
                                   out.pnl, self.state.cum_pnl, shock is not None, self._pending_flat))
         self._pending_shock = None
@@ -592,12 +600,7 @@ class Simulator:
         if not self.keep_stream:
             raise ValidationError("this simulator was made with keep_stream=False", field="keep_stream",
                                   value=False)
-        if not self._snap:
-            raise ValidationError("the simulator has not run any step yet", field="steps", value=0)
-        edge, cooldown, worst, tau = (np.array(c, np.float32) for c in zip(*self._scalars))
-        return Stream(rewards=np.vstack(self._rewards), lots=np.vstack(self._lots), kelly_analytic=edge,
-                      cooldown=cooldown, session_pnl_worst=worst, tau_action=tau,
-                      boundary=np.array(self._boundary, bool), step=np.arange(self.t, dtype=np.int64))
+        return stream_of(self._steps, self._boundary)
 
     @property
     def isv(self) -> np.ndarray:
