@@ -47,7 +47,11 @@ def values(v) -> np.ndarray:
     """A plotly JSON array: a list, or plotly's typed-array form ``{"bdata", "dtype"}``."""
     if isinstance(v, dict) and "bdata" in v:
         out = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
-        return out.reshape(v["shape"]) if "shape" in v else out
+        if "shape" in v:
+            shape = v["shape"]
+            shape = [int(n) for n in shape.split(",")] if isinstance(shape, str) else shape
+            out = out.reshape(shape)
+        return out
     return np.asarray(v)
 
 
@@ -243,6 +247,38 @@ def test_replay_rejects_bad_config_and_marks_engines(tmp_path, monkeypatch):
     if down:  # on a machine with every engine available there is nothing to mark
         at.selectbox(key="replay.engine").set_value(down[0]).run()
         assert any("cannot run here" in e.value for e in at.error)
+
+
+def test_replay_sweep_and_open_a_cell(tmp_path, monkeypatch):
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.switch_page(page("replay")).run()
+    at.toggle(key="replay.whatif.resurrection").set_value(False).run()  # sweeps vary the what-if config
+    at.number_input(key="replay.sweep.lo1").set_value(1000.0)
+    at.number_input(key="replay.sweep.hi1").set_value(4000.0)
+    at.number_input(key="replay.sweep.n1").set_value(4)
+    at.selectbox(key="replay.sweep.metric").set_value("timeouts").run()
+    at.button(key="replay.sweep.run").click().run()
+    no_exception(at, "sweep")
+    line = [c for c in (chart_spec(at, i) for i in range(len(at.get("plotly_chart"))))
+            if c["data"][0].get("mode") == "lines+markers"][0]
+    assert list(values(line["data"][0]["x"])) == [1000.0, 2000.0, 3000.0, 4000.0]
+    # the trap's one dead zone lasts 2649 steps: it times out below that, not above
+    assert list(values(line["data"][0]["y"])) == [1.0, 1.0, 0.0, 0.0]
+    at.selectbox(key="replay.sweep.row").set_value(0).run()
+    no_exception(at, "open cell")
+    assert any(m.value.startswith("**Replay of max_duration=1000** — timeouts = 1") for m in at.markdown)
+    # two fields: a heatmap
+    at.selectbox(key="replay.sweep.f2").set_value("n_recovery").run()
+    at.number_input(key="replay.sweep.n2").set_value(2).run()
+    at.button(key="replay.sweep.run").click().run()
+    no_exception(at, "heatmap")
+    heat = [c for c in (chart_spec(at, i) for i in range(len(at.get("plotly_chart"))))
+            if c["data"][0].get("type") == "heatmap"]
+    assert len(heat) == 1
+    z = heat[0]["data"][0]["z"]
+    z = values(z) if isinstance(z, dict) else np.array([values(r) for r in z])
+    assert z.shape == (2, 4)  # n_recovery rows × max_duration columns
+    np.testing.assert_array_equal(z[0], [1.0, 1.0, 0.0, 0.0])
 
 
 # ---- Live ----------------------------------------------------------------------------------

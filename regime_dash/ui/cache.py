@@ -149,18 +149,14 @@ def diff_runs(root: str, run_a: str, run_b: str, aliases: tuple = ()):
 
 
 @st.cache_data(show_spinner="sweeping…", max_entries=4)
-def sweep(source_key: str, _stream, grid: dict[str, list[float]], engine: str) -> dict[str, Any]:
-    """:func:`regime_dash.sweep.sweep` of ``_stream`` over ``grid`` (every combination of the fields' values).
+def sweep(source_key: str, _stream, grid: dict[str, list[float]], engine: str,
+          base: dict[str, Any] | None = None) -> dict[str, Any]:
+    """:func:`regime_dash.sweep.sweep` of ``_stream`` over ``grid`` on top of ``base``.
 
     Returns ``{"table", "seconds", "engine"}``; the table has one row per
-    config: the swept fields and the summary metrics.
+    config: every config field, then the summary metrics.
     """
-    import time
-
     from regime_dash.sweep import sweep as run_sweep
 
-    t0 = time.perf_counter()
-    result = run_sweep(_stream, grid, engine=engine)
-    table = getattr(result, "table", result)
-    return {"table": table, "seconds": time.perf_counter() - t0,
-            "engine": getattr(result, "engine", engine)}
+    result = run_sweep(_stream, grid, engine=engine, base=RegimeConfig(**base) if base else None)
+    return {"table": result.table, "seconds": result.seconds, "engine": result.engine}

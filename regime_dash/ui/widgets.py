@@ -459,6 +459,11 @@ def sweep_controls(key: str) -> dict[str, Any] | None:
     return None if params is None else {**params, "metric": metric}
 
 
+def _changed(config: RegimeConfig) -> dict[str, Any]:
+    default = RegimeConfig().as_dict()
+    return {k: v for k, v in config.as_dict().items() if default[k] != v}
+
+
 def np_prod(values: Sequence[int]) -> int:
     out = 1
     for v in values:
@@ -502,21 +507,24 @@ def pick_sweep_row(key: str, event: Any, table: pd.DataFrame) -> int | None:
                         format_func=lambda i: "— click a cell or pick a row —" if i is None else labels[i])
 
 
-def sweep_panel(key: str, source_key: str, stream: Any, engine: str) -> None:
-    """The Sweep tab: controls, the heatmap or line of a summary metric, and the replay of a picked cell."""
-    import importlib.util
+def sweep_panel(key: str, source_key: str, stream: Any, engine: str, base: RegimeConfig | None) -> None:
+    """The Sweep tab: controls, the heatmap or line of a summary metric, and the replay of a picked cell.
 
+    The swept fields vary on top of ``base`` (the what-if config; the spec's
+    defaults when it is ``None``).
+    """
     from regime_dash import figures
     from regime_dash.ui import cache
 
-    if importlib.util.find_spec("regime_dash.sweep") is None:
-        st.info("Sweeps need regime_dash.sweep, which is not in this checkout yet.")
-        return
+    base = base or RegimeConfig()
+    st.caption("Fields vary on top of the what-if config"
+               + (f" ({', '.join(f'{k}={v}' for k, v in _changed(base).items())})." if _changed(base) else
+                  " (the spec's defaults)."))
     params = sweep_controls(key)
     if params is None:
         st.caption("Pick one or two fields and press Run sweep.")
         return
-    result = cache.sweep(source_key, stream, params["grid"], engine)
+    result = cache.sweep(source_key, stream, params["grid"], engine, base.as_dict())
     table = result["table"]
     fields_ = list(params["grid"])
     table.attrs["fields"] = fields_
@@ -530,12 +538,12 @@ def sweep_panel(key: str, source_key: str, stream: Any, engine: str) -> None:
     row = pick_sweep_row(key, event, table)
     if row is None:
         return
-    config = RegimeConfig().replace(**{f: float(table[f].iloc[row]) for f in fields_})
-    base = cache.replay(source_key, stream, RegimeConfig().as_dict(), engine)
+    config = base.replace(**{f: float(table[f].iloc[row]) for f in fields_})
+    baseline = cache.replay(source_key, stream, RegimeConfig().as_dict(), engine)
     cell = cache.replay(source_key, stream, config.as_dict(), engine)
     label = ", ".join(f"{f}={table[f].iloc[row]:g}" for f in fields_)
     st.markdown(f"**Replay of {label}** — {metric} = {cell['summary'][metric]:g} "
-                f"(baseline {base['summary'][metric]:g}), {cell['seconds'] * 1000:.1f} ms")
+                f"(baseline {baseline['summary'][metric]:g}), {cell['seconds'] * 1000:.1f} ms")
     fig = cache.signal_figure(f"sweepcell|{source_key}|{engine}|{config}",
-                              {"baseline": base["frame"], label: cell["frame"]}, "step", 0.0)
+                              {"baseline": baseline["frame"], label: cell["frame"]}, "step", 0.0)
     plotly_chart(fig, f"{key}.cell_chart")

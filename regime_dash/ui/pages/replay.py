@@ -40,4 +40,4 @@ with tab_whatif:
         widgets.plotly_chart(fig, "replay.chart")
 
 with tab_sweep:
-    widgets.sweep_panel("replay.sweep", source_key, stream, engine)
+    widgets.sweep_panel("replay.sweep", source_key, stream, engine, what_if_config)
