@@ -31,7 +31,7 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser(
         "replay", help="replay a stream, a scenario preset or a closed-loop live run; write its diag",
-        description=__doc__.split("::")[0].strip(),
+        description=__doc__.split("\n", 1)[1].replace("::\n", "").strip(),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--scenario", choices=sorted(SCENARIOS), help="open-loop synthetic preset")
