@@ -7,6 +7,7 @@ import pytest
 from regime_dash import RegimeConfig, diag, replay, samples, scenarios, streams
 from regime_dash.errors import StreamError, ValidationError
 from regime_dash.scenarios import RUN8_TRAP_STEPS, SCENARIOS
+from regime_dash.store import RunStore
 
 SYNTHETIC = [n for n in SCENARIOS if n != "recorded"]
 # Small sizes that keep every preset's story (kelly_trap_run8 needs its 1,737 trap steps).
@@ -145,6 +146,8 @@ def test_committed_samples_are_what_samples_py_makes(tmp_path):
     frame = diag.read_jsonl(diag_path)
     assert frame[FLAG].sum() > 0  # the sample shows the dead zone and the escape
     assert (frame[KELLY].iloc[-100:] > 0).all()
+    result = RunStore(tmp_path / "store").ingest(samples.SAMPLE_DIR / samples.DIAG_NAME)
+    assert result.rows == samples.STEPS and result.rejected == []  # ingests like a cluster file
 
 
 def test_unknown_preset_and_bad_sizes_are_named():
