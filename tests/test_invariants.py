@@ -402,3 +402,35 @@ def test_rows_without_a_step_are_left_out_and_counted():
     vw = v.view(f)
     assert vw.n == len(f) - 1 and vw.rows_without_step == 1
     assert "fail" not in statuses(f).values()
+
+
+def test_kelly_resurrection_catches_an_override_outside_the_dead_zone():
+    f = rich_frame()
+    k = row_where(f, (col(f, v.FLAG) == 0) & (col(f, v.KELLY_ANALYTIC) > 0))
+    bad = plant(f, k, v.KELLY, col(f, v.LIVE)[k])
+    assert assert_caught(bad, "kelly_resurrection", k).violations == 1
+
+
+def test_kelly_resurrection_catches_a_missing_override_and_one_after_timeout():
+    f = rich_frame()
+    k = row_where(f, (col(f, v.FLAG) == 1) & (col(f, v.LIVE) > 0))
+    bad = plant(f, k, v.KELLY, col(f, v.LIVE)[k] * np.float32(0.5))
+    assert assert_caught(bad, "kelly_resurrection", k).violations == 1
+    g = timeout_frame()
+    j = row_where(g, col(g, v.TIMEOUT) == 1)
+    assert assert_caught(plant(g, j, v.KELLY, col(g, v.LIVE)[j]), "kelly_resurrection", j).violations == 1
+
+
+def test_tau_boost_catches_a_boost_without_a_recent_tail():
+    f = rich_frame()
+    k = row_where(f, col(f, v.RECENCY) >= col(f, v.BOOST_WINDOW))
+    bad = plant(f, k, v.TAU_MIN_EFF, col(f, v.TAU_MIN)[k] * col(f, v.BOOST_FACTOR)[k])
+    assert assert_caught(bad, "tau_boost", k).violations == 1
+
+
+def test_tau_boost_catches_an_unclamped_tau_action():
+    f = rich_frame()
+    k = row_where(f, col(f, v.RECENCY) < col(f, v.BOOST_WINDOW))
+    bad = plant(f, k, v.TAU_ACTION, col(f, v.TAU_MIN_EFF)[k] * np.float32(0.5))
+    res = assert_caught(bad, "tau_boost", k)
+    assert res.violations == 1 and "below tau_min_effective" in res.detail

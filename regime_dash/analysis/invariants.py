@@ -329,6 +329,48 @@ def _transition_ramp(view: FrameView, _opt: CheckOptions):
                                             f"({int(view.gap[i])} step(s) later)")
 
 
+def _kelly_resurrection(view: FrameView, _opt: CheckOptions):
+    frac, analytic, flag = view.f32(v.KELLY), view.f32(v.KELLY_ANALYTIC), view.f32(v.FLAG)
+    live = view.f32(v.LIVE)
+    timeout = view.f32(v.TIMEOUT) if view.has(v.TIMEOUT) else np.zeros(view.n, np.float32)
+    finite = _finite(frac, analytic, flag, live, timeout)
+    override = (flag == 1) & (timeout == 0)
+    # G18/G21: no override outside the dead zone or once timed out; G17: inside it kelly_f is
+    # ε_live, or the analytic value when F2 is switched off (the diag does not carry the switch)
+    ok = np.where(override, (frac == live) | (frac == analytic), frac == analytic)
+    bad = finite & ~ok
+    n_over = int((finite & override & (frac == live) & (frac != analytic)).sum())
+    if not bad.any():
+        return bad, (f"kelly_f = analytic outside the dead zone and after a timeout; eps_live overrode it "
+                     f"on {n_over} dead-zone rows" + _note_unverified(view, finite))
+    return bad, _first(view, bad, lambda i: f"kelly_f={_fmt(frac[i])}, analytic={_fmt(analytic[i])}, "
+                                            f"eps_live={_fmt(live[i])}, flag={_fmt(flag[i])}, "
+                                            f"timeout={_fmt(timeout[i])}")
+
+
+def _tau_boost(view: FrameView, _opt: CheckOptions):
+    tmin, eff, rec = view.f32(v.TAU_MIN), view.f32(v.TAU_MIN_EFF), view.f32(v.RECENCY)
+    factor, window = view.f32(v.BOOST_FACTOR), view.f32(v.BOOST_WINDOW)
+    finite = _finite(tmin, eff, rec, factor, window)
+    boosted = tmin * factor  # float32 multiply, as the kernel's tau_min_eff *= boost
+    recent = rec < window
+    # G24/G25: boosted while a tail is recent (or unboosted when F5 is off), plain otherwise
+    ok = np.where(recent, (eff == boosted) | (eff == tmin), eff == tmin)
+    why = np.full(view.n, "", dtype=object)
+    if view.has(v.TAU_ACTION):
+        act = view.f32(v.TAU_ACTION)
+        clamp = np.isfinite(act) & (act < eff)  # τ = max(τ, τ_min_eff)
+        ok &= ~clamp
+        why[clamp] = "tau_action below tau_min_effective"
+    bad = finite & ~ok
+    if not bad.any():
+        return bad, (f"tau_min_effective = tau_min*factor while recency < n_window ({int((finite & recent).sum())} "
+                     f"rows), tau_min otherwise; tau_action >= tau_min_effective" + _note_unverified(view, finite))
+    return bad, _first(view, bad, lambda i: why[i] or f"tau_min_effective={_fmt(eff[i])} with tau_min="
+                       f"{_fmt(tmin[i])}, factor={_fmt(factor[i])}, recency={_fmt(rec[i])}, "
+                       f"n_window={_fmt(window[i])}")
+
+
 # ---- success criteria ------------------------------------------------------------------
 def trap_stretches(view: FrameView) -> list[tuple[int, int]]:
     """Row ranges ``[a, b]`` where kelly_f = 0 and every account is flat (consecutive rows)."""
@@ -451,6 +493,10 @@ CHECKS: tuple[Check, ...] = (
           _finite_regime, any_of=(v.R + "*",)),
     Check("envelope_floor", "popart sigma >= envelope (F4)", (v.SIGMA, v.ENVELOPE), _envelope_floor),
     Check("transition_ramp", "v9 remaining N -> 0 -> -1 after each boundary", (v.REMAINING,), _transition_ramp),
+    Check("kelly_resurrection", "kelly_f = eps_live in the dead zone before a timeout, analytic otherwise "
+          "(G17, G18, G21)", (v.KELLY, v.KELLY_ANALYTIC, v.FLAG, v.LIVE), _kelly_resurrection),
+    Check("tau_boost", "tau_min_effective = tau_min*factor while recency < n_window (G24, G25)",
+          (v.TAU_MIN, v.TAU_MIN_EFF, v.RECENCY, v.BOOST_FACTOR, v.BOOST_WINDOW), _tau_boost),
     Check("kelly_trap", "success criterion 1: no kelly_f = 0 all-flat stretch over 200 steps without timeout",
           (v.KELLY, v.FLAT, v.B_SIZE), _kelly_trap),
     Check("eval_pnl_baseline", "success criterion 2: eval pnl >= -$507k per fold", ("eval.pnl",), _eval_pnl),

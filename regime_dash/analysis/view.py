@@ -60,6 +60,11 @@ EPS_MAX = R + "kelly_eps_recovery.max"
 N_RECOVERY = R + "kelly_eps_recovery.n_recovery"
 ENVELOPE = R + "popart_envelope.max_abs_reward_ema"
 DECAY_ALPHA = R + "popart_envelope.decay_alpha"
+TAU_MIN = P + "iqn.tau_min"
+TAU_MIN_EFF = P + "iqn.tau_min_effective"
+TAU_ACTION = P + "iqn.tau_action"
+BOOST_FACTOR = R + "iqn_tau_boost.factor"
+BOOST_WINDOW = R + "iqn_tau_boost.n_window"
 
 #: The tail-recency sentinel ("no tail seen"), from the slot registry.
 RECENCY_SENTINEL = np.float32(DEFAULT_LAYOUT["RL_REGIME_TAIL_EVENT_RECENCY_INDEX"].bootstrap)
