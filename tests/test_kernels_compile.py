@@ -14,6 +14,7 @@ import subprocess
 import pytest
 
 from regime_dash.engine import loader
+from regime_dash.modules import kernel_defines
 from regime_dash.errors import EngineUnavailable
 from regime_dash.slots import DEFAULT_LAYOUT
 
@@ -30,7 +31,9 @@ FAST_KERNELS = ("replay_step_stats", "replay_scan", "replay_normalize")
 
 def _ptx(name: str, tmp_path, layout=DEFAULT_LAYOUT) -> str:
     out = tmp_path / (name + ".ptx")
-    cmd = loader.nvcc_ptx_command(name, layout, output=str(out))
+    # controller modules' kernels (regime_dash.modules) add their own slot defines
+    options = (*loader.PARITY_OPTIONS, *kernel_defines(name))
+    cmd = loader.nvcc_ptx_command(name, layout, options=options, output=str(out))
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stderr}"
     return out.read_text()
