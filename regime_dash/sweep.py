@@ -106,8 +106,10 @@ def expand_configs(configs: Sequence[RegimeConfig] | Mapping[str, Any],
                 raise ConfigError(f"sweep grid field {name!r} has no values", field=name, value=values)
             axes.append(vals)
         base = RegimeConfig() if base is None else base
+        fixed = {n: getattr(base, n) for n in valid}
         names = list(configs)
-        return [base.replace(**dict(zip(names, combo))) for combo in itertools.product(*axes)]
+        # fields were checked above; the constructor validates each combination's values
+        return [RegimeConfig(**{**fixed, **dict(zip(names, combo))}) for combo in itertools.product(*axes)]
     if isinstance(configs, (str, bytes)) or not isinstance(configs, Iterable):
         raise ConfigError(f"configs must be a list of RegimeConfig or a dict field -> values, "
                           f"got {type(configs).__name__}", field="configs", value=type(configs).__name__)
@@ -263,8 +265,8 @@ def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], e
     else:
         rows, trajectories, ran = _sweep_per_replay(stream, configs, keep, layout, isv, progress, name,
                                                     options)
-    table = pd.concat([pd.DataFrame([c.as_dict() for c in configs]), pd.DataFrame(rows, columns=summary.METRICS)],
-                      axis=1)
+    columns = {n: [getattr(c, n) for c in configs] for n in field_names()}  # not as_dict: it deep-copies
+    table = pd.concat([pd.DataFrame(columns), pd.DataFrame(rows, columns=summary.METRICS)], axis=1)
     table.attrs.update(engine=ran, steps=stream.steps, accounts=stream.accounts,
                        layout_fingerprint=layout.fingerprint_hex())
     return SweepResult(table, trajectories, ran, time.perf_counter() - t0)
