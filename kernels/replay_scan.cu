@@ -19,6 +19,30 @@
 // Launch: <<<ceil(S / 128), 128>>>.
 #include "regime_step.cuh"
 
+// One step's inputs: phase-1 stats and the stream's per-step scalars.
+struct ScanStepInputs {
+    int boundary, flat;
+    float cooldown, worst, kelly_edge, tau_action, v_sum, v_ssq, v_max;
+};
+
+__device__ __forceinline__ ScanStepInputs load_step_inputs(
+    int t, const float* __restrict__ stats, const int* __restrict__ flat,
+    const float* __restrict__ cooldown, const float* __restrict__ worst,
+    const float* __restrict__ kelly_edge, const float* __restrict__ tau_action,
+    const int* __restrict__ boundary) {
+    ScanStepInputs in;
+    in.boundary = boundary[t];
+    in.flat = flat[t];
+    in.cooldown = cooldown[t];
+    in.worst = worst[t];
+    in.kelly_edge = kelly_edge[t];
+    in.tau_action = tau_action[t];
+    in.v_sum = stats[(long long)t * 3 + 0];
+    in.v_ssq = stats[(long long)t * 3 + 1];
+    in.v_max = stats[(long long)t * 3 + 2];
+    return in;
+}
+
 extern "C" __global__ void replay_scan(
     float* __restrict__ isv_rows,            // [S, ISV_SIZE] in/out
     const float* __restrict__ boot_rows,     // [S, ISV_SIZE]
@@ -62,12 +86,20 @@ extern "C" __global__ void replay_scan(
     float* snap = (slot >= 0) ? snap_out + (long long)slot * n_steps * n_snap : nullptr;
     const int write_norm = do_norm && s == 0;
 
+    // The inputs do not depend on the state: load step t+1's while step t runs,
+    // so the scan's serial chain does not wait on global-memory latency.
+    ScanStepInputs next = load_step_inputs(0, stats, flat, cooldown, worst, kelly_edge,
+                                           tau_action, boundary);
     for (int t = 0; t < n_steps; ++t) {
+        const ScanStepInputs in = next;
+        if (t + 1 < n_steps) {
+            next = load_step_inputs(t + 1, stats, flat, cooldown, worst, kelly_edge, tau_action,
+                                    boundary);
+        }
         float mean, sigma;
-        scalar_step(isv, boot, r_idx, r_code, r_src, n_reset, boundary[t], cooldown[t], worst[t],
-                    kelly_edge[t], tau_action[t], stats[(long long)t * 3 + 0],
-                    stats[(long long)t * 3 + 1], stats[(long long)t * 3 + 2], flat[t], b_size, mean,
-                    sigma);
+        scalar_step(isv, boot, r_idx, r_code, r_src, n_reset, in.boundary, in.cooldown, in.worst,
+                    in.kelly_edge, in.tau_action, in.v_sum, in.v_ssq, in.v_max, in.flat, b_size,
+                    mean, sigma);
         if (snap != nullptr) {
             for (int j = 0; j < n_snap; ++j) snap[(long long)t * n_snap + j] = isv[snap_idx[j]];
         }
