@@ -10,10 +10,6 @@ from regime_dash.scenarios import RUN8_TRAP_STEPS, SCENARIOS
 from regime_dash.store import RunStore
 
 SYNTHETIC = [n for n in SCENARIOS if n != "recorded"]
-# Small sizes that keep every preset's story (kelly_trap_run8 needs its 1,737 trap steps).
-SMALL = {"calm": (400, 32), "tail_shock": (200, 256), "kelly_trap_run8": (2300, 48),
-         "fold_boundary": (600, 32), "adverse_regime": (3000, 64)}
-
 KELLY = "risk_stack.kelly.fraction"
 FLAG = "risk_stack.regime.dead_zone.flag"
 
@@ -32,7 +28,7 @@ def _same(a: streams.Stream, b: streams.Stream) -> bool:
 
 @pytest.mark.parametrize("name", SYNTHETIC)
 def test_preset_is_deterministic_under_its_seed(name):
-    steps, accounts = SMALL[name]
+    steps, accounts = (RUN8_TRAP_STEPS + 200, 16) if name == "kelly_trap_run8" else (300, 16)
     a = scenarios.make(name, seed=3, steps=steps, accounts=accounts)
     b = scenarios.make(name, seed=3, steps=steps, accounts=accounts)
     c = scenarios.make(name, seed=4, steps=steps, accounts=accounts)
