@@ -18,7 +18,10 @@ Boundaries and gaps. A step-to-step rule is checked only where a row follows
 the previous one by exactly one step and is not a boundary. At a boundary the
 rule becomes "the reset value, or the ordinary successor" (so a boundary is never
 a violation); across a gap in ``step`` (a file logged every k steps) the rule is
-widened to what k steps can do.
+widened to what k steps can do. Where ``step`` does not increase (a trainer that
+restarted from a checkpoint logs steps again) only per-row rules apply. A row
+whose inputs are NaN or infinite is not judged by a formula check; that is
+the job of ``finite_regime_fields``, so one bad value is blamed once.
 """
 from __future__ import annotations
 
@@ -182,7 +185,7 @@ def _dead_zone_duration(view: FrameView, _opt: CheckOptions):
     # across a gap of k steps the dead zone may have started anywhere inside it
     gap_rule = weak & np.where(on, dur <= prev + view.gap.astype(np.float32), True)
     ok = _select(view, rule, gap_rule, rule | reset_rule, weak, weak)
-    considered = (on | off) & np.isfinite(dur) & (~view.checked | np.isfinite(prev))
+    considered = (on | off) & np.isfinite(dur) & (view.restart | np.isfinite(prev))
     bad = considered & ~ok
     if not bad.any():
         return bad, (f"duration = flag ? prev+1 : 0 holds on {int(view.checked.sum())} consecutive rows "
@@ -255,7 +258,7 @@ def _tail_recency(view: FrameView, _opt: CheckOptions):
         # G23: no tail event while the Welford count is below 10
         gated = tail & (view.f32(v.COUNT) < F32(10))
         why[gated] = "tail event while welford_count < 10"
-    finite = np.isfinite(rec) & (~view.checked | np.isfinite(prev))
+    finite = np.isfinite(rec) & (view.restart | np.isfinite(prev))
     bad = finite & (~ok | gated)
     if not bad.any():
         extra = " and no tail before welford_count reaches 10" if view.has(v.COUNT) else ""
@@ -320,7 +323,7 @@ def _transition_ramp(view: FrameView, _opt: CheckOptions):
     else:
         restart = domain
     ok = _select(view, cont, cont, restart | cont, domain, domain)
-    finite = np.isfinite(rem) & (~view.checked | np.isfinite(prev))
+    finite = np.isfinite(rem) & (view.restart | np.isfinite(prev))
     bad = finite & ~ok
     if not bad.any():
         return bad, (f"remaining counts N -> 0 -> -1 between boundaries ({int(view.boundary.sum())} "
