@@ -116,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         write_table(table, args.out)
     if args.json:
-        json.dump(json.loads(table.to_json(orient="records")), sys.stdout, indent=1)
+        # to_dict, not to_json: pandas' JSON writer rounds floats to 10 digits
+        json.dump(table.to_dict("records"), sys.stdout, indent=1)
         sys.stdout.write("\n")
     elif not args.out:
         from regime_dash.engine.summary import METRICS
