@@ -160,3 +160,20 @@ def test_module_entry_point_exit_code_gates_ci(files):
     ok = subprocess.run([sys.executable, "-m", "regime_dash", "diff", str(files["clean"]), str(files["clean"])],
                         capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     assert ok.returncode == 0, ok.stderr
+
+
+def test_check_list_names_every_check(capsys):
+    code, out, _ = run_cli(capsys, "check", "--list")
+    assert code == 0 and [line.split()[0] for line in out.splitlines()] == list(CHECK_IDS)
+    code, out, _ = run_cli(capsys, "check", "--list", "--json")
+    assert [c["id"] for c in json.loads(out)] == list(CHECK_IDS)
+    code, _, err = run_cli(capsys, "check")
+    assert code == 2 and "RUN_ID or FILE" in err
+
+
+def test_the_committed_sample_diag_passes_every_check(capsys):
+    """data/samples/diag.jsonl is a closed-loop live run (resurrection on, a boundary, tails)."""
+    code, out, _ = run_cli(capsys, "check", ROOT / "data" / "samples" / "diag.jsonl", "--json")
+    doc = json.loads(out)
+    assert code == 0, [c for c in doc["checks"] if c["status"] == "fail"]
+    assert len(doc["events"]["boundaries"]) >= 1 and len(doc["events"]["tail"]) >= 1

@@ -31,8 +31,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check", help="check a run against the spec's invariants and success criteria",
                        description="Check a run against the spec's invariants and success criteria. "
                        "Exit status: 0 no check failed, 1 a check failed, 2 bad input.")
-    p.add_argument("target", metavar="RUN_ID|FILE", help="run id in the store, or a .jsonl/.parquet file")
+    p.add_argument("target", metavar="RUN_ID|FILE", nargs="?",
+                   help="run id in the store, or a .jsonl/.parquet file")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    p.add_argument("--list", action="store_true", help="list the check ids and what each checks, then exit")
     p.add_argument("--only", metavar="ID[,ID...]", default=None,
                    help="run only these check ids (default: all)")
     p.add_argument("--aliases", metavar="FILE", default=None, help=_ALIAS_HELP)
@@ -110,7 +112,20 @@ def _split(text: str | None) -> list[str] | None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from regime_dash.analysis import CheckOptions, diagnose
+    from regime_dash.analysis import CHECKS, CheckOptions, diagnose
+    from regime_dash.errors import ValidationError
+
+    if args.list:
+        if args.json:
+            json.dump([{"id": c.id, "title": c.title, "needs": list(c.needs)} for c in CHECKS], sys.stdout, indent=1)
+            sys.stdout.write("\n")
+        else:
+            w = max(len(c.id) for c in CHECKS)
+            for c in CHECKS:
+                print(f"{c.id:<{w}}  {c.title}")
+        return 0
+    if args.target is None:
+        raise ValidationError("check needs a RUN_ID or FILE (or --list)", field="target")
 
     opts: dict[str, Any] = {}
     if args.trap_steps is not None:
@@ -136,7 +151,7 @@ def report_lines(report, source: dict) -> list[str]:
     name = source.get("run_id") or source.get("file")
     s = report.summary
     out = [f"{name}: {s['rows']} rows, steps {s['first_step']}..{s['last_step']}, "
-           f"{s['boundaries']} boundaries"]
+           f"{s['boundaries']} boundary(ies)"]
     if source.get("rejected_lines"):
         out.append(f"  ({source['rejected_lines']} line(s) rejected by ingest)")
     if report.aliases_applied:
