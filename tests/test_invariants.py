@@ -245,12 +245,14 @@ def test_welford_count_reset_at_a_boundary_is_a_violation():
     assert_caught(plant(f, k, v.COUNT, 1.0), "welford_count_monotone", k)
 
 
-def test_finite_regime_fields_catches_one_nan():
+@pytest.mark.parametrize("field", [v.FACTOR, v.FLAG, v.DURATION, v.RECENCY, v.REMAINING, v.COUNT, v.ENVELOPE,
+                                   v.LIVE])
+def test_finite_regime_fields_catches_one_nan(field):
     f = rich_frame()
-    k = row_where(f, col(f, v.FACTOR) < 1)
-    bad = plant(f, k, v.FACTOR, np.nan)
+    k = row_where(f, (col(f, v.FACTOR) < 1) & (col(f, v.FLAG) == 1))
+    bad = plant(f, k, field, np.nan)
     res = assert_caught(bad, "finite_regime_fields", k)
-    assert res.violations == 1 and "kelly_eps_recovery.factor" in res.detail
+    assert res.violations == 1 and field[len(v.R):] in res.detail
     # the NaN is blamed once, not by every formula that reads it
     others = {r.id: r.status for r in run_checks(bad) if r.id != "finite_regime_fields"}
     assert "fail" not in others.values()

@@ -156,7 +156,7 @@ def _flag_binary(view: FrameView, _opt: CheckOptions):
     per = {}
     for c in cols:
         a = view.f32(c)
-        b = ~((a == 0) | (a == 1))
+        b = np.isfinite(a) & ~((a == 0) | (a == 1))  # NaN/inf: finite_regime_fields blames those
         per[c] = b
         bad |= b
     if not bad.any():
