@@ -1,0 +1,42 @@
+"""SP18 Hold attractor fix as a replayable controller module: the D-leg and the B-leg.
+
+D-leg: ``compute_sp18_hold_opportunity_cost`` (the per-bar Hold reward, T1), the
+``hold_reward_cap_update`` producer (POS = p99|step_ret| of Long/Short closes ×
+1.5, NEG = −2 × POS, bounds, first-observation bootstrap; T5; slots 483/484) and
+a replay of a synthetic bar stream (T3, T4) comparing Hold's reward width to
+Long/Short's. B-leg: the per-branch DDQN bootstrap (dir [0..4), mag [4..7),
+ord [7..10), urg [10..13); T8, T9) and the TD(λ) return kernel with q_next as an
+input, replayed with q_next = rewards (the defect) and with the target-Q
+bootstrap (T10: mean |TD error| ratio in [0.5, 5.0]).
+Kernels: ``kernels/sp18_*.cu``; twins: :mod:`.twin`.
+"""
+from __future__ import annotations
+
+from regime_dash.modules.base import ControllerModule
+from regime_dash.modules.sp18_hold import slots
+from regime_dash.modules.sp18_hold.config import Sp18Config
+from regime_dash.modules.sp18_hold.cuda import FILES
+from regime_dash.modules.sp18_hold.demo import demo_stream
+from regime_dash.modules.sp18_hold.figures import figures
+from regime_dash.modules.sp18_hold.invariants import CHECK_COLUMNS, invariants
+from regime_dash.modules.sp18_hold.replay import COLUMNS, run
+from regime_dash.modules.sp18_hold.stream import Sp18Stream
+
+MODULE = ControllerModule(
+    name="sp18_hold",
+    title="SP18 Hold reward & TD(λ) bootstrap",
+    doc=__doc__,
+    kernels=FILES,
+    stream_type=Sp18Stream,
+    config_type=Sp18Config,
+    slots=slots.SLOTS,
+    columns=COLUMNS,
+    check_columns=CHECK_COLUMNS,
+    replay_fn=run,
+    invariants_fn=invariants,
+    figures_fn=figures,
+    demo_stream_fn=demo_stream,
+    defines_fn=slots.defines,
+)
+
+__all__ = ["MODULE", "Sp18Config", "Sp18Stream"]
