@@ -25,7 +25,8 @@ TRANSITION_STEPS = 120
 
 
 @lru_cache(maxsize=None)
-def _rich(resurrection: bool, max_duration: float, seed: int) -> pd.DataFrame:
+def rich_stream(seed: int = 7) -> Stream:
+    """Boundaries, session-pnl shocks, big single-account rewards, three dead zones, a cooldown."""
     T, b = 2400, 16
     rng = np.random.default_rng(seed)
     rewards = rng.normal(0, 0.5, size=(T, b)).astype(np.float32)
@@ -50,12 +51,19 @@ def _rich(resurrection: bool, max_duration: float, seed: int) -> pd.DataFrame:
     lots[1000:1010] = 0  # flat and no edge, but cooling down: no dead zone
     kelly[1000:1010] = -0.2
     cooldown[1000:1010] = 3.0
-    stream = Stream.make(rewards=rewards, lots=lots, kelly_analytic=kelly, cooldown=cooldown,
-                         session_pnl_worst=worst, boundary=boundary, tau_action=rng.uniform(0, 0.3, T),
-                         step=np.arange(T) + STEP0)
-    cfg = RegimeConfig(resurrection=resurrection, max_duration=max_duration,
-                       transition_steps=TRANSITION_STEPS, transition_decay_steps=40)
-    return replay(stream, cfg)
+    return Stream.make(rewards=rewards, lots=lots, kelly_analytic=kelly, cooldown=cooldown,
+                       session_pnl_worst=worst, boundary=boundary, tau_action=rng.uniform(0, 0.3, T),
+                       step=np.arange(T) + STEP0)
+
+
+def rich_config(resurrection: bool = True, max_duration: float = 1000.0) -> RegimeConfig:
+    return RegimeConfig(resurrection=resurrection, max_duration=max_duration,
+                        transition_steps=TRANSITION_STEPS, transition_decay_steps=40)
+
+
+@lru_cache(maxsize=None)
+def _rich(resurrection: bool, max_duration: float, seed: int) -> pd.DataFrame:
+    return replay(rich_stream(seed), rich_config(resurrection, max_duration))
 
 
 def rich_frame(seed: int = 7) -> pd.DataFrame:
@@ -104,6 +112,14 @@ def test_clean_replay_passes_every_check_it_can_run(make):
     # a replay frame has every diag field; only the criteria needing non-diag data skip
     assert skipped == {"eval_pnl_baseline", "throughput"}
     assert res["eval_pnl_baseline"].detail == "missing field(s): eval.pnl"
+
+
+def test_clean_replay_passes_on_every_engine(engine):
+    """The same stream through each replay engine: no engine's numerics trip a check."""
+    for cfg in (rich_config(), rich_config(resurrection=False, max_duration=80.0)):
+        frame = replay(rich_stream(), cfg, engine=engine)
+        failed = {r.id: r.detail for r in run_checks(frame) if r.status == "fail"}
+        assert not failed, (engine, failed)
 
 
 def test_clean_frame_really_exercises_the_rules():
