@@ -1,0 +1,561 @@
+"""Replay-engine benchmark: ``python -m regime_dash bench engines``.
+
+::
+
+    python -m regime_dash bench engines [--json FILE] [--steps T] [--accounts B]
+        [--repeats N] [--sweep-sizes 1,1024,16384] [--budget SECONDS] [--seed S]
+
+On one synthetic stream (T = 25,000 steps × b = 1,024 accounts by default; see
+:func:`bench_stream`) it times, in one process:
+
+``reference``              the NumPy oracle (:func:`reference.run`)
+``fast`` CPU               phase 1 + scan + normalize with numba; phase 1 alone too
+``cuda`` per step          the spec kernels launched per step, without and with a CUDA graph
+                           (:func:`cuda.per_step_us`: device time, stream already on the device)
+``fast`` GPU device        phase 1 + scan + normalize launched on device-resident data
+                           (CUDA events), the like-for-like partner of ``cuda`` per step
+``fast`` GPU end to end    ``fast_gpu.run``: host arrays in, host arrays out
+``sweep``                  :func:`regime_dash.sweep` with S configs, on each device here
+D2D copy                   a device-to-device copy of the stream's rewards and lots: the roofline
+
+Every figure is the median of up to ``--repeats`` runs taken after a warm-up run
+(so JIT and NVRTC compile time is not counted); a row stops repeating once its
+runs have used ``--budget`` seconds, and says how many it took. Ratios are
+computed only from figures measured in this run. Rows that cannot run here say
+``unavailable: <reason>``; nothing is estimated.
+
+Bandwidth counts DRAM bytes moved: the copy reads and writes the stream's
+rewards and lots (2 × bytes), phase 1 reads them once and writes 16 bytes per
+step. Phase 1 at 100 % of copy bandwidth moves bytes as fast as the copy does.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import types
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from regime_dash.config import RegimeConfig
+from regime_dash.streams import Stream
+
+#: Targets of issue 4 / DESIGN.md, as ratios measured in one run.
+RATIO_TARGETS = {
+    "fast_gpu_vs_cuda_per_step": 300.0,
+    "phase1_vs_copy_bandwidth": 0.70,
+    "fast_cpu_vs_reference": 20.0,
+}
+DEFAULT_STEPS = 25_000
+DEFAULT_ACCOUNTS = 1_024
+DEFAULT_SWEEP_SIZES = (1, 1_024, 16_384)
+
+
+# ---- inputs ------------------------------------------------------------------------
+def bench_stream(steps: int, accounts: int, seed: int = 0) -> Stream:
+    """The benchmark's synthetic stream: generated with NumPy in one go, deterministic in ``seed``.
+
+    Rewards are N(0, 0.3²) with rare ×40 spikes; every third 200-step stretch
+    is all flat with a negative edge (dead zones), the worst-pnl walk has tail
+    shocks, and a boundary sits at T/2, so every branch of the pipeline runs.
+    No ``v_pred``.
+    """
+    rng = np.random.default_rng(seed)
+    rewards = rng.standard_normal((steps, accounts), dtype=np.float32) * np.float32(0.3)
+    rewards[rng.random((steps, accounts)) < 0.001] *= np.float32(40.0)
+    lots = (rng.random((steps, accounts)) < 0.4).astype(np.int32)
+    flat = (np.arange(steps) // 200) % 3 == 2
+    lots[flat] = 0
+    edge = rng.normal(0.05, 0.1, steps).astype(np.float32)
+    edge[flat] = -0.2
+    worst = np.cumsum(rng.standard_normal(steps) * 0.1).astype(np.float32)
+    worst[rng.random(steps) < 0.002] -= np.float32(25.0)
+    boundary = np.zeros(steps, dtype=bool)
+    boundary[steps // 2] = True
+    return Stream.make(rewards=rewards, lots=lots, kelly_analytic=edge, session_pnl_worst=worst,
+                       tau_action=rng.random(steps).astype(np.float32), boundary=boundary)
+
+
+def sweep_configs(n: int) -> list[RegimeConfig]:
+    """``n`` distinct configs (max duration, ε_min and the resurrection switch vary)."""
+    return [RegimeConfig(max_duration=50 + k % 1000, eps_min=0.001 * ((k // 1000) % 50),
+                         resurrection=(k // 50_000) % 2 == 0) for k in range(n)]
+
+
+# ---- machine -------------------------------------------------------------------------
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU, GPU (through cupy, when there is one) and library versions."""
+    import numba
+
+    import regime_dash
+    from regime_dash.engine import loader
+
+    info: dict[str, Any] = {
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "numba_threads": numba.get_num_threads(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "numba": numba.__version__,
+        "regime_dash": regime_dash.__version__,
+    }
+    reason = loader.available()
+    if reason is not None:
+        info["gpu"] = f"unavailable: {reason}"
+        return info
+    import cupy
+
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    name = props["name"]
+    info.update({
+        "gpu": name.decode() if isinstance(name, bytes) else str(name),
+        "gpu_count": cupy.cuda.runtime.getDeviceCount(),
+        "gpu_memory_gib": round(props["totalGlobalMem"] / 2 ** 30, 1),
+        "gpu_compute_capability": f"{props['major']}.{props['minor']}",
+        "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(),
+        "cuda_driver": cupy.cuda.runtime.driverGetVersion(),
+        "cupy": cupy.__version__,
+    })
+    return info
+
+
+# ---- timing --------------------------------------------------------------------------
+def _repeat(once: Callable[[], float], repeats: int, budget_s: float) -> list[float]:
+    """Seconds of up to ``repeats`` calls of ``once`` (which times itself), stopping past the budget."""
+    runs: list[float] = []
+    start = time.perf_counter()
+    while len(runs) < repeats:
+        runs.append(float(once()))
+        if time.perf_counter() - start >= budget_s:
+            break
+    return runs
+
+
+def _wall(fn: Callable[[], Any]) -> Callable[[], float]:
+    def once() -> float:
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+    return once
+
+
+def _row(name: str, device: str, runs: list[float], steps: int, scenarios: int = 1,
+         **extra: Any) -> dict[str, Any]:
+    seconds = statistics.median(runs)
+    return {"name": name, "device": device, "status": "ok", "seconds": seconds, "runs": runs,
+            "repeats": len(runs), "per_step_us": seconds / steps * 1e6, "scenarios": scenarios,
+            "scenario_steps_per_s": scenarios * steps / seconds if seconds > 0 else None, **extra}
+
+
+def _missing(name: str, device: str, status: str, scenarios: int = 1) -> dict[str, Any]:
+    return {"name": name, "device": device, "status": status, "seconds": None, "runs": [],
+            "repeats": 0, "per_step_us": None, "scenarios": scenarios, "scenario_steps_per_s": None}
+
+
+def _attempt(name: str, device: str, make_row: Callable[[], dict[str, Any]],
+             scenarios: int = 1) -> dict[str, Any]:
+    """``make_row()``, or a row saying why it could not be measured."""
+    from regime_dash.errors import EngineUnavailable
+
+    try:
+        return make_row()
+    except EngineUnavailable as exc:
+        return _missing(name, device, f"unavailable: {exc}", scenarios)
+    except Exception as exc:  # a benchmark reports a failed row and goes on with the others
+        return _missing(name, device, f"error: {type(exc).__name__}: {exc}", scenarios)
+
+
+# ---- GPU pieces -------------------------------------------------------------------------
+def _event_seconds(cp, launch: Callable[[], Any], before: Callable[[], Any] | None = None) -> Callable[[], float]:
+    """A ``once`` timing ``launch`` on the current CUDA stream with events (``before`` runs untimed)."""
+    def once() -> float:
+        if before is not None:
+            before()
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        launch()
+        stop.record()
+        stop.synchronize()
+        return cp.cuda.get_elapsed_time(start, stop) / 1e3
+    return once
+
+
+class _FastGpuDevice:
+    """fast_gpu's launch sequence on device-resident data, for timing without host transfers.
+
+    Mirrors ``fast_gpu.run`` (phase 1, the scan, Pass 3) with the stream already
+    on the device; :meth:`check` compares its snapshot with ``fast_gpu.run`` bit
+    for bit, so a drift from the real launch sequence fails the row instead of
+    timing something else.
+    """
+
+    def __init__(self, stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout, snap_idx: np.ndarray):
+        from regime_dash.engine import fast_gpu, loader
+
+        if stream.v_pred is not None:
+            raise ValueError("the device-resident timing covers streams without v_pred")
+        self.cp = cp = loader.cupy_module()
+        self.fg = fast_gpu
+        self.mod = loader.load_module(fast_gpu.FILES, layout, loader.PARITY_OPTIONS)
+        self.layout, self.snap_idx = layout, snap_idx
+        t_steps, b = stream.rewards.shape
+        self.t_steps, self.b = t_steps, b
+        i32 = np.int32
+        self.raw = cp.asarray(stream.rewards)
+        self.lots = cp.asarray(stream.lots)
+        self.p1 = types.SimpleNamespace(
+            t_steps=t_steps, b=b, rewards=self.raw.copy(), cooldown=cp.asarray(stream.cooldown),
+            worst=cp.asarray(stream.session_pnl_worst), kelly_edge=cp.asarray(stream.kelly_analytic),
+            tau_action=cp.asarray(stream.tau_action), boundary=cp.asarray(stream.boundary.astype(i32)),
+            stats=cp.empty((t_steps, 3), np.float32), flat=cp.empty(t_steps, i32))
+        self.isv0 = cp.asarray(isv0)[None, :]
+        self.boot = cp.asarray(boot)[None, :]
+        self.norm = cp.empty((t_steps, 4), np.float32)
+        self.no_v = cp.zeros(1, np.float32)
+        self.snap = None
+        # phase 1 reads rewards and lots, writes 3 floats and 1 int per step
+        self.phase1_bytes = stream.rewards.nbytes + stream.lots.nbytes + t_steps * 16
+
+    def phase1(self) -> None:
+        fg, i32 = self.fg, np.int32
+        shared = (fg.STATS_BLOCK * 3 + fg.STATS_BLOCK // 32) * 4  # as fast_gpu._Phase1
+        self.mod["replay_step_stats"]((self.t_steps,), (fg.STATS_BLOCK,), (
+            self.p1.rewards, self.lots, i32(self.b), i32(self.t_steps), self.p1.stats, self.p1.flat),
+            shared_mem=shared)
+
+    def replay(self) -> None:
+        fg, i32 = self.fg, np.int32
+        self.phase1()
+        self.snap = fg._scan(self.cp, self.mod, self.p1, self.layout, self.snap_idx, self.isv0.copy(),
+                             self.boot.copy(), np.zeros(1, np.int32), 1, norm_params=self.norm)
+        total = self.t_steps * self.b
+        grid = (min((total + fg.NORMALIZE_BLOCK - 1) // fg.NORMALIZE_BLOCK, 65535),)
+        self.mod["replay_normalize"](grid, (fg.NORMALIZE_BLOCK,), (
+            self.p1.rewards, self.no_v, i32(0), self.norm, i32(self.t_steps), i32(self.b)))
+
+    def restore(self) -> None:
+        """Put the raw rewards back (Pass 3 normalizes them in place)."""
+        self.p1.rewards[...] = self.raw
+
+    def check(self, want_snap: np.ndarray, want_normalized: np.ndarray) -> None:
+        self.restore()
+        self.replay()
+        got = self.cp.asnumpy(self.snap[0])
+        norm = self.cp.asnumpy(self.p1.rewards)
+        if not (np.array_equal(got.view(np.int32), want_snap.view(np.int32))
+                and np.array_equal(norm.view(np.int32), want_normalized.view(np.int32))):
+            raise RuntimeError("the mirrored launch sequence disagrees with fast_gpu.run; "
+                               "benchmarks/engines.py needs updating")
+
+
+def _copy_roofline(cp, nbytes: int, repeats: int, budget_s: float) -> dict[str, Any]:
+    src = cp.empty(nbytes, dtype=np.uint8)
+    dst = cp.empty(nbytes, dtype=np.uint8)
+    src.fill(1)
+    stream = cp.cuda.get_current_stream()
+
+    def launch():
+        dst.data.copy_from_device_async(src.data, nbytes, stream)
+
+    once = _event_seconds(cp, launch)
+    once()  # warm-up
+    runs = _repeat(once, repeats, budget_s)
+    seconds = statistics.median(runs)
+    return {"name": "D2D copy (roofline)", "device": "gpu", "status": "ok", "seconds": seconds,
+            "runs": runs, "repeats": len(runs), "bytes_moved": 2 * nbytes,
+            "gb_per_s": 2 * nbytes / seconds / 1e9}
+
+
+# ---- the benchmark ------------------------------------------------------------------
+def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path: str | Path | None = None,
+        repeats: int = 5, sweep_sizes: tuple[int, ...] = DEFAULT_SWEEP_SIZES, budget_s: float = 120.0,
+        seed: int = 0, log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Time every engine on one synthetic stream; return (and optionally write) the figures.
+
+    Parameters
+    ----------
+    steps, accounts
+        Stream size T × b.
+    json_path
+        Also write the result as JSON here.
+    repeats
+        Timed runs per row (after one warm-up run); the median is reported.
+    sweep_sizes
+        Config counts S of the sweep rows.
+    budget_s
+        A row stops repeating once its runs have taken this long (at least one run).
+    seed
+        Seed of :func:`bench_stream`.
+    log
+        Called with a line as each row finishes (progress); silent if None.
+
+    Returns
+    -------
+    dict
+        ``machine``, ``params``, ``rows`` (one per timing: median ``seconds``, all
+        ``runs``, ``per_step_us``, ``scenario_steps_per_s``, ``status``),
+        ``bandwidth`` and ``ratios`` (each with its target and whether it was met,
+        or why it could not be computed).
+    """
+    from regime_dash.engine import cuda, fast, fast_gpu, initial_isv, loader, reference, snapshot_indices
+    from regime_dash.errors import ValidationError
+    from regime_dash.slots import DEFAULT_LAYOUT
+    from regime_dash.sweep import sweep
+
+    for name, value in (("steps", steps), ("accounts", accounts), ("repeats", repeats)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValidationError(f"{name} must be an int >= 1, got {value!r}", field=name, value=value)
+    if not budget_s > 0:
+        raise ValidationError(f"budget_s must be > 0, got {budget_s!r}", field="budget_s", value=budget_s)
+    sizes = tuple(int(s) for s in sweep_sizes)
+    if any(s < 1 for s in sizes):
+        raise ValidationError(f"sweep sizes must be >= 1, got {sweep_sizes!r}", field="sweep_sizes",
+                              value=sweep_sizes)
+    say = log or (lambda line: None)
+    layout = DEFAULT_LAYOUT
+    stream = bench_stream(steps, accounts, seed)
+    warm = stream.slice(0, min(steps, 64))
+    isv0, boot = initial_isv(RegimeConfig(), None, layout)
+    snap_idx = snapshot_indices(layout)
+    rows: list[dict[str, Any]] = []
+
+    def add(row: dict[str, Any]) -> dict[str, Any]:
+        rows.append(row)
+        fig = f"{row['seconds']:.4g} s" if row["seconds"] is not None else row["status"]
+        say(f"{row['name']} [{row['device']}]: {fig}")
+        return row
+
+    # ---- CPU ----
+    def reference_row():
+        reference.run(warm, isv0, boot, layout, snap_idx)
+        return _row("reference", "cpu", _repeat(_wall(lambda: reference.run(stream, isv0, boot, layout, snap_idx)),
+                                                repeats, budget_s), steps)
+
+    add(reference_row())
+
+    def fast_phase1_row():
+        fast.step_stats(stream)  # warm-up: loads (or compiles) the kernels
+        return _row("fast phase 1", "cpu", _repeat(_wall(lambda: fast.step_stats(stream)), repeats, budget_s),
+                    steps)
+
+    def fast_cpu_row():
+        fast.run_cpu(stream, isv0, boot, layout, snap_idx)
+        return _row("fast", "cpu", _repeat(_wall(lambda: fast.run_cpu(stream, isv0, boot, layout, snap_idx)),
+                                           repeats, budget_s), steps)
+
+    add(_attempt("fast phase 1", "cpu", fast_phase1_row))
+    add(_attempt("fast", "cpu", fast_cpu_row))
+
+    # ---- GPU ----
+    gpu_reason = loader.available()
+
+    def gpu_row(name: str, make: Callable[[], dict[str, Any]], scenarios: int = 1) -> dict[str, Any]:
+        if gpu_reason is not None:
+            return add(_missing(name, "gpu", f"unavailable: {gpu_reason}", scenarios))
+        return add(_attempt(name, "gpu", make, scenarios))
+
+    def cuda_row(graph: bool):
+        def make():
+            cuda.per_step_us(warm, isv0, boot, layout, snap_idx, graph=graph, repeats=1)  # compile
+            runs = _repeat(lambda: cuda.per_step_us(stream, isv0, boot, layout, snap_idx, graph=graph,
+                                                    repeats=1) * steps / 1e6, repeats, budget_s)
+            return _row("cuda per step" + (" (graph)" if graph else ""), "gpu", runs, steps)
+        return make
+
+    cuda_plain = gpu_row("cuda per step", cuda_row(False))
+    cuda_graph = gpu_row("cuda per step (graph)", cuda_row(True))
+
+    device: dict[str, Any] = {}
+
+    def fast_gpu_device_row():
+        dev = _FastGpuDevice(stream, isv0, boot, layout, snap_idx)
+        want = fast_gpu.run(stream, isv0, boot, layout, snap_idx)
+        dev.check(want[0], want[2])  # also the warm-up
+        device["dev"] = dev
+        once = _event_seconds(dev.cp, dev.replay, before=dev.restore)
+        return _row("fast", "gpu", _repeat(once, repeats, budget_s), steps,
+                    timing="device-resident (CUDA events)")
+
+    fast_dev = gpu_row("fast", fast_gpu_device_row)
+
+    def phase1_row():
+        dev = device.get("dev")
+        if dev is None:
+            raise RuntimeError("the device-resident fast GPU row failed")
+        once = _event_seconds(dev.cp, dev.phase1)
+        once()
+        runs = _repeat(once, repeats, budget_s)
+        row = _row("fast phase 1", "gpu", runs, steps, bytes_moved=dev.phase1_bytes)
+        row["gb_per_s"] = dev.phase1_bytes / row["seconds"] / 1e9
+        return row
+
+    phase1_gpu = gpu_row("fast phase 1", phase1_row)
+
+    def fast_gpu_e2e_row():
+        fast_gpu.run(stream, isv0, boot, layout, snap_idx)
+        return _row("fast end to end", "gpu", _repeat(_wall(
+            lambda: fast_gpu.run(stream, isv0, boot, layout, snap_idx)), repeats, budget_s), steps,
+            timing="host arrays in and out (perf_counter)")
+
+    gpu_row("fast end to end", fast_gpu_e2e_row)
+
+    def copy_row():
+        cp = loader.cupy_module()
+        with cp.cuda.Stream(non_blocking=True):
+            return _copy_roofline(cp, stream.rewards.nbytes + stream.lots.nbytes, repeats, budget_s)
+
+    copy = gpu_row("D2D copy (roofline)", copy_row)
+
+    # ---- sweeps ----
+    devices = ["cpu"] + (["gpu"] if gpu_reason is None else [])
+    for dev_name in devices:
+        def warm_sweep(d=dev_name):
+            sweep(warm, sweep_configs(2), engine="fast", device=d)
+        try:
+            warm_sweep()
+        except Exception as exc:  # reported on each row below
+            for s in sizes:
+                add(_missing(f"sweep S={s}", dev_name, f"error: {type(exc).__name__}: {exc}", s))
+            continue
+        for s in sizes:
+            configs = sweep_configs(s)
+
+            def make(configs=configs, s=s, d=dev_name):
+                runs = _repeat(_wall(lambda: sweep(stream, configs, engine="fast", device=d)), repeats, budget_s)
+                return _row(f"sweep S={s}", d, runs, steps, scenarios=s)
+            add(_attempt(f"sweep S={s}", dev_name, make, s))
+    if gpu_reason is not None:
+        for s in sizes:
+            add(_missing(f"sweep S={s}", "gpu", f"unavailable: {gpu_reason}", s))
+
+    # ---- ratios, from this run's figures only ----
+    by = {(r["name"], r["device"]): r for r in rows}
+
+    def ratio(key: str, num: dict[str, Any] | None, den: dict[str, Any] | None, field: str = "seconds",
+              invert: bool = True) -> dict[str, Any]:
+        target = RATIO_TARGETS.get(key)
+        if num is None or den is None or num.get(field) is None or den.get(field) is None:
+            missing = [f"{r['name']} [{r['device']}]" for r in (num, den) if r is not None and r.get(field) is None]
+            return {"value": None, "target": target, "met": None,
+                    "status": "not measured: no figure for " + (", ".join(missing) or "a row")}
+        value = den[field] / num[field] if invert else num[field] / den[field]
+        return {"value": value, "target": target, "met": None if target is None else value >= target,
+                "status": "ok"}
+
+    ratios = {
+        "fast_cpu_vs_reference": ratio("fast_cpu_vs_reference", by.get(("fast", "cpu")),
+                                       by.get(("reference", "cpu"))),
+        "fast_gpu_vs_cuda_per_step": ratio("fast_gpu_vs_cuda_per_step", fast_dev, cuda_plain),
+        "fast_gpu_vs_cuda_graph": ratio("fast_gpu_vs_cuda_graph", fast_dev, cuda_graph),
+        "phase1_vs_copy_bandwidth": ratio("phase1_vs_copy_bandwidth", phase1_gpu, copy, field="gb_per_s",
+                                          invert=False),
+    }
+    bandwidth = {"phase1_gb_per_s": phase1_gpu.get("gb_per_s"), "copy_gb_per_s": copy.get("gb_per_s"),
+                 "phase1_bytes_moved": phase1_gpu.get("bytes_moved"), "copy_bytes_moved": copy.get("bytes_moved"),
+                 "definition": "DRAM bytes moved / median seconds; the copy reads and writes "
+                               "rewards+lots, phase 1 reads them and writes 16 B per step"}
+    result = {
+        "benchmark": "engines",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": machine_info(),
+        "params": {"steps": steps, "accounts": accounts, "repeats": repeats, "sweep_sizes": list(sizes),
+                   "budget_s": budget_s, "seed": seed, "v_pred": False, "statistic": "median after warm-up"},
+        "rows": rows,
+        "bandwidth": bandwidth,
+        "ratios": ratios,
+    }
+    if json_path is not None:
+        Path(json_path).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return result
+
+
+# ---- text output ---------------------------------------------------------------------
+def _cell(value: float | None, spec: str, width: int) -> str:
+    return (" " * width) if value is None else format(value, f"{width}{spec}")
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """The figures as a text table, the ratios below it."""
+    p = result["params"]
+    m = result["machine"]
+    lines = [f"replay engines, T = {p['steps']:,} × b = {p['accounts']:,}; median of up to "
+             f"{p['repeats']} runs after a warm-up",
+             f"CPU: {m['cpu_model']} ({m['cpu_count']} cores, numba threads {m['numba_threads']}); "
+             f"GPU: {m['gpu']}", ""]
+    header = (f"{'row':24s} {'device':6s} {'median s':>10s} {'µs/step':>10s} {'scen-steps/s':>13s} "
+              f"{'GB/s':>8s} runs")
+    lines += [header, "-" * len(header)]
+    for r in result["rows"]:
+        if r["status"] != "ok":
+            lines.append(f"{r['name']:24s} {r['device']:6s} {r['status']}")
+            continue
+        lines.append(f"{r['name']:24s} {r['device']:6s} {_cell(r['seconds'], '.4g', 10)} "
+                     f"{_cell(r.get('per_step_us'), '.4g', 10)} {_cell(r.get('scenario_steps_per_s'), '.4g', 13)} "
+                     f"{_cell(r.get('gb_per_s'), '.1f', 8)} {r['repeats']}")
+    lines.append("")
+    for key, q in result["ratios"].items():
+        if q["value"] is None:
+            lines.append(f"{key:28s} {q['status']}")
+            continue
+        unit = "" if key == "phase1_vs_copy_bandwidth" else "x"
+        target = "" if q["target"] is None else (
+            f"  (target >= {q['target']:g}{unit}: {'met' if q['met'] else 'NOT met'})")
+        lines.append(f"{key:28s} {q['value']:.3g}{unit}{target}")
+    return "\n".join(lines)
+
+
+# ---- CLI -----------------------------------------------------------------------------
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--sweep-sizes {text!r} is not a comma-separated list of ints") from None
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``bench engines`` (also usable by a default ``bench`` target)."""
+    p.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
+    p.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"T (default {DEFAULT_STEPS:,})")
+    p.add_argument("--accounts", type=int, default=DEFAULT_ACCOUNTS, help=f"b (default {DEFAULT_ACCOUNTS:,})")
+    p.add_argument("--repeats", type=int, default=5, help="timed runs per row after a warm-up (default 5)")
+    p.add_argument("--sweep-sizes", type=_sizes, default=DEFAULT_SWEEP_SIZES, metavar="S1,S2,...",
+                   help="config counts of the sweep rows (default 1,1024,16384)")
+    p.add_argument("--budget", type=float, default=120.0, metavar="SECONDS",
+                   help="stop repeating a row once its runs took this long (default 120)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic stream (default 0)")
+    p.set_defaults(func=main)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("engines", help="replay engines: reference, fast CPU/GPU, cuda per step, sweeps",
+                       description=__doc__.split("::")[0].strip(),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+
+
+def main(args: argparse.Namespace) -> int:
+    result = run(args.steps, args.accounts, args.json, args.repeats, args.sweep_sizes, args.budget, args.seed,
+                 log=lambda line: print(line, file=sys.stderr, flush=True))
+    print(format_table(result))
+    if args.json:
+        print(f"wrote {args.json}", file=sys.stderr)
+    return 0

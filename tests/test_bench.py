@@ -1,0 +1,113 @@
+"""``bench engines`` runs end to end at a tiny size and its JSON has the fields (no timing assertions)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from regime_dash.benchmarks import engines
+from regime_dash.cli import main
+from regime_dash.engine import loader
+from regime_dash.errors import ValidationError
+
+ROWS = {("reference", "cpu"), ("fast phase 1", "cpu"), ("fast", "cpu"), ("cuda per step", "gpu"),
+        ("cuda per step (graph)", "gpu"), ("fast", "gpu"), ("fast phase 1", "gpu"), ("fast end to end", "gpu"),
+        ("D2D copy (roofline)", "gpu")}
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bench") / "engines.json"
+    out = engines.run(steps=48, accounts=8, json_path=path, repeats=2, sweep_sizes=(1, 3), budget_s=5.0)
+    return out, path
+
+
+def test_json_has_machine_params_rows_and_ratios(result):
+    out, path = result
+    on_disk = json.loads(path.read_text())
+    assert on_disk["benchmark"] == "engines"
+    assert on_disk["params"]["steps"] == 48 and on_disk["params"]["accounts"] == 8
+    for key in ("cpu_model", "cpu_count", "numba_threads", "python", "numpy", "numba", "gpu"):
+        assert key in on_disk["machine"], key
+    names = {(r["name"], r["device"]) for r in on_disk["rows"]}
+    assert ROWS <= names
+    assert {("sweep S=1", "cpu"), ("sweep S=3", "cpu"), ("sweep S=1", "gpu"), ("sweep S=3", "gpu")} <= names
+    assert set(on_disk["ratios"]) == {"fast_cpu_vs_reference", "fast_gpu_vs_cuda_per_step",
+                                      "fast_gpu_vs_cuda_graph", "phase1_vs_copy_bandwidth"}
+    assert on_disk["ratios"]["fast_gpu_vs_cuda_per_step"]["target"] == 300.0
+    assert on_disk["ratios"]["phase1_vs_copy_bandwidth"]["target"] == 0.7
+    assert on_disk["ratios"]["fast_cpu_vs_reference"]["target"] == 20.0
+    assert set(on_disk["bandwidth"]) >= {"phase1_gb_per_s", "copy_gb_per_s", "definition"}
+
+
+def test_cpu_rows_are_medians_of_their_runs(result):
+    out, _ = result
+    for row in out["rows"]:
+        if row["device"] != "cpu":
+            continue
+        assert row["status"] == "ok", row
+        assert 1 <= row["repeats"] == len(row["runs"]) <= 2
+        assert row["seconds"] == float(np.median(row["runs"]))
+        assert row["scenario_steps_per_s"] == pytest.approx(row["scenarios"] * 48 / row["seconds"])
+    ratio = out["ratios"]["fast_cpu_vs_reference"]
+    by = {(r["name"], r["device"]): r for r in out["rows"]}
+    assert ratio["value"] == pytest.approx(by[("reference", "cpu")]["seconds"] / by[("fast", "cpu")]["seconds"])
+    assert ratio["met"] == (ratio["value"] >= 20.0)
+
+
+def test_gpu_rows_say_why_when_there_is_no_device(result):
+    out, _ = result
+    reason = loader.available()
+    if reason is None:
+        pytest.skip("a CUDA device is present; test_gpu_rows_measure covers the GPU rows")
+    for row in out["rows"]:
+        if row["device"] == "gpu":
+            assert row["status"].startswith("unavailable: ") and row["seconds"] is None, row
+    for key in ("fast_gpu_vs_cuda_per_step", "phase1_vs_copy_bandwidth"):
+        assert out["ratios"][key]["value"] is None
+        assert out["ratios"][key]["status"].startswith("not measured")
+    assert out["machine"]["gpu"].startswith("unavailable: ")
+
+
+@pytest.mark.gpu
+def test_gpu_rows_measure(result):
+    out, _ = result
+    for row in out["rows"]:
+        if row["device"] == "gpu":
+            assert row["status"] == "ok", row
+    for key in ("fast_gpu_vs_cuda_per_step", "fast_gpu_vs_cuda_graph", "phase1_vs_copy_bandwidth"):
+        assert out["ratios"][key]["value"] is not None and out["ratios"][key]["value"] > 0
+    assert out["bandwidth"]["copy_gb_per_s"] > 0
+
+
+def test_table_lists_every_row(result):
+    out, _ = result
+    text = engines.format_table(out)
+    assert "T = 48 × b = 8" in text
+    for name, device in ROWS:
+        assert any(line.startswith(f"{name:24s} {device:6s}") for line in text.splitlines()), name
+    assert "fast_cpu_vs_reference" in text
+
+
+def test_cli_bench_engines(tmp_path, capsys):
+    path = tmp_path / "b.json"
+    rc = main(["bench", "engines", "--steps", "32", "--accounts", "4", "--repeats", "1",
+               "--sweep-sizes", "2", "--json", str(path)])
+    assert rc == 0
+    assert "replay engines, T = 32 × b = 4" in capsys.readouterr().out
+    assert json.loads(path.read_text())["params"]["sweep_sizes"] == [2]
+
+
+def test_bad_sizes_raise():
+    with pytest.raises(ValidationError, match="steps must be an int >= 1, got 0"):
+        engines.run(steps=0, accounts=4)
+    with pytest.raises(ValidationError, match="sweep sizes"):
+        engines.run(steps=4, accounts=4, sweep_sizes=(0,))
+
+
+def test_bench_stream_exercises_the_pipeline():
+    stream = engines.bench_stream(900, 16)
+    assert stream.boundary.sum() == 1
+    assert (stream.lots == 0).all(axis=1).any()          # all-flat stretches
+    assert len({c.max_duration for c in engines.sweep_configs(2000)}) == 1000
