@@ -244,17 +244,17 @@ __device__ __forceinline__ void eval_warmup_decay_step(float* isv) {
 }
 
 // ---- one step's scalar kernels in the spec's launch order (reference.scalar_step) ----
-// Everything of one step except the [b]-wide passes and the snapshot.
-__device__ __forceinline__ void scalar_step(float* isv, const float* __restrict__ boot,
-                                            const int* __restrict__ r_idx,
-                                            const int* __restrict__ r_code,
-                                            const int* __restrict__ r_src, int n_reset,
-                                            int boundary, float cooldown, float worst,
+// Everything of one step except the [b]-wide passes and the snapshot. `reset`
+// is called as reset(isv) at a boundary and must apply the reset plan
+// (reset_session_state_apply); the fast scan passes one that keeps the ISV in
+// registers (see replay_scan.cu).
+template <class ResetFn>
+__device__ __forceinline__ void scalar_step(float* isv, int boundary, float cooldown, float worst,
                                             float kelly_edge, float tau_action, float v_sum,
                                             float v_ssq, float v_max, int flat_count, int b_size,
-                                            float& mean, float& sigma) {
+                                            ResetFn reset, float& mean, float& sigma) {
     write_step_inputs(isv, cooldown, worst, kelly_edge, tau_action);
-    if (boundary) reset_session_state_apply(isv, boot, r_idx, r_code, r_src, n_reset);
+    if (boundary) reset(isv);
     popart_stats_update(isv, v_sum, v_ssq, v_max, b_size, mean, sigma);
     regime_observer_step(isv, flat_count, b_size);
     iqn_tau_step(isv);
@@ -263,31 +263,35 @@ __device__ __forceinline__ void scalar_step(float* isv, const float* __restrict_
 }
 
 // ---- the per-replay summary fold (twin of regime_dash/engine/summary.py accumulate) ----
-// `row(j)` is snapshot column j = isv[snap_idx[j]]; SNAP_* and N_SUMMARY come
-// from summary.DEFINES. acc has N_SUMMARY + 1 doubles (the last: previous timeout flag).
-__device__ __forceinline__ void accumulate_summary(double* acc, const float* isv,
-                                                   const int* __restrict__ snap_idx) {
-    const float flag = isv[snap_idx[SNAP_FLAG]];
-    const float timeout = isv[snap_idx[SNAP_TIMEOUT]];
-    const double kelly = (double)isv[snap_idx[SNAP_KELLY]];
-    const float sigma = isv[snap_idx[SNAP_SIGMA]];
-    const float envelope = isv[snap_idx[SNAP_ENVELOPE]];
+// Snapshot column j of a step is isv[SNAP_SLOT(j)]: SNAP_SLOT_<j> (the layout's
+// diag snapshot slots) come from the loader's defines, SNAP_* positions and
+// N_SUMMARY from summary.DEFINES. acc has N_SUMMARY + 1 doubles (the last:
+// the previous step's timeout flag).
+#define SNAP_SLOT_(j) SNAP_SLOT_##j
+#define SNAP_SLOT(j) SNAP_SLOT_(j)
+
+__device__ __forceinline__ void accumulate_summary(double* acc, const float* isv) {
+    const float flag = isv[SNAP_SLOT(SNAP_FLAG)];
+    const float timeout = isv[SNAP_SLOT(SNAP_TIMEOUT)];
+    const double kelly = (double)isv[SNAP_SLOT(SNAP_KELLY)];
+    const float sigma = isv[SNAP_SLOT(SNAP_SIGMA)];
+    const float envelope = isv[SNAP_SLOT(SNAP_ENVELOPE)];
     if (flag != 0.0f) acc[0] += 1.0;
-    const double duration = (double)isv[snap_idx[SNAP_DURATION]];
+    const double duration = (double)isv[SNAP_SLOT(SNAP_DURATION)];
     if (duration > acc[1]) acc[1] = duration;
     if (timeout != 0.0f) {
         acc[3] += 1.0;
         if (acc[N_SUMMARY] == 0.0) acc[2] += 1.0;
     }
     acc[N_SUMMARY] = (timeout != 0.0f) ? 1.0 : 0.0;
-    if (isv[snap_idx[SNAP_RECENCY]] == 0.0f) acc[4] += 1.0;
-    if (sigma == envelope && envelope > sqrtf(isv[snap_idx[SNAP_VAR]])) acc[5] += 1.0;
-    if (isv[snap_idx[SNAP_TAU_MIN_EFF]] > isv[snap_idx[SNAP_TAU_MIN]]) acc[6] += 1.0;
+    if (isv[SNAP_SLOT(SNAP_RECENCY)] == 0.0f) acc[4] += 1.0;
+    if (sigma == envelope && envelope > sqrtf(isv[SNAP_SLOT(SNAP_VAR)])) acc[5] += 1.0;
+    if (isv[SNAP_SLOT(SNAP_TAU_MIN_EFF)] > isv[SNAP_SLOT(SNAP_TAU_MIN)]) acc[6] += 1.0;
     if (kelly < acc[7]) acc[7] = kelly;
     acc[8] += kelly;
     if (kelly == 0.0) acc[9] += 1.0;
     if ((double)sigma > acc[10]) acc[10] = (double)sigma;
-    const double eps = (double)isv[snap_idx[SNAP_EPS_LIVE]];
+    const double eps = (double)isv[SNAP_SLOT(SNAP_EPS_LIVE)];
     if (eps < acc[11]) acc[11] = eps;
 }
 #endif  // REGIME_DASH_REGIME_STEP_CUH

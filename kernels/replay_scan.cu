@@ -5,18 +5,22 @@
 //
 // Each scenario has its own ISV row (isv_rows [S, ISV_SIZE], updated in place
 // to the final state) and its own re-bootstrap row (boot_rows [S, ISV_SIZE]).
-// The row lives in a thread-local array while the scan runs; local memory is
-// interleaved across a warp's threads, so the S-wide sweep stays coalesced.
+// While the scan runs, the registry's slots live in registers: the thread's
+// ISV is a local array indexed only by compile-time constants (slot macros,
+// ISV_SLOT_LIST, SNAP_SLOT_LIST from the loader's defines), which the
+// compiler turns into registers. Only a boundary goes through memory: the
+// slots are spilled to a scratch array, the runtime reset plan
+// (reset_session_state_apply) runs on it, and they are read back.
 //
 // Outputs, each optional:
-//   keep_slot[s] >= 0: write scenario s's [T, n_snap] snapshot at
+//   keep_slot[s] >= 0: write scenario s's [T, N_SNAP] snapshot at
 //                      snap_out[keep_slot[s]] (mode a: a single replay);
 //   do_acc:            fold every step's snapshot row into acc[s] (float64,
 //                      N_SUMMARY + 1; initialized by the host) — mode b, the
 //                      sweep, which never materializes trajectories;
 //   do_norm:           scenario 0 writes (μ_new, σ_new, μ_old, σ_old) of each
 //                      step to norm_params [T, 4] for replay_normalize.
-// Launch: <<<ceil(S / 128), 128>>>.
+// Launch: <<<ceil(S / 64), 64>>>.
 #include "regime_step.cuh"
 
 // One step's inputs: phase-1 stats and the stream's per-step scalars.
@@ -53,8 +57,6 @@ extern "C" __global__ void replay_scan(
     const int* __restrict__ r_code,
     const int* __restrict__ r_src,
     int n_reset,
-    const int* __restrict__ snap_idx,        // [n_snap]
-    int n_snap,
     const float* __restrict__ stats,         // [T, 3] phase 1: Σr, Σr², max|r|
     const int* __restrict__ flat,            // [T]    phase 1: flat count
     const float* __restrict__ cooldown,      // [T]
@@ -63,7 +65,7 @@ extern "C" __global__ void replay_scan(
     const float* __restrict__ tau_action,    // [T]
     const int* __restrict__ boundary,        // [T]
     const int* __restrict__ keep_slot,       // [S]
-    float* __restrict__ snap_out,            // [K, T, n_snap]
+    float* __restrict__ snap_out,            // [K, T, N_SNAP]
     double* __restrict__ acc_out,            // [S, N_SUMMARY + 1]
     int do_acc,
     float* __restrict__ norm_params,         // [T, 4]
@@ -72,10 +74,24 @@ extern "C" __global__ void replay_scan(
     const int s = blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= n_scen) return;
 
-    float isv[ISV_SIZE];
     float* row = isv_rows + (long long)s * ISV_SIZE;
-    for (int k = 0; k < ISV_SIZE; ++k) isv[k] = row[k];
     const float* boot = boot_rows + (long long)s * ISV_SIZE;
+    float isv[ISV_SIZE];  // constant indices only: registers
+#define X(i) isv[i] = row[i];
+    ISV_SLOT_LIST
+#undef X
+
+    // A boundary spills the slots, applies the layout's reset plan, reloads them.
+    auto reset = [&](float* v) {
+        float scratch[ISV_SIZE];
+#define X(i) scratch[i] = v[i];
+        ISV_SLOT_LIST
+#undef X
+        reset_session_state_apply(scratch, boot, r_idx, r_code, r_src, n_reset);
+#define X(i) v[i] = scratch[i];
+        ISV_SLOT_LIST
+#undef X
+    };
 
     double acc[N_SUMMARY + 1];
     double* acc_row = acc_out + (long long)s * (N_SUMMARY + 1);
@@ -83,7 +99,7 @@ extern "C" __global__ void replay_scan(
         for (int k = 0; k <= N_SUMMARY; ++k) acc[k] = acc_row[k];
     }
     const int slot = keep_slot[s];
-    float* snap = (slot >= 0) ? snap_out + (long long)slot * n_steps * n_snap : nullptr;
+    float* snap = (slot >= 0) ? snap_out + (long long)slot * n_steps * N_SNAP : nullptr;
     const int write_norm = do_norm && s == 0;
 
     // The inputs do not depend on the state: load step t+1's while step t runs,
@@ -97,13 +113,15 @@ extern "C" __global__ void replay_scan(
                                     boundary);
         }
         float mean, sigma;
-        scalar_step(isv, boot, r_idx, r_code, r_src, n_reset, in.boundary, in.cooldown, in.worst,
-                    in.kelly_edge, in.tau_action, in.v_sum, in.v_ssq, in.v_max, in.flat, b_size,
-                    mean, sigma);
+        scalar_step(isv, in.boundary, in.cooldown, in.worst, in.kelly_edge, in.tau_action,
+                    in.v_sum, in.v_ssq, in.v_max, in.flat, b_size, reset, mean, sigma);
         if (snap != nullptr) {
-            for (int j = 0; j < n_snap; ++j) snap[(long long)t * n_snap + j] = isv[snap_idx[j]];
+            float* out = snap + (long long)t * N_SNAP;
+#define S(j) out[j] = isv[SNAP_SLOT_##j];
+            SNAP_SLOT_LIST
+#undef S
         }
-        if (do_acc) accumulate_summary(acc, isv, snap_idx);
+        if (do_acc) accumulate_summary(acc, isv);
         if (write_norm) {
             norm_params[(long long)t * 4 + 0] = mean;
             norm_params[(long long)t * 4 + 1] = sigma;
@@ -112,7 +130,9 @@ extern "C" __global__ void replay_scan(
         }
     }
 
-    for (int k = 0; k < ISV_SIZE; ++k) row[k] = isv[k];
+#define X(i) row[i] = isv[i];
+    ISV_SLOT_LIST
+#undef X
     if (do_acc) {
         for (int k = 0; k <= N_SUMMARY; ++k) acc_row[k] = acc[k];
     }

@@ -128,3 +128,12 @@ def test_fast_gpu_run_checks_the_stream_first():
     isv0, boot = initial_isv(RegimeConfig(), None, L)
     with pytest.raises(StreamError, match="rewards must have dtype float32, got float64"):
         fast_gpu.run(stream, isv0, boot, L, snapshot_indices(L))
+
+
+def test_fast_gpu_run_needs_the_layouts_snapshot_slots():
+    # the scan compiles the snapshot columns in, so another snap_idx is refused, not ignored
+    stream = random_stream(np.random.default_rng(1), 8, 4)
+    isv0, boot = initial_isv(RegimeConfig(), None, L)
+    snap = snapshot_indices(L)[::-1].copy()
+    with pytest.raises(ValidationError, match="snap_idx .* is not snapshot_indices"):
+        fast_gpu.run(stream, isv0, boot, L, snap)

@@ -5,7 +5,9 @@ parallel, one 256-thread block per step, to the flat count and Σr, Σr², max|r
 with common.cuh's reduction in rl_popart_normalize's order. Phase 2
 (``kernels/replay_scan.cu``) runs the scalar state machine, one thread per
 scenario, calling the same regime_step.cuh functions as the per-step kernels
-over the shared phase-1 stats. For a single replay the scan writes the [T, n]
+over the shared phase-1 stats, with the ISV held in registers (the slot and
+snapshot lists are compiled in from the registry, so ``run`` accepts only the
+layout's own ``snapshot_indices``). For a single replay the scan writes the [T, n]
 snapshot and each step's PopArt (μ, σ) pairs, and ``replay_normalize.cu`` then
 applies Pass 3 (and rl_popart_v_correct) to all steps at once. For a sweep the
 scan folds each step's snapshot row into float64 accumulators (the twin of
@@ -60,13 +62,19 @@ class _Phase1:
             self.rewards, lots, i32(b), i32(t_steps), self.stats, self.flat), shared_mem=shared)
 
 
-def _scan(cp, mod, p1: _Phase1, layout: SlotLayout, snap_idx: np.ndarray, isv_rows, boot_rows,
-          keep_slot: np.ndarray, n_keep: int, acc=None, norm_params=None):
-    """Launch phase 2 over ``isv_rows`` (device [S, n_isv], updated in place); return the snapshots."""
+def _scan(cp, mod, p1: _Phase1, layout: SlotLayout, isv_rows, boot_rows, keep_slot: np.ndarray,
+          n_keep: int, acc=None, norm_params=None):
+    """Launch phase 2 over ``isv_rows`` (device [S, n_isv], updated in place); return the snapshots.
+
+    The snapshot columns are compiled in (``SNAP_SLOT_LIST``: the layout's diag
+    snapshot slots), so the scan keeps the ISV in registers.
+    """
+    from regime_dash.engine import snapshot_indices
+
     i32 = np.int32
     n_scen = int(isv_rows.shape[0])
     r_idx, r_code, r_src = layout.reset_plan()
-    n_snap = len(snap_idx)
+    n_snap = len(snapshot_indices(layout))
     snap_out = cp.empty((max(n_keep, 1), p1.t_steps, n_snap), np.float32)
     acc_d = acc if acc is not None else cp.zeros(1, np.float64)
     norm_d = norm_params if norm_params is not None else cp.zeros(1, np.float32)
@@ -74,10 +82,21 @@ def _scan(cp, mod, p1: _Phase1, layout: SlotLayout, snap_idx: np.ndarray, isv_ro
     mod["replay_scan"](grid, (SCAN_BLOCK,), (
         isv_rows, boot_rows, i32(n_scen), i32(p1.t_steps), i32(p1.b),
         cp.asarray(r_idx), cp.asarray(r_code), cp.asarray(r_src), i32(len(r_idx)),
-        cp.asarray(snap_idx), i32(n_snap), p1.stats, p1.flat, p1.cooldown, p1.worst,
-        p1.kelly_edge, p1.tau_action, p1.boundary, cp.asarray(keep_slot), snap_out,
-        acc_d, i32(acc is not None), norm_d, i32(norm_params is not None)))
+        p1.stats, p1.flat, p1.cooldown, p1.worst, p1.kelly_edge, p1.tau_action, p1.boundary,
+        cp.asarray(keep_slot), snap_out, acc_d, i32(acc is not None), norm_d,
+        i32(norm_params is not None)))
     return snap_out
+
+
+def _check_snapshot_slots(layout: SlotLayout, snap_idx: np.ndarray) -> None:
+    from regime_dash.engine import snapshot_indices
+
+    want = snapshot_indices(layout)
+    if not np.array_equal(snap_idx, want):
+        raise ValidationError(
+            f"the fast GPU engine compiles the layout's diag snapshot slots in; snap_idx "
+            f"{snap_idx.tolist()} is not snapshot_indices(layout) {want.tolist()}",
+            field="snap_idx", value=snap_idx.tolist())
 
 
 def run(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout,
@@ -90,6 +109,7 @@ def run(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout,
     v_pred_corrected float32 [T, b] or None, isv_final float32 [n_isv])
     """
     t_steps, b = check_inputs(stream, isv0, boot, layout, snap_idx)
+    _check_snapshot_slots(layout, snap_idx)
     cp = loader.cupy_module()
     mod = loader.load_module(FILES, layout, options)
     with cp.cuda.Stream(non_blocking=True) as s:
@@ -97,8 +117,8 @@ def run(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout,
         isv_rows = cp.asarray(isv0)[None, :].copy()
         boot_rows = cp.asarray(boot)[None, :].copy()
         norm_params = cp.empty((t_steps, 4), np.float32)
-        snap = _scan(cp, mod, p1, layout, snap_idx, isv_rows, boot_rows,
-                     np.zeros(1, np.int32), 1, norm_params=norm_params)
+        snap = _scan(cp, mod, p1, layout, isv_rows, boot_rows, np.zeros(1, np.int32), 1,
+                     norm_params=norm_params)
         has_v = stream.v_pred is not None
         v_pred = cp.asarray(stream.v_pred) if has_v else cp.zeros(1, np.float32)
         total = t_steps * b
@@ -179,8 +199,7 @@ def sweep_summaries(stream: Stream, isv0s: np.ndarray, boot_rows: np.ndarray,
         isv_rows = cp.asarray(np.ascontiguousarray(isv0s))
         boot_d = cp.asarray(np.ascontiguousarray(boot_rows))
         acc = cp.asarray(acc0)
-        snap = _scan(cp, mod, p1, layout, snap_idx, isv_rows, boot_d, keep_slot, len(keep),
-                     acc=acc)
+        snap = _scan(cp, mod, p1, layout, isv_rows, boot_d, keep_slot, len(keep), acc=acc)
         acc_h = cp.asnumpy(acc)
         snaps = {k: cp.asnumpy(snap[i]) for i, k in enumerate(keep)}
         s.synchronize()

@@ -70,8 +70,24 @@ def source_hash(files: Sequence[str]) -> str:
 
 
 def defines(layout: SlotLayout = DEFAULT_LAYOUT) -> list[str]:
-    """Every ``-D`` option a kernel compiles with: slot indices, ISV size, snapshot positions."""
-    return list(layout.defines()) + list(summary.DEFINES)
+    """Every ``-D`` option a kernel compiles with.
+
+    The registry's slot indices and ISV size (:meth:`SlotLayout.defines`), the
+    summary's snapshot positions (:data:`summary.DEFINES`), and, for code that
+    keeps the ISV in registers (``replay_scan.cu``), the same registry as lists:
+    ``ISV_SLOT_LIST`` = ``X(i)`` for every slot index, ``SNAP_SLOT_<j>`` = the
+    slot of diag snapshot column j, ``N_SNAP`` and ``SNAP_SLOT_LIST`` = ``S(j)``
+    for every column. The lists hold no commas, since nvcc splits ``-D``
+    values at commas.
+    """
+    from regime_dash.engine import snapshot_indices
+
+    snap = [int(i) for i in snapshot_indices(layout)]
+    slot_list = "".join(f"X({i})" for i in sorted({s.index for s in layout.slots}))
+    return (list(layout.defines()) + list(summary.DEFINES)
+            + [f"-DISV_SLOT_LIST={slot_list}", f"-DN_SNAP={len(snap)}",
+               "-DSNAP_SLOT_LIST=" + "".join(f"S({j})" for j in range(len(snap)))]
+            + [f"-DSNAP_SLOT_{j}={i}" for j, i in enumerate(snap)])
 
 
 def nvcc_ptx_command(name: str, layout: SlotLayout = DEFAULT_LAYOUT, arch: str = "sm_90",
