@@ -452,3 +452,35 @@ def test_tau_boost_catches_an_unclamped_tau_action():
     bad = plant(f, k, v.TAU_ACTION, col(f, v.TAU_MIN_EFF)[k] * np.float32(0.5))
     res = assert_caught(bad, "tau_boost", k)
     assert res.violations == 1 and "below tau_min_effective" in res.detail
+
+
+def _boundary_row(frame, i=0):
+    return int(np.flatnonzero(col(frame, "step") == STEP0 + BOUNDARIES[i])[0])
+
+
+def test_boundary_reset_catches_a_recency_that_was_not_rebootstrapped():
+    f = rich_frame()
+    k = _boundary_row(f, 1)
+    bad = plant(f, k, v.RECENCY, col(f, v.RECENCY)[k - 1] + 1)  # counting on as if no reset ran
+    res = assert_caught(bad, "boundary_reset", k)
+    assert res.violations == 1 and "re-bootstrapped" in res.detail
+
+
+def test_boundary_reset_catches_a_transition_that_did_not_restart():
+    f = rich_frame()
+    k = _boundary_row(f, 2)
+    res = assert_caught(plant(f, k, v.REMAINING, -1.0), "boundary_reset", k)
+    assert res.violations == 1 and "transition remaining=-1" in res.detail
+
+
+def test_boundary_reset_catches_a_duration_carried_over():
+    g = timeout_frame()
+    # the dead zone of stream rows 1250..1649 spans no boundary; make a boundary inherit one
+    k = _boundary_row(g, 0)
+    bad = plant(g, k, v.DURATION, 5.0)
+    assert "duration=5 not cleared" in assert_caught(bad, "boundary_reset", k).detail
+
+
+def test_boundary_reset_skips_without_phase_or_fold():
+    (res,) = run_checks(rich_frame().drop(columns=["phase", "fold"]), ["boundary_reset"])
+    assert res.status == "skip" and "phase or fold" in res.detail

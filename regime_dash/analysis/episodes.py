@@ -185,7 +185,7 @@ def transitions(frame: pd.DataFrame | FrameView) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        ``start`` (step), ``start_value``, ``steps`` (rows with remaining >= 0),
+        ``start`` (step), ``start_value``, ``steps`` (steps with remaining >= 0),
         ``end`` (last step with remaining >= 0), ``end_value`` (remaining on the
         row after: −1 when the ramp completed, else the last value when a new
         boundary or the end of the run cut it), ``completed``.
@@ -203,7 +203,8 @@ def transitions(frame: pd.DataFrame | FrameView) -> pd.DataFrame:
         for s, e in zip(starts, ends):
             nxt = e + 1
             completed = nxt < vw.n and rem[nxt] == -1
-            rows.append({"start": int(vw.step[s]), "start_value": float(rem[s]), "steps": int(e - s + 1),
+            rows.append({"start": int(vw.step[s]), "start_value": float(rem[s]),
+                         "steps": int(vw.step[e] - vw.step[s] + 1),
                          "end": int(vw.step[e]),
                          "end_value": -1.0 if completed else float(rem[e]), "completed": bool(completed)})
     return pd.DataFrame(rows, columns=["start", "start_value", "steps", "end", "end_value", "completed"])

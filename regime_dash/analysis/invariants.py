@@ -111,6 +111,8 @@ class Check:
 
     ``fn(view, options)`` returns ``(violating rows as bool[T], detail)``, or a
     ``str`` to skip with that reason although every needed column is present.
+    ``any_of`` names columns of which at least one must be present (``prefix*``
+    matches any column under the prefix).
     """
 
     id: str
@@ -374,6 +376,49 @@ def _tau_boost(view: FrameView, _opt: CheckOptions):
                        f"n_window={_fmt(window[i])}")
 
 
+def _boundary_reset(view: FrameView, _opt: CheckOptions):
+    zeros = np.zeros(view.n, dtype=bool)
+    labelled = view.boundary_reasons.get("phase", zeros) | view.boundary_reasons.get("fold", zeros)
+    rows = np.flatnonzero(labelled)
+    if not len(rows):
+        return zeros, "no phase or fold change in the run: no boundary to check"
+    cont = view.contiguous
+    why: dict[int, list[str]] = {int(i): [] for i in rows}
+    parts = []
+    if view.has(v.RECENCY):
+        parts.append("tail recency back to the sentinel")
+        rec, gap = view.f32(v.RECENCY), view.gap.astype(np.float32)
+        s = v.RECENCY_SENTINEL
+        ok = (rec >= s) & (rec <= s + np.maximum(gap, ONE)) & (rec == np.floor(rec))
+        for i in rows:
+            if np.isfinite(rec[i]) and not ok[i]:
+                why[int(i)].append(f"recency={_fmt(rec[i])} not re-bootstrapped to {_fmt(s)}")
+    if view.has(v.FLAG, v.DURATION):
+        parts.append("dead-zone duration cleared")
+        flag, dur = view.f32(v.FLAG), view.f32(v.DURATION)
+        for i in rows:
+            if cont[i] and flag[i] in (0, 1) and np.isfinite(dur[i]) and dur[i] != flag[i]:
+                why[int(i)].append(f"duration={_fmt(dur[i])} not cleared (flag={_fmt(flag[i])})")
+    if view.has(v.REMAINING, v.STEPS_CONFIG):
+        parts.append("v9 transition restarted")
+        rem, n = view.f32(v.REMAINING), view.f32(v.STEPS_CONFIG)
+        for i in rows:
+            if not (cont[i] and np.isfinite(rem[i]) and np.isfinite(n[i])):
+                continue
+            ok = rem[i] in (n[i] - 1, n[i]) if n[i] > 0 else rem[i] == -1
+            if not ok:
+                why[int(i)].append(f"transition remaining={_fmt(rem[i])}, expected {_fmt(n[i] - 1)} "
+                                   f"(steps_config={_fmt(n[i])})")
+    if not parts:
+        return "no recency, duration or transition field to check the reset with"
+    bad = zeros.copy()
+    for i, reasons in why.items():
+        bad[i] = bool(reasons)
+    if not bad.any():
+        return bad, f"{len(rows)} phase/fold change(s): " + ", ".join(parts)
+    return bad, _first(view, bad, lambda i: "; ".join(why[i]))
+
+
 # ---- success criteria ------------------------------------------------------------------
 def trap_stretches(view: FrameView) -> list[tuple[int, int]]:
     """Row ranges ``[a, b]`` where kelly_f = 0 and every account is flat (consecutive rows)."""
@@ -496,6 +541,8 @@ CHECKS: tuple[Check, ...] = (
           _finite_regime, any_of=(v.R + "*",)),
     Check("envelope_floor", "popart sigma >= envelope (F4)", (v.SIGMA, v.ENVELOPE), _envelope_floor),
     Check("transition_ramp", "v9 remaining N -> 0 -> -1 after each boundary", (v.REMAINING,), _transition_ramp),
+    Check("boundary_reset", "at each phase/fold change reset_session_state ran: recency re-bootstrapped, "
+          "duration cleared, v9 transition restarted", (), _boundary_reset, any_of=("phase", "fold")),
     Check("kelly_resurrection", "kelly_f = eps_live in the dead zone before a timeout, analytic otherwise "
           "(G17, G18, G21)", (v.KELLY, v.KELLY_ANALYTIC, v.FLAG, v.LIVE), _kelly_resurrection),
     Check("tau_boost", "tau_min_effective = tau_min*factor while recency < n_window (G24, G25)",
@@ -515,8 +562,9 @@ _BY_ID = {c.id: c for c in CHECKS}
 
 def _result(check: Check, view: FrameView, opt: CheckOptions) -> CheckResult:
     missing = view.missing(check.needs)
-    if check.any_of and not any(str(c).startswith(v.R) for c in view.frame.columns):
-        missing += list(check.any_of)
+    if check.any_of and not any(str(c).startswith(a[:-1]) if a.endswith("*") else c == a
+                                for c in view.frame.columns for a in check.any_of):
+        missing.append(" or ".join(check.any_of))
     if missing:
         return CheckResult(check.id, "skip", 0, None, [], "missing field(s): " + ", ".join(missing), missing)
     if view.n == 0:
