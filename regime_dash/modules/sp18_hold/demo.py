@@ -47,7 +47,8 @@ def demo_stream(seed: int = 0, steps: int | None = None) -> Sp18Stream:
         v = 0.97 * v + 0.03 * abs(ret[t]) * np.sqrt(np.pi / 2)
     hold_p = 0.15 + 0.30 * x
     momentum = np.concatenate([[0.0], np.cumsum(ret)[:-1]])
-    momentum = momentum - np.concatenate([np.zeros(20), momentum[:-20]])
+    lag = min(20, t_steps)
+    momentum = momentum - np.concatenate([np.zeros(lag), momentum[:t_steps - lag]])
     u = rng.random(t_steps)
     long_ = np.where(rng.random(t_steps) < 0.6, momentum >= 0, momentum < 0)
     action = np.where(u < hold_p, S.DIR_HOLD, np.where(u > 0.97, S.DIR_FLAT,

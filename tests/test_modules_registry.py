@@ -1,0 +1,189 @@
+"""The controller-module pattern: discovery, the protocol every module keeps, slots, kernels."""
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import regime_dash.modules as modules
+from regime_dash.errors import StreamError, ValidationError
+from regime_dash.modules import MODULES, full_layout, get, kernel_defines, module_slots, orphan_slots
+from regime_dash.modules.base import ControllerModule, ModuleConfig, ModuleStream
+from regime_dash.slots import DEFAULT_LAYOUT, Slot
+
+NVCC = shutil.which("nvcc")
+CONTROLLERS = ("sp14_alpha_grad_gate", "sp18_hold", "pearl_c")
+STATUSES = {"pass", "fail", "skip"}
+
+
+def test_registry_discovers_the_controller_packages():
+    for name in CONTROLLERS:
+        assert name in MODULES and MODULES[name].name == name
+    assert get("pearl_c") is MODULES["pearl_c"]
+    with pytest.raises(ValidationError, match="nope"):
+        get("nope")
+
+
+def test_adding_a_package_adds_a_module(tmp_path, monkeypatch):
+    pkg = tmp_path / "zz_toy_controller"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(textwrap.dedent("""
+        from regime_dash.modules.base import ControllerModule
+        MODULE = ControllerModule(name="zz_toy", title="toy", doc="", kernels=(), stream_type=object,
+                                  config_type=object, slots=(), columns=(), check_columns=("x",),
+                                  replay_fn=None, invariants_fn=None, figures_fn=None, demo_stream_fn=None)
+    """))
+    (tmp_path / "_private").mkdir()
+    (tmp_path / "_private" / "__init__.py").write_text("raise RuntimeError('never imported')\n")
+    monkeypatch.setattr(modules, "__path__", [*modules.__path__, str(tmp_path)])
+    try:
+        found = modules.discover()
+    finally:
+        sys.modules.pop("regime_dash.modules.zz_toy_controller", None)
+    assert "zz_toy" in found and set(CONTROLLERS) <= set(found)
+
+
+@pytest.mark.parametrize("name", CONTROLLERS)
+def test_module_keeps_the_protocol(name):
+    m = MODULES[name]
+    assert isinstance(m, ControllerModule) and m.title and m.doc
+    assert issubclass(m.config_type, ModuleConfig) and dataclasses.is_dataclass(m.config_type)
+    assert issubclass(m.stream_type, ModuleStream)
+    cfg = m.config_type()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(cfg, dataclasses.fields(cfg)[0].name, 1)
+    for spec in cfg.field_specs():
+        assert spec.doc, spec.name
+        if spec.kind != "bool":
+            assert spec.lo is not None and spec.hi is not None and spec.lo <= spec.default <= spec.hi
+    stream = m.demo_stream(seed=1, steps=60)
+    assert isinstance(stream, m.stream_type) and stream.steps == 60
+    frame = m.replay(stream)
+    assert isinstance(frame, pd.DataFrame) and len(frame) == 60
+    assert frame["step"].tolist() == stream.step.tolist()
+    assert set(m.columns) <= set(frame.columns)
+    assert all("." in c for c in m.columns) and m.applies_to(frame)
+    assert frame.attrs["module"] == name and frame.attrs["engine"] == "reference"
+    results = m.invariants(frame)
+    assert results and len({r["id"] for r in results}) == len(results)
+    for r in results:
+        assert set(r) == {"id", "status", "violations", "first_step", "steps", "detail"}
+        assert r["status"] in STATUSES and r["id"].startswith(name.split("_")[0])
+    assert not m.applies_to(frame.drop(columns=list(m.check_columns)))
+    import plotly.graph_objects as go
+
+    figs = m.figures(frame, baseline=frame)
+    assert figs and all(isinstance(f, go.Figure) for f in figs)
+
+
+@pytest.mark.parametrize("name", CONTROLLERS)
+def test_replay_rejects_foreign_inputs(name):
+    m = MODULES[name]
+    with pytest.raises(StreamError, match="stream must be"):
+        m.replay(object())
+    stream = m.demo_stream(steps=5)
+    with pytest.raises(ValidationError, match="config must be"):
+        m.replay(stream, config=object())
+    with pytest.raises(ValidationError, match="'warp'"):
+        m.replay(stream, engine="warp")
+    with pytest.raises(ValidationError, match="steps"):
+        m.demo_stream(steps=0)
+
+
+def test_orphan_slots_flags_consumers_without_producer():
+    slots = [Slot("A_INDEX", 3, "state", 0.0, "keep", "", producer="k1", consumers=("k2",)),
+             Slot("B_INDEX", 1, "state", 0.0, "keep", "", producer="", consumers=("k2",)),
+             Slot("C_INDEX", 2, "state", 0.0, "keep", "", producer="  ", consumers=()),
+             Slot("D_INDEX", 0, "state", 0.0, "keep", "", producer=" ", consumers=("x", "y"))]
+    assert orphan_slots(slots) == ["D_INDEX", "B_INDEX"]
+    table = [{"name": "E", "index": 9, "producer": "", "consumers": "a, b"},
+             {"name": "F", "index": 8, "producer": "", "consumers": ""}]
+    assert orphan_slots(table) == ["E"]
+
+
+def test_the_regime_registry_has_no_orphans_and_the_full_layout_only_388():
+    assert orphan_slots(DEFAULT_LAYOUT.slots) == []
+    assert orphan_slots(full_layout().table()) == ["AUX_DIR_ACC_VARIANCE_EMA_INDEX"]
+
+
+def test_full_layout_adds_every_module_slot_without_overlap():
+    layout = full_layout()
+    assert layout.report().ok
+    assert len(layout) == len(DEFAULT_LAYOUT) + len(module_slots())
+    assert layout.index("HOLD_REWARD_POS_CAP_INDEX") == 483 and layout.index("ALPHA_GRAD_SMOOTHED_INDEX") == 393
+    assert layout.fingerprint() != DEFAULT_LAYOUT.fingerprint()
+
+
+@pytest.mark.parametrize("name", CONTROLLERS)
+def test_module_kernel_files_exist_and_take_their_defines(name):
+    from regime_dash.engine import loader
+
+    m = MODULES[name]
+    for file in m.kernels:
+        assert file in loader.kernel_files()
+        assert kernel_defines(file) == m.defines()
+    slot_defines = {f"-D{s.name}={s.index}" for s in m.slots}
+    assert slot_defines <= set(m.defines())
+    assert kernel_defines("rl_regime_observer.cu") == []
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH (CUDA toolkit absent)")
+@pytest.mark.parametrize("file", [f for n in CONTROLLERS for f in MODULES[n].kernels])
+def test_module_kernel_compiles_with_nvcc(file, tmp_path):
+    from regime_dash.engine import loader
+
+    out = tmp_path / "k.ptx"
+    cmd = loader.nvcc_ptx_command(file, output=str(out))
+    cmd[-3:-3] = kernel_defines(file)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert ".entry" in out.read_text()
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH (CUDA toolkit absent)")
+def test_sp14_kernel_slot_indices_come_from_the_defines(tmp_path):
+    from regime_dash.engine import loader
+
+    file = "sp14_alpha_grad_gate.cu"
+
+    def ptx(defs):
+        out = tmp_path / "k.ptx"
+        cmd = loader.nvcc_ptx_command(file, output=str(out))
+        cmd[-3:-3] = defs
+        subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+        return out.read_text()
+
+    moved = [d.replace("=393", "=777") if d.startswith("-DALPHA_GRAD_SMOOTHED_INDEX") else d
+             for d in kernel_defines(file)]
+    assert f"+{393 * 4}]" in ptx(kernel_defines(file))
+    other = ptx(moved)
+    assert f"+{777 * 4}]" in other and f"+{393 * 4}]" not in other
+    bare = subprocess.run(loader.nvcc_ptx_command(file, output=str(tmp_path / "x.ptx")),
+                          capture_output=True, text=True, timeout=120)
+    assert bare.returncode != 0 and "kernel_defines" in bare.stderr
+
+
+def test_importing_modules_pulls_no_ui_or_gpu_stack():
+    code = ("import regime_dash.modules, sys; m = regime_dash.modules.MODULES['sp18_hold'];"
+            "m.replay(m.demo_stream(steps=20)); print(' '.join(sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    for heavy in ("streamlit", "plotly", "cupy"):
+        assert heavy not in out
+    import_root = subprocess.run([sys.executable, "-c", "import regime_dash, sys; print(' '.join(sys.modules))"],
+                                 capture_output=True, text=True, check=True).stdout.split()
+    assert "regime_dash.modules" not in import_root
+
+
+@pytest.mark.gpu
+def test_module_engines_agree_on_the_device():
+    for name in CONTROLLERS:
+        m = MODULES[name]
+        stream = m.demo_stream(seed=3, steps=120)
+        a, b = m.replay(stream), m.replay(stream, engine="cuda")
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
