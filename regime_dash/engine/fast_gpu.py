@@ -62,19 +62,19 @@ class _Phase1:
             self.rewards, lots, i32(b), i32(t_steps), self.stats, self.flat), shared_mem=shared)
 
 
-def _scan(cp, mod, p1: _Phase1, layout: SlotLayout, isv_rows, boot_rows, keep_slot: np.ndarray,
-          n_keep: int, acc=None, norm_params=None):
+def _scan(cp, mod, p1: _Phase1, layout: SlotLayout, snap_idx: np.ndarray, isv_rows, boot_rows,
+          keep_slot: np.ndarray, n_keep: int, acc=None, norm_params=None):
     """Launch phase 2 over ``isv_rows`` (device [S, n_isv], updated in place); return the snapshots.
 
     The snapshot columns are compiled in (``SNAP_SLOT_LIST``: the layout's diag
-    snapshot slots), so the scan keeps the ISV in registers.
+    snapshot slots), so the scan keeps the ISV in registers; ``snap_idx`` must
+    be those slots.
     """
-    from regime_dash.engine import snapshot_indices
-
+    _check_snapshot_slots(layout, snap_idx)
     i32 = np.int32
     n_scen = int(isv_rows.shape[0])
     r_idx, r_code, r_src = layout.reset_plan()
-    n_snap = len(snapshot_indices(layout))
+    n_snap = len(snap_idx)
     snap_out = cp.empty((max(n_keep, 1), p1.t_steps, n_snap), np.float32)
     acc_d = acc if acc is not None else cp.zeros(1, np.float64)
     norm_d = norm_params if norm_params is not None else cp.zeros(1, np.float32)
@@ -117,8 +117,8 @@ def run(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout,
         isv_rows = cp.asarray(isv0)[None, :].copy()
         boot_rows = cp.asarray(boot)[None, :].copy()
         norm_params = cp.empty((t_steps, 4), np.float32)
-        snap = _scan(cp, mod, p1, layout, isv_rows, boot_rows, np.zeros(1, np.int32), 1,
-                     norm_params=norm_params)
+        snap = _scan(cp, mod, p1, layout, snap_idx, isv_rows, boot_rows, np.zeros(1, np.int32),
+                     1, norm_params=norm_params)
         has_v = stream.v_pred is not None
         v_pred = cp.asarray(stream.v_pred) if has_v else cp.zeros(1, np.float32)
         total = t_steps * b
@@ -199,7 +199,8 @@ def sweep_summaries(stream: Stream, isv0s: np.ndarray, boot_rows: np.ndarray,
         isv_rows = cp.asarray(np.ascontiguousarray(isv0s))
         boot_d = cp.asarray(np.ascontiguousarray(boot_rows))
         acc = cp.asarray(acc0)
-        snap = _scan(cp, mod, p1, layout, isv_rows, boot_d, keep_slot, len(keep), acc=acc)
+        snap = _scan(cp, mod, p1, layout, snap_idx, isv_rows, boot_d, keep_slot, len(keep),
+                     acc=acc)
         acc_h = cp.asnumpy(acc)
         snaps = {k: cp.asnumpy(snap[i]) for i, k in enumerate(keep)}
         s.synchronize()
