@@ -25,6 +25,7 @@ STATUSES = {"pass", "fail", "skip"}
 def test_registry_discovers_the_controller_packages():
     for name in CONTROLLERS:
         assert name in MODULES and MODULES[name].name == name
+    assert "regime_observer" in MODULES  # the core, through the same protocol
     assert get("pearl_c") is MODULES["pearl_c"]
     with pytest.raises(ValidationError, match="nope"):
         get("nope")
@@ -58,6 +59,7 @@ def test_module_keeps_the_protocol(name):
     cfg = m.config_type()
     with pytest.raises(dataclasses.FrozenInstanceError):
         setattr(cfg, dataclasses.fields(cfg)[0].name, 1)
+    assert m.field_specs() == cfg.field_specs()
     for spec in cfg.field_specs():
         assert spec.doc, spec.name
         if spec.kind != "bool":
@@ -187,3 +189,35 @@ def test_module_engines_agree_on_the_device():
         stream = m.demo_stream(seed=3, steps=120)
         a, b = m.replay(stream), m.replay(stream, engine="cuda")
         pd.testing.assert_frame_equal(a, b, check_exact=True)
+
+
+# ---- the regime observer as the first module -------------------------------------------------
+def test_regime_observer_adapter_is_the_core_replay_and_checks():
+    from regime_dash import replay
+    from regime_dash.analysis import run_checks
+    from regime_dash.config import RegimeConfig, field_names
+
+    m = MODULES["regime_observer"]
+    assert m.core and "regime_observer" in MODULES
+    stream = m.demo_stream(seed=2, steps=200)
+    cfg = RegimeConfig(eps_min=0.1, tau_boost=False)
+    frame = m.replay(stream, cfg)
+    pd.testing.assert_frame_equal(frame, replay(stream, cfg), check_exact=True)
+    assert m.invariants(frame) == [c.to_dict() for c in run_checks(frame)]
+    assert m.applies_to(frame) and set(m.columns) <= set(frame.columns)
+    specs = m.field_specs()
+    assert [s.name for s in specs] == field_names()
+    for s in specs:
+        if s.kind != "bool":
+            assert s.lo <= s.default <= s.hi, s
+            wide = RegimeConfig(eps_min=0.0, eps_max=1.0)  # so eps_min ≤ eps_max holds at either end
+            assert wide.replace(**{s.name: s.lo}) and wide.replace(**{s.name: s.hi})
+    assert len(m.figures(frame, baseline=frame)) == 1
+    assert m.slots == DEFAULT_LAYOUT.slots
+
+
+def test_regime_observer_demo_is_run8_unless_too_short():
+    m = MODULES["regime_observer"]
+    assert m.demo_stream(seed=0, steps=40).accounts == 256
+    with pytest.raises(ValidationError, match="steps"):
+        m.demo_stream(steps=0)

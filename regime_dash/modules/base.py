@@ -387,6 +387,13 @@ class ControllerModule:
         The implementations behind the methods of the same names.
     defines_fn
         ``-D`` options the module's kernels compile with (its slot indices).
+    engines
+        Engines :meth:`replay` accepts.
+    field_specs_fn
+        Slider specs of a config type that is not a :class:`ModuleConfig`.
+    core
+        True when the core's own ``check`` already runs this module's
+        invariants (the regime observer), so integrations do not run them twice.
     """
 
     name: str
@@ -404,6 +411,14 @@ class ControllerModule:
     demo_stream_fn: Callable[..., Any]
     defines_fn: Callable[[], list[str]] = lambda: []
     engines: tuple[str, ...] = MODULE_ENGINES
+    field_specs_fn: Callable[[], list[FieldSpec]] | None = None
+    core: bool = False
+
+    def field_specs(self) -> list[FieldSpec]:
+        """The config's fields as slider specs (kind, default, range, step, doc, model flag)."""
+        if self.field_specs_fn is not None:
+            return list(self.field_specs_fn())
+        return list(self.config_type.field_specs())
 
     def layout(self) -> SlotLayout:
         """The module's slots as a :class:`SlotLayout` (validated: no two share an index)."""

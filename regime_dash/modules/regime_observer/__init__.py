@@ -1,0 +1,118 @@
+"""The regime observer (the spec's risk stack) exposed through the controller-module protocol.
+
+An adapter only: replay is :func:`regime_dash.engine.replay`, the config is
+:class:`regime_dash.config.RegimeConfig`, the stream :class:`regime_dash.streams.Stream`,
+the columns :data:`regime_dash.diag.DIAG_FIELDS`, the invariants
+:func:`regime_dash.analysis.run_checks`, the figure :func:`regime_dash.figures.signal_panels`,
+the demo stream the ``kelly_trap_run8`` scenario and the slots the registry's
+:data:`~regime_dash.slots.DEFAULT_LAYOUT`. Nothing of the core moves or changes.
+``core=True``: ``check`` runs these invariants already.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from regime_dash import diag
+from regime_dash.config import SWITCHES, RegimeConfig
+from regime_dash.engine import ENGINES
+from regime_dash.engine import replay as core_replay
+from regime_dash.errors import ValidationError
+from regime_dash.engine import cuda as _cuda_engine_files  # noqa: F401  (its FILES list; no cupy import)
+from regime_dash.modules.base import ControllerModule, FieldSpec
+from regime_dash.slots import DEFAULT_LAYOUT
+from regime_dash.streams import Stream
+
+DEMO_SCENARIO = "kelly_trap_run8"
+#: The scenario of a demo too short for Run #8's trap (which needs 1737 trapped steps and a lead-in).
+SHORT_DEMO_SCENARIO = "tail_shock"
+SHORT_DEMO_ACCOUNTS = 256
+
+#: Slider ranges, steps and one-line docs of the RegimeConfig fields (their domains are RegimeConfig's
+#: checks; where RegimeConfig leaves a field unbounded above, the range is a slider choice).
+_SPECS: dict[str, tuple[float | None, float | None, float | None, str, bool]] = {
+    "max_duration": (0, 10_000, 10, "dead-zone steps before the timeout flag", False),
+    "eps_min": (0.0, 1.0, 0.01, "ε_recovery right after a tail event", False),
+    "eps_max": (0.0, 1.0, 0.01, "ε_recovery once recovered", False),
+    "n_recovery": (0, 5_000, 10, "tail-free steps for a full ε ramp", False),
+    "tau_boost_factor": (1.0, 5.0, 0.05, "IQN τ_min multiplier after a tail", False),
+    "tau_boost_window": (0, 5_000, 10, "steps the τ boost lasts", False),
+    "tail_sigma_threshold": (0.1, 10.0, 0.1, "tail event threshold in σ of Δworst", False),
+    "envelope_decay_alpha": (0.0001, 1.0, 0.001, "PopArt envelope decay α", False),
+    "popart_alpha": (0.00001, 1.0, 0.0005, "PopArt EMA α", False),
+    "transition_steps": (0, 10_000, 10, "v9 transition length", True),
+    "transition_decay_steps": (0, 10_000, 10, "v9 ramp length at the transition's end", True),
+    "safety_frac_defensive": (0.0, 1.0, 0.01, "v9 Kelly safety fraction after a boundary", True),
+    "safety_frac_normal": (0.0, 1.0, 0.01, "v9 Kelly safety fraction after the transition", True),
+    "tau_min": (0.0, 1.0, 0.01, "IQN τ_min before the boost", True),
+    "kelly_cap": (0.01, 5.0, 0.01, "upper clamp of the analytic Kelly fraction", True),
+}
+_INTEGER = {"max_duration", "n_recovery", "tau_boost_window", "transition_steps", "transition_decay_steps"}
+_SWITCH_DOCS = {"resurrection": "F2: Kelly resurrection", "envelope": "F4: PopArt max-|r| envelope floor",
+                "tau_boost": "F5: IQN τ tail boost"}
+
+
+def field_specs() -> list[FieldSpec]:
+    """Slider specs of every RegimeConfig field, in declaration order."""
+    default = RegimeConfig()
+    out = []
+    for name, value in default.as_dict().items():
+        if name in SWITCHES:
+            out.append(FieldSpec(name, "bool", value, None, None, None, _SWITCH_DOCS[name], False))
+        else:
+            lo, hi, step, doc, model = _SPECS[name]
+            kind = "int" if name in _INTEGER else "float"
+            out.append(FieldSpec(name, kind, int(value) if kind == "int" else value, lo, hi, step, doc, model))
+    return out
+
+
+def _replay(stream: Stream, config: RegimeConfig, engine: str) -> pd.DataFrame:
+    return core_replay(stream, config, engine=engine)
+
+
+def _invariants(frame: pd.DataFrame) -> list[dict]:
+    from regime_dash.analysis import run_checks
+
+    return [c.to_dict() for c in run_checks(frame)]
+
+
+def _figures(frame: pd.DataFrame, baseline: pd.DataFrame | None = None) -> list:
+    from regime_dash.figures import signal_panels
+
+    runs = {"replay": frame}
+    if baseline is not None:
+        runs["baseline"] = baseline
+    return [signal_panels(runs)]
+
+
+def _demo(seed: int = 0, steps: int | None = None) -> Stream:
+    """Run #8's Kelly trap; a shorter demo is the tail-shock scenario (256 accounts)."""
+    from regime_dash import scenarios
+
+    try:
+        return scenarios.make(DEMO_SCENARIO, seed=seed, steps=steps)
+    except ValidationError as exc:
+        if exc.field != "steps" or isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise
+        return scenarios.make(SHORT_DEMO_SCENARIO, seed=seed, steps=steps, accounts=SHORT_DEMO_ACCOUNTS)
+
+
+MODULE = ControllerModule(
+    name="regime_observer",
+    title="Regime observer (spec risk stack)",
+    doc=__doc__,
+    kernels=tuple(_cuda_engine_files.FILES),
+    stream_type=Stream,
+    config_type=RegimeConfig,
+    slots=DEFAULT_LAYOUT.slots,
+    columns=tuple(col for col, _ in diag.DIAG_FIELDS),
+    check_columns=(diag.R + "dead_zone.flag", diag.R + "tail.recency"),
+    replay_fn=_replay,
+    invariants_fn=_invariants,
+    figures_fn=_figures,
+    demo_stream_fn=_demo,
+    engines=tuple(ENGINES),
+    field_specs_fn=field_specs,
+    core=True,
+)
+
+__all__ = ["MODULE", "field_specs"]
