@@ -23,14 +23,14 @@ def failures(frame, skip=()):
 
 # ---- every scenario and the simulator pass every check ----------------------------------------
 def _scenario_steps(name):
-    return {"kelly_trap_run8": 2000, "recorded": None}.get(name, 600)
+    return {"kelly_trap_run8": 1940, "recorded": None}.get(name, 400)
 
 
 @pytest.mark.parametrize("name", sorted(scenarios.SCENARIOS))
 def test_every_scenario_replay_passes_every_check(name):
     if name == "recorded" and not scenarios.SAMPLE_STREAM.exists():
         pytest.skip("the recorded sample stream is not in data/samples/ in this checkout")
-    stream = scenarios.make(name, steps=_scenario_steps(name), accounts=None if name == "recorded" else 32)
+    stream = scenarios.make(name, steps=_scenario_steps(name), accounts=None if name == "recorded" else 16)
     frame = replay(stream)
     assert failures(frame) == {}
     # without resurrection the invariants still hold; only criterion 1 may (rightly) fail
@@ -39,7 +39,7 @@ def test_every_scenario_replay_passes_every_check(name):
 
 @pytest.mark.parametrize("name", sorted(simulator.PRESETS))
 def test_every_simulator_preset_passes_every_check(name):
-    frame = simulator.simulate(name, steps=800, accounts=16).frame()
+    frame = simulator.simulate(name, steps=600, accounts=16).frame()
     assert failures(frame) == {}
 
 
