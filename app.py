@@ -3,5 +3,5 @@ import streamlit as st
 
 from regime_dash.ui.navigation import pages
 
-st.set_page_config(page_title="regime-dash", page_icon="📉", layout="wide")
+st.set_page_config(page_title="regime-dash", page_icon=":material/monitoring:", layout="wide")
 st.navigation(pages()).run()

@@ -306,7 +306,7 @@ def test_live_steps_and_injections(tmp_path, monkeypatch):
     t = sim.t
     at.button(key="live.controls.play").click().run()
     assert at.session_state["live.controls.playing"] is True
-    assert at.button(key="live.controls.play").label == "⏸ Pause"
+    assert at.button(key="live.controls.play").label == "Pause"
     assert at.session_state["live.sim"].t == t + 20  # each tick of the fragment advances `speed` steps
     at.button(key="live.controls.play").click().run()
     assert at.session_state["live.controls.playing"] is False

@@ -7,14 +7,15 @@ import streamlit as st
 
 PAGES_DIR = Path(__file__).parent / "pages"
 
-#: (file, title, icon), in menu order; the first is the default page.
+#: (file, title, icon), in menu order; the first is the default page. Material icons, not
+#: emoji: they come with streamlit's own font, so they render without an emoji font.
 PAGES: tuple[tuple[str, str, str], ...] = (
-    ("runs.py", "Runs", "🗂️"),
-    ("explore.py", "Explore", "📈"),
-    ("replay.py", "Replay & what-if", "🔁"),
-    ("live.py", "Live", "▶️"),
-    ("slots.py", "Slots", "🧮"),
-    ("compare.py", "Compare", "⚖️"),
+    ("runs.py", "Runs", ":material/folder_open:"),
+    ("explore.py", "Explore", ":material/monitoring:"),
+    ("replay.py", "Replay & what-if", ":material/replay:"),
+    ("live.py", "Live", ":material/play_circle:"),
+    ("slots.py", "Slots", ":material/table_rows:"),
+    ("compare.py", "Compare", ":material/compare_arrows:"),
 )
 
 

@@ -278,7 +278,7 @@ def event_tables(key: str, results: Mapping[str, Mapping]) -> None:
     _tables(key, results, "events")
 
 
-STATUS_ICON = {"pass": "✅", "fail": "❌", "skip": "⏭️"}
+STATUS_ICON = {"pass": ":material/check_circle:", "fail": ":material/cancel:", "skip": ":material/block:"}
 
 
 def invariant_report(key: str, results: Mapping[str, Mapping], window: str,
@@ -288,7 +288,7 @@ def invariant_report(key: str, results: Mapping[str, Mapping], window: str,
         checks = res.checks
         counts = {s: sum(c.status == s for c in checks) for s in STATUS_ICON}
         st.markdown(f"**{label}** — {counts['pass']} pass, {counts['fail']} fail, {counts['skip']} skip")
-        st.dataframe(pd.DataFrame([{"": STATUS_ICON[c.status], "check": c.id, "status": c.status,
+        st.dataframe(pd.DataFrame([{"check": c.id, "status": c.status,
                                     "violations": c.violations, "first step": c.first_step,
                                     "detail": c.detail} for c in checks]),
                      hide_index=True, key=f"{key}.{label}.table")
@@ -297,7 +297,7 @@ def invariant_report(key: str, results: Mapping[str, Mapping], window: str,
         for c in checks:
             if c.status != "fail":
                 continue
-            st.markdown(f"❌ `{c.id}`: {c.violations} violation(s) — jump to step:")
+            st.markdown(f"{STATUS_ICON['fail']} `{c.id}`: {c.violations} violation(s) — jump to step:")
             cols = st.columns(min(len(c.steps), 8) or 1)
             for i, s in enumerate(c.steps[:8]):
                 cols[i].button(f"step {s}", key=f"{key}.{label}.{c.id}.{s}", on_click=jump_to_step,
@@ -413,15 +413,17 @@ def live_controls(key: str) -> dict[str, Any]:
     pk = f"{key}.playing"
     st.session_state.setdefault(pk, False)
     c = st.columns([1, 1, 1, 3])
-    c[0].button("⏸ Pause" if st.session_state[pk] else "▶ Play", key=f"{key}.play",
+    playing = st.session_state[pk]
+    c[0].button("Pause" if playing else "Play", key=f"{key}.play",
+                icon=":material/pause:" if playing else ":material/play_arrow:",
                 on_click=lambda: st.session_state.update({pk: not st.session_state[pk]}))
-    step = c[1].button("Step", key=f"{key}.step")
-    reset = c[2].button("Reset", key=f"{key}.reset")
+    step = c[1].button("Step", key=f"{key}.step", icon=":material/skip_next:")
+    reset = c[2].button("Reset", key=f"{key}.reset", icon=":material/restart_alt:")
     speed = c[3].slider("Speed (steps per tick, 2 ticks/s)", 1, 500, 20, key=f"{key}.speed")
     d = st.columns(3)
-    shock = d[0].button("💥 Inject tail shock", key=f"{key}.shock")
-    flat = d[1].button("⏹ Force every account flat", key=f"{key}.flat")
-    boundary = d[2].button("⏭ Cross a fold boundary", key=f"{key}.boundary")
+    shock = d[0].button("Inject tail shock", key=f"{key}.shock", icon=":material/bolt:")
+    flat = d[1].button("Force every account flat", key=f"{key}.flat", icon=":material/block:")
+    boundary = d[2].button("Cross a fold boundary", key=f"{key}.boundary", icon=":material/start:")
     return {"playing": st.session_state[pk], "step": step, "reset": reset, "speed": speed,
             "shock": shock, "flat": flat, "boundary": boundary}
 

@@ -9,7 +9,7 @@ store = cache.get_store()
 runs = cache.runs_frame(store)
 if len(runs) < 2:
     st.info(f"Compare needs two runs; the store holds {len(runs)}. Add runs on the Runs page.")
-    st.page_link(widgets.page_path("runs.py"), label="Go to Runs", icon="🗂️")
+    st.page_link(widgets.page_path("runs.py"), label="Go to Runs", icon=":material/folder_open:")
     st.stop()
 
 c1, c2 = st.columns(2)

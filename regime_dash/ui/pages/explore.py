@@ -9,7 +9,7 @@ store = cache.get_store()
 runs = cache.runs_frame(store)
 if runs.empty:
     st.info("No runs in the store yet. Upload a diag.jsonl on the Runs page, or load the samples there.")
-    st.page_link(widgets.page_path("runs.py"), label="Go to Runs", icon="🗂️")
+    st.page_link(widgets.page_path("runs.py"), label="Go to Runs", icon=":material/folder_open:")
     st.stop()
 
 picked = widgets.run_picker("explore.runs", runs)

@@ -1,0 +1,160 @@
+"""The dashboard in a real browser: Debian's chromium driven by Playwright against ``streamlit run``.
+
+Starts ``streamlit run app.py`` on a free port with a temporary store, waits
+for ``/_stcore/health``, uploads the sample diag file, opens Explore and waits
+for the Plotly charts to draw, then moves a what-if slider on the Replay page
+and checks the chart changes. Screenshots go to ``test-artifacts/`` at the
+repository root (gitignored), for a person to look at.
+
+CI (``.ci/run``) installs chromium with apt; Playwright drives that binary
+(``executable_path``), so no ``playwright install`` is needed.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+#: Flags this machine kind needs for headless chromium (no sandbox in containers, no GPU,
+#: nothing that phones home).
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,  # a streamlit server and a browser: about a minute on 2 shared cores
+    pytest.mark.skipif(not Path(CHROMIUM).exists(),
+                       reason=f"{CHROMIUM} is not installed (.ci/run installs it with apt)"),
+]
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in requirements-test.txt")
+
+#: The data each Plotly graph drew, in the browser: name and y values of every trace
+#: (``_fullData``: plotly.js's decoded copy; ``data`` still holds base64 typed arrays).
+TRACES_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(
+    gd => (gd._fullData || []).map(t => [t.name || '', Array.from(t.y || []).map(Number)]))"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    url = f"http://127.0.0.1:{port}/_stcore/health"
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with code {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.read().strip() == b"ok":
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise TimeoutError(f"{url} did not answer ok within {timeout:.0f} s")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """``streamlit run app.py`` on a free port with an empty temporary store; yields the base URL."""
+    store = tmp_path_factory.mktemp("store")
+    port = free_port()
+    log = open(tmp_path_factory.mktemp("log") / "streamlit.log", "w")
+    env = dict(os.environ, REGIME_DASH_STORE=str(store))
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+                             "--server.headless", "true"], cwd=ROOT, env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+    try:
+        wait_healthy(port, proc)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser_page(tmp_path_factory):
+    """A page of a fresh headless chromium profile."""
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_api.sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(str(profile), executable_path=CHROMIUM, headless=True,
+                                                   args=CHROMIUM_ARGS,
+                                                   viewport={"width": 1400, "height": 2400})
+        try:
+            page = ctx.new_page()
+            page.set_default_timeout(120_000)
+            yield page
+        finally:
+            ctx.close()
+            shutil.rmtree(profile, ignore_errors=True)
+
+
+def shot(page, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def wait_for_charts(page) -> None:
+    """Until a Plotly graph has drawn its traces."""
+    page.locator(".js-plotly-plot .scatterlayer .trace").first.wait_for(state="attached")
+
+
+def test_upload_explore_and_what_if(server, browser_page):
+    page = browser_page
+    page.goto(server + "/")
+    page.get_by_text("The store is empty").wait_for()
+    page.set_input_files("input[type=file]", str(ROOT / "data" / "samples" / "diag.jsonl"))
+    page.get_by_text("Stored runs (1)").wait_for()
+    assert page.get_by_text("0 rejected").count() >= 1
+    shot(page, "1-runs-after-upload")
+
+    page.get_by_role("link", name="Explore").click()
+    wait_for_charts(page)
+    traces = page.evaluate(TRACES_JS)
+    assert len(traces) == 1
+    names = {name for name, _ in traces[0]}
+    assert {"diag", "diag kelly_f", "diag σ", "diag τ_min effective"} <= names
+    assert page.locator(".js-plotly-plot .subplot").count() >= 7  # the seven panels, drawn
+    shot(page, "2-explore")
+
+    page.get_by_role("link", name="Replay & what-if").click()
+    wait_for_charts(page)
+    before = {name: y for name, y in page.evaluate(TRACES_JS)[0]}
+    timeouts_before = page.get_by_test_id("stMetric").filter(has_text="timeouts").first.inner_text()
+    shot(page, "3-replay-before")
+
+    slider = page.locator("input[type=range][aria-label=max_duration]")
+    slider.focus()
+    slider.press("Home")  # max_duration 1000 → 0: every dead-zone step now times out
+    page.wait_for_function(
+        """([name, y]) => Array.from(document.querySelectorAll('.js-plotly-plot')).some(gd =>
+            (gd._fullData || []).some(t => t.name === name &&
+                JSON.stringify(Array.from(t.y || []).map(Number)) !== JSON.stringify(y)))""",
+        arg=["what-if kelly_f", before["what-if kelly_f"]])
+    wait_for_charts(page)
+    after = {name: y for name, y in page.evaluate(TRACES_JS)[0]}
+    assert slider.get_attribute("aria-valuetext") == "0"
+    assert after["what-if kelly_f"] != before["what-if kelly_f"]
+    assert after["baseline kelly_f"] == before["baseline kelly_f"]  # only the what-if run moved
+    timeouts_after = page.get_by_test_id("stMetric").filter(has_text="timeouts").first.inner_text()
+    assert timeouts_after != timeouts_before
+    shot(page, "4-replay-after-slider")
