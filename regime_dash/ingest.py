@@ -76,12 +76,12 @@ Reserved columns
 """
 from __future__ import annotations
 
-import gzip
 import hashlib
 import io
 import json
 import math
 import os
+import re
 import threading
 import zlib
 from collections import deque
@@ -367,7 +367,8 @@ def json_text(v: Any) -> str:
     if v is False:
         return "false"
     if isinstance(v, int):
-        return str(v)
+        # ints outside int64 are float64 values everywhere else, so print them as such
+        return str(v) if _INT64_MIN <= v <= _INT64_MAX else _float_text(float(v))
     if isinstance(v, float):
         return _float_text(v)
     if isinstance(v, str):
@@ -743,7 +744,19 @@ def _timestamp_paths(t: pa.DataType, prefix: tuple[str, ...]) -> list[tuple[str,
 
 
 class _Slow(Exception):
-    """The fast path cannot vouch for this piece; read it another way."""
+    """The fast path cannot vouch for this piece; read it another way.
+
+    ``row`` is the 0-based row Arrow's error names ("... in row N"), a hint of where
+    the trouble starts; ``None`` when there is none.
+    """
+
+    def __init__(self, row: int | None = None, at: tuple[int, int] | None = None):
+        super().__init__(row)
+        self.row = row
+        self.at = at  # (byte offset, line number) of a line known to need the reference
+
+
+_ROW_RE = re.compile(r"in row (\d+)")
 
 
 def _flatten_table(table: pa.Table) -> pa.Table:
@@ -751,17 +764,26 @@ def _flatten_table(table: pa.Table) -> pa.Table:
         n = table.num_rows
         table = table.flatten()
         if table.num_rows != n:  # flatten of a table left with no columns loses the count
-            table = table.slice(0, 0)
-            break
+            raise _Slow
     return table
 
 
-def _line_layout(data: bytes, first_line: int) -> tuple[np.ndarray, int]:
-    """Line numbers of the non-blank lines of ``data``, and the number of blank lines.
+@dataclass
+class _Layout:
+    """Where the lines of a piece are: offsets and numbers of its non-blank lines."""
+
+    starts: np.ndarray   # byte offset of each non-blank line
+    numbers: np.ndarray  # its line number (int64)
+    n_lines: int         # all lines, blank or not
+    blanks: int
+
+
+def _line_layout(data: bytes, first_line: int) -> _Layout:
+    """The line layout of ``data`` (whole lines, the last one possibly unterminated).
 
     Raises :class:`_Slow` when a line starts with a byte order mark or holds a lone
     ``\\r`` (Arrow would read either differently from Python). The byte scans run in
-    NumPy, outside the GIL, so parallel workers do not queue on them.
+    NumPy, which releases the GIL, so parallel workers do not queue on them.
     """
     buf = np.frombuffer(data, dtype=np.uint8)
     nl = np.flatnonzero(buf == 10)
@@ -770,45 +792,80 @@ def _line_layout(data: bytes, first_line: int) -> tuple[np.ndarray, int]:
     if n_lines:
         starts[0] = 0
         starts[1:] = nl[: n_lines - 1] + 1
-    cr = np.flatnonzero(buf == 13)
-    if len(cr):
+    if b"\r" in data:  # memchr: cheap; the scan below only runs for CRLF files
+        cr = np.flatnonzero(buf == 13)
         nxt = cr + 1
         if nxt[-1] >= len(buf) or not (buf[nxt] == 10).all():
             raise _Slow  # a bare \r: Arrow breaks the line there, Python does not
     first = buf[starts] if n_lines else np.empty(0, np.uint8)
-    if (first == 0xEF).any():
-        raise _Slow  # possibly a byte order mark at a line start, which Python rejects
-    ws = np.flatnonzero((first == 32) | (first == 9) | (first == 13) | (first == 10))
+    ws_first = (first == 32) | (first == 9) | (first == 13) | (first == 10)
+    # Every non-blank line must open an object: Arrow reads a bare "null" line as a
+    # row of nulls (Python rejects it), and a BOM at a line start is not JSON either.
+    odd = np.flatnonzero(~ws_first & (first != 123))  # 123 == "{"
+    if len(odd):
+        i = int(odd[0])
+        raise _Slow(at=(int(starts[i]), first_line + i))
+    ws = np.flatnonzero(ws_first)
+    numbers = np.arange(first_line, first_line + n_lines, dtype=np.int64)
     if not len(ws):
-        return np.arange(first_line, first_line + n_lines, dtype=np.int64), 0
+        return _Layout(starts, numbers, n_lines, 0)
     ends = np.empty(n_lines, dtype=np.int64)
     ends[: len(nl)] = nl
     if n_lines > len(nl):
         ends[-1] = len(data)
-    blank = np.zeros(n_lines, dtype=bool)
+    keep = np.ones(n_lines, dtype=bool)
     for i in ws:  # only lines that start with whitespace can be blank
-        blank[i] = _is_blank(data[starts[i]:ends[i]])
-    keep = np.flatnonzero(~blank)
-    return keep.astype(np.int64) + first_line, int(blank.sum())
+        stripped = data[starts[i]:ends[i]].strip(b" \t\r")
+        keep[i] = bool(stripped)
+        if stripped and stripped[:1] != b"{":
+            raise _Slow
+    return _Layout(starts[keep], numbers[keep], n_lines, int(n_lines - keep.sum()))
 
 
-def _has_special_floats(arr: pa.Array | pa.ChunkedArray) -> bool:
-    """Whether a column holds NaN or an infinity anywhere (also inside lists/structs)."""
+def _special_floats(arr: pa.Array | pa.ChunkedArray) -> tuple[bool, bool]:
+    """Whether a column holds NaN, and whether it holds an infinity (also inside
+    lists/structs)."""
     t = arr.type
     if pa.types.is_floating(t):
-        return bool(pc.any(pc.invert(pc.is_finite(arr))).as_py())
+        nan = bool(pc.any(pc.is_nan(arr)).as_py())
+        inf = bool(pc.any(pc.is_inf(arr)).as_py())
+        return nan, inf
+    nan = inf = False
     if pa.types.is_list(t) or pa.types.is_struct(t):
         chunks = arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr]
         for c in chunks:
             kids = [c.flatten()] if pa.types.is_list(t) else [c.field(i) for i in range(t.num_fields)]
-            if any(_has_special_floats(k) for k in kids):
+            for k in kids:
+                a, b = _special_floats(k)
+                nan, inf = nan or a, inf or b
+    return nan, inf
+
+
+def _arrow_only_tokens(data: bytes, nan: bool, inf: bool) -> bool:
+    """Whether ``data`` may hold ``-NaN`` (when ``nan``) or an ``Inf`` that is not
+    ``Infinity`` (when ``inf``): tokens Arrow reads as floats and Python's json rejects.
+    Vectorized (outside the GIL); a false positive (such text inside a string) only
+    costs speed."""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    n = len(buf)
+    if nan:
+        big_n = np.flatnonzero(buf == 78)  # 'N'
+        big_n = big_n[(big_n >= 1) & (big_n + 2 < n)]
+        if len(big_n) and ((buf[big_n - 1] == 45) & (buf[big_n + 1] == 97)
+                           & (buf[big_n + 2] == 78)).any():
+            return True  # "-NaN"
+    if inf:
+        big_i = np.flatnonzero(buf == 73)  # 'I'
+        big_i = big_i[big_i + 2 < n]
+        inf_at = big_i[(buf[big_i + 1] == 110) & (buf[big_i + 2] == 102)]  # "Inf"
+        for p in inf_at:
+            if data[p:p + 8] != b"Infinity":
                 return True
     return False
 
 
-def _fast(data: bytes, first_line: int, hints: _Hints) -> tuple[pa.Table, int]:
-    """Parse ``data`` with Arrow or raise :class:`_Slow`. Returns (table, blank lines)."""
-    lines, blanks = _line_layout(data, first_line)
+def _fast(data: bytes, lay: _Layout, hints: _Hints) -> pa.Table:
+    """Parse ``data`` with Arrow or raise :class:`_Slow`."""
     opts = pj.ReadOptions(use_threads=False, block_size=max(len(data) + 1, 1 << 16))
     for _attempt in range(2):
         schema = hints.schema
@@ -817,7 +874,8 @@ def _fast(data: bytes, first_line: int, hints: _Hints) -> tuple[pa.Table, int]:
         try:
             table = pj.read_json(pa.BufferReader(data), read_options=opts, parse_options=popts)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-            raise _Slow from e
+            m = _ROW_RE.search(str(e))
+            raise _Slow(int(m.group(1)) if m else None) from e
         stamps = [p for f in table.schema for p in _timestamp_paths(f.type, (f.name,))]
         if not stamps:
             break
@@ -826,13 +884,14 @@ def _fast(data: bytes, first_line: int, hints: _Hints) -> tuple[pa.Table, int]:
         hints.add(stamps)
     else:
         raise _Slow
-    if table.num_rows != len(lines):
-        raise _Slow  # "{..} {..}" on one line: Arrow reads two rows, Python rejects it
-    if any(_has_special_floats(c) for c in table.columns):
-        # Arrow also reads "-NaN" and "Inf", which Python's json rejects; only look for
-        # them (a GIL-holding byte search) when the table holds such values at all
-        if b"-NaN" in data or data.count(b"Inf") != data.count(b"Infinity"):
-            raise _Slow
+    if table.num_rows != len(lay.numbers):
+        raise _Slow  # "{..} {..}" on one line, or a value broken over lines
+    nan = inf = False
+    for c in table.columns:
+        a, b = _special_floats(c)
+        nan, inf = nan or a, inf or b
+    if (nan or inf) and _arrow_only_tokens(data, nan, inf):
+        raise _Slow
     try:
         table.validate(full=True)  # UTF-8 of string values (Arrow's reader does not check)
         table = _flatten_table(table)
@@ -841,13 +900,11 @@ def _fast(data: bytes, first_line: int, hints: _Hints) -> tuple[pa.Table, int]:
         raise _Slow from e
     if len(set(names)) != len(names):
         raise _Slow  # "a.b" and {"a": {"b"}} in one chunk: resolve line by line
-    if table.num_rows != len(lines):
-        raise _Slow
     if LINE_COLUMN in names:
         table = table.rename_columns([_free_name(LINE_COLUMN, names) if n == LINE_COLUMN else n
                                       for n in names])
-    table = table.add_column(0, LINE_COLUMN, pa.array(lines, type=pa.int64()))
-    return _finish(table), blanks
+    table = table.add_column(0, LINE_COLUMN, pa.array(lay.numbers, type=pa.int64()))
+    return _finish(table)
 
 
 def _finish(table: pa.Table) -> pa.Table:
@@ -877,37 +934,75 @@ def _split_half(data: bytes) -> tuple[bytes, bytes]:
     return data[:cut + 1], data[cut + 1:]
 
 
-def _parse_piece(data: bytes, first_line: int, final_unterminated: bool,
-                 hints: _Hints, out_tables: list, out_rejects: list) -> int:
-    """Fast path, else bisect, else the reference. Returns the blank-line count."""
-    n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
-    if n_lines > _SLOW_LINES:
+def _parse_region(data: bytes, first_line: int, final_unterminated: bool, hints: _Hints,
+                  tables: list, rejects: list) -> int:
+    """Parse whole lines: the fast path where it vouches, the reference elsewhere.
+
+    When Arrow names the row it failed on, the lines before it take the fast path, that
+    one line is read by the reference, and the loop goes on after it; without a row, the
+    piece is halved. Returns the number of blank lines.
+    """
+    blanks = 0
+    while data:
+        lay = None
+        at = None  # (byte offset, line number) of a line to read by itself
         try:
-            table, blanks = _fast(data, first_line, hints)
-        except _Slow:
-            pass
-        else:
-            out_tables.append(table)
-            return blanks
-        a, b = _split_half(data)
-        if b:
-            na = a.count(b"\n")
-            return (_parse_piece(a, first_line, False, hints, out_tables, out_rejects)
-                    + _parse_piece(b, first_line + na, final_unterminated, hints, out_tables,
-                                   out_rejects))
-    table, rejects, blanks = parse_lines_reference(data, first_line,
-                                                   final_unterminated=final_unterminated)
-    out_tables.append(table)
-    out_rejects.extend(rejects)
+            lay = _line_layout(data, first_line)
+        except _Slow as e:
+            at = e.at
+        n_lines = lay.n_lines if lay is not None else _count_lines(data)
+        if n_lines <= _SLOW_LINES:
+            break  # small: the reference below
+        if lay is not None:
+            try:
+                tables.append(_fast(data, lay, hints))
+                return blanks + lay.blanks
+            except _Slow as e:
+                if e.row is not None and e.row < len(lay.numbers):
+                    at = (int(lay.starts[e.row]), int(lay.numbers[e.row]))
+        if at is None:
+            a, b = _split_half(data)
+            if not b:
+                break
+            blanks += _parse_region(a, first_line, False, hints, tables, rejects)
+            first_line += a.count(b"\n")
+            data = b
+            continue
+        start, line_no = at
+        if start:
+            # the lines before the row Arrow choked on: (normally) one fast parse
+            blanks += _parse_region(data[:start], first_line, False, hints, tables, rejects)
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end + 1
+        t, r, bl = parse_lines_reference(data[start:end], line_no,
+                                         final_unterminated=final_unterminated and end == len(data))
+        tables.append(t)
+        rejects.extend(r)
+        blanks += bl
+        data = data[end:]
+        first_line = line_no + 1
+    if data:
+        t, r, bl = parse_lines_reference(data, first_line, final_unterminated=final_unterminated)
+        tables.append(t)
+        rejects.extend(r)
+        blanks += bl
     return blanks
 
 
-def _parse_chunk(data: bytes, first_line: int, final_unterminated: bool,
+def _count_lines(data: bytes) -> int:
+    # NumPy, not bytes.count: the count then runs outside the GIL
+    n = int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == 10))
+    return n + (0 if data.endswith(b"\n") or not data else 1)
+
+
+def _parse_chunk(data: bytes, final_unterminated: bool,
                  hints: _Hints) -> tuple[pa.Table, list[Reject], int, int]:
+    """Parse one chunk with line numbers relative to the chunk (first line = 1)."""
     tables: list[pa.Table] = []
     rejects: list[Reject] = []
-    blanks = _parse_piece(data, first_line, final_unterminated, hints, tables, rejects)
-    n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+    blanks = _parse_region(data, 1, final_unterminated, hints, tables, rejects)
+    n_lines = _count_lines(data)
+    tables = [t for t in tables if t.num_rows] or tables[:1]
     table = tables[0] if len(tables) == 1 else unify_tables(tables)
     return table, rejects, blanks, n_lines
 
@@ -915,32 +1010,12 @@ def _parse_chunk(data: bytes, first_line: int, final_unterminated: bool,
 # ----------------------------------------------------------------------- the source
 
 
-class _CountingReader(io.RawIOBase):
-    """Counts bytes read from the underlying stream (the progress of a gzip source)."""
-
-    def __init__(self, raw: BinaryIO):
-        self.raw = raw
-        self.count = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:
-        n = self.raw.readinto(b) if hasattr(self.raw, "readinto") else None
-        if n is None:
-            data = self.raw.read(len(b))
-            n = len(data)
-            b[:n] = data
-        self.count += n
-        return n
-
-
-def _open(source: Any, path: str | None) -> tuple[BinaryIO, Callable[[], int], int | None, bool, list]:
-    """Open a source. Returns (content stream, position fn, total bytes, is_gzip, to_close)."""
+def _open(source: Any, path: str | None) -> tuple[BinaryIO, int | None, list]:
+    """Open a source. Returns (binary stream, total bytes if known, things to close)."""
     to_close: list = []
     if isinstance(source, (bytes, bytearray, memoryview)):
-        raw: BinaryIO = io.BytesIO(bytes(source))
-        total: int | None = len(source)
+        raw: BinaryIO = io.BytesIO(source)
+        total: int | None = memoryview(source).nbytes
     elif isinstance(source, (str, os.PathLike)):
         try:
             raw = open(source, "rb", buffering=0)  # noqa: SIM115 - closed by the caller
@@ -965,36 +1040,82 @@ def _open(source: Any, path: str | None) -> tuple[BinaryIO, Callable[[], int], i
     else:
         raise IngestError(f"cannot ingest a {type(source).__name__}: give bytes, a path or a "
                           "binary stream", path=path)
-    counter = _CountingReader(raw)
-    buffered = io.BufferedReader(counter, buffer_size=1 << 16)
-    head = buffered.peek(2)[:2]
-    if head == b"\x1f\x8b":
-        stream: BinaryIO = gzip.GzipFile(fileobj=buffered, mode="rb")
-        to_close.append(stream)
-        # position of the compressed stream, minus what sits in the read-ahead buffer
-        return stream, (lambda: counter.count), total, True, to_close
-    return buffered, (lambda: counter.count), total, False, to_close
+    return raw, total, to_close
 
 
-def _read_chunks(stream: BinaryIO, chunk_bytes: int, report: IngestReport,
-                 path: str | None) -> Iterator[tuple[bytes, int, bool]]:
-    """Yield (whole lines, first line number, final_unterminated); hash as we go."""
+class _Blocks:
+    """Content blocks of a source (decompressed when it is gzip), and the progress.
+
+    Gzip is inflated here with :mod:`zlib` rather than :class:`gzip.GzipFile`, whose
+    ``read`` drops the data of its last call when a crashed writer cut the stream
+    short; here everything inflated before the cut is kept and ``truncated`` is set.
+    """
+
+    def __init__(self, raw: BinaryIO, path: str | None):
+        self.raw = raw
+        self.path = path
+        self.done = 0  # source bytes consumed
+        self.gzip = False
+        self.truncated = False
+
+    def _read(self, n: int) -> bytes:
+        try:
+            b = self.raw.read(n)
+        except OSError as e:
+            raise IngestError(f"cannot read {self.path or 'input'}: {e}", path=self.path) from e
+        b = b or b""
+        self.done += len(b)
+        return bytes(b) if not isinstance(b, bytes) else b
+
+    def __call__(self, size: int) -> Iterator[bytes]:
+        first = self._read(size)
+        if first[:2] != b"\x1f\x8b":
+            while first:
+                yield first
+                first = self._read(size)
+            return
+        self.gzip = True
+        d = zlib.decompressobj(wbits=31)
+        buf = first
+        while True:
+            if not buf:
+                buf = self._read(size)
+                if not buf:
+                    if not d.eof:
+                        self.truncated = True  # the writer died mid-stream
+                    return
+            try:
+                out = d.decompress(buf, size)
+            except zlib.error as e:
+                raise IngestError(f"cannot read {self.path or 'input'}: corrupt gzip data "
+                                  f"near byte {self.done} ({e})", path=self.path) from e
+            buf = d.unconsumed_tail
+            if out:
+                yield out
+            if d.eof:
+                rest = d.unused_data + buf
+                rest = rest + self._read(2) if len(rest) < 2 else rest
+                if rest[:2] == b"\x1f\x8b":
+                    d = zlib.decompressobj(wbits=31)  # the next member
+                    buf = rest
+                    continue
+                if rest.strip(b"\0") or self._read(size).strip(b"\0"):
+                    raise IngestError(f"cannot read {self.path or 'input'}: data after the "
+                                      "end of the gzip stream", path=self.path)
+                return
+
+
+def _read_chunks(blocks: Iterator[bytes], report: IngestReport) -> Iterator[tuple[bytes, bool]]:
+    """Yield (whole lines, final_unterminated); hash as we go.
+
+    Line numbers are not counted here (a GIL-holding scan on the one reading thread);
+    workers number lines within their chunk and :class:`_Renumber` shifts them.
+    """
     h = hashlib.sha256()
     carry = b""
-    line_no = 1
     first = True
-    while True:
-        try:
-            block = stream.read(chunk_bytes)
-        except EOFError:
-            # gzip stream cut short (the writer died): keep what was decompressed
-            report.truncated_gzip = True
-            block = b""
-        except (OSError, zlib.error) as e:
-            raise IngestError(f"cannot read {path or 'input'}: {e}", path=path) from e
-        if not block:
-            break
-        h.update(block)
+    for block in blocks:
+        h.update(block)  # releases the GIL for large buffers
         report.content_bytes += len(block)
         if first:
             first = False
@@ -1006,11 +1127,9 @@ def _read_chunks(stream: BinaryIO, chunk_bytes: int, report: IngestReport,
             carry = data  # a line longer than a chunk: keep reading
             continue
         carry = data[cut:]
-        piece = data[:cut]
-        yield piece, line_no, False
-        line_no += piece.count(b"\n")
+        yield data[:cut], False
     if carry:
-        yield carry, line_no, True
+        yield carry, True
     report.sha256 = h.hexdigest()
 
 
@@ -1019,15 +1138,36 @@ def _default_workers() -> int:
         n = len(os.sched_getaffinity(0))  # the CPUs this process may use, not the host's
     except AttributeError:
         n = os.cpu_count() or 1
-    return max(1, min(4, n))
+    return max(1, min(16, n))
+
+
+class _Renumber:
+    """Turns chunk-relative line numbers into file line numbers, in source order."""
+
+    def __init__(self, report: IngestReport):
+        self.report = report
+        self.offset = 0  # lines before the current chunk
+
+    def __call__(self, result, pos: int) -> Batch:
+        table, rejects, blanks, n = result
+        off = self.offset
+        if off:
+            i = table.column_names.index(LINE_COLUMN)
+            table = table.set_column(i, LINE_COLUMN, pc.add(table.column(i), off))
+            rejects = [Reject(r.line + off, r.reason, r.raw) for r in rejects]
+        self.offset += n
+        self.report.blank_lines += blanks
+        batch = Batch(table, rejects, off + 1, n, pos)
+        self.report.add(batch)
+        return batch
 
 
 def iter_batches(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: str | None = None,
                  report: IngestReport | None = None, workers: int | None = None) -> Iterator[Batch]:
     """Stream a diag.jsonl source as batches of flattened good rows plus rejects.
 
-    Memory is bounded by about ``(workers + 2) * chunk_bytes`` plus the Arrow tables of
-    the chunks in flight, whatever the size of the source.
+    Memory is bounded by about ``(2 * workers + 2) * chunk_bytes`` plus the Arrow tables
+    of the chunks in flight, whatever the size of the source.
 
     Parameters
     ----------
@@ -1042,8 +1182,8 @@ def iter_batches(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: s
         An :class:`IngestReport` to fill in while iterating; it is complete (with its
         ``sha256``) once the iterator is exhausted.
     workers
-        Chunks parsed in parallel (Arrow releases the GIL). Defaults to the CPU count,
-        at most 4.
+        Chunks parsed in parallel threads (Arrow and NumPy release the GIL). Defaults
+        to the CPUs this process may use, at most 16.
 
     Yields
     ------
@@ -1055,59 +1195,51 @@ def iter_batches(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: s
     IngestError
         The source cannot be opened or read (missing file, corrupt gzip).
     """
-    if chunk_bytes < 1:
-        raise IngestError(f"chunk_bytes must be positive, got {chunk_bytes!r}", path=path)
+    if not isinstance(chunk_bytes, int) or chunk_bytes < 1:
+        raise IngestError(f"chunk_bytes must be a positive int, got {chunk_bytes!r}", path=path)
     if path is None and isinstance(source, (str, os.PathLike)):
         path = str(source)
     if report is None:
         report = IngestReport()
     report.path = path
-    stream, position, total, is_gz, to_close = _open(source, path)
-    report.gzip = is_gz
+    raw, total, to_close = _open(source, path)
     report.source_bytes = total
     hints = _Hints()
     workers = workers or _default_workers()
+    renumber = _Renumber(report)
+    blocks = _Blocks(raw, path)
+    position = lambda: blocks.done  # noqa: E731
     try:
-        chunks = _read_chunks(stream, chunk_bytes, report, path)
+        chunks = _read_chunks(blocks(chunk_bytes), report)
         if workers == 1:
-            for data, first, final in chunks:
-                table, rejects, blanks, n = _parse_chunk(data, first, final, hints)
-                report.blank_lines += blanks
-                batch = Batch(table, rejects, first, n, position())
-                report.add(batch)
-                yield batch
+            for data, final in chunks:
+                yield renumber(_parse_chunk(data, final, hints), position())
         else:
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ingest") as pool:
                 pending: deque = deque()
                 try:
-                    for data, first, final in chunks:
-                        pending.append((pool.submit(_parse_chunk, data, first, final, hints),
-                                        first, position()))
+                    for data, final in chunks:
+                        pending.append((pool.submit(_parse_chunk, data, final, hints), position()))
                         del data
-                        # bounded read-ahead: one chunk queued beyond the busy workers
-                        while len(pending) > workers:
-                            yield _collect(pending.popleft(), report)
+                        # bounded read-ahead: a chunk queued for each busy worker
+                        while len(pending) > 2 * workers:
+                            fut, pos = pending.popleft()
+                            yield renumber(fut.result(), pos)
                     while pending:
-                        yield _collect(pending.popleft(), report)
+                        fut, pos = pending.popleft()
+                        yield renumber(fut.result(), pos)
                 finally:
-                    for fut, _f, _p in pending:
+                    for fut, _p in pending:
                         fut.cancel()
         report.complete = True
     finally:
+        report.gzip = blocks.gzip
+        report.truncated_gzip = blocks.truncated
         for f in reversed(to_close):
             try:
                 f.close()
             except OSError:
                 pass
-
-
-def _collect(item, report: IngestReport) -> Batch:
-    fut, first, pos = item
-    table, rejects, blanks, n = fut.result()
-    report.blank_lines += blanks
-    batch = Batch(table, rejects, first, n, pos)
-    report.add(batch)
-    return batch
 
 
 def parse(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: str | None = None,
@@ -1127,4 +1259,6 @@ def parse(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: str | No
     report = IngestReport()
     tables = [b.table for b in iter_batches(source, chunk_bytes=chunk_bytes, path=path,
                                             report=report, workers=workers)]
+    if not tables:
+        return pa.table({LINE_COLUMN: pa.array([], pa.int64())}), report
     return unify_tables(tables), report

@@ -1,0 +1,322 @@
+"""Ingest benchmark: our store ingest vs DuckDB ``read_json`` -> Parquet vs pyarrow.
+
+``python -m regime_dash bench ingest [--size-mb 100] [--repeat 3] [--peak-mb 1000]``
+
+All contenders read the same generated, nested diag.jsonl file (the DESIGN.md diag
+fields, ~1 KB a line, some NaN tokens) in the same process run, best of ``--repeat``
+(the machine is shared, so the best time is the least disturbed one):
+
+* ``ours``: ``RunStore.ingest`` end to end (sha256, parse, quarantine, Parquet parts,
+  meta, atomic rename);
+* ``duckdb``: ``COPY (SELECT * FROM read_json(file)) TO 'x.parquet'`` (struct columns,
+  no flattening, fails on a bad line instead of quarantining it);
+* ``pyarrow``: ``pyarrow.json.read_json(file)`` (read only), and the same plus
+  ``pyarrow.parquet.write_table`` of the flattened table.
+
+``ours_with_rejects`` ingests a copy of the file with one bad line in 5,000 (the others
+cannot read it at all). Peak memory is the max RSS of a fresh subprocess that ingests
+a generated file of ``--peak-mb`` MB, next to one that ingests a small file, so the
+figure shows what grows with the file size (nothing should).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: The DESIGN.md diag layout as a %-template of one line (json.dumps spacing).
+_TEMPLATE = (
+    '{"step": %d, "fold": %d, "phase": "%s", "wall_time": %r, "risk_stack": {'
+    '"kelly": {"fraction": %r, "analytic": %r, "safety_frac": 0.5, "cooldown_remaining": %d}, '
+    '"positions": {"flat_count": %d, "b_size": 1024}, "session_pnl": {"worst": %r}, '
+    '"popart": {"mean": %r, "var": %r, "sigma": %r}, '
+    '"iqn": {"tau_min": 0.05, "tau_min_effective": %r, "tau_action": %r}, '
+    '"regime": {"dead_zone": {"flag": %s, "duration": %d, "timeout_flag": false, "max_duration": 2000}, '
+    '"transition": {"remaining": %d, "steps_config": 100, "decay_steps_config": 50}, '
+    '"tail": {"recency": %d, "session_pnl_variance_ema": %r, "sigma_threshold": 3.0, "welford_count": %r}, '
+    '"kelly_eps_recovery": {"factor": %r, "live": %s, "min": 0.01, "max": 0.2, "n_recovery": 500}, '
+    '"popart_envelope": {"max_abs_reward_ema": %s, "decay_alpha": 0.001}, '
+    '"iqn_tau_boost": {"factor": %r, "n_window": 200}}}}\n'
+)
+
+_BAD_LINES = (
+    '{"step": 1, "risk_stack": {"kelly": {"fraction": 0.5',  # crashed mid-line
+    "not json at all",
+    "[1, 2, 3]",
+    '{"step": 2} {"step": 3}',
+)
+
+
+def make_diag_file(path: str | os.PathLike, size_mb: float, *, seed: int = 0,
+                   bad_every: int = 0, late_key: bool = True) -> int:
+    """Write a synthetic nested diag.jsonl of about ``size_mb`` MB.
+
+    Parameters
+    ----------
+    path
+        Output file.
+    size_mb
+        Target size in MB (10**6 bytes).
+    seed
+        RNG seed (the same seed gives the same bytes).
+    bad_every
+        Every this many lines, write a bad line instead (0: none).
+    late_key
+        Add a key that first appears in the last 1 % of the file.
+
+    Returns
+    -------
+    int
+        Lines written.
+    """
+    rng = np.random.default_rng(seed)
+    target = int(size_mb * 1e6)
+    written = 0
+    step = 0
+    lines = 0
+    block = 4096
+    late_from = None
+    with open(path, "w", encoding="utf-8", newline="\n") as fh:
+        while written < target:
+            u = rng.random((block, 14))
+            ints = rng.integers(0, 1024, (block, 5))
+            nan = rng.random(block) < 0.01
+            out = []
+            for i in range(block):
+                if bad_every and lines and lines % bad_every == 0:
+                    out.append(_BAD_LINES[(lines // bad_every) % len(_BAD_LINES)] + "\n")
+                    lines += 1
+                    continue
+                r = u[i]
+                line = _TEMPLATE % (
+                    step, step // 10000, "eval" if r[0] < 0.1 else "train", 1.7e9 + step * 0.25,
+                    float(r[1]), float(r[2]), int(ints[i, 0] % 6), int(ints[i, 1]),
+                    -10 * float(r[3]), float(r[4]) - 0.5, float(r[5]), float(r[6]),
+                    float(r[7]), float(r[8]), "true" if r[9] < 0.1 else "false",
+                    int(ints[i, 2] % 500), int(ints[i, 3] % 101) - 1, int(ints[i, 4]),
+                    float(r[10]), float(step), float(r[11]), "true" if r[12] < 0.5 else "false",
+                    "NaN" if nan[i] else repr(float(r[13])), float(r[12]))
+                if late_key and late_from is not None:
+                    line = line[:-2] + ', "late": {"key": %d}}\n' % step
+                out.append(line)
+                step += 1
+                lines += 1
+            chunk = "".join(out)
+            fh.write(chunk)
+            written += len(chunk)
+            if late_key and late_from is None and written > 0.99 * target:
+                late_from = lines
+    return lines
+
+
+def _best(fn, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _time_ours(path: Path, work: Path, repeat: int) -> float:
+    from regime_dash.store import RunStore
+
+    def once():
+        root = work / "store"
+        shutil.rmtree(root, ignore_errors=True)
+        RunStore(root).ingest(path)
+
+    return _best(once, repeat)
+
+
+def _time_duckdb(path: Path, work: Path, repeat: int) -> float | None:
+    try:
+        import duckdb
+    except ImportError:
+        return None
+    out = work / "duck.parquet"
+
+    def once():
+        con = duckdb.connect()
+        try:
+            con.execute("COPY (SELECT * FROM read_json(?)) TO '%s' (FORMAT parquet)"
+                        % str(out).replace("'", "''"), [str(path)])
+        finally:
+            con.close()
+
+    return _best(once, repeat)
+
+
+def _time_pyarrow(path: Path, work: Path, repeat: int) -> tuple[float, float]:
+    import pyarrow.json as pj
+    import pyarrow.parquet as pq
+
+    read = _best(lambda: pj.read_json(path), repeat)
+
+    def read_write():
+        t = pj.read_json(path)
+        while any(str(f.type).startswith("struct") for f in t.schema):
+            t = t.flatten()
+        pq.write_table(t, work / "pa.parquet")
+
+    return read, _best(read_write, repeat)
+
+
+_PEAK_CHILD = """
+import resource, sys, time
+from regime_dash.store import RunStore
+t = time.perf_counter()
+r = RunStore(sys.argv[2]).ingest(sys.argv[1]) if sys.argv[1] != '-' else None
+dt = time.perf_counter() - t
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, dt)
+"""
+
+
+def peak_rss(path: str | None, store: str) -> tuple[int, float]:
+    """Max RSS (bytes) of a fresh interpreter that ingests ``path`` ('-' or None: only
+    imports), and the ingest time in seconds."""
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    out = subprocess.run([sys.executable, "-c", _PEAK_CHILD, path or "-", store],
+                         capture_output=True, text=True, env=env, check=True)
+    rss, dt = out.stdout.split()
+    return int(rss), float(dt)
+
+
+def run_benchmark(size_mb: float = 100.0, repeat: int = 3, peak_mb: float = 0.0,
+                  workdir: str | None = None) -> dict[str, Any]:
+    """Run the ingest benchmark and return its figures.
+
+    Parameters
+    ----------
+    size_mb
+        Size of the generated diag file for the throughput comparison.
+    repeat
+        Timings per contender; the best is kept.
+    peak_mb
+        If > 0, also measure the peak RSS of ingesting a file this large (e.g. 1000).
+    workdir
+        Scratch directory (a temporary one by default; removed afterwards).
+
+    Returns
+    -------
+    dict
+        ``mb_per_s`` per contender, ``ratio_vs_duckdb``, sizes, and peak memory figures.
+    """
+    import duckdb  # noqa: F401 - fail early with a clear ImportError
+    import pyarrow
+
+    tmp = Path(tempfile.mkdtemp(prefix="rd-bench-", dir=workdir))
+    try:
+        clean = tmp / "diag.jsonl"
+        make_diag_file(clean, size_mb, seed=1)
+        dirty = tmp / "diag_bad.jsonl"
+        make_diag_file(dirty, size_mb, seed=1, bad_every=5000)
+        mb = clean.stat().st_size / 1e6
+        mb_dirty = dirty.stat().st_size / 1e6
+        # interleave the contenders so load from other processes hits them alike
+        t_ours, t_duck, t_pa, t_pa_w, t_bad = [], [], [], [], []
+        for _ in range(repeat):
+            t_duck.append(_time_duckdb(clean, tmp, 1))
+            t_ours.append(_time_ours(clean, tmp, 1))
+            r, w = _time_pyarrow(clean, tmp, 1)
+            t_pa.append(r)
+            t_pa_w.append(w)
+            t_bad.append(_time_ours(dirty, tmp, 1))
+        ours, bad = min(t_ours), min(t_bad)
+        duck = None if None in t_duck else min(t_duck)
+        res: dict[str, Any] = {
+            "file_mb": round(mb, 1),
+            "repeat": repeat,
+            "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+            "versions": {"pyarrow": pyarrow.__version__, "duckdb": duckdb.__version__,
+                         "python": sys.version.split()[0]},
+            "mb_per_s": {
+                "ours": round(mb / ours, 1),
+                "ours_with_rejects": round(mb_dirty / bad, 1),
+                "duckdb_read_json_to_parquet": None if duck is None else round(mb / duck, 1),
+                "pyarrow_read_json": round(mb / min(t_pa), 1),
+                "pyarrow_read_json_to_parquet": round(mb / min(t_pa_w), 1),
+            },
+        }
+        if duck is not None:
+            res["ratio_vs_duckdb"] = round(duck / ours, 2)
+            res["target_met"] = duck / ours >= 1.0
+        res["ratio_vs_pyarrow_read_json"] = round(min(t_pa) / ours, 2)
+        if peak_mb > 0:
+            shutil.rmtree(tmp / "store", ignore_errors=True)
+            for p in (clean, dirty):
+                p.unlink()
+            base, _ = peak_rss(None, str(tmp / "s0"))
+            small = tmp / "small.jsonl"
+            make_diag_file(small, 10, seed=2)
+            rss_small, _ = peak_rss(str(small), str(tmp / "s1"))
+            big = tmp / "big.jsonl"
+            make_diag_file(big, peak_mb, seed=3)
+            rss_big, dt = peak_rss(str(big), str(tmp / "s2"))
+            res["peak_memory"] = {
+                "file_mb": round(big.stat().st_size / 1e6, 1),
+                "peak_rss_mb": round(rss_big / 2**20, 1),
+                "peak_rss_10mb_file_mb": round(rss_small / 2**20, 1),
+                "baseline_rss_mb": round(base / 2**20, 1),
+                "growth_10mb_to_big_mb": round((rss_big - rss_small) / 2**20, 1),
+                "mb_per_s": round(big.stat().st_size / 1e6 / dt, 1),
+            }
+        return res
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ingest", help="ingest MB/s vs DuckDB and pyarrow; peak memory",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--size-mb", type=float,
+                   default=float(os.environ.get("REGIME_DASH_BENCH_MB", 100)),
+                   help="size of the generated diag file (default 100, or "
+                        "$REGIME_DASH_BENCH_MB)")
+    p.add_argument("--repeat", type=int, default=3, help="timings per contender (best kept)")
+    p.add_argument("--peak-mb", type=float, default=0.0,
+                   help="also measure peak RSS ingesting a file this large (e.g. 1000)")
+    p.add_argument("--workdir", default=None, help="scratch directory (default: system tmp)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON only")
+    p.add_argument("--out", default=None, help="also write the JSON figures to this file")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from regime_dash.errors import ValidationError
+
+    if args.size_mb <= 0 or args.repeat < 1:
+        raise ValidationError(f"--size-mb must be > 0 and --repeat >= 1, got "
+                              f"{args.size_mb!r} and {args.repeat!r}", field="size_mb")
+    res = run_benchmark(args.size_mb, args.repeat, args.peak_mb, args.workdir)
+    text = json.dumps(res, indent=1)
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    if args.json:
+        print(text)
+        return 0
+    m = res["mb_per_s"]
+    print(f"ingest benchmark, {res['file_mb']} MB nested diag.jsonl, best of {res['repeat']}, "
+          f"{res['cpus']} CPUs")
+    for k, v in m.items():
+        print(f"  {k:32s} {v:8.1f} MB/s")
+    if "ratio_vs_duckdb" in res:
+        print(f"  ours / duckdb = {res['ratio_vs_duckdb']:.2f}x (target >= 1.0x: "
+              f"{'met' if res['target_met'] else 'NOT met'})")
+    if "peak_memory" in res:
+        pm = res["peak_memory"]
+        print(f"  peak RSS ingesting {pm['file_mb']} MB: {pm['peak_rss_mb']} MB "
+              f"(10 MB file: {pm['peak_rss_10mb_file_mb']} MB, imports only: "
+              f"{pm['baseline_rss_mb']} MB)")
+    return 0

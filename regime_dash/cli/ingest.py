@@ -1,0 +1,113 @@
+"""``python -m regime_dash ingest PATH... [--store DIR] [--name NAME] [--json]``.
+
+Stores each diag.jsonl (plain or gzip) as a run. Exit status: 0 when every file was
+stored (or was already stored); rejected lines are reported, not a failure. 2 when a
+file could not be read (missing, unreadable, corrupt gzip, no JSON object line at all);
+the other files are still ingested.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import TextIO
+
+from regime_dash.errors import IngestError, StoreError
+
+
+class ProgressBar:
+    """A one-line terminal progress bar on stderr (drawn only on a terminal).
+
+    Parameters
+    ----------
+    label
+        Text before the bar (the file name).
+    stream
+        Where to draw; defaults to ``sys.stderr``.
+    """
+
+    def __init__(self, label: str, stream: TextIO | None = None, width: int = 30):
+        self.label = label
+        self.stream = stream or sys.stderr
+        self.width = width
+        self.start = time.monotonic()
+        self.last = 0.0
+
+    def __call__(self, done: int, total: int | None) -> None:
+        now = time.monotonic()
+        if now - self.last < 0.1 and not (total and done >= total):
+            return  # redraw at most ten times a second
+        self.last = now
+        mb = done / 1e6
+        rate = mb / max(now - self.start, 1e-9)
+        if total:
+            frac = min(done / total, 1.0)
+            fill = int(frac * self.width)
+            bar = "#" * fill + "-" * (self.width - fill)
+            text = f"\r{self.label} [{bar}] {frac:4.0%} {mb:8.1f} MB {rate:6.1f} MB/s"
+        else:
+            text = f"\r{self.label} {mb:8.1f} MB {rate:6.1f} MB/s"
+        self.stream.write(text)
+        self.stream.flush()
+
+    def close(self) -> None:
+        self.stream.write("\n")
+        self.stream.flush()
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ingest", help="store diag.jsonl files (plain or .gz) as runs",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("paths", nargs="+", metavar="PATH", help="diag.jsonl or diag.jsonl.gz files")
+    p.add_argument("--store", metavar="DIR", default=None,
+                   help="run store directory (default: $REGIME_DASH_STORE or ./data/store)")
+    p.add_argument("--name", default=None, help="run name (default: the file name)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON array with an object per file")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from regime_dash.store import RunStore
+
+    store = RunStore(args.store)
+    results = []
+    rc = 0
+    tty = sys.stderr.isatty()
+    for path in args.paths:
+        bar = ProgressBar(Path(path).name) if tty else None
+        try:
+            res = store.ingest(path, name=args.name, progress=bar)
+        except (IngestError, StoreError) as exc:
+            rc = 2
+            if bar is not None:
+                bar.close()
+            print(f"error: {exc}", file=sys.stderr)
+            results.append({"path": path, "run_id": None, "error": str(exc)})
+            continue
+        if bar is not None:
+            bar.close()
+        obj = res.to_dict()
+        obj["path"] = path
+        results.append(obj)
+        if not args.json:
+            _print_human(path, res)
+    if args.json:
+        json.dump(results, sys.stdout, indent=None if len(results) > 20 else 1, default=str)
+        sys.stdout.write("\n")
+    return rc
+
+
+def _print_human(path: str, res) -> None:
+    if res.duplicate_of:
+        print(f"{path}: already stored as {res.duplicate_of} ({res.rows} rows)")
+        return
+    steps = "" if res.first_step is None else f", steps {res.first_step}..{res.last_step}"
+    print(f"{path}: stored run {res.run_id}: {res.rows} rows, {len(res.columns)} columns"
+          f"{steps}, {len(res.rejected)} rejected lines")
+    for r in res.rejected[:10]:
+        print(f"  line {r['line']}: {r['reason']}")
+    if len(res.rejected) > 10:
+        print(f"  ... and {len(res.rejected) - 10} more (python -m regime_dash runs --json)")

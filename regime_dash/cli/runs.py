@@ -1,0 +1,51 @@
+"""``python -m regime_dash runs [--json]`` and ``python -m regime_dash rm RUN``."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("runs", help="list the runs in the store")
+    p.add_argument("--store", metavar="DIR", default=None,
+                   help="run store directory (default: $REGIME_DASH_STORE or ./data/store)")
+    p.add_argument("--json", action="store_true", help="print a JSON array")
+    p.set_defaults(func=run_list)
+
+    r = sub.add_parser("rm", help="delete a run from the store")
+    r.add_argument("run_ids", nargs="+", metavar="RUN", help="run id (see `runs`)")
+    r.add_argument("--store", metavar="DIR", default=None,
+                   help="run store directory (default: $REGIME_DASH_STORE or ./data/store)")
+    r.set_defaults(func=run_rm)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from regime_dash.store import RunStore
+
+    runs = RunStore(args.store).list_runs()
+    if args.json:
+        json.dump(runs, sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+        return 0
+    if not runs:
+        print("no runs")
+        return 0
+    head = ("RUN", "ROWS", "REJ", "STEPS", "INGESTED", "SOURCE")
+    rows = [(r["run_id"], str(r["rows"]), str(r["rejected"]),
+             "" if r["first_step"] is None else f"{r['first_step']}..{r['last_step']}",
+             str(r["ingested_at"] or ""), str(r["source"] or "")) for r in runs]
+    widths = [max(len(x[i]) for x in [head, *rows]) for i in range(len(head))]
+    for line in [head, *rows]:
+        print("  ".join(x.ljust(w) for x, w in zip(line, widths)).rstrip())
+    return 0
+
+
+def run_rm(args: argparse.Namespace) -> int:
+    from regime_dash.store import RunStore
+
+    store = RunStore(args.store)
+    for rid in args.run_ids:
+        store.delete(rid)  # StoreError -> "error: ..." and exit 2 (cli.main)
+        print(f"deleted {rid}")
+    return 0

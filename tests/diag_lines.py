@@ -1,0 +1,268 @@
+"""Diag-line generators and an independent model of the ingest contract, for tests.
+
+``model(data)`` restates the rules of ``regime_dash.ingest`` (module docstring) with
+plain Python and ``json.loads``: which lines are kept, which are rejected, and what
+each kept row's values are. Property tests compare the real ingest against it.
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from hypothesis import strategies as st
+
+INT64 = (-(2**63), 2**63 - 1)
+
+# ------------------------------------------------------------------------ the model
+
+
+def _flatten(prefix: str, obj: dict, out: dict) -> None:
+    for k, v in obj.items():
+        name = f"{prefix}.{k}" if prefix else k
+        if isinstance(v, dict):
+            _flatten(name, v, out)
+        else:
+            out.pop(name, None)
+            out[name] = v
+
+
+def _has_lone_surrogate(v: Any) -> bool:
+    if isinstance(v, str):
+        return any(0xD800 <= ord(c) <= 0xDFFF for c in v)
+    if isinstance(v, list):
+        return any(_has_lone_surrogate(x) for x in v)
+    if isinstance(v, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(x) for k, x in v.items())
+    return False
+
+
+def classify(raw: bytes) -> tuple[str, Any]:
+    """('blank', None) | ('bad', reason-ish) | ('good', flat dict) for one line."""
+    if raw.endswith(b"\r"):
+        raw = raw[:-1]
+    if not raw.strip(b" \t\r"):
+        return "blank", None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "bad", "utf-8"
+    try:
+        obj = json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return "bad", "json"
+    if not isinstance(obj, dict):
+        return "bad", "not an object"
+    if _has_lone_surrogate(obj):
+        return "bad", "surrogate"
+    flat: dict = {}
+    _flatten("", obj, flat)
+    if "_line" in flat:
+        name = "_line_"
+        while name in flat:
+            name += "_"
+        flat[name] = flat.pop("_line")
+    return "good", flat
+
+
+def model(data: bytes) -> tuple[dict[int, dict], dict[int, str], int]:
+    """Good rows by line number, bad lines by line number, and the line count."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    lines = data.split(b"\n")
+    if data.endswith(b"\n") or not data:
+        lines.pop()
+    good, bad = {}, {}
+    for i, raw in enumerate(lines, start=1):
+        kind, val = classify(raw)
+        if kind == "good":
+            good[i] = val
+        elif kind == "bad":
+            bad[i] = val
+    return good, bad, len(lines)
+
+
+def float_text(v: float) -> str:
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "Infinity" if v > 0 else "-Infinity"
+    if v.is_integer() and abs(v) < 2**53:
+        return str(int(v))
+    return repr(v)
+
+
+def text(v: Any) -> str:
+    """The documented text of a value in a string-widened column."""
+    if isinstance(v, str):
+        return v
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return float_text(v)
+    if isinstance(v, list):
+        return "[" + ",".join("null" if x is None else (json.dumps(x) if isinstance(x, str)
+                                                          else text(x)) for x in v) + "]"
+    raise TypeError(type(v))
+
+
+def _kind(v: Any) -> str:
+    if v is True or v is False:
+        return "bool"
+    if isinstance(v, int):
+        return "int" if INT64[0] <= v <= INT64[1] else "float"
+    if isinstance(v, float):
+        return "float"
+    if isinstance(v, str):
+        return "str"
+    return "list"
+
+
+def expected_columns(good: dict[int, dict]) -> dict[str, dict[int, Any]]:
+    """Column -> {line: expected value} under the documented type rule.
+
+    Lists in the generators hold ints only, so a list column stays a list column unless
+    it meets a scalar.
+    """
+    cols: dict[str, dict[int, Any]] = {}
+    for line, row in good.items():
+        for k, v in row.items():
+            if _kind(v) == "float" and isinstance(v, int) and v is not True and v is not False:
+                v = float(v)  # ints outside int64 read as float64
+            cols.setdefault(k, {})[line] = v
+    out: dict[str, dict[int, Any]] = {}
+    for name, vals in cols.items():
+        kinds = {_kind(v) for v in vals.values() if v is not None}
+        if kinds <= {"bool"} or kinds == {"int"} or kinds == {"str"} or kinds == {"list"}:
+            conv = lambda v: v  # noqa: E731
+        elif kinds <= {"int", "float"}:
+            conv = lambda v: None if v is None else float(v)  # noqa: E731
+        else:
+            conv = lambda v: None if v is None else text(v)  # noqa: E731
+        out[name] = {line: conv(v) for line, v in vals.items()}
+    return out
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equality with NaN == NaN, and float/int compared by value."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if type(a) is bool or type(b) is bool:
+        return a is b
+    return a == b
+
+
+# ------------------------------------------------------------------- the generators
+
+KEYS = ["step", "a", "b", "x", "risk_stack", "regime", "tail", "recency", "x.y", "_line", "é"]
+
+special_floats = st.sampled_from([math.nan, math.inf, -math.inf, -0.0, 5e-324, 1e308])
+floats = st.one_of(st.floats(allow_nan=True, allow_infinity=True), special_floats)
+# In-range ints beyond 2**53 are left out here: where such an int shares a column with
+# a float and a string, its text depends on whether it was widened to float first
+# (documented; covered by a unit test). Ints outside int64 always read as float64.
+ints = st.one_of(st.integers(-(2**53), 2**53), st.integers(-5, 5),
+                 st.sampled_from([2**63, -(2**63) - 1, 2**70]))
+strings = st.one_of(
+    st.text(max_size=8),
+    st.sampled_from(["2024-01-01", "2024-01-01T00:00:00", "NaN", "Infinity", "-NaN",
+                     "Inf", "a\\b", 'q"q', "line\nbreak", "\x00", "€😀"]),
+)
+scalars = st.one_of(st.none(), st.booleans(), ints, floats, strings)
+int_lists = st.lists(st.one_of(st.integers(-3, 3), st.none()), max_size=3)
+
+
+def objects(depth: int = 2):
+    leaf = st.one_of(scalars, int_lists)
+    if depth == 0:
+        return st.dictionaries(st.sampled_from(KEYS), leaf, max_size=4)
+    return st.dictionaries(st.sampled_from(KEYS), st.one_of(leaf, objects(depth - 1)),
+                           max_size=4)
+
+
+@st.composite
+def good_lines(draw) -> bytes:
+    """One line Python's json reads as an object (text only; the line break is added
+    by the caller)."""
+    obj = draw(objects())
+    if draw(st.booleans()):
+        obj["step"] = draw(st.one_of(st.integers(0, 10**6), st.floats(0, 1e6)))
+    style = draw(st.sampled_from(["compact", "spaced", "ascii", "dup", "padded"]))
+    if style == "compact":
+        s = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    elif style == "ascii":
+        s = json.dumps(obj)
+    elif style == "dup" and obj:
+        k = next(iter(obj))
+        s = "{" + json.dumps(k) + ": " + json.dumps(draw(scalars)) + ", " + json.dumps(obj)[1:]
+    elif style == "padded":
+        s = "  " + json.dumps(obj) + " \t"
+    else:
+        s = json.dumps(obj, ensure_ascii=False)
+    return s.encode("utf-8")
+
+
+@st.composite
+def bad_lines(draw) -> bytes:
+    """One line that is not a JSON object (as Python reads it)."""
+    good = draw(good_lines())
+    kind = draw(st.sampled_from([
+        "truncated", "garbage", "array", "number", "string", "null", "utf8", "two",
+        "neg_nan", "inf", "tab", "bom", "cr", "surrogate", "trailing_comma", "nested_trunc",
+    ]))
+    if kind == "truncated":
+        cut = draw(st.integers(1, max(1, len(good) - 1)))
+        line = good[:cut]
+    elif kind == "garbage":
+        line = draw(st.sampled_from([b"garbage", b"{bad", b"}", b"{'a': 1}", b"nan",
+                                     b"{\"a\": tru}", b"\x00", b"\x0c"]))
+    elif kind == "array":
+        line = b"[1, 2]"
+    elif kind == "number":
+        line = b"42"
+    elif kind == "string":
+        line = b'"text"'
+    elif kind == "null":
+        line = b"null"
+    elif kind == "utf8":
+        line = b'{"a": "x\xff\xfey"}'
+    elif kind == "two":
+        line = good + b" " + good
+    elif kind == "neg_nan":
+        line = b'{"a": -NaN}'
+    elif kind == "inf":
+        line = b'{"a": Inf}'
+    elif kind == "tab":
+        line = b'{"a": "x\ty"}'
+    elif kind == "bom":
+        line = b"\xef\xbb\xbf" + good
+    elif kind == "cr":
+        line = b'{"a": 1}\r{"a": 2}'
+    elif kind == "surrogate":
+        line = b'{"a": "\\ud800"}'
+    elif kind == "trailing_comma":
+        line = b'{"a": 1,}'
+    else:
+        line = b'{"risk_stack": {"regime": {"tail": '
+    # keep it bad by construction; the tests still ask the model, not this generator
+    return line
+
+
+@st.composite
+def diag_files(draw, max_lines: int = 40) -> bytes:
+    """A file mixing good, bad and blank lines, LF or CRLF, with or without a final
+    newline."""
+    parts = draw(st.lists(st.one_of(good_lines(), good_lines(), bad_lines(),
+                                    st.sampled_from([b"", b"  ", b"\t"])),
+                          max_size=max_lines))
+    eol = draw(st.sampled_from([b"\n", b"\r\n"]))
+    data = eol.join(parts)
+    if parts and draw(st.booleans()):
+        data += eol
+    return data
