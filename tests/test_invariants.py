@@ -484,3 +484,14 @@ def test_boundary_reset_catches_a_duration_carried_over():
 def test_boundary_reset_skips_without_phase_or_fold():
     (res,) = run_checks(rich_frame().drop(columns=["phase", "fold"]), ["boundary_reset"])
     assert res.status == "skip" and "phase or fold" in res.detail
+
+
+def test_ulps_option_widens_the_formula_tolerance():
+    f = rich_frame()
+    k = row_where(f, (col(f, v.FACTOR) > 0.5) & (col(f, v.FACTOR) < 0.9))
+    x = col(f, v.FACTOR)[k]
+    rounded = plant(f, k, v.FACTOR, x + np.float32(16) * np.spacing(x))  # as a 6-digit log would
+    assert result(rounded, "recovery_factor_formula").status == "fail"
+    assert result(rounded, "recovery_factor_formula", ulps=64).status == "pass"
+    with pytest.raises(ValidationError, match="ulps"):
+        CheckOptions(ulps=-1)

@@ -10,7 +10,7 @@ Numerics. Formulas are recomputed in float32, operation by operation as the
 kernels write them (a separate multiply and add, as with ``--fmad=false``).
 Counters and flags are compared exactly: they are whole numbers far below 2²⁴,
 so float32 holds them exactly. Continuous formulas allow :data:`ULPS` float32
-ulps of the expected value (at least of 1.0): the regime-dash engines agree
+ulps of the expected value (at least of 1.0; ``CheckOptions.ulps`` changes it): the regime-dash engines agree
 bit for bit, and the slack covers a trainer built with FMA contraction or
 fast-math division, which move a result by one or two ulps.
 
@@ -64,12 +64,16 @@ class CheckOptions:
         Criterion 5: the v9 baseline in steps per second; ``None`` skips the check.
     throughput_window
         Criterion 5: steps per measured window.
+    ulps
+        Tolerance of the recomputed continuous formulas in float32 ulps (default
+        :data:`ULPS`); raise it for a trainer that logs floats with fewer digits.
     """
 
     trap_steps: int = TRAP_STEPS
     eval_pnl_baseline: float = EVAL_PNL_BASELINE
     baseline_sps: float | None = None
     throughput_window: int = 1000
+    ulps: float = ULPS
 
     def __post_init__(self):
         if isinstance(self.trap_steps, bool) or not isinstance(self.trap_steps, (int, np.integer)) \
@@ -82,6 +86,10 @@ class CheckOptions:
         if not np.isfinite(self.eval_pnl_baseline):
             raise ValidationError(f"eval_pnl_baseline must be finite, got {self.eval_pnl_baseline!r}",
                                   field="eval_pnl_baseline", value=self.eval_pnl_baseline)
+        if isinstance(self.ulps, bool) or not isinstance(self.ulps, (int, float, np.integer, np.floating)) \
+                or not np.isfinite(self.ulps) or self.ulps < 0:
+            raise ValidationError(f"ulps must be a finite number >= 0, got {self.ulps!r}", field="ulps",
+                                  value=self.ulps)
         if isinstance(self.throughput_window, bool) or not isinstance(self.throughput_window, (int, np.integer)) \
                 or self.throughput_window < 2:
             raise ValidationError(f"throughput_window must be a whole number >= 2, got {self.throughput_window!r}",
@@ -122,12 +130,12 @@ class Check:
     any_of: tuple[str, ...] = ()
 
 
-def _tol(expected: np.ndarray) -> np.ndarray:
-    return F32(ULPS) * _EPS * np.maximum(np.abs(expected), ONE)
+def _tol(expected: np.ndarray, ulps: float) -> np.ndarray:
+    return np.float64(ulps) * np.float64(_EPS) * np.maximum(np.abs(expected.astype(np.float64)), 1.0)
 
 
-def _close(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
-    return np.abs(actual.astype(np.float64) - expected.astype(np.float64)) <= _tol(expected)
+def _close(actual: np.ndarray, expected: np.ndarray, ulps: float) -> np.ndarray:
+    return np.abs(actual.astype(np.float64) - expected.astype(np.float64)) <= _tol(expected, ulps)
 
 
 def _finite(*arrays: np.ndarray) -> np.ndarray:
@@ -218,25 +226,25 @@ def expected_eps_live(eps_min: np.ndarray, eps_max: np.ndarray, factor: np.ndarr
     return eps_min.astype(F32) + scaled
 
 
-def _recovery_factor(view: FrameView, _opt: CheckOptions):
+def _recovery_factor(view: FrameView, opt: CheckOptions):
     fac, rec, n = view.f32(v.FACTOR), view.f32(v.RECENCY), view.f32(v.N_RECOVERY)
     finite = _finite(fac, rec, n)
     exp = expected_recovery_factor(rec, n)
-    bad = finite & ~_close(fac, exp)
+    bad = finite & ~_close(fac, exp, opt.ulps)
     if not bad.any():
-        return bad, (f"factor = min(1, recency/max(n_recovery,1)) within {ULPS} float32 ulps"
+        return bad, (f"factor = min(1, recency/max(n_recovery,1)) within {opt.ulps:g} float32 ulps"
                      + _note_unverified(view, finite))
     return bad, _first(view, bad, lambda i: f"factor={_fmt(fac[i])}, expected {_fmt(exp[i])} "
                                             f"(recency={_fmt(rec[i])}, n_recovery={_fmt(n[i])})")
 
 
-def _eps_live(view: FrameView, _opt: CheckOptions):
+def _eps_live(view: FrameView, opt: CheckOptions):
     live, lo, hi, fac = (view.f32(c) for c in (v.LIVE, v.EPS_MIN, v.EPS_MAX, v.FACTOR))
     finite = _finite(live, lo, hi, fac)
     exp = expected_eps_live(lo, hi, fac)
-    bad = finite & ~_close(live, exp)
+    bad = finite & ~_close(live, exp, opt.ulps)
     if not bad.any():
-        return bad, (f"live = min + (max-min)*factor within {ULPS} float32 ulps"
+        return bad, (f"live = min + (max-min)*factor within {opt.ulps:g} float32 ulps"
                      + _note_unverified(view, finite))
     return bad, _first(view, bad, lambda i: f"live={_fmt(live[i])}, expected {_fmt(exp[i])} "
                                             f"(min={_fmt(lo[i])}, max={_fmt(hi[i])}, factor={_fmt(fac[i])})")
@@ -459,7 +467,7 @@ def _kelly_trap(view: FrameView, opt: CheckOptions):
                  _first(view, bad, lambda i: f"trapped for {opt.trap_steps + 1} steps") + note)
 
 
-def _envelope_tracking(view: FrameView, _opt: CheckOptions):
+def _envelope_tracking(view: FrameView, opt: CheckOptions):
     env, prev, alpha = view.f32(v.ENVELOPE), view.prev(v.ENVELOPE), view.f32(v.DECAY_ALPHA)
     # max_r_ema only falls by its decay: (1-α)·ema + α·max|r| >= (1-α)·ema, since max|r| >= 0
     floor_one = (ONE - alpha) * prev
@@ -468,7 +476,7 @@ def _envelope_tracking(view: FrameView, _opt: CheckOptions):
     floor = np.where(view.contiguous, floor_one.astype(np.float64), floor_gap)
     tracked = ~view.boundary & ~view.restart & _finite(prev, alpha)
     negative = env < 0
-    too_fast = tracked & (env.astype(np.float64) < floor - _tol(floor))
+    too_fast = tracked & (env.astype(np.float64) < floor - _tol(floor, opt.ulps))
     bad = np.isfinite(env) & (negative | too_fast)
     if not bad.any():
         return bad, ("popart envelope rises to each batch max and falls no faster than (1-alpha) per "

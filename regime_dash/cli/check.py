@@ -43,6 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="success criterion 1: longest allowed kelly_f=0 all-flat stretch (default 200)")
     p.add_argument("--baseline-sps", type=float, default=None, metavar="SPS",
                    help="success criterion 5: v9 baseline steps/s (the throughput check skips without it)")
+    p.add_argument("--ulps", type=float, default=None, metavar="N",
+                   help="tolerance of recomputed float formulas in float32 ulps (default 4); raise it "
+                   "for files that log floats with fewer digits")
     p.set_defaults(func=run_check)
 
     d = sub.add_parser("diff", help="compare two runs step by step (F3 byte-identical check)",
@@ -132,6 +135,8 @@ def run_check(args: argparse.Namespace) -> int:
         opts["trap_steps"] = args.trap_steps
     if args.baseline_sps is not None:
         opts["baseline_sps"] = args.baseline_sps
+    if args.ulps is not None:
+        opts["ulps"] = args.ulps
     options = CheckOptions(**opts)
     frame, source = _prepared(args.target, args.store, _user_aliases(args.aliases))
     report = diagnose(frame, _split(args.only), options)
