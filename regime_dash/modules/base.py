@@ -394,6 +394,11 @@ class ControllerModule:
     core
         True when the core's own ``check`` already runs this module's
         invariants (the regime observer), so integrations do not run them twice.
+    check_ids
+        Ids of the invariants, in the order :meth:`invariants` returns them.
+    summary_fn
+        ``frame -> {metric: float}``: the scalar figures a sweep row and the
+        app's metric strip show.
     """
 
     name: str
@@ -413,6 +418,12 @@ class ControllerModule:
     engines: tuple[str, ...] = MODULE_ENGINES
     field_specs_fn: Callable[[], list[FieldSpec]] | None = None
     core: bool = False
+    summary_fn: Callable[[pd.DataFrame], dict] | None = None
+    check_ids: tuple[str, ...] = ()
+
+    def summary(self, frame: pd.DataFrame) -> dict[str, float]:
+        """Scalar metrics of a replay frame (``{}`` when the module defines none)."""
+        return {k: float(v) for k, v in (self.summary_fn(frame) if self.summary_fn else {}).items()}
 
     def field_specs(self) -> list[FieldSpec]:
         """The config's fields as slider specs (kind, default, range, step, doc, model flag)."""

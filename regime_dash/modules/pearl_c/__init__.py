@@ -15,7 +15,7 @@ from regime_dash.modules.pearl_c.config import PearlCConfig
 from regime_dash.modules.pearl_c.cuda import FILES
 from regime_dash.modules.pearl_c.demo import demo_stream
 from regime_dash.modules.pearl_c.figures import figures
-from regime_dash.modules.pearl_c.invariants import CHECK_COLUMNS, invariants
+from regime_dash.modules.pearl_c.invariants import CHECK_COLUMNS, CHECK_IDS, invariants, summary
 from regime_dash.modules.pearl_c.replay import COLUMNS, run
 from regime_dash.modules.pearl_c.stream import PearlCStream
 
@@ -33,6 +33,8 @@ MODULE = ControllerModule(
     invariants_fn=invariants,
     figures_fn=figures,
     demo_stream_fn=demo_stream,
+    summary_fn=summary,
+    check_ids=CHECK_IDS,
 )
 
 __all__ = ["MODULE", "PearlCConfig", "PearlCStream"]

@@ -51,3 +51,10 @@ def invariants(frame: pd.DataFrame) -> list[dict]:
         out.append(check_result("pearl_c.ema_within_observations", (e < lo - tol) | (e > hi + tol), steps,
                                 "the EMA stays between the fold's smallest and largest deficit (α in [0, 1])"))
     return out
+
+
+def summary(frame: pd.DataFrame) -> dict[str, float]:
+    """Sweep metrics: mean and max engagement rate, final deficit EMA, share of steps a Layer-B bump would fire."""
+    return {"rate_mean": float(f32(frame, COL.rate).mean()), "rate_max": float(f32(frame, COL.rate).max()),
+            "deficit_ema_final": float(f32(frame, COL.ema)[-1]),
+            "bump_share": float(frame[COL.bump].to_numpy().mean())}

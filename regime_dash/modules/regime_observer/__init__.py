@@ -13,6 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from regime_dash import diag
+from regime_dash.analysis.invariants import CHECK_IDS
 from regime_dash.config import SWITCHES, RegimeConfig
 from regime_dash.engine import ENGINES
 from regime_dash.engine import replay as core_replay
@@ -84,6 +85,12 @@ def _figures(frame: pd.DataFrame, baseline: pd.DataFrame | None = None) -> list:
     return [signal_panels(runs)]
 
 
+def _summary(frame: pd.DataFrame) -> dict[str, float]:
+    from regime_dash.engine.summary import summarize_frame
+
+    return summarize_frame(frame)
+
+
 def _demo(seed: int = 0, steps: int | None = None) -> Stream:
     """Run #8's Kelly trap; a shorter demo is the tail-shock scenario (256 accounts)."""
     from regime_dash import scenarios
@@ -113,6 +120,8 @@ MODULE = ControllerModule(
     engines=tuple(ENGINES),
     field_specs_fn=field_specs,
     core=True,
+    summary_fn=_summary,
+    check_ids=tuple(CHECK_IDS),
 )
 
 __all__ = ["MODULE", "field_specs"]

@@ -14,7 +14,7 @@ from regime_dash.modules.sp14_alpha_grad_gate import slots
 from regime_dash.modules.sp14_alpha_grad_gate.config import Sp14Config
 from regime_dash.modules.sp14_alpha_grad_gate.demo import demo_stream
 from regime_dash.modules.sp14_alpha_grad_gate.figures import figures
-from regime_dash.modules.sp14_alpha_grad_gate.invariants import CHECK_COLUMNS, invariants
+from regime_dash.modules.sp14_alpha_grad_gate.invariants import CHECK_COLUMNS, CHECK_IDS, invariants, summary
 from regime_dash.modules.sp14_alpha_grad_gate.replay import COLUMNS, run
 from regime_dash.modules.sp14_alpha_grad_gate.stream import Sp14Stream
 
@@ -33,6 +33,8 @@ MODULE = ControllerModule(
     figures_fn=figures,
     demo_stream_fn=demo_stream,
     defines_fn=slots.defines,
+    summary_fn=summary,
+    check_ids=CHECK_IDS,
 )
 
 __all__ = ["MODULE", "Sp14Config", "Sp14Stream"]

@@ -93,3 +93,13 @@ def invariants(frame: pd.DataFrame) -> list[dict]:
                   if dead else "var_aux (slot 388) is written: k_aux adapts")
         out.append(check_result(cid, bad, steps, detail))
     return out
+
+
+def summary(frame: pd.DataFrame) -> dict[str, float]:
+    """Sweep metrics: mean α (raw, smoothed), share of steps with Gate 1 open, its toggles, β mean/max, k_aux min."""
+    state = f32(frame, GATE1)
+    return {"alpha_raw_mean": float(f32(frame, RAW).mean()), "alpha_smoothed_mean": float(f32(frame, SMOOTH).mean()),
+            "gate1_open_share": float((state > 0.5).mean()),
+            "gate1_toggles": float(np.count_nonzero(np.diff(state) != 0)),
+            "beta_mean": float(f32(frame, BETA).mean()), "beta_max": float(f32(frame, BETA).max()),
+            "k_aux_min": float(f32(frame, K_AUX).min())}

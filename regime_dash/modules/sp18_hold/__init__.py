@@ -18,7 +18,7 @@ from regime_dash.modules.sp18_hold.config import Sp18Config
 from regime_dash.modules.sp18_hold.cuda import FILES
 from regime_dash.modules.sp18_hold.demo import demo_stream
 from regime_dash.modules.sp18_hold.figures import figures
-from regime_dash.modules.sp18_hold.invariants import CHECK_COLUMNS, invariants
+from regime_dash.modules.sp18_hold.invariants import CHECK_COLUMNS, CHECK_IDS, invariants, summary
 from regime_dash.modules.sp18_hold.replay import COLUMNS, run
 from regime_dash.modules.sp18_hold.stream import Sp18Stream
 
@@ -37,6 +37,8 @@ MODULE = ControllerModule(
     figures_fn=figures,
     demo_stream_fn=demo_stream,
     defines_fn=slots.defines,
+    summary_fn=summary,
+    check_ids=CHECK_IDS,
 )
 
 __all__ = ["MODULE", "Sp18Config", "Sp18Stream"]

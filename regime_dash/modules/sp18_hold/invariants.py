@@ -99,3 +99,18 @@ def invariants(frame: pd.DataFrame) -> list[dict]:
         out.append(_gate("sp18.q_next_minus_reward_p99", a < p < b, steps,
                          f"p99 |q_next_target − reward| = {p:.4g}, gate ({a:g}, {b:g})"))
     return out
+
+
+def summary(frame: pd.DataFrame) -> dict[str, float]:
+    """Sweep metrics: Hold/Long-Short reward width ratio, mean rewards, TD-error ratio, final caps, q_next p99."""
+    act = frame[COL.action].to_numpy()
+    hold = f32(frame, COL.hold_opp)[act == S.DIR_HOLD]
+    ls = f32(frame, COL.chosen)[(act == S.DIR_LONG) | (act == S.DIR_SHORT)]
+    nan = float("nan")
+    ls_width = float(np.abs(ls).mean()) if len(ls) else nan
+    return {"hold_width_ratio": float(np.abs(hold).mean()) / ls_width if len(hold) and ls_width > 0 else nan,
+            "hold_reward_mean": float(hold.mean()) if len(hold) else nan,
+            "long_short_reward_mean": float(ls.mean()) if len(ls) else nan,
+            "td_error_ratio": float(f32(frame, COL.err_fixed).mean() / f32(frame, COL.err_defect).mean()),
+            "pos_cap_final": float(f32(frame, COL.pos)[-1]), "neg_cap_final": float(f32(frame, COL.neg)[-1]),
+            "q_next_target_p99": _p99(np.abs(f32(frame, COL.q_next_target)))}
