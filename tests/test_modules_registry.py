@@ -313,3 +313,36 @@ def test_bench_modules_target_table():
     assert {r["module"] for r in rows} == {n for n, m in MODULES.items() if not m.core}
     text = format_table(rows)
     assert all(n in text for n in CONTROLLERS)
+
+
+# ---- the Controllers page -----------------------------------------------------------------------
+def test_controllers_page_sliders_checks_figures_slots_and_sweep():
+    pytest.importorskip("streamlit")
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    page = Path(__file__).resolve().parents[1] / "regime_dash" / "ui" / "pages" / "controllers.py"
+    at = AppTest.from_file(str(page), default_timeout=180).run()
+    assert not at.exception, [e.message for e in at.exception]
+    at.selectbox(key="controllers.module").set_value("sp14_alpha_grad_gate").run()
+    assert [e.value for e in at.error] == ["1 of 6 checks fail: sp14.var_aux_producer"]
+    assert any("AUX_DIR_ACC_VARIANCE_EMA_INDEX" in w.value for w in at.warning)  # the orphan flag
+    slots = next(d.value for d in at.dataframe if "orphan" in d.value.columns)
+    assert slots.loc[slots["name"] == "AUX_DIR_ACC_VARIANCE_EMA_INDEX", "orphan"].item()
+    specs = MODULES["sp14_alpha_grad_gate"].field_specs()
+    assert len(at.sidebar.slider) + len(at.sidebar.number_input) + len(at.sidebar.toggle) == len(specs)
+    assert len(at.get("plotly_chart")) == 3
+    at.sidebar.toggle(key="controllers.sp14_alpha_grad_gate.cfg.var_aux_producer").set_value(True).run()
+    assert not at.error and [s.value for s in at.success] == ["0 of 6 checks fail"]
+    k_aux = next(m for m in at.metric if m.label == "k aux min")
+    assert float(k_aux.value) < 20.0 and k_aux.delta  # moved from the baseline's pinned K_BASE_AUX
+    at.sidebar.slider(key="controllers.sp14_alpha_grad_gate.cfg.beta_base").set_value(0.99).run()
+    assert any("beta_base=0.99" in e.value for e in at.error)
+    at.sidebar.slider(key="controllers.sp14_alpha_grad_gate.cfg.beta_base").set_value(0.5).run()
+    at.button(key="controllers.sp14_alpha_grad_gate.sweep.run").click().run()
+    table = next(d.value for d in at.dataframe if "checks_failed" in d.value.columns)
+    assert len(table) == 5 and not at.exception
+    for name in ("sp18_hold", "pearl_c"):
+        at.selectbox(key="controllers.module").set_value(name).run()
+        assert not at.exception and len(at.get("plotly_chart")) >= 3, name

@@ -1,0 +1,172 @@
+"""Controllers: any controller module (SP14, SP18, Pearl C, the regime observer) replayed with what-if sliders.
+
+Everything on this page comes from the module record (:mod:`regime_dash.modules`):
+the sliders from its config fields, the invariants table, the panels, the
+slots with the orphan flag, and a one-field sweep. Adding a module package adds
+it to the picker; nothing here names a module.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from regime_dash.errors import RegimeDashError
+from regime_dash.modules import MODULES, orphan_slots
+
+KEY = "controllers"
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _demo(name: str, seed: int, steps: int | None):
+    return MODULES[name].demo_stream(seed, steps)
+
+
+@st.cache_data(show_spinner="Replaying…", max_entries=32)
+def _replay(name: str, seed: int, steps: int | None, config: dict[str, Any], engine: str) -> dict[str, Any]:
+    import time
+
+    m = MODULES[name]
+    t0 = time.perf_counter()
+    frame = m.replay(_demo(name, seed, steps), m.config_type(**config), engine)
+    seconds = time.perf_counter() - t0
+    return {"frame": frame, "seconds": seconds, "checks": m.invariants(frame), "summary": m.summary(frame)}
+
+
+@st.cache_data(show_spinner="Sweeping…", max_entries=8)
+def _sweep(name: str, seed: int, steps: int | None, field: str, values: tuple, base: dict[str, Any],
+           engine: str) -> pd.DataFrame:
+    from regime_dash.modules.integration import sweep_module
+
+    m = MODULES[name]
+    return sweep_module(m, _demo(name, seed, steps), {field: list(values)}, engine, base=m.config_type(**base))
+
+
+def _control(spec, key: str) -> Any:
+    """One widget for one config field: a toggle, a slider, or (for ranges over decades) a number box."""
+    label = spec.name + (" (model)" if spec.model else "")
+    if spec.kind == "bool":
+        return st.toggle(label, value=bool(spec.default), help=spec.doc, key=key)
+    if spec.kind == "int":
+        lo, hi = int(spec.lo), int(spec.hi)
+        if hi - lo > 5000:
+            return int(st.number_input(label, lo, hi, int(spec.default), step=int(spec.step or 1), help=spec.doc,
+                                       key=key))
+        return st.slider(label, lo, hi, int(spec.default), step=int(spec.step or 1), help=spec.doc, key=key)
+    lo, hi, default = float(spec.lo), float(spec.hi), float(spec.default)
+    if lo > 0 and hi / lo > 1e3 or lo < 0 < hi and hi - lo > 1e3:
+        return float(st.number_input(label, lo, hi, default, format="%g", help=spec.doc, key=key))
+    step = float(spec.step) if spec.step else (hi - lo) / 200.0
+    return st.slider(label, lo, hi, default, step=step, format="%g", help=spec.doc, key=key)
+
+
+def _checks_table(what_if: list[dict], baseline: list[dict]) -> pd.DataFrame:
+    base = {c["id"]: c["status"] for c in baseline}
+    return pd.DataFrame([{"check": c["id"], "status": c["status"], "baseline": base.get(c["id"], ""),
+                          "violations": c["violations"], "first step": c["first_step"], "detail": c["detail"]}
+                         for c in what_if])
+
+
+st.title("Controllers")
+names = list(MODULES)
+default = next((i for i, n in enumerate(names) if not MODULES[n].core), 0)
+name = st.selectbox("Controller module", names, index=default, format_func=lambda n: MODULES[n].title,
+                    key=f"{KEY}.module")
+m = MODULES[name]
+st.caption(m.doc.strip().split("\n\n")[0].replace("\n", " "))
+
+c1, c2, c3 = st.columns(3)
+seed = int(c1.number_input("Demo stream seed", 0, 2**31 - 1, 0, key=f"{KEY}.{name}.seed"))
+steps_in = int(c2.number_input("Steps (0 = the demo's default)", 0, 1_000_000, 0, step=100,
+                               key=f"{KEY}.{name}.steps"))
+steps = steps_in or None
+from regime_dash.modules.base import cuda_available  # noqa: E402  (cheap; no cupy import)
+
+engines = list(m.engines)
+engine = c3.selectbox("Engine", engines, key=f"{KEY}.{name}.engine")
+if engine == "cuda" and cuda_available() is not None:
+    st.warning(f"The cuda engine cannot run here ({cuda_available()}); replaying on reference.")
+    engine = "reference"
+
+with st.sidebar:
+    st.subheader(f"{m.title}: config")
+    st.caption("What-if values; the baseline is the default config. '(model)' marks values the sources "
+               "do not give.")
+    values = {spec.name: _control(spec, f"{KEY}.{name}.cfg.{spec.name}") for spec in m.field_specs()}
+
+try:
+    config = m.config_type(**values)
+except RegimeDashError as exc:
+    st.error(f"Config rejected: {exc}")
+    st.stop()
+
+try:
+    base = _replay(name, seed, steps, m.config_type().as_dict(), engine)
+    what_if = _replay(name, seed, steps, config.as_dict(), engine)
+except RegimeDashError as exc:
+    st.error(f"Replay failed: {exc}")
+    st.stop()
+
+tab_run, tab_sweep, tab_slots = st.tabs(["Replay", "Sweep", "Slots"])
+with tab_run:
+    frame = what_if["frame"]
+    st.caption(f"{len(frame):,} steps on {engine}, {what_if['seconds'] * 1000:.1f} ms.")
+    metrics = list(what_if["summary"].items())
+    cols = st.columns(4)
+    for i, (k, v) in enumerate(metrics):
+        b = base["summary"].get(k, float("nan"))
+        delta = v - b if math.isfinite(v) and math.isfinite(b) and v != b else None
+        cols[i % 4].metric(k.replace("_", " "), f"{v:.4g}", f"{delta:+.3g}" if delta is not None else None,
+                           delta_color="off")
+    failed = [c["id"] for c in what_if["checks"] if c["status"] == "fail"]
+    (st.error if failed else st.success)(f"{len(failed)} of {len(what_if['checks'])} checks fail"
+                                         + (f": {', '.join(failed)}" if failed else ""))
+    st.dataframe(_checks_table(what_if["checks"], base["checks"]), hide_index=True, key=f"{KEY}.checks")
+    changed = config != m.config_type()
+    for i, fig in enumerate(m.figures(frame, base["frame"] if changed else None)):
+        st.plotly_chart(fig, key=f"{KEY}.fig.{i}", config={"scrollZoom": True, "displaylogo": False})
+    st.download_button("Download the replay as CSV", frame.to_csv(index=False).encode(), f"{name}.csv",
+                       "text/csv", key=f"{KEY}.download")
+
+with tab_sweep:
+    numeric = [s for s in m.field_specs() if s.kind != "bool"]
+    s1, s2, s3, s4 = st.columns(4)
+    field = s1.selectbox("Field", [s.name for s in numeric], key=f"{KEY}.{name}.sweep.field")
+    spec = next(s for s in numeric if s.name == field)
+    lo = s2.number_input("from", float(spec.lo), float(spec.hi), float(spec.lo), format="%g",
+                         key=f"{KEY}.{name}.sweep.lo.{field}")
+    hi = s3.number_input("to", float(spec.lo), float(spec.hi), float(spec.hi), format="%g",
+                         key=f"{KEY}.{name}.sweep.hi.{field}")
+    n = int(s4.number_input("values", 2, 50, 5, key=f"{KEY}.{name}.sweep.n"))
+    if st.button("Run sweep", key=f"{KEY}.{name}.sweep.run"):
+        import numpy as np
+
+        grid = np.linspace(lo, hi, n)
+        grid = tuple(sorted({int(round(v)) for v in grid})) if spec.kind == "int" else tuple(float(v) for v in grid)
+        try:
+            table = _sweep(name, seed, steps, field, grid, config.as_dict(), engine)
+        except RegimeDashError as exc:
+            st.error(f"Sweep rejected: {exc}")
+        else:
+            st.dataframe(table, hide_index=True, key=f"{KEY}.sweep.table")
+            metric = st.selectbox("Metric", [c for c in table.columns if c != field],
+                                  key=f"{KEY}.{name}.sweep.metric")
+            import plotly.express as px
+
+            st.plotly_chart(px.line(table, x=field, y=metric, markers=True), key=f"{KEY}.sweep.chart")
+
+with tab_slots:
+    table = pd.DataFrame([{"index": s.index, "name": s.name, "role": s.role, "bootstrap": s.bootstrap,
+                           "policy": s.policy, "producer": s.producer, "consumers": ", ".join(s.consumers),
+                           "doc": s.doc} for s in m.slots])
+    if table.empty:
+        st.info("This module keeps its state outside the ISV (host-side buffers).")
+    else:
+        orphans = orphan_slots(m.slots)
+        table.insert(2, "orphan", table["name"].isin(orphans))
+        if orphans:
+            st.warning("Consumers but no producer (read, never written: stuck at the bootstrap): "
+                       + ", ".join(orphans))
+        st.dataframe(table, hide_index=True, key=f"{KEY}.slots")
