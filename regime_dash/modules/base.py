@@ -217,7 +217,8 @@ class ModuleStream:
     def make(cls, **values: Any):
         """Build a stream: cast each field to its schema dtype, fill omitted defaults.
 
-        Values that do not survive the cast unchanged (a fractional action, say) raise.
+        An omitted ``step`` is ``0..T-1``. Values that do not survive the cast
+        unchanged (a fractional action, say) raise.
         """
         unknown = sorted(set(values) - set(cls.SCHEMA))
         if unknown:
@@ -233,6 +234,8 @@ class ModuleStream:
         kw: dict[str, Any] = {}
         for name, spec in cls.SCHEMA.items():
             v = values.get(name)
+            if v is None and name == "step" and t is not None:
+                v = np.arange(t, dtype=np.int64)  # an omitted step column counts 0..T-1
             if v is None:
                 if spec.default is not None and t is not None and spec.rank == 1:
                     kw[name] = np.full(t, spec.default, dtype=spec.dtype)

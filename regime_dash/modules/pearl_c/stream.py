@@ -22,8 +22,3 @@ class PearlCStream(ModuleStream):
     boundary: np.ndarray
     step: np.ndarray
 
-    @classmethod
-    def make(cls, **values):
-        if values.get("step") is None:
-            values["step"] = np.arange(np.asarray(values["updates"]).shape[0], dtype=np.int64)
-        return super().make(**values)

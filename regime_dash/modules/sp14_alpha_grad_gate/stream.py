@@ -38,9 +38,3 @@ class Sp14Stream(ModuleStream):
     boundary: np.ndarray
     step: np.ndarray
 
-    @classmethod
-    def make(cls, **values):
-        if values.get("step") is None:
-            t = len(np.asarray(values["aux_dir_acc"]))
-            values["step"] = np.arange(t, dtype=np.int64)
-        return super().make(**values)

@@ -31,8 +31,3 @@ class Sp18Stream(ModuleStream):
     boundary: np.ndarray
     step: np.ndarray
 
-    @classmethod
-    def make(cls, **values):
-        if values.get("step") is None:
-            values["step"] = np.arange(len(np.asarray(values["next_log_return"])), dtype=np.int64)
-        return super().make(**values)
