@@ -159,9 +159,8 @@ def _sweep_fast(stream, configs, keep, layout, isv, progress, device, chunk_size
 
     gpu = fast.use_gpu(device)
     size = chunk_size or (GPU_CHUNK if gpu else CPU_CHUNK)
-    # Phase 1 once for the whole sweep; the GPU path runs its own (see GPU_CHUNK), but
-    # the flat counts of kept trajectories still come from here.
-    stats = fast.step_stats(stream) if (not gpu or keep) else None
+    # Phase 1 once for the whole sweep on the CPU; the GPU path runs its own (see GPU_CHUNK).
+    stats = None if gpu else fast.step_stats(stream)
     snap_idx = snapshot_indices(layout)
     acc = np.empty((len(configs), summary.N_METRICS + 1), dtype=np.float64)
     kept: dict[int, np.ndarray] = {}
@@ -177,7 +176,9 @@ def _sweep_fast(stream, configs, keep, layout, isv, progress, device, chunk_size
         if progress is not None:
             progress(stop, len(configs))
     rows = [summary.finalize(acc[k], stream.steps) for k in range(len(configs))]
-    trajectories = {k: _trajectory_frame(kept[k], stats.flat, stream, layout, "fast") for k in keep}
+    # kept trajectories need the flat counts, which the GPU sweep does not return
+    flat = stats.flat if stats is not None else np.count_nonzero(stream.lots == 0, axis=1).astype(np.int32)
+    trajectories = {k: _trajectory_frame(kept[k], flat, stream, layout, "fast") for k in keep}
     return rows, trajectories, "fast-gpu" if gpu else "fast-cpu"
 
 

@@ -124,3 +124,20 @@ def test_sweep_cpu_rejects_bad_keep_and_shapes():
         fast.sweep_cpu(stream, isv0[None], boot[None], DEFAULT_LAYOUT, keep=[3])
     with pytest.raises(ValidationError, match="boot_rows"):
         fast.sweep_cpu(stream, isv0[None], np.stack([boot, boot]), DEFAULT_LAYOUT, keep=[])
+
+
+@pytest.mark.gpu
+def test_fast_gpu_through_replay_is_bit_identical_and_auto_picks_it():
+    stream = regime_stream(np.random.default_rng(77), 300, 300)
+    ref = replay_trajectory(stream, CONFIGS[1], engine="reference")
+    for device in ("gpu", "auto"):
+        got = replay_trajectory(stream, CONFIGS[1], engine="fast", device=device)
+        for col in ref.frame.columns:
+            a, b = ref.frame[col].to_numpy(), got.frame[col].to_numpy()
+            if a.dtype == np.float32:
+                assert_bits_equal(a, b, f"{device}: {col}")
+            else:
+                np.testing.assert_array_equal(a, b, err_msg=col)
+        assert_bits_equal(ref.rewards_normalized, got.rewards_normalized, "rewards_normalized")
+        assert_bits_equal(ref.v_pred_corrected, got.v_pred_corrected, "v_pred_corrected")
+    assert fast.use_gpu("auto") is True

@@ -140,3 +140,13 @@ def test_memory_stays_bounded_for_16384_configs():
     assert peak_long < chunk_rows + 96 * 2 ** 20, f"peak {peak_long / 2**20:.0f} MiB"
     # a longer stream gives timeouts where the max duration is short
     assert table_long["timeouts"].iloc[0] >= table["timeouts"].iloc[0]
+
+
+@pytest.mark.gpu
+def test_gpu_sweep_equals_cpu_sweep(stream):
+    cpu = sweep(stream, GRID, device="cpu", keep=[3, 12])
+    gpu = sweep(stream, GRID, device="gpu", keep=[3, 12])
+    assert gpu.engine == "fast-gpu"
+    pd.testing.assert_frame_equal(gpu.table, cpu.table, check_exact=True)
+    for k in (3, 12):
+        pd.testing.assert_frame_equal(gpu.trajectories[k], cpu.trajectories[k], check_exact=True)
