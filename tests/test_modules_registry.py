@@ -346,3 +346,17 @@ def test_controllers_page_sliders_checks_figures_slots_and_sweep():
     for name in ("sp18_hold", "pearl_c"):
         at.selectbox(key="controllers.module").set_value(name).run()
         assert not at.exception and len(at.get("plotly_chart")) >= 3, name
+
+
+@pytest.mark.parametrize("name", CONTROLLERS)
+def test_a_saved_diag_file_checks_like_the_replay(name, tmp_path):
+    from regime_dash.diag import read_jsonl, write_jsonl
+
+    m = MODULES[name]
+    changes = {"sp14_alpha_grad_gate": {"target": 0.6, "hysteresis": 0.05},
+               "sp18_hold": {"pos_max": 4.0, "shaping_scale": 0.8}, "pearl_c": {"clamp": 0.9}}[name]
+    frame = m.replay(m.demo_stream(seed=4, steps=150), m.config_type().replace(**changes))
+    back = read_jsonl(write_jsonl(frame, tmp_path / "run.jsonl"))
+    assert not back.attrs.get("config")  # only the columns carry the constants now
+    assert m.applies_to(back)
+    assert m.invariants(back) == m.invariants(frame)

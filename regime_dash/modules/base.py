@@ -534,9 +534,23 @@ def fold_starts(frame: pd.DataFrame) -> np.ndarray:
     return starts
 
 
-def config_value(frame: pd.DataFrame, name: str, default: float) -> float:
-    """A config value the replay stored in ``frame.attrs['config']``, else ``default`` (a run's file)."""
+def config_value(frame: pd.DataFrame, name: str, default: float, prefix: str = "") -> float:
+    """A config constant of the run behind ``frame``.
+
+    In order: the column ``<prefix>config.<name>`` (replays write the constants
+    their checks need as columns, so a saved diag file carries them), then
+    ``frame.attrs['config']`` (a replay in memory), then ``default`` (the
+    source's value, for a trainer's file that has neither).
+    """
+    col = f"{prefix}config.{name}"
+    if col in frame.columns and len(frame):
+        return float(frame[col].iloc[0])
     return float(frame.attrs.get("config", {}).get(name, default))
+
+
+def config_columns(config: Any, names: Sequence[str], prefix: str, rows: int) -> dict[str, np.ndarray]:
+    """Constant float32 columns ``<prefix>config.<name>`` holding config values (see :func:`config_value`)."""
+    return {f"{prefix}config.{n}": np.full(rows, float(getattr(config, n)), dtype=np.float32) for n in names}
 
 
 def frame_steps(frame: pd.DataFrame) -> np.ndarray:

@@ -6,12 +6,13 @@ import pandas as pd
 from regime_dash.modules import plots
 from regime_dash.modules.base import config_value
 from regime_dash.modules.sp14_alpha_grad_gate.replay import COLUMNS as C
+from regime_dash.modules.sp14_alpha_grad_gate.replay import PREFIX
 
 
 def figures(frame: pd.DataFrame, baseline: pd.DataFrame | None = None) -> list:
     """Three figures: Gate 1 (aux and thresholds), α_raw/α_smoothed, adaptive k_aux/k_q/β."""
-    target = config_value(frame, "target", 0.55)
-    h = config_value(frame, "hysteresis", 0.03)
+    target = config_value(frame, "target", 0.55, PREFIX)
+    h = config_value(frame, "hysteresis", 0.03, PREFIX)
     gate = plots.lines(frame, [C["aux_dir_acc"], C["gate1_state"], C["gate1"], C["gate2"]],
                        "Gate 1 Schmitt trigger on aux_dir_acc", baseline=baseline,
                        labels=["aux_dir_acc", "gate1 state", "gate1", "gate2"],

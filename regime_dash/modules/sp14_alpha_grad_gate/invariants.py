@@ -1,7 +1,7 @@
 """SP14 invariants on a frame with the ``sp14.*`` columns (a replay or a trainer's diag).
 
-Constants the frame does not carry come from ``frame.attrs['config']`` (set by
-a replay) or default to the note's values (K_MIN 1, BETA_BASE 0.5, BETA_MAX 0.95,
+Constants come from the ``sp14.config.*`` columns a replay writes, else
+``frame.attrs['config']``, else the note's values (K_MIN 1, BETA_BASE 0.5, BETA_MAX 0.95,
 target 0.55 ± 0.03).
 """
 from __future__ import annotations
@@ -12,6 +12,7 @@ import pandas as pd
 from regime_dash.modules.base import (check_result, check_skip, close_f32, config_value, f32, fold_starts,
                                       frame_steps, missing_columns)
 from regime_dash.modules.sp14_alpha_grad_gate.replay import COLUMNS as C
+from regime_dash.modules.sp14_alpha_grad_gate.replay import PREFIX
 
 RAW, SMOOTH, BETA = C["alpha_raw"], C["alpha_smoothed"], C["beta"]
 K_AUX, K_Q, GATE1, AUX, VAR_AUX = C["k_aux"], C["k_q"], C["gate1_state"], C["aux_dir_acc"], C["var_aux"]
@@ -37,14 +38,14 @@ def invariants(frame: pd.DataFrame) -> list[dict]:
         f32(frame, RAW)))
 
     cid = CHECK_IDS[1]
-    k_min = np.float32(config_value(frame, "k_min", 1.0))
+    k_min = np.float32(config_value(frame, "k_min", 1.0, PREFIX))
     out.append(_need(cid, frame, K_AUX, K_Q) or check_result(
         cid, ~((f32(frame, K_AUX) >= k_min) & (f32(frame, K_Q) >= k_min)), steps,
         f"k_aux and k_q stay at or above K_MIN = {k_min:g}"))
 
     cid = CHECK_IDS[2]
-    lo = np.float32(config_value(frame, "beta_base", 0.5))
-    hi = np.float32(config_value(frame, "beta_max", 0.95))
+    lo = np.float32(config_value(frame, "beta_base", 0.5, PREFIX))
+    hi = np.float32(config_value(frame, "beta_max", 0.95, PREFIX))
     out.append(_need(cid, frame, BETA) or check_result(
         cid, ~((f32(frame, BETA) >= lo) & (f32(frame, BETA) <= hi)), steps,
         f"β stays in [BETA_BASE, BETA_MAX] = [{lo:g}, {hi:g}]"))
@@ -54,8 +55,8 @@ def invariants(frame: pd.DataFrame) -> list[dict]:
     if miss:
         out.append(miss)
     else:
-        target = np.float32(config_value(frame, "target", 0.55))
-        h = np.float32(config_value(frame, "hysteresis", 0.03))
+        target = np.float32(config_value(frame, "target", 0.55, PREFIX))
+        h = np.float32(config_value(frame, "hysteresis", 0.03, PREFIX))
         open_th, close_th = target + h, target - h
         state, aux = f32(frame, GATE1), f32(frame, AUX)
         prev = np.concatenate([[np.float32(0)], state[:-1]])

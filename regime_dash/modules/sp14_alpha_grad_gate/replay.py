@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from regime_dash.modules.base import frame_of
+from regime_dash.modules.base import config_columns, frame_of
 from regime_dash.modules.f32 import F32, ONE
 from regime_dash.modules.sp14_alpha_grad_gate import slots as S
 from regime_dash.modules.sp14_alpha_grad_gate.config import Sp14Config
@@ -19,6 +19,8 @@ from regime_dash.modules.sp14_alpha_grad_gate.twin import SNAPSHOT, replay_twin
 from regime_dash.slots import SlotLayout
 
 PREFIX = "sp14."
+#: Config constants the checks read, written as ``sp14.config.<name>`` columns.
+CONFIG_COLUMNS = ("k_min", "beta_base", "beta_max", "target", "hysteresis")
 #: Diag column of each snapshot entry.
 COLUMNS: dict[str, str] = {
     "aux_dir_acc": "sp14.inputs.aux_dir_acc",
@@ -106,7 +108,8 @@ def run(stream: Sp14Stream, config: Sp14Config, engine: str) -> pd.DataFrame:
     else:
         snap = replay_twin(isv, stream.aux_dir_acc, stream.q_disagreement, stream.var_q, var_aux, warm,
                            stream.boundary, reset_idx, reset_val, config.params())
-    frame = frame_of(stream.step, stream.boundary,
-                     {COLUMNS[name]: snap[:, j] for j, name in enumerate(SNAPSHOT)})
+    cols = {COLUMNS[name]: snap[:, j] for j, name in enumerate(SNAPSHOT)}
+    cols.update(config_columns(config, CONFIG_COLUMNS, PREFIX, stream.steps))
+    frame = frame_of(stream.step, stream.boundary, cols)
     frame.attrs["config"] = config.as_dict()
     return frame

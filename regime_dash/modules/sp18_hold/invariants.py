@@ -5,7 +5,7 @@ caps and zero off Hold) and the design's run-level gates: the Hold reward
 distribution width ("mean |r_hold_opp| > 0.5 × mean |r| of Long/Short"), B-DD9's
 TD-error ratio in [0.5, 5.0], q_next_target p99 ≤ 50 and
 0.1 < p99 |q_next_target − reward| < 100. A run-level gate that fails marks its
-last row. Constants come from ``frame.attrs['config']`` or the design's values.
+last row. Constants come from the ``sp18.config.*`` columns, ``frame.attrs['config']`` or the design's values.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pandas as pd
 from regime_dash.modules.base import (check_result, check_skip, config_value, f32, frame_steps,
                                       missing_columns)
 from regime_dash.modules.sp18_hold import slots as S
-from regime_dash.modules.sp18_hold.replay import COL
+from regime_dash.modules.sp18_hold.replay import COL, P
 
 CHECK_COLUMNS = (COL.hold_opp, COL.pos, COL.neg)
 CHECK_IDS = ("sp18.cap_bounds", "sp18.cap_neg_ratio", "sp18.hold_reward_bounds", "sp18.hold_only_on_hold",
@@ -49,19 +49,19 @@ def invariants(frame: pd.DataFrame) -> list[dict]:
             out.append(check_skip(cid, f"missing column(s) {miss}"))
         return not miss
 
-    lo, hi = config_value(frame, "pos_min", 0.01), config_value(frame, "pos_max", 5.0)
+    lo, hi = config_value(frame, "pos_min", 0.01, P), config_value(frame, "pos_max", 5.0, P)
     if need("sp18.cap_bounds", COL.pos):
         pos = f32(frame, COL.pos)
         sentinel = pos == np.float32(S.POS_FALLBACK)
         out.append(check_result("sp18.cap_bounds", ~(sentinel | ((pos >= np.float32(lo)) & (pos <= np.float32(hi)))),
                                 steps, f"POS cap in [{lo:g}, {hi:g}] (or the sentinel {S.POS_FALLBACK:g})"))
-    ratio = np.float32(config_value(frame, "neg_ratio", 2.0))
+    ratio = np.float32(config_value(frame, "neg_ratio", 2.0, P))
     if need("sp18.cap_neg_ratio", COL.pos, COL.neg):
         pos, neg = f32(frame, COL.pos), f32(frame, COL.neg)
         sentinel = (pos == np.float32(S.POS_FALLBACK)) & (neg == np.float32(S.NEG_FALLBACK))
         out.append(check_result("sp18.cap_neg_ratio", ~(sentinel | (neg == -ratio * pos)), steps,
                                 f"NEG = −{ratio:g} × POS exactly"))
-    shaping = np.float32(config_value(frame, "shaping_scale", 1.0))
+    shaping = np.float32(config_value(frame, "shaping_scale", 1.0, P))
     if need("sp18.hold_reward_bounds", COL.hold_opp, COL.pos, COL.neg):
         r = f32(frame, COL.hold_opp)
         lo_r, hi_r = f32(frame, COL.neg) * shaping, f32(frame, COL.pos) * shaping

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-from regime_dash.modules.base import frame_of
+from regime_dash.modules.base import config_columns, frame_of
 from regime_dash.modules.sp18_hold import slots as S
 from regime_dash.modules.sp18_hold import twin
 from regime_dash.modules.sp18_hold.config import Sp18Config
@@ -39,6 +39,8 @@ COL = SimpleNamespace(
     err_defect=P + "td.abs_err_defect", err_fixed=P + "td.abs_err_fixed",
 )
 COLUMNS: tuple[str, ...] = tuple(vars(COL).values())
+#: Config constants the checks read, written as ``sp18.config.<name>`` columns.
+CONFIG_COLUMNS = ("pos_min", "pos_max", "neg_ratio", "shaping_scale")
 
 TWIN_OPS = SimpleNamespace(
     opp=twin.hold_opportunity_cost_batch,
@@ -186,6 +188,7 @@ def run(stream: Sp18Stream, config: Sp18Config, engine: str) -> pd.DataFrame:
         COL.err_defect: np.abs(ret_defect - taken).astype(np.float32),
         COL.err_fixed: np.abs(ret_fixed - taken).astype(np.float32),
     }
+    cols.update(config_columns(config, CONFIG_COLUMNS, P, t_steps))
     frame = frame_of(stream.step, stream.boundary, cols)
     frame.attrs["config"] = config.as_dict()
     return frame
