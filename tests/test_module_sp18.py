@@ -199,6 +199,32 @@ def test_td_lambda_trace_stops_at_done_and_at_max_trace():
     assert g2[0] == 1.0 + 1.0 + 7.0 and dd2[0] == 0.0  # two steps (r0, r1), then q_next of step 1
 
 
+def _td_lambda_per_sample(r, d, q, t_len, gamma, lam, max_trace):
+    """The kernel's thread body, one sample at a time (one env)."""
+    gamma, lam, one = F(gamma), F(lam), F(1.0)
+    out = np.empty(t_len, np.float32)
+    for t in range(t_len):
+        end = min(t + max_trace, t_len) - 1
+        for k in range(t, end + 1):
+            if d[k] > F(0.5):
+                end = k
+                break
+        g = r[end] + gamma * (one - d[end]) * q[end]
+        for k in range(end - 1, t - 1, -1):
+            g = r[k] + gamma * (one - d[k]) * ((one - lam) * q[k] + lam * g)
+        out[t] = g
+    return out
+
+
+@pytest.mark.parametrize("t_len,max_trace", [(1, 10), (31, 1), (400, 10), (300, 64)])
+def test_td_lambda_twin_equals_the_per_sample_loop_bit_for_bit(t_len, max_trace, rng):
+    r, q = rng.normal(size=(2, t_len)).astype(np.float32)
+    d = (rng.random(t_len) < 0.05).astype(np.float32)
+    got, _ = twin.td_lambda(r, d, q, 1, t_len, 0.95, 0.9, max_trace)
+    np.testing.assert_array_equal(got.view(np.int32), _td_lambda_per_sample(r, d, q, t_len, 0.95, 0.9,
+                                                                           max_trace).view(np.int32))
+
+
 def test_t10_td_error_ratio_on_a_100_step_rollout():
     frame = M.replay(M.demo_stream(seed=0, steps=100))
     pre, post = frame[COL.err_defect].mean(), frame[COL.err_fixed].mean()

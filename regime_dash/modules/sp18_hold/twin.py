@@ -140,19 +140,22 @@ def td_lambda(rewards: np.ndarray, dones: np.ndarray, q_next: np.ndarray, n_envs
     r = np.asarray(rewards, dtype=np.float32).reshape(n_envs, t_len)
     d = np.asarray(dones, dtype=np.float32).reshape(n_envs, t_len)
     q = np.asarray(q_next, dtype=np.float32).reshape(n_envs, t_len)
+    gamma, lam = F32(gamma), F32(lam)
+    t = np.arange(t_len)
     g_out = np.empty((n_envs, t_len), dtype=np.float32)
     d_out = np.empty((n_envs, t_len), dtype=np.float32)
-    gamma, lam = F32(gamma), F32(lam)
     for e in range(n_envs):
-        for t in range(t_len):
-            end = min(t + max_trace, t_len) - 1
-            for k in range(t, end + 1):
-                if d[e, k] > F32(0.5):
-                    end = k
-                    break
-            g = r[e, end] + gamma * (ONE - d[e, end]) * q[e, end]
-            for k in range(end - 1, t - 1, -1):
-                g = r[e, k] + gamma * (ONE - d[e, k]) * ((ONE - lam) * q[e, k] + lam * g)
-            g_out[e, t] = g
-            d_out[e, t] = d[e, end]
+        # the kernel's per-thread scan, for every t at once: end = first done in [t, t + max_trace) or the last step
+        done_at = np.where(d[e] > F32(0.5), t, t_len)
+        next_done = np.minimum.accumulate(done_at[::-1])[::-1]
+        end = np.minimum(np.minimum(t + max_trace, t_len) - 1, next_done)
+        g = r[e, end] + gamma * (ONE - d[e, end]) * q[e, end]
+        # then k = end - 1 down to t; offset j = k - t runs down, each t stepping only while k < end
+        for j in range(max_trace - 2, -1, -1):
+            k = t + j
+            live = k < end
+            kk = k[live]
+            g[live] = r[e, kk] + gamma * (ONE - d[e, kk]) * ((ONE - lam) * q[e, kk] + lam * g[live])
+        g_out[e] = g
+        d_out[e] = d[e, end]
     return g_out.reshape(-1), d_out.reshape(-1)
