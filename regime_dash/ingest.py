@@ -1166,8 +1166,8 @@ def iter_batches(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: s
                  report: IngestReport | None = None, workers: int | None = None) -> Iterator[Batch]:
     """Stream a diag.jsonl source as batches of flattened good rows plus rejects.
 
-    Memory is bounded by about ``(2 * workers + 2) * chunk_bytes`` plus the Arrow tables
-    of the chunks in flight, whatever the size of the source.
+    Memory is bounded by the ``workers + 2`` chunks in flight (each a few times
+    ``chunk_bytes`` while Arrow parses it), whatever the size of the source.
 
     Parameters
     ----------
@@ -1221,8 +1221,8 @@ def iter_batches(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: s
                     for data, final in chunks:
                         pending.append((pool.submit(_parse_chunk, data, final, hints), position()))
                         del data
-                        # bounded read-ahead: a chunk queued for each busy worker
-                        while len(pending) > 2 * workers:
+                        # bounded read-ahead: one chunk queued beyond the busy workers
+                        while len(pending) > workers + 1:
                             fut, pos = pending.popleft()
                             yield renumber(fut.result(), pos)
                     while pending:
