@@ -111,3 +111,12 @@ def test_bench_stream_exercises_the_pipeline():
     assert stream.boundary.sum() == 1
     assert (stream.lots == 0).all(axis=1).any()          # all-flat stretches
     assert len({c.max_duration for c in engines.sweep_configs(2000)}) == 1000
+
+
+def test_cli_bench_without_a_target_runs_engines(tmp_path, capsys):
+    path = tmp_path / "b.json"
+    rc = main(["bench", "--steps", "24", "--accounts", "3", "--repeats", "1", "--sweep-sizes", "1",
+               "--json", str(path)])
+    assert rc == 0
+    assert "replay engines, T = 24 × b = 3" in capsys.readouterr().out
+    assert json.loads(path.read_text())["params"]["accounts"] == 3
