@@ -15,7 +15,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="run a benchmark (ingest, ...) and print its figures",
                        description=__doc__)
     targets = p.add_subparsers(dest="target", metavar="TARGET")
-    targets.required = True
+    # `bench [--json FILE] [--steps T] [--accounts B]` without a target runs `bench engines`
+    from regime_dash.benchmarks import engines
+    engines.add_arguments(p)
     for name in TARGETS:
         try:
             module = importlib.import_module(f"regime_dash.benchmarks.{name}")
