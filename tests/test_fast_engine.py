@@ -141,3 +141,22 @@ def test_fast_gpu_through_replay_is_bit_identical_and_auto_picks_it():
         assert_bits_equal(ref.rewards_normalized, got.rewards_normalized, "rewards_normalized")
         assert_bits_equal(ref.v_pred_corrected, got.v_pred_corrected, "v_pred_corrected")
     assert fast.use_gpu("auto") is True
+
+
+def test_kernels_compile_without_a_writable_cache(monkeypatch):
+    # numba raises RuntimeError at decoration when no cache location is writable
+    # (a read-only install); the kernels must then be built uncached, not fail.
+    import numba
+
+    real, calls = numba.njit, []
+
+    def njit(*args, cache=False, parallel=False, **kw):
+        calls.append(cache)
+        if cache:
+            raise RuntimeError("cannot cache function 'phase1': no locator available for file")
+        return real(*args, cache=False, parallel=parallel, **kw)
+
+    monkeypatch.setattr(numba, "njit", njit)
+    kernels = fast._build("fingerprint")  # dispatchers compile lazily: nothing is compiled here
+    assert sorted(kernels) == ["normalize", "phase1", "scan", "sweep"]
+    assert calls == [True, False] * 4
