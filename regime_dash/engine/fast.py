@@ -203,6 +203,12 @@ def step_stats(stream) -> StepStats:
     return StepStats(sums, flat)
 
 
+def _step_inputs(stream) -> tuple[np.ndarray, ...]:
+    # contiguous, so a strided view of a stream does not compile another specialization
+    return tuple(np.ascontiguousarray(a) for a in (stream.boundary, stream.cooldown, stream.session_pnl_worst,
+                                                   stream.kelly_analytic, stream.tau_action))
+
+
 def _plan(layout: SlotLayout) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     r_idx, r_code, r_src = layout.reset_plan()
     return reference.index_table(layout), r_idx, r_code, r_src
@@ -223,8 +229,7 @@ def run_cpu(stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout, snap
     mean = np.empty(t_steps, dtype=np.float32)
     sigma = np.empty(t_steps, dtype=np.float32)
     v_pred = None if stream.v_pred is None else stream.v_pred.copy()
-    k["scan"](stats.sums, stats.flat, stream.boundary, stream.cooldown, stream.session_pnl_worst,
-              stream.kelly_analytic, stream.tau_action, isv, ix, np.asarray(boot, dtype=np.float32), r_idx,
+    k["scan"](stats.sums, stats.flat, *_step_inputs(stream), isv, ix, np.asarray(boot, dtype=np.float32), r_idx,
               r_code, r_src, np.asarray(snap_idx, dtype=np.int32), b, snap, mean, sigma,
               v_pred if v_pred is not None else np.empty((0, b), dtype=np.float32), v_pred is not None)
     normalized = stream.rewards.copy()
@@ -281,8 +286,7 @@ def sweep_cpu(stream, isv0s: np.ndarray, boot_rows: np.ndarray, layout: SlotLayo
         summary.init(acc[0])
         acc[1:] = acc[0]
     ix, r_idx, r_code, r_src = _plan(layout)
-    k["sweep"](stats.sums, stats.flat, stream.boundary, stream.cooldown, stream.session_pnl_worst,
-               stream.kelly_analytic, stream.tau_action, isv0s, boot_rows, ix, r_idx, r_code, r_src,
+    k["sweep"](stats.sums, stats.flat, *_step_inputs(stream), isv0s, boot_rows, ix, r_idx, r_code, r_src,
                snap_idx, stream.accounts, acc, keep_slot, kept)
     return acc, {i: kept[keep_slot[i]] for i in keep}
 
