@@ -286,7 +286,7 @@ def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, s
                                          showlegend=False, legendgroup=label,
                                          name=f"{label} {name} min/max"),
                               row=row, col=1, secondary_y=secondary)
-        fig.add_trace(go.Scattergl(x=_plot_x(red.x, x), y=red.y, mode="lines",
+        fig.add_trace(go.Scatter(x=_plot_x(red.x, x), y=red.y, mode="lines",
                                    line=dict(color=colour, dash=dash, width=width),
                                    name=label if first[0] else f"{label} {name}",
                                    legendgroup=label, showlegend=first[0],
@@ -316,7 +316,7 @@ def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, s
             return
         if len(pos) > n_out:  # thousands of events: keep an even sample, the band shows density
             pos = pos[np.linspace(0, len(pos) - 1, n_out).astype(np.int64)]
-        fig.add_trace(go.Scattergl(x=_plot_x(xs[pos], x), y=y[pos] if y is not None else np.ones(len(pos)),
+        fig.add_trace(go.Scatter(x=_plot_x(xs[pos], x), y=y[pos] if y is not None else np.ones(len(pos)),
                                    mode="markers", marker=dict(symbol=symbol, size=8, color=colour,
                                                                line=dict(width=1, color="black")),
                                    name=f"{label} {name}", legendgroup=label, showlegend=False,

@@ -4,31 +4,22 @@ Starts ``streamlit run app.py`` on a free port with a temporary store, waits
 for ``/_stcore/health``, uploads the sample diag file, opens Explore and waits
 for the Plotly charts to draw, then moves a what-if slider on the Replay page
 and checks the chart changes. Screenshots go to ``test-artifacts/`` at the
-repository root (gitignored), for a person to look at.
+repository root (gitignored), for a person to look at. The server and browser
+helpers are the page-load benchmark's (:mod:`regime_dash.benchmarks.page_load`).
 
 CI (``.ci/run``) installs chromium with apt; Playwright drives that binary
 (``executable_path``), so no ``playwright install`` is needed.
 """
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from regime_dash.benchmarks.page_load import CHROMIUM, chromium, serve
+
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = "/usr/bin/chromium"
-#: Flags this machine kind needs for headless chromium (no sandbox in containers, no GPU,
-#: nothing that phones home).
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 pytestmark = [
     pytest.mark.browser,
@@ -36,7 +27,7 @@ pytestmark = [
     pytest.mark.skipif(not Path(CHROMIUM).exists(),
                        reason=f"{CHROMIUM} is not installed (.ci/run installs it with apt)"),
 ]
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in requirements-test.txt")
+pytest.importorskip("playwright.sync_api", reason="playwright is in requirements-test.txt")
 
 #: The data each Plotly graph drew, in the browser: name and y values of every trace
 #: (``_fullData``: plotly.js's decoded copy; ``data`` still holds base64 typed arrays).
@@ -44,66 +35,18 @@ TRACES_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).ma
     gd => (gd._fullData || []).map(t => [t.name || '', Array.from(t.y || []).map(Number)]))"""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    url = f"http://127.0.0.1:{port}/_stcore/health"
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited with code {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.read().strip() == b"ok":
-                    return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise TimeoutError(f"{url} did not answer ok within {timeout:.0f} s")
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """``streamlit run app.py`` on a free port with an empty temporary store; yields the base URL."""
-    store = tmp_path_factory.mktemp("store")
-    port = free_port()
-    log = open(tmp_path_factory.mktemp("log") / "streamlit.log", "w")
-    env = dict(os.environ, REGIME_DASH_STORE=str(store))
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-                             "--server.headless", "true"], cwd=ROOT, env=env, stdout=log,
-                            stderr=subprocess.STDOUT)
-    try:
-        wait_healthy(port, proc)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+    with serve(tmp_path_factory.mktemp("store"), log=tmp_path_factory.mktemp("log") / "streamlit.log") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
-def browser_page(tmp_path_factory):
-    """A page of a fresh headless chromium profile."""
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    with sync_api.sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(str(profile), executable_path=CHROMIUM, headless=True,
-                                                   args=CHROMIUM_ARGS,
-                                                   viewport={"width": 1400, "height": 2400})
-        try:
-            page = ctx.new_page()
-            page.set_default_timeout(120_000)
-            yield page
-        finally:
-            ctx.close()
-            shutil.rmtree(profile, ignore_errors=True)
+def browser_page():
+    """A page of headless chromium on a fresh profile."""
+    with chromium(viewport=(1400, 2400)) as ctx:
+        yield ctx.new_page()
 
 
 def shot(page, name: str) -> Path:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import fields
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 import streamlit as st
@@ -138,14 +138,24 @@ def alias_editor(key: str) -> dict[str, tuple[str, ...]]:
     return normalize_user_aliases(user)
 
 
-def download_view(key: str, frame: pd.DataFrame, stem: str) -> None:
-    """CSV and Parquet downloads of ``frame`` (the current view)."""
+def download_view(key: str, make_frame: Callable[[], pd.DataFrame], stem: str) -> None:
+    """CSV and Parquet downloads of the current view.
+
+    ``make_frame`` builds the frame only when a button is clicked (streamlit
+    runs a callable ``data`` then), so a long run's page does not pay for
+    serializing it on every rerun.
+    """
+    def csv() -> bytes:
+        return make_frame().to_csv(index=False).encode()
+
+    def parquet() -> bytes:
+        buf = io.BytesIO()
+        make_frame().to_parquet(buf, index=False)
+        return buf.getvalue()
+
     c1, c2 = st.columns(2)
-    c1.download_button("Download view as CSV", frame.to_csv(index=False).encode(), f"{stem}.csv",
-                       "text/csv", key=f"{key}.csv")
-    buf = io.BytesIO()
-    frame.to_parquet(buf, index=False)
-    c2.download_button("Download view as Parquet", buf.getvalue(), f"{stem}.parquet",
+    c1.download_button("Download view as CSV", csv, f"{stem}.csv", "text/csv", key=f"{key}.csv")
+    c2.download_button("Download view as Parquet", parquet, f"{stem}.parquet",
                        "application/vnd.apache.parquet", key=f"{key}.parquet")
 
 

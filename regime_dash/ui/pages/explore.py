@@ -48,5 +48,5 @@ with tab_inv:
     widgets.invariant_report("explore.invariants", results, window_key, frames)
 with tab_dl:
     st.caption(f"The view: steps {lo} … {hi} of {len(view)} run(s), every column.")
-    widgets.download_view("explore.download", pd.concat(
+    widgets.download_view("explore.download", lambda: pd.concat(
         [f.assign(run=label) for label, f in view.items()], ignore_index=True), "regime-dash-view")

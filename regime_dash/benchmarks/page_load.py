@@ -1,0 +1,216 @@
+"""Dashboard page-load benchmark: Explore of a 25,000-step run in headless chromium.
+
+``python -m regime_dash bench page_load [--steps 25000] [--accounts 64] [--repeat 5] [--out FILE]``
+(or ``python -m regime_dash.benchmarks.page_load``)
+
+1. makes a run: the ``kelly_trap_run8`` scenario of ``--steps`` steps replayed
+   (engine ``auto``), written as a diag.jsonl and ingested into a temporary store;
+2. starts ``streamlit run app.py`` on a free port against that store and waits
+   for ``/_stcore/health``;
+3. opens ``/explore`` in a fresh page of headless chromium ``--repeat`` times and
+   times each load from the navigation until the Plotly figure has drawn: all
+   seven panels laid out, the traces in place, and two animation frames later.
+
+The first load is *cold* (the server process imports plotly and the analysis
+code, reads the Parquet run, runs the invariant checks and builds the figure);
+the later loads are *warm* (the cached frame and figure are reused, so they
+time the transfer and the browser's drawing). Both are reported; the machine is
+shared, so the warm figure is the median of the repeats. For scale, the median
+load of the Slots page (a table, no chart) in the same browser is reported too,
+and the load average during the run.
+
+The helpers :func:`serve` and :func:`chromium` are what ``tests/test_browser.py``
+uses too.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Iterator
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+#: Flags headless chromium needs on this machine kind: no sandbox inside a container, no
+#: GPU, no QUIC, and nothing that phones home.
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+#: True in the browser once the first Plotly graph has laid out its seven panels and drawn traces.
+DRAWN_JS = """() => {
+    const gd = document.querySelector('.js-plotly-plot');
+    return !!(gd && gd._fullData && gd._fullData.length > 0
+              && gd.querySelectorAll('.cartesianlayer .subplot').length >= 7
+              && gd.querySelectorAll('.scatterlayer .trace').length > 0);
+}"""
+#: Resolves after two animation frames: what was laid out has been painted.
+PAINTED_JS = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(base_url: str, proc: subprocess.Popen, timeout: float = 120.0) -> None:
+    """Poll ``/_stcore/health`` until it answers ``ok``; raise if the server dies or times out."""
+    deadline = time.monotonic() + timeout
+    url = f"{base_url}/_stcore/health"
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with code {proc.returncode} before {url} answered")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.read().strip() == b"ok":
+                    return
+        except OSError:
+            pass
+        time.sleep(0.25)
+    raise TimeoutError(f"{url} did not answer ok within {timeout:.0f} s")
+
+
+@contextlib.contextmanager
+def serve(store: str | os.PathLike, log: str | os.PathLike | None = None) -> Iterator[str]:
+    """``streamlit run app.py`` on a free port against ``store``; yields the base URL, stops the server after."""
+    port = free_port()
+    env = dict(os.environ, REGIME_DASH_STORE=str(store))
+    out = open(log, "w") if log else subprocess.DEVNULL
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+                             "--server.headless", "true"], cwd=ROOT, env=env, stdout=out,
+                            stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(base, proc)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if log:
+            out.close()
+
+
+@contextlib.contextmanager
+def chromium(viewport: tuple[int, int] = (1400, 2400), timeout_ms: int = 120_000):
+    """A headless chromium context on a fresh profile directory; yields the Playwright context."""
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory(prefix="regime-dash-chromium-") as profile, sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, headless=True,
+                                                   args=CHROMIUM_ARGS,
+                                                   viewport={"width": viewport[0], "height": viewport[1]})
+        ctx.set_default_timeout(timeout_ms)
+        try:
+            yield ctx
+        finally:
+            ctx.close()
+
+
+def make_run(store: str | os.PathLike, steps: int, accounts: int, seed: int = 0) -> dict[str, Any]:
+    """Replay ``kelly_trap_run8`` for ``steps`` steps, write it as a diag.jsonl and ingest it into ``store``."""
+    from regime_dash import diag, scenarios
+    from regime_dash.engine import replay_trajectory
+    from regime_dash.store import RunStore
+
+    t0 = time.perf_counter()
+    stream = scenarios.make("kelly_trap_run8", seed=seed, steps=steps, accounts=accounts)
+    traj = replay_trajectory(stream, engine="auto")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = diag.write_jsonl(traj.frame, Path(tmp) / f"trap-{steps}.jsonl")
+        size = path.stat().st_size
+        result = RunStore(store).ingest(path)
+    return {"run_id": result.run_id, "rows": result.rows, "jsonl_bytes": size, "engine": traj.engine,
+            "prepare_s": time.perf_counter() - t0}
+
+
+def load_explore(ctx, base_url: str) -> float:
+    """Seconds from navigating a fresh page to ``/explore`` until the figure has been painted."""
+    page = ctx.new_page()
+    try:
+        t0 = time.perf_counter()
+        page.goto(f"{base_url}/explore")
+        page.wait_for_function(DRAWN_JS, polling=50)
+        page.evaluate(PAINTED_JS)
+        return time.perf_counter() - t0
+    finally:
+        page.close()
+
+
+def load_slots(ctx, base_url: str) -> float:
+    """Seconds to load ``/slots`` (a table, no chart): the frontend's fixed cost on this machine."""
+    page = ctx.new_page()
+    try:
+        t0 = time.perf_counter()
+        page.goto(f"{base_url}/slots")
+        page.get_by_text("Fingerprint (FNV-1a 64)").wait_for()
+        page.evaluate(PAINTED_JS)
+        return time.perf_counter() - t0
+    finally:
+        page.close()
+
+
+def run(steps: int = 25_000, accounts: int = 64, repeat: int = 5, screenshot: str | None = None) -> dict[str, Any]:
+    """The whole benchmark; returns the JSON-able result."""
+    if repeat < 2:
+        raise ValueError(f"repeat must be >= 2 (one cold load and at least one warm one), got {repeat}")
+    with tempfile.TemporaryDirectory(prefix="regime-dash-store-") as store:
+        made = make_run(store, steps, accounts)
+        with serve(store) as base, chromium() as ctx:
+            loads = [load_explore(ctx, base) for _ in range(repeat)]
+            baseline = [load_slots(ctx, base) for _ in range(repeat - 1)]
+            if screenshot:
+                page = ctx.new_page()
+                page.goto(f"{base}/explore")
+                page.wait_for_function(DRAWN_JS, polling=50)
+                page.screenshot(path=screenshot, full_page=True)
+                page.close()
+    warm = loads[1:]
+    return {"benchmark": "page_load", "page": "explore", "steps": steps, "accounts": accounts, **made,
+            "cold_s": loads[0], "warm_median_s": statistics.median(warm), "warm_min_s": min(warm),
+            "warm_max_s": max(warm), "loads_s": loads, "slots_page_median_s": statistics.median(baseline),
+            "chromium": CHROMIUM, "cpus": os.cpu_count(), "load_average": os.getloadavg()}
+
+
+def _main(args: argparse.Namespace) -> int:
+    result = run(args.steps, args.accounts, args.repeat, args.screenshot)
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    return 0
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--steps", type=int, default=25_000, help="steps of the run (default 25000)")
+    p.add_argument("--accounts", type=int, default=64, help="accounts of the replayed stream (default 64)")
+    p.add_argument("--repeat", type=int, default=5, help="page loads; the first is cold (default 5)")
+    p.add_argument("--screenshot", help="also save a screenshot of the loaded page here")
+    p.add_argument("--out", help="also write the JSON result to this file")
+
+
+def register(subparsers) -> None:
+    """Add ``bench page_load`` (see the module docstring)."""
+    p = subparsers.add_parser("page_load", help="Explore page load of a 25k-step run in headless chromium",
+                              description=__doc__.split("\n\n")[0])
+    _add_arguments(p)
+    p.set_defaults(func=_main)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m regime_dash.benchmarks.page_load",
+                                     description=__doc__.split("\n\n")[0])
+    _add_arguments(parser)
+    sys.exit(_main(parser.parse_args()))
