@@ -822,23 +822,18 @@ def _line_layout(data: bytes, first_line: int) -> _Layout:
     return _Layout(starts[keep], numbers[keep], n_lines, int(n_lines - keep.sum()))
 
 
-def _special_floats(arr: pa.Array | pa.ChunkedArray) -> tuple[bool, bool]:
-    """Whether a column holds NaN, and whether it holds an infinity (also inside
-    lists/structs)."""
+def _has_special_floats(arr: pa.Array | pa.ChunkedArray) -> bool:
+    """Whether a column holds NaN or an infinity anywhere (also inside lists/structs)."""
     t = arr.type
     if pa.types.is_floating(t):
-        nan = bool(pc.any(pc.is_nan(arr)).as_py())
-        inf = bool(pc.any(pc.is_inf(arr)).as_py())
-        return nan, inf
-    nan = inf = False
+        return pc.all(pc.is_finite(arr)).as_py() is False
     if pa.types.is_list(t) or pa.types.is_struct(t):
         chunks = arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr]
         for c in chunks:
             kids = [c.flatten()] if pa.types.is_list(t) else [c.field(i) for i in range(t.num_fields)]
-            for k in kids:
-                a, b = _special_floats(k)
-                nan, inf = nan or a, inf or b
-    return nan, inf
+            if any(_has_special_floats(k) for k in kids):
+                return True
+    return False
 
 
 def _arrow_only_tokens(data: bytes, nan: bool, inf: bool) -> bool:
@@ -886,11 +881,8 @@ def _fast(data: bytes, lay: _Layout, hints: _Hints) -> pa.Table:
         raise _Slow
     if table.num_rows != len(lay.numbers):
         raise _Slow  # "{..} {..}" on one line, or a value broken over lines
-    nan = inf = False
-    for c in table.columns:
-        a, b = _special_floats(c)
-        nan, inf = nan or a, inf or b
-    if (nan or inf) and _arrow_only_tokens(data, nan, inf):
+    if any(_has_special_floats(c) for c in table.columns) \
+            and _arrow_only_tokens(data, True, True):
         raise _Slow
     try:
         table.validate(full=True)  # UTF-8 of string values (Arrow's reader does not check)
@@ -1138,7 +1130,8 @@ def _default_workers() -> int:
         n = len(os.sched_getaffinity(0))  # the CPUs this process may use, not the host's
     except AttributeError:
         n = os.cpu_count() or 1
-    return max(1, min(16, n))
+    # beyond ~8 the one reading/writing thread is the bottleneck and memory still grows
+    return max(1, min(8, n))
 
 
 class _Renumber:
@@ -1183,7 +1176,7 @@ def iter_batches(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: s
         ``sha256``) once the iterator is exhausted.
     workers
         Chunks parsed in parallel threads (Arrow and NumPy release the GIL). Defaults
-        to the CPUs this process may use, at most 16.
+        to the CPUs this process may use, at most 8.
 
     Yields
     ------
