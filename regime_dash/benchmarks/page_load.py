@@ -164,8 +164,11 @@ def load_slots(ctx, base_url: str) -> float:
 
 def run(steps: int = 25_000, accounts: int = 64, repeat: int = 5, screenshot: str | None = None) -> dict[str, Any]:
     """The whole benchmark; returns the JSON-able result."""
+    from regime_dash.errors import ValidationError
+
     if repeat < 2:
-        raise ValueError(f"repeat must be >= 2 (one cold load and at least one warm one), got {repeat}")
+        raise ValidationError(f"repeat must be >= 2 (one cold load and at least one warm one), got {repeat!r}",
+                              field="repeat", value=repeat)
     with tempfile.TemporaryDirectory(prefix="regime-dash-store-") as store:
         made = make_run(store, steps, accounts)
         with serve(store) as base, chromium() as ctx:
