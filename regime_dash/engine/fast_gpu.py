@@ -3,14 +3,16 @@
 Phase 1 (``kernels/replay_step_stats.cu``) reduces every step's [b] batch in
 parallel, one 256-thread block per step, to the flat count and Σr, Σr², max|r|,
 with common.cuh's reduction in rl_popart_normalize's order. Phase 2
-(``kernels/replay_scan.cu``) runs the scalar state machine, one thread per
-scenario, calling the same regime_step.cuh functions as the per-step kernels
-over the shared phase-1 stats, with the ISV held in registers (the slot and
-snapshot lists are compiled in from the registry, so ``run`` accepts only the
-layout's own ``snapshot_indices``). For a single replay the scan writes the [T, n]
+(``kernels/replay_scan.cu``) runs the scalar state machine, the chain of each
+scenario in one thread, calling the same regime_step.cuh functions as the
+per-step kernels over the shared phase-1 stats, with the ISV held in registers
+(the slot and snapshot lists are compiled in from the registry, so ``run``
+accepts only the layout's own ``snapshot_indices``). For a single replay the
+scan (``replay_scan_warp``: one warp per scenario, whose other lanes only move
+inputs in and snapshot rows out through shared memory) writes the [T, n]
 snapshot and each step's PopArt (μ, σ) pairs, and ``replay_normalize.cu`` then
 applies Pass 3 (and rl_popart_v_correct) to all steps at once. For a sweep the
-scan folds each step's snapshot row into float64 accumulators (the twin of
+scan (``replay_scan``: one thread per scenario) folds each step's snapshot row into float64 accumulators (the twin of
 :func:`regime_dash.engine.summary.accumulate`), so S scenarios × T steps never
 materialize trajectories, except the scenarios named in ``keep``.
 
@@ -31,8 +33,10 @@ from regime_dash.streams import Stream
 FILES: tuple[str, ...] = ("replay_step_stats.cu", "replay_scan.cu", "replay_normalize.cu")
 #: Threads per block of phase 1: the reference's reduction order assumes 256.
 STATS_BLOCK = 256
-#: Scenarios per block of the scan: small blocks spread few scenarios over many SMs.
+#: Scenarios per block of the sweep scan: small blocks spread few scenarios over many SMs.
 SCAN_BLOCK = 64
+#: Threads per scenario (and per block) of the single-replay scan ``replay_scan_warp``.
+SCAN_WARP = 32
 NORMALIZE_BLOCK = 256
 
 
@@ -68,7 +72,8 @@ def _scan(cp, mod, p1: _Phase1, layout: SlotLayout, snap_idx: np.ndarray, isv_ro
 
     The snapshot columns are compiled in (``SNAP_SLOT_LIST``: the layout's diag
     snapshot slots), so the scan keeps the ISV in registers; ``snap_idx`` must
-    be those slots.
+    be those slots. Without ``acc`` (a replay: snapshots and norm params only)
+    the warp-per-scenario kernel runs; with it, the thread-per-scenario one.
     """
     _check_snapshot_slots(layout, snap_idx)
     i32 = np.int32
@@ -76,15 +81,18 @@ def _scan(cp, mod, p1: _Phase1, layout: SlotLayout, snap_idx: np.ndarray, isv_ro
     r_idx, r_code, r_src = layout.reset_plan()
     n_snap = len(snap_idx)
     snap_out = cp.empty((max(n_keep, 1), p1.t_steps, n_snap), np.float32)
-    acc_d = acc if acc is not None else cp.zeros(1, np.float64)
     norm_d = norm_params if norm_params is not None else cp.zeros(1, np.float32)
-    grid = ((n_scen + SCAN_BLOCK - 1) // SCAN_BLOCK,)
-    mod["replay_scan"](grid, (SCAN_BLOCK,), (
-        isv_rows, boot_rows, i32(n_scen), i32(p1.t_steps), i32(p1.b),
-        cp.asarray(r_idx), cp.asarray(r_code), cp.asarray(r_src), i32(len(r_idx)),
-        p1.stats, p1.flat, p1.cooldown, p1.worst, p1.kelly_edge, p1.tau_action, p1.boundary,
-        cp.asarray(keep_slot), snap_out, acc_d, i32(acc is not None), norm_d,
-        i32(norm_params is not None)))
+    common = (isv_rows, boot_rows, i32(n_scen), i32(p1.t_steps), i32(p1.b),
+              cp.asarray(r_idx), cp.asarray(r_code), cp.asarray(r_src), i32(len(r_idx)),
+              p1.stats, p1.flat, p1.cooldown, p1.worst, p1.kelly_edge, p1.tau_action, p1.boundary,
+              cp.asarray(keep_slot), snap_out)
+    if acc is None:
+        mod["replay_scan_warp"]((n_scen,), (SCAN_WARP,), (
+            *common, norm_d, i32(norm_params is not None)))
+    else:
+        grid = ((n_scen + SCAN_BLOCK - 1) // SCAN_BLOCK,)
+        mod["replay_scan"](grid, (SCAN_BLOCK,), (
+            *common, acc, i32(1), norm_d, i32(norm_params is not None)))
     return snap_out
 
 
