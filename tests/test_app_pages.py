@@ -203,6 +203,31 @@ def test_explore_violation_jumps_to_its_step(tmp_path, monkeypatch, replay_diag)
     assert lo < 250 < hi and (lo, hi) != (0, 399)
 
 
+def test_explore_aliases_map_renamed_fields(tmp_path, monkeypatch, replay_diag):
+    import pandas as pd
+
+    # a logger that writes kelly_f under a name no built-in alias knows
+    lines = []
+    for line in replay_diag.read_text().splitlines():
+        rec = json.loads(line)
+        rec["my_kelly"] = rec["risk_stack"]["kelly"].pop("fraction")
+        lines.append(json.dumps(rec))
+    renamed = tmp_path / "renamed.jsonl"
+    renamed.write_text("\n".join(lines) + "\n")
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.file_uploader(key="runs.upload").set_value(("renamed.jsonl", renamed.read_bytes(), "application/json")).run()
+    at.switch_page(page("explore")).run()
+    no_exception(at, "explore")
+    assert not [t for t in chart_spec(at)["data"] if t.get("name", "").endswith("kelly_f")]
+    at.session_state["explore.aliases"] = pd.DataFrame(
+        {"canonical": ["risk_stack.kelly.fraction"], "alternatives": ["my_kelly"]})
+    at.run()
+    no_exception(at, "alias")
+    (kelly,) = [t for t in chart_spec(at)["data"] if t.get("name", "").endswith("kelly_f")]
+    want = [json.loads(line)["my_kelly"] for line in lines]
+    np.testing.assert_allclose(values(kelly["y"]), want, rtol=1e-6)
+
+
 def test_explore_downloads_the_view(loaded):
     at = loaded
     at.switch_page(page("explore")).run()
@@ -281,6 +306,27 @@ def test_replay_sweep_and_open_a_cell(tmp_path, monkeypatch):
     np.testing.assert_array_equal(z[0], [1.0, 1.0, 0.0, 0.0])
 
 
+def test_replay_sources_stream_file_and_simulator(tmp_path, monkeypatch):
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.switch_page(page("replay")).run()
+    at.radio(key="replay.source.kind").set_value("Stream file").run()
+    no_exception(at, "stream file, nothing uploaded")
+    assert any("Upload a stream file" in i.value for i in at.info)
+    sample = SAMPLE_DIR / "recorded_stream.npz"
+    at.file_uploader(key="replay.source.file").set_value(
+        ("recorded_stream.npz", sample.read_bytes(), "application/octet-stream")).run()
+    no_exception(at, "stream file")
+    from regime_dash.streams import load
+
+    stream = load(sample)
+    assert any(c.value == f"Stream: {stream.steps:,} steps × {stream.accounts:,} accounts." for c in at.caption)
+    at.radio(key="replay.source.kind").set_value("Simulator").run()
+    at.number_input(key="replay.source.simsteps").set_value(300).run()
+    no_exception(at, "simulator")
+    assert any(c.value.startswith("Stream: 300 steps") for c in at.caption)
+    assert {t.get("legendgroup") for t in chart_spec(at)["data"]} == {"baseline", "what-if"}
+
+
 # ---- Live ----------------------------------------------------------------------------------
 def test_live_steps_and_injections(tmp_path, monkeypatch):
     at = open_app(tmp_path / "store", monkeypatch)
@@ -332,6 +378,16 @@ def test_slots_filter_import_and_report(tmp_path, monkeypatch):
     assert any("overlap at [697]" in e.value for e in at.error)
     at.file_uploader(key="slots.upload").set_value(("isv_slots.rs", b"fn main() {}\n", "text/plain")).run()
     assert any("no `pub const" in e.value for e in at.error)
+
+
+def test_streamlit_config_is_deliberate():
+    import tomllib
+
+    cfg = tomllib.loads((Path(APP).parent / ".streamlit" / "config.toml").read_text())
+    assert cfg["server"]["address"] == "127.0.0.1"
+    assert cfg["server"]["enableXsrfProtection"] is True
+    assert isinstance(cfg["server"]["maxUploadSize"], int) and cfg["server"]["maxUploadSize"] != 200
+    assert cfg["browser"]["gatherUsageStats"] is False
 
 
 # ---- Compare -------------------------------------------------------------------------------
