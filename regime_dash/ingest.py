@@ -710,6 +710,7 @@ class _Hints:
         self.schema: pa.Schema | None = None
 
     def add(self, paths: Iterable[tuple[str, ...]]) -> None:
+        """Read these paths as strings from now on."""
         with self._lock:
             self._paths.update(paths)
             self.schema = _schema_from_paths(self._paths)
@@ -862,23 +863,35 @@ def _arrow_only_tokens(data: bytes, nan: bool, inf: bool) -> bool:
 def _fast(data: bytes, lay: _Layout, hints: _Hints) -> pa.Table:
     """Parse ``data`` with Arrow or raise :class:`_Slow`."""
     opts = pj.ReadOptions(use_threads=False, block_size=max(len(data) + 1, 1 << 16))
-    for _attempt in range(2):
-        schema = hints.schema
+
+    def attempt(schema: pa.Schema | None):
         popts = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer") \
             if schema is not None else pj.ParseOptions()
         try:
-            table = pj.read_json(pa.BufferReader(data), read_options=opts, parse_options=popts)
+            return pj.read_json(pa.BufferReader(data), read_options=opts, parse_options=popts), None
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
             m = _ROW_RE.search(str(e))
-            raise _Slow(int(m.group(1)) if m else None) from e
-        stamps = [p for f in table.schema for p in _timestamp_paths(f.type, (f.name,))]
-        if not stamps:
-            break
+            return None, _Slow(int(m.group(1)) if m else None)
+
+    hinted = hints.schema
+    table, err = attempt(hinted)
+    if err is not None and hinted is not None:
+        # a column hinted as string elsewhere may hold numbers here: read without hints
+        table, err = attempt(None)
+    if err is not None:
+        raise err
+    stamps = [p for f in table.schema for p in _timestamp_paths(f.type, (f.name,))]
+    if stamps:
+        # Arrow turned date-like strings into timestamps: read those paths as strings
+        # (and remember them, so later chunks are read right the first time)
         if ("\0list",) in stamps:
             raise _Slow
         hints.add(stamps)
-    else:
-        raise _Slow
+        table, err = attempt(hints.schema)
+        if err is not None:
+            table, err = attempt(_schema_from_paths(set(stamps)))
+        if err is not None or any(_timestamp_paths(f.type, (f.name,)) for f in table.schema):
+            raise _Slow
     if table.num_rows != len(lay.numbers):
         raise _Slow  # "{..} {..}" on one line, or a value broken over lines
     if any(_has_special_floats(c) for c in table.columns) \
