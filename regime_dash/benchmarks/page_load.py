@@ -136,15 +136,25 @@ def make_run(store: str | os.PathLike, steps: int, accounts: int, seed: int = 0)
             "prepare_s": time.perf_counter() - t0}
 
 
-def load_explore(ctx, base_url: str) -> float:
-    """Seconds from navigating a fresh page to ``/explore`` until the figure has been painted."""
+def load_explore(ctx, base_url: str) -> tuple[float, float | None]:
+    """``(painted, figure_received)``: seconds from navigating a fresh page to ``/explore``
+    until the figure has been painted, and until the largest websocket frame (the
+    figure's JSON) arrived; the difference is the browser's share."""
     page = ctx.new_page()
+    frames: list[tuple[int, float]] = []
+
+    def on_ws(ws) -> None:
+        ws.on("framereceived", lambda f: frames.append((len(f), time.perf_counter())))
+
+    page.on("websocket", on_ws)
     try:
         t0 = time.perf_counter()
         page.goto(f"{base_url}/explore")
         page.wait_for_function(DRAWN_JS, polling=50)
         page.evaluate(PAINTED_JS)
-        return time.perf_counter() - t0
+        painted = time.perf_counter() - t0
+        received = max(frames)[1] - t0 if frames else None
+        return painted, received
     finally:
         page.close()
 
@@ -172,7 +182,7 @@ def run(steps: int = 25_000, accounts: int = 64, repeat: int = 5, screenshot: st
     with tempfile.TemporaryDirectory(prefix="regime-dash-store-") as store:
         made = make_run(store, steps, accounts)
         with serve(store) as base, chromium() as ctx:
-            loads = [load_explore(ctx, base) for _ in range(repeat)]
+            timed = [load_explore(ctx, base) for _ in range(repeat)]
             baseline = [load_slots(ctx, base) for _ in range(repeat - 1)]
             if screenshot:
                 page = ctx.new_page()
@@ -180,10 +190,13 @@ def run(steps: int = 25_000, accounts: int = 64, repeat: int = 5, screenshot: st
                 page.wait_for_function(DRAWN_JS, polling=50)
                 page.screenshot(path=screenshot, full_page=True)
                 page.close()
+    loads = [t for t, _ in timed]
+    received = [r for _, r in timed]
     warm = loads[1:]
     return {"benchmark": "page_load", "page": "explore", "steps": steps, "accounts": accounts, **made,
             "cold_s": loads[0], "warm_median_s": statistics.median(warm), "warm_min_s": min(warm),
-            "warm_max_s": max(warm), "loads_s": loads, "slots_page_median_s": statistics.median(baseline),
+            "warm_max_s": max(warm), "loads_s": loads, "figure_received_s": received,
+            "slots_page_median_s": statistics.median(baseline),
             "chromium": CHROMIUM, "cpus": os.cpu_count(), "load_average": os.getloadavg()}
 
 
