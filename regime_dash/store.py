@@ -79,7 +79,7 @@ _META = "_meta.json"
 _REJECTS = "_rejects.jsonl"
 _TMP_PREFIX = ".ingest-"
 _TRASH_PREFIX = ".deleting-"
-_ID_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
+_ID_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,159}$")
 _NAME_MAX = 64
 _FORMAT_VERSION = 1
 
