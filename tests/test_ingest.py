@@ -366,8 +366,8 @@ def test_parser_writes_nothing(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------ properties
 
-# Modest example counts keep this file fast on a shared 2-core box; CI reruns vary the
-# examples (no database), and a failure prints the exact file that broke the contract.
+# Modest example counts keep this file fast on a shared 2-core box; every run draws new
+# examples, and a failure prints the exact file that broke the contract.
 _PROP = settings(max_examples=70, deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
