@@ -74,34 +74,26 @@ def fmaxf(a, b):
 
 # ---- common.cuh: the one block reduction ----------------------------------------
 @jitable
-def _shfl_down_add(v, offset):
-    # __shfl_down_sync: lane l reads lane l+offset, or its own value past the warp's end
-    out = v + v
-    out[:, : WARP - offset] = v[:, : WARP - offset] + v[:, offset:]
-    return out
-
-
-@jitable
-def _shfl_down_max(v, offset):
-    out = v.copy()
-    out[:, : WARP - offset] = np.fmax(v[:, : WARP - offset], v[:, offset:])
-    return out
-
-
-@jitable
 def _warp_reduce_sum(v):
+    """Lane 0 of each row (a warp) after ``val += __shfl_down_sync(val, offset)``, offsets 16..1.
+
+    After the step with offset ``o`` only lanes ``[0, o)`` still feed lane 0,
+    and each of them reads lanes ``[o, 2o)``; so halving in place gives lane 0
+    exactly the shuffle's value, with no copies. ``v`` is overwritten.
+    """
     offset = WARP // 2
     while offset > 0:
-        v = _shfl_down_add(v, offset)
+        v[:, :offset] += v[:, offset:2 * offset]
         offset >>= 1
     return v[:, 0]
 
 
 @jitable
 def _warp_reduce_max(v):
+    """As :func:`_warp_reduce_sum` for ``fmaxf``; ``v`` is overwritten."""
     offset = WARP // 2
     while offset > 0:
-        v = _shfl_down_max(v, offset)
+        v[:, :offset] = np.fmax(v[:, :offset], v[:, offset:2 * offset])
         offset >>= 1
     return v[:, 0]
 
@@ -110,26 +102,21 @@ def _warp_reduce_max(v):
 def block_reduce_stats(r):
     """(Σr, Σr², max|r|) of one step's rewards, in rl_popart_normalize's reduction order."""
     b = r.shape[0]
-    local_sum = np.zeros(BLOCK_DIM, dtype=np.float32)
-    local_ssq = np.zeros(BLOCK_DIM, dtype=np.float32)
-    local_max = np.zeros(BLOCK_DIM, dtype=np.float32)
+    # rows: this thread's local_sum, local_sum_sq, local_max_abs
+    local = np.zeros((3, BLOCK_DIM), dtype=np.float32)
     for start in range(0, b, BLOCK_DIM):  # thread tid takes i = tid, tid+256, ...
         n = min(BLOCK_DIM, b - start)
         x = r[start:start + n]
-        local_sum[:n] += x
-        local_ssq[:n] += x * x
-        local_max[:n] = np.fmax(local_max[:n], np.abs(x))
-    s = _warp_reduce_sum(local_sum.reshape(N_WARPS, WARP))
-    q = _warp_reduce_sum(local_ssq.reshape(N_WARPS, WARP))
-    m = _warp_reduce_max(local_max.reshape(N_WARPS, WARP))
+        local[0, :n] += x
+        local[1, :n] += x * x
+        local[2, :n] = np.fmax(local[2, :n], np.abs(x))
+    warps = local.reshape(3, N_WARPS, WARP)
     # first warp: lanes < n_warps hold the warp partials, the rest 0
-    vs = np.zeros((1, WARP), dtype=np.float32)
-    vq = np.zeros((1, WARP), dtype=np.float32)
-    vm = np.zeros((1, WARP), dtype=np.float32)
-    vs[0, :N_WARPS] = s
-    vq[0, :N_WARPS] = q
-    vm[0, :N_WARPS] = m
-    return _warp_reduce_sum(vs)[0], _warp_reduce_sum(vq)[0], _warp_reduce_max(vm)[0]
+    first = np.zeros((3, 1, WARP), dtype=np.float32)
+    first[0, 0, :N_WARPS] = _warp_reduce_sum(warps[0])
+    first[1, 0, :N_WARPS] = _warp_reduce_sum(warps[1])
+    first[2, 0, :N_WARPS] = _warp_reduce_max(warps[2])
+    return _warp_reduce_sum(first[0])[0], _warp_reduce_sum(first[1])[0], _warp_reduce_max(first[2])[0]
 
 
 # ---- host/device writes of one step -------------------------------------------
