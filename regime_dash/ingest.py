@@ -12,16 +12,21 @@ through Arrow's C++ JSON reader (the fast path). Arrow is stricter and looser th
 Python's ``json`` in a few places, so a chunk is only accepted from the fast path when
 it provably means the same as the line-by-line reference reading:
 
-* the row count equals the number of non-blank lines (Arrow treats a lone ``\\r`` as a
-  line break and reads ``{..} {..}`` on one line as two rows; Python rejects both);
+* every non-blank line opens an object and holds no lone ``\\r`` (Arrow reads a bare
+  ``null`` line as a row of nulls, and pyarrow 26 crashes on a block that starts with
+  one; it treats a lone ``\\r`` as a line break): checked *before* Arrow sees the bytes;
+* the row count equals the number of non-blank lines (Arrow reads ``{..} {..}`` on one
+  line, or a value broken over two lines, without complaint; Python rejects both);
 * every string value and key is valid UTF-8 (Arrow does not check);
-* no Arrow-only tokens (``-NaN``, ``Inf``), no byte order mark inside the file;
+* no Arrow-only tokens (``-NaN``, ``Inf``) where the table holds NaN or infinities;
 * no two flattened columns share a name, no string was turned into a timestamp
-  (Arrow infers timestamps from strings; we re-read such columns as strings).
+  (Arrow infers timestamps from strings; such paths are re-read as strings).
 
-A chunk that fails is bisected at line boundaries, so the good parts still take the fast
-path, down to small pieces that are read line by line with :func:`json.loads` (the
-reference reading), which is where bad lines are found and quarantined.
+When Arrow fails and names the row ("... in row N"), the lines before it take the fast
+path, that line is read by the reference, and parsing resumes after it; without a row,
+the piece is halved. Pieces of at most ``_SLOW_LINES`` lines are read line by line with
+:func:`json.loads` (the reference reading), which is where bad lines are found and
+quarantined. Either way every line gets the reference's verdict.
 
 Semantics (the contract the tests check)
 ----------------------------------------
@@ -49,7 +54,8 @@ Flattening
     line wins.
 Duplicate keys
     As in Python's ``json``: the last occurrence of a key in an object wins (and an
-    earlier nested object under that key is dropped as a whole).
+    earlier nested object under that key is dropped as a whole). The line is kept and
+    is not reported. (Arrow refuses such lines; they go through the reference.)
 Late keys
     There is no schema sampling: a key that first appears on the last line is a column.
 Type conflicts
@@ -57,7 +63,9 @@ Type conflicts
     all of its values, on the lattice ``null < bool``, ``null < int64 < float64``,
     ``null < list<T>``, and anything that does not fit becomes ``string``:
 
-    * int64 and float64 -> float64 (exact up to 2**53);
+    * int64 and float64 -> float64 (exact up to 2**53; an int64 beyond 2**53 that
+      shares a column with a float loses precision, and if that column also holds a
+      string, its text may then depend on the chunking);
     * list<int64> and list<float64> -> list<float64>; structs in lists merge fields;
     * any other mix (number and string, bool and number, list and scalar) -> string.
       Strings are kept as they are; other values are written as compact JSON text,
@@ -87,8 +95,7 @@ import zlib
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterable, Iterator, Sequence
+from typing import Any, BinaryIO, Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
