@@ -67,6 +67,7 @@ def test_upload_explore_and_what_if(server, browser_page):
     page.get_by_text("The store is empty").wait_for()
     page.set_input_files("input[type=file]", str(ROOT / "data" / "samples" / "diag.jsonl"))
     page.get_by_text("Stored runs (1)").wait_for()
+    page.locator("[data-testid=stDataFrame] canvas").first.wait_for()  # the runs table has drawn
     assert page.get_by_text("0 rejected").count() >= 1
     shot(page, "1-runs-after-upload")
 

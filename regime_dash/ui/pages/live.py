@@ -23,7 +23,7 @@ if controls["step"] or controls["shock"] or controls["flat"] or controls["bounda
     sim.step(1)  # an injection takes effect at the next step: take it, so it shows at once
 
 
-@st.fragment(run_every=0.5 if controls["playing"] else None)
+@st.fragment(run_every=1.0 if controls["playing"] else None)
 def live_view() -> None:
     if controls["playing"]:
         sim.step(controls["speed"])
@@ -37,7 +37,7 @@ def live_view() -> None:
         c[2].metric("dead zone", "ON" if last["risk_stack.regime.dead_zone.flag"] else "off")
         c[3].metric("open accounts", f"{int(market['open_accounts'].iloc[-1]):,}")
         c[4].metric("cumulative pnl", f"{market['cum_pnl'].iloc[-1]:,.0f}")
-        st.plotly_chart(signal_panels({"live": frame}, n_out=1000, height=1100), key="live.chart",
+        st.plotly_chart(signal_panels({"live": frame}, n_out=800, height=1100), key="live.chart",
                         config={"displaylogo": False})
     else:
         st.info("Press Play or Step to start the live run.")
