@@ -830,18 +830,22 @@ def _line_layout(data: bytes, first_line: int) -> _Layout:
     return _Layout(starts[keep], numbers[keep], n_lines, int(n_lines - keep.sum()))
 
 
-def _has_special_floats(arr: pa.Array | pa.ChunkedArray) -> bool:
-    """Whether a column holds NaN or an infinity anywhere (also inside lists/structs)."""
+def _special_floats(arr: pa.Array | pa.ChunkedArray) -> tuple[bool, bool]:
+    """(holds NaN, holds an infinity) for a column, also inside lists/structs."""
     t = arr.type
     if pa.types.is_floating(t):
-        return pc.all(pc.is_finite(arr)).as_py() is False
+        if pc.all(pc.is_finite(arr)).as_py() is not False:
+            return False, False  # the common case: one compute call per column
+        return (bool(pc.any(pc.is_nan(arr)).as_py()), bool(pc.any(pc.is_inf(arr)).as_py()))
+    nan = inf = False
     if pa.types.is_list(t) or pa.types.is_struct(t):
         chunks = arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr]
         for c in chunks:
             kids = [c.flatten()] if pa.types.is_list(t) else [c.field(i) for i in range(t.num_fields)]
-            if any(_has_special_floats(k) for k in kids):
-                return True
-    return False
+            for k in kids:
+                a, b = _special_floats(k)
+                nan, inf = nan or a, inf or b
+    return nan, inf
 
 
 def _arrow_only_tokens(data: bytes, nan: bool, inf: bool) -> bool:
@@ -901,8 +905,13 @@ def _fast(data: bytes, lay: _Layout, hints: _Hints) -> pa.Table:
             raise _Slow
     if table.num_rows != len(lay.numbers):
         raise _Slow  # "{..} {..}" on one line, or a value broken over lines
-    if any(_has_special_floats(c) for c in table.columns) \
-            and _arrow_only_tokens(data, True, True):
+    nan = inf = False
+    for c in table.columns:
+        a, b = _special_floats(c)
+        nan, inf = nan or a, inf or b
+    # Arrow also reads "-NaN" and "Inf", which Python's json rejects: look for them only
+    # where the table holds such values at all
+    if (nan or inf) and _arrow_only_tokens(data, nan, inf):
         raise _Slow
     try:
         table.validate(full=True)  # UTF-8 of string values (Arrow's reader does not check)
@@ -947,7 +956,7 @@ def _split_half(data: bytes) -> tuple[bytes, bytes]:
 
 
 def _parse_region(data: bytes, first_line: int, final_unterminated: bool, hints: _Hints,
-                  tables: list, rejects: list) -> int:
+                  tables: list, rejects: list, counted: list | None = None) -> int:
     """Parse whole lines: the fast path where it vouches, the reference elsewhere.
 
     When Arrow names the row it failed on, the lines before it take the fast path, that
@@ -968,6 +977,8 @@ def _parse_region(data: bytes, first_line: int, final_unterminated: bool, hints:
         if lay is not None:
             try:
                 tables.append(_fast(data, lay, hints))
+                if counted is not None and first_line == 1:
+                    counted.append(lay.n_lines)  # the whole chunk in one go: its line count
                 return blanks + lay.blanks
             except _Slow as e:
                 if e.row is not None and e.row < len(lay.numbers):
@@ -1012,8 +1023,9 @@ def _parse_chunk(data: bytes, final_unterminated: bool,
     """Parse one chunk with line numbers relative to the chunk (first line = 1)."""
     tables: list[pa.Table] = []
     rejects: list[Reject] = []
-    blanks = _parse_region(data, 1, final_unterminated, hints, tables, rejects)
-    n_lines = _count_lines(data)
+    counted: list[int] = []
+    blanks = _parse_region(data, 1, final_unterminated, hints, tables, rejects, counted)
+    n_lines = counted[0] if counted else _count_lines(data)
     tables = [t for t in tables if t.num_rows] or tables[:1]
     table = tables[0] if len(tables) == 1 else unify_tables(tables)
     return table, rejects, blanks, n_lines
@@ -1133,13 +1145,16 @@ def _read_chunks(blocks: Iterator[bytes], report: IngestReport) -> Iterator[tupl
             first = False
             if block.startswith(_BOM):
                 block = block[len(_BOM):]
-        data = carry + block if carry else block
-        cut = data.rfind(b"\n") + 1
+        cut = block.rfind(b"\n") + 1
         if cut == 0:
-            carry = data  # a line longer than a chunk: keep reading
+            carry += block  # a line longer than a chunk: keep reading
             continue
-        carry = data[cut:]
-        yield data[:cut], False
+        if not carry and cut == len(block):
+            piece = block
+        else:  # one copy: the carried partial line + the whole lines of this block
+            piece = b"".join((carry, memoryview(block)[:cut]))
+        carry = block[cut:]
+        yield piece, False
     if carry:
         yield carry, True
     report.sha256 = h.hexdigest()
