@@ -256,6 +256,23 @@ def test_replay_max_duration_changes_timeouts(tmp_path, monkeypatch):
     assert names == {"baseline", "what-if"}
 
 
+def test_every_config_field_has_a_slider_around_its_default():
+    from regime_dash.config import SWITCHES, RegimeConfig, field_names
+    from regime_dash.ui import widgets
+
+    numeric = [f for f in field_names() if f not in SWITCHES]
+    assert widgets.numeric_fields() == numeric
+    assert set(widgets.FIELD_RANGES) == set(numeric)
+    for name, (lo, hi, step) in widgets.FIELD_RANGES.items():
+        default = getattr(RegimeConfig(), name)
+        assert lo <= default <= hi and step > 0, name
+        # both ends are values RegimeConfig accepts (from an ε range that lets either end move)
+        wide = RegimeConfig(eps_min=0.0, eps_max=1.0)
+        wide.replace(**{name: lo})
+        wide.replace(**{name: hi})
+    assert set(widgets.SWITCH_LABELS) == set(SWITCHES)
+
+
 def test_replay_rejects_bad_config_and_marks_engines(tmp_path, monkeypatch):
     at = open_app(tmp_path / "store", monkeypatch)
     at.switch_page(page("replay")).run()

@@ -6,6 +6,7 @@ they need to label themselves (the engine probe, the config field list).
 from __future__ import annotations
 
 import io
+import math
 from dataclasses import fields
 from typing import Any, Callable, Mapping, Sequence
 
@@ -198,8 +199,8 @@ def ingest_report_panel() -> None:
             st.markdown("**Columns**: " + ", ".join(f"`{c}`" for c in result.columns))
 
 
-def delete_run_control(key: str, store, runs: pd.DataFrame) -> str | None:
-    """Pick a run and delete it after a confirmation tick; returns the deleted id."""
+def delete_run_control(key: str, store, runs: pd.DataFrame) -> None:
+    """Pick a run and delete it after a confirmation tick (then the page reruns)."""
     with st.expander("Delete a run"):
         names = dict(zip(runs["run_id"], runs["name"]))
         rid = st.selectbox("Run", list(runs["run_id"]), format_func=lambda r: f"{names[r]} · {r[-6:]}",
@@ -209,7 +210,6 @@ def delete_run_control(key: str, store, runs: pd.DataFrame) -> str | None:
             store.delete(rid)
             st.toast(f"deleted {names[rid]}")
             st.rerun()
-    return None
 
 
 # ---- Explore and Compare -----------------------------------------------------------
@@ -464,7 +464,7 @@ def sweep_controls(key: str) -> dict[str, Any] | None:
         n2 = int(d4.number_input("points", 2, 64, 6, key=f"{key}.n2"))
         grid[f2] = _grid(f2, a2, b2, n2)
     metric = st.selectbox("Summary metric", METRICS, index=METRICS.index("timeout_steps"), key=f"{key}.metric")
-    if st.button(f"Run sweep ({int(np_prod([len(v) for v in grid.values()]))} replays)", key=f"{key}.run",
+    if st.button(f"Run sweep ({math.prod(len(v) for v in grid.values())} replays)", key=f"{key}.run",
                  type="primary"):
         st.session_state[f"{key}.params"] = {"grid": grid}
     params = st.session_state.get(f"{key}.params")
@@ -474,13 +474,6 @@ def sweep_controls(key: str) -> dict[str, Any] | None:
 def _changed(config: RegimeConfig) -> dict[str, Any]:
     default = RegimeConfig().as_dict()
     return {k: v for k, v in config.as_dict().items() if default[k] != v}
-
-
-def np_prod(values: Sequence[int]) -> int:
-    out = 1
-    for v in values:
-        out *= int(v)
-    return out
 
 
 def _grid(name: str, lo: float, hi: float, n: int) -> list[float]:
@@ -493,10 +486,11 @@ def _grid(name: str, lo: float, hi: float, n: int) -> list[float]:
     return [float(v) for v in values]
 
 
-def pick_sweep_row(key: str, event: Any, table: pd.DataFrame) -> int | None:
+def pick_sweep_row(key: str, event: Any, table: pd.DataFrame, swept: Sequence[str]) -> int | None:
     """The sweep row to open: the clicked heatmap cell or line point, else the row chosen below the chart.
 
-    ``event`` is what ``st.plotly_chart(on_select="rerun")`` returned.
+    ``event`` is what ``st.plotly_chart(on_select="rerun")`` returned; ``swept``
+    names the swept fields (the row picker's labels).
     """
     points = []
     try:
@@ -513,7 +507,7 @@ def pick_sweep_row(key: str, event: Any, table: pd.DataFrame) -> int | None:
         if row is not None and int(row) >= 0 and st.session_state.get(seen) != int(row):
             st.session_state[seen] = int(row)
             st.session_state[f"{key}.row"] = int(row)
-    labels = {i: ", ".join(f"{c}={table[c].iloc[i]:g}" for c in table.attrs.get("fields", [])) for i in range(len(table))}
+    labels = {i: ", ".join(f"{c}={table[c].iloc[i]:g}" for c in swept) for i in range(len(table))}
     st.session_state.setdefault(f"{key}.row", None)
     return st.selectbox("Open the replay of", [None, *range(len(table))], key=f"{key}.row",
                         format_func=lambda i: "— click a cell or pick a row —" if i is None else labels[i])
@@ -539,7 +533,6 @@ def sweep_panel(key: str, source_key: str, stream: Any, engine: str, base: Regim
     result = cache.sweep(source_key, stream, params["grid"], engine, base.as_dict())
     table = result["table"]
     fields_ = list(params["grid"])
-    table.attrs["fields"] = fields_
     metric = params["metric"]
     st.caption(f"{len(table)} replays in {result['seconds']:.2f} s on {result['engine']}.")
     if len(fields_) == 2:
@@ -547,7 +540,7 @@ def sweep_panel(key: str, source_key: str, stream: Any, engine: str, base: Regim
     else:
         fig = figures.sweep_line(table, fields_[0], metric)
     event = plotly_chart(fig, f"{key}.chart", on_select="rerun", selection_mode="points")
-    row = pick_sweep_row(key, event, table)
+    row = pick_sweep_row(key, event, table, fields_)
     if row is None:
         return
     config = base.replace(**{f: float(table[f].iloc[row]) for f in fields_})
