@@ -3,7 +3,8 @@
 Starts ``streamlit run app.py`` on a free port with a temporary store, waits
 for ``/_stcore/health``, uploads the sample diag file, opens Explore and waits
 for the Plotly charts to draw, then moves a what-if slider on the Replay page
-and checks the chart changes. Screenshots go to ``test-artifacts/`` at the
+and checks the chart changes, then runs a sweep and clicks a point of it to open
+that config's replay. Screenshots go to ``test-artifacts/`` at the
 repository root (gitignored), for a person to look at. The server and browser
 helpers are the page-load benchmark's (:mod:`regime_dash.benchmarks.page_load`).
 
@@ -102,3 +103,17 @@ def test_upload_explore_and_what_if(server, browser_page):
     timeouts_after = page.get_by_test_id("stMetric").filter(has_text="timeouts").first.inner_text()
     assert timeouts_after != timeouts_before
     shot(page, "4-replay-after-slider")
+
+    # sweep max_duration and click a point of the metric line: that config's replay opens
+    page.get_by_role("tab", name="Sweep").click()
+    page.get_by_role("button", name="Run sweep").click()
+    points = page.locator(".js-plotly-plot:visible .scatterlayer .trace .points path")
+    points.first.wait_for()
+    assert points.count() == 8
+    box = points.nth(2).bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    opened = page.get_by_text("Replay of max_duration=")
+    opened.wait_for()
+    assert opened.inner_text().startswith("Replay of max_duration=")
+    page.locator(".js-plotly-plot:visible .subplot").nth(6).wait_for()
+    shot(page, "5-sweep-cell-opened")

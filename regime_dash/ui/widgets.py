@@ -509,8 +509,10 @@ def pick_sweep_row(key: str, event: Any, table: pd.DataFrame, swept: Sequence[st
             st.session_state[f"{key}.row"] = int(row)
     labels = {i: ", ".join(f"{c}={table[c].iloc[i]:g}" for c in swept) for i in range(len(table))}
     st.session_state.setdefault(f"{key}.row", None)
-    return st.selectbox("Open the replay of", [None, *range(len(table))], key=f"{key}.row",
-                        format_func=lambda i: "— click a cell or pick a row —" if i is None else labels[i])
+    if st.session_state[f"{key}.row"] is not None and st.session_state[f"{key}.row"] >= len(table):
+        st.session_state[f"{key}.row"] = None  # a smaller sweep replaced the one the row was from
+    return st.selectbox("Open the replay of", list(range(len(table))), key=f"{key}.row",
+                        format_func=lambda i: labels[i], placeholder="click a point or cell above, or pick one")
 
 
 def sweep_panel(key: str, source_key: str, stream: Any, engine: str, base: RegimeConfig | None) -> None:
