@@ -19,6 +19,11 @@ shared, so the warm figure is the median of the repeats. For scale, the median
 load of the Slots page (a table, no chart) in the same browser is reported too,
 and the load average during the run.
 
+A million-step run is not loaded in the browser (its diag.jsonl would be ~1 GB);
+instead ``million_steps`` times, in-process, what the Explore page computes for
+one (the 25k run tiled to 1,000,000 steps): the analysis, the figure of the
+whole run, smoothed, and of a 10 % window, and the figure's JSON size.
+
 The helpers :func:`serve` and :func:`chromium` are what ``tests/test_browser.py``
 uses too.
 """
@@ -172,6 +177,43 @@ def load_slots(ctx, base_url: str) -> float:
         page.close()
 
 
+def million_step_costs(store: str | os.PathLike, run_id: str, target: int = 1_000_000) -> dict[str, Any]:
+    """Server-side costs of a run of ``target`` steps: the stored run tiled (steps renumbered).
+
+    Times what the Explore page computes for it, in this process: the
+    analysis (:func:`regime_dash.analysis.diagnose`), the seven-panel figure of
+    the whole run, the same with smoothing, and the figure of a 10 % window,
+    plus the size of the figure's JSON (what goes to the browser).
+    """
+    import numpy as np
+    import pandas as pd
+
+    from regime_dash import figures
+    from regime_dash.aliases import canonical_frame
+    from regime_dash.analysis import diagnose
+    from regime_dash.store import RunStore
+
+    frame = canonical_frame(RunStore(store).load(run_id))
+    big = pd.concat([frame] * -(-target // len(frame)), ignore_index=True).iloc[:target]
+    big["step"] = np.arange(len(big), dtype=np.int64)
+    out: dict[str, Any] = {"steps": len(big)}
+
+    def timed(name: str, fn):
+        t0 = time.perf_counter()
+        value = fn()
+        out[name] = time.perf_counter() - t0
+        return value
+
+    timed("diagnose_s", lambda: diagnose(big))
+    fig = timed("figure_s", lambda: figures.signal_panels({"run": big}))
+    timed("figure_smoothed_s", lambda: figures.signal_panels({"run": big}, smoothing=0.9))
+    window = big[big["step"] < len(big) // 10]
+    timed("figure_window_10pct_s", lambda: figures.signal_panels({"run": window}))
+    out["figure_json_mb"] = len(fig.to_json()) / 1e6
+    out["max_points_per_trace"] = max(len(t.x) for t in fig.data if t.x is not None)
+    return out
+
+
 def run(steps: int = 25_000, accounts: int = 64, repeat: int = 5, screenshot: str | None = None) -> dict[str, Any]:
     """The whole benchmark; returns the JSON-able result."""
     from regime_dash.errors import ValidationError
@@ -181,6 +223,7 @@ def run(steps: int = 25_000, accounts: int = 64, repeat: int = 5, screenshot: st
                               field="repeat", value=repeat)
     with tempfile.TemporaryDirectory(prefix="regime-dash-store-") as store:
         made = make_run(store, steps, accounts)
+        million = million_step_costs(store, made["run_id"])
         with serve(store) as base, chromium() as ctx:
             timed = [load_explore(ctx, base) for _ in range(repeat)]
             baseline = [load_slots(ctx, base) for _ in range(repeat - 1)]
@@ -196,7 +239,7 @@ def run(steps: int = 25_000, accounts: int = 64, repeat: int = 5, screenshot: st
     return {"benchmark": "page_load", "page": "explore", "steps": steps, "accounts": accounts, **made,
             "cold_s": loads[0], "warm_median_s": statistics.median(warm), "warm_min_s": min(warm),
             "warm_max_s": max(warm), "loads_s": loads, "figure_received_s": received,
-            "slots_page_median_s": statistics.median(baseline),
+            "slots_page_median_s": statistics.median(baseline), "million_steps": million,
             "chromium": CHROMIUM, "cpus": os.cpu_count(), "load_average": os.getloadavg()}
 
 
