@@ -228,6 +228,18 @@ def test_explore_aliases_map_renamed_fields(tmp_path, monkeypatch, replay_diag):
     np.testing.assert_allclose(values(kelly["y"]), want, rtol=1e-6)
 
 
+def test_alias_edits_fold_into_the_stored_table():
+    import pandas as pd
+
+    from regime_dash.ui.widgets import _apply_edits
+
+    base = pd.DataFrame({"canonical": ["a", "b", "c"], "alternatives": ["x", "y", "z"]})
+    out = _apply_edits(base, {"edited_rows": {1: {"alternatives": "y, yy"}}, "deleted_rows": [0],
+                              "added_rows": [{"canonical": "d", "alternatives": "w"}, {}]})
+    assert out.to_dict("list") == {"canonical": ["b", "c", "d"], "alternatives": ["y, yy", "z", "w"]}
+    assert base["canonical"].tolist() == ["a", "b", "c"]  # the stored table is not changed in place
+
+
 def test_explore_downloads_the_view(loaded):
     at = loaded
     at.switch_page(page("explore")).run()

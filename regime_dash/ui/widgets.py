@@ -117,14 +117,24 @@ def smoothing_slider(key: str) -> float:
 def alias_editor(key: str) -> dict[str, tuple[str, ...]]:
     """Edit the user's alias table: rows of ``canonical`` and ``alternatives`` (comma separated).
 
-    The table lives in ``st.session_state[key]``; returns ``{canonical: (alt, ...)}``.
+    The table lives in ``st.session_state[key]`` (a plain value, so it survives
+    page switches, which clear widget state). Each edit is folded into it by a
+    callback and the editor is re-keyed, so the editor never holds stale deltas.
+    Returns ``{canonical: (alt, ...)}``.
     """
     from regime_dash.aliases import normalize_user_aliases
 
     if key not in st.session_state:
         st.session_state[key] = pd.DataFrame({"canonical": pd.Series(dtype=str),
                                               "alternatives": pd.Series(dtype=str)})
-    edited = st.data_editor(st.session_state[key], num_rows="dynamic", key=f"{key}.editor",
+    version = st.session_state.setdefault(f"{key}.version", 0)
+    editor = f"{key}.editor.{version}"
+
+    def commit() -> None:
+        st.session_state[key] = _apply_edits(st.session_state[key], st.session_state[editor])
+        st.session_state[f"{key}.version"] = version + 1
+
+    edited = st.data_editor(st.session_state[key], num_rows="dynamic", key=editor, on_change=commit,
                             column_config={"canonical": st.column_config.TextColumn(
                                                "canonical column", help="e.g. risk_stack.kelly.fraction"),
                                            "alternatives": st.column_config.TextColumn(
@@ -137,6 +147,19 @@ def alias_editor(key: str) -> dict[str, tuple[str, ...]]:
         if canonical and alts:
             user.setdefault(canonical, []).extend(alts)
     return normalize_user_aliases(user)
+
+
+def _apply_edits(base: pd.DataFrame, edits: Mapping[str, Any]) -> pd.DataFrame:
+    """``base`` with a data editor's ``edited_rows``, ``deleted_rows`` and ``added_rows`` applied."""
+    out = base.copy()
+    for row, changes in (edits.get("edited_rows") or {}).items():
+        for col, value in changes.items():
+            out.iloc[int(row), out.columns.get_loc(col)] = value
+    out = out.drop(index=out.index[list(edits.get("deleted_rows") or [])])
+    added = [r for r in (edits.get("added_rows") or []) if r]
+    if added:
+        out = pd.concat([out, pd.DataFrame(added, columns=out.columns)], ignore_index=True)
+    return out.reset_index(drop=True)
 
 
 def download_view(key: str, make_frame: Callable[[], pd.DataFrame], stem: str) -> None:
