@@ -287,10 +287,10 @@ def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, s
                                          name=f"{label} {name} min/max"),
                               row=row, col=1, secondary_y=secondary)
         fig.add_trace(go.Scatter(x=_plot_x(red.x, x), y=red.y, mode="lines",
-                                   line=dict(color=colour, dash=dash, width=width),
-                                   name=label if first[0] else f"{label} {name}",
-                                   legendgroup=label, showlegend=first[0],
-                                   hovertemplate=f"{label} {name}: %{{y:.6g}}<extra></extra>"),
+                                 line=dict(color=colour, dash=dash, width=width),
+                                 name=label if first[0] else f"{label} {name}",
+                                 legendgroup=label, showlegend=first[0],
+                                 hovertemplate=f"{label} {name}: %{{y:.6g}}<extra></extra>"),
                       row=row, col=1, secondary_y=secondary)
         first[0] = False
 
@@ -300,14 +300,15 @@ def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, s
         sp = spans(xs, flag, span_gap)
         if not sp:
             return
+        # one trace of rectangles separated by None gaps, not one shape per span: a run
+        # with thousands of episodes stays one trace
         px, py = [], []
         for a, b in sp:
             b = b if b > a else a + max(span_gap, 1e-9)  # a one-step span still gets a width
-            px += [a, a, b, b, None]
+            corners = _plot_x(np.array([a, a, b, b], dtype=np.float64), x)
+            px += [*corners, None]
             py += [0.0, top, top, 0.0, None]
-        pxa = np.array([v if v is not None else np.nan for v in px], dtype=np.float64)
-        plot_x = [None if np.isnan(v) else v for v in (_plot_x(pxa, x) if x == "wall_time" else pxa)]
-        fig.add_trace(go.Scatter(x=plot_x, y=py, mode="lines", fill="toself", line=dict(width=0),
+        fig.add_trace(go.Scatter(x=px, y=py, mode="lines", fill="toself", line=dict(width=0),
                                  fillcolor=_rgba(colour, 0.18), hoverinfo="skip", legendgroup=label,
                                  showlegend=False, name=f"{label} {name}"), row=row, col=1)
 
@@ -317,10 +318,10 @@ def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, s
         if len(pos) > n_out:  # thousands of events: keep an even sample, the band shows density
             pos = pos[np.linspace(0, len(pos) - 1, n_out).astype(np.int64)]
         fig.add_trace(go.Scatter(x=_plot_x(xs[pos], x), y=y[pos] if y is not None else np.ones(len(pos)),
-                                   mode="markers", marker=dict(symbol=symbol, size=8, color=colour,
-                                                               line=dict(width=1, color="black")),
-                                   name=f"{label} {name}", legendgroup=label, showlegend=False,
-                                   hovertemplate=f"{label} {name} @ %{{x}}<extra></extra>"),
+                                 mode="markers", marker=dict(symbol=symbol, size=8, color=colour,
+                                                             line=dict(width=1, color="black")),
+                                 name=f"{label} {name}", legendgroup=label, showlegend=False,
+                                 hovertemplate=f"{label} {name} @ %{{x}}<extra></extra>"),
                       row=row, col=1, secondary_y=secondary)
 
     # 1 dead zone

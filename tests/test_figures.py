@@ -163,13 +163,16 @@ def test_million_steps_are_downsampled(trap_frame):
 
 
 def test_wall_time_axis_and_missing_columns(trap_frame):
-    frame = trap_frame[["step", figures.KELLY, figures.SIGMA]].copy()
+    frame = trap_frame[["step", figures.KELLY, figures.SIGMA, figures.DZ_FLAG, figures.TAIL_RECENCY]].copy()
     frame["wall_time"] = 1.7e9 + frame["step"] * 0.5
     fig = figures.signal_panels({"w": frame}, x="wall_time")
-    kelly, = [t for t in fig.data if t.name == "w"]
-    assert np.issubdtype(np.asarray(kelly.x).dtype, np.datetime64)
-    assert pd.Timestamp(kelly.x[0]) == pd.Timestamp(1.7e9, unit="s")
+    first, = [t for t in fig.data if t.name == "w"]  # no duration column: the first line is recency
+    assert np.issubdtype(np.asarray(first.x).dtype, np.datetime64)
+    assert pd.Timestamp(first.x[0]) == pd.Timestamp(1.7e9, unit="s")
     assert not [t for t in fig.data if "duration" in (t.name or "")]
+    (shade,) = [t for t in fig.data if t.name == "w dead-zone episode"]
+    start = trap_frame.loc[trap_frame[figures.DZ_FLAG] == 1, "step"].iloc[0]
+    assert pd.Timestamp(shade.x[0]) == pd.Timestamp(1.7e9 + start * 0.5, unit="s")
     with pytest.raises(ValidationError, match="wall_time"):
         figures.signal_panels({"s": trap_frame}, x="wall_time")
     with pytest.raises(ValidationError, match="'tick'"):

@@ -284,7 +284,7 @@ def jump_to_step(key: str, step: int, lo: int, hi: int) -> None:
     st.session_state[key] = (max(lo, int(step) - half), min(hi, int(step) + half))
 
 
-def _tables(key: str, results: Mapping[str, Mapping], part: str) -> None:
+def _tables(key: str, results: Mapping[str, Any], part: str) -> None:
     for label, res in results.items():
         tables = getattr(res, part)
         st.markdown(f"**{label}**")
@@ -292,7 +292,8 @@ def _tables(key: str, results: Mapping[str, Mapping], part: str) -> None:
         for name, table in tables.items():
             st.caption(f"{name.replace('_', ' ')}: {len(table)}")
             if len(table):
-                st.dataframe(table, hide_index=True, key=f"{key}.{label}.{name}", height=min(35 * (len(table) + 1) + 3, 300))
+                st.dataframe(table, hide_index=True, key=f"{key}.{label}.{name}",
+                             height=min(35 * (len(table) + 1) + 3, 300))
             shown = True
         if not shown:
             st.caption("none")
@@ -301,12 +302,12 @@ def _tables(key: str, results: Mapping[str, Mapping], part: str) -> None:
                 st.caption(f"{name}: not found — {why}")
 
 
-def episode_tables(key: str, results: Mapping[str, Mapping]) -> None:
+def episode_tables(key: str, results: Mapping[str, Any]) -> None:
     """Dead-zone episodes of each run (``results``: :class:`regime_dash.analysis.Report` by label)."""
     _tables(key, results, "episodes")
 
 
-def event_tables(key: str, results: Mapping[str, Mapping]) -> None:
+def event_tables(key: str, results: Mapping[str, Any]) -> None:
     """Tail events, timeouts, floor spans, transitions and boundaries of each run."""
     _tables(key, results, "events")
 
@@ -314,7 +315,7 @@ def event_tables(key: str, results: Mapping[str, Mapping]) -> None:
 STATUS_ICON = {"pass": ":material/check_circle:", "fail": ":material/cancel:", "skip": ":material/block:"}
 
 
-def invariant_report(key: str, results: Mapping[str, Mapping], window: str,
+def invariant_report(key: str, results: Mapping[str, Any], window: str,
                      frames: Mapping[str, pd.DataFrame]) -> None:
     """The invariant checks of each run; each violation's step is a button that moves the window there."""
     for label, res in results.items():
