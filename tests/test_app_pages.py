@@ -240,6 +240,21 @@ def test_alias_edits_fold_into_the_stored_table():
     assert base["canonical"].tolist() == ["a", "b", "c"]  # the stored table is not changed in place
 
 
+def test_explore_leaves_out_rows_without_a_step(tmp_path, monkeypatch, replay_diag):
+    lines = replay_diag.read_text().splitlines()
+    rec = json.loads(lines[10])
+    rec["step"] = "ten"  # a logger bug: the whole step column becomes strings
+    lines[10] = json.dumps(rec)
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.file_uploader(key="runs.upload").set_value(
+        ("odd.jsonl", ("\n".join(lines) + "\n").encode(), "application/json")).run()
+    at.switch_page(page("explore")).run()
+    no_exception(at, "explore")
+    assert any("1 row(s) have no whole-number step" in w.value for w in at.warning)
+    (first,) = [t for t in chart_spec(at)["data"] if t.get("name") == "odd"]
+    assert len(values(first["x"])) == 399 and 10 not in values(first["x"])
+
+
 def test_explore_downloads_the_view(loaded):
     at = loaded
     at.switch_page(page("explore")).run()

@@ -48,6 +48,17 @@ def load_run(root: str, run_id: str, aliases: tuple = ()) -> pd.DataFrame:
         # A file without a step field is drawn against its line order; say so on the page.
         frame.insert(0, "step", range(len(frame)))
         frame.attrs["step_from_row"] = True
+        return frame
+    step = pd.to_numeric(frame["step"], errors="coerce")
+    bad = step.isna() | (step != step.round())
+    if bad.any():
+        # Rows whose step is missing or not a whole number cannot be placed on the
+        # step axis; they are left out of the view and the page says how many.
+        attrs = dict(frame.attrs)
+        frame = frame[~bad].copy()
+        frame.attrs = {**attrs, "rows_without_step": int(bad.sum())}
+        step = step[~bad]
+    frame["step"] = step.astype("int64")
     return frame
 
 

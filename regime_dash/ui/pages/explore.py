@@ -25,6 +25,9 @@ frames = {labels[rid]: cache.load_run(root, rid, alias_key) for rid in picked}
 for label, frame in frames.items():
     if frame.attrs.get("step_from_row"):
         st.caption(f"{label} has no step field: drawn against its row number.")
+    if frame.attrs.get("rows_without_step"):
+        st.warning(f"{label}: {frame.attrs['rows_without_step']:,} row(s) have no whole-number step "
+                   "and are left out.")
 
 c1, c2 = st.columns([1, 2])
 with c1:
