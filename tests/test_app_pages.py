@@ -138,6 +138,21 @@ def test_runs_reports_rejected_lines(tmp_path, monkeypatch, replay_diag):
     assert list(rejects["line"]) == [5, 10]
 
 
+def test_runs_several_files_gzip_and_unreadable(tmp_path, monkeypatch, replay_diag):
+    import gzip
+
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.file_uploader(key="runs.upload").set_value([
+        ("junk.jsonl", b"\x00\x01garbage\nnot json\n", "application/json"),
+        ("run.jsonl.gz", gzip.compress(replay_diag.read_bytes()), "application/gzip"),
+    ]).run()
+    no_exception(at, "two uploads")
+    assert any(e.label.startswith("run.jsonl.gz: 400 rows, 0 rejected") for e in at.expander)
+    (err,) = [e.value for e in at.error]
+    assert err.startswith("junk.jsonl: not ingested") and "line 1" in err
+    assert list(table_with(at, "ingested_at")["rows"]) == [400]
+
+
 def test_runs_delete(loaded):
     at = loaded
     assert len(table_with(at, "ingested_at")) == 2
