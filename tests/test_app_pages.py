@@ -449,6 +449,29 @@ def test_streamlit_config_is_deliberate():
     assert cfg["browser"]["gatherUsageStats"] is False
 
 
+def test_an_imported_layout_is_used_by_replays(tmp_path, monkeypatch):
+    from regime_dash.slots import DEFAULT_LAYOUT
+
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.switch_page(page("replay")).run()
+    assert any(f"fingerprint {DEFAULT_LAYOUT.fingerprint_hex()}" in c.value for c in at.caption)
+    before = metric(at, "dead zone steps")
+    at.switch_page(page("slots")).run()
+    rs = b"pub const RL_REGIME_DEAD_ZONE_FLAG_INDEX: usize = 900;\n"  # moved to a free index
+    at.file_uploader(key="slots.upload").set_value(("isv_slots.rs", rs, "text/plain")).run()
+    moved = metric(at, "Fingerprint (FNV-1a 64)")
+    assert moved != DEFAULT_LAYOUT.fingerprint_hex()
+    at.switch_page(page("replay")).run()
+    no_exception(at, "replay with the imported layout")
+    assert any(f"isv_slots.rs, fingerprint {moved}" in c.value for c in at.caption)
+    assert metric(at, "dead zone steps") == before  # same semantics, other indices
+    at.switch_page(page("slots")).run()
+    assert any("Replays use the layout of isv_slots.rs" in i.value for i in at.info)
+    at.button(key="slots.reset").click().run()
+    at.switch_page(page("replay")).run()
+    assert any(f"fingerprint {DEFAULT_LAYOUT.fingerprint_hex()}" in c.value for c in at.caption)
+
+
 # ---- Compare -------------------------------------------------------------------------------
 def test_compare_two_runs(loaded):
     at = loaded

@@ -79,16 +79,19 @@ def engine_status() -> dict[str, str | None]:
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def replay(source_key: str, _stream, config: dict[str, Any], engine: str) -> dict[str, Any]:
+def replay(source_key: str, _stream, config: dict[str, Any], engine: str, layout_fingerprint: str = "",
+           _layout=None) -> dict[str, Any]:
     """A replay of ``_stream`` (identified by ``source_key``) under ``config``.
 
-    Returns ``{"frame", "seconds", "engine", "summary"}``; ``summary`` is
-    :func:`regime_dash.engine.summary.summarize_frame`, the metrics a sweep reports.
+    ``_layout`` is the slot layout (the default registry when None), named in
+    the cache key by its fingerprint. Returns ``{"frame", "seconds", "engine",
+    "summary"}``; ``summary`` is :func:`regime_dash.engine.summary.summarize_frame`,
+    the metrics a sweep reports.
     """
     from regime_dash.engine import replay_trajectory
     from regime_dash.engine.summary import summarize_frame
 
-    traj = replay_trajectory(_stream, RegimeConfig(**config), engine=engine)
+    traj = replay_trajectory(_stream, RegimeConfig(**config), engine=engine, layout=_layout)
     return {"frame": traj.frame, "seconds": traj.seconds, "engine": traj.engine,
             "summary": summarize_frame(traj.frame)}
 
@@ -161,7 +164,7 @@ def diff_runs(root: str, run_a: str, run_b: str, aliases: tuple = ()):
 
 @st.cache_data(show_spinner="sweeping…", max_entries=4)
 def sweep(source_key: str, _stream, grid: dict[str, list[float]], engine: str,
-          base: dict[str, Any] | None = None) -> dict[str, Any]:
+          base: dict[str, Any] | None = None, layout_fingerprint: str = "", _layout=None) -> dict[str, Any]:
     """:func:`regime_dash.sweep.sweep` of ``_stream`` over ``grid`` on top of ``base``.
 
     Returns ``{"table", "seconds", "engine"}``; the table has one row per
@@ -169,5 +172,6 @@ def sweep(source_key: str, _stream, grid: dict[str, list[float]], engine: str,
     """
     from regime_dash.sweep import sweep as run_sweep
 
-    result = run_sweep(_stream, grid, engine=engine, base=RegimeConfig(**base) if base else None)
+    result = run_sweep(_stream, grid, engine=engine, base=RegimeConfig(**base) if base else None,
+                       layout=_layout)
     return {"table": result.table, "seconds": result.seconds, "engine": result.engine}

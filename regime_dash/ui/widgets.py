@@ -188,6 +188,25 @@ def plotly_chart(fig, key: str, **kwargs):
     return st.plotly_chart(fig, key=key, config={"scrollZoom": True, "displaylogo": False}, **kwargs)
 
 
+# ---- slot layout (Slots page sets it, Replay uses it) ----------------------------------
+_LAYOUT = "slots.active_layout"
+
+
+def use_layout(layout, source: str | None) -> None:
+    """Make ``layout`` (from ``source``, an uploaded isv_slots.rs) the one replays use; None: the registry."""
+    if source is None:
+        st.session_state.pop(_LAYOUT, None)
+    else:
+        st.session_state[_LAYOUT] = (layout, source)
+
+
+def active_layout():
+    """``(layout, source)``: the layout the Slots page made active, else the default registry."""
+    from regime_dash.slots import DEFAULT_LAYOUT
+
+    return st.session_state.get(_LAYOUT, (DEFAULT_LAYOUT, "the default registry"))
+
+
 # ---- ingest reports (Runs page) ---------------------------------------------------
 _REPORTS = "runs.reports"
 
@@ -539,11 +558,12 @@ def pick_sweep_row(key: str, event: Any, table: pd.DataFrame, swept: Sequence[st
                         format_func=lambda i: labels[i], placeholder="click a point or cell above, or pick one")
 
 
-def sweep_panel(key: str, source_key: str, stream: Any, engine: str, base: RegimeConfig | None) -> None:
+def sweep_panel(key: str, source_key: str, stream: Any, engine: str, base: RegimeConfig | None,
+                layout=None) -> None:
     """The Sweep tab: controls, the heatmap or line of a summary metric, and the replay of a picked cell.
 
     The swept fields vary on top of ``base`` (the what-if config; the spec's
-    defaults when it is ``None``).
+    defaults when it is ``None``); replays use ``layout`` (default registry if None).
     """
     from regime_dash import figures
     from regime_dash.ui import cache
@@ -556,7 +576,8 @@ def sweep_panel(key: str, source_key: str, stream: Any, engine: str, base: Regim
     if params is None:
         st.caption("Pick one or two fields and press Run sweep.")
         return
-    result = cache.sweep(source_key, stream, params["grid"], engine, base.as_dict())
+    fp = layout.fingerprint_hex() if layout is not None else ""
+    result = cache.sweep(source_key, stream, params["grid"], engine, base.as_dict(), fp, layout)
     table = result["table"]
     fields_ = list(params["grid"])
     metric = params["metric"]
@@ -570,11 +591,11 @@ def sweep_panel(key: str, source_key: str, stream: Any, engine: str, base: Regim
     if row is None:
         return
     config = base.replace(**{f: float(table[f].iloc[row]) for f in fields_})
-    baseline = cache.replay(source_key, stream, RegimeConfig().as_dict(), engine)
-    cell = cache.replay(source_key, stream, config.as_dict(), engine)
+    baseline = cache.replay(source_key, stream, RegimeConfig().as_dict(), engine, fp, layout)
+    cell = cache.replay(source_key, stream, config.as_dict(), engine, fp, layout)
     label = ", ".join(f"{f}={table[f].iloc[row]:g}" for f in fields_)
     st.markdown(f"**Replay of {label}** — {metric} = {cell['summary'][metric]:g} "
                 f"(baseline {baseline['summary'][metric]:g}), {cell['seconds'] * 1000:.1f} ms")
-    fig = cache.signal_figure(f"sweepcell|{source_key}|{engine}|{config}",
+    fig = cache.signal_figure(f"sweepcell|{source_key}|{engine}|{fp}|{config}",
                               {"baseline": baseline["frame"], label: cell["frame"]}, "step", 0.0)
     plotly_chart(fig, f"{key}.cell_chart")

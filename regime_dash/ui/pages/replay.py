@@ -14,7 +14,10 @@ engine = widgets.engine_picker("replay.engine", status)
 if engine != "auto" and status.get(engine) is not None:
     st.error(f"Engine {engine!r} cannot run here: {status[engine]}. Pick another engine.")
     st.stop()
+layout, layout_source = widgets.active_layout()
+fp = layout.fingerprint_hex()
 st.caption(f"Stream: {stream.steps:,} steps × {stream.accounts:,} accounts.")
+st.caption(f"Slot layout: {layout_source}, fingerprint {fp} (change it on the Slots page).")
 
 tab_whatif, tab_sweep = st.tabs(["What-if", "Sweep"])
 with tab_whatif:
@@ -26,8 +29,8 @@ with tab_whatif:
         what_if_config = None
         st.error(f"What-if config rejected: {exc}")
     if what_if_config is not None:
-        base = cache.replay(source_key, stream, RegimeConfig().as_dict(), engine)
-        what_if = cache.replay(source_key, stream, what_if_config.as_dict(), engine)
+        base = cache.replay(source_key, stream, RegimeConfig().as_dict(), engine, fp, layout)
+        what_if = cache.replay(source_key, stream, what_if_config.as_dict(), engine, fp, layout)
         c1, c2, c3 = st.columns(3)
         c1.metric("what-if replay time", f"{what_if['seconds'] * 1000:.1f} ms")
         c2.metric("baseline replay time", f"{base['seconds'] * 1000:.1f} ms")
@@ -35,9 +38,9 @@ with tab_whatif:
         widgets.summary_metrics("replay.summary", what_if["summary"], base["summary"])
         x = widgets.x_axis_picker("replay.x", [what_if["frame"]])
         smoothing = widgets.smoothing_slider("replay.smoothing")
-        fig = cache.signal_figure(f"replay|{source_key}|{engine}|{what_if_config}",
+        fig = cache.signal_figure(f"replay|{source_key}|{engine}|{fp}|{what_if_config}",
                                   {"baseline": base["frame"], "what-if": what_if["frame"]}, x, smoothing)
         widgets.plotly_chart(fig, "replay.chart")
 
 with tab_sweep:
-    widgets.sweep_panel("replay.sweep", source_key, stream, engine, what_if_config)
+    widgets.sweep_panel("replay.sweep", source_key, stream, engine, what_if_config, layout)

@@ -4,11 +4,13 @@ import streamlit as st
 
 from regime_dash.errors import SlotLayoutError
 from regime_dash.slots import DEFAULT_LAYOUT, import_rust
+from regime_dash.ui import widgets
 
 st.title("Slots")
 upload = st.file_uploader("Use the layout of an isv_slots.rs (`pub const NAME: usize = N;` lines)",
                           type=["rs", "txt"], key="slots.upload")
-layout, imported = DEFAULT_LAYOUT, None
+layout, source = widgets.active_layout()  # what replays use now (kept across pages)
+imported = None
 if upload is not None:
     try:
         imported = import_rust(upload.getvalue().decode("utf-8", errors="replace"))
@@ -17,6 +19,12 @@ if upload is not None:
         st.error(f"{upload.name}: {exc}")
 
 report = layout.report()
+if imported is not None and report.ok:  # replays use an imported layout only when it is usable
+    widgets.use_layout(layout, upload.name)
+elif upload is None and layout is not DEFAULT_LAYOUT:
+    st.info(f"Replays use the layout of {source}.")
+    st.button("Use the default registry again", key="slots.reset",
+              on_click=widgets.use_layout, args=(None, None))
 c1, c2, c3 = st.columns(3)
 c1.metric("Slots", len(layout))
 c2.metric("ISV size", layout.size)
@@ -30,6 +38,9 @@ if imported is not None:
                                    for n, (a, b) in sorted(imported.replaced.items())]),
                      hide_index=True, key="slots.replaced")
 (st.error if report.overlaps else st.info)("Layout report: " + "; ".join(report.lines()))
+if imported is not None:
+    st.caption(f"Replays use this layout ({upload.name})." if report.ok else
+               "Replays keep the default registry: this layout has overlapping indices.")
 
 query = st.text_input("Filter (name, role, policy, producer or doc)", key="slots.filter")
 table = pd.DataFrame(layout.table())
