@@ -23,7 +23,7 @@ from regime_dash.samples import DIAG_NAME, SAMPLE_DIR  # noqa: E402
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PAGES = ("runs", "explore", "replay", "live", "slots", "compare")
-TIMEOUT = 180
+TIMEOUT = 300  # a cold checkout compiles the fast engine (numba) in the first replay
 
 
 def page(name: str) -> str:
