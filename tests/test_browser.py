@@ -30,10 +30,17 @@ pytestmark = [
 ]
 pytest.importorskip("playwright.sync_api", reason="playwright is in requirements-test.txt")
 
-#: The data each Plotly graph drew, in the browser: name and y values of every trace
-#: (``_fullData``: plotly.js's decoded copy; ``data`` still holds base64 typed arrays).
-TRACES_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(
-    gd => (gd._fullData || []).map(t => [t.name || '', Array.from(t.y || []).map(Number)]))"""
+#: ``{name: y}`` of every trace of the Plotly graph that has a trace named ``name``, as
+#: the browser drew it (``_fullData``: plotly.js's decoded copy; ``data`` still holds
+#: base64 typed arrays); null while no such graph is on the page.
+TRACES_JS = """(name) => {
+    for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+        const data = gd._fullData || [];
+        if (data.some(t => t.name === name && (t.y || []).length > 0))
+            return Object.fromEntries(data.map(t => [t.name || '', Array.from(t.y || []).map(Number)]));
+    }
+    return null;
+}"""
 
 
 @pytest.fixture(scope="module")
@@ -57,9 +64,14 @@ def shot(page, name: str) -> Path:
     return path
 
 
-def wait_for_charts(page) -> None:
-    """Until a Plotly graph has drawn its traces."""
-    page.locator(".js-plotly-plot .scatterlayer .trace").first.wait_for(state="attached")
+def traces_with(page, name: str) -> dict[str, list[float]]:
+    """Wait until a Plotly graph has drawn a trace called ``name``; that graph's traces.
+
+    Waiting for a named trace, not for any graph, matters after a page switch:
+    streamlit keeps the old page's elements on screen until the new ones arrive.
+    """
+    page.wait_for_function(f"() => ({TRACES_JS})({name!r}) !== null")
+    return page.evaluate(TRACES_JS, name)
 
 
 def test_upload_explore_and_what_if(server, browser_page):
@@ -73,17 +85,14 @@ def test_upload_explore_and_what_if(server, browser_page):
     shot(page, "1-runs-after-upload")
 
     page.get_by_role("link", name="Explore").click()
-    wait_for_charts(page)
-    traces = page.evaluate(TRACES_JS)
-    assert len(traces) == 1
-    names = {name for name, _ in traces[0]}
-    assert {"diag", "diag kelly_f", "diag σ", "diag τ_min effective"} <= names
+    traces = traces_with(page, "diag kelly_f")
+    assert {"diag", "diag kelly_f", "diag σ", "diag τ_min effective"} <= set(traces)
+    assert page.locator(".js-plotly-plot").count() == 1
     assert page.locator(".js-plotly-plot .subplot").count() >= 7  # the seven panels, drawn
     shot(page, "2-explore")
 
     page.get_by_role("link", name="Replay & what-if").click()
-    wait_for_charts(page)
-    before = {name: y for name, y in page.evaluate(TRACES_JS)[0]}
+    before = traces_with(page, "what-if kelly_f")
     timeouts_before = page.get_by_test_id("stMetric").filter(has_text="timeouts").first.inner_text()
     shot(page, "3-replay-before")
 
@@ -95,8 +104,7 @@ def test_upload_explore_and_what_if(server, browser_page):
             (gd._fullData || []).some(t => t.name === name &&
                 JSON.stringify(Array.from(t.y || []).map(Number)) !== JSON.stringify(y)))""",
         arg=["what-if kelly_f", before["what-if kelly_f"]])
-    wait_for_charts(page)
-    after = {name: y for name, y in page.evaluate(TRACES_JS)[0]}
+    after = traces_with(page, "what-if kelly_f")
     assert slider.get_attribute("aria-valuetext") == "0"
     assert after["what-if kelly_f"] != before["what-if kelly_f"]
     assert after["baseline kelly_f"] == before["baseline kelly_f"]  # only the what-if run moved
