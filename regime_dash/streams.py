@@ -154,8 +154,12 @@ def _cast(name: str, value: Any) -> np.ndarray:
     return out
 
 
-def validate(stream: Stream) -> None:
-    """Check shapes, dtypes, finiteness and monotone steps; raise :class:`StreamError` naming the value."""
+def check_arrays(stream: Stream) -> tuple[int, int]:
+    """Check every field's type, dtype, rank and shape, and that T and b are not 0; return (T, b).
+
+    The part of :func:`validate` a device engine repeats before an upload, since a
+    stream's arrays can be replaced after it was validated.
+    """
     for name, (dtype, rank) in SCHEMA.items():
         arr = getattr(stream, name)
         if arr is None:
@@ -173,9 +177,11 @@ def validate(stream: Stream) -> None:
                               field=name, value=arr.shape)
     t, b = stream.rewards.shape
     if t == 0:
-        raise StreamError("stream has T = 0 steps", field="rewards", value=stream.rewards.shape)
+        raise StreamError(f"stream has T = 0 steps (rewards shape {stream.rewards.shape})", field="rewards",
+                          value=stream.rewards.shape)
     if b == 0:
-        raise StreamError("stream has b = 0 accounts", field="rewards", value=stream.rewards.shape)
+        raise StreamError(f"stream has b = 0 accounts (rewards shape {stream.rewards.shape})", field="rewards",
+                          value=stream.rewards.shape)
     for name, (_, rank) in SCHEMA.items():
         arr = getattr(stream, name)
         if arr is None:
@@ -184,6 +190,12 @@ def validate(stream: Stream) -> None:
         if arr.shape != want:
             raise StreamError(f"{name} has shape {arr.shape}, expected {want} (rewards is {(t, b)})",
                               field=name, value=arr.shape)
+    return t, b
+
+
+def validate(stream: Stream) -> None:
+    """Check shapes, dtypes, finiteness and monotone steps; raise :class:`StreamError` naming the value."""
+    check_arrays(stream)
     for name in FINITE:
         arr = getattr(stream, name)
         if arr is None:

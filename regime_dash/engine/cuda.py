@@ -27,7 +27,7 @@ import numpy as np
 from regime_dash.engine import loader
 from regime_dash.errors import StreamError, ValidationError
 from regime_dash.slots import SlotLayout
-from regime_dash.streams import SCHEMA, Stream
+from regime_dash.streams import Stream, check_arrays
 
 #: The .cu files of this engine (one NVRTC module).
 FILES: tuple[str, ...] = (
@@ -74,33 +74,8 @@ def check_inputs(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: Slo
     if not isinstance(stream, Stream):
         raise StreamError(f"stream must be a regime_dash.Stream, got {type(stream).__name__}",
                           field="stream", value=type(stream).__name__)
-    rewards = stream.rewards
-    if not isinstance(rewards, np.ndarray) or rewards.ndim != 2:
-        raise StreamError(f"rewards must be a [T, b] array, got {getattr(rewards, 'shape', rewards)!r}",
-                          field="rewards", value=getattr(rewards, "shape", None))
-    t_steps, b = rewards.shape
-    if t_steps == 0:
-        raise StreamError(f"stream has T = 0 steps (rewards shape {rewards.shape})",
-                          field="rewards", value=rewards.shape)
-    if b == 0:
-        raise StreamError(f"stream has b = 0 accounts (rewards shape {rewards.shape})",
-                          field="rewards", value=rewards.shape)
-    for name, (dtype, rank) in SCHEMA.items():
-        arr = getattr(stream, name)
-        if arr is None:
-            if name == "v_pred":
-                continue
-            raise StreamError(f"{name} is missing", field=name)
-        if not isinstance(arr, np.ndarray):
-            raise StreamError(f"{name} must be a numpy array, got {type(arr).__name__}",
-                              field=name, value=type(arr).__name__)
-        if arr.dtype != dtype:
-            raise StreamError(f"{name} must have dtype {np.dtype(dtype).name}, got {arr.dtype}",
-                              field=name, value=str(arr.dtype))
-        want = (t_steps, b) if rank == 2 else (t_steps,)
-        if arr.shape != want:
-            raise StreamError(f"{name} has shape {arr.shape}, expected {want}", field=name,
-                              value=arr.shape)
+    t_steps, b = check_arrays(stream)
+    for name, arr in stream.arrays().items():
         if not arr.flags.c_contiguous:
             raise StreamError(f"{name} must be C-contiguous (strides {arr.strides}); "
                               f"pass np.ascontiguousarray({name})", field=name, value=arr.strides)
