@@ -226,28 +226,29 @@ def expected_eps_live(eps_min: np.ndarray, eps_max: np.ndarray, factor: np.ndarr
     return eps_min.astype(F32) + scaled
 
 
+def _formula(view: FrameView, opt: CheckOptions, name: str, got, exp, finite, formula: str, inputs):
+    """A recomputed float32 formula: violations where ``name`` (``got``) is over ``opt.ulps`` from ``exp``.
+
+    ``inputs(i)`` names the operands of row ``i`` for the detail line.
+    """
+    bad = finite & ~_close(got, exp, opt.ulps)
+    if not bad.any():
+        return bad, f"{formula} within {opt.ulps:g} float32 ulps" + _note_unverified(view, finite)
+    return bad, _first(view, bad, lambda i: f"{name}={_fmt(got[i])}, expected {_fmt(exp[i])} ({inputs(i)})")
+
+
 def _recovery_factor(view: FrameView, opt: CheckOptions):
     fac, rec, n = view.f32(v.FACTOR), view.f32(v.RECENCY), view.f32(v.N_RECOVERY)
-    finite = _finite(fac, rec, n)
-    exp = expected_recovery_factor(rec, n)
-    bad = finite & ~_close(fac, exp, opt.ulps)
-    if not bad.any():
-        return bad, (f"factor = min(1, recency/max(n_recovery,1)) within {opt.ulps:g} float32 ulps"
-                     + _note_unverified(view, finite))
-    return bad, _first(view, bad, lambda i: f"factor={_fmt(fac[i])}, expected {_fmt(exp[i])} "
-                                            f"(recency={_fmt(rec[i])}, n_recovery={_fmt(n[i])})")
+    return _formula(view, opt, "factor", fac, expected_recovery_factor(rec, n), _finite(fac, rec, n),
+                    "factor = min(1, recency/max(n_recovery,1))",
+                    lambda i: f"recency={_fmt(rec[i])}, n_recovery={_fmt(n[i])}")
 
 
 def _eps_live(view: FrameView, opt: CheckOptions):
     live, lo, hi, fac = (view.f32(c) for c in (v.LIVE, v.EPS_MIN, v.EPS_MAX, v.FACTOR))
-    finite = _finite(live, lo, hi, fac)
-    exp = expected_eps_live(lo, hi, fac)
-    bad = finite & ~_close(live, exp, opt.ulps)
-    if not bad.any():
-        return bad, (f"live = min + (max-min)*factor within {opt.ulps:g} float32 ulps"
-                     + _note_unverified(view, finite))
-    return bad, _first(view, bad, lambda i: f"live={_fmt(live[i])}, expected {_fmt(exp[i])} "
-                                            f"(min={_fmt(lo[i])}, max={_fmt(hi[i])}, factor={_fmt(fac[i])})")
+    return _formula(view, opt, "live", live, expected_eps_live(lo, hi, fac), _finite(live, lo, hi, fac),
+                    "live = min + (max-min)*factor",
+                    lambda i: f"min={_fmt(lo[i])}, max={_fmt(hi[i])}, factor={_fmt(fac[i])}")
 
 
 def _tail_recency(view: FrameView, _opt: CheckOptions):

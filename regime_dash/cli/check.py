@@ -27,6 +27,16 @@ _STORE_HELP = "run store directory (default: $REGIME_DASH_STORE or ./data/store)
 _ALIAS_HELP = "JSON file {canonical column: alias or [aliases]} extending the alias table"
 
 
+def _emit(doc: dict, lines, as_json: bool) -> None:
+    """Print ``doc`` as one JSON object, or the human ``lines``."""
+    if as_json:
+        json.dump(doc, sys.stdout, indent=1, allow_nan=False)
+        sys.stdout.write("\n")
+    else:
+        for line in lines:
+            print(line)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check", help="check a run against the spec's invariants and success criteria",
                        description="Check a run against the spec's invariants and success criteria. "
@@ -140,14 +150,9 @@ def run_check(args: argparse.Namespace) -> int:
     options = CheckOptions(**opts)
     frame, source = _prepared(args.target, args.store, _user_aliases(args.aliases))
     report = diagnose(frame, _split(args.only), options)
-    if args.json:
-        doc = report.to_dict()
-        doc["source"] = source
-        json.dump(doc, sys.stdout, indent=1, allow_nan=False)
-        sys.stdout.write("\n")
-    else:
-        for line in report_lines(report, source):
-            print(line)
+    doc = report.to_dict()
+    doc["source"] = source
+    _emit(doc, report_lines(report, source), args.json)
     return 0 if report.ok else 1
 
 
@@ -202,14 +207,10 @@ def run_diff(args: argparse.Namespace) -> int:
     result = diff_runs(fa, fb, _split(args.columns))
     pa_, pb_ = Path(args.a), Path(args.b)
     same_bytes = _sha256(pa_) == _sha256(pb_) if pa_.is_file() and pb_.is_file() else None
-    if args.json:
-        doc = result.to_dict()
-        doc["same_bytes"] = same_bytes
-        json.dump(doc, sys.stdout, indent=1, allow_nan=False)
-        sys.stdout.write("\n")
-    else:
-        for line in result.lines():
-            print(line)
-        if same_bytes is not None:
-            print("files are byte-identical" if same_bytes else "files are not byte-identical")
+    doc = result.to_dict()
+    doc["same_bytes"] = same_bytes
+    lines = list(result.lines())
+    if same_bytes is not None:
+        lines.append("files are byte-identical" if same_bytes else "files are not byte-identical")
+    _emit(doc, lines, args.json)
     return 0 if result.identical else 1
