@@ -127,6 +127,7 @@ def _split(text: str | None) -> list[str] | None:
 def run_check(args: argparse.Namespace) -> int:
     from regime_dash.analysis import CHECKS, CheckOptions, diagnose
     from regime_dash.errors import ValidationError
+    from regime_dash.modules.integration import module_check_results, split_check_ids
 
     if args.list:
         if args.json:
@@ -149,7 +150,9 @@ def run_check(args: argparse.Namespace) -> int:
         opts["ulps"] = args.ulps
     options = CheckOptions(**opts)
     frame, source = _prepared(args.target, args.store, _user_aliases(args.aliases))
-    report = diagnose(frame, _split(args.only), options)
+    core_ids, module_ids = split_check_ids(_split(args.only))
+    report = diagnose(frame, core_ids, options)
+    report.checks.extend(module_check_results(frame, module_ids))  # controller modules whose columns are here
     doc = report.to_dict()
     doc["source"] = source
     _emit(doc, report_lines(report, source), args.json)

@@ -68,6 +68,8 @@ def run_list(args: argparse.Namespace) -> int:
         print(f"{m.name:<22} {m.title}")
         print(f"{'':<22} kernels: {', '.join(m.kernels) or '-'}; engines: {', '.join(m.engines)}; "
               f"{len(m.check_ids)} checks{' (run by check itself)' if m.core else ''}; {len(m.slots)} slots")
+        if not m.core:
+            print(f"{'':<22} checks: {', '.join(m.check_ids)}")
     return 0
 
 

@@ -14,6 +14,7 @@ PAGES: tuple[tuple[str, str, str], ...] = (
     ("explore.py", "Explore", ":material/monitoring:"),
     ("replay.py", "Replay & what-if", ":material/replay:"),
     ("live.py", "Live", ":material/play_circle:"),
+    ("controllers.py", "Controllers", ":material/tune:"),
     ("slots.py", "Slots", ":material/table_rows:"),
     ("compare.py", "Compare", ":material/compare_arrows:"),
 )

@@ -3,6 +3,7 @@ import pandas as pd
 import streamlit as st
 
 from regime_dash.errors import SlotLayoutError
+from regime_dash.modules import full_layout, orphan_slots
 from regime_dash.slots import DEFAULT_LAYOUT, import_rust
 from regime_dash.ui import widgets
 
@@ -43,10 +44,18 @@ if imported is not None:
                "Replays keep the default registry: this layout has overlapping indices.")
 
 query = st.text_input("Filter (name, role, policy, producer or doc)", key="slots.filter")
-table = pd.DataFrame(layout.table())
+try:  # the registry plus the controller modules' slots (regime_dash.modules)
+    shown = full_layout(layout)
+except SlotLayoutError:
+    shown = layout
+table = pd.DataFrame(shown.table())
+orphans = orphan_slots(table.to_dict(orient="records"))
+table.insert(2, "orphan", table["name"].isin(orphans))
+if orphans:
+    st.warning("Consumers but no producer (read, never written, so stuck at the bootstrap): " + ", ".join(orphans))
 if query:
     hay = table[["name", "role", "policy", "producer", "consumers", "doc"]].astype(str).agg(" ".join, axis=1)
     table = table[hay.str.contains(query, case=False, regex=False)]
-st.caption(f"{len(table)} of {len(layout)} slots")
+st.caption(f"{len(table)} of {len(shown)} slots ({len(shown) - len(layout)} from the controller modules)")
 st.dataframe(table, hide_index=True, key="slots.table",
              column_config={"bootstrap": st.column_config.NumberColumn(format="%g")})
