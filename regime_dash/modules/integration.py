@@ -34,12 +34,6 @@ def module_check_ids(include_core: bool = False) -> list[str]:
     return [i for m in MODULES.values() if include_core or not m.core for i in m.check_ids]
 
 
-def module_check_list(include_core: bool = False) -> list[dict]:
-    """``{id, title, needs}`` of every module check (``check --list``): title is the module's, needs its columns."""
-    return [{"id": i, "title": f"{m.title}: {i.split('.', 1)[-1].replace('_', ' ')}", "needs": list(m.check_columns)}
-            for m in MODULES.values() if include_core or not m.core for i in m.check_ids]
-
-
 def module_check_results(frame: pd.DataFrame, ids: Iterable[str] | None = None, include_core: bool = False) -> list:
     """CheckResults of every applicable module's invariants on ``frame`` (only ``ids`` when given)."""
     from regime_dash.analysis.invariants import CheckResult
