@@ -332,6 +332,27 @@ def missing_columns(frame: pd.DataFrame, columns: Sequence[str]) -> list[str]:
     return [c for c in columns if c not in frame.columns]
 
 
+def skip_if_missing(check_id: str, frame: pd.DataFrame, *columns: str) -> dict | None:
+    """A ``skip`` result naming the columns ``frame`` lacks, or None when it has them all."""
+    miss = missing_columns(frame, columns)
+    return check_skip(check_id, f"missing column(s) {miss}") if miss else None
+
+
+class Checks(list):
+    """The results of one frame's checks; :meth:`need` records a skip for missing columns."""
+
+    def __init__(self, frame: pd.DataFrame):
+        super().__init__()
+        self.frame = frame
+
+    def need(self, check_id: str, *columns: str) -> bool:
+        """True when ``frame`` has ``columns``; otherwise appends the skip and returns False."""
+        skip = skip_if_missing(check_id, self.frame, *columns)
+        if skip is not None:
+            self.append(skip)
+        return skip is None
+
+
 def f32(frame: pd.DataFrame, column: str) -> np.ndarray:
     """A frame column as float32 (the ISV's type)."""
     return frame[column].to_numpy(dtype=np.float32)

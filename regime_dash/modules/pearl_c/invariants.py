@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from regime_dash.modules.base import check_result, check_skip, f32, fold_starts, frame_steps, missing_columns
+from regime_dash.modules.base import Checks, check_result, f32, fold_starts, frame_steps
 from regime_dash.modules.pearl_c.replay import COL
 from regime_dash.modules.pearl_c.twin import TARGET_RATE
 
@@ -16,13 +16,8 @@ CHECK_IDS = ("pearl_c.count_range", "pearl_c.rate_definition", "pearl_c.deficit_
 def invariants(frame: pd.DataFrame) -> list[dict]:
     """Every Pearl C check on ``frame``."""
     steps = frame_steps(frame)
-    out: list[dict] = []
-
-    def need(cid, *cols):
-        miss = missing_columns(frame, cols)
-        if miss:
-            out.append(check_skip(cid, f"missing column(s) {miss}"))
-        return not miss
+    out = Checks(frame)
+    need = out.need
 
     if need("pearl_c.count_range", COL.count, COL.n):
         c, n = frame[COL.count].to_numpy(), frame[COL.n].to_numpy()
@@ -50,7 +45,7 @@ def invariants(frame: pd.DataFrame) -> list[dict]:
         tol = np.float32(4) * np.finfo(np.float32).eps * np.maximum(np.abs(e), np.float32(1e-3))
         out.append(check_result("pearl_c.ema_within_observations", (e < lo - tol) | (e > hi + tol), steps,
                                 "the EMA stays between the fold's smallest and largest deficit (α in [0, 1])"))
-    return out
+    return list(out)
 
 
 def summary(frame: pd.DataFrame) -> dict[str, float]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from regime_dash.modules.base import (check_result, check_skip, close_f32, config_value, f32, fold_starts,
-                                      frame_steps, missing_columns)
+from regime_dash.modules.base import (check_result, close_f32, config_value, f32, fold_starts,
+                                      frame_steps, skip_if_missing)
 from regime_dash.modules.sp14_alpha_grad_gate.replay import COLUMNS as C
 from regime_dash.modules.sp14_alpha_grad_gate.replay import PREFIX
 
@@ -22,36 +22,31 @@ CHECK_IDS = ("sp14.alpha_raw_bounded", "sp14.k_floor", "sp14.beta_bounds", "sp14
              "sp14.rate_limiter", "sp14.var_aux_producer")
 
 
-def _need(check_id: str, frame: pd.DataFrame, *cols: str) -> dict | None:
-    miss = missing_columns(frame, cols)
-    return check_skip(check_id, f"missing column(s) {miss}") if miss else None
-
-
 def invariants(frame: pd.DataFrame) -> list[dict]:
     """Every SP14 check on ``frame``."""
     steps = frame_steps(frame)
     out = []
 
     cid = CHECK_IDS[0]
-    out.append(_need(cid, frame, RAW) or (lambda raw: check_result(
+    out.append(skip_if_missing(cid, frame, RAW) or (lambda raw: check_result(
         cid, ~((raw >= 0) & (raw <= 1)), steps, "α_raw = gate1·gate2·warmup lies in [0, 1] (no runtime clamp)"))(
         f32(frame, RAW)))
 
     cid = CHECK_IDS[1]
     k_min = np.float32(config_value(frame, "k_min", 1.0, PREFIX))
-    out.append(_need(cid, frame, K_AUX, K_Q) or check_result(
+    out.append(skip_if_missing(cid, frame, K_AUX, K_Q) or check_result(
         cid, ~((f32(frame, K_AUX) >= k_min) & (f32(frame, K_Q) >= k_min)), steps,
         f"k_aux and k_q stay at or above K_MIN = {k_min:g}"))
 
     cid = CHECK_IDS[2]
     lo = np.float32(config_value(frame, "beta_base", 0.5, PREFIX))
     hi = np.float32(config_value(frame, "beta_max", 0.95, PREFIX))
-    out.append(_need(cid, frame, BETA) or check_result(
+    out.append(skip_if_missing(cid, frame, BETA) or check_result(
         cid, ~((f32(frame, BETA) >= lo) & (f32(frame, BETA) <= hi)), steps,
         f"β stays in [BETA_BASE, BETA_MAX] = [{lo:g}, {hi:g}]"))
 
     cid = CHECK_IDS[3]
-    miss = _need(cid, frame, GATE1, AUX)
+    miss = skip_if_missing(cid, frame, GATE1, AUX)
     if miss:
         out.append(miss)
     else:
@@ -67,7 +62,7 @@ def invariants(frame: pd.DataFrame) -> list[dict]:
                                 f"Gate 1 opens only at aux ≥ {open_th:g}, closes only at aux ≤ {close_th:g}"))
 
     cid = CHECK_IDS[4]
-    miss = _need(cid, frame, SMOOTH, RAW, BETA)
+    miss = skip_if_missing(cid, frame, SMOOTH, RAW, BETA)
     if miss:
         out.append(miss)
     else:
@@ -80,7 +75,7 @@ def invariants(frame: pd.DataFrame) -> list[dict]:
                                 "α_smoothed = β·α_smoothed(t−1) + (1−β)·α_raw"))
 
     cid = CHECK_IDS[5]
-    miss = _need(cid, frame, VAR_AUX, AUX)
+    miss = skip_if_missing(cid, frame, VAR_AUX, AUX)
     if miss:
         out.append(miss)
     else:

@@ -12,8 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from regime_dash.modules.base import (check_result, check_skip, config_value, f32, frame_steps,
-                                      missing_columns)
+from regime_dash.modules.base import Checks, check_result, check_skip, config_value, f32, frame_steps
 from regime_dash.modules.sp18_hold import slots as S
 from regime_dash.modules.sp18_hold.replay import COL, P
 
@@ -41,13 +40,8 @@ def _p99(x: np.ndarray) -> float:
 def invariants(frame: pd.DataFrame) -> list[dict]:
     """Every SP18 check on ``frame``."""
     steps = frame_steps(frame)
-    out: list[dict] = []
-
-    def need(cid, *cols):
-        miss = missing_columns(frame, cols)
-        if miss:
-            out.append(check_skip(cid, f"missing column(s) {miss}"))
-        return not miss
+    out = Checks(frame)
+    need = out.need
 
     lo, hi = config_value(frame, "pos_min", 0.01, P), config_value(frame, "pos_max", 5.0, P)
     if need("sp18.cap_bounds", COL.pos):
@@ -98,7 +92,7 @@ def invariants(frame: pd.DataFrame) -> list[dict]:
         a, b = Q_DIFF_P99_RANGE
         out.append(_gate("sp18.q_next_minus_reward_p99", a < p < b, steps,
                          f"p99 |q_next_target − reward| = {p:.4g}, gate ({a:g}, {b:g})"))
-    return out
+    return list(out)
 
 
 def summary(frame: pd.DataFrame) -> dict[str, float]:
