@@ -24,13 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"regime_dash.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"regime_dash.cli.{name}":
-                raise
-            continue  # a command whose module has not landed yet
-        module.register(sub)
+        importlib.import_module(f"regime_dash.cli.{name}").register(sub)
     return parser
 
 
