@@ -8,16 +8,12 @@ Slot 388 has consumers but no producer: the note's KNOWN LIMITATION, which
 from __future__ import annotations
 
 from regime_dash.slots import Slot
+from regime_dash.slots import slot as _s
 
 KERNEL = "sp14_alpha_grad_gate"
 Q_DIS_PRODUCER = "q_disagreement_update_kernel (B.3; stream input)"
 AUX_PRODUCER = "sp13 AUX_DIR_ACC_SHORT_EMA producer (stream input)"
 BACKWARD = "aux→Q backward path"
-
-
-def _s(name, index, role, bootstrap, policy, doc, producer="", consumers=()):
-    return Slot(name, index, role, float(bootstrap), policy, doc, producer=producer,
-                consumers=tuple(consumers))
 
 
 SLOTS: tuple[Slot, ...] = (

@@ -10,16 +10,12 @@ not produced by this replay.
 from __future__ import annotations
 
 from regime_dash.slots import Slot
+from regime_dash.slots import slot as _s
 
 CAP_KERNEL = "sp18_hold_reward_cap_update"
 OPP_KERNEL = "compute_sp18_hold_opportunity_cost (experience_kernels.cu Hold sites)"
 TD_PRODUCER = "B-leg diagnostics producer (model; replay computes from the TD(λ) pass)"
 HEALTH = "HEALTH_DIAG"
-
-
-def _s(name, index, role, bootstrap, policy, doc, producer="", consumers=()):
-    return Slot(name, index, role, float(bootstrap), policy, doc, producer=producer,
-                consumers=tuple(consumers))
 
 
 SLOTS: tuple[Slot, ...] = (
