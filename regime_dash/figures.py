@@ -65,6 +65,16 @@ PANELS: tuple[str, ...] = (
 )
 #: Rows whose subplot has a right-hand y axis.
 SECONDARY_ROWS = (3, 5)
+#: y-axis titles with units, one per panel: (left axis, right axis or None).
+PANEL_Y: tuple[tuple[str, str | None], ...] = (
+    ("duration (steps)", None),
+    ("ε, factor (fraction)", None),
+    ("recency + 1 (steps, log)", "σ Δworst (pnl units)"),
+    ("σ (reward units)", None),
+    ("remaining (steps)", "safety_frac (fraction)"),
+    ("τ (quantile level)", None),
+    ("kelly_f (fraction)", None),
+)
 
 #: Distinct run colours (plotly's qualitative "Plotly" palette); run i takes entry i mod 10.
 RUN_COLOURS: tuple[str, ...] = ("#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A",
@@ -77,6 +87,19 @@ DEFAULT_POINTS = 2000
 def run_colour(i: int) -> str:
     """Colour of the ``i``-th overlaid run."""
     return RUN_COLOURS[i % len(RUN_COLOURS)]
+
+
+def tone(hex_colour: str, k: int) -> str:
+    """The ``k``-th series tone of a run colour: 0 the colour, 1 lighter, 2 darker, 3 lighter still.
+
+    Series of one run in one panel keep the run's hue (so a run reads as one
+    colour on every panel) and differ in lightness as well as dash and width.
+    """
+    h = hex_colour.lstrip("#")
+    rgb = [int(h[i:i + 2], 16) for i in (0, 2, 4)]
+    mix = ((255, 0.0), (255, 0.45), (0, 0.35), (255, 0.65))[k % 4]
+    out = [round(c + (mix[0] - c) * mix[1]) for c in rgb]
+    return "#" + "".join(f"{c:02x}" for c in out)
 
 
 def _rgba(hex_colour: str, alpha: float) -> str:
@@ -189,7 +212,7 @@ def _plot_x(xs: np.ndarray, x: str):
 # ---- the signal panels ------------------------------------------------------------
 def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothing: float = 0.0,
                   n_out: int = DEFAULT_POINTS, x_range: Sequence[float] | None = None,
-                  height: int = 1400, colours: Mapping[str, str] | None = None):
+                  height: int = 1400, colours: Mapping[str, str] | None = None, align: bool = False):
     """The seven regime panels of every run in ``runs``, on one shared, zoomable x axis.
 
     Parameters
@@ -211,6 +234,9 @@ def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothin
         Figure height in pixels.
     colours
         ``{label: colour}``; default: :func:`run_colour` in ``runs`` order.
+    align
+        Draw each run against the steps since its own first step (``x="step"`` only),
+        so runs that started at different steps line up.
 
     Returns
     -------
@@ -222,16 +248,30 @@ def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothin
     specs = [[{"secondary_y": (r + 1) in SECONDARY_ROWS}] for r in range(len(PANELS))]
     fig = make_subplots(rows=len(PANELS), cols=1, shared_xaxes=True, vertical_spacing=0.025,
                         subplot_titles=PANELS, specs=specs)
+    if align and x != "step":
+        raise ValidationError(f"runs can be aligned at their first step on the step axis only, not {x!r}",
+                              field="align", value=x)
+    n = len(runs)
     for i, (label, frame) in enumerate(runs.items()):
         colour = (colours or {}).get(label, run_colour(i))
-        _add_run(fig, go, label, frame, colour, x=x, smoothing=smoothing, n_out=n_out)
+        # earlier runs draw wider, so a later run drawn exactly on top leaves a rim of the earlier one
+        _add_run(fig, go, label, frame, colour, x=x, smoothing=smoothing, n_out=n_out, align=align,
+                 widen=1.0 + 0.7 * (n - 1 - i))
     fig.update_yaxes(type="log", row=3, col=1, secondary_y=False)
-    fig.update_layout(height=height, margin=dict(l=60, r=60, t=40, b=40), hovermode="x",
-                      legend=dict(orientation="h", yanchor="bottom", y=1.01, x=0),
+    for r, (left, right) in enumerate(PANEL_Y, start=1):
+        kw = dict(row=r, col=1, title_font=dict(size=11))
+        fig.update_yaxes(title_text=left, **kw, **({"secondary_y": False} if right else {}))
+        if right:
+            fig.update_yaxes(title_text=right, secondary_y=True, **kw)
+    fig.update_layout(height=height, margin=dict(l=70, r=70, t=40, b=40), hovermode="x unified",
+                      legend=dict(orientation="h", yanchor="bottom", y=1.01, x=0, title_text="runs: "),
                       uirevision="signals")
     for ann in fig.layout.annotations:  # subplot titles: smaller and left-aligned
         ann.update(font=dict(size=12), x=0, xanchor="left")
-    fig.update_xaxes(title_text="wall time" if x == "wall_time" else "step", row=len(PANELS), col=1)
+    x_title = "wall time" if x == "wall_time" else ("steps since the run's first step" if align else "step")
+    fig.update_xaxes(title_text=x_title, row=len(PANELS), col=1)
+    if x == "step":  # whole step numbers on the ticks and in the hover, never "10.998k"
+        fig.update_xaxes(tickformat="d", hoverformat="d")
     if x_range is not None:
         lo, hi = x_range
         fig.update_xaxes(range=list(_plot_x(np.array([lo, hi], dtype=np.float64), x)))
@@ -239,7 +279,7 @@ def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothin
 
 
 def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, smoothing: float,
-             n_out: int) -> None:
+             n_out: int, align: bool = False, widen: float = 1.0) -> None:
     if len(frame) == 0:
         return
     from regime_dash.analysis import episodes as ep
@@ -248,6 +288,8 @@ def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, s
     vw = view(frame)  # sorted by step: the row order every analysis mask is in
     frame = vw.frame
     xs = x_values(frame, x)
+    if align and len(xs):
+        xs = xs - np.nanmin(xs)
     order = None
     if np.any(np.diff(xs) < 0):  # wall clocks can step back; downsampling needs sorted x
         order = np.argsort(xs, kind="stable")
@@ -271,9 +313,13 @@ def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, s
     span_gap = (np.nanmax(xs) - np.nanmin(xs)) / max(n_out, 1) if len(xs) else 0.0
     first = [True]
 
-    def line(row, y, name, *, dash=None, secondary=False, smooth=True, width=1.5, band=True):
+    at = " (step %{x:d})" if x == "step" else ""
+
+    def line(row, y, name, *, dash=None, secondary=False, smooth=True, width=1.5, band=True, k=0):
+        """One series; ``k`` is its tone (0 the run's main series, then lighter/darker variants)."""
         if y is None:
             return
+        shade_colour = tone(colour, k)
         if smooth and smoothing > 0:
             y = ema_debiased(y, smoothing)
         red = downsample(xs, y, n_out)
@@ -287,10 +333,10 @@ def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, s
                                          name=f"{label} {name} min/max"),
                               row=row, col=1, secondary_y=secondary)
         fig.add_trace(go.Scatter(x=_plot_x(red.x, x), y=red.y, mode="lines",
-                                 line=dict(color=colour, dash=dash, width=width),
+                                 line=dict(color=shade_colour, dash=dash, width=width * widen),
                                  name=label if first[0] else f"{label} {name}",
                                  legendgroup=label, showlegend=first[0],
-                                 hovertemplate=f"{label} {name}: %{{y:.6g}}<extra></extra>"),
+                                 hovertemplate=f"{label} {name}: %{{y:.6g}}{at}<extra></extra>"),
                       row=row, col=1, secondary_y=secondary)
         first[0] = False
 
@@ -321,7 +367,7 @@ def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, s
                                  mode="markers", marker=dict(symbol=symbol, size=8, color=colour,
                                                              line=dict(width=1, color="black")),
                                  name=f"{label} {name}", legendgroup=label, showlegend=False,
-                                 hovertemplate=f"{label} {name} @ %{{x}}<extra></extra>"),
+                                 hovertemplate=f"{label} {name} @ %{{x{':d' if x == 'step' else ''}}}<extra></extra>"),
                       row=row, col=1, secondary_y=secondary)
 
     # 1 dead zone
@@ -334,11 +380,11 @@ def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, s
     # 2 ε recovery
     eps_lo, eps_hi = col(EPS_MIN), col(EPS_MAX)
     if eps_lo is not None and eps_hi is not None:
-        line(2, eps_lo, "ε min", dash="dot", smooth=False, width=0.8, band=False)
-        line(2, eps_hi, "ε max", dash="dot", smooth=False, width=0.8, band=False)
+        line(2, eps_lo, "ε min", dash="dot", smooth=False, width=0.8, band=False, k=3)
+        line(2, eps_hi, "ε max", dash="dot", smooth=False, width=0.8, band=False, k=3)
         fig.data[-1].update(fill="tonexty", fillcolor=_rgba(colour, 0.08))
     line(2, col(EPS_LIVE), "ε live")
-    line(2, col(EPS_FACTOR), "recovery factor", dash="dashdot", width=1)
+    line(2, col(EPS_FACTOR), "recovery factor", dash="dashdot", width=1, k=2)
     # 3 tail
     recency = col(TAIL_RECENCY)
     if recency is not None:
@@ -346,24 +392,24 @@ def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, s
         markers(3, rows_of(ep.tail_events(vw)["step"]), np.ones_like(recency), "tail event", "diamond")
     tail_var = col(TAIL_VAR)
     if tail_var is not None:
-        line(3, np.sqrt(np.clip(tail_var, 0.0, None)), "σ Δworst", dash="dot", secondary=True)
+        line(3, np.sqrt(np.clip(tail_var, 0.0, None)), "σ Δworst", dash="dot", secondary=True, k=2)
     # 4 σ envelope
     sigma, envelope, var = col(SIGMA), col(ENVELOPE), col(POPART_VAR)
     line(4, sigma, "σ")
-    line(4, envelope, "envelope", dash="dash")
+    line(4, envelope, "envelope", dash="dash", k=2, width=2.5)
     if sigma is not None and envelope is not None and var is not None:
         floor = reorder(ep.floor_active(vw))
         finite = np.concatenate([a[np.isfinite(a)] for a in (sigma, envelope)])
         shade(4, floor, float(finite.max()) if finite.size else 1.0, "floor active")
     # 5 v9 transition
     line(5, col(TRANSITION), "transition remaining", smooth=False)
-    line(5, col(SAFETY_FRAC), "safety_frac", dash="dot", secondary=True)
+    line(5, col(SAFETY_FRAC), "safety_frac", dash="dot", secondary=True, k=2)
     # 6 IQN τ
-    line(6, col(TAU_MIN), "τ_min", dash="dash")
+    line(6, col(TAU_MIN), "τ_min", dash="dash", k=1, width=2.5)
     line(6, col(TAU_MIN_EFF), "τ_min effective")
     # 7 kelly
     line(7, col(KELLY), "kelly_f")
-    line(7, col(KELLY_ANALYTIC), "analytic", dash="dash", width=1)
+    line(7, col(KELLY_ANALYTIC), "analytic", dash="dash", width=1, k=2)
 
 
 # ---- sweeps -------------------------------------------------------------------------

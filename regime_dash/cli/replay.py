@@ -41,8 +41,8 @@ def register(subparsers) -> None:
     p.add_argument("--accounts", type=int, help="accounts b (default: the preset's, or the whole stream)")
     p.add_argument("--seed", type=int, default=0, help="RNG seed of a preset or live run (default 0)")
     p.add_argument("--engine", default="auto", choices=("reference", "cuda", "fast", "auto"),
-                   help="replay engine (default auto: fast, cuda, reference for replays; "
-                        "cuda, reference for --simulate)")
+                   help="replay engine (default auto: fast once compiled, else the reference when it "
+                        "answers sooner than the compile; cuda, reference for --simulate)")
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="FIELD=VALUE",
                    help="RegimeConfig field, repeatable (e.g. resurrection=false, max_duration=500)")
     p.add_argument("--out", required=True, metavar="FILE", help="output: .jsonl (diag) or .parquet (frame)")
@@ -56,6 +56,8 @@ def produce(args: argparse.Namespace) -> pd.DataFrame:
     from regime_dash.engine import replay
     from regime_dash.simulator import simulate
 
+    from regime_dash.engine import warm
+
     config = RegimeConfig().with_settings(args.settings)
     if args.simulate:
         return simulate(args.simulate, steps=args.steps, accounts=args.accounts, seed=args.seed,
@@ -64,7 +66,13 @@ def produce(args: argparse.Namespace) -> pd.DataFrame:
         stream = scenarios.make(args.scenario, seed=args.seed, steps=args.steps, accounts=args.accounts)
     else:
         stream = scenarios.recorded(steps=args.steps, accounts=args.accounts, path=args.stream)
-    return replay(stream, config, engine=args.engine)
+    engine = warm.choose_engine(args.engine, stream.steps)
+    if args.engine == "auto" and engine == "reference" and warm.fast_needs_compile():
+        print(f"the fast engine is not compiled yet (about {warm.estimate_s(False):.0f} s); replaying "
+              f"{stream.steps:,} steps on the reference engine instead (--engine fast compiles it)",
+              file=sys.stderr)
+    with warm.announced(engine):
+        return replay(stream, config, engine=engine)
 
 
 def write(frame: pd.DataFrame, out: str | Path) -> Path:

@@ -110,8 +110,16 @@ def run(args: argparse.Namespace) -> int:
     grid = parse_grid(args.grid)
     base = RegimeConfig().with_settings(args.settings)
     stream = load_stream(args)
-    device = args.device if args.engine in ("auto", "fast") else "auto"
-    result = sweep(stream, grid, engine=args.engine, base=base, device=device)
+    from regime_dash.engine import warm
+
+    # a sweep replays the stream once per config: the compile pays off sooner than for one replay
+    configs = 1
+    for values in grid.values():
+        configs *= len(values)
+    engine = warm.choose_engine(args.engine, stream.steps * configs)
+    device = args.device if engine in ("auto", "fast") else "auto"
+    with warm.announced(engine):
+        result = sweep(stream, grid, engine=engine, base=base, device=device)
     table = result.table
     if args.out:
         write_table(table, args.out)
