@@ -212,7 +212,8 @@ def _plot_x(xs: np.ndarray, x: str):
 # ---- the signal panels ------------------------------------------------------------
 def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothing: float = 0.0,
                   n_out: int = DEFAULT_POINTS, x_range: Sequence[float] | None = None,
-                  height: int = 1400, colours: Mapping[str, str] | None = None, align: bool = False):
+                  height: int = 1400, colours: Mapping[str, str] | None = None,
+                  x_offsets: Mapping[str, float] | None = None):
     """The seven regime panels of every run in ``runs``, on one shared, zoomable x axis.
 
     Parameters
@@ -234,9 +235,9 @@ def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothin
         Figure height in pixels.
     colours
         ``{label: colour}``; default: :func:`run_colour` in ``runs`` order.
-    align
-        Draw each run against the steps since its own first step (``x="step"`` only),
-        so runs that started at different steps line up.
+    x_offsets
+        ``{label: step}`` subtracted from that run's steps (``x="step"`` only): with
+        each run's first step, runs that started at different steps line up.
 
     Returns
     -------
@@ -248,15 +249,15 @@ def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothin
     specs = [[{"secondary_y": (r + 1) in SECONDARY_ROWS}] for r in range(len(PANELS))]
     fig = make_subplots(rows=len(PANELS), cols=1, shared_xaxes=True, vertical_spacing=0.025,
                         subplot_titles=PANELS, specs=specs)
-    if align and x != "step":
+    if x_offsets and x != "step":
         raise ValidationError(f"runs can be aligned at their first step on the step axis only, not {x!r}",
-                              field="align", value=x)
+                              field="x_offsets", value=x)
     n = len(runs)
     for i, (label, frame) in enumerate(runs.items()):
         colour = (colours or {}).get(label, run_colour(i))
         # earlier runs draw wider, so a later run drawn exactly on top leaves a rim of the earlier one
-        _add_run(fig, go, label, frame, colour, x=x, smoothing=smoothing, n_out=n_out, align=align,
-                 widen=1.0 + 0.7 * (n - 1 - i))
+        _add_run(fig, go, label, frame, colour, x=x, smoothing=smoothing, n_out=n_out,
+                 offset=float((x_offsets or {}).get(label, 0.0)), widen=1.0 + 0.7 * (n - 1 - i))
     fig.update_yaxes(type="log", row=3, col=1, secondary_y=False)
     for r, (left, right) in enumerate(PANEL_Y, start=1):
         kw = dict(row=r, col=1, title_font=dict(size=11))
@@ -268,7 +269,7 @@ def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothin
                       uirevision="signals")
     for ann in fig.layout.annotations:  # subplot titles: smaller and left-aligned
         ann.update(font=dict(size=12), x=0, xanchor="left")
-    x_title = "wall time" if x == "wall_time" else ("steps since the run's first step" if align else "step")
+    x_title = "wall time" if x == "wall_time" else ("steps since each run's first step" if x_offsets else "step")
     fig.update_xaxes(title_text=x_title, row=len(PANELS), col=1)
     if x == "step":  # whole step numbers on the ticks and in the hover, never "10.998k"
         fig.update_xaxes(tickformat="d", hoverformat="d")
@@ -279,7 +280,7 @@ def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothin
 
 
 def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, smoothing: float,
-             n_out: int, align: bool = False, widen: float = 1.0) -> None:
+             n_out: int, offset: float = 0.0, widen: float = 1.0) -> None:
     if len(frame) == 0:
         return
     from regime_dash.analysis import episodes as ep
@@ -288,8 +289,8 @@ def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, s
     vw = view(frame)  # sorted by step: the row order every analysis mask is in
     frame = vw.frame
     xs = x_values(frame, x)
-    if align and len(xs):
-        xs = xs - np.nanmin(xs)
+    if offset:
+        xs = xs - offset
     order = None
     if np.any(np.diff(xs) < 0):  # wall clocks can step back; downsampling needs sorted x
         order = np.argsort(xs, kind="stable")

@@ -134,8 +134,18 @@ def test_runs_reports_rejected_lines(tmp_path, monkeypatch, replay_diag):
         ("broken.jsonl", ("\n".join(lines) + "\n").encode(), "application/json")).run()
     no_exception(at, "broken upload")
     assert any(e.label.startswith("broken.jsonl: 18 rows, 2 rejected") for e in at.expander)
-    (rejects,) = [d.value for d in at.dataframe if "line" in d.value.columns]
+    (rejects,) = [d.value for d in at.dataframe if "line" in d.value.columns and "text" not in d.value.columns]
     assert list(rejects["line"]) == [5, 10]
+
+    # a later session (a new browser tab, a restart) reads the rejects from the store
+    later = open_app(tmp_path / "store", monkeypatch)
+    no_exception(later, "later session")
+    assert not [e for e in later.expander if e.label.startswith("broken.jsonl: 18 rows")]
+    assert any(e.label == "Rejected lines (2 in 1 run(s))" for e in later.expander)
+    (stored,) = [d.value for d in later.dataframe if "text" in d.value.columns]
+    assert list(stored["line"]) == [5, 10]
+    assert list(stored["text"]) == ["{not json", "[1, 2]"]
+    assert all(stored["reason"].str.len() > 0)
 
 
 def test_runs_several_files_gzip_and_unreadable(tmp_path, monkeypatch, replay_diag):

@@ -96,13 +96,17 @@ def replay(source_key: str, _stream, config: dict[str, Any], engine: str, layout
             "summary": summarize_frame(traj.frame)}
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
+@st.cache_data(show_spinner=False, max_entries=32)
 def signal_figure(key: str, _runs: dict, x: str, smoothing: float, x_range: tuple | None = None,
-                  height: int = 1400):
-    """:func:`regime_dash.figures.signal_panels` of ``_runs`` (identified by ``key``)."""
+                  height: int = 1400, x_offsets: tuple = ()):
+    """:func:`regime_dash.figures.signal_panels` of ``_runs`` (identified by ``key``).
+
+    ``x_offsets`` is ``((label, step), ...)``: each run drawn against its steps since ``step``.
+    """
     from regime_dash.figures import signal_panels
 
-    return signal_panels(_runs, x=x, smoothing=smoothing, x_range=x_range, height=height)
+    return signal_panels(_runs, x=x, smoothing=smoothing, x_range=x_range, height=height,
+                         x_offsets=dict(x_offsets) or None)
 
 
 def runs_frame(store) -> pd.DataFrame:

@@ -46,72 +46,116 @@ def numeric_fields() -> list[str]:
     return [f.name for f in fields(RegimeConfig) if f.name not in SWITCHES]
 
 
-def config_controls(key: str, base: RegimeConfig | None = None) -> dict[str, Any]:
+def config_controls(key: str, base: RegimeConfig | None = None, *, columns: int = 3,
+                    in_url: bool = False) -> dict[str, Any]:
     """A slider for every numeric config field and a toggle for F2, F4 and F5.
 
     Returns the chosen values as a dict (not yet a :class:`RegimeConfig`, so
     the page can show a :class:`~regime_dash.errors.ConfigError` such as
     ε_min > ε_max instead of failing inside the widget). Keys are
-    ``f"{key}.{field}"``.
+    ``f"{key}.{field}"``; ``columns`` lays them out side by side. With
+    ``in_url``, each field is kept across pages and named in the URL by its
+    field name when it differs from ``base`` (see :mod:`regime_dash.ui.state`).
     """
+    from regime_dash.ui import state
+
     base = base or RegimeConfig()
     out: dict[str, Any] = {}
-    cols = st.columns(3)
+
+    def seed(name: str, kind: str, default: Any, **kw) -> dict[str, Any]:
+        if not in_url:
+            return {"value": default}
+        state.restore(f"{key}.{name}", name, kind, default, **kw)
+        return {}
+
+    cols = st.columns(min(columns, 3))
     for name in SWITCHES:
-        out[name] = cols[SWITCHES.index(name)].toggle(SWITCH_LABELS[name], value=getattr(base, name),
-                                                       key=f"{key}.{name}")
+        out[name] = cols[SWITCHES.index(name) % len(cols)].toggle(
+            SWITCH_LABELS[name], key=f"{key}.{name}", **seed(name, "bool", bool(getattr(base, name))))
     names = numeric_fields()
-    cols = st.columns(3)
+    cols = st.columns(columns)
     for i, name in enumerate(names):
         lo, hi, step = FIELD_RANGES[name]
         value = float(min(max(getattr(base, name), lo), hi))
-        out[name] = cols[i % 3].slider(name, min_value=lo, max_value=hi, value=value, step=step,
-                                       key=f"{key}.{name}", format="%g")
+        out[name] = cols[i % columns].slider(name, min_value=lo, max_value=hi, step=step, key=f"{key}.{name}",
+                                             format="%g", **seed(name, "float", value,
+                                                                  valid=lambda v, lo=lo, hi=hi: lo <= v <= hi))
     return out
 
 
-def engine_picker(key: str, status: Mapping[str, str | None]) -> str:
-    """Engine choice; engines that cannot run here are labelled with the reason."""
+def engine_picker(key: str, status: Mapping[str, str | None], auto_now: str | None = None) -> str:
+    """Engine choice; engines that cannot run here are labelled with the reason.
+
+    ``auto_now`` is what ``auto`` runs on at the moment (the reference while the
+    fast engine compiles); the choice is kept across pages and in the URL (``engine``).
+    """
+    from regime_dash.ui import state
+
     def label(name: str) -> str:
         if name == "auto":
+            if auto_now:
+                return f"auto (→ {auto_now})"
             ok = [n for n in ("fast", "cuda", "reference") if status.get(n) is None]
             return f"auto (→ {ok[0]})" if ok else "auto (no engine available)"
         reason = status.get(name, "unknown engine")
         return name if reason is None else f"{name} — unavailable: {reason[:80]}"
 
+    state.restore(key, "engine", "str", "auto", options=ENGINE_CHOICES)
     return st.selectbox("Engine", ENGINE_CHOICES, format_func=label, key=key)
 
 
 def run_picker(key: str, runs: pd.DataFrame, *, multi: bool = True, default: int = 1,
-               label: str = "Runs", index: int = 0) -> list[str]:
+               label: str = "Runs", index: int = 0, param: str | None = None,
+               on_change: Callable[[], None] | None = None) -> list[str]:
     """Pick stored runs by name; returns run ids in the order picked.
 
     ``default`` is how many runs a multi-pick starts with, ``index`` which run a
-    single pick starts on.
+    single pick starts on. With ``param``, the pick is kept across pages and
+    named in the URL under that query parameter (runs since deleted drop out).
     """
+    from regime_dash.ui import state
+
     if runs.empty:
         return []
     ids = list(runs["run_id"])
     names = dict(zip(runs["run_id"], runs["name"]))
     fmt = lambda rid: f"{names.get(rid, rid)} · {rid[-6:]}"  # noqa: E731
     if multi:
-        return list(st.multiselect(label, ids, default=ids[:default], format_func=fmt, key=key))
-    picked = st.selectbox(label, ids, index=min(index, len(ids) - 1), format_func=fmt, key=key)
+        if param:
+            state.restore(key, param, "list", ids[:default], options=ids)
+            return list(st.multiselect(label, ids, format_func=fmt, key=key, on_change=on_change))
+        return list(st.multiselect(label, ids, default=ids[:default], format_func=fmt, key=key,
+                                   on_change=on_change))
+    first = ids[min(index, len(ids) - 1)]
+    if param:
+        state.restore(key, param, "str", first, options=ids)
+        picked = st.selectbox(label, ids, format_func=fmt, key=key, on_change=on_change)
+    else:
+        picked = st.selectbox(label, ids, index=ids.index(first), format_func=fmt, key=key, on_change=on_change)
     return [picked] if picked else []
 
 
-def x_axis_picker(key: str, frames: Sequence[pd.DataFrame]) -> str:
-    """``step`` or ``wall_time``; wall time only when every frame has it."""
+def x_axis_picker(key: str, frames: Sequence[pd.DataFrame], param: str | None = None) -> str:
+    """``step`` or ``wall_time``; wall time only when every frame has it. ``param``: kept in the URL."""
+    from regime_dash.ui import state
+
     options = ["step"]
     if frames and all("wall_time" in f.columns and f["wall_time"].notna().any() for f in frames):
         options.append("wall_time")
+    if param:
+        state.restore(key, param, "str", "step", options=options)
     return st.radio("x axis", options, horizontal=True, key=key)
 
 
-def smoothing_slider(key: str) -> float:
-    """TensorBoard-style smoothing weight in [0, 0.999]."""
-    return st.slider("Smoothing (debiased EMA; flags and counters stay raw)", 0.0, 0.999, 0.0,
-                     step=0.001, format="%.3f", key=key)
+def smoothing_slider(key: str, param: str | None = None) -> float:
+    """TensorBoard-style smoothing weight in [0, 0.999]. ``param``: kept in the URL."""
+    from regime_dash.ui import state
+
+    label = "Smoothing (debiased EMA; flags and counters stay raw)"
+    if param:
+        state.restore(key, param, "float", 0.0, valid=lambda v: 0.0 <= v <= 0.999)
+        return st.slider(label, 0.0, 0.999, step=0.001, format="%.3f", key=key)
+    return st.slider(label, 0.0, 0.999, 0.0, step=0.001, format="%.3f", key=key)
 
 
 def alias_editor(key: str) -> dict[str, tuple[str, ...]]:
@@ -183,6 +227,55 @@ def download_view(key: str, make_frame: Callable[[], pd.DataFrame], stem: str) -
                        "application/vnd.apache.parquet", key=f"{key}.parquet")
 
 
+def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: str,
+                   runs: Mapping[str, pd.DataFrame], x: str, smoothing: float, *,
+                   offsets: Mapping[str, int] | None = None, height: int = 1400) -> None:
+    """The signal panels of ``runs`` (already cut to the window of ``window_key``), zoomable with detail.
+
+    Dragging across the chart (step axis) selects a step range; it becomes the
+    window of ``window_key``, and the page redraws that window from the
+    full-resolution runs, so a zoom shows every peak rather than the points
+    the wider view kept. Buttons step the window back, forward and out.
+    ``bounds`` is the window's full range, ``fig_key`` names the figure's inputs
+    for the cache.
+    """
+    from regime_dash.ui import cache, state
+
+    lo, hi = bounds
+    version = st.session_state.setdefault(f"{key}.version", 0)
+    chart_key = f"{key}.{version}"  # a fresh chart after each zoom: no stale selection box on it
+
+    def set_window(win: tuple[int, int] | None) -> None:
+        if win is not None:
+            state.keep(window_key, (int(win[0]), int(win[1])))
+        st.session_state[f"{key}.version"] = version + 1
+
+    def zoom() -> None:
+        event = st.session_state.get(chart_key) or {}
+        set_window(window_from_box(event.get("selection"), lo, hi))
+
+    def shift(direction: int) -> None:
+        a, b = st.session_state.get(window_key, bounds)
+        width = b - a
+        a = min(max(lo, a + direction * max(1, width // 2)), hi - width)
+        set_window((a, a + width))
+
+    fig = cache.signal_figure(fig_key, dict(runs), x, smoothing, height=height,
+                              x_offsets=tuple(sorted((offsets or {}).items())))
+    zoomable = x == "step" and hi > lo
+    if zoomable:
+        fig.update_layout(dragmode="select", selectdirection="h")
+        c = st.columns([1, 1, 1, 5])
+        c[0].button("Earlier", icon=":material/chevron_left:", key=f"{key}.earlier", on_click=shift, args=(-1,))
+        c[1].button("Later", icon=":material/chevron_right:", key=f"{key}.later", on_click=shift, args=(1,))
+        c[2].button("Whole run", icon=":material/zoom_out_map:", key=f"{key}.out", on_click=set_window,
+                    args=(bounds,))
+        c[3].caption("Drag across the chart to zoom in: the window is redrawn from every step of the run.")
+    st.plotly_chart(fig, key=chart_key, on_select=zoom if zoomable else "ignore",
+                    selection_mode="box",
+                    config={"scrollZoom": not zoomable, "displaylogo": False})
+
+
 def plotly_chart(fig, key: str, **kwargs):
     """``st.plotly_chart`` with the dashboard's defaults (full width, scroll zoom)."""
     return st.plotly_chart(fig, key=key, config={"scrollZoom": True, "displaylogo": False}, **kwargs)
@@ -241,6 +334,31 @@ def ingest_report_panel() -> None:
             st.markdown("**Columns**: " + ", ".join(f"`{c}`" for c in result.columns))
 
 
+def rejected_lines_panel(key: str, store, runs: pd.DataFrame) -> None:
+    """The rejected lines (line number, reason, text) of any stored run, read from the store.
+
+    The store keeps each run's rejects beside its Parquet parts, so they show in
+    any later session, not only in the one that uploaded the file.
+    """
+    if "rejected" not in runs.columns:
+        return
+    counts = pd.to_numeric(runs["rejected"], errors="coerce").fillna(0).astype(int)
+    with_rejects = runs[counts > 0]
+    with st.expander(f"Rejected lines ({int(counts.sum()):,} in {len(with_rejects)} run(s))"):
+        if with_rejects.empty:
+            st.caption("No stored run has rejected lines.")
+            return
+        names = dict(zip(with_rejects["run_id"], with_rejects["name"]))
+        n = dict(zip(runs["run_id"], counts))
+        rid = st.selectbox("Run", list(with_rejects["run_id"]), key=f"{key}.run",
+                           format_func=lambda r: f"{names[r]} · {r[-6:]} ({n[r]:,} rejected)")
+        rows = store.rejects(rid)
+        table = pd.DataFrame([{"line": r.get("line"), "reason": r.get("reason"), "text": r.get("raw")}
+                              for r in rows])
+        st.dataframe(table, hide_index=True, key=f"{key}.table",
+                     column_config={"line": st.column_config.NumberColumn("line", format="%d")})
+
+
 def delete_run_control(key: str, store, runs: pd.DataFrame) -> None:
     """Pick a run and delete it after a confirmation tick (then the page reruns)."""
     with st.expander("Delete a run"):
@@ -281,20 +399,81 @@ def window_key(prefix: str, run_ids: Sequence[str]) -> str:
     return f"{prefix}.{hashlib.sha1('|'.join(run_ids).encode()).hexdigest()[:12]}"
 
 
-def window_slider(key: str, frames: Sequence[pd.DataFrame]) -> tuple[int, int]:
-    """Step window ``(lo, hi)`` over the union of the frames' step ranges."""
-    steps = [f["step"] for f in frames if len(f)]
-    if not steps:
+def step_bounds(frames: Sequence[pd.DataFrame], align: bool = False) -> tuple[int, int]:
+    """``(lo, hi)``: the union of the frames' step ranges (with ``align``, of their steps since their first)."""
+    spans = [(int(f["step"].min()), int(f["step"].max())) for f in frames if len(f)]
+    if not spans:
         return 0, 0
-    lo = int(min(s.min() for s in steps))
-    hi = int(max(s.max() for s in steps))
+    if align:
+        return 0, max(b - a for a, b in spans)
+    return min(a for a, _ in spans), max(b for _, b in spans)
+
+
+def window_slider(key: str, frames: Sequence[pd.DataFrame], param: str | None = None,
+                  align: bool = False) -> tuple[int, int]:
+    """Step window ``(lo, hi)`` over the union of the frames' step ranges (see :func:`step_bounds`).
+
+    ``param``: kept across pages and in the URL as ``lo..hi``.
+    """
+    from regime_dash.ui import state
+
+    lo, hi = step_bounds(frames, align)
     if lo == hi:
         return lo, hi
-    cur = st.session_state.get(key)
-    if cur is None or not (lo <= cur[0] <= cur[1] <= hi):
+
+    def fits(v) -> bool:
+        return len(v) == 2 and lo <= v[0] <= v[1] <= hi
+
+    if param:
+        state.restore(key, param, "range", (lo, hi), valid=fits)
+    elif key not in st.session_state or not fits(st.session_state[key]):
         st.session_state[key] = (lo, hi)
-    value = st.slider("Steps in view", lo, hi, key=key)
+    value = st.slider("Steps in view" + (" (since each run's first step)" if align else ""), lo, hi, key=key)
     return int(value[0]), int(value[1])
+
+
+def cut_window(frames: Mapping[str, pd.DataFrame], lo: int, hi: int,
+               align: bool = False) -> dict[str, pd.DataFrame]:
+    """Each frame's rows with ``lo <= step <= hi`` (steps since its first step with ``align``).
+
+    Frames sorted by step (as the store keeps them) are cut by binary search,
+    which takes no copy; others by a mask.
+    """
+    import numpy as np
+
+    out = {}
+    for label, f in frames.items():
+        if not len(f):
+            out[label] = f
+            continue
+        step = f["step"].to_numpy()
+        first = int(step.min()) if align else 0
+        a, b = lo + first, hi + first
+        if len(step) < 2 or bool((np.diff(step) >= 0).all()):
+            out[label] = f.iloc[int(np.searchsorted(step, a, "left")):int(np.searchsorted(step, b, "right"))]
+        else:
+            out[label] = f[(step >= a) & (step <= b)]
+    return out
+
+
+def window_from_box(selection: Mapping[str, Any] | None, lo: int, hi: int,
+                    min_width: int = 10) -> tuple[int, int] | None:
+    """The step window a box drawn on a chart selects (clamped to ``[lo, hi]``); None without a box.
+
+    ``selection`` is the ``selection`` of ``st.plotly_chart(on_select=...)``:
+    its ``box`` entries carry the dragged ``x`` range.
+    """
+    boxes = (selection or {}).get("box") or []
+    for box in boxes:
+        xs = [float(v) for v in box.get("x", []) if v is not None]
+        if len(xs) < 2:
+            continue
+        a, b = max(lo, int(min(xs))), min(hi, int(round(max(xs))))
+        if b - a < min_width:  # a click-sized box: widen it around its centre
+            mid = (a + b) // 2
+            a, b = max(lo, mid - min_width // 2), min(hi, mid + min_width // 2)
+        return (a, b) if a < b else None
+    return None
 
 
 def jump_to_step(key: str, step: int, lo: int, hi: int) -> None:

@@ -2,9 +2,11 @@
 import pandas as pd
 import streamlit as st
 
-from regime_dash.ui import cache, widgets
+from regime_dash.ui import cache, state, widgets
 
 st.title("Explore")
+st.caption("See what the regime observer did over a run: dead zones, ε recovery, tail events, the σ envelope. "
+           "Pick one or more stored runs first; drag across the chart to zoom in at full detail.")
 store = cache.get_store()
 runs = cache.runs_frame(store)
 if runs.empty:
@@ -12,11 +14,14 @@ if runs.empty:
     st.page_link(widgets.page_path("runs.py"), label="Go to Runs", icon=":material/folder_open:")
     st.stop()
 
-picked = widgets.run_picker("explore.runs", runs)
+WINDOW = "explore.window"
+picked = widgets.run_picker("explore.runs", runs, param="runs",
+                            on_change=lambda: state.forget(WINDOW, "window"))  # new runs: whole range
 with st.expander("Aliases: map your file's field names to the dashboard's"):
     aliases = widgets.alias_editor("explore.aliases")
 if not picked:
     st.info("Pick one or more runs to overlay.")
+    state.publish()
     st.stop()
 
 root, alias_key = cache.store_root(), widgets.alias_key(aliases)
@@ -29,27 +34,41 @@ for label, frame in frames.items():
         st.warning(f"{label}: {frame.attrs['rows_without_step']:,} row(s) have no whole-number step "
                    "and are left out.")
 
-c1, c2 = st.columns([1, 2])
-with c1:
-    x = widgets.x_axis_picker("explore.x", list(frames.values()))
-with c2:
-    smoothing = widgets.smoothing_slider("explore.smoothing")
-window_key = widgets.window_key("explore.window", picked)
-lo, hi = widgets.window_slider(window_key, list(frames.values()))
-view = {label: f[(f["step"] >= lo) & (f["step"] <= hi)] for label, f in frames.items()}
 
-fig = cache.signal_figure(f"{root}|{'|'.join(picked)}|{alias_key}|{lo}|{hi}", view, x, smoothing)
-widgets.plotly_chart(fig, "explore.chart")
+@st.fragment
+def charts() -> None:
+    """The view controls and the chart: a change here reruns only this, not the tables below."""
+    c1, c2, c3 = st.columns([1, 1, 2])
+    with c1:
+        x = widgets.x_axis_picker("explore.x", list(frames.values()), param="x")
+    with c2:
+        state.restore("explore.align", "align", "bool", False)
+        align = st.toggle("Align runs at their first step", key="explore.align",
+                          on_change=lambda: state.forget(WINDOW, "window"),
+                          help="Draw each run against the steps since its own first step.") and x == "step"
+    with c3:
+        smoothing = widgets.smoothing_slider("explore.smoothing", param="smooth")
+    lo, hi = widgets.window_slider(WINDOW, list(frames.values()), param="window", align=align)
+    view = widgets.cut_window(frames, lo, hi, align)
+    offsets = {label: int(f["step"].min()) for label, f in frames.items() if len(f)} if align else None
+    widgets.zoomable_chart("explore.chart", WINDOW, widgets.step_bounds(list(frames.values()), align),
+                           f"{root}|{'|'.join(picked)}|{alias_key}|{lo}|{hi}|{align}", view, x, smoothing,
+                           offsets=offsets)
+    with st.expander("Download this view"):
+        st.caption(f"The view: steps {lo} … {hi} of {len(view)} run(s), every column.")
+        widgets.download_view("explore.download", lambda: pd.concat(
+            [f.assign(run=label) for label, f in view.items()], ignore_index=True), "regime-dash-view")
+    state.publish()
 
-tab_ep, tab_ev, tab_inv, tab_dl = st.tabs(["Episodes", "Events", "Invariants", "Download"])
+
+charts()
+
+tab_ep, tab_ev, tab_inv = st.tabs(["Episodes", "Events", "Invariants"])
 results = {labels[rid]: cache.analyse_run(root, rid, alias_key) for rid in picked}
 with tab_ep:
     widgets.episode_tables("explore.episodes", results)
 with tab_ev:
     widgets.event_tables("explore.events", results)
 with tab_inv:
-    widgets.invariant_report("explore.invariants", results, window_key, frames)
-with tab_dl:
-    st.caption(f"The view: steps {lo} … {hi} of {len(view)} run(s), every column.")
-    widgets.download_view("explore.download", lambda: pd.concat(
-        [f.assign(run=label) for label, f in view.items()], ignore_index=True), "regime-dash-view")
+    widgets.invariant_report("explore.invariants", results, WINDOW, frames)
+state.publish()

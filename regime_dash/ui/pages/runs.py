@@ -5,6 +5,8 @@ from regime_dash.errors import RegimeDashError
 from regime_dash.ui import cache, widgets
 
 st.title("Runs")
+st.caption("Keep your runs here: upload a trainer's diag.jsonl (or load the sample) to store it as Parquet; "
+           "every other page reads the runs stored here.")
 store = cache.get_store()
 
 uploads = st.file_uploader("Upload diag.jsonl files (plain or .gz)", type=["jsonl", "json", "gz"],
@@ -47,4 +49,5 @@ else:
     view = runs.assign(steps=[f"{a} … {b}" for a, b in zip(runs["first_step"], runs["last_step"])])
     st.dataframe(view[["name", "rows", "steps", "rejected", "ingested_at", "source", "run_id"]],
                  hide_index=True, key="runs.table")
+    widgets.rejected_lines_panel("runs.rejects", store, runs)
     widgets.delete_run_control("runs.delete", store, runs)

@@ -1,0 +1,140 @@
+"""Views that survive: widget values kept across page switches and written to the URL.
+
+Streamlit forgets a widget's value when its page is left, and a reload starts
+from nothing. Each persisted widget is therefore declared with :func:`restore`
+just before it is drawn: its value comes from this session's kept copy, else
+from the URL's query parameter, else from its default. :func:`publish`, at the
+end of the page, writes every value restored in this run back to the kept copy
+and to ``st.query_params`` (leaving defaults out, so a URL names only what was
+changed). A copied URL therefore reopens the same view, and a selection made on
+one page is there again on return.
+
+Values travel in the URL as text: ``list`` as comma-separated items,
+``range`` as ``lo..hi``, ``bool`` as ``1``/``0``.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import streamlit as st
+
+_KEPT = "_view.kept"
+_DECLARED = "_view.declared"
+KINDS = ("str", "int", "float", "bool", "list", "range")
+
+
+def encode(value: Any, kind: str) -> str:
+    """A widget value as URL text."""
+    if kind == "list":
+        return ",".join(str(v) for v in value)
+    if kind == "range":
+        return f"{value[0]}..{value[1]}"
+    if kind == "bool":
+        return "1" if value else "0"
+    if kind == "float":
+        return f"{float(value):.10g}"
+    return str(value)
+
+
+def decode(text: str, kind: str) -> Any:
+    """URL text as a widget value; raises ValueError for text that is not of ``kind``."""
+    if kind == "list":
+        return [t for t in text.split(",") if t]
+    if kind == "range":
+        lo, hi = text.split("..")
+        return (int(float(lo)), int(float(hi)))
+    if kind == "bool":
+        if text not in ("0", "1", "true", "false"):
+            raise ValueError(text)
+        return text in ("1", "true")
+    if kind == "int":
+        return int(float(text))
+    if kind == "float":
+        return float(text)
+    return text
+
+
+def _kept() -> dict[str, Any]:
+    return st.session_state.setdefault(_KEPT, {})
+
+
+def restore(key: str, param: str, kind: str, default: Any, *,
+            valid: Callable[[Any], bool] | None = None, options: Sequence[Any] | None = None) -> Any:
+    """Seed widget ``key`` before it is drawn; returns the value it will show.
+
+    Parameters
+    ----------
+    key
+        The widget's session-state key (the widget is then drawn without a default).
+    param
+        Its query-parameter name.
+    kind
+        One of :data:`KINDS`: how the value reads from and writes to the URL.
+    default
+        Its value when neither this session nor the URL has one.
+    valid, options
+        A value that fails ``valid`` or is not among ``options`` (each item of a
+        ``list``) is dropped for ``default`` (a URL may name a run since deleted).
+    """
+    declared = st.session_state.setdefault(_DECLARED, {})
+    declared[key] = (param, kind, default)
+
+    def ok(v: Any) -> bool:
+        if options is not None:
+            items = v if kind == "list" else [v]
+            if any(i not in options for i in items):
+                return False
+        return valid is None or valid(v)
+
+    if key in st.session_state and ok(st.session_state[key]):
+        return st.session_state[key]
+    value = default
+    kept = _kept()
+    if key in kept and ok(kept[key]):
+        value = kept[key]
+    elif param in st.query_params:
+        try:
+            v = decode(st.query_params[param], kind)
+        except ValueError:
+            v = None
+        if kind == "list" and v is not None and options is not None:
+            v = [i for i in v if i in options]  # keep what still exists
+        if v is not None and ok(v):
+            value = v
+    st.session_state[key] = value
+    return value
+
+
+def keep(key: str, value: Any) -> None:
+    """Set the kept value of ``key`` (for a widget that is redrawn under a new key, or by a callback)."""
+    _kept()[key] = value
+    st.session_state[key] = value
+
+
+def forget(key: str, param: str | None = None) -> None:
+    """Drop ``key``'s kept and current value, and its query parameter ``param`` (it falls back to its default)."""
+    _kept().pop(key, None)
+    st.session_state.pop(key, None)
+    if param and param in st.query_params:
+        del st.query_params[param]
+
+
+def publish() -> None:
+    """Keep every value restored in this run and write the non-default ones to the URL.
+
+    Call once at the end of a page. Parameters of values equal to their
+    default are removed, so the URL names only what differs.
+    """
+    declared = st.session_state.pop(_DECLARED, {})
+    kept = _kept()
+    for key, (param, kind, default) in declared.items():
+        if key not in st.session_state:
+            continue
+        value = st.session_state[key]
+        kept[key] = value
+        text = encode(value, kind)
+        if value == default or (kind in ("list", "range") and list(value) == list(default)):
+            if param in st.query_params:
+                del st.query_params[param]
+        elif st.query_params.get(param) != text:
+            st.query_params[param] = text
