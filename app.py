@@ -1,7 +1,9 @@
-"""Streamlit entry: page config and navigation over regime_dash/ui/pages. Nothing else."""
+"""Streamlit entry: page config, the fast engine's background compile, navigation over regime_dash/ui/pages."""
 import streamlit as st
 
+from regime_dash.engine.warm import start_fast_compile
 from regime_dash.ui.navigation import pages
 
 st.set_page_config(page_title="regime-dash", page_icon=":material/monitoring:", layout="wide")
+start_fast_compile()  # idempotent; replays use the reference engine until it is ready
 st.navigation(pages()).run()

@@ -83,6 +83,13 @@ def config_controls(key: str, base: RegimeConfig | None = None, *, columns: int 
     return out
 
 
+def config_values(key: str, base: RegimeConfig | None = None) -> dict[str, Any]:
+    """The values :func:`config_controls` under ``key`` holds now (``base``'s for fields not drawn yet)."""
+    base = base or RegimeConfig()
+    return {name: st.session_state.get(f"{key}.{name}", getattr(base, name))
+            for name in (*SWITCHES, *numeric_fields())}
+
+
 def engine_picker(key: str, status: Mapping[str, str | None], auto_now: str | None = None) -> str:
     """Engine choice; engines that cannot run here are labelled with the reason.
 
@@ -540,26 +547,42 @@ def invariant_report(key: str, results: Mapping[str, Any], window: str,
 SOURCES = ("Scenario", "Stream file", "Simulator")
 
 
-def stream_source(key: str) -> tuple[str | None, Any]:
+def stream_source(key: str, in_url: bool = False) -> tuple[str | None, Any]:
     """Choose the replay input: a scenario preset, an uploaded stream file, or a simulator run.
 
     Returns ``(source_key, stream)``; ``source_key`` names the stream for caches,
-    and both are ``None`` until a file is uploaded.
+    and both are ``None`` until a file is uploaded. With ``in_url`` the choice is
+    kept across pages and in the URL (``src``, ``scenario``, ``seed``, ...; a file
+    cannot travel in a URL, so it is named there only as the source kind).
     """
     import hashlib
 
     from regime_dash import scenarios, simulator
-    from regime_dash.ui import cache
+    from regime_dash.ui import cache, state
 
+    def seed_(name: str, param: str, kind_: str, default: Any, **kw) -> dict[str, Any]:
+        if not in_url:
+            return {"value": default}
+        state.restore(f"{key}.{name}", param, kind_, default, **kw)
+        return {}
+
+    def in_range(lo: int, hi: int):
+        return lambda v: lo <= v <= hi
+
+    seed_("kind", "src", "str", SOURCES[0], options=SOURCES)
     kind = st.radio("Source", SOURCES, horizontal=True, key=f"{key}.kind")
     c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
     if kind == "Scenario":
         names = [n for n in scenarios.SCENARIOS if n != "recorded" or scenarios.SAMPLE_STREAM.exists()]
-        name = c1.selectbox("Scenario", names, key=f"{key}.scenario",
-                            index=names.index("kelly_trap_run8") if "kelly_trap_run8" in names else 0)
-        seed = int(c2.number_input("Seed", 0, 2 ** 31 - 1, 0, key=f"{key}.seed"))
-        steps = int(c3.number_input("Steps (0 = preset)", 0, 1_000_000, 0, step=500, key=f"{key}.steps"))
-        accounts = int(c4.number_input("Accounts (0 = preset)", 0, 8192, 0, step=64, key=f"{key}.accounts"))
+        first = names.index("kelly_trap_run8") if "kelly_trap_run8" in names else 0
+        seed_("scenario", "scenario", "str", names[first], options=names)
+        name = c1.selectbox("Scenario", names, key=f"{key}.scenario", **({} if in_url else {"index": first}))
+        seed = int(c2.number_input("Seed", 0, 2 ** 31 - 1, key=f"{key}.seed",
+                                   **seed_("seed", "seed", "int", 0, valid=in_range(0, 2 ** 31 - 1))))
+        steps = int(c3.number_input("Steps (0 = preset)", 0, 1_000_000, step=500, key=f"{key}.steps",
+                                    **seed_("steps", "steps", "int", 0, valid=in_range(0, 1_000_000))))
+        accounts = int(c4.number_input("Accounts (0 = preset)", 0, 8192, step=64, key=f"{key}.accounts",
+                                       **seed_("accounts", "accounts", "int", 0, valid=in_range(0, 8192))))
         st.caption(scenarios.describe(name))
         stream = cache.scenario_stream(name, seed, steps or None, accounts or None)
         return f"scenario:{name}:{seed}:{stream.steps}:{stream.accounts}", stream
@@ -574,15 +597,47 @@ def stream_source(key: str) -> tuple[str | None, Any]:
         suffix = ".npz" if up.name.endswith(".npz") else ".parquet"
         return f"file:{digest}", cache.uploaded_stream(digest, data, suffix)
     names = list(simulator.PRESETS)
-    preset = c1.selectbox("Simulator preset", names, key=f"{key}.preset",
-                          index=names.index("adverse_regime") if "adverse_regime" in names else 0)
-    seed = int(c2.number_input("Seed", 0, 2 ** 31 - 1, 0, key=f"{key}.simseed"))
-    steps = int(c3.number_input("Steps", 100, 200_000, simulator.PRESETS[preset].steps, step=500,
-                                key=f"{key}.simsteps"))
+    first = names.index("adverse_regime") if "adverse_regime" in names else 0
+    seed_("preset", "preset", "str", names[first], options=names)
+    preset = c1.selectbox("Simulator preset", names, key=f"{key}.preset", **({} if in_url else {"index": first}))
+    seed = int(c2.number_input("Seed", 0, 2 ** 31 - 1, key=f"{key}.simseed",
+                               **seed_("simseed", "seed", "int", 0, valid=in_range(0, 2 ** 31 - 1))))
+    steps = int(c3.number_input("Steps", 100, 200_000, step=500, key=f"{key}.simsteps",
+                                **seed_("simsteps", "steps", "int", simulator.PRESETS[preset].steps,
+                                        valid=in_range(100, 200_000))))
     st.caption(simulator.PRESETS[preset].doc + " The live run uses the spec's default config; its "
                "recorded inputs are then replayed open loop under each config.")
     stream = cache.simulator_stream(preset, seed, steps, RegimeConfig().as_dict())
     return f"sim:{preset}:{seed}:{steps}", stream
+
+
+def fast_engine_status(key: str) -> None:
+    """The background compile of the fast engine, as a progress bar while it runs.
+
+    Redraws itself every second while compiling (a fragment: nothing else on
+    the page reruns) and reruns the page once the engine is ready, so ``auto``
+    replays move to it.
+    """
+    from regime_dash.engine import warm
+
+    compiling = warm.compile_state()["state"] == "compiling"
+    if compiling:
+        st.session_state[f"{key}.waited"] = True
+
+    @st.fragment(run_every=1.0 if compiling else None)
+    def badge() -> None:
+        s = warm.compile_state()
+        if s["state"] == "compiling":
+            frac = min(s["elapsed_s"] / max(s["estimate_s"], 1e-9), 0.99)
+            st.progress(frac, text=f"Compiling the fast engine in the background: {s['elapsed_s']:.0f} s of "
+                                   f"about {s['estimate_s']:.0f} s. Replays run on the reference engine "
+                                   "(exact, slower on long streams) until it is ready.")
+        elif s["state"] == "failed":
+            st.warning(f"The fast engine could not be compiled ({s['error']}); replays use the reference engine.")
+        elif s["state"] == "ready" and st.session_state.pop(f"{key}.waited", False):
+            st.rerun()  # the whole page: auto replays now run on the fast engine
+
+    badge()
 
 
 #: Summary metrics shown as headline numbers on the Replay page.

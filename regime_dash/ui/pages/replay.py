@@ -2,45 +2,64 @@
 import streamlit as st
 
 from regime_dash.config import RegimeConfig
+from regime_dash.engine import warm
 from regime_dash.errors import ConfigError
-from regime_dash.ui import cache, widgets
+from regime_dash.ui import cache, state, widgets
 
 st.title("Replay & what-if")
-source_key, stream = widgets.stream_source("replay.source")
+st.caption("Ask what the risk stack would have done under another config. Pick a stream, then move a slider "
+           "on the left: the what-if run is redrawn against the spec's baseline beside it.")
+source_key, stream = widgets.stream_source("replay.source", in_url=True)
 if stream is None:
+    state.publish()
     st.stop()
 status = cache.engine_status()
-engine = widgets.engine_picker("replay.engine", status)
-if engine != "auto" and status.get(engine) is not None:
-    st.error(f"Engine {engine!r} cannot run here: {status[engine]}. Pick another engine.")
+widgets.fast_engine_status("replay.compile")
+auto_now = warm.choose_engine("auto", stream.steps)
+requested = widgets.engine_picker("replay.engine", status, auto_now=auto_now)
+if requested != "auto" and status.get(requested) is not None:
+    st.error(f"Engine {requested!r} cannot run here: {status[requested]}. Pick another engine.")
     st.stop()
+engine = auto_now if requested == "auto" else requested
 layout, layout_source = widgets.active_layout()
 fp = layout.fingerprint_hex()
-st.caption(f"Stream: {stream.steps:,} steps × {stream.accounts:,} accounts.")
-st.caption(f"Slot layout: {layout_source}, fingerprint {fp} (change it on the Slots page).")
+st.caption(f"Stream: {stream.steps:,} steps × {stream.accounts:,} accounts. Slot layout: {layout_source}, "
+           f"fingerprint {fp} (change it on the Slots page).")
+
+
+@st.fragment
+def what_if() -> None:
+    """Sliders on the left, the chart on the right: a slider reruns only this."""
+    left, right = st.columns([1, 2.4])
+    with left:
+        st.markdown("**What-if config** (F2, F4, F5 switches; every RegimeConfig field)")
+        with st.container(height=820):
+            values = widgets.config_controls("replay.whatif", columns=1, in_url=True)
+            smoothing = widgets.smoothing_slider("replay.smoothing", param="smooth")
+    with right:
+        try:
+            config = RegimeConfig(**values)
+        except ConfigError as exc:
+            st.error(f"What-if config rejected: {exc}")
+            state.publish()
+            return
+        base = cache.replay(source_key, stream, RegimeConfig().as_dict(), engine, fp, layout)
+        run = cache.replay(source_key, stream, config.as_dict(), engine, fp, layout)
+        st.caption(f"What-if replayed in {run['seconds'] * 1000:.1f} ms on the {run['engine']} engine.")
+        widgets.summary_metrics("replay.summary", run["summary"], base["summary"])
+        fig = cache.signal_figure(f"replay|{source_key}|{engine}|{fp}|{config}",
+                                  {"baseline": base["frame"], "what-if": run["frame"]}, "step", smoothing, height=900)
+        widgets.plotly_chart(fig, "replay.chart")
+    state.publish()
+
 
 tab_whatif, tab_sweep = st.tabs(["What-if", "Sweep"])
 with tab_whatif:
-    with st.expander("What-if config (every RegimeConfig field; F2, F4, F5 switches)", expanded=True):
-        values = widgets.config_controls("replay.whatif")
-    try:
-        what_if_config = RegimeConfig(**values)
-    except ConfigError as exc:
-        what_if_config = None
-        st.error(f"What-if config rejected: {exc}")
-    if what_if_config is not None:
-        base = cache.replay(source_key, stream, RegimeConfig().as_dict(), engine, fp, layout)
-        what_if = cache.replay(source_key, stream, what_if_config.as_dict(), engine, fp, layout)
-        c1, c2, c3 = st.columns(3)
-        c1.metric("what-if replay time", f"{what_if['seconds'] * 1000:.1f} ms")
-        c2.metric("baseline replay time", f"{base['seconds'] * 1000:.1f} ms")
-        c3.metric("engine", what_if["engine"])
-        widgets.summary_metrics("replay.summary", what_if["summary"], base["summary"])
-        x = widgets.x_axis_picker("replay.x", [what_if["frame"]])
-        smoothing = widgets.smoothing_slider("replay.smoothing")
-        fig = cache.signal_figure(f"replay|{source_key}|{engine}|{fp}|{what_if_config}",
-                                  {"baseline": base["frame"], "what-if": what_if["frame"]}, x, smoothing)
-        widgets.plotly_chart(fig, "replay.chart")
-
+    what_if()
 with tab_sweep:
+    try:
+        what_if_config = RegimeConfig(**widgets.config_values("replay.whatif"))
+    except ConfigError:
+        what_if_config = None
     widgets.sweep_panel("replay.sweep", source_key, stream, engine, what_if_config, layout)
+state.publish()
