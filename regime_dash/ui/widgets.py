@@ -149,6 +149,8 @@ def x_axis_picker(key: str, frames: Sequence[pd.DataFrame], param: str | None = 
     options = ["step"]
     if frames and all("wall_time" in f.columns and f["wall_time"].notna().any() for f in frames):
         options.append("wall_time")
+    if len(options) == 1:
+        return "step"  # nothing to choose: no widget
     if param:
         state.restore(key, param, "str", "step", options=options)
     return st.radio("x axis", options, horizontal=True, key=key)

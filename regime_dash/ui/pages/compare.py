@@ -5,6 +5,7 @@ import streamlit as st
 from regime_dash.ui import cache, widgets
 
 st.title("Compare")
+st.caption("Find where two runs part: pick run A and run B; the first differing step and field are shown first.")
 store = cache.get_store()
 runs = cache.runs_frame(store)
 if len(runs) < 2:

@@ -70,6 +70,21 @@ def _checks_table(what_if: list[dict], baseline: list[dict]) -> pd.DataFrame:
 
 
 st.title("Controllers")
+st.caption("Try a controller module of the trainer (SP14, SP18, Pearl C, the regime observer) on a demo stream: "
+           "pick one, then move its config sliders in the sidebar and see what changes.")
+with st.expander("What the words here mean"):
+    st.markdown(
+        "- **controller module**: one of the trainer's feedback loops, replayed here from its spec on a "
+        "synthetic demo stream.\n"
+        "- **(model)** after a config field: the spec does not give this value; we chose it to make the "
+        "module runnable, so results that depend on it are ours, not the spec's.\n"
+        "- **baseline**: the same stream replayed with every field at its default; each metric shows the "
+        "change from it.\n"
+        "- **invariant check**: a rule the spec says must hold at every step (e.g. a counter resets when "
+        "its flag drops); *fail* lists the first step that breaks it.\n"
+        "- **slot**: a float32 cell of the ISV, the shared state vector the kernels read and write. "
+        "An **orphan** slot is read by some kernel but written by none, so it stays at its bootstrap "
+        "(start) value forever, usually a wiring bug.")
 names = list(MODULES)
 default = next((i for i, n in enumerate(names) if not MODULES[n].core), 0)
 name = st.selectbox("Controller module", names, index=default, format_func=lambda n: MODULES[n].title,

@@ -6,6 +6,8 @@ from regime_dash.figures import signal_panels
 from regime_dash.ui import widgets
 
 st.title("Live")
+st.caption("Watch the pipeline react as it runs: press Play to step the closed-loop simulator, then inject a "
+           "tail shock, a forced flat or a fold boundary and see the regime signals answer.")
 setup = widgets.live_setup("live.setup")
 controls = widgets.live_controls("live.controls")
 try:

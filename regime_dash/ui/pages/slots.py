@@ -8,6 +8,19 @@ from regime_dash.slots import DEFAULT_LAYOUT, import_rust
 from regime_dash.ui import widgets
 
 st.title("Slots")
+st.caption("Check the ISV slot layout the replays use: find a slot by name, see who writes and reads it; "
+           "upload your trainer's isv_slots.rs to replay with its layout.")
+with st.expander("What the words here mean"):
+    st.markdown(
+        "- **ISV**: the float32 state vector every regime kernel reads and writes; a **slot** is one "
+        "named index in it.\n"
+        "- **bootstrap**: the value a slot starts from, and gets back at a fold or phase boundary when its "
+        "**policy** says reset (*keep* slots carry over).\n"
+        "- **producer / consumers**: the kernel that writes a slot and the kernels that read it.\n"
+        "- **orphan**: a slot with consumers but no producer: it is read but never written, so it is stuck "
+        "at its bootstrap value.\n"
+        "- **fingerprint**: a hash (FNV-1a 64) of every slot's name and index; two layouts with the same "
+        "fingerprint are the same layout.")
 upload = st.file_uploader("Use the layout of an isv_slots.rs (`pub const NAME: usize = N;` lines)",
                           type=["rs", "txt"], key="slots.upload")
 layout, source = widgets.active_layout()  # what replays use now (kept across pages)

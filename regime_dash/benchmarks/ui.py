@@ -1,0 +1,291 @@
+"""Dashboard latency benchmark: from a user's action to the updated chart, in headless chromium.
+
+``python -m regime_dash bench ui [--steps 25000] [--big-steps 1000000] [--repeat 5] [--out FILE]``
+
+1. makes the runs: ``kelly_trap_run8`` replayed for ``--steps`` steps and ingested
+   (as ``bench page_load`` does), and a ``--big-steps`` run: the same diag lines,
+   cut to the columns the charts draw, tiled and renumbered, then ingested;
+2. starts ``streamlit run app.py`` against that store (the page-load benchmark's
+   :func:`~regime_dash.benchmarks.page_load.serve`) and waits until the app's
+   background compile of the fast engine is done (the Replay page says which
+   engine ran);
+3. in headless chromium (:func:`~regime_dash.benchmarks.page_load.chromium`),
+   does what a user does and times each action from the key press or click
+   until the browser has drawn the changed chart (a trace's data differs from
+   before, plus two animation frames):
+
+   - Replay: a what-if slider moved one step (``eps_min`` by 0.01, 25k steps);
+   - Explore: the smoothing slider, the step window, a run added (25k and big);
+   - every page's first chart (or first table where a page has no chart), warm.
+
+Each latency is the median of ``--repeat`` actions and is printed beside its
+target from issue 13. The views are opened by URL (``?runs=...&steps=...``), which
+is what the dashboard's query parameters are for. The load average is printed
+too: the machine is shared, and the figures move with it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from regime_dash.benchmarks.page_load import PAINTED_JS, chromium, make_run, serve
+
+#: Targets (seconds) of issue 13, by measurement name.
+TARGETS: dict[str, float] = {
+    "replay_slider": 0.5,
+    "explore_smoothing": 0.7, "explore_window": 0.7, "explore_run_added": 0.7,
+    "explore_big_smoothing": 1.5, "explore_big_window": 1.5, "explore_big_run_added": 1.5,
+    "first_chart_runs": 2.0, "first_chart_explore": 2.0, "first_chart_replay": 2.0,
+    "first_chart_live": 2.0, "first_chart_controllers": 2.0, "first_chart_slots": 2.0,
+    "first_chart_compare": 2.0,
+}
+
+#: A signature of every Plotly graph on the page: trace names, lengths and a sample of
+#: each trace's data. It changes when a chart is redrawn with other data.
+SIGNATURE_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd =>
+    (gd._fullData || []).map(t => {
+        const x = Array.from(t.x || []), y = Array.from(t.y || []);
+        const k = [0, y.length >> 2, y.length >> 1, (3 * y.length) >> 2, y.length - 1];
+        return `${t.name}:${y.length}:${k.map(i => y[i]).join(',')}:${x[0]}:${x[x.length - 1]}`;
+    }).join('|')).join('||')"""
+#: True once a Plotly graph with a trace named ``name`` has drawn.
+HAS_TRACE_JS = """(name) => Array.from(document.querySelectorAll('.js-plotly-plot')).some(gd =>
+    (gd._fullData || []).some(t => t.name === name && (t.y || []).length > 0))"""
+
+#: Columns the charts draw (the big run keeps only these, so its file stays a few hundred MB).
+def _chart_columns() -> list[str]:
+    from regime_dash import figures
+
+    return sorted({"step", figures.DZ_FLAG, figures.DZ_DURATION, figures.DZ_TIMEOUT, figures.DZ_MAX,
+                   figures.EPS_LIVE, figures.EPS_MIN, figures.EPS_MAX, figures.EPS_FACTOR,
+                   figures.TAIL_RECENCY, figures.TAIL_VAR, figures.SIGMA, figures.POPART_VAR,
+                   figures.ENVELOPE, figures.TRANSITION, figures.SAFETY_FRAC, figures.TAU_MIN,
+                   figures.TAU_MIN_EFF, figures.KELLY, figures.KELLY_ANALYTIC})
+
+
+def make_big_run(store: str | os.PathLike, steps: int, seed: int = 0, base_steps: int = 25_000) -> dict[str, Any]:
+    """A ``steps``-step run in ``store``: a ``base_steps`` replay's chart columns, tiled with steps renumbered."""
+    from regime_dash import diag, scenarios
+    from regime_dash.engine import replay
+    from regime_dash.store import RunStore
+
+    t0 = time.perf_counter()
+    frame = replay(scenarios.make("kelly_trap_run8", seed=seed, steps=base_steps, accounts=64), engine="auto")
+    frame = frame[[c for c in _chart_columns() if c in frame.columns]]
+    step_re = re.compile(r'"step": ?-?\d+')
+    with tempfile.TemporaryDirectory() as tmp:
+        small = diag.write_jsonl(frame, Path(tmp) / "base.jsonl")
+        lines = [line for line in small.read_text().splitlines() if line.strip()]
+        path = Path(tmp) / f"big-{steps}.jsonl"
+        with open(path, "w") as out:
+            for t in range(steps):
+                out.write(step_re.sub(f'"step": {t}', lines[t % len(lines)], count=1) + "\n")
+        size = path.stat().st_size
+        result = RunStore(store).ingest(path, name=f"big{steps}")
+    return {"run_id": result.run_id, "rows": result.rows, "jsonl_bytes": size,
+            "prepare_s": time.perf_counter() - t0}
+
+
+def _signature(page) -> str:
+    return page.evaluate(SIGNATURE_JS)
+
+
+def timed_change(page, action: Callable[[], None], timeout_ms: int = 120_000) -> float:
+    """Seconds from ``action()`` until some chart on ``page`` shows other data, painted."""
+    before = _signature(page)
+    t0 = time.perf_counter()
+    action()
+    page.wait_for_function(f"(before) => ({SIGNATURE_JS})() !== before && ({SIGNATURE_JS})() !== ''",
+                           arg=before, polling="raf", timeout=timeout_ms)
+    page.evaluate(PAINTED_JS)
+    return time.perf_counter() - t0
+
+
+def _settle(page, quiet_ms: int = 600) -> None:
+    """Wait until the app has stopped running (no 'Running…' status) and the charts stopped changing."""
+    page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", polling=100)
+    last, still = _signature(page), 0.0
+    while still < quiet_ms / 1000:
+        time.sleep(0.1)
+        now = _signature(page)
+        still = still + 0.1 if now == last else 0.0
+        last = now
+
+
+def _slider(page, label: str, nth: int = 0):
+    return page.locator(f"input[type=range][aria-label='{label}'], [role=slider][aria-label='{label}']").nth(nth)
+
+
+def _press(page, label: str, key: str, nth: int = 0) -> Callable[[], None]:
+    thumb = _slider(page, label, nth)
+
+    def act() -> None:
+        thumb.focus()
+        thumb.press(key)
+    return act
+
+
+def replay_slider(ctx, base: str, steps: int, repeat: int) -> list[float]:
+    """Replay page, ``steps``-step trap scenario: ``eps_min`` one step up (0.01), ``repeat`` times."""
+    page = ctx.new_page()
+    try:
+        page.goto(f"{base}/replay?steps={steps}")
+        page.get_by_text("on the fast engine").first.wait_for(timeout=600_000)  # compile finished
+        page.wait_for_function(HAS_TRACE_JS, arg="what-if kelly_f")
+        _settle(page)
+        out = []
+        for _ in range(repeat):
+            out.append(timed_change(page, _press(page, "eps_min", "ArrowRight")))
+            _settle(page)
+        return out
+    finally:
+        page.close()
+
+
+def explore_actions(ctx, base: str, run_id: str, other_id: str, repeat: int) -> dict[str, list[float]]:
+    """Explore with ``run_id``: smoothing and window moves, then ``other_id`` added to the view."""
+    page = ctx.new_page()
+    out: dict[str, list[float]] = {"smoothing": [], "window": [], "run_added": []}
+    try:
+        page.goto(f"{base}/explore?runs={run_id}")
+        page.locator(".js-plotly-plot").first.wait_for()
+        _settle(page)
+        for _ in range(repeat):
+            out["smoothing"].append(timed_change(
+                page, _press(page, "Smoothing (debiased EMA; flags and counters stay raw)", "PageUp")))
+            _settle(page)
+        for _ in range(repeat):
+            out["window"].append(timed_change(page, _press(page, "Steps in view — start", "PageUp")))
+            _settle(page)
+        for _ in range(repeat):
+            page.goto(f"{base}/explore?runs={run_id}")
+            page.locator(".js-plotly-plot").first.wait_for()
+            _settle(page)
+            box = page.get_by_test_id("stMultiSelect").first
+
+            def add() -> None:
+                box.click()
+                page.get_by_role("option").first.click()
+            out["run_added"].append(timed_change(page, add))
+            _settle(page)
+            page.keyboard.press("Escape")
+        return out
+    finally:
+        page.close()
+
+
+#: Page path → what shows that its first chart (or table) is drawn.
+FIRST_VIEW = {
+    "runs": ("table", "[data-testid=stDataFrame] canvas"),
+    "explore": ("chart", ".js-plotly-plot .cartesianlayer .subplot"),
+    "replay": ("chart", ".js-plotly-plot .cartesianlayer .subplot"),
+    "live": ("controls", "button:has-text('Play')"),
+    "controllers": ("chart", ".js-plotly-plot .cartesianlayer .subplot"),
+    "slots": ("table", "[data-testid=stDataFrame] canvas"),
+    "compare": ("chart", ".js-plotly-plot .cartesianlayer .subplot"),
+}
+
+
+def first_views(ctx, base: str, runs_query: str, repeat: int) -> dict[str, list[float]]:
+    """Seconds from navigating a fresh page to each page until its first chart (or table) is painted."""
+    out: dict[str, list[float]] = {}
+    for name, (_, selector) in FIRST_VIEW.items():
+        times = []
+        for _ in range(repeat + 1):  # the first load of each page warms its caches; it is dropped
+            page = ctx.new_page()
+            try:
+                t0 = time.perf_counter()
+                page.goto(f"{base}/{'' if name == 'runs' else name}{runs_query if name == 'explore' else ''}")
+                page.locator(selector).first.wait_for()
+                page.evaluate(PAINTED_JS)
+                times.append(time.perf_counter() - t0)
+            finally:
+                page.close()
+        out[name] = times[1:]
+    return out
+
+
+def run(steps: int = 25_000, big_steps: int = 1_000_000, repeat: int = 5) -> dict[str, Any]:
+    """The whole benchmark; returns the JSON-able result."""
+    from regime_dash.errors import ValidationError
+
+    if repeat < 1:
+        raise ValidationError(f"repeat must be >= 1, got {repeat!r}", field="repeat", value=repeat)
+    load = [os.getloadavg()]
+    with tempfile.TemporaryDirectory(prefix="regime-dash-store-") as store:
+        print("preparing the runs…", file=sys.stderr)
+        small = make_run(store, steps, 64)
+        second = make_run(store, steps, 64, seed=1)
+        big = make_big_run(store, big_steps) if big_steps else None
+        with serve(store) as base, chromium(viewport=(1600, 1200)) as ctx:
+            print("replay slider…", file=sys.stderr)
+            latencies: dict[str, list[float]] = {"replay_slider": replay_slider(ctx, base, steps, repeat)}
+            load.append(os.getloadavg())
+            print("explore, 25k…", file=sys.stderr)
+            for k, v in explore_actions(ctx, base, small["run_id"], second["run_id"], repeat).items():
+                latencies[f"explore_{k}"] = v
+            if big:
+                print(f"explore, {big_steps:,} steps…", file=sys.stderr)
+                for k, v in explore_actions(ctx, base, big["run_id"], small["run_id"], repeat).items():
+                    latencies[f"explore_big_{k}"] = v
+            load.append(os.getloadavg())
+            print("first chart of each page…", file=sys.stderr)
+            for k, v in first_views(ctx, base, f"?runs={small['run_id']}", repeat).items():
+                latencies[f"first_chart_{k}"] = v
+            load.append(os.getloadavg())
+    rows = {name: {"median_s": statistics.median(v), "min_s": min(v), "max_s": max(v), "n": len(v),
+                   "target_s": TARGETS.get(name), "meets": statistics.median(v) <= TARGETS.get(name, float("inf"))}
+            for name, v in latencies.items()}
+    return {"benchmark": "ui", "steps": steps, "big_steps": big_steps, "repeat": repeat, "runs": {
+        "small": small, "second": second, "big": big}, "latencies": rows, "samples_s": latencies,
+        "load_average": load, "cpus": os.cpu_count()}
+
+
+def table(result: dict[str, Any]) -> str:
+    """The result as a text table: each latency beside its target."""
+    lines = [f"{'measurement':<28} {'median s':>9} {'min':>7} {'max':>7} {'target':>7}  ok"]
+    for name, r in result["latencies"].items():
+        target = "" if r["target_s"] is None else f"{r['target_s']:.1f}"
+        lines.append(f"{name:<28} {r['median_s']:>9.3f} {r['min_s']:>7.3f} {r['max_s']:>7.3f} {target:>7}  "
+                     + ("yes" if r["meets"] else "NO"))
+    lines.append("load average (1, 5, 15 min) at start, after replay, after explore, at end: "
+                 + "; ".join(", ".join(f"{x:.1f}" for x in la) for la in result["load_average"]))
+    return "\n".join(lines)
+
+
+def _main(args: argparse.Namespace) -> int:
+    result = run(args.steps, args.big_steps, args.repeat)
+    print(table(result))
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--steps", type=int, default=25_000, help="steps of the Replay stream and Explore runs (25000)")
+    p.add_argument("--big-steps", type=int, default=1_000_000,
+                   help="steps of the long Explore run (default 1000000; 0 leaves it out)")
+    p.add_argument("--repeat", type=int, default=5, help="actions per measurement; the median is reported (5)")
+    p.add_argument("--out", help="also write the JSON result to this file")
+
+
+def register(subparsers) -> None:
+    """Add ``bench ui`` (see the module docstring)."""
+    p = subparsers.add_parser("ui", help="dashboard latencies (action → updated chart) in headless chromium",
+                              description=__doc__.split("\n\n")[0])
+    _add_arguments(p)
+    p.set_defaults(func=_main)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m regime_dash.benchmarks.ui", description=__doc__.split("\n\n")[0])
+    _add_arguments(parser)
+    sys.exit(_main(parser.parse_args()))
