@@ -493,3 +493,92 @@ def test_compare_two_runs(loaded):
     at.selectbox(key="compare.b").set_value(run_ids()[0]).run()
     no_exception(at, "same run")
     assert any(s.value.startswith("identical") for s in at.success)
+
+
+# ---- views that survive (query parameters, selection across pages) -------------------------
+def test_explore_view_round_trips_through_the_url(loaded, monkeypatch):
+    at = loaded
+    at.switch_page(page("explore")).run()
+    ids = run_ids()
+    at.multiselect(key="explore.runs").set_value(ids).run()
+    at.slider(key="explore.smoothing").set_value(0.5).run()
+    at.slider(key="explore.window").set_value((100, 300)).run()
+    no_exception(at, "view set")
+    url = dict(at.query_params)
+    assert url["runs"] == [",".join(ids)] or url["runs"] == ",".join(ids)
+    flat = {k: (v[0] if isinstance(v, list) else v) for k, v in url.items()}
+    assert flat["smooth"] == "0.5" and flat["window"] == "100..300"
+
+    # the copied URL, opened in a new session, shows the same view
+    fresh = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    for k, v in flat.items():
+        fresh.query_params[k] = v
+    fresh.switch_page(page("explore")).run()
+    no_exception(fresh, "reopened")
+    assert fresh.multiselect(key="explore.runs").value == ids
+    assert fresh.slider(key="explore.smoothing").value == 0.5
+    assert fresh.slider(key="explore.window").value == (100, 300)
+    legend = [t for t in chart_spec(fresh)["data"] if t.get("showlegend")]
+    assert len(legend) == 2
+    xs = np.concatenate([values(t["x"]) for t in chart_spec(fresh)["data"] if t.get("name", "").endswith("kelly_f")])
+    assert min(xs) >= 100 and max(xs) <= 300
+
+    # a URL naming a run that is gone keeps the rest of the view
+    gone = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    gone.query_params["runs"] = f"no-such-run,{ids[1]}"
+    gone.switch_page(page("explore")).run()
+    no_exception(gone, "unknown run in the URL")
+    assert gone.multiselect(key="explore.runs").value == [ids[1]]
+
+
+def test_selection_survives_page_switches(loaded):
+    at = loaded
+    at.switch_page(page("explore")).run()
+    ids = run_ids()
+    at.multiselect(key="explore.runs").set_value(ids[::-1]).run()
+    at.slider(key="explore.smoothing").set_value(0.25).run()
+    for other in ("runs", "replay", "compare"):
+        at.switch_page(page(other)).run()
+        no_exception(at, other)
+        at.switch_page(page("explore")).run()
+        no_exception(at, f"explore after {other}")
+        assert at.multiselect(key="explore.runs").value == ids[::-1], other
+        assert at.slider(key="explore.smoothing").value == 0.25, other
+
+
+def test_replay_config_round_trips_through_the_url(tmp_path, monkeypatch):
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.query_params.update({"resurrection": "0", "max_duration": "200", "steps": "3000"})
+    at.switch_page(page("replay")).run()
+    no_exception(at, "replay from a URL")
+    assert at.toggle(key="replay.whatif.resurrection").value is False
+    assert at.slider(key="replay.whatif.max_duration").value == 200.0
+    assert at.number_input(key="replay.source.steps").value == 3000
+    assert metric(at, "timeouts") == "1"
+    at.slider(key="replay.whatif.max_duration").set_value(5000.0).run()
+    flat = {k: (v[0] if isinstance(v, list) else v) for k, v in dict(at.query_params).items()}
+    assert flat["max_duration"] == "5000" and flat["resurrection"] == "0" and flat["steps"] == "3000"
+    assert "eps_min" not in flat  # defaults stay out of the URL
+    at.slider(key="replay.whatif.max_duration").set_value(1000.0).run()  # back to the default
+    assert "max_duration" not in dict(at.query_params)
+
+
+def test_first_replay_answers_while_the_fast_engine_compiles(tmp_path, monkeypatch):
+    """A compile in progress (held here, as a cold one would be) does not hold the first replay."""
+    from regime_dash.engine import warm
+
+    monkeypatch.setattr(warm, "start_fast_compile", lambda: None)
+    monkeypatch.setattr(warm, "_loaded_in_process", lambda: False)  # as in a process that has not compiled
+    monkeypatch.setitem(warm._STATE, "state", "compiling")
+    monkeypatch.setitem(warm._STATE, "started", __import__("time").monotonic())
+    monkeypatch.setitem(warm._STATE, "cached", False)
+    monkeypatch.setitem(warm._STATE, "finished", None)
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.switch_page(page("replay")).run()
+    no_exception(at, "replay while compiling")
+    assert any(c.value.startswith("What-if replayed in ") and c.value.endswith("on the reference engine.")
+               for c in at.caption)
+    assert at.selectbox(key="replay.engine").options[0] == "auto (→ reference)"
+    progress = at.get("progress")
+    assert progress and "Compiling the fast engine in the background" in progress[0].proto.text
+    assert metric(at, "timeouts") in ("0", "1")  # the replay answered: its summary is on the page

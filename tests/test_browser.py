@@ -125,3 +125,61 @@ def test_upload_explore_and_what_if(server, browser_page):
     assert opened.inner_text().startswith("Replay of max_duration=")
     page.locator(".js-plotly-plot:visible .subplot").nth(6).wait_for()
     shot(page, "5-sweep-cell-opened")
+
+
+#: Steps of each point of the trace named ``name`` (as drawn) that fall in ``[lo, hi]``.
+POINTS_IN_JS = """([name, lo, hi]) => {
+    for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+        const t = (gd._fullData || []).find(t => t.name === name);
+        if (t) return Array.from(t.x).filter(x => x >= lo && x <= hi).length;
+    }
+    return -1;
+}"""
+
+
+def test_zoom_redraws_the_window_with_more_detail(server, browser_page, tmp_path):
+    """Dragging across Explore's chart re-reads the window at full resolution: more points in it."""
+    from regime_dash import RegimeConfig, diag, replay, scenarios
+
+    page = browser_page
+    frame = replay(scenarios.make("kelly_trap_run8", steps=8000, accounts=16), RegimeConfig(), engine="reference")
+    path = diag.write_jsonl(frame, tmp_path / "long.jsonl")
+    page.goto(server + "/")
+    page.set_input_files("input[type=file]", str(path))
+    page.get_by_text("long.jsonl: 8,000 rows").wait_for()
+    page.goto(server + "/explore")
+    page.get_by_test_id("stMultiSelect").first.click()
+    page.get_by_role("option", name="long").first.click()
+    page.keyboard.press("Escape")
+    traces_with(page, "long kelly_f")
+    lo, hi = 3000, 4000
+    before = page.evaluate(POINTS_IN_JS, ["long kelly_f", lo, hi])
+    assert 0 < before < hi - lo  # the whole run's view keeps a sample of this window
+
+    # drag across the kelly panel from step lo to step hi
+    box = page.evaluate("""() => {
+        const gd = Array.from(document.querySelectorAll('.js-plotly-plot')).pop();
+        const t = gd._fullData.find(t => t.name === 'long kelly_f');
+        const ax = gd._fullLayout['xaxis' + t.xaxis.slice(1)], ya = gd._fullLayout['yaxis' + t.yaxis.slice(1)];
+        const r = gd.getBoundingClientRect();
+        return {left: r.left + ax._offset, width: ax._length, x0: ax.range[0], x1: ax.range[1],
+                y: r.top + ya._offset + ya._length / 2};
+    }""")
+
+    def px(step):
+        return box["left"] + (step - box["x0"]) / (box["x1"] - box["x0"]) * box["width"]
+    page.mouse.move(px(lo), box["y"])
+    page.mouse.down()
+    page.mouse.move(px((lo + hi) / 2), box["y"], steps=5)
+    page.mouse.move(px(hi), box["y"], steps=5)
+    page.mouse.up()
+    start = page.locator("input[type=range][aria-label='Steps in view — start']")
+    page.wait_for_function("(el) => Number(el.getAttribute('aria-valuetext')) > 0", arg=start.element_handle())
+    page.wait_for_function(f"() => ({POINTS_IN_JS})(['long kelly_f', {lo + 50}, {hi - 50}]) > {before}")
+    window = (int(start.get_attribute("aria-valuetext")),
+              int(page.locator("input[type=range][aria-label='Steps in view — end']").get_attribute("aria-valuetext")))
+    assert abs(window[0] - lo) < 150 and abs(window[1] - hi) < 150, window
+    after = page.evaluate(POINTS_IN_JS, ["long kelly_f", *window])
+    assert after == window[1] - window[0] + 1  # every step of the window, not a sample
+    assert "window=" in page.url  # the zoom is in the URL too
+    shot(page, "6-explore-zoomed")

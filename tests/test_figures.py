@@ -157,8 +157,8 @@ def test_million_steps_are_downsampled(trap_frame):
     fig = figures.signal_panels({"big": big}, n_out=2000)
     assert len(big) >= 1_000_000
     assert max(len(t.x) for t in fig.data if t.mode == "lines" and t.fill is None) <= 2000
-    band = [t for t in fig.data if t.name == "big kelly_f min/max"]
-    assert len(band) == 2 and band[1].fill == "tonexty"
+    (band,) = [t for t in fig.data if t.name == "big kelly_f min/max"]
+    assert band.fill == "toself" and len(band.x) == len(band.y) == 2 * (2000 // 4)
     assert len(fig.to_json()) < 5_000_000  # what the browser receives stays small
 
 
@@ -207,3 +207,37 @@ def test_figures_does_not_import_streamlit():
     code = "import regime_dash.figures, sys; print('streamlit' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# ---- readable charts ---------------------------------------------------------------------
+def test_every_panel_has_a_y_title_with_units(trap_frame):
+    fig = figures.signal_panels({"r": trap_frame})
+    titles = {k: fig.layout[k].title.text for k in fig.layout if k.startswith("yaxis")}
+    want = [t for pair in figures.PANEL_Y for t in pair if t]
+    assert sorted(t for t in titles.values() if t) == sorted(want)
+    assert all("(" in t and t.endswith(")") for t in want)  # each names its unit
+    assert fig.layout.hovermode == "x unified"
+    assert fig.layout.xaxis7.tickformat == "d" and fig.layout.xaxis7.hoverformat == "d"
+
+
+def test_series_of_a_run_share_its_hue_but_not_its_tone(trap_frame):
+    fig = figures.signal_panels({"r": trap_frame})
+    sigma, = _traces(fig, "r σ")
+    envelope, = _traces(fig, "r envelope")
+    assert sigma.line.color == figures.run_colour(0)
+    assert envelope.line.color != sigma.line.color and envelope.line.width != sigma.line.width
+    # identical runs: the first is drawn wider, so the second cannot hide it
+    fig2 = figures.signal_panels({"a": trap_frame, "b": trap_frame})
+    a, = _traces(fig2, "a kelly_f")
+    b, = _traces(fig2, "b kelly_f")
+    assert a.line.width > b.line.width and a.line.color != b.line.color
+
+
+def test_runs_align_at_their_first_step(trap_frame):
+    later = trap_frame.assign(step=trap_frame["step"] + 5000)
+    fig = figures.signal_panels({"a": trap_frame, "b": later},
+                                x_offsets={"a": int(trap_frame["step"].min()), "b": int(later["step"].min())})
+    a, = _traces(fig, "a kelly_f")
+    b, = _traces(fig, "b kelly_f")
+    assert list(a.x) == list(b.x) and a.x[0] == 0
+    assert fig.layout.xaxis7.title.text == "steps since each run's first step"
