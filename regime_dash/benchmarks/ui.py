@@ -213,12 +213,22 @@ def first_views(ctx, base: str, runs_query: str, repeat: int) -> dict[str, list[
     return out
 
 
-def run(steps: int = 25_000, big_steps: int = 1_000_000, repeat: int = 5) -> dict[str, Any]:
-    """The whole benchmark; returns the JSON-able result."""
+#: Groups of measurements ``--only`` picks from.
+GROUPS = ("replay", "explore", "big", "pages")
+
+
+def run(steps: int = 25_000, big_steps: int = 1_000_000, repeat: int = 5,
+        only: tuple[str, ...] = GROUPS) -> dict[str, Any]:
+    """The whole benchmark (or the groups ``only`` names); returns the JSON-able result."""
     from regime_dash.errors import ValidationError
 
     if repeat < 1:
         raise ValidationError(f"repeat must be >= 1, got {repeat!r}", field="repeat", value=repeat)
+    for g in only:
+        if g not in GROUPS:
+            raise ValidationError(f"unknown measurement group {g!r}; choose from {list(GROUPS)}",
+                                  field="only", value=g)
+    big_steps = big_steps if "big" in only else 0
     load = [os.getloadavg()]
     with tempfile.TemporaryDirectory(prefix="regime-dash-store-") as store:
         print("preparing the runs…", file=sys.stderr)
@@ -226,20 +236,24 @@ def run(steps: int = 25_000, big_steps: int = 1_000_000, repeat: int = 5) -> dic
         second = make_run(store, steps, 64, seed=1)
         big = make_big_run(store, big_steps) if big_steps else None
         with serve(store) as base, chromium(viewport=(1600, 1200)) as ctx:
-            print("replay slider…", file=sys.stderr)
-            latencies: dict[str, list[float]] = {"replay_slider": replay_slider(ctx, base, steps, repeat)}
+            latencies: dict[str, list[float]] = {}
+            if "replay" in only:
+                print("replay slider…", file=sys.stderr)
+                latencies["replay_slider"] = replay_slider(ctx, base, steps, repeat)
             load.append(os.getloadavg())
-            print("explore, 25k…", file=sys.stderr)
-            for k, v in explore_actions(ctx, base, small["run_id"], second["run_id"], repeat).items():
-                latencies[f"explore_{k}"] = v
+            if "explore" in only:
+                print(f"explore, {steps:,} steps…", file=sys.stderr)
+                for k, v in explore_actions(ctx, base, small["run_id"], second["run_id"], repeat).items():
+                    latencies[f"explore_{k}"] = v
             if big:
                 print(f"explore, {big_steps:,} steps…", file=sys.stderr)
                 for k, v in explore_actions(ctx, base, big["run_id"], small["run_id"], repeat).items():
                     latencies[f"explore_big_{k}"] = v
             load.append(os.getloadavg())
-            print("first chart of each page…", file=sys.stderr)
-            for k, v in first_views(ctx, base, f"?runs={small['run_id']}", repeat).items():
-                latencies[f"first_chart_{k}"] = v
+            if "pages" in only:
+                print("first chart of each page…", file=sys.stderr)
+                for k, v in first_views(ctx, base, f"?runs={small['run_id']}", repeat).items():
+                    latencies[f"first_chart_{k}"] = v
             load.append(os.getloadavg())
     rows = {name: {"median_s": statistics.median(v), "min_s": min(v), "max_s": max(v), "n": len(v),
                    "target_s": TARGETS.get(name), "meets": statistics.median(v) <= TARGETS.get(name, float("inf"))}
@@ -262,7 +276,7 @@ def table(result: dict[str, Any]) -> str:
 
 
 def _main(args: argparse.Namespace) -> int:
-    result = run(args.steps, args.big_steps, args.repeat)
+    result = run(args.steps, args.big_steps, args.repeat, tuple(args.only.split(",")))
     print(table(result))
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
@@ -274,6 +288,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--big-steps", type=int, default=1_000_000,
                    help="steps of the long Explore run (default 1000000; 0 leaves it out)")
     p.add_argument("--repeat", type=int, default=5, help="actions per measurement; the median is reported (5)")
+    p.add_argument("--only", default=",".join(GROUPS),
+                   help=f"comma-separated measurement groups (default all: {','.join(GROUPS)})")
     p.add_argument("--out", help="also write the JSON result to this file")
 
 
