@@ -68,7 +68,7 @@ def test_a_compile_is_announced_and_never_silent(monkeypatch):
     import io
 
     monkeypatch.setattr(warm, "fast_needs_compile", lambda device="auto": True)
-    monkeypatch.setattr(warm, "cache_is_fresh", lambda: False)
+    monkeypatch.setattr(warm, "cache_is_fresh", lambda names=None: False)
     monkeypatch.setattr(warm, "_loaded_in_process", lambda: False)
     monkeypatch.setattr(warm, "_load_timings", lambda: {"cold_s": 42.0, "cached_s": 1.0})
     out = io.StringIO()

@@ -116,9 +116,9 @@ def run(args: argparse.Namespace) -> int:
     configs = 1
     for values in grid.values():
         configs *= len(values)
-    engine = warm.choose_engine(args.engine, stream.steps * configs)
+    engine = warm.choose_engine(args.engine, stream.steps * configs, warm.SWEEP_KERNELS)
     device = args.device if engine in ("auto", "fast") else "auto"
-    with warm.announced(engine):
+    with warm.announced(engine, kernels=warm.SWEEP_KERNELS):
         result = sweep(stream, grid, engine=engine, base=base, device=device)
     table = result.table
     if args.out:

@@ -34,8 +34,12 @@ from typing import IO, Any, Iterator
 #: the 2-core development machine (25,000 steps in 3.5 s); used only to decide whether
 #: answering on the reference beats waiting for the compile.
 REFERENCE_S_PER_STEP = 1.4e-4
-#: Estimates before anything was measured here (the 2-core development machine, under load).
-DEFAULT_ESTIMATES = {"cold_s": 150.0, "cached_s": 8.0}
+#: Estimates before anything was measured here: the 2-core development machine at load
+#: average 7 compiled in 31–45 s and loaded the cache in about a second.
+DEFAULT_ESTIMATES = {"cold_s": 45.0, "cached_s": 2.0}
+#: The compiled functions one replay runs, and one sweep (names in ``fast._kernels()``).
+REPLAY_KERNELS = ("phase1", "scan", "normalize")
+SWEEP_KERNELS = ("phase1", "sweep")
 #: Where measured compile times are kept: beside numba's cache of the fast engine.
 TIMINGS = Path(__file__).resolve().parent / "__pycache__" / "fast_compile_times.json"
 #: The steps and accounts of the stream the compile runs on (every argument type of a real replay).
@@ -76,21 +80,24 @@ def compile_kernels() -> None:
     fast.sweep_cpu(stream, np.stack([isv0, isv0]), np.stack([boot, boot]), layout, keep=[0])
 
 
-def _dispatchers() -> list:
+def _dispatchers(names: tuple[str, ...] | None = None) -> list:
     from regime_dash.engine import fast
 
-    return [k for k in fast._kernels().values() if hasattr(k, "_cache")]
+    kernels = fast._kernels()
+    picked = {n: k for n, k in kernels.items() if names is None or n in names} or kernels
+    return [k for k in picked.values() if hasattr(k, "_cache")]
 
 
-def cache_is_fresh() -> bool:
-    """True when every numba function of the fast engine has a disk-cache entry it can load now.
+def cache_is_fresh(names: tuple[str, ...] | None = None) -> bool:
+    """True when the fast engine's numba functions (those in ``names``; all when None) have a
+    disk-cache entry each that numba can load now.
 
     An entry counts only if numba would use it: written by this numba version,
     for the source file as it is now (its stamp), and with the same bytecode,
     closure and machine (the index key numba computes before loading).
     """
     try:
-        dispatchers = _dispatchers()
+        dispatchers = _dispatchers(names)
     except Exception:  # noqa: BLE001 - no numba, or the engine cannot build: nothing is cached
         return False
     if not dispatchers:
@@ -225,13 +232,14 @@ def _loaded_in_process() -> bool:
     return fast._KERNELS is not None and all(getattr(d, "signatures", None) for d in fast._KERNELS.values())
 
 
-def choose_engine(requested: str, steps: int) -> str:
+def choose_engine(requested: str, steps: int, kernels: tuple[str, ...] = REPLAY_KERNELS) -> str:
     """The engine a replay of ``steps`` steps should run on now.
 
     ``auto`` is ``fast`` when it needs no compile (compiled in this process, or
     on a GPU); otherwise ``reference`` when replaying on it is expected to take
     less than the rest of the compile, else ``fast`` (the caller then waits for
-    the compile, and says so). Any other name is returned as it is.
+    the compile, and says so). ``kernels`` names the compiled functions the
+    work needs (a replay's or a sweep's). Any other name is returned as it is.
     """
     if requested != "auto":
         return requested
@@ -247,7 +255,7 @@ def choose_engine(requested: str, steps: int) -> str:
         return "reference"
     if s["state"] == "compiling":
         remaining = max(s["estimate_s"] - s["elapsed_s"], 0.0)
-    elif cache_is_fresh():  # not started here (the CLI): a fresh disk cache loads in about a second
+    elif cache_is_fresh(kernels):  # not started here (the CLI): a fresh disk cache loads in about a second
         return "fast"
     else:
         remaining = estimate_s(False)
@@ -255,15 +263,17 @@ def choose_engine(requested: str, steps: int) -> str:
 
 
 @contextlib.contextmanager
-def announced(engine: str, out: IO[str] | None = None, every_s: float = 15.0) -> Iterator[None]:
+def announced(engine: str, out: IO[str] | None = None, every_s: float = 15.0,
+              kernels: tuple[str, ...] = REPLAY_KERNELS) -> Iterator[None]:
     """Around a replay on ``engine``: if it will compile the fast engine, say so first and while it runs.
 
     Prints ``compiling the fast engine once (about N s)`` to ``out`` (stderr by
     default) before a compile the disk cache cannot spare, then a line every
     ``every_s`` seconds until the block ends, so a terminal never waits in silence.
+    ``kernels`` names the compiled functions the block runs.
     """
     out = sys.stderr if out is None else out
-    if engine != "fast" or not fast_needs_compile() or cache_is_fresh():
+    if engine != "fast" or not fast_needs_compile() or cache_is_fresh(kernels):
         yield
         return
     print(f"compiling the fast engine once (about {estimate_s(False):.0f} s; later runs load it from the "
