@@ -256,11 +256,13 @@ def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothin
         raise ValidationError(f"runs can be aligned at their first step on the step axis only, not {x!r}",
                               field="x_offsets", value=x)
     n = len(runs)
+    batch = _TraceBatch()
     for i, (label, frame) in enumerate(runs.items()):
         colour = (colours or {}).get(label, run_colour(i))
         # earlier runs draw wider, so a later run drawn exactly on top leaves a rim of the earlier one
-        _add_run(fig, go, label, frame, colour, x=x, smoothing=smoothing, n_out=n_out,
+        _add_run(batch, go, label, frame, colour, x=x, smoothing=smoothing, n_out=n_out,
                  offset=float((x_offsets or {}).get(label, 0.0)), widen=1.0 + 0.7 * (n - 1 - i))
+    batch.add_to(fig)
     fig.update_yaxes(type="log", row=3, col=1, secondary_y=False)
     for r, (left, right) in enumerate(PANEL_Y, start=1):
         kw = dict(row=r, col=1, title_font=dict(size=11))
@@ -280,6 +282,28 @@ def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothin
         lo, hi = x_range
         fig.update_xaxes(range=list(_plot_x(np.array([lo, hi], dtype=np.float64), x)))
     return fig
+
+
+class _TraceBatch:
+    """Collects traces with their subplot, then adds them to a figure in one call.
+
+    ``Figure.add_trace(row=..., col=...)`` looks up the subplot grid and revalidates
+    the figure's data on every call; one ``add_traces`` for all of them costs a
+    fraction of that (a slider move rebuilds the figure).
+    """
+
+    def __init__(self) -> None:
+        self.data: list = []
+        self._where: list[tuple[int, int, bool]] = []
+
+    def add_trace(self, trace, row: int, col: int, secondary_y: bool = False) -> None:
+        self.data.append(trace)
+        self._where.append((row, col, secondary_y))
+
+    def add_to(self, fig) -> None:
+        if self.data:
+            rows, cols, sec = (list(v) for v in zip(*self._where))
+            fig.add_traces(self.data, rows=rows, cols=cols, secondary_ys=sec)
 
 
 def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, smoothing: float,
@@ -460,3 +484,72 @@ def sweep_line(table: pd.DataFrame, x_field: str, metric: str):
     fig.update_layout(xaxis_title=x_field, yaxis_title=metric, height=420,
                       margin=dict(l=60, r=20, t=30, b=50))
     return fig
+
+
+# ---- the live chart ---------------------------------------------------------------------
+#: The Live page's panels: (title, y-axis title with units, [(column, series name, dash)]).
+LIVE_PANELS: tuple[tuple[str, str, tuple[tuple[str, str, str], ...]], ...] = (
+    ("dead zone", "duration (steps)", ((DZ_DURATION, "duration", "solid"),)),
+    ("ε recovery", "ε (fraction)", ((EPS_LIVE, "ε live", "solid"), (EPS_MIN, "ε min", "dot"))),
+    ("σ envelope", "σ (reward units)", ((SIGMA, "σ", "solid"), (ENVELOPE, "envelope", "dash"))),
+    ("kelly fraction", "kelly_f (fraction)", ((KELLY, "kelly_f", "solid"), (KELLY_ANALYTIC, "analytic", "dash"))),
+)
+
+
+def live_figure(frame: pd.DataFrame, marks: Mapping[str, Sequence[int]] | None = None, *,
+                window: int = 2000, colour: str = RUN_COLOURS[0]) -> dict:
+    """The Live page's chart of the last ``window`` steps of ``frame``, as a plain Plotly dict.
+
+    A dict, not a :class:`plotly.graph_objects.Figure`: it is rebuilt ten times a
+    second while a run plays, and skipping plotly's validation makes that a few
+    milliseconds. The layout carries a fixed ``uirevision``, so the browser
+    updates the traces in place rather than redrawing the chart.
+
+    Parameters
+    ----------
+    frame
+        The live run so far (``step`` and the canonical diag columns).
+    marks
+        ``{what: [step, ...]}``: injections (or any event) drawn as markers at their
+        steps on every panel's x axis, named in the legend.
+    window
+        Trailing steps shown.
+    colour
+        The run's colour.
+    """
+    tail = frame.iloc[-window:] if len(frame) > window else frame
+    x = tail["step"].to_numpy(dtype=np.int64) if "step" in tail.columns else np.arange(len(tail))
+    n = len(LIVE_PANELS)
+    gap = 0.04
+    height = (1.0 - gap * (n - 1)) / n
+    data: list[dict] = []
+    layout: dict = {"height": 760, "margin": dict(l=70, r=20, t=30, b=40), "hovermode": "x unified",
+                    "uirevision": "live", "showlegend": True,
+                    "legend": dict(orientation="h", yanchor="bottom", y=1.01, x=0), "annotations": []}
+    for i, (title, ytitle, series) in enumerate(LIVE_PANELS):
+        top = 1.0 - i * (height + gap)
+        ax = "" if i == 0 else str(i + 1)
+        layout[f"yaxis{ax}"] = dict(domain=[max(0.0, round(top - height, 6)), min(1.0, round(top, 6))], title=dict(text=ytitle, font=dict(size=11)),
+                                    anchor=f"x{ax}")
+        layout[f"xaxis{ax}"] = dict(anchor=f"y{ax}", tickformat="d", hoverformat="d",
+                                    **({"matches": "x"} if i else {}), showticklabels=i == n - 1,
+                                    **({"title": dict(text="step")} if i == n - 1 else {}))
+        layout["annotations"].append(dict(text=title, x=0, xanchor="left", y=top, yanchor="bottom",
+                                          xref="paper", yref="paper", showarrow=False, font=dict(size=12)))
+        for k, (column, name, dash) in enumerate(series):
+            if column not in tail.columns:
+                continue
+            y = pd.to_numeric(tail[column], errors="coerce").to_numpy(dtype=np.float64)
+            data.append(dict(type="scatter", mode="lines", x=x, y=y, name=name, xaxis=f"x{ax}", yaxis=f"y{ax}",
+                             line=dict(color=tone(colour, 2 * k), dash=dash, width=1.5 + (k == 0)),
+                             showlegend=False, hovertemplate=f"{name}: %{{y:.6g}}<extra></extra>"))
+    symbols = ("diamond", "x", "triangle-up", "circle")
+    for j, (what, steps) in enumerate((marks or {}).items()):
+        steps = [s for s in steps if len(x) and x[0] <= s <= x[-1]]
+        for i in range(n):
+            ax = "" if i == 0 else str(i + 1)
+            data.append(dict(type="scatter", mode="markers", x=steps, y=[0.0] * len(steps), name=what,
+                             xaxis=f"x{ax}", yaxis=f"y{ax}", legendgroup=what, showlegend=i == 0,
+                             marker=dict(symbol=symbols[j % len(symbols)], size=10, color="black"),
+                             hovertemplate=f"{what} at step %{{x:d}}<extra></extra>"))
+    return {"data": data, "layout": layout}

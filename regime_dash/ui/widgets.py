@@ -708,7 +708,7 @@ def live_controls(key: str) -> dict[str, Any]:
                 on_click=lambda: st.session_state.update({pk: not st.session_state[pk]}))
     step = c[1].button("Step", key=f"{key}.step", icon=":material/skip_next:")
     reset = c[2].button("Reset", key=f"{key}.reset", icon=":material/restart_alt:")
-    speed = c[3].slider("Speed (steps per tick, 1 tick/s)", 1, 500, 20, key=f"{key}.speed")
+    speed = c[3].slider("Speed (steps per tick, 10 ticks/s)", 1, 500, 20, key=f"{key}.speed")
     d = st.columns(3)
     shock = d[0].button("Inject tail shock", key=f"{key}.shock", icon=":material/bolt:")
     flat = d[1].button("Force every account flat", key=f"{key}.flat", icon=":material/block:")

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from regime_dash.errors import ConfigError
-from regime_dash.figures import signal_panels
+from regime_dash.figures import live_figure
 from regime_dash.ui import widgets
 
 st.title("Live")
@@ -25,7 +25,11 @@ if controls["step"] or controls["shock"] or controls["flat"] or controls["bounda
     sim.step(1)  # an injection takes effect at the next step: take it, so it shows at once
 
 
-@st.fragment(run_every=1.0 if controls["playing"] else None)
+#: Seconds between ticks while playing: ten redraws a second, each one step of `speed` steps.
+TICK_S = 0.1
+
+
+@st.fragment(run_every=TICK_S if controls["playing"] else None)
 def live_view() -> None:
     if controls["playing"]:
         sim.step(controls["speed"])
@@ -39,8 +43,9 @@ def live_view() -> None:
         c[2].metric("dead zone", "ON" if last["risk_stack.regime.dead_zone.flag"] else "off")
         c[3].metric("open accounts", f"{int(market['open_accounts'].iloc[-1]):,}")
         c[4].metric("cumulative pnl", f"{market['cum_pnl'].iloc[-1]:,.0f}")
-        st.plotly_chart(signal_panels({"live": frame}, n_out=800, height=1100), key="live.chart",
-                        config={"displaylogo": False})
+        marks = {"tail shock": market.loc[market["shock"] != 0, "step"].tolist(),
+                 "forced flat": market.loc[market["forced_flat"] != 0, "step"].tolist()}
+        st.plotly_chart(live_figure(frame, marks), key="live.chart", config={"displaylogo": False})
     else:
         st.info("Press Play or Step to start the live run.")
 
