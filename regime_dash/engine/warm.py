@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -142,8 +143,10 @@ def estimate_s(cached: bool | None = None) -> float:
 
 def _child_compile() -> str | None:
     """Compile in a child process (fills the disk cache); None on success, else why it failed."""
+    # niced: on a small machine the pages being served get the CPU first, the compile what is left
+    nice = (lambda: os.nice(10)) if hasattr(os, "nice") else None
     proc = subprocess.run([sys.executable, "-m", "regime_dash.engine.warm"], capture_output=True, text=True,
-                          cwd=str(Path(__file__).resolve().parents[2]))
+                          cwd=str(Path(__file__).resolve().parents[2]), preexec_fn=nice)
     if proc.returncode == 0:
         return None
     lines = (proc.stderr or proc.stdout or "").strip().splitlines()
