@@ -44,7 +44,8 @@ def what_if() -> None:
             state.publish()
             return
         base = cache.replay(source_key, stream, RegimeConfig().as_dict(), engine, fp, layout)
-        run = cache.replay(source_key, stream, config.as_dict(), engine, fp, layout)
+        run = base if config == RegimeConfig() else cache.replay(source_key, stream, config.as_dict(), engine,
+                                                                 fp, layout)
         st.caption(f"What-if replayed in {run['seconds'] * 1000:.1f} ms on the {run['engine']} engine.")
         widgets.summary_metrics("replay.summary", run["summary"], base["summary"])
         fig = cache.signal_figure(f"replay|{source_key}|{engine}|{fp}|{config}",
