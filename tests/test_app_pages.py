@@ -582,3 +582,25 @@ def test_first_replay_answers_while_the_fast_engine_compiles(tmp_path, monkeypat
     progress = at.get("progress")
     assert progress and "Compiling the fast engine in the background" in progress[0].proto.text
     assert metric(at, "timeouts") in ("0", "1")  # the replay answered: its summary is on the page
+
+
+def test_explore_aligns_runs_at_their_first_step(tmp_path, monkeypatch, replay_diag):
+    # the same run logged again 5,000 steps later: aligned, the two lie on top of each other
+    lines = [json.loads(line) for line in replay_diag.read_text().splitlines()]
+    for rec in lines:
+        rec["step"] += 5000
+    later = tmp_path / "later.jsonl"
+    later.write_text("\n".join(json.dumps(r) for r in lines) + "\n")
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.file_uploader(key="runs.upload").set_value([
+        ("early.jsonl", replay_diag.read_bytes(), "application/json"),
+        ("later.jsonl", later.read_bytes(), "application/json")]).run()
+    at.switch_page(page("explore")).run()
+    at.multiselect(key="explore.runs").set_value(run_ids()).run()
+    at.toggle(key="explore.align").set_value(True).run()
+    no_exception(at, "aligned")
+    kelly = [t for t in chart_spec(at)["data"] if t.get("name", "").endswith("kelly_f")]
+    assert len(kelly) == 2
+    assert list(values(kelly[0]["x"])) == list(values(kelly[1]["x"])) and values(kelly[0]["x"])[0] == 0
+    assert at.slider(key="explore.window").value == (0, 399)
+    assert at.slider(key="explore.window").label == "Steps in view (since each run's first step)"
