@@ -187,23 +187,39 @@ class LiveRun:
         self.changes.append(change)
         return change
 
+    @property
+    def open_accounts(self) -> int:
+        """Accounts holding lots after the last step."""
+        raise NotImplementedError
+
+    @property
+    def last_step(self) -> int:
+        """The step number of the last step taken."""
+        raise NotImplementedError
+
     def status(self) -> dict[str, Any]:
-        """The last step's headline values: step, kelly_f, dead zone, duration, ε live, σ, tail recency."""
-        frame = self.frame()
+        """Headline values after the last step: kelly_f, dead zone, duration, ε live, σ, tail recency.
+
+        Read from the ISV, not from :meth:`frame`, so a status per tick costs
+        the same at step 100 as at step 100,000.
+        """
         out: dict[str, Any] = {"t": self.t, "total": self.total, "source": self.source}
-        if not len(frame):
+        if self.t == 0:
             return out
-        last = frame.iloc[-1]
-        p = "risk_stack."
-        out.update(step=int(last["step"]), kelly_f=float(last[p + "kelly.fraction"]),
-                   dead_zone=bool(last[p + "regime.dead_zone.flag"]),
-                   duration=int(last[p + "regime.dead_zone.duration"]),
-                   timeout=bool(last[p + "regime.dead_zone.timeout_flag"]),
-                   eps_live=float(last[p + "regime.kelly_eps_recovery.live"]),
-                   sigma=float(last[p + "popart.sigma"]),
-                   tail_recency=float(last[p + "regime.tail.recency"]),
-                   open_accounts=int(last[p + "positions.b_size"] - last[p + "positions.flat_count"]),
-                   phase=str(last["phase"]))
+        isv = self.isv
+
+        def slot(name: str) -> float:
+            return float(isv[self.layout.index(name)])
+
+        out.update(step=self.last_step,
+                   kelly_f=slot("RL_KELLY_FRACTION_INDEX"),
+                   dead_zone=slot("RL_REGIME_DEAD_ZONE_FLAG_INDEX") != 0.0,
+                   duration=int(slot("RL_REGIME_DEAD_ZONE_DURATION_INDEX")),
+                   timeout=slot("RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX") != 0.0,
+                   eps_live=slot("RL_KELLY_EPS_RECOVERY_LIVE_INDEX"),
+                   sigma=slot("POPART_SIGMA_INDEX"),
+                   tail_recency=slot("RL_REGIME_TAIL_EVENT_RECENCY_INDEX"),
+                   open_accounts=self.open_accounts)
         return out
 
 
@@ -212,7 +228,7 @@ def status_line(status: dict[str, Any], changes: list[Change] = ()) -> str:
     total = f"/{status['total']:,}" if status.get("total") is not None else ""
     if "step" not in status:
         return f"{status['source']}: {status['t']:,}{total} steps"
-    line = (f"{status['source']} t={status['t']:,}{total} step {status['step']:,} {status['phase']}  "
+    line = (f"{status['source']} t={status['t']:,}{total} step {status['step']:,}  "
             f"kelly_f {status['kelly_f']:.4f}  dead zone {'ON ' if status['dead_zone'] else 'off'} "
             f"(duration {status['duration']:,}{', TIMEOUT' if status['timeout'] else ''})  "
             f"eps {status['eps_live']:.3f}  sigma {status['sigma']:.4g}  "
@@ -270,10 +286,19 @@ class StreamRun(LiveRun):
         self._flat_steps: set[int] = set()
         self._boundaries: set[int] = set()
         self._offset = 0.0
+        self._open = 0
 
     @property
     def t(self) -> int:
         return self._t
+
+    @property
+    def open_accounts(self) -> int:
+        return self._open
+
+    @property
+    def last_step(self) -> int:
+        return int(self.stream.step[self._t - 1])
 
     @property
     def total(self) -> int:
@@ -346,6 +371,7 @@ class StreamRun(LiveRun):
             inputs = StepInputs(boundary, s.cooldown[t], np.float32(s.session_pnl_worst[t] + self._offset),
                                 s.kelly_analytic[t], s.tau_action[t], int(s.step[t]))
             row, flat = self.engine.step(rewards, lots, inputs)
+            self._open = int(lots.shape[0] - flat)
             self._snap.append(row)
             self._flat.append(flat)
             self._t += 1
@@ -408,6 +434,14 @@ class SimulatorRun(LiveRun):
     @property
     def next_step(self) -> int:
         return self.simulator.t
+
+    @property
+    def open_accounts(self) -> int:
+        return int(np.count_nonzero(self.simulator.state.lots))
+
+    @property
+    def last_step(self) -> int:
+        return self.simulator.t - 1
 
     @property
     def isv(self) -> np.ndarray:

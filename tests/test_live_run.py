@@ -145,7 +145,11 @@ def test_status_line_names_the_step_and_the_changes(trap):
     run.step(400)
     change = run.set_config(RegimeConfig(resurrection=False, eps_min=0.1))
     line = status_line(run.status(), [change])
-    assert line.startswith("trap t=400/3,000 step 399 train  kelly_f ")
-    assert "dead zone ON " in line and "| config at step 400: eps_min=0.1" in line
+    assert line.startswith("trap t=400/3,000 step 399  kelly_f ")
+    last = run.frame().iloc[-1]
+    assert f"kelly_f {last['risk_stack.kelly.fraction']:.4f}" in line
+    assert f"(duration {int(last[DZ + 'duration']):,})" in line and "dead zone ON " in line
+    assert f"sigma {last['risk_stack.popart.sigma']:.4g}" in line
+    assert "| config at step 400: eps_min=0.1" in line
     with pytest.raises(ValidationError, match="RegimeConfig"):
         run.set_config({"eps_min": 0.1})
