@@ -409,3 +409,23 @@ def sweep_line(table: pd.DataFrame, x_field: str, metric: str):
     fig.update_layout(xaxis_title=x_field, yaxis_title=metric, height=420,
                       margin=dict(l=60, r=20, t=30, b=50))
     return fig
+
+
+#: Colour of each kind of mark :func:`mark_steps` draws (config changes, injections).
+MARK_COLOURS = {"config": "#7f7f7f", "shock": "#d62728", "flat": "#ff7f0e", "boundary": "#9467bd"}
+
+
+def mark_steps(fig, marks: Sequence[tuple[float, str, str]]):
+    """Draw a vertical line through every panel at each ``(step, kind, label)`` of ``marks``.
+
+    ``kind`` picks the colour (:data:`MARK_COLOURS`); ``label`` is written at the
+    top of the figure, so a live run's chart shows where each config change or
+    injection took effect. Returns ``fig``.
+    """
+    for step, kind, label in marks:
+        colour = MARK_COLOURS.get(kind, "#7f7f7f")
+        fig.add_shape(type="line", x0=step, x1=step, xref="x", y0=0, y1=1, yref="paper",
+                      line=dict(color=colour, width=1, dash="dot"), name=f"{kind} at {step}: {label}")
+        fig.add_annotation(x=step, xref="x", y=1, yref="paper", yanchor="bottom", text=label, showarrow=False,
+                           textangle=-30, font=dict(size=10, color=colour), name=f"mark {kind}")
+    return fig

@@ -386,40 +386,6 @@ def test_replay_sources_stream_file_and_simulator(tmp_path, monkeypatch):
     assert {t.get("legendgroup") for t in chart_spec(at)["data"]} == {"baseline", "what-if"}
 
 
-# ---- Live ----------------------------------------------------------------------------------
-def test_live_steps_and_injections(tmp_path, monkeypatch):
-    at = open_app(tmp_path / "store", monkeypatch)
-    at.switch_page(page("live")).run()
-    no_exception(at, "live")
-    assert metric(at, "step") == "0"
-    at.button(key="live.controls.step").click().run()
-    assert metric(at, "step") == "1"
-    points = len(values(chart_spec(at)["data"][0]["x"]))
-    for _ in range(3):
-        at.button(key="live.controls.step").click().run()
-    assert metric(at, "step") == "4"
-    assert len(values(chart_spec(at)["data"][0]["x"])) > points  # the chart grows with the run
-    at.button(key="live.controls.shock").click().run()
-    at.button(key="live.controls.flat").click().run()
-    at.button(key="live.controls.boundary").click().run()
-    no_exception(at, "injections")
-    sim = at.session_state["live.sim"]
-    market = sim.market_frame()
-    assert list(market["shock"].to_numpy().nonzero()[0]) == [4]
-    assert list(market["forced_flat"].to_numpy().nonzero()[0]) == [5]
-    assert sim.frame()["phase"].iloc[-1] == "eval"  # the boundary switched train to eval
-    t = sim.t
-    at.button(key="live.controls.play").click().run()
-    assert at.session_state["live.controls.playing"] is True
-    assert at.button(key="live.controls.play").label == "Pause"
-    assert at.session_state["live.sim"].t == t + 20  # each tick of the fragment advances `speed` steps
-    at.button(key="live.controls.play").click().run()
-    assert at.session_state["live.controls.playing"] is False
-    at.button(key="live.controls.reset").click().run()
-    no_exception(at, "reset")
-    assert at.session_state["live.sim"] is not sim and at.session_state["live.sim"].t == 0
-
-
 # ---- Slots ---------------------------------------------------------------------------------
 def test_slots_filter_import_and_report(tmp_path, monkeypatch):
     at = open_app(tmp_path / "store", monkeypatch)

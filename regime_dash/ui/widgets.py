@@ -361,18 +361,19 @@ def invariant_report(key: str, results: Mapping[str, Any], window: str,
 SOURCES = ("Scenario", "Stream file", "Simulator")
 
 
-def stream_source(key: str) -> tuple[str | None, Any]:
+def stream_source(key: str, kind: str | None = None) -> tuple[str | None, Any]:
     """Choose the replay input: a scenario preset, an uploaded stream file, or a simulator run.
 
     Returns ``(source_key, stream)``; ``source_key`` names the stream for caches,
-    and both are ``None`` until a file is uploaded.
+    and both are ``None`` until a file is uploaded. ``kind`` (one of
+    :data:`SOURCES`) skips the source radio.
     """
     import hashlib
 
     from regime_dash import scenarios, simulator
     from regime_dash.ui import cache
 
-    kind = st.radio("Source", SOURCES, horizontal=True, key=f"{key}.kind")
+    kind = kind or st.radio("Source", SOURCES, horizontal=True, key=f"{key}.kind")
     c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
     if kind == "Scenario":
         names = [n for n in scenarios.SCENARIOS if n != "recorded" or scenarios.SAMPLE_STREAM.exists()]
@@ -422,38 +423,56 @@ def summary_metrics(key: str, what_if: Mapping[str, float], baseline: Mapping[st
 
 
 # ---- Live -----------------------------------------------------------------------------
-def live_setup(key: str) -> dict[str, Any]:
-    """Preset, seed, accounts, horizon and config of a live run (applied on Reset)."""
+LIVE_SOURCES = ("Simulator", "Scenario", "Stream file")
+
+
+def live_source(key: str) -> dict[str, Any] | None:
+    """What a live run plays: the closed-loop simulator, a scenario or a stream file.
+
+    A scenario or a file is picked as on the Replay page (:func:`stream_source`);
+    the simulator by preset, seed, accounts and schedule length. Returns
+    ``{"kind", "key", "stream"}`` or ``{"kind", "key", "sim"}`` (``key`` names
+    the source: a new key means a new run), or None until a file is uploaded.
+    """
     from regime_dash.simulator import PRESETS
 
+    kind = st.radio("Source", LIVE_SOURCES, horizontal=True, key=f"{key}.kind")
+    if kind != "Simulator":
+        source_key, stream = stream_source(key, kind=kind)
+        return None if stream is None else {"kind": kind, "key": source_key, "stream": stream}
     names = list(PRESETS)
     c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
-    preset = c1.selectbox("Market preset", names, key=f"{key}.preset",
+    preset = c1.selectbox("Market preset", names, key=f"{key}.sim.preset",
                           index=names.index("adverse_regime") if "adverse_regime" in names else 0)
-    seed = int(c2.number_input("Seed", 0, 2 ** 31 - 1, 0, key=f"{key}.seed"))
-    accounts = int(c3.number_input("Accounts", 1, 4096, PRESETS[preset].accounts, key=f"{key}.accounts"))
+    seed = int(c2.number_input("Seed", 0, 2 ** 31 - 1, 0, key=f"{key}.sim.seed"))
+    accounts = int(c3.number_input("Accounts", 1, 4096, PRESETS[preset].accounts, key=f"{key}.sim.accounts"))
     horizon = int(c4.number_input("Schedule length", 100, 1_000_000, PRESETS[preset].steps, step=500,
-                                  key=f"{key}.horizon"))
+                                  key=f"{key}.sim.horizon"))
     st.caption(PRESETS[preset].doc)
-    with st.expander("Pipeline config (applied on Reset)"):
-        values = config_controls(f"{key}.config")
-    return {"preset": preset, "seed": seed, "accounts": accounts, "horizon": horizon, "config": values}
+    return {"kind": kind, "key": f"sim:{preset}:{seed}:{accounts}:{horizon}",
+            "sim": {"preset": preset, "seed": seed, "accounts": accounts, "horizon": horizon}}
 
 
-def live_simulator(key: str, setup: Mapping[str, Any], *, reset: bool = False):
-    """The session's :class:`~regime_dash.simulator.Simulator`, made anew on ``reset`` or first use.
+def live_run(key: str, source: Mapping[str, Any], config: RegimeConfig, *, reset: bool = False):
+    """The session's :class:`~regime_dash.live.LiveRun` of ``source``, started under ``config``.
 
-    Held in ``st.session_state[key]``; ``st.session_state[key + '.setup']``
-    remembers what it was built from.
+    Held in ``st.session_state[key]``; a new run starts on ``reset`` or when the
+    source's key changes (``st.session_state[key + '.source']`` remembers it).
     """
+    from regime_dash.live import LiveRun
     from regime_dash.simulator import PRESETS, Simulator
 
-    if reset or key not in st.session_state:
-        preset = PRESETS[setup["preset"]]
-        st.session_state[key] = Simulator(accounts=setup["accounts"], seed=setup["seed"],
-                                          config=RegimeConfig(**setup["config"]), market=preset.market,
-                                          schedule=preset.schedule(setup["horizon"]), engine="reference")
-        st.session_state[f"{key}.setup"] = dict(setup)
+    if reset or key not in st.session_state or st.session_state.get(f"{key}.source") != source["key"]:
+        if "stream" in source:
+            run = LiveRun.of_stream(source["stream"], config, source=source["key"])
+        else:
+            setup = source["sim"]
+            preset = PRESETS[setup["preset"]]
+            run = LiveRun.of_simulator(Simulator(accounts=setup["accounts"], seed=setup["seed"], config=config,
+                                                 market=preset.market, schedule=preset.schedule(setup["horizon"]),
+                                                 engine="reference"), source=source["key"])
+        st.session_state[key] = run
+        st.session_state[f"{key}.source"] = source["key"]
     return st.session_state[key]
 
 
