@@ -273,8 +273,13 @@ def test_explore_leaves_out_rows_without_a_step(tmp_path, monkeypatch, replay_di
 def test_explore_downloads_the_view(loaded):
     at = loaded
     at.switch_page(page("explore")).run()
-    labels = [d.label for d in at.get("download_button")]
-    assert labels == ["Download view as CSV", "Download view as Parquet"]
+    assert not at.get("download_button")  # written only when asked for
+    assert at.radio(key="explore.download.format").options == ["PARQUET", "CSV"]
+    at.radio(key="explore.download.format").set_value("csv")
+    at.button(key="explore.download.prepare").click().run()
+    no_exception(at, "prepare")
+    (button,) = at.get("download_button")
+    assert button.proto.label.startswith("Download regime-dash-view.csv (1,200 rows, ")
 
 
 # ---- Replay & what-if ----------------------------------------------------------------------

@@ -47,4 +47,6 @@ else:
     view = runs.assign(steps=[f"{a} … {b}" for a, b in zip(runs["first_step"], runs["last_step"])])
     st.dataframe(view[["name", "rows", "steps", "rejected", "ingested_at", "source", "run_id"]],
                  hide_index=True, key="runs.table")
+    st.page_link(widgets.page_path("explore.py"), label=f"Next: look at the run{'s' if len(runs) > 1 else ''} "
+                 "on Explore", icon=":material/monitoring:")
     widgets.delete_run_control("runs.delete", store, runs)
