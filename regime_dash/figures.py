@@ -396,7 +396,8 @@ def sweep_heatmap(table: pd.DataFrame, x_field: str, y_field: str, metric: str):
     size = int(max(10, min(60, 0.9 * min(600 / len(xs), 380 / len(ys)))))
     fig.add_trace(go.Scatter(
         x=table[x_field].to_numpy(), y=table[y_field].to_numpy(), mode="markers", showlegend=False,
-        name="cells", customdata=np.column_stack([np.arange(len(table)), values]),
+        # plain lists, not an array: the browser's selection event then carries [row, value] per point
+        name="cells", customdata=[[i, float(v)] for i, v in enumerate(values)],
         marker=dict(symbol="square", size=size,
                     color="rgba(255,255,255,0)", line=dict(width=0)),
         selected=dict(marker=dict(color="rgba(255,255,255,0.45)")),

@@ -602,10 +602,12 @@ def pick_sweep_row(key: str, event: Any, table: pd.DataFrame, swept: Sequence[st
     for p in points:
         row = p.get("customdata")
         if isinstance(row, (list, tuple)):
-            row = row[0]
+            row = row[0] if row else None
+        if not isinstance(row, (int, float)) or isinstance(row, bool) or not float(row).is_integer():
+            continue  # a point that names no sweep row (not one of ours)
         # a chart keeps its selection across reruns: apply each click once, so the
         # row picker below still works after a click
-        if row is not None and int(row) >= 0 and st.session_state.get(seen) != int(row):
+        if int(row) >= 0 and st.session_state.get(seen) != int(row):
             st.session_state[seen] = int(row)
             st.session_state[f"{key}.row"] = int(row)
     labels = {i: ", ".join(f"{c}={table[c].iloc[i]:g}" for c in swept) for i in range(len(table))}
