@@ -440,6 +440,8 @@ def mark_steps(fig, marks: Sequence[tuple[float, str, str]]):
         colour = MARK_COLOURS.get(kind, "#7f7f7f")
         fig.add_shape(type="line", x0=step, x1=step, xref="x", y0=0, y1=1, yref="paper",
                       line=dict(color=colour, width=1, dash="dot"), name=f"{kind} at {step}: {label}")
-        fig.add_annotation(x=step, xref="x", y=1, yref="paper", yanchor="bottom", text=label, showarrow=False,
-                           textangle=-30, font=dict(size=10, color=colour), name=f"mark {kind}")
+        short = label if len(label) <= 32 else label[:31] + "…"
+        fig.add_annotation(x=step, xref="x", y=1, yref="paper", yanchor="bottom", xanchor="left", text=short,
+                           showarrow=False, font=dict(size=10, color=colour), hovertext=label,
+                           name=f"mark {kind}")
     return fig
