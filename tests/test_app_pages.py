@@ -70,6 +70,20 @@ def run_ids() -> list[str]:
     return [r["run_id"] for r in RunStore(os.environ["REGIME_DASH_STORE"]).list_runs()]
 
 
+def upload_sample_stream(at: AppTest, key: str):
+    """Pick "Stream file" under source widget ``key``, check the prompt, upload the sample stream; the Stream."""
+    from regime_dash.streams import load
+
+    at.radio(key=f"{key}.kind").set_value("Stream file").run()
+    no_exception(at, "stream file, nothing uploaded")
+    assert any("Upload a stream file" in i.value for i in at.info)
+    sample = SAMPLE_DIR / "recorded_stream.npz"
+    at.file_uploader(key=f"{key}.file").set_value(
+        ("recorded_stream.npz", sample.read_bytes(), "application/octet-stream")).run()
+    no_exception(at, "stream file")
+    return load(sample)
+
+
 def metric(at: AppTest, label: str) -> str:
     (m,) = [m for m in at.metric if m.label == label]
     return m.value
@@ -373,16 +387,7 @@ def test_replay_sweep_and_open_a_cell(tmp_path, monkeypatch):
 def test_replay_sources_stream_file_and_simulator(tmp_path, monkeypatch):
     at = open_app(tmp_path / "store", monkeypatch)
     at.switch_page(page("replay")).run()
-    at.radio(key="replay.source.kind").set_value("Stream file").run()
-    no_exception(at, "stream file, nothing uploaded")
-    assert any("Upload a stream file" in i.value for i in at.info)
-    sample = SAMPLE_DIR / "recorded_stream.npz"
-    at.file_uploader(key="replay.source.file").set_value(
-        ("recorded_stream.npz", sample.read_bytes(), "application/octet-stream")).run()
-    no_exception(at, "stream file")
-    from regime_dash.streams import load
-
-    stream = load(sample)
+    stream = upload_sample_stream(at, "replay.source")
     assert any(c.value == f"Stream: {stream.steps:,} steps × {stream.accounts:,} accounts." for c in at.caption)
     at.radio(key="replay.source.kind").set_value("Simulator").run()
     at.number_input(key="replay.source.simsteps").set_value(300).run()

@@ -13,19 +13,9 @@ import pandas as pd
 import pytest
 
 from regime_dash import RegimeConfig, diag, replay, scenarios
-from regime_dash.benchmarks.page_load import CHROMIUM, chromium, serve
+from regime_dash.benchmarks.page_load import chromium, serve
 from regime_dash.store import RunStore
-
-ROOT = Path(__file__).resolve().parents[1]
-ARTIFACTS = ROOT / "test-artifacts"
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.slow,  # a streamlit server and a browser: about a minute on 2 shared cores
-    pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                       reason=f"{CHROMIUM} is not installed (.ci/run installs it with apt)"),
-]
-pytest.importorskip("playwright.sync_api", reason="playwright is in requirements-test.txt")
+from tests.test_browser import ROOT, pytestmark, shot  # noqa: F401  (pytestmark: the same marks and skips)
 
 
 @pytest.fixture(scope="module")
@@ -44,11 +34,6 @@ def page(tmp_path_factory):
         p.goto(url + "/")
         p.get_by_text("Stored runs (2)").wait_for()
         yield p
-
-
-def shot(page, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
 def test_a_heatmap_cell_click_opens_its_replay(page):

@@ -10,9 +10,8 @@ import pytest
 pytest.importorskip("streamlit")
 
 from regime_dash import RegimeConfig, replay  # noqa: E402
-from regime_dash.samples import SAMPLE_DIR  # noqa: E402
-from regime_dash.streams import load  # noqa: E402
-from tests.test_app_pages import chart_spec, metric, no_exception, open_app, page, values  # noqa: E402
+from tests.test_app_pages import (chart_spec, metric, no_exception, open_app, page,  # noqa: E402
+                                  upload_sample_stream, values)
 
 
 def marks(at) -> list[tuple[float, str]]:
@@ -59,14 +58,7 @@ def test_live_simulator_steps_and_injections(tmp_path, monkeypatch):
 def test_live_stream_file_reconfigured_while_it_plays(tmp_path, monkeypatch):
     at = open_app(tmp_path / "store", monkeypatch)
     at.switch_page(page("live")).run()
-    at.radio(key="live.source.kind").set_value("Stream file").run()
-    no_exception(at, "stream file, nothing uploaded")
-    assert any("Upload a stream file" in i.value for i in at.info)
-    sample = SAMPLE_DIR / "recorded_stream.npz"
-    at.file_uploader(key="live.source.file").set_value(
-        ("recorded_stream.npz", sample.read_bytes(), "application/octet-stream")).run()
-    no_exception(at, "stream file")
-    stream = load(sample)
+    stream = upload_sample_stream(at, "live.source")
     assert metric(at, "step") == f"0 of {stream.steps:,}"
     at.button(key="live.controls.play").click().run()      # one tick: 20 steps
     no_exception(at, "play")
