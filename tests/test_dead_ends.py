@@ -197,8 +197,10 @@ def test_diff_compares_values_not_storage_types():
 # ---- Runs → Explore ----------------------------------------------------------------------------
 def test_runs_offers_explore_after_the_sample_loads(tmp_path, monkeypatch):
     at = open_app(tmp_path / "store", monkeypatch)
-    assert not at.get("page_link")
+    assert not [b for b in at.button if b.key == "runs.explore"]
     at.button(key="runs.samples").click().run()
     no_exception(at, "samples")
-    (link,) = at.get("page_link")
-    assert link.proto.page == "explore" and link.proto.label == "Next: look at the run on Explore"
+    assert at.button(key="runs.explore").label == "Next: look at the run on Explore"
+    at.button(key="runs.explore").click().run()
+    no_exception(at, "explore")
+    assert at.title[0].value == "Explore" and len(at.get("plotly_chart")) == 1
