@@ -35,6 +35,7 @@ the Live page and ``replay --live`` drive it.
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +46,7 @@ from regime_dash import diag
 from regime_dash.config import FIELD_SLOTS, RegimeConfig
 from regime_dash.engine import initial_isv
 from regime_dash.errors import ValidationError
-from regime_dash.simulator import (KELLY_COL, RUN8_SHOCK_PNL, Market, Simulator, StepEngine, StepInputs,
+from regime_dash.simulator import (RUN8_SHOCK_PNL, Market, Simulator, StepEngine, StepInputs,
                                    make_stepper)
 from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
 from regime_dash.streams import Stream
@@ -103,12 +104,13 @@ def _check_steps(n: Any) -> int:
     return int(n)
 
 
-class LiveRun:
+class LiveRun(ABC):
     """What the Live page and ``replay --live`` drive: step, reconfigure, inject, read the frame.
 
     Build one with :meth:`of_stream` (a recorded stream or a scenario) or
     :meth:`of_simulator` (the closed loop). Attributes: ``source`` (a label),
-    ``config`` (the config of the next step), ``changes`` (:class:`Change` log).
+    ``config`` (the config of the next step), ``layout``, ``changes`` (the
+    :class:`Change` log).
     """
 
     source: str
@@ -131,12 +133,57 @@ class LiveRun:
         """A live run of the closed-loop ``sim`` (see :class:`SimulatorRun`)."""
         return SimulatorRun(sim, source)
 
-    # ---- what every source does ---------------------------------------------------
+    # ---- what each source provides ----------------------------------------------------
     @property
+    @abstractmethod
     def t(self) -> int:
         """Steps taken so far."""
-        raise NotImplementedError
 
+    @property
+    @abstractmethod
+    def next_step(self) -> int:
+        """The step number the next step will have."""
+
+    @property
+    @abstractmethod
+    def last_step(self) -> int:
+        """The step number of the last step taken."""
+
+    @property
+    @abstractmethod
+    def open_accounts(self) -> int:
+        """Accounts holding lots after the last step."""
+
+    @property
+    @abstractmethod
+    def isv(self) -> np.ndarray:
+        """The pipeline's ISV buffer now (a copy)."""
+
+    @abstractmethod
+    def step(self, n: int = 1) -> int:
+        """Advance up to ``n`` steps (a stream stops at its end); return how many were taken."""
+
+    @abstractmethod
+    def frame(self) -> pd.DataFrame:
+        """The trajectory so far, with the columns :func:`regime_dash.replay` gives."""
+
+    @abstractmethod
+    def inject_tail_shock(self, account: int | None = None) -> Change:
+        """The next step: one account (default: the one holding the most lots) takes a tail loss."""
+
+    @abstractmethod
+    def force_flat(self) -> Change:
+        """The next step: every account is flat."""
+
+    @abstractmethod
+    def cross_boundary(self) -> Change:
+        """The next step: reset_session_state runs before it."""
+
+    @abstractmethod
+    def _switch(self, config: RegimeConfig) -> None:
+        """Make the next steps run under ``config`` (see :func:`reconfigured_isv`)."""
+
+    # ---- shared ------------------------------------------------------------------------
     @property
     def total(self) -> int | None:
         """Steps the source holds (None: the simulator runs on)."""
@@ -146,27 +193,6 @@ class LiveRun:
     def done(self) -> bool:
         """True once a stream has been played to its end."""
         return self.total is not None and self.t >= self.total
-
-    @property
-    def next_step(self) -> int:
-        """The step number the next step will have."""
-        raise NotImplementedError
-
-    def step(self, n: int = 1) -> int:
-        """Advance up to ``n`` steps (a stream stops at its end); return how many were taken."""
-        raise NotImplementedError
-
-    def frame(self) -> pd.DataFrame:
-        """The trajectory so far, with the columns :func:`regime_dash.replay` gives."""
-        raise NotImplementedError
-
-    @property
-    def isv(self) -> np.ndarray:
-        """The pipeline's ISV buffer now (a copy)."""
-        raise NotImplementedError
-
-    def _switch(self, config: RegimeConfig) -> None:
-        raise NotImplementedError
 
     def set_config(self, config: RegimeConfig) -> Change | None:
         """Run the next steps under ``config``, carrying the ISV state over; log and return the change.
@@ -179,23 +205,13 @@ class LiveRun:
             return None
         self._switch(config)
         self.config = config
-        return self._log("config", ", ".join(f"{k}={v:g}" if not isinstance(v, bool) else f"{k}={v}"
+        return self._log("config", ", ".join(f"{k}={v}" if isinstance(v, bool) else f"{k}={v:g}"
                                              for k, v in diff.items()))
 
     def _log(self, kind: str, label: str) -> Change:
         change = Change(int(self.next_step), kind, label)
         self.changes.append(change)
         return change
-
-    @property
-    def open_accounts(self) -> int:
-        """Accounts holding lots after the last step."""
-        raise NotImplementedError
-
-    @property
-    def last_step(self) -> int:
-        """The step number of the last step taken."""
-        raise NotImplementedError
 
     def status(self) -> dict[str, Any]:
         """Headline values after the last step: kelly_f, dead zone, duration, ε live, σ, tail recency.
@@ -484,4 +500,4 @@ class SimulatorRun(LiveRun):
 
 
 __all__ = ["Change", "KINDS", "LiveRun", "SimulatorRun", "StreamRun", "config_diff", "reconfigured_isv",
-           "status_line", "KELLY_COL"]
+           "status_line"]
