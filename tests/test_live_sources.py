@@ -107,3 +107,19 @@ def test_live_scenario_and_a_rejected_config(tmp_path, monkeypatch):
     at.selectbox(key="live.source.scenario").set_value("calm").run()
     assert at.session_state["live.run"] is not run and at.session_state["live.run"].t == 0
     np.testing.assert_array_equal(run.frame()["step"], [0, 1])
+
+
+def test_live_injection_after_the_end_of_a_stream_is_a_warning(tmp_path, monkeypatch):
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.switch_page(page("live")).run()
+    at.radio(key="live.source.kind").set_value("Scenario").run()
+    at.selectbox(key="live.source.scenario").set_value("calm").run()
+    at.number_input(key="live.source.steps").set_value(100).run()
+    at.slider(key="live.controls.speed").set_value(100)
+    at.button(key="live.controls.play").click().run()
+    assert at.session_state["live.run"].done
+    assert any("played to its end" in i.value for i in at.info)
+    at.button(key="live.controls.flat").click().run()
+    no_exception(at, "flat after the end")
+    assert any("played to its end (100 steps): nothing left to flatten" in w.value for w in at.warning)
+    assert len(at.get("plotly_chart")) == 1  # the chart stays

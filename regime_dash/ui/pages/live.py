@@ -23,17 +23,20 @@ except ConfigError as exc:
     st.error(f"Config rejected, the run keeps its current config: {exc}")
 try:
     run = widgets.live_run("live.run", source, config or RegimeConfig(), reset=controls["reset"])
-    if config is not None:
-        run.set_config(config)
+except RegimeDashError as exc:
+    st.error(f"The live run cannot start: {exc}")
+    st.stop()
+if config is not None:
+    run.set_config(config)
+try:
     if controls["shock"]:
         run.inject_tail_shock()
     if controls["flat"]:
         run.force_flat()
     if controls["boundary"]:
         run.cross_boundary()
-except RegimeDashError as exc:
+except RegimeDashError as exc:  # e.g. the stream has been played to its end
     st.warning(str(exc))
-    st.stop()
 if controls["step"] or controls["shock"] or controls["flat"] or controls["boundary"]:
     run.step(1)  # an injection takes effect at the next step: take it, so it shows at once
 
