@@ -445,8 +445,10 @@ def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, s
 def sweep_heatmap(table: pd.DataFrame, x_field: str, y_field: str, metric: str):
     """Heatmap of ``metric`` over a two-field sweep table (one row per config).
 
-    Each cell's ``customdata`` holds the row's position in ``table`` so a click
-    can open that replay.
+    Plotly selects points, not heatmap cells, so each cell also carries a
+    transparent square marker at its centre whose ``customdata[0]`` is the
+    row's position in ``table``: clicking a cell selects its marker, and the
+    page opens that replay. The marker draws a light square on the chosen cell.
     """
     import plotly.graph_objects as go
 
@@ -459,13 +461,25 @@ def sweep_heatmap(table: pd.DataFrame, x_field: str, y_field: str, metric: str):
     row_of = np.full((len(ys), len(xs)), -1, dtype=np.int64)
     xi = np.searchsorted(xs, table[x_field].to_numpy())
     yi = np.searchsorted(ys, table[y_field].to_numpy())
-    z[yi, xi] = table[metric].to_numpy(dtype=np.float64)
+    values = table[metric].to_numpy(dtype=np.float64)
+    z[yi, xi] = values
     row_of[yi, xi] = np.arange(len(table))
     fig = go.Figure(go.Heatmap(x=xs, y=ys, z=z, customdata=row_of, colorscale="Viridis",
-                               colorbar=dict(title=metric),
-                               hovertemplate=f"{x_field}=%{{x}}<br>{y_field}=%{{y}}<br>{metric}=%{{z}}"
-                                             "<extra></extra>"))
-    fig.update_layout(xaxis_title=x_field, yaxis_title=y_field, height=460,
+                               colorbar=dict(title=metric), hoverinfo="skip"))
+    # a marker about the size of a cell (on a plot some 600 × 380 px), so a click anywhere near
+    # the cell's centre selects it
+    size = int(max(10, min(60, 0.9 * min(600 / len(xs), 380 / len(ys)))))
+    fig.add_trace(go.Scatter(
+        x=table[x_field].to_numpy(), y=table[y_field].to_numpy(), mode="markers", showlegend=False,
+        # plain lists, not an array: the browser's selection event then carries [row, value] per point
+        name="cells", customdata=[[i, float(v)] for i, v in enumerate(values)],
+        marker=dict(symbol="square", size=size,
+                    color="rgba(255,255,255,0)", line=dict(width=0)),
+        selected=dict(marker=dict(color="rgba(255,255,255,0.45)")),
+        unselected=dict(marker=dict(opacity=1)),
+        hovertemplate=f"{x_field}=%{{x}}<br>{y_field}=%{{y}}<br>{metric}=%{{customdata[1]:g}}"
+                      "<br>click to open this replay<extra></extra>"))
+    fig.update_layout(xaxis_title=x_field, yaxis_title=y_field, height=460, clickmode="event+select",
                       margin=dict(l=60, r=20, t=30, b=50))
     return fig
 
@@ -486,6 +500,37 @@ def sweep_line(table: pd.DataFrame, x_field: str, metric: str):
     return fig
 
 
+#: Colour of each kind of mark :func:`mark_steps` draws (config changes, injections).
+MARK_COLOURS = {"config": "#7f7f7f", "shock": "#d62728", "flat": "#ff7f0e", "boundary": "#9467bd"}
+
+
+def mark_steps(fig, marks: Sequence[tuple[float, str, str]]):
+    """Draw a vertical line through every panel at each ``(step, kind, label)`` of ``marks``.
+
+    ``kind`` picks the colour (:data:`MARK_COLOURS`); ``label`` is written at the
+    top of the figure, so a live run's chart shows where each config change or
+    injection took effect. Returns ``fig``.
+    """
+    for shape, note in _marks(marks):
+        fig.add_shape(**shape)
+        fig.add_annotation(**note)
+    return fig
+
+
+def _marks(marks: Sequence[tuple[float, str, str]]) -> list[tuple[dict, dict]]:
+    """``(shape, annotation)`` dicts of :func:`mark_steps`'s vertical lines, one pair per mark."""
+    out = []
+    for step, kind, label in marks:
+        colour = MARK_COLOURS.get(kind, "#7f7f7f")
+        short = label if len(label) <= 32 else label[:31] + "…"
+        out.append((dict(type="line", x0=step, x1=step, xref="x", y0=0, y1=1, yref="paper",
+                         line=dict(color=colour, width=1, dash="dot"), name=f"{kind} at {step}: {label}"),
+                    dict(x=step, xref="x", y=1, yref="paper", yanchor="bottom", xanchor="left", text=short,
+                         showarrow=False, font=dict(size=10, color=colour), hovertext=label,
+                         name=f"mark {kind}")))
+    return out
+
+
 # ---- the live chart ---------------------------------------------------------------------
 #: The Live page's panels: (title, y-axis title with units, [(column, series name, dash)]).
 LIVE_PANELS: tuple[tuple[str, str, tuple[tuple[str, str, str], ...]], ...] = (
@@ -496,7 +541,7 @@ LIVE_PANELS: tuple[tuple[str, str, tuple[tuple[str, str, str], ...]], ...] = (
 )
 
 
-def live_figure(frame: pd.DataFrame, marks: Mapping[str, Sequence[int]] | None = None, *,
+def live_figure(frame: pd.DataFrame, marks: Sequence[tuple[float, str, str]] = (), *,
                 window: int = 2000, colour: str = RUN_COLOURS[0]) -> dict:
     """The Live page's chart of the last ``window`` steps of ``frame``, as a plain Plotly dict.
 
@@ -510,8 +555,8 @@ def live_figure(frame: pd.DataFrame, marks: Mapping[str, Sequence[int]] | None =
     frame
         The live run so far (``step`` and the canonical diag columns).
     marks
-        ``{what: [step, ...]}``: injections (or any event) drawn as markers at their
-        steps on every panel's x axis, named in the legend.
+        ``(step, kind, label)`` of each config change and injection: a vertical
+        line through every panel with its label, as :func:`mark_steps` draws them.
     window
         Trailing steps shown.
     colour
@@ -543,13 +588,8 @@ def live_figure(frame: pd.DataFrame, marks: Mapping[str, Sequence[int]] | None =
             data.append(dict(type="scatter", mode="lines", x=x, y=y, name=name, xaxis=f"x{ax}", yaxis=f"y{ax}",
                              line=dict(color=tone(colour, 2 * k), dash=dash, width=1.5 + (k == 0)),
                              showlegend=False, hovertemplate=f"{name}: %{{y:.6g}}<extra></extra>"))
-    symbols = ("diamond", "x", "triangle-up", "circle")
-    for j, (what, steps) in enumerate((marks or {}).items()):
-        steps = [s for s in steps if len(x) and x[0] <= s <= x[-1]]
-        for i in range(n):
-            ax = "" if i == 0 else str(i + 1)
-            data.append(dict(type="scatter", mode="markers", x=steps, y=[0.0] * len(steps), name=what,
-                             xaxis=f"x{ax}", yaxis=f"y{ax}", legendgroup=what, showlegend=i == 0,
-                             marker=dict(symbol=symbols[j % len(symbols)], size=10, color="black"),
-                             hovertemplate=f"{what} at step %{{x:d}}<extra></extra>"))
+    shown = [m for m in marks if len(x) and x[0] <= m[0] <= x[-1]]  # those in the trailing window
+    pairs = _marks(shown)
+    layout["shapes"] = [shape for shape, _ in pairs]
+    layout["annotations"] += [note for _, note in pairs]
     return {"data": data, "layout": layout}

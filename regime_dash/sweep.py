@@ -109,7 +109,16 @@ def expand_configs(configs: Sequence[RegimeConfig] | Mapping[str, Any],
         fixed = {n: getattr(base, n) for n in valid}
         names = list(configs)
         # fields were checked above; the constructor validates each combination's values
-        return [RegimeConfig(**{**fixed, **dict(zip(names, combo))}) for combo in itertools.product(*axes)]
+        out = []
+        for combo in itertools.product(*axes):
+            swept = dict(zip(names, combo))
+            try:
+                out.append(RegimeConfig(**{**fixed, **swept}))
+            except ConfigError as exc:
+                at = ", ".join(f"{k}={v!r}" for k, v in swept.items())
+                raise ConfigError(f"sweep value {at} is not a valid config: {exc}",
+                                  field=exc.field, value=exc.value) from None
+        return out
     if isinstance(configs, (str, bytes)) or not isinstance(configs, Iterable):
         raise ConfigError(f"configs must be a list of RegimeConfig or a dict field -> values, "
                           f"got {type(configs).__name__}", field="configs", value=type(configs).__name__)

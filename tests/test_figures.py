@@ -241,3 +241,15 @@ def test_runs_align_at_their_first_step(trap_frame):
     b, = _traces(fig, "b kelly_f")
     assert list(a.x) == list(b.x) and a.x[0] == 0
     assert fig.layout.xaxis7.title.text == "steps since each run's first step"
+
+
+def test_live_figure_is_light_valid_and_marked(trap_frame):
+    fig = figures.live_figure(trap_frame, [(100, "shock", "tail shock"), (10**9, "config", "off the chart")],
+                              window=500)
+    checked = go.Figure(fig)  # plotly accepts it as it is
+    assert [t.title.text for t in (checked.layout.yaxis, checked.layout.yaxis2, checked.layout.yaxis3,
+                                   checked.layout.yaxis4)] == [y for _, y, _ in figures.LIVE_PANELS]
+    assert max(len(t["x"]) for t in fig["data"]) == 500  # the trailing window only
+    assert [s["name"] for s in fig["layout"]["shapes"]] == []  # step 100 is before the last 500 steps
+    fig = figures.live_figure(trap_frame, [(int(trap_frame["step"].iloc[-10]), "shock", "tail shock")], window=500)
+    assert [s["name"].split(":")[0] for s in fig["layout"]["shapes"]] == [f"shock at {int(trap_frame['step'].iloc[-10])}"]

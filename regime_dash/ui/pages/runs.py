@@ -50,4 +50,8 @@ else:
     st.dataframe(view[["name", "rows", "steps", "rejected", "ingested_at", "source", "run_id"]],
                  hide_index=True, key="runs.table")
     widgets.rejected_lines_panel("runs.rejects", store, runs)
+    # a button, not a page link: the sidebar already has a link named "Explore"
+    if st.button(f"Next: look at the run{'s' if len(runs) > 1 else ''} on Explore", key="runs.explore",
+                 icon=":material/monitoring:", type="primary"):
+        st.switch_page(widgets.page_path("explore.py"))
     widgets.delete_run_control("runs.delete", store, runs)
