@@ -54,16 +54,22 @@ def charts() -> None:
     widgets.zoomable_chart("explore.chart", WINDOW, widgets.step_bounds(list(frames.values()), align),
                            f"{root}|{'|'.join(picked)}|{alias_key}|{lo}|{hi}|{align}", view, x, smoothing,
                            offsets=offsets)
-    with st.expander("Download this view"):
-        st.caption(f"The view: steps {lo} … {hi} of {len(view)} run(s), every column.")
-        widgets.download_view("explore.download", lambda: pd.concat(
-            [f.assign(run=label) for label, f in view.items()], ignore_index=True), "regime-dash-view")
     state.publish()
 
 
 charts()
 
-tab_ep, tab_ev, tab_inv = st.tabs(["Episodes", "Events", "Invariants"])
+def view_frame() -> pd.DataFrame:
+    """The runs cut to the window on screen now (read when a download is asked for: the
+    chart's controls rerun only the chart, so the values at the last full run may be old)."""
+    align = bool(st.session_state.get("explore.align", False))
+    bounds = widgets.step_bounds(list(frames.values()), align)
+    lo, hi = st.session_state.get(WINDOW, bounds)
+    cut = widgets.cut_window(frames, lo, hi, align)
+    return pd.concat([f.assign(run=label) for label, f in cut.items()], ignore_index=True)
+
+
+tab_ep, tab_ev, tab_inv, tab_dl = st.tabs(["Episodes", "Events", "Invariants", "Download"])
 results = {labels[rid]: cache.analyse_run(root, rid, alias_key) for rid in picked}
 with tab_ep:
     widgets.episode_tables("explore.episodes", results)
@@ -71,4 +77,7 @@ with tab_ev:
     widgets.event_tables("explore.events", results)
 with tab_inv:
     widgets.invariant_report("explore.invariants", results, WINDOW, frames)
+with tab_dl:
+    st.caption("The view on screen: the runs picked and the step window above, every column.")
+    widgets.download_view("explore.download", view_frame, "regime-dash-view")
 state.publish()
