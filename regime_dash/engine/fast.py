@@ -130,13 +130,12 @@ _ACC_INIT = summary.INIT
 
 def _make_sweep(fingerprint: str):
     def sweep(sums, flat, boundary, cooldown, worst, kelly, tau, isv0s, boots, r_idx, r_code, r_src,
-              snap_c, b_size, acc, keep_slot, kept):
+              snap_c, b_size, acc, keep_slot, kept, isv, no_snap, no_row):
         fingerprint  # noqa: B018
-        no_snap = np.empty(0, dtype=np.int32)
-        no_row = np.empty(0, dtype=np.float32)
         n_snap = snap_c.shape[0]
         for k in range(isv0s.shape[0]):
-            isv = isv0s[k].copy()
+            for j in range(isv.shape[0]):
+                isv[j] = isv0s[k, j]
             boot = boots[k]
             slot = keep_slot[k]
             a = _ACC_INIT  # the summary lives in registers and is written once
@@ -168,7 +167,7 @@ def _signatures() -> dict[str, Any]:
     return {
         "scan": nt.void(*steps, f32, i32, f32, *plan, i32, nt.int64, f32_2, f32_2),
         "sweep": nt.void(*steps, f32_2, f32_2, *plan, i32, nt.int64, nt.Array(nt.float64, 2, "C"),
-                         i32, nt.Array(nt.float32, 3, "C")),
+                         i32, nt.Array(nt.float32, 3, "C"), f32, i32, f32),
     }
 
 
@@ -182,10 +181,14 @@ def _dispatcher(name: str, fingerprint: str):
     fn = _MAKERS[name](fingerprint)
     # nogil, not parallel=True: the sweep runs its scenario blocks on Python threads, which
     # costs nothing to compile, where numba's parfor pass tripled the sweep's compile time.
+    # _nrt=False: the kernels allocate nothing (their buffers come from the caller), so no
+    # array needs reference counting; with it on, the sweep's inlined step pays for
+    # NRT incref/decref calls on every step, which doubles its time.
+    opts = {"nogil": True, "_nrt": False}
     try:
-        return njit(cache=True, nogil=True)(fn)
+        return njit(cache=True, **opts)(fn)
     except RuntimeError:  # no writable cache location (read-only install): compile per process
-        return njit(cache=False, nogil=True)(fn)
+        return njit(cache=False, **opts)(fn)
 
 
 _KERNELS: dict[str, Any] = {}
@@ -456,7 +459,8 @@ def sweep_cpu(stream, isv0s: np.ndarray, boot_rows: np.ndarray, layout: SlotLayo
 
     def block(rows: slice) -> None:
         kernel(*inputs, isv_c[rows], boot_c[rows], r_idx, r_code, r_src, snap_c, stream.accounts, acc[rows],
-               keep_slot[rows], kept)
+               keep_slot[rows], kept, np.empty(len(columns), dtype=np.float32), np.empty(0, dtype=np.int32),
+               np.empty(0, dtype=np.float32))
 
     _over_threads(block, n_scen)
     return acc, {i: kept[keep_slot[i]] for i in keep}
