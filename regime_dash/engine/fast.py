@@ -34,7 +34,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from regime_dash.engine import reference, summary
-from regime_dash.engine._jit import HAVE_NUMBA, inlined
+from regime_dash.engine._jit import HAVE_NUMBA
 from regime_dash.errors import EngineUnavailable, ValidationError
 from regime_dash.slots import SlotLayout
 
@@ -122,9 +122,10 @@ def _make_scan(fingerprint: str):
     return scan
 
 
-# The sweep inlines the whole step (see _jit.inlined) so that _COMPACT_IX folds into constant offsets.
-_STEP_INLINED = inlined(reference.scalar_step)
-_FOLD_INLINED = inlined(summary.fold)
+# Module globals rather than closure cells: numba freezes them in, and _dependency_fingerprint
+# (the closure) covers the sources they come from.
+_STEP = reference.scalar_step
+_FOLD = summary.fold
 _ACC_INIT = summary.INIT
 
 
@@ -140,12 +141,11 @@ def _make_sweep(fingerprint: str):
             slot = keep_slot[k]
             a = _ACC_INIT  # the summary lives in registers and is written once
             for t in range(sums.shape[0]):
-                _STEP_INLINED(isv, _COMPACT_IX, boot, r_idx, r_code, r_src, no_snap, no_row, boundary[t],
-                              cooldown[t], worst[t], kelly[t], tau[t], sums[t, 0], sums[t, 1], sums[t, 2],
-                              flat[t], b_size)
-                a = _FOLD_INLINED(a, isv[_S_FLAG], isv[_S_DURATION], isv[_S_TIMEOUT], isv[_S_RECENCY],
-                                  isv[_S_SIGMA], isv[_S_VAR], isv[_S_ENVELOPE], isv[_S_TAU_MIN],
-                                  isv[_S_TAU_MIN_EFF], isv[_S_KELLY], isv[_S_EPS_LIVE])
+                _STEP(isv, _COMPACT_IX, boot, r_idx, r_code, r_src, no_snap, no_row, boundary[t], cooldown[t],
+                      worst[t], kelly[t], tau[t], sums[t, 0], sums[t, 1], sums[t, 2], flat[t], b_size)
+                a = _FOLD(a, isv[_S_FLAG], isv[_S_DURATION], isv[_S_TIMEOUT], isv[_S_RECENCY], isv[_S_SIGMA],
+                          isv[_S_VAR], isv[_S_ENVELOPE], isv[_S_TAU_MIN], isv[_S_TAU_MIN_EFF], isv[_S_KELLY],
+                          isv[_S_EPS_LIVE])
                 if slot >= 0:
                     for j in range(n_snap):
                         kept[slot, t, j] = isv[snap_c[j]]
@@ -181,9 +181,8 @@ def _dispatcher(name: str, fingerprint: str):
     fn = _MAKERS[name](fingerprint)
     # nogil, not parallel=True: the sweep runs its scenario blocks on Python threads, which
     # costs nothing to compile, where numba's parfor pass tripled the sweep's compile time.
-    # _nrt=False: the kernels allocate nothing (their buffers come from the caller), so no
-    # array needs reference counting; with it on, the sweep's inlined step pays for
-    # NRT incref/decref calls on every step, which doubles its time.
+    # _nrt=False: the kernels allocate nothing (every buffer comes from the caller), so
+    # they need no runtime and carry no reference counting.
     opts = {"nogil": True, "_nrt": False}
     try:
         return njit(cache=True, **opts)(fn)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from regime_dash.engine._jit import jitable, jitable_leaf
+from regime_dash.engine._jit import jitable
 from regime_dash.slots import DEFAULT_LAYOUT, POLICY_CODES, SlotLayout
 
 #: Registry slot names in a fixed order; ``ix[k]`` is the layout index of ``SLOT_ORDER[k]``.
@@ -54,7 +54,7 @@ def index_table(layout: SlotLayout = DEFAULT_LAYOUT) -> np.ndarray:
 
 
 # ---- CUDA intrinsics with CUDA's NaN semantics ----------------------------------
-@jitable_leaf
+@jitable
 def fminf(a, b):
     if a != a:
         return b
@@ -63,7 +63,7 @@ def fminf(a, b):
     return a if a < b else b
 
 
-@jitable_leaf
+@jitable
 def fmaxf(a, b):
     if a != a:
         return b
