@@ -175,7 +175,7 @@ def _sweep_fast(stream, configs, keep, layout, isv, progress, device, chunk_size
         kept.update({start + k: s for k, s in snaps.items()})
         if progress is not None:
             progress(stop, len(configs))
-    rows = [summary.finalize(acc[k], stream.steps) for k in range(len(configs))]
+    rows = summary.finalize_columns(acc, stream.steps)  # {metric: [S]}, as pd.DataFrame takes rows
     # kept trajectories need the flat counts, which the GPU sweep does not return
     flat = stats.flat if stats is not None else np.count_nonzero(stream.lots == 0, axis=1).astype(np.int32)
     trajectories = {k: _trajectory_frame(kept[k], flat, stream, layout, "fast") for k in keep}

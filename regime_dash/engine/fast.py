@@ -5,19 +5,25 @@ and the three batch sums of rl_popart_normalize (Σr, Σr², max|r|), and none o
 it depends on the ISV state. So the replay splits in two:
 
 phase 1
-    every step's (Σr, Σr², max|r|) and flat count, in parallel over steps
-    (:func:`step_stats`). It calls :func:`reference.block_reduce_stats`, the
-    twin of ``common.cuh``'s block reduction, so the sums come out in the GPU's
-    reduction order.
+    every step's (Σr, Σr², max|r|) and flat count (:func:`step_stats`), in
+    NumPy over blocks of steps on every core. It calls
+    :func:`reference.block_reduce_stats`, the twin of ``common.cuh``'s block
+    reduction, so the sums come out in the GPU's reduction order.
 phase 2
-    the scalar state machine, a scan over steps per scenario. It calls
-    :func:`reference.scalar_step`, the very source of the oracle, compiled.
-    The rewards are then normalized in parallel with the (μ, σ) of each step
-    (:func:`reference.rl_popart_normalize_apply`).
+    the scalar state machine, a scan over steps per scenario: the one numba
+    kernel of a replay. It calls :func:`reference.scalar_step`, the very
+    source of the oracle, compiled. The rewards are then normalized (and
+    ``v_pred`` corrected) in NumPy with each step's (μ, σ), by the reference's
+    own :func:`reference.rl_popart_normalize_apply` and ``rl_popart_v_correct``.
 
-A sweep runs phase 1 once and phase 2 once per config (:func:`sweep_summaries`),
-folding each step's snapshot into :func:`summary.accumulate` so no [S, T, n]
+A sweep runs phase 1 once and phase 2 once per config (:func:`sweep_cpu`),
+folding each step into :func:`summary.fold` in registers, so no [S, T, n]
 array ever exists.
+
+Compile time: each kernel has one explicit signature and is compiled on the
+first use of its entry point (:data:`ENTRIES`; :func:`compile_cpu` does it
+ahead, :func:`cpu_cache_warm` says whether numba's disk cache already holds
+it). Nothing [b]-wide is compiled.
 
 With a GPU (``fast_gpu.available()`` is None) and ``device`` allowing it, the
 GPU backend runs; otherwise the CPU path. Both match the reference bit for bit.
@@ -69,19 +75,18 @@ ENTRIES: dict[str, tuple[str, ...]] = {"replay": ("scan",), "sweep": ("sweep",)}
 _COMPACT_IX = np.arange(len(reference.SLOT_ORDER), dtype=np.int32)
 
 
-def _compact_pos(column: str) -> int:
+def _compact_pos(snapshot_pos: int) -> int:
     from regime_dash import diag
 
-    return reference.SLOT_ORDER.index(diag.SNAPSHOT_SLOTS[diag.SNAPSHOT_COLUMNS.index(column)])
+    return reference.SLOT_ORDER.index(diag.SNAPSHOT_SLOTS[snapshot_pos])
 
 
-# Compact positions of the slots the summary folds (summary.POS_* name their diag columns).
+# Compact positions of the slots the summary folds.
 _S_FLAG, _S_DURATION, _S_TIMEOUT, _S_RECENCY, _S_SIGMA, _S_VAR, _S_ENVELOPE, _S_TAU_MIN, _S_TAU_MIN_EFF, \
-    _S_KELLY, _S_EPS_LIVE = (_compact_pos(c) for c in (
-        "risk_stack.regime.dead_zone.flag", "risk_stack.regime.dead_zone.duration",
-        "risk_stack.regime.dead_zone.timeout_flag", "risk_stack.regime.tail.recency", "risk_stack.popart.sigma",
-        "risk_stack.popart.var", "risk_stack.regime.popart_envelope.max_abs_reward_ema", "risk_stack.iqn.tau_min",
-        "risk_stack.iqn.tau_min_effective", "risk_stack.kelly.fraction", "risk_stack.regime.kelly_eps_recovery.live"))
+    _S_KELLY, _S_EPS_LIVE = (_compact_pos(p) for p in (
+        summary.POS_FLAG, summary.POS_DURATION, summary.POS_TIMEOUT, summary.POS_RECENCY, summary.POS_SIGMA,
+        summary.POS_VAR, summary.POS_ENVELOPE, summary.POS_TAU_MIN, summary.POS_TAU_MIN_EFF, summary.POS_KELLY,
+        summary.POS_EPS_LIVE))
 
 
 def _dependency_fingerprint() -> str:
@@ -319,17 +324,20 @@ ROW_BLOCK = 1024
 def step_stats(stream) -> StepStats:
     """Phase 1 on the CPU: per-step (Σr, Σr², max|r|) and flat count.
 
-    NumPy over blocks of steps: :func:`reference.block_reduce_stats` reduces
-    every row of a [steps, b] block exactly as it reduces one step, so nothing
-    is compiled for phase 1.
+    NumPy over blocks of steps, on every core (NumPy releases the GIL):
+    :func:`reference.block_reduce_stats` reduces every row of a [steps, b]
+    block exactly as it reduces one step, so nothing is compiled for phase 1.
     """
     t_steps = stream.steps
     sums = np.empty((t_steps, 3), dtype=np.float32)
-    for start in range(0, t_steps, ROW_BLOCK):
-        rows = slice(start, min(t_steps, start + ROW_BLOCK))
+    flat = np.empty(t_steps, dtype=np.int32)
+
+    def block(rows: slice) -> None:
         s, q, m = reference.block_reduce_stats(stream.rewards[rows])
         sums[rows, 0], sums[rows, 1], sums[rows, 2] = s, q, m
-    flat = np.count_nonzero(stream.lots == 0, axis=1).astype(np.int32)  # rl_regime_flat_count
+        flat[rows] = np.count_nonzero(stream.lots[rows] == 0, axis=1)  # rl_regime_flat_count
+
+    _run_blocks(block, _row_blocks(t_steps))
     return StepStats(sums, flat)
 
 
@@ -373,11 +381,13 @@ def run_cpu(stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout, snap
     per_step = popart.T[:, :, None]  # [4, T, 1], read through _POPART_IX
     normalized = stream.rewards.copy()
     v_pred = None if stream.v_pred is None else stream.v_pred.copy()
-    for start in range(0, t_steps, ROW_BLOCK):
-        rows = slice(start, min(t_steps, start + ROW_BLOCK))
+
+    def block(rows: slice) -> None:
         reference.rl_popart_normalize_apply(normalized[rows], popart[rows, 0, None], popart[rows, 1, None])
         if v_pred is not None:
             reference.rl_popart_v_correct(v_pred[rows], per_step[:, rows], _POPART_IX)
+
+    _run_blocks(block, _row_blocks(t_steps))
     return snap, stats.flat.copy(), normalized, v_pred, isv
 
 
@@ -461,7 +471,8 @@ def sweep_cpu(stream, isv0s: np.ndarray, boot_rows: np.ndarray, layout: SlotLayo
                keep_slot[rows], kept, np.empty(len(columns), dtype=np.float32), np.empty(0, dtype=np.int32),
                np.empty(0, dtype=np.float32))
 
-    _over_threads(block, n_scen)
+    per_thread = -(-n_scen // _threads())  # one contiguous block of scenarios per thread
+    _run_blocks(block, [slice(a, min(n_scen, a + per_thread)) for a in range(0, n_scen, per_thread)])
     return acc, {i: kept[keep_slot[i]] for i in keep}
 
 
@@ -471,17 +482,24 @@ def _threads() -> int:
     return max(1, int(config.NUMBA_NUM_THREADS))  # the CPU count, or NUMBA_NUM_THREADS where set
 
 
-def _over_threads(block, n: int) -> None:
-    """``block(rows)`` over ``n`` rows split into one contiguous block per thread (the kernel is nogil)."""
-    bounds = np.linspace(0, n, min(n, _threads()) + 1).astype(int)
-    blocks = [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:])]
-    if len(blocks) <= 1:
+def _row_blocks(n: int) -> list[slice]:
+    return [slice(a, min(n, a + ROW_BLOCK)) for a in range(0, n, ROW_BLOCK)]
+
+
+def _run_blocks(block, blocks: Sequence[slice]) -> None:
+    """``block(rows)`` for every slice of ``blocks``, on one thread per core.
+
+    The work is NumPy or a nogil kernel, so the threads run in parallel; a
+    block's exception is re-raised here.
+    """
+    workers = min(len(blocks), _threads())
+    if workers <= 1:
         for rows in blocks:
             block(rows)
         return
-    with ThreadPoolExecutor(len(blocks)) as pool:
+    with ThreadPoolExecutor(workers) as pool:
         for done in [pool.submit(block, rows) for rows in blocks]:
-            done.result()  # re-raises a block's exception here
+            done.result()
 
 
 # ---- the backend ------------------------------------------------------------------------

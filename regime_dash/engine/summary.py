@@ -124,6 +124,13 @@ def finalize(acc: np.ndarray, steps: int) -> dict[str, float]:
     return out
 
 
+def finalize_columns(acc: np.ndarray, steps: int) -> dict[str, np.ndarray]:
+    """:func:`finalize` of every row of ``acc`` (float64 [S, N_METRICS + 1]) at once: ``{metric: float64 [S]}``."""
+    out = {name: acc[:, i].copy() for i, name in enumerate(METRICS)}
+    out["kelly_mean"] = acc[:, 8] / steps if steps else np.full(len(acc), np.nan)
+    return out
+
+
 def summarize_snapshot(snap: np.ndarray) -> dict[str, float]:
     """Summary of one replay's snapshot (float32 [T, len(SNAPSHOT_SLOTS)])."""
     acc = np.empty(N_METRICS + 1, dtype=np.float64)
