@@ -188,7 +188,7 @@ def _dispatcher(name: str, fingerprint: str):
     # costs nothing to compile, where numba's parfor pass tripled the sweep's compile time.
     # _nrt=False: the kernels allocate nothing (every buffer comes from the caller), so
     # they need no runtime and carry no reference counting.
-    opts = {"nogil": True, "_nrt": False}
+    opts = {"nogil": True, "_nrt": False, "error_model": "numpy"}
     try:
         return njit(cache=True, **opts)(fn)
     except RuntimeError:  # no writable cache location (read-only install): compile per process
