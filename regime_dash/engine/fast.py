@@ -132,11 +132,12 @@ def _make_scan(fingerprint: str):
 _STEP = reference.scalar_step
 _FOLD = summary.fold
 _ACC_INIT = summary.INIT
+_NO_SNAP = np.zeros(0, dtype=np.int32)  # a constant: LLVM drops scalar_step's snapshot loop
 
 
 def _make_sweep(fingerprint: str):
     def sweep(sums, flat, boundary, cooldown, worst, kelly, tau, isv0s, boots, r_idx, r_code, r_src,
-              snap_c, b_size, acc, keep_slot, kept, isv, no_snap, no_row):
+              snap_c, b_size, acc, keep_slot, kept, isv, no_row):
         fingerprint  # noqa: B018
         n_snap = snap_c.shape[0]
         for k in range(isv0s.shape[0]):
@@ -146,7 +147,7 @@ def _make_sweep(fingerprint: str):
             slot = keep_slot[k]
             a = _ACC_INIT  # the summary lives in registers and is written once
             for t in range(sums.shape[0]):
-                _STEP(isv, _COMPACT_IX, boot, r_idx, r_code, r_src, no_snap, no_row, boundary[t], cooldown[t],
+                _STEP(isv, _COMPACT_IX, boot, r_idx, r_code, r_src, _NO_SNAP, no_row, boundary[t], cooldown[t],
                       worst[t], kelly[t], tau[t], sums[t, 0], sums[t, 1], sums[t, 2], flat[t], b_size)
                 a = _FOLD(a, isv[_S_FLAG], isv[_S_DURATION], isv[_S_TIMEOUT], isv[_S_RECENCY], isv[_S_SIGMA],
                           isv[_S_VAR], isv[_S_ENVELOPE], isv[_S_TAU_MIN], isv[_S_TAU_MIN_EFF], isv[_S_KELLY],
@@ -172,7 +173,7 @@ def _signatures() -> dict[str, Any]:
     return {
         "scan": nt.void(*steps, f32, i32, f32, *plan, i32, nt.int64, f32_2, f32_2),
         "sweep": nt.void(*steps, f32_2, f32_2, *plan, i32, nt.int64, nt.Array(nt.float64, 2, "C"),
-                         i32, nt.Array(nt.float32, 3, "C"), f32, i32, f32),
+                         i32, nt.Array(nt.float32, 3, "C"), f32, f32),
     }
 
 
@@ -468,8 +469,7 @@ def sweep_cpu(stream, isv0s: np.ndarray, boot_rows: np.ndarray, layout: SlotLayo
 
     def block(rows: slice) -> None:
         kernel(*inputs, isv_c[rows], boot_c[rows], r_idx, r_code, r_src, snap_c, stream.accounts, acc[rows],
-               keep_slot[rows], kept, np.empty(len(columns), dtype=np.float32), np.empty(0, dtype=np.int32),
-               np.empty(0, dtype=np.float32))
+               keep_slot[rows], kept, np.empty(len(columns), dtype=np.float32), np.empty(0, dtype=np.float32))
 
     per_thread = -(-n_scen // _threads())  # one contiguous block of scenarios per thread
     _run_blocks(block, [slice(a, min(n_scen, a + per_thread)) for a in range(0, n_scen, per_thread)])
