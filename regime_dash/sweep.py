@@ -148,11 +148,12 @@ def config_columns(configs: Sequence[RegimeConfig]) -> pd.DataFrame:
     """The configs as a table: one column per field (declaration order), one row per config."""
     from regime_dash.config import SWITCHES
 
-    names = field_names()
-    values = np.array(list(map(operator.attrgetter(*names), configs)), dtype=np.float64)
-    values = values.reshape(len(values), len(names))
-    return pd.DataFrame({n: values[:, k].astype(bool) if n in SWITCHES else values[:, k]
-                         for k, n in enumerate(names)})
+    n = len(configs)
+    # a C-level pass per field (fromiter over attrgetter): the per-config cost of a big sweep
+    columns = {name: np.fromiter(map(operator.attrgetter(name), configs), dtype=np.float64, count=n)
+               for name in field_names()}
+    return pd.DataFrame({name: col.astype(bool) if name in SWITCHES else col
+                         for name, col in columns.items()})
 
 
 def config_slot_values(table: pd.DataFrame) -> tuple[list[str], np.ndarray]:
@@ -323,7 +324,9 @@ def _fast_shard(shard: _Shard, inputs: _FastInputs, layout: SlotLayout, isv, dev
             kept.update({start + k: s for k, s in snaps.items()})
             if progress is not None:
                 progress(stop, n)
-    return table, _metric_columns(acc, inputs.scalars.steps), kept, "fast-gpu" if gpu else "fast-cpu"
+    # the fields go back only where the shard built them (from a grid); the caller has a list's
+    return (None if shard.table is not None else table, _metric_columns(acc, inputs.scalars.steps), kept,
+            "fast-gpu" if gpu else "fast-cpu")
 
 
 def _replay_shard(shard: _Shard, stream: Stream, layout: SlotLayout, isv, engine: str,
@@ -340,7 +343,7 @@ def _replay_shard(shard: _Shard, stream: Stream, layout: SlotLayout, isv, engine
             trajectories[k] = frame
         if progress is not None:
             progress(k + 1, len(table))
-    return table, np.array(rows, dtype=np.float64).reshape(len(rows), summary.N_METRICS), trajectories, engine
+    return None if shard.table is not None else table, np.array(rows, dtype=np.float64).reshape(len(rows), summary.N_METRICS), trajectories, engine
 
 
 def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], engine: str = "auto",
@@ -440,7 +443,10 @@ def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], e
             results = [fn(shards[0], *shared, progress)]
         else:
             results = distributed.map_shards(fn, shards, client, shared=shared, progress=progress)
-    fields = pd.concat([r[0] for r in results], ignore_index=True) if len(results) > 1 else results[0][0]
+    if table is not None:
+        fields = table
+    else:
+        fields = pd.concat([r[0] for r in results], ignore_index=True) if len(results) > 1 else results[0][0]
     metrics = np.concatenate([r[1] for r in results], axis=0)
     trajectories: dict[int, pd.DataFrame] = {}
     for shard, (_, _, kept, _) in zip(shards, results):

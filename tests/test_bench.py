@@ -34,10 +34,11 @@ def test_json_has_machine_params_rows_and_ratios(result):
     names = {(r["name"], r["device"]) for r in on_disk["rows"]}
     assert ROWS <= names
     assert {("sweep S=1", "cpu"), ("sweep S=3", "cpu"), ("sweep S=1", "gpu"), ("sweep S=3", "gpu")} <= names
-    assert {("sweep S=5 (1 GPU)", "gpu"), ("sweep S=5 (GPUs over dask)", "gpu")} <= names
+    assert {("sweep S=5 (1 GPU)", "gpu"), ("sweep S=5 (GPUs over dask)", "gpu"), ("sweep kernel S=3", "gpu")} <= names
     assert set(on_disk["ratios"]) == {"fast_cpu_vs_reference", "fast_gpu_vs_cuda_per_step",
                                       "fast_gpu_vs_cuda_graph", "phase1_vs_copy_bandwidth",
-                                      "sweep_two_gpus_vs_one", "gpu_sweep_scenario_steps_per_s"}
+                                      "sweep_two_gpus_vs_one", "gpu_sweep_scenario_steps_per_s",
+                                      "gpu_sweep_kernel_scenario_steps_per_s"}
     assert on_disk["ratios"]["sweep_two_gpus_vs_one"]["target"] == 1.8
     assert on_disk["ratios"]["gpu_sweep_scenario_steps_per_s"]["target"] == 2e10
     assert on_disk["ratios"]["fast_gpu_vs_cuda_per_step"]["target"] == 300.0

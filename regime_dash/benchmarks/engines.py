@@ -286,6 +286,35 @@ def _copy_roofline(cp, nbytes: int, repeats: int, budget_s: float) -> dict[str, 
             "gb_per_s": 2 * nbytes / seconds / 1e9}
 
 
+def _sweep_kernel_row(stream: Stream, size: int, repeats: int, budget_s: float) -> dict[str, Any]:
+    """``replay_sweep`` alone on device-resident inputs and rows (CUDA events): the GPU's share of a sweep."""
+    import importlib
+
+    from regime_dash.engine import fast_gpu, initial_isv, loader
+    from regime_dash.slots import DEFAULT_LAYOUT
+
+    sw = importlib.import_module("regime_dash.sweep")  # the package exports the function under that name
+    layout = DEFAULT_LAYOUT
+    cp = loader.cupy_module()
+    mod = fast_gpu.module(layout)
+    slots, values = sw.config_slot_values(sw.config_columns(sweep_configs(size)))
+    isv0, boot = initial_isv(RegimeConfig(), None, layout)
+    slot_idx = np.array([layout.index(s) for s in slots], np.int32)
+    with cp.cuda.Stream(non_blocking=True):
+        p1 = fast_gpu._Phase1(cp, mod, stream, stream.steps, stream.accounts)
+        rows0, boots = fast_gpu._device_rows(cp, isv0, boot, slot_idx, values, np.zeros(0, np.int32))
+        rows = rows0.copy()
+
+        def before():
+            rows[...] = rows0  # each run starts from the initial rows
+
+        once = _event_seconds(cp, lambda: fast_gpu._launch_sweep(cp, mod, p1, layout, rows, boots, []), before)
+        once()  # warm-up
+        runs = _repeat(once, repeats, budget_s)
+    return _row(f"sweep kernel S={size}", "gpu", runs, stream.steps, scenarios=size,
+                timing="replay_sweep alone, device-resident (CUDA events)")
+
+
 def _scale_out_rows(stream: Stream, size: int, repeats: int, budget_s: float, gpu_reason: str | None,
                     add: Callable[[dict[str, Any]], dict[str, Any]]):
     """``sweep S=size`` on one GPU in-process, then through a local cluster of one worker per GPU.
@@ -497,6 +526,11 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
     if gpu_reason is not None:
         for s in gpu_sizes:
             add(_missing(f"sweep S={s}", "gpu", f"unavailable: {gpu_reason}", s))
+    kernel = None
+    if gpu_sizes:
+        big_s = max(gpu_sizes)
+        kernel = gpu_row(f"sweep kernel S={big_s}",
+                         lambda: _sweep_kernel_row(stream, big_s, repeats, budget_s), big_s)
     one_gpu = two_gpus = None
     if scale_out_size:
         one_gpu, two_gpus = _scale_out_rows(stream, scale_out_size, repeats, budget_s, gpu_reason, add)
@@ -529,6 +563,10 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
     ratios["gpu_sweep_scenario_steps_per_s"] = {
         "value": sps, "target": GPU_SWEEP_TARGET, "met": None if sps is None else sps >= GPU_SWEEP_TARGET,
         "status": "ok" if sps is not None else f"not measured: no GPU sweep S={max(gpu_sizes, default=0)}"}
+    k_sps = None if kernel is None else kernel.get("scenario_steps_per_s")
+    ratios["gpu_sweep_kernel_scenario_steps_per_s"] = {
+        "value": k_sps, "target": None, "met": None,
+        "status": "ok" if k_sps is not None else "not measured: no sweep kernel row"}
     bandwidth = {"phase1_gb_per_s": phase1_gpu.get("gb_per_s"), "copy_gb_per_s": copy.get("gb_per_s"),
                  "phase1_bytes_moved": phase1_gpu.get("bytes_moved"), "copy_bytes_moved": copy.get("bytes_moved"),
                  "definition": "DRAM bytes moved / median seconds; the copy reads and writes "
@@ -577,7 +615,8 @@ def format_table(result: dict[str, Any]) -> str:
         if q["value"] is None:
             lines.append(f"{key:28s} {q['status']}")
             continue
-        unit = "" if key in ("phase1_vs_copy_bandwidth", "gpu_sweep_scenario_steps_per_s") else "x"
+        unit = "" if key in ("phase1_vs_copy_bandwidth", "gpu_sweep_scenario_steps_per_s",
+                             "gpu_sweep_kernel_scenario_steps_per_s") else "x"
         target = "" if q["target"] is None else (
             f"  (target >= {q['target']:g}{unit}: {'met' if q['met'] else 'NOT met'})")
         lines.append(f"{key:28s} {q['value']:.3g}{unit}{target}")

@@ -131,6 +131,12 @@ def _scan(cp, mod, p1: _Phase1, layout: SlotLayout, snap_idx: np.ndarray, isv_ro
 
 def _sweep(cp, mod, p1: _Phase1, layout: SlotLayout, rows, boots, keep: Sequence[int]):
     """``replay_sweep`` over device rows [S, n_isv] (updated in place): (acc [S, N+1] host, {k: snapshot})."""
+    acc, snap_out = _launch_sweep(cp, mod, p1, layout, rows, boots, keep)
+    return cp.asnumpy(acc), {k: cp.asnumpy(snap_out[i]) for i, k in enumerate(keep)}
+
+
+def _launch_sweep(cp, mod, p1: _Phase1, layout: SlotLayout, rows, boots, keep: Sequence[int]):
+    """Launch ``replay_sweep`` (no sync); the device ``(acc [S, N+1], snapshots [K, T, n])``."""
     i32 = np.int32
     n_scen = int(rows.shape[0])
     keep_slot = np.full(n_scen, -1, np.int32)
@@ -146,7 +152,20 @@ def _sweep(cp, mod, p1: _Phase1, layout: SlotLayout, rows, boots, keep: Sequence
     mod["replay_sweep"](grid, (SWEEP_BLOCK,), (
         rows, boots, i32(n_scen), i32(p1.t_steps), i32(p1.b), *_reset_args(cp, layout), *p1.inputs(),
         cp.asarray(keep_slot), snap_out, cp.asarray(init), acc))
-    return cp.asnumpy(acc), {k: cp.asnumpy(snap_out[i]) for i, k in enumerate(keep)}
+    return acc, snap_out
+
+
+def _device_rows(cp, isv0: np.ndarray, boot: np.ndarray, slot_idx: np.ndarray, values: np.ndarray,
+                 override_idx: np.ndarray):
+    """(rows, boots) device [S, n_isv]: ``sweep.initial_rows`` built on the device (see :func:`sweep_values`)."""
+    n_scen = values.shape[0]
+    boots = cp.empty((n_scen, boot.shape[0]), np.float32)
+    boots[...] = cp.asarray(boot)[None, :]
+    boots[:, cp.asarray(slot_idx)] = cp.asarray(values)
+    rows = boots.copy()
+    if len(override_idx):
+        rows[:, cp.asarray(override_idx)] = cp.asarray(isv0[override_idx])[None, :]
+    return rows, boots
 
 
 def _check_snapshot_slots(layout: SlotLayout, snap_idx: np.ndarray) -> None:
@@ -319,12 +338,7 @@ def sweep_values(scalars: Stream, stats, accounts: int, isv0: np.ndarray, boot: 
     mod = module(layout, options)
     with cp.cuda.Stream(non_blocking=True) as s:
         p1 = _Phase1(cp, mod, scalars, scalars.steps, int(accounts), stats=stats)
-        boots = cp.empty((n_scen, n_isv), np.float32)
-        boots[...] = cp.asarray(boot)[None, :]
-        boots[:, cp.asarray(slot_idx)] = cp.asarray(values)
-        rows = boots.copy()
-        if len(overrides):
-            rows[:, cp.asarray(overrides)] = cp.asarray(isv0[overrides])[None, :]
+        rows, boots = _device_rows(cp, isv0, boot, slot_idx, values, overrides)
         out = _sweep(cp, mod, p1, layout, rows, boots, keep)
         s.synchronize()
     return out
