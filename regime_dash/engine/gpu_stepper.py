@@ -1,15 +1,17 @@
 """The live run's GPU stepper: the spec's kernels, one CUDA graph launch per step.
 
 :class:`GpuStepper` keeps the whole pipeline state (the ISV, the bootstrap row,
-the reset plan) on the device between steps. One step is one launch of a CUDA
-graph that holds, in order: one host-to-device copy of the step's inputs
-(rewards[b], lots[b], cooldown, worst, edge, τ, the boundary flag, packed in one
-pinned buffer), the ``cuda`` engine's launch sequence for one step
-(``cuda._Replay.launch_step``: replay_load_step, reset_session_state,
+the reset plan) on the device between steps. One step is, on one stream: one
+asynchronous host-to-device copy of the step's inputs (rewards[b], lots[b],
+cooldown, worst, edge, τ, the boundary flag, packed in one pinned buffer); one
+launch of a CUDA graph holding the ``cuda`` engine's launch sequence for one
+step (``cuda._Replay.launch_step``: replay_load_step, reset_session_state,
 rl_popart_normalize, rl_regime_flat_count, rl_regime_observer,
 rl_iqn_action_tau_controller, rl_kelly_fraction_controller, eval_warmup_decay,
-replay_store_step), and one device-to-host copy of what the simulator reads
-back: the diag snapshot row and the flat count (another pinned buffer). The
+replay_store_step); and one asynchronous device-to-host copy of what the
+simulator reads back, the diag snapshot row and the flat count (another pinned
+buffer). CuPy refuses host copies inside a stream capture, so the two copies
+sit around the graph rather than in it. The
 kernels are the ``cuda`` engine's, so a step is bit-identical to the reference
 stepper's (tests/test_gpu_stepper.py checks it).
 
@@ -94,15 +96,9 @@ class GpuStepper:
             self._snap_h = self._out_h[:4 * n_snap].view(np.float32)
             self._flat_h = self._out_h[4 * n_snap:].view(np.int32)
             self._rep = rep
-            s = self._stream
-            s.begin_capture()
-            try:
-                self._in_d.data.copy_from_host_async(ctypes.c_void_p(self._in_h.ctypes.data), n_in, s)
-                rep.launch_step()
-                out_d.data.copy_to_host_async(ctypes.c_void_p(self._out_h.ctypes.data), n_out, s)
-            finally:
-                self._graph = s.end_capture()
             self._out_d = out_d
+            self._n_in, self._n_out = n_in, n_out
+            self._graph = rep.capture()  # cupy captures no host copies: they go around the launch
         self._ints_h[1] = 0
 
     def step(self, rewards: np.ndarray, lots: np.ndarray, inputs) -> tuple[np.ndarray, int]:
@@ -114,8 +110,11 @@ class GpuStepper:
         self._lots_h[:] = lots
         self._scal_h[:] = (inputs.cooldown, inputs.worst, inputs.kelly_edge, inputs.tau_action)
         self._ints_h[0] = 1 if inputs.boundary else 0
-        self._graph.launch(self._stream)
-        self._stream.synchronize()
+        s = self._stream
+        self._in_d.data.copy_from_host_async(ctypes.c_void_p(self._in_h.ctypes.data), self._n_in, s)
+        self._graph.launch(s)
+        self._out_d.data.copy_to_host_async(ctypes.c_void_p(self._out_h.ctypes.data), self._n_out, s)
+        s.synchronize()
         return self._snap_h.copy(), int(self._flat_h[0])
 
     @property
