@@ -27,30 +27,7 @@
 // no global store.
 // Launch: <<<S, 32>>>.
 #include "regime_step.cuh"
-
-// One step's inputs: phase-1 stats and the stream's per-step scalars.
-struct ScanStepInputs {
-    int boundary, flat;
-    float cooldown, worst, kelly_edge, tau_action, v_sum, v_ssq, v_max;
-};
-
-__device__ __forceinline__ ScanStepInputs load_step_inputs(
-    int t, const float* __restrict__ stats, const int* __restrict__ flat,
-    const float* __restrict__ cooldown, const float* __restrict__ worst,
-    const float* __restrict__ kelly_edge, const float* __restrict__ tau_action,
-    const int* __restrict__ boundary) {
-    ScanStepInputs in;
-    in.boundary = boundary[t];
-    in.flat = flat[t];
-    in.cooldown = cooldown[t];
-    in.worst = worst[t];
-    in.kelly_edge = kelly_edge[t];
-    in.tau_action = tau_action[t];
-    in.v_sum = stats[(long long)t * 3 + 0];
-    in.v_ssq = stats[(long long)t * 3 + 1];
-    in.v_max = stats[(long long)t * 3 + 2];
-    return in;
-}
+#include "replay_inputs.cuh"
 
 // The reset a boundary runs: spill the register-held slots to a scratch
 // array, apply the layout's runtime reset plan, read them back.
@@ -75,14 +52,10 @@ struct RegisterReset {
 // ---- replay_scan_warp: the single replay, one warp per scenario ----
 #define SCAN_BATCH 32  // steps per batch: one per lane
 
-// The state-free part of a step moves to the loading lanes: popart_stats_update
-// starts with v_sum / b and v_ssq / b, and regime_observer_step uses b only in
-// flat_count == b. A lane computes those two quotients (the same IEEE division
-// of the same operands, so the same bits) and the flag flat_count == b for its
-// step, and lane 0 calls the unchanged scalar_step with (quotients, flag,
-// b_size = 1): x / 1.0f == x exactly, and flag == 1 iff flat_count == b. The
-// two divisions, each a long dependent sequence for one thread, so leave the
-// serial chain. -DSCAN_WARP_PREDIVIDE=0 keeps them in the chain (for timing).
+// The loading lanes take the state-free quotients off lane 0's chain
+// (predivided_step_inputs, replay_inputs.cuh): two divisions, each a long
+// dependent sequence for one thread. -DSCAN_WARP_PREDIVIDE=0 keeps them in the
+// chain (for timing).
 #ifndef SCAN_WARP_PREDIVIDE
 #define SCAN_WARP_PREDIVIDE 1
 #endif
@@ -92,49 +65,13 @@ __device__ __forceinline__ ScanStepInputs warp_step_inputs(
     const float* __restrict__ cooldown, const float* __restrict__ worst,
     const float* __restrict__ kelly_edge, const float* __restrict__ tau_action,
     const int* __restrict__ boundary) {
-    ScanStepInputs in = load_step_inputs(t, stats, flat, cooldown, worst, kelly_edge,
-                                         tau_action, boundary);
 #if SCAN_WARP_PREDIVIDE
-    const float b = (float)b_size;  // as popart_stats_update
-    in.v_sum = in.v_sum / b;
-    in.v_ssq = in.v_ssq / b;
-    in.flat = (in.flat == b_size) ? 1 : 0;
+    return predivided_step_inputs(t, b_size, stats, flat, cooldown, worst, kelly_edge, tau_action,
+                                  boundary);
+#else
+    return load_step_inputs(t, stats, flat, cooldown, worst, kelly_edge, tau_action, boundary);
 #endif
-    return in;
 }
-
-// A batch of step inputs in shared memory, one array per field (lane j writes
-// element j: no bank conflicts).
-struct ScanBatchInputs {
-    int boundary[SCAN_BATCH], flat[SCAN_BATCH];
-    float cooldown[SCAN_BATCH], worst[SCAN_BATCH], kelly_edge[SCAN_BATCH],
-        tau_action[SCAN_BATCH], v_sum[SCAN_BATCH], v_ssq[SCAN_BATCH], v_max[SCAN_BATCH];
-
-    __device__ __forceinline__ void put(int j, const ScanStepInputs& in) {
-        boundary[j] = in.boundary;
-        flat[j] = in.flat;
-        cooldown[j] = in.cooldown;
-        worst[j] = in.worst;
-        kelly_edge[j] = in.kelly_edge;
-        tau_action[j] = in.tau_action;
-        v_sum[j] = in.v_sum;
-        v_ssq[j] = in.v_ssq;
-        v_max[j] = in.v_max;
-    }
-    __device__ __forceinline__ ScanStepInputs get(int j) const {
-        ScanStepInputs in;
-        in.boundary = boundary[j];
-        in.flat = flat[j];
-        in.cooldown = cooldown[j];
-        in.worst = worst[j];
-        in.kelly_edge = kelly_edge[j];
-        in.tau_action = tau_action[j];
-        in.v_sum = v_sum[j];
-        in.v_ssq = v_ssq[j];
-        in.v_max = v_max[j];
-        return in;
-    }
-};
 
 extern "C" __global__ void replay_scan_warp(
     float* __restrict__ isv_rows,            // [S, ISV_SIZE] in/out
@@ -158,7 +95,7 @@ extern "C" __global__ void replay_scan_warp(
     float* __restrict__ norm_params,         // [T, 4]
     int do_norm
 ) {
-    __shared__ ScanBatchInputs batch;
+    __shared__ StepBatch<SCAN_BATCH> batch;
     __shared__ float snap_stage[SCAN_BATCH * N_SNAP];
     __shared__ float norm_stage[SCAN_BATCH * 4];
 

@@ -7,10 +7,9 @@
 // latency):
 //   * the step inputs are the same for every scenario, so a block loads each
 //     batch of SWEEP_BATCH steps once, cooperatively, into shared memory, with
-//     the two state-free quotients v_sum / b, v_ssq / b and the flag
-//     flat_count == b already taken (scalar_step then runs with b_size = 1:
-//     x / 1.0f == x exactly; see replay_scan_warp); the next batch's loads are
-//     issued into registers before the current batch runs;
+//     the state-free quotients already taken (predivided_step_inputs in
+//     replay_inputs.cuh; scalar_step then runs with b_size = 1); the next
+//     batch's loads are issued into registers before the current batch runs;
 //   * only the slots the chain touches are held in registers (CHAIN_SLOT_LIST:
 //     every slot regime_step.cuh names, plus the snapshot slots, from the
 //     host); the other slots stay in the scenario's row in global memory;
@@ -26,6 +25,7 @@
 // acc_init [N_SUMMARY + 1]: summary.init's row; acc_out [S, N_SUMMARY + 1].
 // Launch: <<<ceil(S / SWEEP_BLOCK), SWEEP_BLOCK>>>, SWEEP_BLOCK >= SWEEP_BATCH.
 #include "regime_step.cuh"
+#include "replay_inputs.cuh"
 
 #ifndef SWEEP_BLOCK
 #define SWEEP_BLOCK 128
@@ -36,49 +36,6 @@
 #ifndef CHAIN_SLOT_LIST
 #define CHAIN_SLOT_LIST ISV_SLOT_LIST
 #endif
-
-// One batch of step inputs in shared memory, one array per field.
-struct SweepBatch {
-    int boundary[SWEEP_BATCH], flat_is_b[SWEEP_BATCH];
-    float cooldown[SWEEP_BATCH], worst[SWEEP_BATCH], kelly_edge[SWEEP_BATCH],
-        tau_action[SWEEP_BATCH], mean[SWEEP_BATCH], mean_sq[SWEEP_BATCH], v_max[SWEEP_BATCH];
-};
-
-// One step's inputs as a loading thread holds them until the batch is parked.
-struct SweepStep {
-    int boundary, flat_is_b;
-    float cooldown, worst, kelly_edge, tau_action, mean, mean_sq, v_max;
-
-    __device__ __forceinline__ void load(int t, int b_size, const float* __restrict__ stats,
-                                         const int* __restrict__ flat,
-                                         const float* __restrict__ cooldown_,
-                                         const float* __restrict__ worst_,
-                                         const float* __restrict__ kelly_edge_,
-                                         const float* __restrict__ tau_action_,
-                                         const int* __restrict__ boundary_) {
-        const float b = (float)b_size;  // as popart_stats_update: the same division, the same bits
-        boundary = boundary_[t];
-        flat_is_b = (flat[t] == b_size) ? 1 : 0;
-        cooldown = cooldown_[t];
-        worst = worst_[t];
-        kelly_edge = kelly_edge_[t];
-        tau_action = tau_action_[t];
-        mean = stats[(long long)t * 3 + 0] / b;
-        mean_sq = stats[(long long)t * 3 + 1] / b;
-        v_max = stats[(long long)t * 3 + 2];
-    }
-    __device__ __forceinline__ void park(SweepBatch& batch, int j) const {
-        batch.boundary[j] = boundary;
-        batch.flat_is_b[j] = flat_is_b;
-        batch.cooldown[j] = cooldown;
-        batch.worst[j] = worst;
-        batch.kelly_edge[j] = kelly_edge;
-        batch.tau_action[j] = tau_action;
-        batch.mean[j] = mean;
-        batch.mean_sq[j] = mean_sq;
-        batch.v_max[j] = v_max;
-    }
-};
 
 // The reset a boundary runs, on the scenario's row in global memory.
 struct RowReset {
@@ -184,7 +141,7 @@ extern "C" __global__ void __launch_bounds__(SWEEP_BLOCK) replay_sweep(
     const double* __restrict__ acc_init,     // [N_SUMMARY + 1]
     double* __restrict__ acc_out             // [S, N_SUMMARY + 1]
 ) {
-    __shared__ SweepBatch batch;
+    __shared__ StepBatch<SWEEP_BATCH> batch;
     const int s = blockIdx.x * blockDim.x + threadIdx.x;
     const bool active = s < n_scen;  // the others still load inputs and reach every barrier
     const int tid = threadIdx.x;
@@ -204,10 +161,10 @@ extern "C" __global__ void __launch_bounds__(SWEEP_BLOCK) replay_sweep(
     const RowReset reset{row, boots + (long long)(active ? s : 0) * ISV_SIZE, r_idx, r_code, r_src,
                          n_reset};
 
-    SweepStep pending;
+    ScanStepInputs pending;
     if (tid < SWEEP_BATCH && tid < n_steps) {
-        pending.load(tid, b_size, stats, flat, cooldown, worst, kelly_edge, tau_action, boundary);
-        pending.park(batch, tid);
+        batch.put(tid, predivided_step_inputs(tid, b_size, stats, flat, cooldown, worst, kelly_edge,
+                                              tau_action, boundary));
     }
     __syncthreads();
     for (int base = 0; base < n_steps; base += SWEEP_BATCH) {
@@ -215,15 +172,15 @@ extern "C" __global__ void __launch_bounds__(SWEEP_BLOCK) replay_sweep(
         const int t_next = base + SWEEP_BATCH + tid;
         const bool loads = tid < SWEEP_BATCH && t_next < n_steps;
         if (loads) {  // in flight while this batch runs
-            pending.load(t_next, b_size, stats, flat, cooldown, worst, kelly_edge, tau_action,
-                         boundary);
+            pending = predivided_step_inputs(t_next, b_size, stats, flat, cooldown, worst,
+                                             kelly_edge, tau_action, boundary);
         }
         if (active) {
             for (int j = 0; j < n; ++j) {
+                const ScanStepInputs in = batch.get(j);
                 float mean, sigma;
-                scalar_step(isv, batch.boundary[j], batch.cooldown[j], batch.worst[j],
-                            batch.kelly_edge[j], batch.tau_action[j], batch.mean[j],
-                            batch.mean_sq[j], batch.v_max[j], batch.flat_is_b[j], 1, reset, mean,
+                scalar_step(isv, in.boundary, in.cooldown, in.worst, in.kelly_edge,
+                            in.tau_action, in.v_sum, in.v_ssq, in.v_max, in.flat, 1, reset, mean,
                             sigma);
                 acc.fold(isv);
                 if (snap != nullptr) {
@@ -235,7 +192,7 @@ extern "C" __global__ void __launch_bounds__(SWEEP_BLOCK) replay_sweep(
             }
         }
         __syncthreads();  // everyone is done with this batch
-        if (loads) pending.park(batch, tid);
+        if (loads) batch.put(tid, pending);
         __syncthreads();  // the next batch is parked
     }
 
