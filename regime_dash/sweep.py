@@ -15,6 +15,7 @@ that config, exactly: both fold the same snapshot with the same
 """
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
 import operator
 import time
@@ -96,10 +97,10 @@ def expand_configs(configs: Sequence[RegimeConfig] | Mapping[str, Any],
         raise ConfigError(f"configs must be a list of RegimeConfig or a dict field -> values, "
                           f"got {type(configs).__name__}", field="configs", value=type(configs).__name__)
     out = list(configs)
-    for i, c in enumerate(out):
-        if not isinstance(c, RegimeConfig):
-            raise ConfigError(f"configs[{i}] is a {type(c).__name__}, not a RegimeConfig",
-                              field=f"configs[{i}]", value=type(c).__name__)
+    if not all(issubclass(t, RegimeConfig) for t in set(map(type, out))):  # one C-level pass
+        i, c = next((i, c) for i, c in enumerate(out) if not isinstance(c, RegimeConfig))
+        raise ConfigError(f"configs[{i}] is a {type(c).__name__}, not a RegimeConfig",
+                          field=f"configs[{i}]", value=type(c).__name__)
     return out
 
 
@@ -148,12 +149,14 @@ def config_columns(configs: Sequence[RegimeConfig]) -> pd.DataFrame:
     """The configs as a table: one column per field (declaration order), one row per config."""
     from regime_dash.config import SWITCHES
 
-    n = len(configs)
-    # a C-level pass per field (fromiter over attrgetter): the per-config cost of a big sweep
-    columns = {name: np.fromiter(map(operator.attrgetter(name), configs), dtype=np.float64, count=n)
-               for name in field_names()}
-    return pd.DataFrame({name: col.astype(bool) if name in SWITCHES else col
-                         for name, col in columns.items()})
+    names = field_names()
+    # one C-level pass over the configs (fromiter over attrgetter tuples): the per-config cost
+    # of a big sweep
+    flat = np.fromiter(itertools.chain.from_iterable(map(operator.attrgetter(*names), configs)),
+                       dtype=np.float64, count=len(configs) * len(names))
+    values = flat.reshape(len(configs), len(names))
+    return pd.DataFrame({name: values[:, k].astype(bool) if name in SWITCHES else values[:, k].copy()
+                         for k, name in enumerate(names)})
 
 
 def config_slot_values(table: pd.DataFrame) -> tuple[list[str], np.ndarray]:
@@ -269,21 +272,19 @@ def _fast_on_gpu(device: str, client: Any) -> bool:
     return device == "gpu" or all(client.run(_gpu_here).values())
 
 
-def _fast_inputs(stream: Stream, gpu: bool) -> _FastInputs:
-    """Phase 1 once for the whole sweep, here (on this GPU if there is one: the same bits as the CPU's).
+def _phase1_stats(stream: Stream):
+    """Phase 1 once for the whole sweep, here: on this GPU if there is one (the same bits as the CPU's).
 
-    The GPU scan reads only phase 1 and the per-step scalars, so its shards get no [T, b]
-    batch; the CPU scan (``fast.sweep_cpu``) takes the whole stream.
+    A GPU scan then reads only phase 1 and the per-step scalars, so its shards get no
+    [T, b] batch; the CPU scan (``fast.sweep_cpu``) takes the whole stream.
     """
     if _gpu_here():
         from regime_dash.engine import fast_gpu
 
-        stats = fast_gpu.step_stats(stream)
-    else:
-        from regime_dash.engine import fast
+        return fast_gpu.step_stats(stream)
+    from regime_dash.engine import fast
 
-        stats = fast.step_stats(stream)
-    return _FastInputs(_scalar_stream(stream) if gpu else stream, stats, stream.accounts)
+    return fast.step_stats(stream)
 
 
 def _fast_shard(shard: _Shard, inputs: _FastInputs, layout: SlotLayout, isv, device: str,
@@ -392,16 +393,14 @@ def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], e
     -------
     SweepResult
     """
-    from regime_dash import distributed
-
     t0 = time.perf_counter()
     if not isinstance(stream, Stream):
         raise StreamError(f"stream must be a regime_dash.Stream, got {type(stream).__name__}",
                           field="stream", value=type(stream).__name__)
     # a grid is expanded where its shards run (each worker builds and checks its own configs)
     grid = _Grid.of(configs, base) if isinstance(configs, Mapping) else None
-    table = None if grid is not None else config_columns(expand_configs(configs))
-    n_configs = len(grid) if grid is not None else len(table)
+    config_list = None if grid is not None else expand_configs(configs)
+    n_configs = len(grid) if grid is not None else len(config_list)
     if not n_configs:
         raise ConfigError("the sweep has no configs", field="configs", value=configs)
     layout = (layout or DEFAULT_LAYOUT).validate()
@@ -425,6 +424,25 @@ def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], e
     if name == "fast" and options:
         raise ValidationError(f"engine 'fast' sweeps take no options, got {sorted(options)}",
                               field="options", value=sorted(options))
+    if name == "fast":
+        from regime_dash.engine import fast
+
+        if scheduler is None or device not in fast.DEVICES:
+            fast.use_gpu(device)  # the device's name, and in-process that a GPU asked for is here
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        # phase 1 (mostly a host-to-device copy of the stream, or numba's threads) runs
+        # while this thread builds the config table
+        stats = pool.submit(_phase1_stats, stream) if name == "fast" else None
+        table = None if config_list is None else config_columns(config_list)
+        return _sweep_run(stream, table, grid, n_configs, keep, layout, progress, isv, device, chunk_size,
+                          scheduler, name, options, stats, t0)
+
+
+def _sweep_run(stream, table, grid, n_configs, keep, layout, progress, isv, device, chunk_size, scheduler,
+               name, options, stats, t0) -> SweepResult:
+    """:func:`sweep` once its arguments are checked: shard, run (here or on the workers), assemble."""
+    from regime_dash import distributed
+
     with distributed.connect(scheduler) as client:
         parts = 1 if client is None else distributed.worker_count(client)
         shards = [_Shard(a, b, [k - a for k in keep if a <= k < b], grid=grid,
@@ -432,7 +450,7 @@ def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], e
                   for a, b in distributed.shard_bounds(n_configs, parts)]
         if name == "fast":
             gpu = _fast_on_gpu(device, client)
-            inputs = _fast_inputs(stream, gpu)
+            inputs = _FastInputs(_scalar_stream(stream) if gpu else stream, stats.result(), stream.accounts)
             device = "gpu" if gpu else "cpu"
             shared = (inputs, layout, isv, device, chunk_size)
             fn = _fast_shard
