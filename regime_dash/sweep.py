@@ -5,9 +5,13 @@ metrics of its replay (dead-zone steps, longest duration, timeouts, tail
 events, σ-floor steps, min/mean kelly_f, max σ, ...). With the fast engine,
 phase 1 (the per-step batch sums and flat counts) is computed once for the
 whole sweep and each config runs only the scalar scan, folding its snapshot
-into a row of accumulators, so memory is O(S + T·b), never O(S·T). Configs go
-through in chunks, and the full trajectories are kept only for the configs
-named in ``keep``.
+into a row of accumulators, so memory is O(S + T·b), never O(S·T). On the GPU
+all of a shard's configs run in one launch; on the CPU in chunks. The full
+trajectories are kept only for the configs named in ``keep``.
+
+``scheduler=`` shards the configs over dask.distributed workers
+(:mod:`regime_dash.distributed`), one contiguous shard per worker; the table is
+the same as in-process, value for value.
 
 A sweep row equals :func:`summary.summarize_frame` of the single replay of
 that config, exactly: both fold the same snapshot with the same

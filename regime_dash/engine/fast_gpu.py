@@ -11,10 +11,16 @@ accepts only the layout's own ``snapshot_indices``). For a single replay the
 scan (``replay_scan_warp``: one warp per scenario, whose other lanes only move
 inputs in and snapshot rows out through shared memory) writes the [T, n]
 snapshot and each step's PopArt (μ, σ) pairs, and ``replay_normalize.cu`` then
-applies Pass 3 (and rl_popart_v_correct) to all steps at once. For a sweep the
-scan (``replay_scan``: one thread per scenario) folds each step's snapshot row into float64 accumulators (the twin of
+applies Pass 3 (and rl_popart_v_correct) to all steps at once. For a sweep
+(``kernels/replay_sweep.cu``: one thread per scenario, one launch for all S) each
+block loads every batch of step inputs once into shared memory, the threads keep
+only the slots the chain touches in registers (:func:`chain_slots`) and fold each
+step's snapshot row into register accumulators (the twin of
 :func:`regime_dash.engine.summary.accumulate`), so S scenarios × T steps never
 materialize trajectories, except the scenarios named in ``keep``.
+:func:`sweep_values` builds the S initial rows on the device from each config's
+slot values and takes phase 1 from the caller, so a sweep shard needs neither
+[S, n_isv] host arrays nor the [T, b] batch.
 
 CuPy is imported only inside functions.
 """
