@@ -342,8 +342,9 @@ def _scale_out_rows(stream: Stream, size: int, repeats: int, budget_s: float, gp
         return one_row, add(_missing(two_name, "gpu", f"unavailable: {n_gpu} GPU(s) here, 2 needed", size))
 
     def two():
-        with distributed.local_cluster() as cluster, distributed.connect(
-                __import__("distributed").Client(cluster)) as client:
+        import distributed as dd
+
+        with distributed.local_cluster() as cluster, dd.Client(cluster) as client:
             client.wait_for_workers(n_gpu, timeout=120)
             want = sweep(stream, configs[:4096], engine="fast", device="gpu").table
             got = sweep(stream, configs[:4096], engine="fast", device="gpu", scheduler=client).table
