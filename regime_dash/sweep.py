@@ -139,8 +139,16 @@ class _Grid:
     def expand(self, start: int, stop: int | None) -> list[RegimeConfig]:
         """Configs ``start..stop`` of the product (first field slowest); each validated by its constructor."""
         fixed = dict(self.fixed)
-        combos = itertools.islice(itertools.product(*self.axes), start, stop)
-        return [RegimeConfig(**{**fixed, **dict(zip(self.names, combo))}) for combo in combos]
+        out = []
+        for combo in itertools.islice(itertools.product(*self.axes), start, stop):
+            swept = dict(zip(self.names, combo))
+            try:
+                out.append(RegimeConfig(**{**fixed, **swept}))
+            except ConfigError as exc:
+                at = ", ".join(f"{k}={v!r}" for k, v in swept.items())
+                raise ConfigError(f"sweep value {at} is not a valid config: {exc}",
+                                  field=exc.field, value=exc.value) from None
+        return out
 
 
 #: Slots of :meth:`RegimeConfig.to_isv` that copy another field (the rest are ``FIELD_SLOTS``).

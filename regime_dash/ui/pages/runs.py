@@ -49,6 +49,10 @@ else:
     view = runs.assign(steps=[f"{a} … {b}" for a, b in zip(runs["first_step"], runs["last_step"])])
     st.dataframe(view[["name", "rows", "steps", "rejected", "ingested_at", "source", "run_id"]],
                  hide_index=True, key="runs.table")
+    # a button, not a page link: the sidebar already has a link named "Explore"
+    if st.button(f"Next: look at the run{'s' if len(runs) > 1 else ''} on Explore", key="runs.explore",
+                 icon=":material/monitoring:", type="primary"):
+        st.switch_page(widgets.page_path("explore.py"))
     widgets.delete_run_control("runs.delete", store, runs)
 
     st.subheader("Check all runs")
