@@ -3,7 +3,7 @@
 A sweep over thousands of configs cannot keep every trajectory, so each
 scenario folds its snapshot rows into a few float64 accumulators as it goes.
 :func:`fold` is that fold; the CPU sweep compiles it with numba, the GPU
-scan has its twin in ``kernels/regime_step.cuh`` (``accumulate_summary``), and
+scan has its twin in ``kernels/replay_sweep.cu`` (``SummaryAcc``), and
 :func:`summarize_snapshot` applies it to a single replay's snapshot, so a sweep
 row and the matching single replay are equal by construction and by test.
 
@@ -121,13 +121,6 @@ def finalize(acc: np.ndarray, steps: int) -> dict[str, float]:
     """Metric dict of one accumulator row after ``steps`` steps (kelly_mean = sum / steps)."""
     out = {name: float(acc[i]) for i, name in enumerate(METRICS)}
     out["kelly_mean"] = float(acc[8] / steps) if steps else float("nan")
-    return out
-
-
-def finalize_columns(acc: np.ndarray, steps: int) -> dict[str, np.ndarray]:
-    """:func:`finalize` of every row of ``acc`` (float64 [S, N_METRICS + 1]) at once: ``{metric: float64 [S]}``."""
-    out = {name: acc[:, i].copy() for i, name in enumerate(METRICS)}
-    out["kelly_mean"] = acc[:, 8] / steps if steps else np.full(len(acc), np.nan)
     return out
 
 
