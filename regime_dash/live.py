@@ -291,7 +291,7 @@ class StreamRun(LiveRun):
         self.shock_pnl = float(shock_pnl)
         self.reward_scale = float(reward_scale)
         isv0, boot = initial_isv(self.config, None, self.layout)
-        self.engine: StepEngine = make_stepper(engine, isv0, boot, self.layout)
+        self.engine: StepEngine = make_stepper(engine, isv0, boot, self.layout, stream.accounts)
         self.changes = []
         self._t = 0
         self._snap: list[np.ndarray] = []
@@ -331,7 +331,7 @@ class StreamRun(LiveRun):
 
     def _switch(self, config: RegimeConfig) -> None:
         isv, boot = reconfigured_isv(self.engine.isv, config, self.layout)
-        self.engine = make_stepper(self.engine.name, isv, boot, self.layout)
+        self.engine = make_stepper(self.engine.name, isv, boot, self.layout, self.stream.accounts)
 
     # ---- injections: edits of the next step's inputs ----------------------------------
     def _next_index(self, what: str) -> int:
@@ -466,7 +466,7 @@ class SimulatorRun(LiveRun):
     def _switch(self, config: RegimeConfig) -> None:
         sim = self.simulator
         isv, boot = reconfigured_isv(sim.engine.isv, config, self.layout)
-        sim.engine = make_stepper(sim.engine.name, isv, boot, self.layout)
+        sim.engine = make_stepper(sim.engine.name, isv, boot, self.layout, sim.accounts)
         sim.config = config
 
     def inject_tail_shock(self, account: int | None = None) -> Change:

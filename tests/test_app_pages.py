@@ -186,6 +186,17 @@ def test_runs_delete(loaded):
     assert len(table_with(at, "ingested_at")) == 1
 
 
+def test_runs_check_all_shows_one_row_per_run(loaded):
+    at = loaded
+    at.switch_page(page("runs")).run()
+    at.button(key="runs.check_all").click().run()
+    no_exception(at, "check all")
+    summary = table_with(at, "first_failure")
+    assert len(summary) == 2 and {"run", "status", "pass", "fail", "skip", "findings"} <= set(summary.columns)
+    assert set(summary["run"]) == set(table_with(at, "ingested_at")["run_id"])
+    assert any("run(s) failed or could not be checked" in c.value for c in at.caption)
+
+
 # ---- loaded store: every page ---------------------------------------------------------------
 def test_every_page_renders_on_a_loaded_store(loaded):
     at = loaded

@@ -8,14 +8,15 @@ reference engine (exact, and quick for the streams a page opens with) while the
 compile runs, and moves to ``fast`` once :func:`compile_state` says ``ready``.
 
 Whether a compile is *cold* is read from numba's own cache index, not guessed:
-:func:`cache_is_fresh` asks each compiled function's cache whether it holds an
-entry for the current source, closure and machine (what numba itself checks
-before it loads one).
+:func:`cache_is_fresh` asks (through ``fast.cpu_cache_warm``) each kernel's
+cache whether it holds an entry for the current source, closure and machine
+(what numba itself checks before it loads one).
 
 A cold compile runs in a child process, so its minutes of Python-heavy work do
 not hold this process's GIL while pages are being served; the child fills the
 disk cache and this process then loads from it. Where the cache cannot be
-written (a read-only install), the compile runs in this process's thread.
+written (a read-only install), the child's work is lost and the compile runs
+again in this process's thread.
 
 No streamlit here: the UI and the CLI read :func:`compile_state` and show it.
 """
@@ -38,81 +39,39 @@ REFERENCE_S_PER_STEP = 1.4e-4
 #: Estimates before anything was measured here: the 2-core development machine at load
 #: average 7 compiled in 31–45 s and loaded the cache in about a second.
 DEFAULT_ESTIMATES = {"cold_s": 45.0, "cached_s": 2.0}
-#: The compiled functions one replay runs, and one sweep (names in ``fast._kernels()``).
-REPLAY_KERNELS = ("phase1", "scan", "normalize")
-SWEEP_KERNELS = ("phase1", "sweep")
+#: What one replay runs, and one sweep: entries of ``fast.ENTRIES`` (each names its kernels).
+REPLAY_KERNELS = ("replay",)
+SWEEP_KERNELS = ("sweep",)
+ALL_KERNELS = REPLAY_KERNELS + SWEEP_KERNELS
 #: Where measured compile times are kept: beside numba's cache of the fast engine.
 TIMINGS = Path(__file__).resolve().parent / "__pycache__" / "fast_compile_times.json"
-#: The steps and accounts of the stream the compile runs on (every argument type of a real replay).
-_WARM_STEPS, _WARM_ACCOUNTS = 64, 8
 
 _LOCK = threading.Lock()
 _STATE: dict[str, Any] = {"state": "cold", "started": None, "finished": None, "error": None, "cached": None}
 
 
 # ---- the compile itself --------------------------------------------------------------
-def _tiny_stream():
-    import numpy as np
-
-    from regime_dash.streams import Stream
-
-    rng = np.random.default_rng(0)
-    shape = (_WARM_STEPS, _WARM_ACCOUNTS)
-    return Stream.make(rewards=rng.normal(size=shape), lots=rng.integers(0, 3, size=shape),
-                       kelly_analytic=np.full(_WARM_STEPS, 0.2), session_pnl_worst=-rng.random(_WARM_STEPS))
-
-
 def compile_kernels() -> None:
-    """Compile (or load from the disk cache) every numba function of the fast CPU engine.
-
-    Runs a tiny replay and a tiny two-config sweep on the CPU path, so each
-    function is specialized on the argument types a real replay and sweep pass.
-    """
-    import numpy as np
-
-    from regime_dash.config import RegimeConfig
-    from regime_dash.engine import fast, initial_isv, snapshot_indices
-    from regime_dash.slots import DEFAULT_LAYOUT
-
-    stream = _tiny_stream()
-    layout = DEFAULT_LAYOUT.validate()
-    isv0, boot = initial_isv(RegimeConfig(), None, layout)
-    fast.run_cpu(stream, isv0, boot, layout, snapshot_indices(layout))
-    fast.sweep_cpu(stream, np.stack([isv0, isv0]), np.stack([boot, boot]), layout, keep=[0])
-
-
-def _dispatchers(names: tuple[str, ...] | None = None) -> list:
+    """Compile (or load from the disk cache) every numba kernel of the fast CPU engine: a replay's and a sweep's."""
     from regime_dash.engine import fast
 
-    kernels = fast._kernels()
-    picked = {n: k for n, k in kernels.items() if names is None or n in names} or kernels
-    return [k for k in picked.values() if hasattr(k, "_cache")]
+    for entry in ALL_KERNELS:
+        fast.compile_cpu(entry)
 
 
 def cache_is_fresh(names: tuple[str, ...] | None = None) -> bool:
-    """True when the fast engine's numba functions (those in ``names``; all when None) have a
-    disk-cache entry each that numba can load now.
+    """True when the fast engine's kernels for the entries ``names`` (all when None) need no
+    compile: built in this process, or held by numba's disk cache for the current sources.
 
-    An entry counts only if numba would use it: written by this numba version,
-    for the source file as it is now (its stamp), and with the same bytecode,
-    closure and machine (the index key numba computes before loading).
+    This reads numba's own cache index (see ``fast.cpu_cache_warm``): an entry counts
+    only if numba would load it, for this numba version, source, closure and machine.
     """
+    from regime_dash.engine import fast
+
     try:
-        dispatchers = _dispatchers(names)
+        return all(fast.cpu_cache_warm(e) for e in (names or ALL_KERNELS))
     except Exception:  # noqa: BLE001 - no numba, or the engine cannot build: nothing is cached
         return False
-    if not dispatchers:
-        return False
-    for d in dispatchers:
-        cache = d._cache
-        index = getattr(cache, "_cache_file", None)
-        if index is None:
-            return False  # caching disabled (read-only install): every process compiles
-        overloads = index._load_index()
-        codegen = d.targetctx.codegen()
-        if not any(cache._index_key(key[0], codegen) == key for key in overloads):
-            return False
-    return True
 
 
 def _load_timings() -> dict[str, float]:
@@ -159,7 +118,7 @@ def _worker() -> None:
         cached = cache_is_fresh()
         with _LOCK:
             _STATE["cached"] = cached
-        if not cached and _writable_cache():
+        if not cached:
             why = _child_compile()
             if why is not None:
                 raise RuntimeError(f"the compile process failed: {why}")
@@ -171,13 +130,6 @@ def _worker() -> None:
     except Exception as exc:  # noqa: BLE001 - shown to the user as the reason fast is not used
         with _LOCK:
             _STATE.update(state="failed", finished=time.monotonic(), error=f"{type(exc).__name__}: {exc}")
-
-
-def _writable_cache() -> bool:
-    try:
-        return all(getattr(d._cache, "_cache_file", None) is not None for d in _dispatchers())
-    except Exception:  # noqa: BLE001
-        return False
 
 
 # ---- the public API -------------------------------------------------------------------
@@ -229,10 +181,12 @@ def fast_needs_compile(device: str = "auto") -> bool:
     return not _loaded_in_process()
 
 
-def _loaded_in_process() -> bool:
+def _loaded_in_process(entries: tuple[str, ...] = REPLAY_KERNELS) -> bool:
+    """Whether this process holds the compiled kernels of ``entries`` (nothing left to load)."""
     from regime_dash.engine import fast
 
-    return fast._KERNELS is not None and all(getattr(d, "signatures", None) for d in fast._KERNELS.values())
+    built = getattr(fast, "_KERNELS", {})
+    return all(name in built for e in entries for name in fast.ENTRIES[e])
 
 
 def choose_engine(requested: str, steps: int, kernels: tuple[str, ...] = REPLAY_KERNELS) -> str:
