@@ -245,6 +245,9 @@ def test_explore_violation_jumps_to_its_step(tmp_path, monkeypatch, replay_diag)
     at.file_uploader(key="runs.upload").set_value(("planted.jsonl", bad.read_bytes(), "application/json")).run()
     at.switch_page(page("explore")).run()
     no_exception(at, "explore")
+    assert not [b for b in at.button if b.label == "step 250"]  # only the open tab (Episodes) is built
+    at.session_state["explore.tabs"] = "Invariants"
+    at.run()
     jump = [b for b in at.button if b.label == "step 250"]
     assert jump, [b.label for b in at.button]
     jump[0].click().run()
@@ -308,6 +311,8 @@ def test_explore_leaves_out_rows_without_a_step(tmp_path, monkeypatch, replay_di
 def test_explore_downloads_the_view(loaded):
     at = loaded
     at.switch_page(page("explore")).run()
+    at.session_state["explore.tabs"] = "Download"
+    at.run()
     assert not at.get("download_button")  # written only when asked for
     assert at.radio(key="explore.download.format").options == ["PARQUET", "CSV"]
     at.radio(key="explore.download.format").set_value("csv")

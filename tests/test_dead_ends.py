@@ -81,6 +81,8 @@ def test_explore_exports_two_runs_with_mixed_types(tmp_path, monkeypatch, diag_l
     no_exception(at, "upload")
     at.switch_page(page("explore")).run()
     at.multiselect(key="explore.runs").set_value(run_ids()).run()
+    at.session_state["explore.tabs"] = "Download"  # only the open tab is built
+    at.run()
     at.radio(key="explore.download.format").set_value("parquet")
     at.button(key="explore.download.prepare").click().run()
     no_exception(at, "export")

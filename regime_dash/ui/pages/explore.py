@@ -69,15 +69,23 @@ def view_frame() -> pd.DataFrame:
     return pd.concat([f.assign(run=label) for label, f in cut.items()], ignore_index=True)
 
 
-tab_ep, tab_ev, tab_inv, tab_dl = st.tabs(["Episodes", "Events", "Invariants", "Download"])
-results = {labels[rid]: cache.analyse_run(root, rid, alias_key) for rid in picked}
-with tab_ep:
-    widgets.episode_tables("explore.episodes", results)
-with tab_ev:
-    widgets.event_tables("explore.events", results)
-with tab_inv:
-    widgets.invariant_report("explore.invariants", results, WINDOW, frames)
-with tab_dl:
-    st.caption("The view on screen: the runs picked and the step window above, every column.")
-    widgets.download_view("explore.download", view_frame, "regime-dash-view")
+# only the open tab's tables are built and sent (a rerun when another is opened): a run
+# added to the view then costs its chart and one tab, not every table of every run
+tab_ep, tab_ev, tab_inv, tab_dl = st.tabs(["Episodes", "Events", "Invariants", "Download"], key="explore.tabs",
+                                          on_change="rerun")
+if tab_ep.open or tab_ev.open or tab_inv.open:
+    results = {labels[rid]: cache.analyse_run(root, rid, alias_key) for rid in picked}
+if tab_ep.open:
+    with tab_ep:
+        widgets.episode_tables("explore.episodes", results)
+if tab_ev.open:
+    with tab_ev:
+        widgets.event_tables("explore.events", results)
+if tab_inv.open:
+    with tab_inv:
+        widgets.invariant_report("explore.invariants", results, WINDOW, frames)
+if tab_dl.open:
+    with tab_dl:
+        st.caption("The view on screen: the runs picked and the step window above, every column.")
+        widgets.download_view("explore.download", view_frame, "regime-dash-view")
 state.publish()
