@@ -149,9 +149,12 @@ def test_zoom_redraws_the_window_with_more_detail(server, browser_page, tmp_path
     page.get_by_text("long.jsonl: 8,000 rows").wait_for()
     page.goto(server + "/explore")
     page.get_by_test_id("stMultiSelect").first.click()
-    page.get_by_role("option", name="long").first.click()
+    page.get_by_role("option", name="long").first.click()  # the first run is picked already
     page.keyboard.press("Escape")
     traces_with(page, "long kelly_f")
+    # the app has finished its run (a drag on a chart that is being replaced is lost)
+    page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')")
+    page.wait_for_timeout(500)
     lo, hi = 3000, 4000
     before = page.evaluate(POINTS_IN_JS, ["long kelly_f", lo, hi])
     assert 0 < before < hi - lo  # the whole run's view keeps a sample of this window
