@@ -1,7 +1,7 @@
 """Live runs of any source: a recorded stream, a scenario or the closed-loop simulator, step by step.
 
 A replay runs a whole stream under one config. A live run plays its source one
-step (or a few) at a time through a :class:`~regime_dash.simulator.StepEngine`,
+step (or a few) at a time through a :class:`~regime_dash.engine.steppers.StepEngine`,
 and between two steps the config can change and inputs can be injected:
 
 * **config changes** (:meth:`LiveRun.set_config`) take effect from the next step
@@ -46,8 +46,8 @@ from regime_dash import diag
 from regime_dash.config import FIELD_SLOTS, RegimeConfig
 from regime_dash.engine import initial_isv
 from regime_dash.errors import ValidationError
-from regime_dash.simulator import (RUN8_SHOCK_PNL, Market, Simulator, StepEngine, StepInputs,
-                                   make_stepper)
+from regime_dash.engine.steppers import StepEngine, StepInputs, make_stepper
+from regime_dash.simulator import RUN8_SHOCK_PNL, Market, Simulator
 from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
 from regime_dash.streams import Stream
 
@@ -265,7 +265,7 @@ class StreamRun(LiveRun):
         The config of the first step (the spec's defaults if None).
     engine
         ``reference`` (default), ``cuda``, ``fast`` or ``auto``, as
-        :func:`regime_dash.simulator.make_stepper` takes it.
+        :func:`regime_dash.engine.steppers.make_stepper` takes it.
     layout
         Slot layout; default :data:`regime_dash.slots.DEFAULT_LAYOUT`.
     source
