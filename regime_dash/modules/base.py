@@ -162,41 +162,18 @@ class ModuleConfig:
 
 
 # ---- stream ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ArraySpec:
-    """Schema of one stream field.
-
-    Attributes
-    ----------
-    dtype
-        Exact NumPy dtype of the field.
-    rank
-        1 for per-step ``[T]``, 2 for ``[T, n]``.
-    doc
-        What the field holds.
-    default
-        Fill value of an omitted rank-1 field; ``None`` makes the field required.
-    optional
-        The field may be ``None`` (absent).
-    lo, hi
-        Closed range every value must lie in (``None``: unbounded).
-    """
-
-    dtype: Any
-    rank: int
-    doc: str
-    default: float | None = None
-    optional: bool = False
-    lo: float | None = None
-    hi: float | None = None
+# The schema type, the cast and the checks are the core stream's (regime_dash.streams); the
+# import sits here, with the one class that uses it.
+from regime_dash.streams import ArraySpec, arrays_of, check_schema  # noqa: E402
 
 
 class ModuleStream:
     """Mixin for a module's frozen input stream dataclass; ``SCHEMA`` lists its fields.
 
     Construct with :meth:`make` (casts dtypes, fills defaults); the dataclass
-    validates in ``__post_init__`` and raises :class:`StreamError` naming the
-    field and the offending value.
+    validates in ``__post_init__`` against ``SCHEMA``, a dict of
+    :class:`~regime_dash.streams.ArraySpec` as the core :class:`~regime_dash.streams.Stream`'s,
+    and raises :class:`StreamError` naming the field and the offending value.
     """
 
     SCHEMA: ClassVar[dict[str, ArraySpec]] = {}
@@ -214,102 +191,22 @@ class ModuleStream:
         return {k: v for k, v in out.items() if v is not None}
 
     @classmethod
-    def make(cls, **values: Any):
+    def make(cls, *, lazy: bool = False, **values: Any):
         """Build a stream: cast each field to its schema dtype, fill omitted defaults.
 
         An omitted ``step`` is ``0..T-1``. Values that do not survive the cast
-        unchanged (a fractional action, say) raise.
+        unchanged (a fractional action, say) raise. With ``lazy``, every problem
+        is collected and raised at once as :class:`~regime_dash.errors.StreamErrors`.
         """
-        unknown = sorted(set(values) - set(cls.SCHEMA))
-        if unknown:
-            raise StreamError(f"unknown stream field(s) {unknown}; expected {list(cls.SCHEMA)}",
-                              field=unknown[0], value=unknown[0])
-        t = None
-        for name, spec in cls.SCHEMA.items():
-            if values.get(name) is not None:
-                arr = np.asarray(values[name])
-                if arr.ndim >= 1:
-                    t = arr.shape[0]
-                    break
-        kw: dict[str, Any] = {}
-        for name, spec in cls.SCHEMA.items():
-            v = values.get(name)
-            if v is None and name == "step" and t is not None:
-                v = np.arange(t, dtype=np.int64)  # an omitted step column counts 0..T-1
-            if v is None:
-                if spec.default is not None and t is not None and spec.rank == 1:
-                    kw[name] = np.full(t, spec.default, dtype=spec.dtype)
-                else:
-                    kw[name] = None
-            else:
-                kw[name] = _cast(name, v, spec.dtype)
+        kw, errors = arrays_of(cls.SCHEMA, values, lazy=lazy)
+        if lazy:
+            check_schema(kw, cls.SCHEMA, lazy=True, found=errors)
         return cls(**kw)
 
 
-def _cast(name: str, value: Any, dtype: Any) -> np.ndarray:
-    arr = np.asarray(value)
-    if arr.dtype == dtype:
-        return np.ascontiguousarray(arr)
-    if arr.dtype.kind not in "biuf":
-        raise StreamError(f"{name} must be numeric, got dtype {arr.dtype}", field=name, value=str(arr.dtype))
-    out = arr.astype(dtype)
-    if np.dtype(dtype).kind in "biu":
-        with np.errstate(invalid="ignore"):
-            same = out.astype(np.float64) == arr.astype(np.float64)
-        if not same.all():
-            i = np.argwhere(~same)[0].tolist()
-            bad = arr[tuple(i)]
-            raise StreamError(f"{name} must hold whole numbers; at {i} it holds {bad!r}",
-                              field=name, value=bad)
-    return np.ascontiguousarray(out)
-
-
-def validate_stream(stream: Any) -> None:
-    """Check every field of ``stream`` against its ``SCHEMA``; raise :class:`StreamError`."""
-    t = None
-    for name, spec in stream.SCHEMA.items():
-        arr = getattr(stream, name)
-        if arr is None:
-            if spec.optional:
-                continue
-            raise StreamError(f"{name} is missing", field=name)
-        if not isinstance(arr, np.ndarray):
-            raise StreamError(f"{name} must be a numpy array, got {type(arr).__name__}",
-                              field=name, value=type(arr).__name__)
-        if arr.dtype != np.dtype(spec.dtype):
-            raise StreamError(f"{name} must have dtype {np.dtype(spec.dtype).name}, got {arr.dtype}",
-                              field=name, value=str(arr.dtype))
-        if arr.ndim != spec.rank:
-            raise StreamError(f"{name} must have rank {spec.rank}, got shape {arr.shape}",
-                              field=name, value=arr.shape)
-        if t is None:
-            t = arr.shape[0]
-            if t == 0:
-                raise StreamError(f"stream has T = 0 steps ({name} shape {arr.shape})", field=name,
-                                  value=arr.shape)
-        elif arr.shape[0] != t:
-            raise StreamError(f"{name} has {arr.shape[0]} steps, expected {t}", field=name, value=arr.shape)
-        if spec.rank == 2 and arr.shape[1] == 0:
-            raise StreamError(f"{name} has shape {arr.shape}: no columns", field=name, value=arr.shape)
-        if arr.dtype.kind == "f":
-            bad = ~np.isfinite(arr)
-            if bad.any():
-                i = np.argwhere(bad)[0].tolist()
-                raise StreamError(f"{name} holds a non-finite value {float(arr[tuple(i)])!r} at {i}",
-                                  field=name, value=float(arr[tuple(i)]))
-        for bound, out_of in ((spec.lo, arr < (spec.lo if spec.lo is not None else 0)),
-                              (spec.hi, arr > (spec.hi if spec.hi is not None else 0))):
-            if bound is not None and out_of.any():
-                i = np.argwhere(out_of)[0].tolist()
-                raise StreamError(f"{name} must lie in [{spec.lo}, {spec.hi}]; at {i} it holds "
-                                  f"{arr[tuple(i)].item()!r}", field=name, value=arr[tuple(i)].item())
-    step = getattr(stream, "step", None)
-    if isinstance(step, np.ndarray) and len(step) > 1:
-        d = np.diff(step)
-        if (d <= 0).any():
-            i = int(np.flatnonzero(d <= 0)[0])
-            raise StreamError(f"step must increase strictly; step[{i}]={int(step[i])} is followed by "
-                              f"step[{i + 1}]={int(step[i + 1])}", field="step", value=int(step[i + 1]))
+def validate_stream(stream: Any, *, lazy: bool = False) -> None:
+    """Check every field of ``stream`` against its ``SCHEMA`` (see :func:`regime_dash.streams.check_schema`)."""
+    check_schema({name: getattr(stream, name) for name in stream.SCHEMA}, stream.SCHEMA, lazy=lazy)
 
 
 # ---- invariants --------------------------------------------------------------------------
