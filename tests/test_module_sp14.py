@@ -129,7 +129,24 @@ def test_fold_boundary_resets_the_gate():
     aux = [0.62, 0.62, 0.56, 0.56]
     frame = M.replay(stream_of(aux, boundary=[False, False, True, False]))
     assert frame[C["gate1_state"]].tolist() == [1.0, 1.0, 0.0, 0.0]  # 0.56 would have kept it open
-    assert frame["fold"].tolist() == [0, 0, 1, 1]
+    assert frame["fold"].tolist() == [0, 0, 0, 0]  # fold 0: its train segment, then its eval
+    assert frame["phase"].tolist() == ["train", "train", "eval", "eval"]
+
+
+def test_module_fold_and_phase_mean_what_the_core_diag_says():
+    import regime_dash as rd
+    from regime_dash.modules.base import fold_starts
+
+    boundary = [False, False, True, False, True, False, True, False]
+    frame = M.replay(stream_of([0.62, 0.56, 0.56, 0.62, 0.56, 0.62, 0.56, 0.56], boundary=boundary))
+    core = rd.replay(rd.Stream.make(rewards=np.zeros((8, 2)), lots=np.zeros((8, 2)), boundary=boundary))
+    assert frame["fold"].tolist() == core["fold"].tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert frame["phase"].tolist() == core["phase"].tolist()
+    # every boundary resets the state, the train→eval one inside a fold too (0.56 keeps an open gate open)
+    assert np.flatnonzero(fold_starts(frame)).tolist() == [0, 2, 4, 6]
+    assert frame[C["gate1_state"]].tolist() == [1.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0]
+    res = by_id(M.invariants(frame))  # the checks that reset at fold starts see every reset
+    assert res["sp14.schmitt_hysteresis"]["status"] == res["sp14.rate_limiter"]["status"] == "pass"
 
 
 def test_warmup_model_ramps_the_gate():

@@ -233,7 +233,7 @@ def test_module_check_results_run_only_the_modules_a_frame_has():
     assert res and all(isinstance(r, CheckResult) for r in res)
     assert {r.id for r in res} == set(m.check_ids)
     sp14 = MODULES["sp14_alpha_grad_gate"].replay(MODULES["sp14_alpha_grad_gate"].demo_stream(steps=50))
-    both = pd.concat([frame, sp14.drop(columns=["step", "fold"])], axis=1)
+    both = pd.concat([frame, sp14.drop(columns=["step", "fold", "phase"])], axis=1)
     ids = {r.id for r in module_check_results(both)}
     assert set(m.check_ids) <= ids and "sp14.var_aux_producer" in ids
     assert [r.id for r in module_check_results(both, ids=["sp14.k_floor"])] == ["sp14.k_floor"]

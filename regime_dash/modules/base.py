@@ -301,7 +301,7 @@ class ControllerModule:
     slots
         ISV slots the module reads or writes (:class:`regime_dash.slots.Slot`).
     columns
-        Diag columns the replay emits (besides ``step`` and ``fold``).
+        Diag columns the replay emits (besides ``step``, ``fold`` and ``phase``).
     check_columns
         Columns whose presence in a frame means the module's invariants apply.
     replay_fn, invariants_fn, figures_fn, demo_stream_fn
@@ -416,13 +416,17 @@ def steps_arg(steps: int | None, default: int, name: str = "steps", minimum: int
 
 
 def frame_of(step: np.ndarray, boundary: np.ndarray | None, columns: Mapping[str, np.ndarray]) -> pd.DataFrame:
-    """A module replay frame: ``step``, ``fold`` (boundaries counted) and the given columns."""
+    """A module replay frame: ``step``, ``fold``, ``phase`` as in a core frame, then the given columns.
+
+    ``fold`` and ``phase`` mean what they mean in the diag
+    (:func:`regime_dash.diag.fold_and_phase`): fold k is a train segment and
+    the eval segment after it.
+    """
+    from regime_dash.diag import fold_and_phase
+
     step = np.asarray(step, dtype=np.int64)
-    fold = (np.zeros(len(step), dtype=np.int32) if boundary is None
-            else np.cumsum(np.asarray(boundary, dtype=bool)).astype(np.int32))
-    if boundary is not None and len(step) and boundary[0]:
-        fold -= 1
-    cols = {"step": step, "fold": fold}
+    fold, phase = fold_and_phase(np.zeros(len(step), dtype=bool) if boundary is None else boundary)
+    cols = {"step": step, "fold": fold, "phase": phase}
     cols.update(columns)
     return pd.DataFrame(cols)
 
@@ -441,14 +445,15 @@ def close_f32(actual: np.ndarray, expected: np.ndarray, ulps: int = ULPS) -> np.
 
 
 def fold_starts(frame: pd.DataFrame) -> np.ndarray:
-    """True at the first row and wherever ``fold`` changes (state was reset before that row)."""
+    """True at the first row and wherever ``fold`` or ``phase`` changes (state was reset before that row)."""
     n = len(frame)
     starts = np.zeros(n, dtype=bool)
     if n:
         starts[0] = True
-    if "fold" in frame.columns and n > 1:
-        fold = frame["fold"].to_numpy()
-        starts[1:] |= fold[1:] != fold[:-1]
+    for col in ("fold", "phase"):
+        if col in frame.columns and n > 1:
+            vals = frame[col].to_numpy()
+            starts[1:] |= vals[1:] != vals[:-1]
     return starts
 
 
