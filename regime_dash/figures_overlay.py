@@ -50,14 +50,30 @@ def panel_of(column: str | None) -> int:
     return row
 
 
-def _yref(fig, row: int) -> str:
-    """The primary y axis id (``y``, ``y3``, …) of subplot ``row``."""
+def _panel_axes(fig) -> list[tuple[str, str]]:
+    """``(xref, yref)`` of each panel, top to bottom, read from the layout (so a figure restored from
+    JSON or a cache, which has lost its subplot grid, works too); secondary y axes are left out."""
+    found = []
+    for key, val in fig.layout.to_plotly_json().items():
+        if key.startswith("yaxis") and isinstance(val, dict) and "overlaying" not in val:
+            top = (val.get("domain") or [0, 1])[1]
+            found.append((top, val.get("anchor", "x"), "y" + key[len("yaxis"):]))
+    found.sort(key=lambda t: -t[0])
+    return [(x, y) for _, x, y in found] or [("x", "y")]
+
+
+def _numbers(values) -> np.ndarray:
+    """A trace's y as float64: a sequence (``None`` as NaN), or plotly's typed-array form
+    ``{"dtype", "bdata"}`` that a figure restored from JSON or a cache holds."""
+    if isinstance(values, Mapping) or hasattr(values, "keys"):
+        import base64
+
+        raw = np.frombuffer(base64.b64decode(values["bdata"]), dtype=np.dtype(values["dtype"]))
+        return raw.astype(np.float64)
     try:
-        sp = fig.get_subplot(row, 1)
-    except Exception:  # a figure that is not a make_subplots grid: one panel
-        return "y"
-    name = sp.yaxis.plotly_name  # "yaxis", "yaxis3", ...
-    return "y" + name[len("yaxis"):]
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        return np.asarray([np.nan if v is None else v for v in values], dtype=np.float64)
 
 
 def _y_extent(fig, yref: str) -> tuple[float, float]:
@@ -66,7 +82,7 @@ def _y_extent(fig, yref: str) -> tuple[float, float]:
     for tr in fig.data:
         if (getattr(tr, "yaxis", None) or "y") != yref or tr.y is None:
             continue
-        y = np.asarray([np.nan if v is None else v for v in tr.y], dtype=np.float64)
+        y = _numbers(tr.y)
         y = y[np.isfinite(y)]
         if y.size:
             lo, hi = min(lo, float(y.min())), max(hi, float(y.max()))
@@ -108,27 +124,26 @@ def overlay(fig, verdicts: Verdict | Mapping[str, Verdict], *, x: str = "step"):
     if x != "step":
         return fig
     runs = {"": verdicts} if isinstance(verdicts, Verdict) else dict(verdicts)
+    axes = _panel_axes(fig)
     for label, verdict in runs.items():
         prefix = f"{label}: " if label else ""
         for item in _items(verdict):
-            row = panel_of(item["column"])
-            yref = _yref(fig, row)
+            xref, yref = axes[min(panel_of(item["column"]), len(axes)) - 1]
             lo, hi = _y_extent(fig, yref)
             colour = SEVERITY_COLOURS.get(item["severity"], SEVERITY_COLOURS["info"])
             for a, b in item["spans"]:
-                fig.add_vrect(x0=a - 0.5, x1=b + 0.5, row=row, col=1, fillcolor=colour, opacity=0.14,
-                              line_width=0, layer="below")
+                fig.add_shape(type="rect", xref=xref, yref=f"{yref} domain", x0=a - 0.5, x1=b + 0.5, y0=0, y1=1,
+                              fillcolor=colour, opacity=0.14, line_width=0, layer="below")
             steps = sorted(set(item["steps"]) | {a for a, _ in item["spans"]})
             if not steps:
                 continue
             word = item["severity"].upper()
             fig.add_trace(go.Scatter(
-                x=steps, y=[hi] * len(steps), mode="markers", name=f"verdict:{item['id']}",
+                x=steps, y=[hi] * len(steps), xaxis=xref, yaxis=yref, mode="markers", name=f"verdict:{item['id']}",
                 marker=dict(symbol="triangle-down" if item["kind"] == "check" else "star", size=12, color=colour,
                             line=dict(width=1, color="black")),
                 showlegend=False, legendgroup="verdict",
-                hovertemplate=f"{prefix}{word} {item['id']} @ step %{{x}}<br>{_wrap(item['text'])}<extra></extra>"),
-                row=row, col=1)
+                hovertemplate=f"{prefix}{word} {item['id']} @ step %{{x}}<br>{_wrap(item['text'])}<extra></extra>"))
     return fig
 
 
