@@ -148,3 +148,13 @@ def test_tau_unclamped_when_the_boost_lifts_tau_over_one():
     frame = pd.DataFrame({"step": np.arange(10), v.TAU_MIN_EFF: np.r_[np.full(5, 0.8), np.full(5, 1.2)].astype(np.float32)})
     (f,) = find(frame)
     assert f.id == "tau_unclamped" and f.steps[0] == 5 and f.spans == [(5, 9)]
+
+
+def test_flat_sweep_note_names_the_finding_that_explains_it():
+    from regime_dash.analysis.verdict import flat_sweep_note
+
+    judged = verdict(dead_zone_frame(cycling=True))
+    note = flat_sweep_note([0.0, 0.0, 0.0], ["max_duration"], judged)
+    assert note.startswith("A flat line") and "timeout_unreachable" in note
+    assert flat_sweep_note([0.0, 1.0], ["max_duration"], judged) is None
+    assert "timeout_unreachable" not in flat_sweep_note([2.0, 2.0], ["eps_min"], judged)

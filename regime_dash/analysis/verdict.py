@@ -110,3 +110,28 @@ def verdict(frame: pd.DataFrame | FrameView, options: CheckOptions | None = None
     checks = run_checks(vw, core_ids, opt)
     checks.extend(module_check_results(vw.frame, module_ids, options=opt))
     return Verdict(checks, find(vw, opt))
+
+
+def flat_sweep_note(values, fields, judged: Verdict) -> str | None:
+    """Why a sweep's metric did not move, or ``None`` when it moved.
+
+    Parameters
+    ----------
+    values
+        The metric's value at every swept config.
+    fields
+        The swept RegimeConfig fields.
+    judged
+        The verdict of a replay at the sweep's base config: a finding whose ``fields``
+        name a swept field explains the flat line (``timeout_unreachable`` for ``max_duration``).
+    """
+    import numpy as np
+
+    vals = np.asarray(list(values), dtype=np.float64)
+    if len(vals) < 2 or not (np.all(vals == vals[0]) or np.all(np.isnan(vals))):
+        return None
+    text = f"A flat line: the metric is {vals[0]:g} at every value swept."
+    why = [f for f in judged.findings if set(f.fields) & set(fields)]
+    if why:
+        return f"{text} {why[0].id}: {why[0].message}"
+    return f"{text} Nothing in this replay depends on {', '.join(fields)} here."

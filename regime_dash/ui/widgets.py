@@ -587,6 +587,12 @@ def sweep_panel(key: str, source_key: str, stream: Any, engine: str, base: Regim
     else:
         fig = figures.sweep_line(table, fields_[0], metric)
     event = plotly_chart(fig, f"{key}.chart", on_select="rerun", selection_mode="points")
+    from regime_dash.analysis.verdict import flat_sweep_note, verdict
+
+    note = flat_sweep_note(table[metric], fields_, verdict(cache.replay(source_key, stream, base.as_dict(), engine,
+                                                                         fp, layout)["frame"]))
+    if note:
+        st.caption(note)
     row = pick_sweep_row(key, event, table, fields_)
     if row is None:
         return
