@@ -147,8 +147,8 @@ def _chunks(n: int, size: int) -> Iterable[tuple[int, int]]:
 
 
 def _trajectory_frame(snap: np.ndarray, flat: np.ndarray, stream: Stream, layout: SlotLayout,
-                      engine: str) -> pd.DataFrame:
-    frame = diag.frame_from_snapshot(snap, flat, stream.accounts, stream.step, stream.boundary)
+                      engine: str, config: RegimeConfig | None = None) -> pd.DataFrame:
+    frame = diag.frame_from_snapshot(snap, flat, stream.accounts, stream.step, stream.boundary, config)
     frame.attrs["layout_fingerprint"] = layout.fingerprint_hex()
     frame.attrs["engine"] = engine
     return frame
@@ -178,7 +178,7 @@ def _sweep_fast(stream, configs, keep, layout, isv, progress, device, chunk_size
     rows = [summary.finalize(acc[k], stream.steps) for k in range(len(configs))]
     # kept trajectories need the flat counts, which the GPU sweep does not return
     flat = stats.flat if stats is not None else np.count_nonzero(stream.lots == 0, axis=1).astype(np.int32)
-    trajectories = {k: _trajectory_frame(kept[k], flat, stream, layout, "fast") for k in keep}
+    trajectories = {k: _trajectory_frame(kept[k], flat, stream, layout, "fast", configs[k]) for k in keep}
     return rows, trajectories, "fast-gpu" if gpu else "fast-cpu"
 
 

@@ -200,8 +200,9 @@ def test_explore_widgets_change_the_figure(loaded):
     assert min(xs) >= 100 and max(xs) <= 300
 
 
-def test_explore_violation_jumps_to_its_step(tmp_path, monkeypatch, replay_diag):
-    # plant a violation: a dead-zone duration that does not follow flag ? prev+1 : 0
+def explore_planted(tmp_path, monkeypatch, replay_diag) -> AppTest:
+    """Explore on a run with a planted violation: a dead-zone duration at step 250 that does not
+    follow flag ? prev+1 : 0."""
     lines = [json.loads(line) for line in replay_diag.read_text().splitlines()]
     lines[250]["risk_stack"]["regime"]["dead_zone"]["duration"] = 7.0
     bad = tmp_path / "planted.jsonl"
@@ -210,6 +211,11 @@ def test_explore_violation_jumps_to_its_step(tmp_path, monkeypatch, replay_diag)
     at.file_uploader(key="runs.upload").set_value(("planted.jsonl", bad.read_bytes(), "application/json")).run()
     at.switch_page(page("explore")).run()
     no_exception(at, "explore")
+    return at
+
+
+def test_explore_violation_jumps_to_its_step(tmp_path, monkeypatch, replay_diag):
+    at = explore_planted(tmp_path, monkeypatch, replay_diag)
     jump = [b for b in at.button if b.label == "step 250"]
     assert jump, [b.label for b in at.button]
     jump[0].click().run()
@@ -221,14 +227,7 @@ def test_explore_violation_jumps_to_its_step(tmp_path, monkeypatch, replay_diag)
 def test_explore_verdict_strip_and_markers_at_a_planted_violation(tmp_path, monkeypatch, replay_diag):
     """Above the charts: the verdict per run (counts, first failure, findings), each a jump; on the
     chart a marker at the violation's step on the panel of its signal."""
-    lines = [json.loads(line) for line in replay_diag.read_text().splitlines()]
-    lines[250]["risk_stack"]["regime"]["dead_zone"]["duration"] = 7.0
-    bad = tmp_path / "planted.jsonl"
-    bad.write_text("\n".join(json.dumps(r) for r in lines) + "\n")
-    at = open_app(tmp_path / "store", monkeypatch)
-    at.file_uploader(key="runs.upload").set_value(("planted.jsonl", bad.read_bytes(), "application/json")).run()
-    at.switch_page(page("explore")).run()
-    no_exception(at, "explore")
+    at = explore_planted(tmp_path, monkeypatch, replay_diag)
     assert any("verdict **FAIL**" in m.value for m in at.markdown)
     (first,) = [b for b in at.button if "first failure: dead_zone_duration @ 250" in b.label]
     spec = chart_spec(at)

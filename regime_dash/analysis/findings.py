@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from regime_dash.analysis import view as v
-from regime_dash.analysis.episodes import RESURRECTION_GAP, dead_zone_episodes
+from regime_dash.analysis.episodes import RESURRECTION_GAP, _runs, dead_zone_episodes
 from regime_dash.analysis.invariants import CheckOptions
 from regime_dash.analysis.view import FrameView
 
@@ -112,14 +112,6 @@ def _timeout_unreachable(vw: FrameView, opt: CheckOptions) -> list[Finding]:
 # ---- tail_on_drift ----------------------------------------------------------------------
 #: Consecutive tail events that make a drift, not a shock.
 DRIFT_RUN = 10
-
-
-def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
-    idx = np.flatnonzero(mask)
-    if not len(idx):
-        return []
-    breaks = np.flatnonzero(np.diff(idx) > 1)
-    return list(zip(np.r_[idx[0], idx[breaks + 1]].tolist(), np.r_[idx[breaks], idx[-1]].tolist()))
 
 
 def _tail_on_drift(vw: FrameView, opt: CheckOptions) -> list[Finding]:

@@ -33,6 +33,7 @@ import pandas as pd
 
 from regime_dash import diag
 from regime_dash.analysis import view as v
+from regime_dash.analysis.episodes import _runs
 from regime_dash.analysis.view import F32, ONE, FrameView, countdown_next
 from regime_dash.errors import ValidationError
 
@@ -575,11 +576,7 @@ def trap_stretches(view: FrameView) -> list[tuple[int, int]]:
     if view.has(v.FLAG):
         trapped |= view.f32(v.FLAG) == 1
     trapped &= view.f32(v.FLAT) == view.f32(v.B_SIZE)
-    idx = np.flatnonzero(trapped)
-    if not len(idx):
-        return []
-    breaks = np.flatnonzero(np.diff(idx) > 1)
-    return list(zip(np.r_[idx[0], idx[breaks + 1]].tolist(), np.r_[idx[breaks], idx[-1]].tolist()))
+    return _runs(trapped)
 
 
 def _kelly_trap(view: FrameView, opt: CheckOptions):
