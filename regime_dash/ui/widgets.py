@@ -331,7 +331,8 @@ def event_tables(key: str, results: Mapping[str, Any]) -> None:
     _tables(key, results, "events")
 
 
-STATUS_ICON = {"pass": ":material/check_circle:", "fail": ":material/cancel:", "skip": ":material/block:"}
+STATUS_ICON = {"pass": ":material/check_circle:", "fail": ":material/cancel:", "warn": ":material/warning:",
+               "skip": ":material/block:"}
 
 
 def invariant_report(key: str, results: Mapping[str, Any], window: str,
@@ -340,7 +341,8 @@ def invariant_report(key: str, results: Mapping[str, Any], window: str,
     for label, res in results.items():
         checks = res.checks
         counts = {s: sum(c.status == s for c in checks) for s in STATUS_ICON}
-        st.markdown(f"**{label}** — {counts['pass']} pass, {counts['fail']} fail, {counts['skip']} skip")
+        st.markdown(f"**{label}** — {counts['pass']} pass, {counts['fail']} fail, {counts['warn']} warn, "
+                    f"{counts['skip']} skip")
         st.dataframe(pd.DataFrame([{"check": c.id, "status": c.status,
                                     "violations": c.violations, "first step": c.first_step,
                                     "detail": c.detail} for c in checks]),
