@@ -108,8 +108,8 @@ def frame_from_snapshot(snap: np.ndarray, flat_count: np.ndarray, b_size: int, s
     step, boundary
         From the replayed stream.
     config
-        The replay's :class:`~regime_dash.config.RegimeConfig`: its feature switches become the
-        :data:`SWITCH_COLUMNS` (left out when ``None``).
+        The replay's :class:`~regime_dash.config.RegimeConfig` (or a mapping holding its switches):
+        its feature switches become the :data:`SWITCH_COLUMNS` (left out when ``None``).
     """
     fold, phase = fold_and_phase(boundary)
     cols: dict[str, Any] = {"step": np.asarray(step, dtype=np.int64), "fold": fold, "phase": phase}
@@ -120,7 +120,8 @@ def frame_from_snapshot(snap: np.ndarray, flat_count: np.ndarray, b_size: int, s
     ordered = ["step", "fold", "phase"] + [c for c, _ in DIAG_FIELDS]
     if config is not None:
         for name, col in SWITCH_COLUMNS.items():
-            cols[col] = np.full(len(step), float(bool(getattr(config, name))), dtype=np.float32)
+            on = config[name] if isinstance(config, Mapping) else getattr(config, name)
+            cols[col] = np.full(len(step), float(bool(on)), dtype=np.float32)
             ordered.append(col)
     return pd.DataFrame({c: cols[c] for c in ordered})
 

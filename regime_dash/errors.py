@@ -97,3 +97,22 @@ class KernelCompileError(RegimeDashError):
         super().__init__(message)
         self.kernel = kernel
         self.log = log
+
+
+class ExportError(RegimeDashError):
+    """A view could not be written as a download (CSV or Parquet); says which column and why.
+
+    Parameters
+    ----------
+    message
+        What failed, quoting the column and the reason.
+    column
+        The column that could not be written, when one is to blame.
+    format
+        ``parquet`` or ``csv``.
+    """
+
+    def __init__(self, message: str, *, column: str | None = None, format: str | None = None):
+        super().__init__(message)
+        self.column = column
+        self.format = format

@@ -434,25 +434,39 @@ class BackendStepper:
         return self._isv.copy()
 
 
-def live_engine(engine: str = "auto") -> str:
-    """The engine a live run uses for ``engine``: ``auto`` is cuda when it can run, else reference.
+def live_engine(engine: str = "auto", *, accounts: int = 64, layout: SlotLayout | None = None) -> str:
+    """The engine a live run uses for ``engine``: ``auto`` is the faster stepper on this machine.
 
-    Measured on an H200 host (500 steps of ``adverse_regime``): the reference
-    stepper costs about 0.2 ms a step (b = 64) to 0.3 ms (b = 1024), cuda
-    through :class:`BackendStepper` about 1.4 to 1.6 ms, its per-call
-    transfers dominating. Either keeps a live page responsive; cuda is
-    preferred because it runs the real kernels in the loop.
+    ``auto`` times the GPU stepper (:class:`regime_dash.engine.gpu_stepper.GpuStepper`,
+    the ``cuda`` kernels in one CUDA graph a step) against the reference stepper
+    at b = ``accounts`` (:func:`~regime_dash.engine.gpu_stepper.fastest_live_engine`,
+    once per process) and picks the faster; reference where there is no GPU.
     """
     if engine == "auto":
-        return "cuda" if engine_status().get("cuda") is None else "reference"
+        if engine_status().get("cuda") is not None:
+            return "reference"
+        from regime_dash.engine.gpu_stepper import fastest_live_engine
+
+        layout = (layout or DEFAULT_LAYOUT).validate()
+        isv0, boot = initial_isv(RegimeConfig(), None, layout)
+        return fastest_live_engine(isv0, boot, layout, int(accounts))
     return resolve_engine(engine)
 
 
-def make_stepper(engine: str, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout) -> StepEngine:
-    """A :class:`StepEngine` for the engine name (``auto`` as in :func:`live_engine`)."""
-    name = live_engine(engine)
+def make_stepper(engine: str, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout,
+                 accounts: int | None = None) -> StepEngine:
+    """A :class:`StepEngine` for the engine name (``auto`` as in :func:`live_engine`).
+
+    ``cuda`` with ``accounts`` given is the GPU stepper; without, or for ``fast``,
+    the backend stepped through one-step replays (:class:`BackendStepper`).
+    """
+    name = live_engine(engine, accounts=accounts or 64, layout=layout)
     if name == "reference":
         return ReferenceStepper(isv0, boot, layout)
+    if name == "cuda" and accounts is not None:
+        from regime_dash.engine.gpu_stepper import GpuStepper
+
+        return GpuStepper(isv0, boot, layout, int(accounts))
     return BackendStepper(name, isv0, boot, layout)
 
 
@@ -471,9 +485,9 @@ class Simulator:
     market, schedule
         The market model and what happens when; defaults are a calm market.
     engine
-        ``reference`` (default), ``cuda``, ``fast``, ``auto`` (cuda when it can
-        run, else reference), or a ready :class:`StepEngine` built on the same
-        config and layout.
+        ``reference`` (default), ``cuda`` (the GPU stepper), ``fast``, ``auto``
+        (the faster stepper here, measured), or a ready :class:`StepEngine` built
+        on the same config and layout.
     layout
         Slot layout; default :data:`regime_dash.slots.DEFAULT_LAYOUT`.
     keep_stream
@@ -507,7 +521,8 @@ class Simulator:
         self.seed = int(seed)
         self.layout = (layout or DEFAULT_LAYOUT).validate()
         isv0, boot = initial_isv(self.config, None, self.layout)
-        self.engine = engine if not isinstance(engine, str) else make_stepper(engine, isv0, boot, self.layout)
+        self.engine = engine if not isinstance(engine, str) else make_stepper(engine, isv0, boot, self.layout,
+                                                                              self.accounts)
         self.kelly_f = float(isv0[self.layout.index("RL_KELLY_FRACTION_INDEX")])
         self.state = MarketState.start(self.market, self.accounts)
         self.t = 0

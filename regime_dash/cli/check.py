@@ -50,6 +50,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run id in the store, or a .jsonl/.parquet file")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument("--list", action="store_true", help="list the check ids and what each checks, then exit")
+    p.add_argument("--all", action="store_true",
+                   help="check every run of the store; print one summary row per run (exit 1 if any failed)")
+    p.add_argument("--scheduler", metavar="local|ADDRESS", default=None,
+                   help="with --all: check the runs over dask.distributed (default: in-process)")
     p.add_argument("--only", metavar="ID[,ID...]", default=None,
                    help="run only these check ids (default: all)")
     p.add_argument("--aliases", metavar="FILE", default=None, help=_ALIAS_HELP)
@@ -165,8 +169,10 @@ def run_check(args: argparse.Namespace) -> int:
             for c in CHECKS:
                 print(f"{c.id:<{w}}  {c.title}")
         return 0
+    if args.all:
+        return run_check_all(args)
     if args.target is None:
-        raise ValidationError("check needs a RUN_ID or FILE (or --list)", field="target")
+        raise ValidationError("check needs a RUN_ID or FILE (or --list, or --all)", field="target")
 
     opts: dict[str, Any] = {}
     if args.trap_steps is not None:
@@ -182,6 +188,31 @@ def run_check(args: argparse.Namespace) -> int:
     doc["source"] = source
     _emit(doc, report_lines(report, source), args.json)
     return report.verdict.exit_code
+
+
+def run_check_all(args: argparse.Namespace) -> int:
+    """``check --all``: every run of the store, one summary table (regime_dash.check_all)."""
+    import functools
+
+    from regime_dash.check_all import check_all, store_check
+    from regime_dash.errors import ValidationError
+    from regime_dash.store import RunStore
+
+    if args.target is not None or args.only is not None:
+        raise ValidationError("check --all takes no RUN_ID|FILE and no --only", field="all",
+                              value=args.target or args.only)
+    store = RunStore(args.store)
+    runs = [r["run_id"] for r in store.list_runs()]
+    opts = {k: v for k, v in (("trap_steps", args.trap_steps), ("baseline_sps", args.baseline_sps),
+                              ("ulps", args.ulps)) if v is not None}
+    check = functools.partial(store_check, store=str(store.root), options=opts,
+                              aliases=_user_aliases(args.aliases))
+    table = check_all(runs, check, scheduler=args.scheduler)
+    doc = {"runs": table.to_dict("records")}
+    lines = [table.to_string(index=False) if len(table) else "the store has no runs",
+             f"{(table['status'] != 'ok').sum()} of {len(table)} run(s) failed or could not be checked"]
+    _emit(doc, lines, args.json)
+    return 0 if (table["status"] == "ok").all() else 1
 
 
 def report_lines(report, source: dict) -> list[str]:
