@@ -147,3 +147,19 @@ def test_check_and_diff_on_a_file_that_is_not_a_diag_exit_2_naming_it(tmp_path, 
     assert "notes.jsonl" in err and "not a diag" in err
     assert main(["diff", str(path), str(SAMPLE)]) == 2
     assert "notes.jsonl" in capsys.readouterr().err
+
+
+def test_a_live_run_that_switches_f2_mid_run_carries_the_switch_per_row():
+    """Live: F2 turned off at step 600; the switch column follows, and G17 is judged row by row."""
+    from regime_dash import RegimeConfig, scenarios
+    from regime_dash.live import LiveRun
+
+    run = LiveRun.of_stream(scenarios.make("kelly_trap_run8", steps=1940, accounts=16), RegimeConfig())
+    run.step(600)  # into the cycling dead zone (from step 114)
+    run.set_config(RegimeConfig(resurrection=False))
+    run.step(400)
+    f = run.frame()
+    assert (f[F2].iloc[:600] == 1).all() and (f[F2].iloc[600:] == 0).all()
+    assert (f[v.KELLY].iloc[:600] > 0).any() and (f[v.KELLY].iloc[650:] == 0).all()  # overridden, then not
+    res = result(f, "kelly_resurrection")
+    assert res.status == "pass" and "switched" in res.detail
