@@ -356,7 +356,8 @@ def event_tables(key: str, results: Mapping[str, Any]) -> None:
     _tables(key, results, "events")
 
 
-STATUS_ICON = {"pass": ":material/check_circle:", "fail": ":material/cancel:", "skip": ":material/block:"}
+STATUS_ICON = {"pass": ":material/check_circle:", "fail": ":material/cancel:", "warn": ":material/warning:",
+               "skip": ":material/block:"}
 
 
 def invariant_report(key: str, results: Mapping[str, Any], window: str,
@@ -365,7 +366,8 @@ def invariant_report(key: str, results: Mapping[str, Any], window: str,
     for label, res in results.items():
         checks = res.checks
         counts = {s: sum(c.status == s for c in checks) for s in STATUS_ICON}
-        st.markdown(f"**{label}** — {counts['pass']} pass, {counts['fail']} fail, {counts['skip']} skip")
+        st.markdown(f"**{label}** — {counts['pass']} pass, {counts['fail']} fail, {counts['warn']} warn, "
+                    f"{counts['skip']} skip")
         st.dataframe(pd.DataFrame([{"check": c.id, "status": c.status,
                                     "violations": c.violations, "first step": c.first_step,
                                     "detail": c.detail} for c in checks]),
@@ -652,6 +654,12 @@ def sweep_panel(key: str, source_key: str, stream: Any, engine: str, base: Regim
     else:
         fig = figures.sweep_line(table, fields_[0], metric)
     event = plotly_chart(fig, f"{key}.chart", on_select="rerun", selection_mode="points")
+    from regime_dash.analysis.verdict import flat_sweep_note, verdict
+
+    note = flat_sweep_note(table[metric], fields_, verdict(cache.replay(source_key, stream, base.as_dict(), engine,
+                                                                         fp, layout)["frame"]))
+    if note:
+        st.caption(note)
     row = pick_sweep_row(key, event, table, fields_)
     if row is None:
         return
