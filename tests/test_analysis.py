@@ -172,7 +172,9 @@ def test_report_to_dict_is_plain_json():
     text = json.dumps(doc, allow_nan=False)
     back = json.loads(text)
     assert [c["id"] for c in back["checks"]][:2] == ["flag_binary", "dead_zone_duration"]
-    assert set(back["checks"][0]) == {"id", "status", "violations", "first_step", "steps", "detail"}
+    assert set(back["checks"][0]) == {"id", "status", "violations", "first_step", "steps", "spans", "column",
+                                      "detail", "evidence"}
+    assert {"status", "counts", "first_failure", "findings"} <= set(back)
     assert len(back["episodes"]["dead_zone"]) == 3 and len(back["events"]["timeouts"]) == 2
 
 

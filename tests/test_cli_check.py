@@ -56,7 +56,8 @@ def test_check_json_document_shape(files, capsys):
     assert {"checks", "episodes", "events"} <= set(doc)
     assert [c["id"] for c in doc["checks"]] == list(CHECK_IDS)
     for c in doc["checks"]:
-        assert set(c) == {"id", "status", "violations", "first_step", "steps", "detail"}
+        assert set(c) == {"id", "status", "violations", "first_step", "steps", "spans", "column", "detail",
+                          "evidence"}
         assert c["status"] in ("pass", "skip")
     assert [e["ended"] for e in doc["episodes"]["dead_zone"]] == ["exit", "timeout", "timeout"]
     assert len(doc["events"]["timeouts"]) == 2 and doc["events"]["tail"][0]["step"] >= STEP0

@@ -47,7 +47,8 @@ EVAL_PNL_BASELINE = -507_000.0
 #: Success criterion 5: allowed throughput loss against the v9 baseline.
 THROUGHPUT_TOLERANCE = 0.05
 
-STATUSES = ("pass", "fail", "skip")
+#: Check statuses, worst first: ``warn`` is a result the file cannot settle (it passes the exit code).
+STATUSES = ("fail", "warn", "pass", "skip")
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,25 @@ class CheckOptions:
 
 @dataclass(frozen=True)
 class CheckResult:
-    """Outcome of one check (``to_dict`` gives the CLI's JSON object)."""
+    """Outcome of one check: the one result type of core invariants, success criteria and modules.
+
+    Attributes
+    ----------
+    id, status
+        Stable check id; ``pass``, ``fail``, ``warn`` (the file cannot settle it)
+        or ``skip`` (``missing`` names the absent fields).
+    violations, first_step, steps
+        Violating rows, the first one's step, up to :data:`MAX_STEPS` steps.
+    detail
+        One line a user reads.
+    spans
+        ``[start, end]`` step stretches (inclusive) where the fault is a stretch
+        (a Kelly trap), up to :data:`MAX_STEPS`.
+    column
+        The diag column (signal) the check concerns, so a chart can place it.
+    evidence
+        Numbers behind the verdict (JSON-ready).
+    """
 
     id: str
     status: str
@@ -107,10 +126,15 @@ class CheckResult:
     steps: list[int]
     detail: str
     missing: list[str] = field(default_factory=list)
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    column: str | None = None
+    evidence: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"id": self.id, "status": self.status, "violations": self.violations,
-                "first_step": self.first_step, "steps": list(self.steps), "detail": self.detail}
+                "first_step": self.first_step, "steps": list(self.steps),
+                "spans": [[int(a), int(b)] for a, b in self.spans], "column": self.column,
+                "detail": self.detail, "evidence": dict(self.evidence)}
 
 
 @dataclass(frozen=True)
@@ -126,8 +150,25 @@ class Check:
     id: str
     title: str
     needs: tuple[str, ...]
-    fn: Callable[[FrameView, CheckOptions], "tuple[np.ndarray, str] | str"]
+    fn: Callable[[FrameView, CheckOptions], "tuple[np.ndarray, str] | Found | str"]
     any_of: tuple[str, ...] = ()
+    column: str | None = None
+
+
+@dataclass
+class Found:
+    """What a check function found, when more than violating rows and a detail line.
+
+    ``spans`` are row ranges ``(first_row, last_row)``; ``status`` overrides the
+    pass/fail that ``bad`` implies (``warn``); ``column`` overrides the check's.
+    """
+
+    bad: np.ndarray
+    detail: str
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    status: str | None = None
+    evidence: dict = field(default_factory=dict)
+    column: str | None = None
 
 
 def _tol(expected: np.ndarray, ulps: float) -> np.ndarray:
@@ -575,18 +616,21 @@ def _result(check: Check, view: FrameView, opt: CheckOptions) -> CheckResult:
                                 for c in view.frame.columns for a in check.any_of):
         missing.append(" or ".join(check.any_of))
     if missing:
-        return CheckResult(check.id, "skip", 0, None, [], "missing field(s): " + ", ".join(missing), missing)
+        return CheckResult(check.id, "skip", 0, None, [], "missing field(s): " + ", ".join(missing), missing,
+                           column=check.column)
     if view.n == 0:
-        return CheckResult(check.id, "skip", 0, None, [], "the frame has no rows")
+        return CheckResult(check.id, "skip", 0, None, [], "the frame has no rows", column=check.column)
     out = check.fn(view, opt)
     if isinstance(out, str):
-        return CheckResult(check.id, "skip", 0, None, [], out)
-    bad, detail = out
-    steps = view.steps_at(bad)
-    if len(steps) == 0:
-        return CheckResult(check.id, "pass", 0, None, [], detail)
-    return CheckResult(check.id, "fail", int(len(steps)), int(steps[0]),
-                       [int(s) for s in steps[:MAX_STEPS]], detail)
+        return CheckResult(check.id, "skip", 0, None, [], out, column=check.column)
+    found = out if isinstance(out, Found) else Found(*out)
+    steps = view.steps_at(found.bad)
+    spans = [(int(view.step[a]), int(view.step[b])) for a, b in found.spans[:MAX_STEPS]]
+    column = found.column or check.column
+    status = found.status or ("fail" if len(steps) else "pass")
+    return CheckResult(check.id, status, int(len(steps)), int(steps[0]) if len(steps) else None,
+                       [int(s) for s in steps[:MAX_STEPS]], found.detail, spans=spans, column=column,
+                       evidence=dict(found.evidence))
 
 
 def run_checks(frame_or_view: pd.DataFrame | FrameView, ids: Iterable[str] | None = None,

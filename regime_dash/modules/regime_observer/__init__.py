@@ -70,10 +70,10 @@ def _replay(stream: Stream, config: RegimeConfig, engine: str) -> pd.DataFrame:
     return core_replay(stream, config, engine=engine)
 
 
-def _invariants(frame: pd.DataFrame) -> list[dict]:
+def _invariants(frame: pd.DataFrame, options=None) -> list:
     from regime_dash.analysis import run_checks
 
-    return [c.to_dict() for c in run_checks(frame)]
+    return run_checks(frame, options=options)
 
 
 def _figures(frame: pd.DataFrame, baseline: pd.DataFrame | None = None) -> list:

@@ -1,0 +1,82 @@
+"""Findings (where the spec's promises do not hold in a run) and the one verdict that carries them."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from regime_dash.analysis import CheckOptions, Finding, find, verdict
+from regime_dash.analysis import view as v
+
+
+def dead_zone_frame(cycling: bool, start: int = 100, length: int = 1300, steps: int = 1600,
+                    max_duration: float = 1000.0) -> pd.DataFrame:
+    """A dead zone over ``[start, start+length)``: flag 1/0 cycles (F2 on) or one stretch (F2 off)."""
+    flag = np.zeros(steps, np.float32)
+    if cycling:
+        flag[start:start + length:2] = 1.0  # resurrection: on, off, on, ...
+    else:
+        flag[start:start + length] = 1.0
+    dur = np.zeros(steps, np.float32)
+    for i in range(1, steps):
+        dur[i] = dur[i - 1] + 1 if flag[i] == 1 else 0
+    return pd.DataFrame({"step": np.arange(steps, dtype=np.int64), v.FLAG: flag, v.DURATION: dur,
+                         v.TIMEOUT: (dur > max_duration).astype(np.float32),
+                         v.MAX_DURATION: np.full(steps, max_duration, np.float32)})
+
+
+def test_timeout_unreachable_on_a_cycling_dead_zone_longer_than_max_duration():
+    found = find(dead_zone_frame(cycling=True))
+    assert [f.id for f in found] == ["timeout_unreachable"]
+    f = found[0]
+    assert f.severity == "fail" and f.spans == [(100, 1398)] and f.steps == [100]
+    assert f.evidence["cycles"] == 650 and f.evidence["max_DURATION"] == 1.0 and f.evidence["max_duration"] == 1000.0
+    assert f.column == v.DURATION and f.fields == ("max_duration",)
+    assert "Theorem 3" in f.message and "1000" in f.message
+    doc = f.to_dict()
+    assert json.loads(json.dumps(doc)) == doc and doc["spans"] == [[100, 1398]]
+
+
+def test_timeout_unreachable_warns_when_the_cycling_is_longer_than_the_trap_limit_only():
+    f = find(dead_zone_frame(cycling=True, length=400))[0]
+    assert f.severity == "warn" and f.spans == [(100, 498)]
+    assert find(dead_zone_frame(cycling=True, length=400), CheckOptions(trap_steps=500)) == []
+
+
+def test_no_timeout_unreachable_when_the_dead_zone_does_not_cycle():
+    frame = dead_zone_frame(cycling=False)
+    assert frame[v.TIMEOUT].max() == 1  # it timed out: the safety net worked
+    assert find(frame) == []
+
+
+def test_verdict_carries_checks_and_findings_and_fails_on_a_fail_finding():
+    frame = dead_zone_frame(cycling=True)
+    out = verdict(frame)
+    assert isinstance(out.findings[0], Finding)
+    assert {c.id for c in out.checks} >= {"dead_zone_duration", "timeout_flag"}
+    assert out.counts["fail"] == 0 and out.status == "fail" and out.exit_code == 1
+    assert out.first_failure is None
+    doc = out.to_dict()
+    assert doc["status"] == "fail" and doc["findings"][0]["id"] == "timeout_unreachable"
+    calm = verdict(dead_zone_frame(cycling=False))
+    assert calm.status == "pass" and calm.exit_code == 0 and calm.findings == []
+
+
+def test_verdict_first_failure_is_the_earliest_failed_check():
+    frame = dead_zone_frame(cycling=False)
+    frame.loc[700, v.DURATION] = 3.0  # duration counting broken at step 700
+    frame.loc[50, v.TIMEOUT] = 1.0  # and an early timeout at step 50
+    out = verdict(frame)
+    assert {c.id for c in out.failed} >= {"dead_zone_duration", "timeout_flag"}
+    assert out.first_failure.id == "timeout_flag" and out.first_failure.first_step == 50
+
+
+def test_verdict_only_runs_the_ids_asked_for_and_rejects_unknown_ones():
+    from regime_dash.errors import ValidationError
+
+    out = verdict(dead_zone_frame(cycling=False), ids=["timeout_flag"])
+    assert [c.id for c in out.checks] == ["timeout_flag"]
+    with pytest.raises(ValidationError, match="no_such_check"):
+        verdict(dead_zone_frame(cycling=False), ids=["no_such_check"])
