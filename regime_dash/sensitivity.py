@@ -86,7 +86,7 @@ class NoEffect:
         parts = []
         if self.except_at is not None:
             moved = ", ".join(f"{m} {d:+g}" for m, d in self.edge_deltas.items())
-            parts.append(f"only {self.field}={_fmt(self.except_at)}, the end of its range, moves anything "
+            parts.append(f"only {self.field}={format_value(self.except_at)}, the end of its range, moves anything "
                          f"({moved})")
         parts += [f"{f['id']}: {f['message']}" for f in self.findings]
         return "; ".join(parts) if parts else "no finding explains it"
@@ -247,7 +247,8 @@ def _effects(oat: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
             x = sweep[name].to_numpy()
             lo, hi = int(np.nanargmin(y)), int(np.nanargmax(y))
             rows.append({"field": name, "metric": metric, "base": float(base[metric]),
-                         "low": float(y[lo]), "high": float(y[hi]), "at_low": x[lo], "at_high": x[hi],
+                         "low": float(y[lo]), "high": float(y[hi]), "at_low": _scalar(x[lo]),
+                         "at_high": _scalar(x[hi]),
                          "span": float(y[hi] - y[lo])})
     out = pd.DataFrame(rows)
     largest = out.groupby("metric")["span"].transform("max")
@@ -270,17 +271,14 @@ def _edge_only(oat: pd.DataFrame, name: str) -> tuple[Any, dict[str, float]] | N
 
 
 def explain(names: Sequence[str], findings: Sequence[Any]) -> dict[str, tuple[dict[str, Any], ...]]:
-    """``{field: findings whose fields name it}`` for each of ``names`` (findings as dicts).
+    """``{field: the findings whose fields name it}`` for each of ``names``.
 
-    ``findings`` are :class:`regime_dash.analysis.findings.Finding` (anything
-    with ``id``, ``severity``, ``message``, ``evidence``, ``spans`` and ``fields``).
+    ``findings`` are :class:`regime_dash.analysis.findings.Finding`; each comes
+    back as its ``id``, ``severity``, ``message``, ``evidence`` and ``spans``.
     """
-    out: dict[str, tuple[dict[str, Any], ...]] = {}
-    for name in names:
-        out[name] = tuple({"id": f.id, "severity": f.severity, "message": f.message,
-                           "evidence": _plain(dict(f.evidence)), "spans": _plain(list(f.spans))}
-                          for f in findings if name in tuple(getattr(f, "fields", ()) or ()))
-    return out
+    keys = ("id", "severity", "message", "evidence", "spans")
+    docs = [(f.fields, f.to_dict()) for f in findings]
+    return {name: tuple({k: d[k] for k in keys} for fields_, d in docs if name in fields_) for name in names}
 
 
 # ---- pairs ---------------------------------------------------------------------------------
@@ -288,11 +286,9 @@ def _subsample(values: list, base_value: Any, n: int) -> list:
     """``n`` of ``values`` spread evenly, always with ``base_value``."""
     if len(values) <= n:
         return list(values)
-    for k in (n, n - 1):  # n evenly spread if they hold the base, else n − 1 and the base
-        picked = {values[i] for i in np.round(np.linspace(0, len(values) - 1, k)).astype(int)} | {base_value}
-        if len(picked) == n:
-            break
-    return sorted(picked)
+    others = [v for v in values if v != base_value]
+    idx = np.round(np.linspace(0, len(others) - 1, n - 1)).astype(int)
+    return sorted({others[i] for i in idx} | {base_value})
 
 
 def _pair_configs(top: Sequence[str], oat: pd.DataFrame, base: RegimeConfig, points: int
@@ -426,19 +422,21 @@ def sensitivity(stream: Stream, base: RegimeConfig | None = None, *, fields: Seq
     report(1.0, "done")
     return SensitivityResult(base=base, oat=oat, effects=effects, ranking=ranking, no_effect=no_effect,
                              pairs=pairs, pair_table=pair_table, skipped=skipped + pair_skipped,
-                             findings=[_finding_dict(f) for f in found], engine=ran,
+                             findings=[f.to_dict() for f in found], engine=ran,
                              seconds=time.perf_counter() - t0, steps=stream.steps, accounts=stream.accounts)
 
 
 # ---- helpers -------------------------------------------------------------------------------
-def _finding_dict(f: Any) -> dict[str, Any]:
-    return _plain({"id": f.id, "severity": f.severity, "message": f.message, "steps": list(f.steps),
-                   "spans": list(f.spans), "evidence": dict(f.evidence), "column": f.column,
-                   "fields": list(getattr(f, "fields", ()) or ())})
+def _scalar(v: Any) -> Any:
+    """A NumPy scalar as the Python bool or float it stands for."""
+    return bool(v) if isinstance(v, (bool, np.bool_)) else float(v)
 
 
-def _fmt(v: Any) -> str:
-    return str(v).lower() if isinstance(v, bool) else f"{v:g}"
+def format_value(v: Any) -> str:
+    """A swept value as the report writes it: ``true``/``false``, ``%g``, a pair as ``(a, b)``."""
+    if isinstance(v, tuple):
+        return "(" + ", ".join(format_value(x) for x in v) + ")"
+    return str(bool(v)).lower() if isinstance(v, (bool, np.bool_)) else f"{v:g}"
 
 
 def _plain(v: Any) -> Any:
@@ -459,5 +457,5 @@ def _plain(v: Any) -> Any:
     return v
 
 
-__all__ = ["SensitivityResult", "NoEffect", "sensitivity", "field_values", "explain", "POINTS",
+__all__ = ["SensitivityResult", "NoEffect", "sensitivity", "field_values", "explain", "format_value", "POINTS",
            "PAIR_FIELDS", "PAIR_POINTS"]

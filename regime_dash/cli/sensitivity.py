@@ -75,6 +75,7 @@ def source_name(args: argparse.Namespace) -> str:
 def format_report(result, source: str) -> list[str]:
     """The human report of a :class:`~regime_dash.sensitivity.SensitivityResult`."""
     from regime_dash.config import RegimeConfig
+    from regime_dash.sensitivity import format_value
 
     default = RegimeConfig().as_dict()
     changed = {k: v for k, v in result.base.as_dict().items() if default[k] != v}
@@ -89,7 +90,7 @@ def format_report(result, source: str) -> list[str]:
         for metric in result.moves(name):
             e = effects.loc[(name, metric)]
             lines.append(f"      {metric:<20} {e['low']:>12g} .. {e['high']:<12g} (base {e['base']:g}; "
-                         f"low at {name}={_fmt(e['at_low'])}, high at {_fmt(e['at_high'])})")
+                         f"low at {name}={format_value(e['at_low'])}, high at {format_value(e['at_high'])})")
     lines += ["", "no effect here:" if result.no_effect else "no effect here: none"]
     for n in result.no_effect:
         lines.append(f"  {n.field:<24} {n.explanation()}")
@@ -101,14 +102,8 @@ def format_report(result, source: str) -> list[str]:
             lines.append(f"  {a} × {b}: {text}")
     if result.skipped:
         lines += ["", "values not replayed (RegimeConfig rejects them next to the base):"]
-        lines += [f"  {f}={_fmt(v)}: {m}" for f, v, m in result.skipped]
+        lines += [f"  {f}={format_value(v)}: {m}" for f, v, m in result.skipped]
     return lines
-
-
-def _fmt(v) -> str:
-    if isinstance(v, tuple):
-        return "(" + ", ".join(_fmt(x) for x in v) + ")"
-    return str(v).lower() if isinstance(v, bool) else f"{v:g}"
 
 
 def run(args: argparse.Namespace) -> int:
