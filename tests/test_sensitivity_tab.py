@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from regime_dash.ui.sensitivity_tab import clicked_field  # noqa: E402
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"  # gitignored; screenshots for a person
 KEY = "replay.sensitivity"
 
 
@@ -30,7 +31,7 @@ def tornado_titles(at: AppTest) -> dict[str, dict]:
 
 
 def no_effect_table(at: AppTest):
-    (frame,) = [d.value for d in at.dataframe if list(d.value.columns) == ["field", "why"]]
+    (frame,) = [d.value for d in at.dataframe if "explained by" in d.value.columns]
     return frame
 
 
@@ -50,8 +51,10 @@ def test_sensitivity_tab_runs_and_lists_max_duration_as_no_effect(replay_page):
     at.button(key=f"{KEY}.run").click().run()
     assert not at.exception, [e.message for e in at.exception]
     assert any(c.value.startswith("130 one-at-a-time and") for c in at.caption)
-    quiet = no_effect_table(at).set_index("field")["why"]
-    assert "timeout_unreachable" in quiet["max_duration"]
+    quiet = no_effect_table(at).set_index("field")
+    assert quiet.loc["max_duration", "explained by"].startswith("timeout_unreachable: The dead zone cycled")
+    assert quiet.loc["max_duration", "except at the end of its range"].startswith("only max_duration=0")
+    assert quiet.loc["transition_steps", "except at the end of its range"] == ""
     bars = tornado_titles(at)
     assert {"dead_zone_steps", "timeout_steps", "tail_events", "sigma_max"} <= set(bars)
     # the no-effect fields are not drawn as bars
@@ -94,3 +97,42 @@ def test_clicked_field_applies_each_click_once():
     assert clicked_field(None, None) is None
     bogus = SimpleNamespace(selection=SimpleNamespace(points=[{"customdata": "not_a_field"}]))
     assert clicked_field(bogus, None) is None
+
+
+# ---- in a real browser: a click on a bar opens that field's sweep ------------------------------
+#: Whether a drawn Plotly graph holds a field sweep of ``name`` (line traces whose hover names it).
+SWEEP_OF = """(name) => Array.from(document.querySelectorAll('.js-plotly-plot')).some(gd =>
+    (gd._fullData || []).some(t => t.mode === 'lines+markers' &&
+        String(t.hovertemplate || '').startsWith(name + '=')))"""
+
+
+@pytest.mark.browser
+@pytest.mark.slow  # a streamlit server and a browser: about a minute on 2 shared cores
+def test_clicking_a_tornado_bar_opens_the_field_sweep(tmp_path):
+    pytest.importorskip("playwright.sync_api", reason="playwright is in requirements-test.txt")
+    from regime_dash.benchmarks.page_load import CHROMIUM, chromium, serve
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is not installed (.ci/run installs it with apt)")
+    with serve(tmp_path / "store", log=tmp_path / "streamlit.log") as url, chromium(viewport=(1400, 2400)) as ctx:
+        page = ctx.new_page()
+        page.goto(url + "/replay")
+        page.get_by_role("tab", name="Sensitivity").click()
+        page.get_by_role("button", name="Run sensitivity").click()
+        page.get_by_text("one-at-a-time and").wait_for()
+        bars = page.locator(".js-plotly-plot:visible .barlayer .point path")
+        bars.first.wait_for()
+        # the first tornado is dead_zone_steps; its top bar is the field that moves it most
+        top = page.evaluate("""() => {
+            const gd = Array.from(document.querySelectorAll('.js-plotly-plot')).find(g =>
+                (g._fullData || []).some(t => t.type === 'bar'));
+            const y = gd._fullData[0].y; return y[y.length - 1]; }""")
+        assert not page.evaluate(SWEEP_OF, top)  # no sweep is open before the click
+        first = page.locator(".js-plotly-plot:visible").filter(has=page.locator(".barlayer")).first
+        paths = first.locator(".barlayer .point path")
+        box = paths.nth(paths.count() - 1).bounding_box()
+        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        # the field's sweep: line traces whose hover names the clicked field
+        page.wait_for_function(SWEEP_OF, arg=top)
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "sensitivity-tab.png"), full_page=True)
