@@ -117,8 +117,9 @@ class SensitivityResult:
         One row per (field, metric): ``base``, ``low``, ``high`` (the extreme
         metric values over the field's sweep), ``at_low``, ``at_high`` (the field
         values that gave them), ``span`` = high − low and ``share`` = span over
-        the largest span any field reached on that metric (0 where none moved it).
-        No-effect fields keep their rows, with span 0 unless an end value moved them.
+        the largest span a field with an effect reached on that metric (0 where
+        none moved it). No-effect fields keep their rows, with span 0 unless an
+        end value moved them, and share 0.
     ranking
         ``[(field, score)]``, the fields that move something, most first; the
         score is the sum of the field's shares over the metrics.
@@ -254,10 +255,14 @@ def _effects(oat: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
                          "low": float(y[lo]), "high": float(y[hi]), "at_low": _scalar(x[lo]),
                          "at_high": _scalar(x[hi]),
                          "span": float(y[hi] - y[lo])})
-    out = pd.DataFrame(rows)
-    largest = out.groupby("metric")["span"].transform("max")
-    out["share"] = np.where(largest > 0, out["span"] / largest.where(largest > 0, 1.0), 0.0)
-    return out
+    return pd.DataFrame(rows)
+
+
+def _shares(effects: pd.DataFrame, quiet: Sequence[str]) -> pd.Series:
+    """Each row's span over the largest span a field outside ``quiet`` reached on its metric (0 in ``quiet``)."""
+    moving = effects["span"].where(~effects["field"].isin(quiet), 0.0)
+    largest = moving.groupby(effects["metric"]).transform("max")
+    return pd.Series(np.where(largest > 0, moving / largest.where(largest > 0, 1.0), 0.0), index=effects.index)
 
 
 def _edge_only(oat: pd.DataFrame, name: str) -> tuple[Any, dict[str, float]] | None:
@@ -398,6 +403,7 @@ def sensitivity(stream: Stream, base: RegimeConfig | None = None, *, fields: Seq
     edges = {n: _edge_only(oat, n) for n in names}
     spans = effects.groupby("field", sort=False)["span"].max()
     quiet = [n for n in names if spans[n] == 0 or edges[n] is not None]
+    effects["share"] = _shares(effects, quiet)
     found: list[Any] = []
     if explain_findings and quiet:
         report(len(configs) / total, "findings of the base replay")

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -98,9 +97,15 @@ def test_effects_are_the_replays_of_the_extreme_configs(trap, off):
 
 def test_shares_and_ranking(on):
     assert on.effects["share"].between(0, 1).all()
-    for metric, rows in on.effects.groupby("metric"):
+    moving = on.effects[~on.effects["field"].isin(on.no_effect_fields)]
+    for metric, rows in moving.groupby("metric"):
         if rows["span"].max() > 0:
             assert rows["share"].max() == 1.0, metric
+            top = rows.loc[rows["share"].idxmax()]
+            assert (rows["share"] == rows["span"] / top["span"]).all(), metric
+    # max_duration = 0 moves timeout_steps further than anything, but a no-effect field scores nothing
+    quiet = on.effects[on.effects["field"] == "max_duration"].set_index("metric")
+    assert quiet.loc["timeout_steps", "span"] > 0 and (quiet["share"] == 0).all()
     scores = [s for _, s in on.ranking]
     assert scores == sorted(scores, reverse=True)
     assert on.ranking[0][0] == "resurrection"  # F2 off undoes the whole trap scenario
