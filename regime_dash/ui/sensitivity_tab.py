@@ -14,6 +14,7 @@ import streamlit as st
 
 from regime_dash.config import RegimeConfig, field_names
 from regime_dash.errors import RegimeDashError
+from regime_dash.sensitivity import PAIR_FIELDS, sensitivity
 from regime_dash.ui import widgets
 
 
@@ -38,8 +39,6 @@ def clicked_field(event: Any, last: str | None) -> str | None:
 
 
 def _run(stream: Any, base: RegimeConfig, layout) -> Any:
-    from regime_dash.sensitivity import sensitivity
-
     bar = st.progress(0.0, text="sensitivity: starting")
     try:
         # engines agree bit for bit, so the sweep takes the fast one wherever it runs
@@ -65,7 +64,7 @@ def sensitivity_tab(key: str, source_key: str, stream: Any, base: RegimeConfig |
         st.info("The what-if config is rejected (see the What-if tab); fix it to run a sensitivity.")
         return
     st.caption("Every config field swept across its slider domain, one at a time around the what-if config "
-               "(switches both ways), then the top three fields pairwise. A field that moves no summary "
+               f"(switches both ways), then the top {PAIR_FIELDS} fields pairwise. A field that moves no summary "
                "metric is listed as having no effect here, with the finding that explains it.")
     fp = layout.fingerprint_hex() if layout is not None else ""
     ident = (source_key, fp, tuple(base.as_dict().items()))
