@@ -218,6 +218,28 @@ def test_explore_violation_jumps_to_its_step(tmp_path, monkeypatch, replay_diag)
     assert lo < 250 < hi and (lo, hi) != (0, 399)
 
 
+def test_explore_verdict_strip_and_markers_at_a_planted_violation(tmp_path, monkeypatch, replay_diag):
+    """Above the charts: the verdict per run (counts, first failure, findings), each a jump; on the
+    chart a marker at the violation's step on the panel of its signal."""
+    lines = [json.loads(line) for line in replay_diag.read_text().splitlines()]
+    lines[250]["risk_stack"]["regime"]["dead_zone"]["duration"] = 7.0
+    bad = tmp_path / "planted.jsonl"
+    bad.write_text("\n".join(json.dumps(r) for r in lines) + "\n")
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.file_uploader(key="runs.upload").set_value(("planted.jsonl", bad.read_bytes(), "application/json")).run()
+    at.switch_page(page("explore")).run()
+    no_exception(at, "explore")
+    assert any("verdict **FAIL**" in m.value for m in at.markdown)
+    (first,) = [b for b in at.button if "first failure: dead_zone_duration @ 250" in b.label]
+    spec = chart_spec(at)
+    (marker,) = [t for t in spec["data"] if t.get("name") == "verdict:dead_zone_duration"]
+    assert 250 in values(marker["x"]).tolist() and marker["yaxis"] == "y"  # the dead-zone panel
+    first.click().run()
+    no_exception(at, "strip jump")
+    lo, hi = [s for s in at.slider if s.label == "Steps in view"][0].value
+    assert lo < 250 < hi and (lo, hi) != (0, 399)
+
+
 def test_explore_aliases_map_renamed_fields(tmp_path, monkeypatch, replay_diag):
     import pandas as pd
 

@@ -85,7 +85,8 @@ def test_check_only_and_options(files, capsys):
     code, out, _ = run_cli(capsys, "check", files["timeout"], "--json", "--only", "kelly_trap",
                            "--trap-steps", "10")
     (trap,) = json.loads(out)["checks"]
-    assert code == 1 and trap["violations"] == 1 and trap["first_step"] == STEP0 + 210
+    assert code == 1 and trap["violations"] == 1 and trap["first_step"] == STEP0 + 200
+    assert trap["spans"] == [[STEP0 + 200, STEP0 + 259]]  # the whole trap, from its start
     code, _, err = run_cli(capsys, "check", files["clean"], "--only", "nope")
     assert code == 2 and "nope" in err
     code, _, err = run_cli(capsys, "check", files["clean"], "--trap-steps", "0")

@@ -80,3 +80,71 @@ def test_verdict_only_runs_the_ids_asked_for_and_rejects_unknown_ones():
     assert [c.id for c in out.checks] == ["timeout_flag"]
     with pytest.raises(ValidationError, match="no_such_check"):
         verdict(dead_zone_frame(cycling=False), ids=["no_such_check"])
+
+
+# ---- kelly_trap_run8: the README's own replay, with F2 on and off ---------------------------------
+@pytest.fixture(scope="module")
+def run8():
+    from regime_dash import RegimeConfig, replay, scenarios
+
+    stream = scenarios.make("kelly_trap_run8", steps=1940, accounts=16)
+    return {on: replay(stream, RegimeConfig(resurrection=on)) for on in (True, False)}
+
+
+def test_run8_with_resurrection_cycles_and_the_timeout_cannot_fire(run8):
+    out = verdict(run8[True])
+    (f,) = [f for f in out.findings if f.id == "timeout_unreachable"]
+    assert f.severity == "fail" and f.evidence["max_DURATION"] == 1.0 and f.evidence["max_duration"] == 1000.0
+    assert f.evidence["cycles"] > 500 and f.evidence["steps"] > 1000
+    (trap,) = [c for c in out.checks if c.id == "kelly_trap"]
+    (a, b), (fa, fb) = trap.spans[0], f.evidence["span"]
+    # the trap is the cycling dead zone (its last kelly_f = 0 row follows the last flagged one)
+    assert trap.status == "fail" and len(trap.spans) == 1 and a == fa and b - fb in (0, 1)
+    assert trap.first_step == trap.spans[0][0] and out.exit_code == 1
+
+
+def test_run8_without_resurrection_times_out_and_has_no_timeout_finding(run8):
+    out = verdict(run8[False])
+    assert "timeout_unreachable" not in {f.id for f in out.findings}
+    (trap,) = [c for c in out.checks if c.id == "kelly_trap"]
+    assert trap.status == "pass" and trap.evidence["excused_by_timeout"] and "excused" in trap.detail
+    assert out.exit_code == 0
+
+
+# ---- the other findings -------------------------------------------------------------------------
+def test_tail_on_drift_fires_on_consecutive_tail_events():
+    rec = np.arange(300, dtype=np.float32)
+    rec[100:140] = 0.0  # 40 tails in a row: a drift
+    rec[200] = 0.0  # one shock: not a drift
+    frame = pd.DataFrame({"step": np.arange(300), v.RECENCY: rec})
+    (f,) = find(frame)
+    assert f.id == "tail_on_drift" and f.spans == [(100, 139)] and f.evidence["longest"] == 40
+    assert find(frame.assign(**{v.RECENCY: np.arange(300, dtype=np.float32)})) == []
+
+
+def test_tail_at_boundary_fires_on_a_tail_right_after_a_reset():
+    n = 200
+    frame = pd.DataFrame({"step": np.arange(n), "fold": np.r_[np.zeros(100), np.ones(100)].astype(int),
+                          v.RECENCY: np.r_[np.arange(100), np.arange(100)].astype(np.float32) + 5})
+    assert find(frame) == []
+    frame.loc[100, v.RECENCY] = 0.0
+    (f,) = find(frame)
+    assert f.id == "tail_at_boundary" and f.steps == [100]
+
+
+def test_envelope_decay_horizon_states_three_half_lives():
+    n = 600
+    env = np.full(n, 1.0)
+    env[100:] = 1.0 + 40.0 * (0.99 ** np.arange(n - 100))
+    frame = pd.DataFrame({"step": np.arange(n), v.ENVELOPE: env.astype(np.float32),
+                          v.DECAY_ALPHA: np.full(n, 0.01, np.float32)})
+    (f,) = find(frame)
+    assert f.id == "envelope_decay_horizon" and f.severity == "info"
+    assert round(f.evidence["half_life"]) == 69 and round(f.evidence["three_half_lives"]) == 207
+    assert f.evidence["measured_steps"] == 207 and "500" in f.message
+
+
+def test_tau_unclamped_when_the_boost_lifts_tau_over_one():
+    frame = pd.DataFrame({"step": np.arange(10), v.TAU_MIN_EFF: np.r_[np.full(5, 0.8), np.full(5, 1.2)].astype(np.float32)})
+    (f,) = find(frame)
+    assert f.id == "tau_unclamped" and f.steps[0] == 5 and f.spans == [(5, 9)]

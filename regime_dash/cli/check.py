@@ -96,18 +96,25 @@ def load_target(target: str, store: str | None = None) -> tuple[pd.DataFrame, di
     """
     from regime_dash.errors import IngestError
 
+    from regime_dash.analysis.view import NULL_ROWS_ATTR, null_rows
+
     path = Path(target)
     if path.is_file():
         if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
             try:
-                frame = pd.read_parquet(path)
+                table = pq.read_table(path)
             except (OSError, ValueError) as exc:
                 raise IngestError(f"cannot read {target!r} as Parquet: {exc}", path=target) from None
+            frame = table.to_pandas()
+            frame.attrs[NULL_ROWS_ATTR] = null_rows(table)  # pandas turns null and NaN alike into NaN
             return frame, {"file": path.name}
         from regime_dash import ingest
 
         table, report = ingest.parse(path)
         frame = table.to_pandas()
+        frame.attrs[NULL_ROWS_ATTR] = null_rows(table)
         if ingest.LINE_COLUMN in frame.columns:
             frame = frame.drop(columns=[ingest.LINE_COLUMN])
         return frame, {"file": path.name, "rejected_lines": len(report.rejected)}
