@@ -82,18 +82,18 @@ class NoEffect:
     findings: tuple[dict[str, Any], ...] = ()
 
     def explanation(self) -> str:
-        """One line: the explaining findings' messages (or that none explains it), then the edge exception."""
-        parts = [f"{f['id']}: {f['message']}" for f in self.findings] or ["no finding explains it"]
+        """The explaining findings' messages (or that none explains it), then the edge exception, as sentences."""
+        parts = [f"{f['id']}: {f['message']}" for f in self.findings] or ["No finding explains it."]
         if self.except_at is not None:
             parts.append(self.edge_text())
-        return "; ".join(parts)
+        return " ".join(parts)
 
     def edge_text(self) -> str:
         """The edge exception in words; empty when no value moved anything."""
         if self.except_at is None:
             return ""
         moved = ", ".join(f"{m} {d:+g}" for m, d in self.edge_deltas.items())
-        return f"only {self.field}={format_value(self.except_at)}, the end of its range, moves anything ({moved})"
+        return f"Only {self.field}={format_value(self.except_at)}, the end of its range, moves anything ({moved})."
 
     def to_dict(self) -> dict[str, Any]:
         return {"field": self.field, "except_at": _plain(self.except_at),

@@ -53,7 +53,7 @@ def test_sensitivity_tab_runs_and_lists_max_duration_as_no_effect(replay_page):
     assert any(c.value.startswith("130 one-at-a-time and") for c in at.caption)
     quiet = no_effect_table(at).set_index("field")
     assert quiet.loc["max_duration", "explained by"].startswith("timeout_unreachable: The dead zone cycled")
-    assert quiet.loc["max_duration", "except at the end of its range"].startswith("only max_duration=0")
+    assert quiet.loc["max_duration", "except at the end of its range"].startswith("Only max_duration=0")
     assert quiet.loc["transition_steps", "except at the end of its range"] == ""
     bars = tornado_titles(at)
     assert {"dead_zone_steps", "timeout_steps", "tail_events", "sigma_max"} <= set(bars)

@@ -100,8 +100,8 @@ def sensitivity_tab(key: str, source_key: str, stream: Any, base: RegimeConfig |
     st.markdown("**No effect here**")
     if quiet:
         st.dataframe(pd.DataFrame([{"field": n.field,
-                                    "explained by": "; ".join(f"{f['id']}: {f['message']}" for f in n.findings)
-                                    or "no finding explains it",
+                                    "explained by": " ".join(f"{f['id']}: {f['message']}" for f in n.findings)
+                                    or "No finding explains it.",
                                     "except at the end of its range": n.edge_text()} for n in result.no_effect]),
                      hide_index=True, key=f"{key}.no_effect")
     else:
