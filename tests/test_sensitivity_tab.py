@@ -51,6 +51,8 @@ def test_sensitivity_tab_runs_and_lists_max_duration_as_no_effect(replay_page):
     at.button(key=f"{KEY}.run").click().run()
     assert not at.exception, [e.message for e in at.exception]
     assert any(c.value.startswith("130 one-at-a-time and") for c in at.caption)
+    (bar,) = at.get("progress")
+    assert bar.proto.value == 100 and bar.proto.text.startswith("sensitivity: done in ")
     quiet = no_effect_table(at).set_index("field")
     assert quiet.loc["max_duration", "explained by"].startswith("timeout_unreachable: The dead zone cycled")
     assert quiet.loc["max_duration", "except at the end of its range"].startswith("Only max_duration=0")
