@@ -463,7 +463,7 @@ class Simulator:
         n = len(self._snap)
         snap = np.vstack(self._snap) if n else np.empty((0, len(diag.SNAPSHOT_SLOTS)), np.float32)
         frame = diag.frame_from_snapshot(snap, np.array(self._flat, np.int32), self.accounts,
-                                         np.arange(n, dtype=np.int64), np.array(self._boundary, bool))
+                                         np.arange(n, dtype=np.int64), np.array(self._boundary, bool), self.config)
         frame.attrs["layout_fingerprint"] = self.layout.fingerprint_hex()
         frame.attrs["engine"] = self.engine.name
         return frame

@@ -150,7 +150,7 @@ def replay_trajectory(stream: Stream, config: RegimeConfig | None = None, engine
     snap, flat, normalized, v_pred, isv_end = run(stream, isv0, boot, layout, snapshot_indices(layout),
                                                   **options)
     seconds = time.perf_counter() - t0
-    frame = diag.frame_from_snapshot(snap, flat, stream.accounts, stream.step, stream.boundary)
+    frame = diag.frame_from_snapshot(snap, flat, stream.accounts, stream.step, stream.boundary, config)
     frame.attrs["layout_fingerprint"] = layout.fingerprint_hex()
     frame.attrs["engine"] = name
     return Trajectory(frame, normalized, v_pred, isv_end, name, seconds)
@@ -180,7 +180,8 @@ def replay(stream: Stream, config: RegimeConfig | None = None, engine: str = "re
     Returns
     -------
     pandas.DataFrame
-        ``step``, ``fold``, ``phase`` and the dotted diag columns. ``attrs``
+        ``step``, ``fold``, ``phase``, the dotted diag columns and the F2/F4/F5 switch columns
+        (:data:`regime_dash.diag.SWITCH_COLUMNS`). ``attrs``
         carries ``layout_fingerprint`` and ``engine``.
     """
     return replay_trajectory(stream, config, engine, isv, layout, **options).frame

@@ -14,9 +14,9 @@ The building blocks here are shared by every module:
   raises :class:`~regime_dash.errors.ConfigError` naming the value.
 * :class:`ModuleStream` and :class:`ArraySpec`: a frozen stream dataclass
   validated against a per-field schema, built with :meth:`ModuleStream.make`.
-* :func:`check_result`, :func:`check_skip`: invariant results as the dicts
-  ``check --json`` prints (the fields of
-  :class:`regime_dash.analysis.invariants.CheckResult`).
+* :func:`check_result`, :func:`check_skip`: invariant results as
+  :class:`regime_dash.analysis.invariants.CheckResult`, the one result type of
+  every check.
 * :func:`load_kernels`: compile a module's kernels through the engine's loader
   with the module's slot defines added.
 """
@@ -30,13 +30,12 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from regime_dash.analysis.invariants import MAX_STEPS, ULPS, CheckOptions, CheckResult
 from regime_dash.errors import ConfigError, StreamError, ValidationError
 from regime_dash.slots import Slot, SlotLayout
 
 #: Engines a module replay may run on.
 MODULE_ENGINES = ("reference", "cuda")
-#: Violating steps listed per check (the core's ``MAX_STEPS``).
-MAX_STEPS = 20
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -210,29 +209,32 @@ def validate_stream(stream: Any, *, lazy: bool = False) -> None:
 
 
 # ---- invariants --------------------------------------------------------------------------
-def check_result(check_id: str, bad: np.ndarray, steps: np.ndarray, detail: str) -> dict:
+# Module checks return the one result type of every check
+# (:class:`regime_dash.analysis.invariants.CheckResult`) and take the shared
+# :class:`~regime_dash.analysis.invariants.CheckOptions` (the ulp tolerance included).
+def check_result(check_id: str, bad: np.ndarray, steps: np.ndarray, detail: str,
+                 column: str | None = None) -> CheckResult:
     """A ``pass``/``fail`` result: ``bad`` marks the violating rows, ``steps`` their step numbers."""
     bad = np.asarray(bad, dtype=bool)
     where = np.asarray(steps)[bad]
-    return {"id": check_id, "status": "fail" if bad.any() else "pass", "violations": int(bad.sum()),
-            "first_step": int(where[0]) if len(where) else None,
-            "steps": [int(s) for s in where[:MAX_STEPS]], "detail": detail}
+    return CheckResult(check_id, "fail" if bad.any() else "pass", int(bad.sum()),
+                       int(where[0]) if len(where) else None, [int(s) for s in where[:MAX_STEPS]], detail,
+                       column=column)
 
 
-def check_skip(check_id: str, why: str) -> dict:
+def check_skip(check_id: str, why: str, missing: Sequence[str] = ()) -> CheckResult:
     """A ``skip`` result saying why."""
-    return {"id": check_id, "status": "skip", "violations": 0, "first_step": None, "steps": [],
-            "detail": why}
+    return CheckResult(check_id, "skip", 0, None, [], why, list(missing))
 
 
 def missing_columns(frame: pd.DataFrame, columns: Sequence[str]) -> list[str]:
     return [c for c in columns if c not in frame.columns]
 
 
-def skip_if_missing(check_id: str, frame: pd.DataFrame, *columns: str) -> dict | None:
+def skip_if_missing(check_id: str, frame: pd.DataFrame, *columns: str) -> CheckResult | None:
     """A ``skip`` result naming the columns ``frame`` lacks, or None when it has them all."""
     miss = missing_columns(frame, columns)
-    return check_skip(check_id, f"missing column(s) {miss}") if miss else None
+    return check_skip(check_id, f"missing column(s) {miss}", miss) if miss else None
 
 
 class Checks(list):
@@ -332,7 +334,7 @@ class ControllerModule:
     columns: tuple[str, ...]
     check_columns: tuple[str, ...]
     replay_fn: Callable[..., pd.DataFrame]
-    invariants_fn: Callable[[pd.DataFrame], list[dict]]
+    invariants_fn: Callable[[pd.DataFrame, CheckOptions], list[CheckResult]]
     figures_fn: Callable[..., list]
     demo_stream_fn: Callable[..., Any]
     defines_fn: Callable[[], list[str]] = lambda: []
@@ -392,9 +394,9 @@ class ControllerModule:
         """True when ``frame`` has every column of :attr:`check_columns`."""
         return not missing_columns(frame, self.check_columns)
 
-    def invariants(self, frame: pd.DataFrame) -> list[dict]:
-        """The module's checks on ``frame``: ``{id, status, violations, first_step, steps, detail}``."""
-        return self.invariants_fn(frame)
+    def invariants(self, frame: pd.DataFrame, options: CheckOptions | None = None) -> list[CheckResult]:
+        """The module's checks on ``frame`` under the shared ``options`` (the ulp tolerance included)."""
+        return self.invariants_fn(frame, options or CheckOptions())
 
     def figures(self, frame: pd.DataFrame, baseline: pd.DataFrame | None = None) -> list:
         """Plotly figures of ``frame`` (``baseline`` drawn dashed beside it); imports plotly lazily."""
@@ -431,17 +433,10 @@ def frame_of(step: np.ndarray, boundary: np.ndarray | None, columns: Mapping[str
     return pd.DataFrame(cols)
 
 
-#: Tolerance of recomputed float formulas in invariants, in float32 ulps of the
-#: expected value (at least of 1.0): our engines agree bit for bit; the slack
-#: covers a trainer built with FMA contraction.
-ULPS = 4
-_EPS = np.float32(np.finfo(np.float32).eps)
-
-
-def close_f32(actual: np.ndarray, expected: np.ndarray, ulps: int = ULPS) -> np.ndarray:
+def close_f32(actual: np.ndarray, expected: np.ndarray, ulps: float = ULPS) -> np.ndarray:
     """Elementwise: within ``ulps`` float32 ulps of ``expected`` (scaled by max(|expected|, 1))."""
     scale = np.maximum(np.abs(expected), np.float32(1.0))
-    return np.abs(actual - expected) <= np.float32(ulps) * _EPS * scale
+    return np.abs(actual - expected) <= np.float32(ulps) * np.float32(np.finfo(np.float32).eps) * scale
 
 
 def fold_starts(frame: pd.DataFrame) -> np.ndarray:
