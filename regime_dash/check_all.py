@@ -41,7 +41,9 @@ def summary_row(run: str, doc: Mapping[str, Any]) -> dict[str, Any]:
         first = c["id"] + ("" if c.get("first_step") is None else f" @ step {c['first_step']}")
     found = {**doc.get("episodes", {}), **doc.get("events", {})}
     findings = ", ".join(f"{len(v)} {k}" for k, v in found.items() if v)
-    return {"run": run, "status": "fail" if failed else "ok", **counts, "first_failure": first,
+    # a finding of severity fail fails the run as it fails `check` (the verdict's status says so)
+    bad = failed or doc.get("status") == "fail"
+    return {"run": run, "status": "fail" if bad else "ok", **counts, "first_failure": first,
             "findings": findings}
 
 
@@ -104,16 +106,13 @@ def store_check(run_id: str, store: str | None = None, options: Mapping[str, Any
     """
     from regime_dash.aliases import canonical_frame
     from regime_dash.analysis import CheckOptions, diagnose
-    from regime_dash.modules.integration import module_check_results, split_check_ids
     from regime_dash.store import RunStore
 
     frame = RunStore(store).load(run_id)
     frame = frame.drop(columns=[c for c in ("_line", "run") if c in frame.columns])
     frame = canonical_frame(frame, dict(aliases) if aliases else None)
-    core_ids, module_ids = split_check_ids(None)
-    report = diagnose(frame, core_ids, CheckOptions(**dict(options or {})))
-    report.checks.extend(module_check_results(frame, module_ids))
-    return report.to_dict()
+    # the one verdict (core, module checks and findings), as `check RUN` gives it
+    return diagnose(frame, None, CheckOptions(**dict(options or {}))).to_dict()
 
 
 __all__ = ["COLUMNS", "check_all", "store_check", "summary_row"]

@@ -22,6 +22,7 @@ import pandas as pd
 
 from regime_dash import diag
 from regime_dash.errors import ValidationError
+from regime_dash.figures_overlay import NONFINITE_COLOUR, break_at_nonfinite, nonfinite_points
 
 P, R = diag.P, diag.R
 
@@ -361,13 +362,21 @@ def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, s
                                      fillcolor=_rgba(shade_colour, 0.15), hoverinfo="skip",
                                      showlegend=False, legendgroup=label, name=f"{label} {name} min/max"),
                           row=row, col=1, secondary_y=secondary)
-        fig.add_trace(go.Scatter(x=_plot_x(red.x, x), y=red.y, mode="lines",
+        lx, ly = break_at_nonfinite(red.x, red.y, xs, y)  # the line breaks at NaN/±Inf, never drawn through
+        fig.add_trace(go.Scatter(x=_plot_x(lx, x), y=ly, mode="lines",
                                  line=dict(color=shade_colour, dash=dash, width=width * widen),
                                  name=label if first[0] else f"{label} {name}",
                                  legendgroup=label, showlegend=first[0],
                                  hovertemplate=f"{label} {name}: %{{y:.6g}}{at}<extra></extra>"),
                       row=row, col=1, secondary_y=secondary)
         first[0] = False
+        nx, ny, words = nonfinite_points(xs, y)
+        if len(nx):  # a visible marker whose hover says what the value was
+            fig.add_trace(go.Scatter(x=_plot_x(nx, x), y=ny, mode="markers", text=words,
+                                     marker=dict(symbol="x", size=9, color=NONFINITE_COLOUR),
+                                     name=f"{label} {name} non-finite", legendgroup=label, showlegend=False,
+                                     hovertemplate=f"{label} {name}: %{{text}}<extra></extra>"),
+                          row=row, col=1, secondary_y=secondary)
 
     def shade(row, flag, top, name):
         if flag is None or top is None or not np.isfinite(top):

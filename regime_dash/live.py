@@ -1,7 +1,7 @@
 """Live runs of any source: a recorded stream, a scenario or the closed-loop simulator, step by step.
 
 A replay runs a whole stream under one config. A live run plays its source one
-step (or a few) at a time through a :class:`~regime_dash.simulator.StepEngine`,
+step (or a few) at a time through a :class:`~regime_dash.engine.steppers.StepEngine`,
 and between two steps the config can change and inputs can be injected:
 
 * **config changes** (:meth:`LiveRun.set_config`) take effect from the next step
@@ -46,8 +46,8 @@ from regime_dash import diag
 from regime_dash.config import FIELD_SLOTS, RegimeConfig
 from regime_dash.engine import initial_isv
 from regime_dash.errors import ValidationError
-from regime_dash.simulator import (RUN8_SHOCK_PNL, Market, Simulator, StepEngine, StepInputs,
-                                   make_stepper)
+from regime_dash.engine.steppers import StepEngine, StepInputs, make_stepper
+from regime_dash.simulator import RUN8_SHOCK_PNL, Market, Simulator
 from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
 from regime_dash.streams import Stream
 
@@ -204,9 +204,19 @@ class LiveRun(ABC):
         if not diff:
             return None
         self._switch(config)
+        # which config ran from which step, for the frame's F2/F4/F5 switch columns
+        self._config_history = [*getattr(self, "_config_history", [(0, self.config)]), (self.t, config)]
         self.config = config
         return self._log("config", ", ".join(f"{k}={v}" if isinstance(v, bool) else f"{k}={v:g}"
                                              for k, v in diff.items()))
+
+    def _switch_columns(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """``frame`` with its F2/F4/F5 switch columns per row: a config change switches them from its step on."""
+        for t, config in getattr(self, "_config_history", []):
+            for name, col in diag.SWITCH_COLUMNS.items():
+                if col in frame.columns:
+                    frame.iloc[t:, frame.columns.get_loc(col)] = np.float32(bool(getattr(config, name)))
+        return frame
 
     def _log(self, kind: str, label: str) -> Change:
         change = Change(int(self.next_step), kind, label)
@@ -265,7 +275,7 @@ class StreamRun(LiveRun):
         The config of the first step (the spec's defaults if None).
     engine
         ``reference`` (default), ``cuda``, ``fast`` or ``auto``, as
-        :func:`regime_dash.simulator.make_stepper` takes it.
+        :func:`regime_dash.engine.steppers.make_stepper` takes it.
     layout
         Slot layout; default :data:`regime_dash.slots.DEFAULT_LAYOUT`.
     source
@@ -402,10 +412,10 @@ class StreamRun(LiveRun):
         n = self._t
         snap = np.vstack(self._snap) if n else np.empty((0, len(diag.SNAPSHOT_SLOTS)), np.float32)
         frame = diag.frame_from_snapshot(snap, np.array(self._flat, np.int32), self.stream.accounts,
-                                         self.stream.step[:n], self._boundary_mask(n))
+                                         self.stream.step[:n], self._boundary_mask(n), self.config)
         frame.attrs["layout_fingerprint"] = self.layout.fingerprint_hex()
         frame.attrs["engine"] = self.engine.name
-        return frame
+        return self._switch_columns(frame)
 
     def inputs(self) -> Stream:
         """The inputs fed so far, with the injections' edits: replaying them gives :meth:`frame`."""
@@ -492,7 +502,7 @@ class SimulatorRun(LiveRun):
         return n
 
     def frame(self) -> pd.DataFrame:
-        return self.simulator.frame()
+        return self._switch_columns(self.simulator.frame())
 
     def market_frame(self) -> pd.DataFrame:
         """The simulator's market columns (p_true, closes, open accounts, pnl, injections)."""

@@ -217,8 +217,8 @@ def _chunks(n: int, size: int) -> Iterable[tuple[int, int]]:
 
 
 def _trajectory_frame(snap: np.ndarray, flat: np.ndarray, accounts: int, stream_step: np.ndarray,
-                      boundary: np.ndarray, layout: SlotLayout, engine: str) -> pd.DataFrame:
-    frame = diag.frame_from_snapshot(snap, flat, accounts, stream_step, boundary)
+                      boundary: np.ndarray, layout: SlotLayout, engine: str, config: Any = None) -> pd.DataFrame:
+    frame = diag.frame_from_snapshot(snap, flat, accounts, stream_step, boundary, config)
     frame.attrs["layout_fingerprint"] = layout.fingerprint_hex()
     frame.attrs["engine"] = engine
     return frame
@@ -485,7 +485,8 @@ def _sweep_run(stream, table, grid, n_configs, keep, layout, progress, isv, devi
                 trajectories[shard.start + k] = item
             else:
                 trajectories[shard.start + k] = _trajectory_frame(
-                    item, inputs.stats.flat, stream.accounts, stream.step, stream.boundary, layout, "fast")
+                    item, inputs.stats.flat, stream.accounts, stream.step, stream.boundary, layout, "fast",
+                    fields.iloc[shard.start + k].to_dict())  # its F2/F4/F5 switches become columns
     trajectories = {k: trajectories[k] for k in keep}
     ran = results[0][3]
     out = pd.concat([fields, pd.DataFrame(metrics, columns=list(summary.METRICS))], axis=1)

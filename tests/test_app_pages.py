@@ -235,8 +235,9 @@ def test_explore_widgets_change_the_figure(loaded):
     assert min(xs) >= 100 and max(xs) <= 300
 
 
-def test_explore_violation_jumps_to_its_step(tmp_path, monkeypatch, replay_diag):
-    # plant a violation: a dead-zone duration that does not follow flag ? prev+1 : 0
+def explore_planted(tmp_path, monkeypatch, replay_diag) -> AppTest:
+    """Explore on a run with a planted violation: a dead-zone duration at step 250 that does not
+    follow flag ? prev+1 : 0."""
     lines = [json.loads(line) for line in replay_diag.read_text().splitlines()]
     lines[250]["risk_stack"]["regime"]["dead_zone"]["duration"] = 7.0
     bad = tmp_path / "planted.jsonl"
@@ -245,6 +246,11 @@ def test_explore_violation_jumps_to_its_step(tmp_path, monkeypatch, replay_diag)
     at.file_uploader(key="runs.upload").set_value(("planted.jsonl", bad.read_bytes(), "application/json")).run()
     at.switch_page(page("explore")).run()
     no_exception(at, "explore")
+    return at
+
+
+def test_explore_violation_jumps_to_its_step(tmp_path, monkeypatch, replay_diag):
+    at = explore_planted(tmp_path, monkeypatch, replay_diag)
     assert not [b for b in at.button if b.label == "step 250"]  # only the open tab (Episodes) is built
     at.session_state["explore.tabs"] = "Invariants"
     at.run()
@@ -252,6 +258,21 @@ def test_explore_violation_jumps_to_its_step(tmp_path, monkeypatch, replay_diag)
     assert jump, [b.label for b in at.button]
     jump[0].click().run()
     no_exception(at, "jump")
+    lo, hi = [s for s in at.slider if s.label == "Steps in view"][0].value
+    assert lo < 250 < hi and (lo, hi) != (0, 399)
+
+
+def test_explore_verdict_strip_and_markers_at_a_planted_violation(tmp_path, monkeypatch, replay_diag):
+    """Above the charts: the verdict per run (counts, first failure, findings), each a jump; on the
+    chart a marker at the violation's step on the panel of its signal."""
+    at = explore_planted(tmp_path, monkeypatch, replay_diag)
+    assert any("verdict **FAIL**" in m.value for m in at.markdown)
+    (first,) = [b for b in at.button if "first failure: dead_zone_duration @ 250" in b.label]
+    spec = chart_spec(at)
+    (marker,) = [t for t in spec["data"] if t.get("name") == "verdict:dead_zone_duration"]
+    assert 250 in values(marker["x"]).tolist() and marker["yaxis"] == "y"  # the dead-zone panel
+    first.click().run()
+    no_exception(at, "strip jump")
     lo, hi = [s for s in at.slider if s.label == "Steps in view"][0].value
     assert lo < 250 < hi and (lo, hi) != (0, 399)
 
@@ -376,6 +397,17 @@ def test_replay_rejects_bad_config_and_marks_engines(tmp_path, monkeypatch):
     if down:  # on a machine with every engine available there is nothing to mark
         at.selectbox(key="replay.engine").set_value(down[0]).run()
         assert any("cannot run here" in e.value for e in at.error)
+
+
+def test_replay_default_sweep_flat_line_says_why(tmp_path, monkeypatch):
+    """The default sweep (max_duration against timeout steps, F2 on) is flat; the caption names the finding."""
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.switch_page(page("replay")).run()
+    at.number_input(key="replay.sweep.n1").set_value(3)
+    at.button(key="replay.sweep.run").click().run()
+    no_exception(at, "default sweep")
+    notes = [c.value for c in at.caption if c.value.startswith("A flat line")]
+    assert len(notes) == 1 and "timeout_unreachable" in notes[0] and "Theorem 3" in notes[0]
 
 
 def test_replay_sweep_and_open_a_cell(tmp_path, monkeypatch):

@@ -203,6 +203,13 @@ def test_cpu_cache_warm_tells_a_cold_cache_from_a_warm_one_without_compiling(tmp
     assert second["hits"] == 1
 
 
+def test_the_session_fixture_built_every_cpu_kernel_before_the_first_test(numba_cache):
+    if not numba_cache:
+        pytest.skip("numba is not installed: the fast engine's CPU kernels are not built")
+    assert all(name in fast._KERNELS for names in fast.ENTRIES.values() for name in names)
+    assert all(fast.cpu_cache_warm(entry) for entry in fast.ENTRIES)
+
+
 def test_compile_cpu_gives_one_specialization_and_rejects_unknown_entries():
     with pytest.raises(ValidationError, match="'warp'"):
         fast.compile_cpu("warp")

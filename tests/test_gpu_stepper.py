@@ -10,7 +10,8 @@ import pytest
 from regime_dash import RegimeConfig
 from regime_dash.engine import engine_status, initial_isv
 from regime_dash.engine.gpu_stepper import GpuStepper, available, fastest_live_engine
-from regime_dash.simulator import PRESETS, ReferenceStepper, Simulator, live_engine
+from regime_dash.engine.steppers import ReferenceStepper, live_engine
+from regime_dash.simulator import PRESETS, Simulator
 from regime_dash.slots import DEFAULT_LAYOUT
 
 NO_GPU = available()

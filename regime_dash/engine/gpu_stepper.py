@@ -17,7 +17,8 @@ stepper's (tests/test_gpu_stepper.py checks it).
 
 :func:`fastest_live_engine` times this stepper against the reference stepper on
 the machine at hand (a few warm steps each) and returns the faster one's name;
-the simulator's ``engine="auto"`` uses it.
+the live run's ``engine="auto"``
+(:func:`regime_dash.engine.steppers.live_engine`) uses it.
 
 CuPy is imported only inside functions.
 """
@@ -29,6 +30,7 @@ import time
 import numpy as np
 
 from regime_dash.engine import loader, snapshot_indices
+from regime_dash.engine.steppers import ReferenceStepper, StepInputs
 from regime_dash.errors import ValidationError
 from regime_dash.slots import SlotLayout
 from regime_dash.streams import Stream
@@ -40,7 +42,7 @@ def available() -> str | None:
 
 
 class GpuStepper:
-    """A :class:`regime_dash.simulator.StepEngine` on the GPU (see the module docstring).
+    """A :class:`regime_dash.engine.steppers.StepEngine` on the GPU (see the module docstring).
 
     Parameters
     ----------
@@ -101,7 +103,7 @@ class GpuStepper:
             self._graph = rep.capture()  # cupy captures no host copies: they go around the launch
         self._ints_h[1] = 0
 
-    def step(self, rewards: np.ndarray, lots: np.ndarray, inputs) -> tuple[np.ndarray, int]:
+    def step(self, rewards: np.ndarray, lots: np.ndarray, inputs: StepInputs) -> tuple[np.ndarray, int]:
         """Run one step (one graph launch); return (snapshot row float32 [n], flat count)."""
         if rewards.shape != (self.accounts,) or lots.shape != (self.accounts,):
             raise ValidationError(f"rewards and lots must be [{self.accounts}], got {rewards.shape} and "
@@ -128,8 +130,6 @@ class GpuStepper:
 
 def _time_steps(stepper, b: int, steps: int) -> float:
     """Seconds a step of ``stepper`` takes (median over ``steps`` steps after one warm step)."""
-    from regime_dash.simulator import StepInputs
-
     rng = np.random.default_rng(0)
     rewards = rng.standard_normal(b).astype(np.float32)
     lots = (rng.random(b) < 0.5).astype(np.int32)
@@ -155,8 +155,6 @@ def fastest_live_engine(isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout, 
     Measured once per (layout, b) and process: ``steps`` steps of each on
     throwaway steppers (their state is discarded).
     """
-    from regime_dash.simulator import ReferenceStepper
-
     key = (layout.fingerprint_hex(), int(accounts))
     if key not in _FASTEST:
         if available() is not None:

@@ -13,27 +13,8 @@ import pandas as pd
 import streamlit as st
 
 from regime_dash.config import SWITCHES, RegimeConfig
+from regime_dash.field_ranges import FIELD_RANGES
 
-#: Slider domain of every numeric RegimeConfig field: (min, max, step).
-#: The domains are ours (the spec gives defaults, not ranges): wide enough to
-#: show each mechanism switched off or exaggerated, within RegimeConfig's checks.
-FIELD_RANGES: dict[str, tuple[float, float, float]] = {
-    "max_duration": (0.0, 5000.0, 10.0),
-    "eps_min": (0.0, 1.0, 0.01),
-    "eps_max": (0.0, 1.0, 0.01),
-    "n_recovery": (0.0, 2000.0, 10.0),
-    "tau_boost_factor": (1.0, 5.0, 0.05),
-    "tau_boost_window": (0.0, 2000.0, 10.0),
-    "tail_sigma_threshold": (0.5, 10.0, 0.1),
-    "envelope_decay_alpha": (0.001, 1.0, 0.001),
-    "popart_alpha": (0.0001, 0.1, 0.0001),
-    "transition_steps": (0.0, 5000.0, 10.0),
-    "transition_decay_steps": (0.0, 5000.0, 10.0),
-    "safety_frac_defensive": (0.0, 1.0, 0.01),
-    "safety_frac_normal": (0.0, 1.0, 0.01),
-    "tau_min": (0.0, 1.0, 0.01),
-    "kelly_cap": (0.05, 2.0, 0.05),
-}
 #: The spec's feature numbers of the switches.
 SWITCH_LABELS = {"resurrection": "F2 Kelly resurrection", "envelope": "F4 PopArt σ envelope",
                  "tau_boost": "F5 IQN τ tail boost"}
@@ -263,7 +244,8 @@ def download_view(key: str, make_frame: Callable[[], pd.DataFrame], stem: str) -
 
 def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: str,
                    runs: Mapping[str, pd.DataFrame], x: str, smoothing: float, *,
-                   offsets: Mapping[str, int] | None = None, height: int = 1400) -> None:
+                   offsets: Mapping[str, int] | None = None, height: int = 1400,
+                   window: tuple[int, int] | None = None, decorate: Callable[[Any], Any] | None = None) -> None:
     """The signal panels of ``runs`` (already cut to the window of ``window_key``), zoomable with detail.
 
     Dragging across the chart (step axis) selects a step range; it becomes the
@@ -271,7 +253,9 @@ def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: 
     full-resolution runs, so a zoom shows every peak rather than the points
     the wider view kept. Buttons step the window back, forward and out.
     ``bounds`` is the window's full range, ``fig_key`` names the figure's inputs
-    for the cache.
+    for the cache; ``window`` (the steps shown) fixes the x range, so nothing drawn
+    by ``decorate`` (a function of the cached figure's copy, e.g. an overlay)
+    outside it widens the view.
     """
     from regime_dash.ui import cache, state
 
@@ -296,6 +280,10 @@ def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: 
 
     fig = cache.signal_figure(fig_key, dict(runs), x, smoothing, height=height,
                               x_offsets=tuple(sorted((offsets or {}).items())))
+    if decorate is not None:
+        fig = decorate(fig)
+    if window is not None and x == "step" and window[1] > window[0]:
+        fig.update_xaxes(range=list(window))
     zoomable = x == "step" and hi > lo
     if zoomable:
         fig.update_layout(dragmode="select", selectdirection="h")
@@ -544,7 +532,8 @@ def event_tables(key: str, results: Mapping[str, Any]) -> None:
     _tables(key, results, "events")
 
 
-STATUS_ICON = {"pass": ":material/check_circle:", "fail": ":material/cancel:", "skip": ":material/block:"}
+STATUS_ICON = {"pass": ":material/check_circle:", "fail": ":material/cancel:", "warn": ":material/warning:",
+               "skip": ":material/block:"}
 
 
 def invariant_report(key: str, results: Mapping[str, Any], window: str,
@@ -553,7 +542,8 @@ def invariant_report(key: str, results: Mapping[str, Any], window: str,
     for label, res in results.items():
         checks = res.checks
         counts = {s: sum(c.status == s for c in checks) for s in STATUS_ICON}
-        st.markdown(f"**{label}** — {counts['pass']} pass, {counts['fail']} fail, {counts['skip']} skip")
+        st.markdown(f"**{label}** — {counts['pass']} pass, {counts['fail']} fail, {counts['warn']} warn, "
+                    f"{counts['skip']} skip")
         st.dataframe(pd.DataFrame([{"check": c.id, "status": c.status,
                                     "violations": c.violations, "first step": c.first_step,
                                     "detail": c.detail} for c in checks]),
@@ -889,6 +879,12 @@ def sweep_panel(key: str, source_key: str, stream: Any, engine: str, base: Regim
     else:
         fig = figures.sweep_line(table, fields_[0], metric)
     event = plotly_chart(fig, f"{key}.chart", on_select="rerun", selection_mode="points")
+    from regime_dash.analysis.verdict import flat_sweep_note, verdict
+
+    note = flat_sweep_note(table[metric], fields_, verdict(cache.replay(source_key, stream, base.as_dict(), engine,
+                                                                         fp, layout)["frame"]))
+    if note:
+        st.caption(note)
     row = pick_sweep_row(key, event, table, fields_)
     if row is None:
         return

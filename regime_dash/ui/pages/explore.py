@@ -2,7 +2,9 @@
 import pandas as pd
 import streamlit as st
 
+from regime_dash.figures_overlay import overlay
 from regime_dash.ui import cache, state, widgets
+from regime_dash.ui.verdict_strip import verdict_strip
 
 st.title("Explore")
 st.caption("See what the regime observer did over a run: dead zones, ε recovery, tail events, the σ envelope. "
@@ -34,6 +36,9 @@ for label, frame in frames.items():
         st.warning(f"{label}: {frame.attrs['rows_without_step']:,} row(s) have no whole-number step "
                    "and are left out.")
 
+results = {labels[rid]: cache.analyse_run(root, rid, alias_key) for rid in picked}
+verdict_strip("explore.verdict", results, WINDOW, frames)  # its buttons move the window (callbacks)
+
 
 @st.fragment
 def charts() -> None:
@@ -51,13 +56,17 @@ def charts() -> None:
     lo, hi = widgets.window_slider(WINDOW, list(frames.values()), param="window", align=align)
     view = widgets.cut_window(frames, lo, hi, align)
     offsets = {label: int(f["step"].min()) for label, f in frames.items() if len(f)} if align else None
+    # checks and findings where they happen (placed by step: left out when runs are aligned)
+    verdicts = None if align else {label: r.verdict for label, r in results.items()}
     widgets.zoomable_chart("explore.chart", WINDOW, widgets.step_bounds(list(frames.values()), align),
                            f"{root}|{'|'.join(picked)}|{alias_key}|{lo}|{hi}|{align}", view, x, smoothing,
-                           offsets=offsets)
+                           offsets=offsets, window=(lo, hi),
+                           decorate=(lambda fig: overlay(fig, verdicts, x=x)) if verdicts else None)
     state.publish()
 
 
 charts()
+
 
 def view_frame() -> pd.DataFrame:
     """The runs cut to the window on screen now (read when a download is asked for: the
@@ -73,8 +82,6 @@ def view_frame() -> pd.DataFrame:
 # added to the view then costs its chart and one tab, not every table of every run
 tab_ep, tab_ev, tab_inv, tab_dl = st.tabs(["Episodes", "Events", "Invariants", "Download"], key="explore.tabs",
                                           on_change="rerun")
-if tab_ep.open or tab_ev.open or tab_inv.open:
-    results = {labels[rid]: cache.analyse_run(root, rid, alias_key) for rid in picked}
 if tab_ep.open:
     with tab_ep:
         widgets.episode_tables("explore.episodes", results)

@@ -5,6 +5,7 @@ from regime_dash.config import RegimeConfig
 from regime_dash.engine import warm
 from regime_dash.errors import ConfigError
 from regime_dash.ui import cache, state, widgets
+from regime_dash.ui.sensitivity_tab import sensitivity_tab
 
 st.title("Replay & what-if")
 st.caption("Ask what the risk stack would have done under another config. Pick a stream, then move a slider "
@@ -54,7 +55,7 @@ def what_if() -> None:
     state.publish()
 
 
-tab_whatif, tab_sweep = st.tabs(["What-if", "Sweep"])
+tab_whatif, tab_sweep, tab_sensitivity = st.tabs(["What-if", "Sweep", "Sensitivity"])
 with tab_whatif:
     what_if()
 with tab_sweep:
@@ -63,4 +64,6 @@ with tab_sweep:
     except ConfigError:
         what_if_config = None
     widgets.sweep_panel("replay.sweep", source_key, stream, engine, what_if_config, layout)
+with tab_sensitivity:
+    sensitivity_tab("replay.sensitivity", source_key, stream, what_if_config, layout)
 state.publish()
