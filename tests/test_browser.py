@@ -202,7 +202,7 @@ def test_explore_shows_the_verdict_strip_and_a_marker_at_a_planted_violation(ser
     page = browser_page.context.new_page()  # a fresh session: Explore starts on the newest run
     page.goto(server + "/")
     page.set_input_files("input[type=file]", str(planted))
-    page.get_by_text("Stored runs (2)").wait_for()
+    page.get_by_text("planted.jsonl: 1,200 rows").wait_for()  # ingested (other tests add runs too)
     page.get_by_role("link", name="Explore").click()
     picker = page.locator("[data-testid=stMultiSelect] input").first
     picker.click()
