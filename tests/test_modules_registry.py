@@ -306,6 +306,24 @@ def test_cli_modules_replay_sweep_slots(tmp_path, capsys):
         _cli(["modules", "replay", "pearl_c", "--set", "bogus=1"], capsys)
 
 
+def test_module_settings_and_grids_use_the_core_parsers():
+    from regime_dash.errors import ConfigError
+    from regime_dash.modules.integration import parse_grid, parse_settings
+
+    m = MODULES["sp18_hold"]
+    assert parse_settings(m, ["pos_max=4", "max_trace=20"]).max_trace == 20
+    assert parse_grid(m, ["max_trace=5,10"]) == {"max_trace": [5, 10]}
+    # the strict grid parser: a field named twice or an empty value raise, naming the field
+    with pytest.raises(ConfigError, match="twice") as exc:
+        parse_grid(m, ["gamma=0.9", "gamma=0.99"])
+    assert exc.value.field == "gamma"
+    with pytest.raises(ConfigError, match="empty value"):
+        parse_grid(m, ["gamma=0.9,"])
+    with pytest.raises(ConfigError, match="sp18_hold: unknown config field 'bogus'") as exc:
+        parse_settings(m, ["bogus=1"])
+    assert exc.value.value == "1"
+
+
 def test_bench_modules_target_table():
     from regime_dash.benchmarks.modules import format_table, run
 

@@ -22,7 +22,6 @@ The building blocks here are shared by every module:
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, fields
 from typing import Any, Callable, ClassVar, Mapping, Sequence
@@ -32,54 +31,16 @@ import pandas as pd
 
 from regime_dash.analysis.invariants import MAX_STEPS, ULPS, CheckOptions, CheckResult
 from regime_dash.errors import ConfigError, StreamError, ValidationError
+from regime_dash.params import ConfigFields, FieldSpec, param  # noqa: F401  (the modules import them from here)
 from regime_dash.slots import Slot, SlotLayout
 
 #: Engines a module replay may run on.
 MODULE_ENGINES = ("reference", "cuda")
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
 # ---- config ------------------------------------------------------------------------------
-def param(default: Any, lo: float | None = None, hi: float | None = None, doc: str = "", *,
-          model: bool = False, integer: bool = False, step: float | None = None) -> Any:
-    """A config field with its slider range and doc.
-
-    Parameters
-    ----------
-    default
-        Default value (a bool makes a switch).
-    lo, hi
-        Closed range the value must lie in (also the slider's range).
-    doc
-        One line for the slider's help.
-    model
-        True when the source does not give the value and we model it.
-    integer
-        The value must be a whole number.
-    step
-        Slider step; ``None`` lets the UI choose.
-    """
-    return dataclasses.field(default=default, metadata={
-        "lo": lo, "hi": hi, "doc": doc, "model": model, "integer": integer, "step": step})
-
-
-@dataclass(frozen=True)
-class FieldSpec:
-    """One config field as the app's slider generator sees it."""
-
-    name: str
-    kind: str  # "float", "int" or "bool"
-    default: Any
-    lo: float | None
-    hi: float | None
-    step: float | None
-    doc: str
-    model: bool
-
-
-class ModuleConfig:
+# param, FieldSpec and the shared config methods are the core's (regime_dash.params): the
+# regime observer's RegimeConfig is declared with the same records.
+class ModuleConfig(ConfigFields):
     """Mixin for a module's frozen config dataclass (fields made with :func:`param`).
 
     Validation runs at construction: switches must be booleans, numbers must
@@ -112,52 +73,6 @@ class ModuleConfig:
 
     def _check(self) -> None:
         """Cross-field rules; raise :class:`ConfigError` naming the values."""
-
-    def replace(self, **changes: Any):
-        """A copy with ``changes``; unknown fields raise :class:`ConfigError`."""
-        names = [f.name for f in fields(self)]
-        unknown = sorted(set(changes) - set(names))
-        if unknown:
-            raise ConfigError(f"unknown config field(s) {unknown}; valid fields: {', '.join(names)}",
-                              field=unknown[0], value=changes[unknown[0]])
-        return dataclasses.replace(self, **changes)
-
-    def with_settings(self, settings: Sequence[str]):
-        """Apply ``FIELD=VALUE`` strings (the CLI's ``--set``)."""
-        kinds = {s.name: s.kind for s in self.field_specs()}
-        changes: dict[str, Any] = {}
-        for text in settings:
-            if "=" not in text:
-                raise ConfigError(f"--set {text!r} is not FIELD=VALUE; valid fields: {', '.join(kinds)}",
-                                  field=text, value=text)
-            name, raw = (p.strip() for p in text.split("=", 1))
-            if name not in kinds:
-                raise ConfigError(f"unknown config field {name!r}; valid fields: {', '.join(kinds)}",
-                                  field=name, value=raw)
-            if kinds[name] == "bool":
-                if raw.lower() not in _TRUE | _FALSE:
-                    raise ConfigError(f"{name}={raw!r} is not a boolean (true/false)", field=name, value=raw)
-                changes[name] = raw.lower() in _TRUE
-            else:
-                try:
-                    changes[name] = float(raw)
-                except ValueError:
-                    raise ConfigError(f"{name}={raw!r} is not a number", field=name, value=raw) from None
-        return self.replace(**changes)
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def field_specs(cls) -> list[FieldSpec]:
-        """The fields in declaration order, with kind, range, step, doc and model flag."""
-        out = []
-        for f in fields(cls):
-            m = f.metadata
-            kind = "bool" if isinstance(f.default, bool) else ("int" if m.get("integer") else "float")
-            out.append(FieldSpec(f.name, kind, f.default, m.get("lo"), m.get("hi"), m.get("step"),
-                                 m.get("doc", ""), bool(m.get("model"))))
-        return out
 
 
 # ---- stream ------------------------------------------------------------------------------
