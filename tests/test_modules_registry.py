@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 import subprocess
 import sys
@@ -361,6 +362,16 @@ def test_controllers_page_sliders_checks_figures_slots_and_sweep():
     at.button(key="controllers.sp14_alpha_grad_gate.sweep.run").click().run()
     table = next(d.value for d in at.dataframe if "checks_failed" in d.value.columns)
     assert len(table) == 5 and not at.exception
+    # the result survives reruns: another metric redraws the chart and keeps the table
+    metric = at.selectbox(key="controllers.sp14_alpha_grad_gate.sweep.metric")
+    other = next(o for o in metric.options if o != metric.value)
+    metric.set_value(other).run()
+    assert not at.exception and at.selectbox(key="controllers.sp14_alpha_grad_gate.sweep.metric").value == other
+    kept = next(d.value for d in at.dataframe if "checks_failed" in d.value.columns)
+    pd.testing.assert_frame_equal(kept, table)
+    axes = [json.loads(c.proto.spec)["layout"].get("yaxis", {}).get("title", {}).get("text")
+            for c in at.get("plotly_chart")]
+    assert other in axes
     for name in ("sp18_hold", "pearl_c"):
         at.selectbox(key="controllers.module").set_value(name).run()
         assert not at.exception and len(at.get("plotly_chart")) >= 3, name
