@@ -5,15 +5,24 @@ slot), so a config *is* a set of slot values: :meth:`RegimeConfig.to_isv` gives
 them by slot name and :meth:`RegimeConfig.from_isv` reads them back. Defaults are
 the spec's bootstrap values; values the spec does not give (the v9 ramp lengths
 and targets, τ_min, the Kelly cap) are models and say so below.
+
+The fields are declared with :func:`regime_dash.params.param`, as every module
+config is: the slider domain, step, doc and model flag of each come from that
+one declaration (the Replay and Controllers pages, the sensitivity sweep and
+:data:`regime_dash.field_ranges.FIELD_RANGES` read it). The domains are ours
+(the spec gives defaults, not ranges), and lie inside the checks of
+:class:`RegimeConfig`, which accept more (a whole number of steps has no upper
+bound): the checks, not the slider ends, say what a config may hold.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
+from regime_dash import params
 from regime_dash.errors import ConfigError
+from regime_dash.params import ConfigFields, param
 
 #: field name -> ISV slot name
 FIELD_SLOTS: dict[str, str] = {
@@ -39,12 +48,9 @@ FIELD_SLOTS: dict[str, str] = {
 
 SWITCHES = ("resurrection", "envelope", "tau_boost")
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
 
 @dataclass(frozen=True)
-class RegimeConfig:
+class RegimeConfig(ConfigFields):
     """Config slots of the regime observer, Kelly resurrection, τ boost, PopArt and v9.
 
     Attributes
@@ -83,24 +89,30 @@ class RegimeConfig:
         the spec: no kelly override, no σ floor (envelope not tracked), no τ boost.
     """
 
-    max_duration: float = 1000.0
-    eps_min: float = 0.05
-    eps_max: float = 0.50
-    n_recovery: float = 100.0
-    tau_boost_factor: float = 1.5
-    tau_boost_window: float = 100.0
-    tail_sigma_threshold: float = 3.0
-    envelope_decay_alpha: float = 0.01
-    popart_alpha: float = 0.001
-    transition_steps: float = 500.0
-    transition_decay_steps: float = 250.0
-    safety_frac_defensive: float = 0.25
-    safety_frac_normal: float = 0.50
-    tau_min: float = 0.10
-    kelly_cap: float = 1.0
-    resurrection: bool = True
-    envelope: bool = True
-    tau_boost: bool = True
+    max_duration: float = param(1000.0, 0, 10_000, "consecutive dead-zone steps before the timeout flag "
+                                "(unreachable while F2 cycles the dead zone)", integer=True, step=10)
+    eps_min: float = param(0.05, 0.0, 1.0, "ε_recovery right after a tail event", step=0.01)
+    eps_max: float = param(0.50, 0.0, 1.0, "ε_recovery once recovered", step=0.01)
+    n_recovery: float = param(100.0, 0, 5_000, "tail-free steps for a full ε ramp", integer=True, step=10)
+    tau_boost_factor: float = param(1.5, 1.0, 5.0, "IQN τ_min multiplier after a tail", step=0.05)
+    tau_boost_window: float = param(100.0, 0, 5_000, "steps the τ boost lasts", integer=True, step=10)
+    tail_sigma_threshold: float = param(3.0, 0.1, 10.0, "tail event threshold in σ of Δworst", step=0.1)
+    envelope_decay_alpha: float = param(0.01, 0.0001, 1.0, "PopArt envelope decay α", step=0.0001)
+    popart_alpha: float = param(0.001, 0.00001, 1.0, "PopArt EMA α", step=0.00001)
+    transition_steps: float = param(500.0, 0, 10_000, "v9 transition length", model=True, integer=True,
+                                    step=10)
+    transition_decay_steps: float = param(250.0, 0, 10_000, "v9 ramp length at the transition's end",
+                                          model=True, integer=True, step=10)
+    safety_frac_defensive: float = param(0.25, 0.0, 1.0, "v9 Kelly safety fraction after a boundary",
+                                         model=True, step=0.01)
+    safety_frac_normal: float = param(0.50, 0.0, 1.0, "v9 Kelly safety fraction after the transition",
+                                      model=True, step=0.01)
+    tau_min: float = param(0.10, 0.0, 1.0, "IQN τ_min before the boost", model=True, step=0.01)
+    kelly_cap: float = param(1.0, 0.01, 5.0, "upper clamp of the analytic Kelly fraction", model=True,
+                             step=0.01)
+    resurrection: bool = param(True, doc="F2: Kelly resurrection")
+    envelope: bool = param(True, doc="F4: PopArt max-|r| envelope floor")
+    tau_boost: bool = param(True, doc="F5: IQN τ tail boost")
 
     def __post_init__(self):
         for f in fields(self):
@@ -167,21 +179,6 @@ class RegimeConfig:
                 kw[name] = bool(v) if name in SWITCHES else v
         return cls(**kw)
 
-    def replace(self, **changes: Any) -> "RegimeConfig":
-        """A copy with ``changes``; unknown fields raise :class:`ConfigError`."""
-        unknown = sorted(set(changes) - set(field_names()))
-        if unknown:
-            raise ConfigError(f"unknown config field(s) {unknown}; valid fields: {', '.join(field_names())}",
-                              field=unknown[0], value=changes[unknown[0]])
-        return dataclasses.replace(self, **changes)
-
-    def with_settings(self, settings: list[str] | tuple[str, ...]) -> "RegimeConfig":
-        """Apply ``FIELD=VALUE`` strings (the CLI's ``--set``)."""
-        return self.replace(**dict(parse_setting(s) for s in settings))
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
 
 def field_names() -> list[str]:
     """The RegimeConfig field names, in declaration order."""
@@ -189,22 +186,11 @@ def field_names() -> list[str]:
 
 
 def parse_setting(text: str) -> tuple[str, Any]:
-    """Parse one ``FIELD=VALUE``; the error names the field and lists the valid ones."""
-    if "=" not in text:
-        raise ConfigError(f"--set {text!r} is not FIELD=VALUE; valid fields: {', '.join(field_names())}",
-                          field=text, value=text)
-    name, raw = (p.strip() for p in text.split("=", 1))
-    if name not in field_names():
-        raise ConfigError(f"unknown config field {name!r}; valid fields: {', '.join(field_names())}",
-                          field=name, value=raw)
-    if name in SWITCHES:
-        low = raw.lower()
-        if low in _TRUE:
-            return name, True
-        if low in _FALSE:
-            return name, False
-        raise ConfigError(f"{name}={raw!r} is not a boolean (true/false)", field=name, value=raw)
-    try:
-        return name, float(raw)
-    except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not a number", field=name, value=raw) from None
+    """Parse one ``FIELD=VALUE`` of a RegimeConfig field; the error names the field and lists the valid ones."""
+    return params.parse_setting(text, RegimeConfig.field_specs())
+
+
+def parse_grid(items: Sequence[str]) -> dict[str, list[Any]]:
+    """``{field: [values]}`` of ``FIELD=v1,v2,...`` strings over RegimeConfig (strict: see
+    :func:`regime_dash.params.parse_grid`)."""
+    return params.parse_grid(items, RegimeConfig.field_specs())

@@ -24,49 +24,83 @@ import pandas as pd
 P = "risk_stack."
 R = "risk_stack.regime."
 
+# ---- the column catalogue --------------------------------------------------------------------
+# One name per diag column: the analysis, the summary and the engines read these, never a literal.
+KELLY = P + "kelly.fraction"
+KELLY_ANALYTIC = P + "kelly.analytic"
+SAFETY_FRAC = P + "kelly.safety_frac"
+COOLDOWN = P + "kelly.cooldown_remaining"
+FLAT_COUNT = P + "positions.flat_count"
+B_SIZE = P + "positions.b_size"
+WORST = P + "session_pnl.worst"
+POPART_MEAN = P + "popart.mean"
+POPART_VAR = P + "popart.var"
+SIGMA = P + "popart.sigma"
+TAU_MIN = P + "iqn.tau_min"
+TAU_MIN_EFF = P + "iqn.tau_min_effective"
+TAU_ACTION = P + "iqn.tau_action"
+FLAG = R + "dead_zone.flag"
+DURATION = R + "dead_zone.duration"
+TIMEOUT = R + "dead_zone.timeout_flag"
+MAX_DURATION = R + "dead_zone.max_duration"
+REMAINING = R + "transition.remaining"
+STEPS_CONFIG = R + "transition.steps_config"
+DECAY_STEPS_CONFIG = R + "transition.decay_steps_config"
+RECENCY = R + "tail.recency"
+VARIANCE = R + "tail.session_pnl_variance_ema"
+SIGMA_THR = R + "tail.sigma_threshold"
+COUNT = R + "tail.welford_count"
+FACTOR = R + "kelly_eps_recovery.factor"
+LIVE = R + "kelly_eps_recovery.live"
+EPS_MIN = R + "kelly_eps_recovery.min"
+EPS_MAX = R + "kelly_eps_recovery.max"
+N_RECOVERY = R + "kelly_eps_recovery.n_recovery"
+ENVELOPE = R + "popart_envelope.max_abs_reward_ema"
+DECAY_ALPHA = R + "popart_envelope.decay_alpha"
+BOOST_FACTOR = R + "iqn_tau_boost.factor"
+BOOST_WINDOW = R + "iqn_tau_boost.n_window"
+
 #: (column, source): source is an ISV slot name, or "flat_count" / "b_size".
 DIAG_FIELDS: tuple[tuple[str, str], ...] = (
-    (P + "kelly.fraction", "RL_KELLY_FRACTION_INDEX"),
-    (P + "kelly.analytic", "RL_KELLY_ANALYTIC_INDEX"),
-    (P + "kelly.safety_frac", "RL_KELLY_SAFETY_FRAC_INDEX"),
-    (P + "kelly.cooldown_remaining", "RL_COOLDOWN_REMAINING_STEPS_INDEX"),
-    (P + "positions.flat_count", "flat_count"),
-    (P + "positions.b_size", "b_size"),
-    (P + "session_pnl.worst", "RL_SESSION_PNL_WORST_INDEX"),
-    (P + "popart.mean", "POPART_MEAN_INDEX"),
-    (P + "popart.var", "POPART_VAR_INDEX"),
-    (P + "popart.sigma", "POPART_SIGMA_INDEX"),
-    (P + "iqn.tau_min", "RL_IQN_ACTION_TAU_MIN_INDEX"),
-    (P + "iqn.tau_min_effective", "RL_IQN_TAU_MIN_EFFECTIVE_INDEX"),
-    (P + "iqn.tau_action", "RL_IQN_TAU_ACTION_INDEX"),
-    (R + "dead_zone.flag", "RL_REGIME_DEAD_ZONE_FLAG_INDEX"),
-    (R + "dead_zone.duration", "RL_REGIME_DEAD_ZONE_DURATION_INDEX"),
-    (R + "dead_zone.timeout_flag", "RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX"),
-    (R + "dead_zone.max_duration", "RL_REGIME_DEAD_ZONE_MAX_DURATION_INDEX"),
-    (R + "transition.remaining", "RL_REGIME_TRANSITION_REMAINING_INDEX"),
-    (R + "transition.steps_config", "RL_REGIME_TRANSITION_STEPS_CONFIG_INDEX"),
-    (R + "transition.decay_steps_config", "RL_REGIME_TRANSITION_DECAY_STEPS_CONFIG_INDEX"),
-    (R + "tail.recency", "RL_REGIME_TAIL_EVENT_RECENCY_INDEX"),
-    (R + "tail.session_pnl_variance_ema", "RL_REGIME_SESSION_PNL_VARIANCE_EMA_INDEX"),
-    (R + "tail.sigma_threshold", "RL_REGIME_TAIL_SIGMA_THRESHOLD_INDEX"),
-    (R + "tail.welford_count", "RL_REGIME_SESSION_PNL_VAR_COUNT_INDEX"),
-    (R + "kelly_eps_recovery.factor", "RL_REGIME_RECOVERY_FACTOR_INDEX"),
-    (R + "kelly_eps_recovery.live", "RL_KELLY_EPS_RECOVERY_LIVE_INDEX"),
-    (R + "kelly_eps_recovery.min", "RL_KELLY_EPS_RECOVERY_MIN_INDEX"),
-    (R + "kelly_eps_recovery.max", "RL_KELLY_EPS_RECOVERY_MAX_INDEX"),
-    (R + "kelly_eps_recovery.n_recovery", "RL_KELLY_EPS_RECOVERY_N_RECOVERY_INDEX"),
-    (R + "popart_envelope.max_abs_reward_ema", "RL_POPART_MAX_ABS_REWARD_EMA_INDEX"),
-    (R + "popart_envelope.decay_alpha", "RL_POPART_MAX_DECAY_ALPHA_INDEX"),
-    (R + "iqn_tau_boost.factor", "RL_IQN_TAU_TAIL_BOOST_FACTOR_INDEX"),
-    (R + "iqn_tau_boost.n_window", "RL_IQN_TAU_TAIL_BOOST_N_WINDOW_INDEX"),
+    (KELLY, "RL_KELLY_FRACTION_INDEX"),
+    (KELLY_ANALYTIC, "RL_KELLY_ANALYTIC_INDEX"),
+    (SAFETY_FRAC, "RL_KELLY_SAFETY_FRAC_INDEX"),
+    (COOLDOWN, "RL_COOLDOWN_REMAINING_STEPS_INDEX"),
+    (FLAT_COUNT, "flat_count"),
+    (B_SIZE, "b_size"),
+    (WORST, "RL_SESSION_PNL_WORST_INDEX"),
+    (POPART_MEAN, "POPART_MEAN_INDEX"),
+    (POPART_VAR, "POPART_VAR_INDEX"),
+    (SIGMA, "POPART_SIGMA_INDEX"),
+    (TAU_MIN, "RL_IQN_ACTION_TAU_MIN_INDEX"),
+    (TAU_MIN_EFF, "RL_IQN_TAU_MIN_EFFECTIVE_INDEX"),
+    (TAU_ACTION, "RL_IQN_TAU_ACTION_INDEX"),
+    (FLAG, "RL_REGIME_DEAD_ZONE_FLAG_INDEX"),
+    (DURATION, "RL_REGIME_DEAD_ZONE_DURATION_INDEX"),
+    (TIMEOUT, "RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX"),
+    (MAX_DURATION, "RL_REGIME_DEAD_ZONE_MAX_DURATION_INDEX"),
+    (REMAINING, "RL_REGIME_TRANSITION_REMAINING_INDEX"),
+    (STEPS_CONFIG, "RL_REGIME_TRANSITION_STEPS_CONFIG_INDEX"),
+    (DECAY_STEPS_CONFIG, "RL_REGIME_TRANSITION_DECAY_STEPS_CONFIG_INDEX"),
+    (RECENCY, "RL_REGIME_TAIL_EVENT_RECENCY_INDEX"),
+    (VARIANCE, "RL_REGIME_SESSION_PNL_VARIANCE_EMA_INDEX"),
+    (SIGMA_THR, "RL_REGIME_TAIL_SIGMA_THRESHOLD_INDEX"),
+    (COUNT, "RL_REGIME_SESSION_PNL_VAR_COUNT_INDEX"),
+    (FACTOR, "RL_REGIME_RECOVERY_FACTOR_INDEX"),
+    (LIVE, "RL_KELLY_EPS_RECOVERY_LIVE_INDEX"),
+    (EPS_MIN, "RL_KELLY_EPS_RECOVERY_MIN_INDEX"),
+    (EPS_MAX, "RL_KELLY_EPS_RECOVERY_MAX_INDEX"),
+    (N_RECOVERY, "RL_KELLY_EPS_RECOVERY_N_RECOVERY_INDEX"),
+    (ENVELOPE, "RL_POPART_MAX_ABS_REWARD_EMA_INDEX"),
+    (DECAY_ALPHA, "RL_POPART_MAX_DECAY_ALPHA_INDEX"),
+    (BOOST_FACTOR, "RL_IQN_TAU_TAIL_BOOST_FACTOR_INDEX"),
+    (BOOST_WINDOW, "RL_IQN_TAU_TAIL_BOOST_N_WINDOW_INDEX"),
 )
 
 #: The ISV slots an engine snapshots each step, in column order.
 SNAPSHOT_SLOTS: tuple[str, ...] = tuple(src for _, src in DIAG_FIELDS if src.endswith("_INDEX"))
 #: Column of each snapshot slot.
 SNAPSHOT_COLUMNS: tuple[str, ...] = tuple(col for col, src in DIAG_FIELDS if src.endswith("_INDEX"))
-FLAT_COUNT = P + "positions.flat_count"
-B_SIZE = P + "positions.b_size"
 META_COLUMNS = ("step", "fold", "phase", "wall_time")
 
 #: Feature-switch columns a replay writes (F2, F4, F5), one constant 0/1 per row. The switches are ISV

@@ -55,3 +55,38 @@ def test_settings_parse_and_errors_list_valid_fields():
         parse_setting("envelope=maybe")
     with pytest.raises(ConfigError, match="'x' is not a number"):
         parse_setting("eps_min=x")
+
+
+def test_one_declaration_gives_every_slider_domain():
+    from regime_dash.field_ranges import FIELD_RANGES
+    from regime_dash.modules import MODULES
+
+    specs = RegimeConfig.field_specs()
+    assert [s.name for s in specs] == field_names()
+    # the Replay page (FIELD_RANGES) and the Controllers page (the module's specs) offer the same domains
+    assert MODULES["regime_observer"].field_specs() == specs
+    assert FIELD_RANGES == {s.name: (s.lo, s.hi, s.step) for s in specs if s.kind != "bool"}
+    # the widest of the two tables that were once kept apart, each end a value RegimeConfig accepts
+    assert FIELD_RANGES["max_duration"][1] == 10_000 and FIELD_RANGES["popart_alpha"][1] == 1.0
+    assert FIELD_RANGES["kelly_cap"][1] == 5.0
+    by = {s.name: s for s in specs}
+    assert by["transition_steps"].model and not by["max_duration"].model
+    assert by["max_duration"].kind == "int" and by["max_duration"].default == 1000
+    assert by["resurrection"].kind == "bool" and by["resurrection"].doc.startswith("F2")
+    # the checks, not the slider ends, bound a config: a longer timeout is still a valid what-if
+    assert RegimeConfig(max_duration=50_000).max_duration == 50_000.0
+
+
+def test_grid_parser_is_strict_and_names_the_field():
+    from regime_dash.config import parse_grid
+
+    assert parse_grid(["max_duration=10,20", "envelope=off"]) == {"max_duration": [10, 20], "envelope": [False]}
+    with pytest.raises(ConfigError, match="twice") as exc:
+        parse_grid(["eps_min=0.1", "eps_min=0.2"])
+    assert exc.value.field == "eps_min"
+    with pytest.raises(ConfigError, match="empty value") as exc:
+        parse_grid(["eps_min=0.1,,0.2"])
+    assert exc.value.field == "eps_min"
+    with pytest.raises(ConfigError, match="'x' is not a number") as exc:
+        parse_grid(["eps_min=0.1,x"])
+    assert (exc.value.field, exc.value.value) == ("eps_min", "x")

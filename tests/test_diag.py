@@ -73,3 +73,20 @@ def test_strict_reader_names_the_line(tmp_path):
     with pytest.raises(ParseError, match=r"bad.jsonl:2: JSON list, not an object") as exc:
         diag.read_jsonl(p)
     assert exc.value.line == 2
+
+
+def test_one_column_catalogue_serves_the_analysis_and_the_summary():
+    from regime_dash import diag
+    from regime_dash.analysis import view
+    from regime_dash.engine import summary
+
+    columns = [c for c, _ in diag.DIAG_FIELDS]
+    assert len(set(columns)) == len(columns)
+    # the analysis reads the catalogue's names, not copies of them
+    for name in ("KELLY", "FLAG", "RECENCY", "SIGMA", "ENVELOPE", "LIVE", "BOOST_WINDOW"):
+        assert getattr(view, name) is getattr(diag, name)
+        assert getattr(diag, name) in columns
+    # the summary's snapshot positions are those of the catalogue's columns
+    assert diag.SNAPSHOT_COLUMNS[summary.POS_KELLY] == diag.KELLY
+    assert diag.SNAPSHOT_COLUMNS[summary.POS_EPS_LIVE] == diag.LIVE
+    assert diag.SNAPSHOT_COLUMNS[summary.POS_ENVELOPE] == diag.ENVELOPE

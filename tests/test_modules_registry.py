@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 import subprocess
 import sys
@@ -306,6 +307,24 @@ def test_cli_modules_replay_sweep_slots(tmp_path, capsys):
         _cli(["modules", "replay", "pearl_c", "--set", "bogus=1"], capsys)
 
 
+def test_module_settings_and_grids_use_the_core_parsers():
+    from regime_dash.errors import ConfigError
+    from regime_dash.modules.integration import parse_grid, parse_settings
+
+    m = MODULES["sp18_hold"]
+    assert parse_settings(m, ["pos_max=4", "max_trace=20"]).max_trace == 20
+    assert parse_grid(m, ["max_trace=5,10"]) == {"max_trace": [5, 10]}
+    # the strict grid parser: a field named twice or an empty value raise, naming the field
+    with pytest.raises(ConfigError, match="twice") as exc:
+        parse_grid(m, ["gamma=0.9", "gamma=0.99"])
+    assert exc.value.field == "gamma"
+    with pytest.raises(ConfigError, match="empty value"):
+        parse_grid(m, ["gamma=0.9,"])
+    with pytest.raises(ConfigError, match="sp18_hold: unknown config field 'bogus'") as exc:
+        parse_settings(m, ["bogus=1"])
+    assert exc.value.value == "1"
+
+
 def test_bench_modules_target_table():
     from regime_dash.benchmarks.modules import format_table, run
 
@@ -343,6 +362,16 @@ def test_controllers_page_sliders_checks_figures_slots_and_sweep():
     at.button(key="controllers.sp14_alpha_grad_gate.sweep.run").click().run()
     table = next(d.value for d in at.dataframe if "checks_failed" in d.value.columns)
     assert len(table) == 5 and not at.exception
+    # the result survives reruns: another metric redraws the chart and keeps the table
+    metric = at.selectbox(key="controllers.sp14_alpha_grad_gate.sweep.metric")
+    other = next(o for o in metric.options if o != metric.value)
+    metric.set_value(other).run()
+    assert not at.exception and at.selectbox(key="controllers.sp14_alpha_grad_gate.sweep.metric").value == other
+    kept = next(d.value for d in at.dataframe if "checks_failed" in d.value.columns)
+    pd.testing.assert_frame_equal(kept, table)
+    axes = [json.loads(c.proto.spec)["layout"].get("yaxis", {}).get("title", {}).get("text")
+            for c in at.get("plotly_chart")]
+    assert other in axes
     for name in ("sp18_hold", "pearl_c"):
         at.selectbox(key="controllers.module").set_value(name).run()
         assert not at.exception and len(at.get("plotly_chart")) >= 3, name

@@ -49,10 +49,10 @@ def test_field_values_cover_the_slider_domain_and_the_base():
         assert values == sorted(set(values)), name
         if step >= 1:
             assert all(v == round(v) for v in values), name
-    # popart_alpha spans three decades: log spacing, so most values sit below a tenth of the top
+    # popart_alpha spans five decades: log spacing, so most values sit below a tenth of the top
     pa = field_values("popart_alpha", base)
     assert sum(v < 0.01 for v in pa) >= len(pa) // 2
-    assert len(field_values("max_duration", base, points=3)) == 4  # 0, 2500, 5000 and the base 1000
+    assert len(field_values("max_duration", base, points=3)) == 4  # 0, 5000, 10000 and the base 1000
     with pytest.raises(ValidationError, match="points must be an int >= 2, got 1"):
         field_values("max_duration", base, points=1)
     with pytest.raises(ConfigError, match="'bogus'"):

@@ -31,40 +31,16 @@ import numpy as np
 import pandas as pd
 
 from regime_dash import diag
+# The columns the analysis reads: the catalogue of regime_dash.diag (the finders and checks import them here).
+from regime_dash.diag import (  # noqa: F401
+    B_SIZE, BOOST_FACTOR, BOOST_WINDOW, COUNT, DECAY_ALPHA, DURATION, ENVELOPE, EPS_MAX, EPS_MIN, FACTOR, FLAG,
+    KELLY, KELLY_ANALYTIC, LIVE, MAX_DURATION, N_RECOVERY, POPART_VAR, RECENCY, REMAINING, SIGMA, SIGMA_THR,
+    STEPS_CONFIG, TAU_ACTION, TAU_MIN, TAU_MIN_EFF, TIMEOUT, VARIANCE, WORST)
 from regime_dash.slots import DEFAULT_LAYOUT
 
 P, R = diag.P, diag.R
 
-# Canonical columns the analysis reads (DESIGN.md names).
-KELLY = P + "kelly.fraction"
-KELLY_ANALYTIC = P + "kelly.analytic"
 FLAT = diag.FLAT_COUNT
-B_SIZE = diag.B_SIZE
-WORST = P + "session_pnl.worst"
-SIGMA = P + "popart.sigma"
-POPART_VAR = P + "popart.var"
-FLAG = R + "dead_zone.flag"
-DURATION = R + "dead_zone.duration"
-TIMEOUT = R + "dead_zone.timeout_flag"
-MAX_DURATION = R + "dead_zone.max_duration"
-REMAINING = R + "transition.remaining"
-STEPS_CONFIG = R + "transition.steps_config"
-RECENCY = R + "tail.recency"
-VARIANCE = R + "tail.session_pnl_variance_ema"
-SIGMA_THR = R + "tail.sigma_threshold"
-COUNT = R + "tail.welford_count"
-FACTOR = R + "kelly_eps_recovery.factor"
-LIVE = R + "kelly_eps_recovery.live"
-EPS_MIN = R + "kelly_eps_recovery.min"
-EPS_MAX = R + "kelly_eps_recovery.max"
-N_RECOVERY = R + "kelly_eps_recovery.n_recovery"
-ENVELOPE = R + "popart_envelope.max_abs_reward_ema"
-DECAY_ALPHA = R + "popart_envelope.decay_alpha"
-TAU_MIN = P + "iqn.tau_min"
-TAU_MIN_EFF = P + "iqn.tau_min_effective"
-TAU_ACTION = P + "iqn.tau_action"
-BOOST_FACTOR = R + "iqn_tau_boost.factor"
-BOOST_WINDOW = R + "iqn_tau_boost.n_window"
 
 #: The tail-recency sentinel ("no tail seen"), from the slot registry.
 RECENCY_SENTINEL = np.float32(DEFAULT_LAYOUT["RL_REGIME_TAIL_EVENT_RECENCY_INDEX"].bootstrap)

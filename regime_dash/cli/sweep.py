@@ -62,23 +62,13 @@ def register(subparsers) -> None:
 def parse_grid(items: list[str]) -> dict[str, list[Any]]:
     """``["max_duration=100,500", "envelope=on,off"]`` → ``{field: [values]}``.
 
-    Each value goes through :func:`regime_dash.config.parse_setting`, so an unknown
-    field or a bad value raises :class:`ConfigError` naming it.
+    The one strict grid parser (:func:`regime_dash.params.parse_grid`) over
+    RegimeConfig's fields: an unknown field, a field named twice, an empty or
+    bad value raise :class:`ConfigError` naming it.
     """
-    from regime_dash.config import parse_setting
+    from regime_dash.config import parse_grid as parse_config_grid
 
-    grid: dict[str, list[Any]] = {}
-    for item in items:
-        if "=" not in item:
-            raise ConfigError(f"--grid {item!r} is not FIELD=v1,v2,...", field=item, value=item)
-        name, raw = (p.strip() for p in item.split("=", 1))
-        if name in grid:
-            raise ConfigError(f"--grid names field {name!r} twice", field=name, value=item)
-        values = [v.strip() for v in raw.split(",")]
-        if not raw.strip() or any(v == "" for v in values):
-            raise ConfigError(f"--grid {item!r} has an empty value", field=name, value=raw)
-        grid[name] = [parse_setting(f"{name}={v}")[1] for v in values]
-    return grid
+    return parse_config_grid(items)
 
 
 def load_stream(args: argparse.Namespace):

@@ -40,17 +40,17 @@ def _pos(column: str) -> int:
 
 
 # Positions of the summarized fields in a snapshot row (diag.SNAPSHOT_COLUMNS order).
-POS_FLAG = _pos("risk_stack.regime.dead_zone.flag")
-POS_DURATION = _pos("risk_stack.regime.dead_zone.duration")
-POS_TIMEOUT = _pos("risk_stack.regime.dead_zone.timeout_flag")
-POS_RECENCY = _pos("risk_stack.regime.tail.recency")
-POS_SIGMA = _pos("risk_stack.popart.sigma")
-POS_VAR = _pos("risk_stack.popart.var")
-POS_ENVELOPE = _pos("risk_stack.regime.popart_envelope.max_abs_reward_ema")
-POS_TAU_MIN = _pos("risk_stack.iqn.tau_min")
-POS_TAU_MIN_EFF = _pos("risk_stack.iqn.tau_min_effective")
-POS_KELLY = _pos("risk_stack.kelly.fraction")
-POS_EPS_LIVE = _pos("risk_stack.regime.kelly_eps_recovery.live")
+POS_FLAG = _pos(diag.FLAG)
+POS_DURATION = _pos(diag.DURATION)
+POS_TIMEOUT = _pos(diag.TIMEOUT)
+POS_RECENCY = _pos(diag.RECENCY)
+POS_SIGMA = _pos(diag.SIGMA)
+POS_VAR = _pos(diag.POPART_VAR)
+POS_ENVELOPE = _pos(diag.ENVELOPE)
+POS_TAU_MIN = _pos(diag.TAU_MIN)
+POS_TAU_MIN_EFF = _pos(diag.TAU_MIN_EFF)
+POS_KELLY = _pos(diag.KELLY)
+POS_EPS_LIVE = _pos(diag.LIVE)
 
 #: -D defines giving the GPU twin the same positions.
 DEFINES = [f"-DSNAP_{n}={v}" for n, v in (

@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from regime_dash import params
 from regime_dash.errors import ValidationError
 from regime_dash.modules import MODULES, get
 from regime_dash.modules.base import ControllerModule
@@ -123,46 +124,17 @@ def bench_module(module: ControllerModule | str, engines: Sequence[str] = ("refe
     return rows
 
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
 def parse_value(module: ControllerModule, name: str, raw: str) -> Any:
-    """A config value of field ``name`` from text (``true``/``false`` for switches, numbers otherwise)."""
-    specs = {s.name: s for s in module.field_specs()}
-    if name not in specs:
-        raise ValidationError(f"{module.name}: unknown config field {name!r}; valid: {', '.join(specs)}",
-                              field=name, value=raw)
-    text = raw.strip()
-    if specs[name].kind == "bool":
-        if text.lower() not in _TRUE | _FALSE:
-            raise ValidationError(f"{name}={raw!r} is not a boolean (true/false)", field=name, value=raw)
-        return text.lower() in _TRUE
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValidationError(f"{name}={raw!r} is not a number", field=name, value=raw) from None
-    return int(value) if specs[name].kind == "int" and value == int(value) else value
+    """A config value of field ``name`` from text (see :func:`regime_dash.params.parse_value`)."""
+    return params.parse_value(module.field_specs(), name, raw, owner=module.name)
 
 
 def parse_settings(module: ControllerModule, settings: Sequence[str], base: Any = None) -> Any:
     """The module's config with ``FIELD=VALUE`` settings applied over ``base`` (default config)."""
     base = module.config_type() if base is None else base
-    changes = {}
-    for text in settings:
-        if "=" not in text:
-            raise ValidationError(f"--set {text!r} is not FIELD=VALUE", field=text, value=text)
-        name, raw = text.split("=", 1)
-        changes[name.strip()] = parse_value(module, name.strip(), raw)
-    return base.replace(**changes)
+    return base.replace(**params.parse_settings(settings, module.field_specs(), owner=module.name))
 
 
 def parse_grid(module: ControllerModule, specs: Sequence[str]) -> dict[str, list]:
-    """``{field: values}`` from ``FIELD=V1,V2,...`` strings."""
-    grid: dict[str, list] = {}
-    for text in specs:
-        if "=" not in text:
-            raise ValidationError(f"--grid {text!r} is not FIELD=V1,V2,...", field=text, value=text)
-        name, raw = text.split("=", 1)
-        grid[name.strip()] = [parse_value(module, name.strip(), v) for v in raw.split(",") if v.strip()]
-    return grid
+    """``{field: values}`` from ``FIELD=V1,V2,...`` strings (the strict :func:`regime_dash.params.parse_grid`)."""
+    return params.parse_grid(specs, module.field_specs(), owner=module.name)

@@ -14,7 +14,7 @@ import pandas as pd
 
 from regime_dash import diag
 from regime_dash.analysis.invariants import CHECK_IDS
-from regime_dash.config import SWITCHES, RegimeConfig
+from regime_dash.config import RegimeConfig
 from regime_dash.engine import ENGINES
 from regime_dash.engine import replay as core_replay
 from regime_dash.errors import ValidationError
@@ -28,43 +28,9 @@ DEMO_SCENARIO = "kelly_trap_run8"
 SHORT_DEMO_SCENARIO = "tail_shock"
 SHORT_DEMO_ACCOUNTS = 256
 
-#: Slider ranges, steps and one-line docs of the RegimeConfig fields (their domains are RegimeConfig's
-#: checks; where RegimeConfig leaves a field unbounded above, the range is a slider choice).
-_SPECS: dict[str, tuple[float | None, float | None, float | None, str, bool]] = {
-    "max_duration": (0, 10_000, 10, "consecutive dead-zone steps before the timeout flag (unreachable "
-                     "while F2 cycles the dead zone)", False),
-    "eps_min": (0.0, 1.0, 0.01, "ε_recovery right after a tail event", False),
-    "eps_max": (0.0, 1.0, 0.01, "ε_recovery once recovered", False),
-    "n_recovery": (0, 5_000, 10, "tail-free steps for a full ε ramp", False),
-    "tau_boost_factor": (1.0, 5.0, 0.05, "IQN τ_min multiplier after a tail", False),
-    "tau_boost_window": (0, 5_000, 10, "steps the τ boost lasts", False),
-    "tail_sigma_threshold": (0.1, 10.0, 0.1, "tail event threshold in σ of Δworst", False),
-    "envelope_decay_alpha": (0.0001, 1.0, 0.001, "PopArt envelope decay α", False),
-    "popart_alpha": (0.00001, 1.0, 0.0005, "PopArt EMA α", False),
-    "transition_steps": (0, 10_000, 10, "v9 transition length", True),
-    "transition_decay_steps": (0, 10_000, 10, "v9 ramp length at the transition's end", True),
-    "safety_frac_defensive": (0.0, 1.0, 0.01, "v9 Kelly safety fraction after a boundary", True),
-    "safety_frac_normal": (0.0, 1.0, 0.01, "v9 Kelly safety fraction after the transition", True),
-    "tau_min": (0.0, 1.0, 0.01, "IQN τ_min before the boost", True),
-    "kelly_cap": (0.01, 5.0, 0.01, "upper clamp of the analytic Kelly fraction", True),
-}
-_INTEGER = {"max_duration", "n_recovery", "tau_boost_window", "transition_steps", "transition_decay_steps"}
-_SWITCH_DOCS = {"resurrection": "F2: Kelly resurrection", "envelope": "F4: PopArt max-|r| envelope floor",
-                "tau_boost": "F5: IQN τ tail boost"}
-
-
 def field_specs() -> list[FieldSpec]:
-    """Slider specs of every RegimeConfig field, in declaration order."""
-    default = RegimeConfig()
-    out = []
-    for name, value in default.as_dict().items():
-        if name in SWITCHES:
-            out.append(FieldSpec(name, "bool", value, None, None, None, _SWITCH_DOCS[name], False))
-        else:
-            lo, hi, step, doc, model = _SPECS[name]
-            kind = "int" if name in _INTEGER else "float"
-            out.append(FieldSpec(name, kind, int(value) if kind == "int" else value, lo, hi, step, doc, model))
-    return out
+    """Slider specs of every RegimeConfig field, in declaration order (its own declaration's)."""
+    return RegimeConfig.field_specs()
 
 
 def _replay(stream: Stream, config: RegimeConfig, engine: str) -> pd.DataFrame:

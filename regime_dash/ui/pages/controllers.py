@@ -159,7 +159,11 @@ with tab_sweep:
     hi = s3.number_input("to", float(spec.lo), float(spec.hi), float(spec.hi), format="%g",
                          key=f"{KEY}.{name}.sweep.hi.{field}")
     n = int(s4.number_input("values", 2, 50, 5, key=f"{KEY}.{name}.sweep.n"))
-    if st.button("Run sweep", key=f"{KEY}.{name}.sweep.run"):
+    run_key = f"{KEY}.{name}.sweep.run"
+    # The button is True for one run only: the last sweep lives under the button's key + ".result",
+    # so a later rerun (another metric, a slider) keeps its table until "Run sweep" is pressed again.
+    result_key = f"{run_key}.result"
+    if st.button("Run sweep", key=run_key):
         import numpy as np
 
         grid = np.linspace(lo, hi, n)
@@ -167,14 +171,21 @@ with tab_sweep:
         try:
             table = _sweep(name, seed, steps, field, grid, config.as_dict(), engine)
         except RegimeDashError as exc:
+            st.session_state.pop(result_key, None)
             st.error(f"Sweep rejected: {exc}")
         else:
-            st.dataframe(table, hide_index=True, key=f"{KEY}.sweep.table")
-            metric = st.selectbox("Metric", [c for c in table.columns if c != field],
-                                  key=f"{KEY}.{name}.sweep.metric")
-            import plotly.express as px
+            st.session_state[result_key] = {"field": field, "table": table, "config": config.as_dict()}
+    last = st.session_state.get(result_key)
+    if last is not None:
+        swept, table = last["field"], last["table"]
+        if last["config"] != config.as_dict() or swept != field:
+            st.caption(f"The last sweep ({swept}), made with the config then set; press Run sweep to redo it.")
+        st.dataframe(table, hide_index=True, key=f"{KEY}.sweep.table")
+        metric = st.selectbox("Metric", [c for c in table.columns if c != swept],
+                              key=f"{KEY}.{name}.sweep.metric")
+        import plotly.express as px
 
-            st.plotly_chart(px.line(table, x=field, y=metric, markers=True), key=f"{KEY}.sweep.chart")
+        st.plotly_chart(px.line(table, x=swept, y=metric, markers=True), key=f"{KEY}.sweep.chart")
 
 with tab_slots:
     table = pd.DataFrame([{"index": s.index, "name": s.name, "role": s.role, "bootstrap": s.bootstrap,
