@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from regime_dash import RegimeConfig, diag, replay, scenarios
+from regime_dash.field_ranges import FIELD_RANGES
 from regime_dash.benchmarks.page_load import chromium, serve
 from regime_dash.store import RunStore
 from tests.test_browser import ROOT, pytestmark, shot  # noqa: F401  (pytestmark: the same marks and skips)
@@ -55,7 +56,10 @@ def test_a_heatmap_cell_click_opens_its_replay(page):
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     opened = page.get_by_text("Replay of max_duration=")
     opened.wait_for()
-    assert opened.inner_text().startswith("Replay of max_duration=3000, n_recovery=2000")
+    # the top-right cell is the top of both sweeps: max_duration's default "to" (3000) and
+    # the top of n_recovery's declared range
+    n_top = FIELD_RANGES["n_recovery"][1]
+    assert opened.inner_text().startswith(f"Replay of max_duration=3000, n_recovery={n_top:g}")
     shot(page, "dead-ends-1-heatmap-cell-opened")
 
 
