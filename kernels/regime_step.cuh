@@ -118,6 +118,9 @@ __device__ __forceinline__ void regime_observer_step(float* isv, int flat_count,
     // ─── Phase 1: dead-zone detection ──────────────────────
     const float kelly        = isv[RL_KELLY_FRACTION_INDEX];           // prior-step value
     const float cooldown     = isv[RL_COOLDOWN_REMAINING_STEPS_INDEX];
+    // the previous step's flags, before this step writes them (model switch below)
+    const float prev_flag    = isv[RL_REGIME_DEAD_ZONE_FLAG_INDEX];
+    const float prev_timeout = isv[RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX];
 
     const int dead_zone = (kelly == 0.0f)
                        && (flat_count == b_size)
@@ -127,7 +130,17 @@ __device__ __forceinline__ void regime_observer_step(float* isv, int flat_count,
 
     // Duration counter
     float duration = isv[RL_REGIME_DEAD_ZONE_DURATION_INDEX];
-    if (dead_zone) duration += 1.0f; else duration = 0.0f;
+    if (dead_zone) {
+        duration += 1.0f;
+    } else if (isv[RL_REGIME_MODEL_DURATION_ACROSS_CYCLES_INDEX] != 0.0f && prev_flag != 0.0f
+               && prev_timeout == 0.0f && isv[RL_REGIME_FEATURE_RESURRECTION_INDEX] != 0.0f
+               && flat_count == b_size && cooldown == 0.0f) {
+        // Model switch (not the spec): only F2's ε of the step before took this
+        // step out of the dead zone, so DURATION counts on across the cycle.
+        duration += 1.0f;
+    } else {
+        duration = 0.0f;
+    }
     isv[RL_REGIME_DEAD_ZONE_DURATION_INDEX] = duration;
 
     // Safety net: timeout flag fires if dead-zone persists past MAX_DURATION (issue #4)
@@ -166,7 +179,9 @@ __device__ __forceinline__ void regime_observer_step(float* isv, int flat_count,
 
     // Require count >= 10 before tail detection (Welford bootstrap)
     const int sufficient_count = (count >= 10.0f) ? 1 : 0;
-    const int is_tail = sufficient_count && (sigma > 0.0f) && (fabsf(dx) > sigma_thr * sigma);
+    // Model switch (not the spec): test the deviation from the Welford mean instead of dx
+    const float dev = (isv[RL_REGIME_MODEL_TAIL_ON_DEVIATION_INDEX] != 0.0f) ? (dx - mean) : dx;
+    const int is_tail = sufficient_count && (sigma > 0.0f) && (fabsf(dev) > sigma_thr * sigma);
 
     float recency = isv[RL_REGIME_TAIL_EVENT_RECENCY_INDEX];
     if (is_tail) recency = 0.0f; else recency += 1.0f;

@@ -44,9 +44,14 @@ FIELD_SLOTS: dict[str, str] = {
     "resurrection": "RL_REGIME_FEATURE_RESURRECTION_INDEX",
     "envelope": "RL_REGIME_FEATURE_ENVELOPE_INDEX",
     "tau_boost": "RL_REGIME_FEATURE_TAU_BOOST_INDEX",
+    "tail_on_deviation": "RL_REGIME_MODEL_TAIL_ON_DEVIATION_INDEX",
+    "duration_across_cycles": "RL_REGIME_MODEL_DURATION_ACROSS_CYCLES_INDEX",
 }
 
-SWITCHES = ("resurrection", "envelope", "tau_boost")
+#: The spec's feature switches F2, F4, F5, then the model switches (off = the spec's code).
+SWITCHES = ("resurrection", "envelope", "tau_boost", "tail_on_deviation", "duration_across_cycles")
+#: The model switches: what-if readings of the spec's prose that its code does not do (docs/SPEC_NOTES.md).
+MODEL_SWITCHES = ("tail_on_deviation", "duration_across_cycles")
 
 
 @dataclass(frozen=True)
@@ -61,7 +66,8 @@ class RegimeConfig(ConfigFields):
         clears the flag on the next step, so DURATION cycles 0/1 and the timeout
         never fires however long the dead zone lasts: the field then has no
         effect (finding ``timeout_unreachable``; docs/SPEC_NOTES.md). Only a dead
-        zone that persists without a break (F2 off, or no override) times out.
+        zone that persists without a break (F2 off, or no override) times out,
+        unless the model switch ``duration_across_cycles`` is on.
     eps_min, eps_max
         ε_recovery right after a tail event and once recovered (spec: 0.05, 0.50).
     n_recovery
@@ -87,6 +93,26 @@ class RegimeConfig(ConfigFields):
     resurrection, envelope, tau_boost
         Feature switches F2, F4, F5. Off reproduces the behaviour from before
         the spec: no kelly override, no σ floor (envelope not tracked), no τ boost.
+    tail_on_deviation
+        Model switch, off by default (off is the spec's code, bit for bit). On,
+        the tail test of rl_regime_observer's Phase 3 compares
+        ``|Δworst − mean|`` with ``tail_sigma_threshold · σ`` instead of the
+        spec's ``|Δworst|`` (``fabsf(dx) > sigma_thr * sigma``); ``mean`` and
+        ``σ`` are the Welford mean and standard deviation of Δworst after this
+        step's update, the σ the spec's test already uses. A steady drift
+        (Δworst about constant) then no longer reads as a tail on every step
+        (finding ``tail_on_drift``).
+    duration_across_cycles
+        Model switch, off by default (off is the spec's code, bit for bit). On,
+        DURATION is not reset on a step whose dead-zone flag is off only
+        because F2 overrode kelly_f on the step before: the previous step's
+        flag was 1 and its timeout flag 0, F2 is on, every account is still
+        flat and there is no cooldown (so kelly_f(t−1) = ε_live is the one
+        reason the flag is off). On such a step DURATION counts on
+        (``duration + 1``) while the flag stays 0, so DURATION is the length in
+        steps of the whole cycling dead zone, and TIMEOUT_FLAG fires after
+        ``max_duration`` steps of it, as Theorem 3 and Risk 3 expect. Any other
+        flag-off step resets DURATION to 0, as in the spec.
     """
 
     max_duration: float = param(1000.0, 0, 10_000, "consecutive dead-zone steps before the timeout flag "
@@ -113,6 +139,10 @@ class RegimeConfig(ConfigFields):
     resurrection: bool = param(True, doc="F2: Kelly resurrection")
     envelope: bool = param(True, doc="F4: PopArt max-|r| envelope floor")
     tau_boost: bool = param(True, doc="F5: IQN τ tail boost")
+    tail_on_deviation: bool = param(False, doc="Model: tail test on |Δworst − mean| (not the spec's |Δworst|)",
+                                    model=True)
+    duration_across_cycles: bool = param(False, doc="Model: DURATION counts across F2's resurrection cycles",
+                                         model=True)
 
     def __post_init__(self):
         for f in fields(self):

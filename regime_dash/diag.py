@@ -21,6 +21,8 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from regime_dash.config import SWITCHES
+
 P = "risk_stack."
 R = "risk_stack.regime."
 
@@ -103,10 +105,11 @@ SNAPSHOT_SLOTS: tuple[str, ...] = tuple(src for _, src in DIAG_FIELDS if src.end
 SNAPSHOT_COLUMNS: tuple[str, ...] = tuple(col for col, src in DIAG_FIELDS if src.endswith("_INDEX"))
 META_COLUMNS = ("step", "fold", "phase", "wall_time")
 
-#: Feature-switch columns a replay writes (F2, F4, F5), one constant 0/1 per row. The switches are ISV
-#: config slots, so a file that carries them says which features ran, and the checks need not infer it
-#: from the rows (as the controller modules write their ``<prefix>config.*`` constants).
-SWITCH_COLUMNS: dict[str, str] = {name: P + "config." + name for name in ("resurrection", "envelope", "tau_boost")}
+#: Switch columns a replay writes (F2, F4, F5 and the model switches of
+#: :data:`regime_dash.config.SWITCHES`), one constant 0/1 per row. The switches are ISV config slots, so
+#: a file that carries them says which features and readings ran, and the checks need not infer it from
+#: the rows (as the controller modules write their ``<prefix>config.*`` constants).
+SWITCH_COLUMNS: dict[str, str] = {name: P + "config." + name for name in SWITCHES}
 
 #: Columns that are integers in a frame (the rest of the diag columns are float32, like the ISV).
 INT_COLUMNS = {"step": np.int64, "fold": np.int32, FLAT_COUNT: np.int32, B_SIZE: np.int32}

@@ -14,6 +14,9 @@ Index blocks
   (``RL_KELLY_FRACTION_INDEX``, ``POPART_SIGMA_INDEX``, ...); a trainer's real
   ``isv_slots.rs`` places them elsewhere, so they are marked ``local`` and are
   the first thing an import replaces.
+* ``663..664``: **local model** switches (``RL_REGIME_MODEL_*``): what-if readings
+  of the spec that are not in its code (docs/SPEC_NOTES.md). Off (0, the
+  bootstrap) is the spec's code exactly; a trainer's layout does not have them.
 
 Boundary policies
 -----------------
@@ -241,6 +244,13 @@ LOCAL_SLOTS: tuple[Slot, ...] = tuple(
         slot("RL_REGIME_FEATURE_TAU_BOOST_INDEX", 684, "config", 1.0, "keep",
            "switch F5: 0 turns the IQN τ tail boost off", producer=_CFG,
            consumers=(_TAU,)),
+        slot("RL_REGIME_MODEL_TAIL_ON_DEVIATION_INDEX", 664, "config", 0.0, "keep",
+           "model switch (not in the spec): 1 tests |Δworst − Welford mean| > threshold·σ "
+           "instead of the spec's |Δworst|", producer=_CFG, consumers=(_OBS,)),
+        slot("RL_REGIME_MODEL_DURATION_ACROSS_CYCLES_INDEX", 663, "config", 0.0, "keep",
+           "model switch (not in the spec): 1 keeps DURATION counting on the step after an F2 "
+           "override, so a cycling dead zone can reach MAX_DURATION", producer=_CFG,
+           consumers=(_OBS,)),
     )
 )
 

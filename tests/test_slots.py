@@ -65,6 +65,16 @@ def test_unnumbered_slots_are_local_below_685():
     assert not any(s.local for s in L if s.index >= 685)
 
 
+def test_model_switch_slots_are_local_config_below_the_local_block_and_off_at_bootstrap():
+    from regime_dash.config import FIELD_SLOTS, MODEL_SWITCHES
+
+    slots = [L[FIELD_SLOTS[name]] for name in MODEL_SWITCHES]
+    assert sorted(s.index for s in slots) == [663, 664]
+    for s in slots:
+        assert s.local and s.role == "config" and s.policy == "keep" and s.bootstrap == 0.0
+        assert s.name.startswith("RL_REGIME_MODEL_") and s.doc.startswith("model switch (not in the spec)")
+
+
 def test_bootstraps_and_policies_follow_the_spec():
     for name, value in BOOT.items():
         assert L[name].bootstrap == value, name
@@ -115,7 +125,8 @@ def test_report_finds_overlaps_and_gaps():
     bad = L.with_indices({"RL_KELLY_FRACTION_INDEX": 696, "RL_KELLY_CAP_INDEX": 600})
     rep = bad.report()
     assert rep.overlaps == {696: ["RL_REGIME_DEAD_ZONE_FLAG_INDEX", "RL_KELLY_FRACTION_INDEX"]}
-    assert rep.gaps == [(601, 666), (669, 670)]
+    # 663..664 are the model switches, 665 is where RL_KELLY_FRACTION_INDEX was
+    assert rep.gaps == [(601, 663), (665, 666), (669, 670)]
     with pytest.raises(SlotLayoutError, match="696"):
         bad.defines()
 

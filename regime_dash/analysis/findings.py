@@ -95,11 +95,14 @@ def _timeout_unreachable(vw: FrameView, opt: CheckOptions) -> list[Finding]:
         seen = float(e.max_duration)
         if e.cycles < 2 or e.timed_out or e.steps <= opt.trap_steps or not seen < limit:
             continue
+        if _duration_carried(vw, a, b):  # the model switch duration_across_cycles ran: the timeout is reachable
+            continue
         # the episode outlived max_duration: a dead zone that did not cycle would have timed out
         outlived = e.steps > limit
         msg = (f"The dead zone cycled {e.cycles} times over steps {e.start}–{e.end} ({e.steps} steps) and "
                f"DURATION never exceeded {seen:g}, so TIMEOUT_FLAG (max_duration {limit:g}) could not fire: "
-               f"the dead-zone loss is not bounded as Theorem 3 claims.")
+               f"the dead-zone loss is not bounded as Theorem 3 claims (replay with the model switch "
+               f"duration_across_cycles on to see the timeout the spec's prose expects).")
         out.append(Finding(
             "timeout_unreachable", "fail" if outlived else "warn", msg, [int(e.start)],
             [(int(e.start), int(e.end))],
@@ -107,6 +110,16 @@ def _timeout_unreachable(vw: FrameView, opt: CheckOptions) -> list[Finding]:
              "steps": int(e.steps), "outlived_max_duration": bool(outlived)},
             v.DURATION, ("max_duration",)))
     return out
+
+
+def _duration_carried(vw: FrameView, a: int, b: int) -> bool:
+    """Whether DURATION counted on across a flag-off row of rows ``[a, b]``: the model switch
+    ``duration_across_cycles`` ran there (the file says so), or the rows show it (no column)."""
+    on = vw.switch("duration_across_cycles")
+    if on is not None:
+        return bool(on[a:b + 1].any())
+    off = vw.f32(v.FLAG)[a:b + 1] == 0
+    return bool((vw.f32(v.DURATION)[a:b + 1][off] > 0).any())
 
 
 # ---- tail_on_drift ----------------------------------------------------------------------
@@ -118,7 +131,11 @@ def _tail_on_drift(vw: FrameView, opt: CheckOptions) -> list[Finding]:
     """Tail events on many consecutive steps: the |Δworst| > kσ test firing on a steady drift."""
     if not vw.has(v.RECENCY) or vw.n == 0:
         return []
-    runs = [(a, b) for a, b in _runs(vw.f32(v.RECENCY) == 0) if b - a + 1 >= DRIFT_RUN]
+    tail = vw.f32(v.RECENCY) == 0
+    deviation = vw.switch("tail_on_deviation")
+    if deviation is not None:  # the literal |Δworst| test only: rows under the model switch tested the deviation
+        tail &= ~deviation
+    runs = [(a, b) for a, b in _runs(tail) if b - a + 1 >= DRIFT_RUN]
     if not runs:
         return []
     spans = [(int(vw.step[a]), int(vw.step[b])) for a, b in runs]
@@ -136,7 +153,8 @@ def _tail_on_drift(vw: FrameView, opt: CheckOptions) -> list[Finding]:
         ev["median_ratio"] = float(np.nanmedian(ratio[np.isfinite(ratio)])) if np.isfinite(ratio).any() else None
     msg = (f"A tail event fired on {ev['longest']} consecutive steps (from step {spans[0][0]}): the spec's test "
            f"compares |Δworst| with 3σ of Δworst's own spread, so a steady drift (Δworst about constant, σ "
-           f"shrinking) reads as a tail every step and keeps ε at ε_min and τ boosted, although nothing shocked.")
+           f"shrinking) reads as a tail every step and keeps ε at ε_min and τ boosted, although nothing shocked "
+           f"(the model switch tail_on_deviation tests |Δworst − mean| instead).")
     return [Finding("tail_on_drift", "warn", msg, [sp[0] for sp in spans], spans, ev, v.RECENCY)]
 
 

@@ -228,11 +228,40 @@ def _select(view: FrameView, step, gap, boundary_step, boundary_gap, first) -> n
     return np.where(view.restart, first, ok)
 
 
+def duration_carried(view: FrameView) -> tuple[np.ndarray, np.ndarray]:
+    """``(sure, maybe)``: flag-off rows where the model switch ``duration_across_cycles`` counts DURATION on.
+
+    The file must carry the switch, on at that row; the previous row's flag is 1 and its timeout 0, F2
+    is on, every account is flat and there is no cooldown (the observer's condition). ``sure`` where
+    the file holds every one of those fields, ``maybe`` where some are missing (either value passes).
+    """
+    none = np.zeros(view.n, dtype=bool)
+    model = view.switch("duration_across_cycles")
+    if model is None or not view.has(v.FLAG):
+        return none, none
+    cond = model & (view.f32(v.FLAG) == 0) & (view.prev(v.FLAG) == 1) & view.contiguous
+    unknown = none.copy()
+    f2 = view.switch("resurrection")
+    tests = [((v.TIMEOUT,), lambda: view.prev(v.TIMEOUT) == 0),
+             ((diag.SWITCH_COLUMNS["resurrection"],), lambda: f2),
+             ((v.FLAT, v.B_SIZE), lambda: view.f32(v.FLAT) == view.f32(v.B_SIZE)),
+             ((diag.COOLDOWN,), lambda: view.f32(diag.COOLDOWN) == 0)]
+    for cols, test in tests:
+        if view.has(*cols):
+            cond = cond & test()
+        else:
+            unknown[:] = True
+    return cond & ~unknown, cond & unknown
+
+
 def _dead_zone_duration(view: FrameView, _opt: CheckOptions):
     flag = view.f32(v.FLAG)
     on, off = flag == 1, flag == 0
     dur, prev = view.f32(v.DURATION), view.prev(v.DURATION)
-    rule = dur == np.where(on, prev + ONE, F32(0))            # duration = flag ? prev+1 : 0
+    carried, maybe = duration_carried(view)
+    # duration = flag ? prev+1 : 0; with the model switch on, a carried flag-off row also counts on
+    rule = dur == np.where(on | carried, prev + ONE, F32(0))
+    rule |= maybe & ((dur == 0) | (dur == prev + ONE))
     reset_rule = dur == np.where(on, ONE, F32(0))             # after reset_session_state cleared it
     weak = np.where(on, (dur >= 1) & (dur == np.floor(dur)), dur == 0)
     # across a gap of k steps the dead zone may have started anywhere inside it
@@ -241,8 +270,10 @@ def _dead_zone_duration(view: FrameView, _opt: CheckOptions):
     considered = (on | off) & np.isfinite(dur) & (view.restart | np.isfinite(prev))
     bad = considered & ~ok
     if not bad.any():
+        model = (f"; {int(carried.sum() + maybe.sum())} flag-off row(s) after an F2 override counted on "
+                 f"(model switch duration_across_cycles, from the file)") if (carried | maybe).any() else ""
         return bad, (f"duration = flag ? prev+1 : 0 holds on {int(view.checked.sum())} consecutive rows "
-                     f"(exact float32)" + _note_unverified(view, np.isfinite(dur) & np.isfinite(flag)))
+                     f"(exact float32)" + model + _note_unverified(view, np.isfinite(dur) & np.isfinite(flag)))
     return bad, _first(view, bad, lambda i: f"flag={_fmt(flag[i])} duration={_fmt(dur[i])}, "
                                             f"previous duration={_fmt(prev[i])}")
 

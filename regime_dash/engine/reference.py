@@ -214,15 +214,29 @@ def rl_popart_v_correct(v_pred, isv, ix):
 # ---- rl_regime_observer ---------------------------------------------------------
 @jitable
 def rl_regime_observer(isv, ix, flat_count, b_size):
+    """The spec's observer; the two model switches (off: the spec's code exactly) change only their own lines.
+
+    ``RL_REGIME_MODEL_DURATION_ACROSS_CYCLES``: a flag-off step right after a
+    dead-zone step whose kelly_f F2 overrode (previous flag 1, previous timeout
+    0, F2 on, every account flat, no cooldown) counts on instead of resetting
+    DURATION. ``RL_REGIME_MODEL_TAIL_ON_DEVIATION``: the tail test compares
+    ``|dx − mean|`` (the Welford mean after this step's update) instead of ``|dx|``.
+    """
     # ─── Phase 1: dead-zone detection ───
     kelly = isv[ix[RL_KELLY_FRACTION_INDEX]]  # prior-step value
     cooldown = isv[ix[RL_COOLDOWN_REMAINING_STEPS_INDEX]]
+    prev_flag = isv[ix[RL_REGIME_DEAD_ZONE_FLAG_INDEX]]  # the previous step's, before this step writes it
+    prev_timeout = isv[ix[RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX]]
     dead_zone = 1 if (kelly == F0 and flat_count == b_size and cooldown == F0) else 0
     isv[ix[RL_REGIME_DEAD_ZONE_FLAG_INDEX]] = np.float32(dead_zone)
 
     duration = isv[ix[RL_REGIME_DEAD_ZONE_DURATION_INDEX]]
     if dead_zone:
         duration += F1
+    elif (isv[ix[RL_REGIME_MODEL_DURATION_ACROSS_CYCLES_INDEX]] != F0 and prev_flag != F0
+          and prev_timeout == F0 and isv[ix[RL_REGIME_FEATURE_RESURRECTION_INDEX]] != F0
+          and flat_count == b_size and cooldown == F0):
+        duration += F1  # model: only F2's ε of the step before took this step out of the dead zone
     else:
         duration = F0
     isv[ix[RL_REGIME_DEAD_ZONE_DURATION_INDEX]] = duration
@@ -259,7 +273,8 @@ def rl_regime_observer(isv, ix, flat_count, b_size):
     sigma = np.sqrt(var)
 
     sufficient_count = count >= F10  # Welford bootstrap gate
-    is_tail = sufficient_count and sigma > F0 and abs(dx) > sigma_thr * sigma
+    dev = dx - mean if isv[ix[RL_REGIME_MODEL_TAIL_ON_DEVIATION_INDEX]] != F0 else dx  # model switch
+    is_tail = sufficient_count and sigma > F0 and abs(dev) > sigma_thr * sigma
 
     recency = isv[ix[RL_REGIME_TAIL_EVENT_RECENCY_INDEX]]
     if is_tail:

@@ -15,9 +15,10 @@ import streamlit as st
 from regime_dash.config import SWITCHES, RegimeConfig
 from regime_dash.field_ranges import FIELD_RANGES
 
-#: The spec's feature numbers of the switches.
+#: Toggle labels: the spec's feature numbers of F2/F4/F5, "model:" for the model switches.
 SWITCH_LABELS = {"resurrection": "F2 Kelly resurrection", "envelope": "F4 PopArt σ envelope",
-                 "tau_boost": "F5 IQN τ tail boost"}
+                 "tau_boost": "F5 IQN τ tail boost", "tail_on_deviation": "model: tail test on |Δworst − mean|",
+                 "duration_across_cycles": "model: DURATION across F2 cycles"}
 ENGINE_CHOICES = ("auto", "reference", "fast", "cuda")
 
 
@@ -28,7 +29,7 @@ def numeric_fields() -> list[str]:
 
 def config_controls(key: str, base: RegimeConfig | None = None, *, columns: int = 3,
                     in_url: bool = False) -> dict[str, Any]:
-    """A slider for every numeric config field and a toggle for F2, F4 and F5.
+    """A slider for every numeric config field and a toggle for each switch (F2, F4, F5, the model switches).
 
     Returns the chosen values as a dict (not yet a :class:`RegimeConfig`, so
     the page can show a :class:`~regime_dash.errors.ConfigError` such as

@@ -33,7 +33,7 @@ def what_if() -> None:
     """Sliders on the left, the chart on the right: a slider reruns only this."""
     left, right = st.columns([1, 2.4])
     with left:
-        st.markdown("**What-if config** (F2, F4, F5 switches; every RegimeConfig field)")
+        st.markdown("**What-if config** (F2, F4, F5 and the model switches; every RegimeConfig field)")
         with st.container(height=820):
             values = widgets.config_controls("replay.whatif", columns=1, in_url=True)
             smoothing = widgets.smoothing_slider("replay.smoothing", param="smooth")
