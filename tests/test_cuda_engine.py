@@ -24,13 +24,15 @@ from regime_dash.streams import Stream
 T_STEPS = 2000
 SIZES = (1, 31, 256, 1024, 1500)
 #: The what-if variants: the default config (resurrection on: dead zones last one
-#: step), resurrection off with a short max duration (timeouts fire), and the F4/F5
-#: switches off.
+#: step), resurrection off with a short max duration (timeouts fire), the F4/F5
+#: switches off, and the model switches on with F2 (DURATION counts across the
+#: resurrection cycles, so timeouts fire; the tail test on the deviation).
 VARIANTS = {
     "default": (RegimeConfig(), {}),
     "timeouts": (RegimeConfig(resurrection=False, max_duration=60.0), {}),
     "f4_f5_off": (RegimeConfig(envelope=False, tau_boost=False),
                   {"RL_REGIME_TAIL_EVENT_RECENCY_INDEX": 0.0}),
+    "model_switches": (RegimeConfig(tail_on_deviation=True, duration_across_cycles=True, max_duration=60.0), {}),
 }
 
 
@@ -107,7 +109,7 @@ def test_cuda_matches_reference_on_random_streams(reference_runs, b, graph):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant", ["timeouts", "f4_f5_off"])
+@pytest.mark.parametrize("variant", ["timeouts", "f4_f5_off", "model_switches"])
 @pytest.mark.parametrize("graph", [False, True], ids=["launches", "graph"])
 def test_cuda_matches_reference_under_config_variants(reference_runs, variant, graph):
     stream, want = reference_runs(256, variant)
@@ -115,7 +117,7 @@ def test_cuda_matches_reference_under_config_variants(reference_runs, variant, g
     got = replay_trajectory(stream, cfg, "cuda", isv=isv, graph=graph)
     assert_same_trajectory(got, want)
     s = summarize_frame(want.frame)
-    if variant == "timeouts":
+    if variant in ("timeouts", "model_switches"):  # with F2 on, only the model switch lets a timeout fire
         assert s["timeouts"] > 0 and s["longest_dead_zone"] > 60
     else:
         assert s["floor_active_steps"] == 0 and s["tau_boost_steps"] == 0

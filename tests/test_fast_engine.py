@@ -1,6 +1,6 @@
 """engine="fast" on the CPU: bit-identical to the reference on streams that exercise every branch.
 
-The streams have session boundaries, tail shocks in the worst-pnl series,
+The streams have session boundaries, tail shocks and a steady drift in the worst-pnl series,
 all-flat stretches (dead zones), cooldowns and reward spikes (the envelope's
 fast-up path), and batch sizes below, at and above one 256-thread block stride.
 """
@@ -28,6 +28,8 @@ def regime_stream(rng: np.random.Generator, steps: int, accounts: int, v_pred: b
     worst = np.cumsum(rng.standard_normal(steps) * 0.1).astype(np.float32)
     worst[rng.random(steps) < 0.02] -= 25.0                   # tail shocks
     worst[:5] = 0.0                                          # the Welford bootstrap skip
+    drift = np.arange(5, min(steps, 60))
+    worst[drift] = np.float32(-0.37) * (drift - 4).astype(np.float32)  # a steady drift: Δworst ≈ const
     cooldown = np.where(rng.random(steps) < 0.05, 3.0, 0.0).astype(np.float32)
     cooldown[flat_stretch] = 0.0                              # so the dead zones last
     boundary = np.zeros(steps, dtype=bool)
@@ -50,11 +52,14 @@ CONFIGS = [
     RegimeConfig(resurrection=False, max_duration=20, eps_min=0.0, tau_boost_window=20),
     RegimeConfig(envelope=False, tau_boost=False, envelope_decay_alpha=0.5, popart_alpha=0.2,
                  transition_steps=50, transition_decay_steps=20),
+    RegimeConfig(tail_on_deviation=True),
+    RegimeConfig(duration_across_cycles=True, max_duration=20),
 ]
 
 
 @pytest.mark.parametrize("accounts", [1, 31, 1500])
-@pytest.mark.parametrize("config", CONFIGS, ids=["spec", "no-resurrection", "switches-off"])
+@pytest.mark.parametrize("config", CONFIGS, ids=["spec", "no-resurrection", "switches-off", "tail-on-deviation",
+                                                 "duration-across-cycles"])
 def test_fast_cpu_is_bit_identical_to_reference(accounts, config):
     stream = regime_stream(np.random.default_rng(accounts), 300, accounts)
     ref = replay_trajectory(stream, config, engine="reference")
@@ -83,6 +88,14 @@ def test_the_streams_reach_the_branches_they_are_meant_to():
     floor = spec["risk_stack.popart.sigma"] > np.sqrt(spec["risk_stack.popart.var"])
     assert floor.any() and (~floor).any()
     assert (spec[r + "kelly_eps_recovery.live"] < 0.5).any()
+    # the model switches' own branches: fewer tails on the deviation, a timeout with F2 on
+    deviation = replay_trajectory(stream, CONFIGS[3], engine="fast", device="cpu").frame
+    tails = (spec[r + "tail.recency"] == 0).sum()
+    assert 0 < (deviation[r + "tail.recency"] == 0).sum() != tails
+    across = replay_trajectory(stream, CONFIGS[4], engine="fast", device="cpu").frame
+    carried = (across[r + "dead_zone.flag"] == 0) & (across[r + "dead_zone.duration"] > 0)
+    assert carried.any() and across[r + "dead_zone.timeout_flag"].sum() > 0
+    assert spec[r + "dead_zone.timeout_flag"].sum() == 0
 
 
 def test_phase1_matches_the_reference_reduction_per_step():

@@ -24,7 +24,7 @@ def _bits(a):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant", ["default", "timeouts"])
+@pytest.mark.parametrize("variant", ["default", "timeouts", "model_switches"])
 @pytest.mark.parametrize("b", SIZES)
 def test_fast_gpu_run_matches_reference(b, variant):
     stream = random_stream(np.random.default_rng(2000 + b), T_STEPS, b)
@@ -40,7 +40,7 @@ def test_fast_gpu_run_matches_reference(b, variant):
         assert bad.size == 0, f"{name}: {bad.size} values differ, first at flat index {int(bad[0])}"
     s = summary.summarize_snapshot(want[0])
     assert s["dead_zone_steps"] > 0 and s["tail_events"] > 0
-    if variant == "timeouts":
+    if variant in ("timeouts", "model_switches"):
         assert s["timeouts"] > 0
 
 
@@ -57,13 +57,14 @@ def test_fast_gpu_run_without_v_pred():
 
 
 def _scenarios():
-    """Five distinct configs (with the timeout and F4/F5-off variants among them)."""
+    """Six distinct configs (with the timeout, F4/F5-off and model-switch variants among them)."""
     configs = [
         (RegimeConfig(), None),
         (RegimeConfig(resurrection=False, max_duration=60.0), None),
         (RegimeConfig(envelope=False, tau_boost=False), None),
         (RegimeConfig(eps_min=0.0, eps_max=0.2, n_recovery=30.0, tail_sigma_threshold=2.0), None),
         (RegimeConfig(envelope_decay_alpha=0.2, popart_alpha=0.01), {"RL_KELLY_FRACTION_INDEX": 0.0}),
+        (RegimeConfig(tail_on_deviation=True, duration_across_cycles=True, max_duration=60.0), None),
     ]
     return [initial_isv(cfg, isv, L) for cfg, isv in configs]
 
@@ -72,9 +73,10 @@ def _scenarios():
 def test_sweep_accumulators_equal_each_scenarios_reference_summary():
     stream = random_stream(np.random.default_rng(11), T_STEPS, 64)
     rows = _scenarios()
-    n_scen = 133  # more than two scan blocks; scenario s runs config s % 5
-    isv0s = np.stack([rows[s % 5][0] for s in range(n_scen)])
-    boots = np.stack([rows[s % 5][1] for s in range(n_scen)])
+    n_cfg = len(rows)
+    n_scen = 133  # more than two scan blocks; scenario s runs config s % n_cfg
+    isv0s = np.stack([rows[s % n_cfg][0] for s in range(n_scen)])
+    boots = np.stack([rows[s % n_cfg][1] for s in range(n_scen)])
     keep = [0, 3, 132]
     acc, snaps = fast_gpu.sweep_summaries(stream, isv0s, boots, L, keep)
     assert acc.shape == (n_scen, summary.N_METRICS + 1) and acc.dtype == np.float64
@@ -91,12 +93,12 @@ def test_sweep_accumulators_equal_each_scenarios_reference_summary():
         want_acc.append(a)
         want_snap.append(snap)
     for s in range(n_scen):
-        assert np.array_equal(acc[s], want_acc[s % 5]), f"scenario {s}: {acc[s]} != {want_acc[s % 5]}"
+        assert np.array_equal(acc[s], want_acc[s % n_cfg]), f"scenario {s}: {acc[s]} != {want_acc[s % n_cfg]}"
     for k in keep:
         assert snaps[k].shape == (T_STEPS, len(diag.SNAPSHOT_SLOTS))
-        assert np.array_equal(_bits(snaps[k]), _bits(want_snap[k % 5]))
+        assert np.array_equal(_bits(snaps[k]), _bits(want_snap[k % n_cfg]))
     # the configs really differ, so equal rows are not an accident of identical inputs
-    assert len({tuple(a) for a in want_acc}) == 5
+    assert len({tuple(a) for a in want_acc}) == n_cfg
 
 
 @pytest.mark.gpu

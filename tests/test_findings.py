@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from regime_dash.analysis import CheckOptions, Finding, find, verdict
+from regime_dash import diag
 from regime_dash.analysis import view as v
 
 
@@ -88,7 +89,9 @@ def run8():
     from regime_dash import RegimeConfig, replay, scenarios
 
     stream = scenarios.make("kelly_trap_run8", steps=1940, accounts=16)
-    return {on: replay(stream, RegimeConfig(resurrection=on)) for on in (True, False)}
+    out = {on: replay(stream, RegimeConfig(resurrection=on)) for on in (True, False)}
+    out["across"] = replay(stream, RegimeConfig(duration_across_cycles=True))  # F2 on, the model switch on
+    return out
 
 
 def test_run8_with_resurrection_cycles_and_the_timeout_cannot_fire(run8):
@@ -109,6 +112,89 @@ def test_run8_without_resurrection_times_out_and_has_no_timeout_finding(run8):
     (trap,) = [c for c in out.checks if c.id == "kelly_trap"]
     assert trap.status == "pass" and trap.evidence["excused_by_timeout"] and "excused" in trap.detail
     assert out.exit_code == 0
+
+
+def test_run8_with_duration_across_cycles_times_out_at_max_duration_and_the_trap_is_excused(run8):
+    frame = run8["across"]
+    flag, dur, to = (frame[c].to_numpy() for c in (v.FLAG, v.DURATION, v.TIMEOUT))
+    start, first = int(np.argmax(flag == 1)), int(np.argmax(to == 1))
+    assert to.any() and run8[True][v.TIMEOUT].max() == 0  # the switch, not the scenario, makes it fire
+    # DURATION counted every step of the cycling dead zone: it fires on its (max_duration + 1)-th step
+    assert dur[first] == 1001.0 and first - start + 1 == 1001
+    assert (flag[start:first] == 0).sum() > 400  # F2 kept cycling the flag all along
+    assert frame[diag.SWITCH_COLUMNS["duration_across_cycles"]].eq(1).all()
+    out = verdict(frame)
+    assert "timeout_unreachable" not in {f.id for f in out.findings}
+    checks = {c.id: c for c in out.checks}
+    assert checks["kelly_trap"].status == "pass" and checks["kelly_trap"].evidence["excused_by_timeout"]
+    # the invariants follow the switch column: DURATION counted across the flag-off rows passes
+    assert checks["dead_zone_duration"].status == "pass" and "duration_across_cycles" in checks["dead_zone_duration"].detail
+    assert checks["timeout_flag"].status == "pass" and checks["kelly_resurrection"].status == "pass"
+    assert out.exit_code == 0
+
+
+def test_dead_zone_duration_follows_the_model_switch_column(run8):
+    from regime_dash.analysis import run_checks
+
+    def status(frame):
+        (c,) = run_checks(frame, ids=["dead_zone_duration"])
+        return c.status
+
+    spec, across = run8[True], run8["across"]
+    col = diag.SWITCH_COLUMNS["duration_across_cycles"]
+    # the spec's file claiming the switch ran: its DURATION resets where the model counts on
+    assert status(spec) == "pass" and status(spec.assign(**{col: np.float32(1)})) == "fail"
+    # the model's file without its switch column: the spec's rule fails it
+    assert status(across) == "pass" and status(across.drop(columns=[col])) == "fail"
+
+
+def test_timeout_unreachable_is_not_claimed_where_duration_was_carried_across_cycles():
+    frame = dead_zone_frame(cycling=True, length=400)  # shorter than max_duration: nothing timed out
+    assert [f.id for f in find(frame)] == ["timeout_unreachable"]
+    carried = frame.copy()
+    on = carried[v.FLAG].to_numpy()
+    dur = np.zeros(len(on), np.float32)
+    for i in range(100, 499):
+        dur[i] = dur[i - 1] + 1  # the model's DURATION: the episode's length in steps
+    carried[v.DURATION] = dur
+    assert find(carried) == []  # the rows show DURATION carried: the timeout was reachable
+    assert find(frame.assign(**{diag.SWITCH_COLUMNS["duration_across_cycles"]: np.float32(1)})) == []
+
+
+# ---- tail_on_drift and the model switch tail_on_deviation ---------------------------------------
+def drift_stream(steps: int = 600, accounts: int = 8):
+    """A steady drift: the session worst falls by 0.05 a step (after the Welford bootstrap), no shock."""
+    from regime_dash import Stream
+
+    rng = np.random.default_rng(0)
+    worst = (-0.05 * np.arange(steps)).astype(np.float32)
+    worst[:5] = 0.0
+    return Stream.make(rewards=(rng.standard_normal((steps, accounts)) * 0.3).astype(np.float32),
+                       lots=np.ones((steps, accounts), np.int32), kelly_analytic=np.full(steps, 0.1, np.float32),
+                       session_pnl_worst=worst)
+
+
+def test_steady_drift_is_a_tail_every_step_unless_the_tail_test_is_on_the_deviation():
+    from regime_dash import RegimeConfig, replay
+
+    stream = drift_stream()
+    literal, deviation = (replay(stream, RegimeConfig(tail_on_deviation=on)) for on in (False, True))
+    tails = {name: int((f[v.RECENCY] == 0).sum()) for name, f in (("literal", literal), ("deviation", deviation))}
+    assert tails["literal"] > 400 and tails["deviation"] < tails["literal"] // 20
+    (f,) = [x for x in find(literal) if x.id == "tail_on_drift"]
+    assert f.evidence["longest"] > 100 and "tail_on_deviation" in f.message
+    assert "tail_on_drift" not in {x.id for x in find(deviation)}
+    # ε recovers and τ is no longer boosted on a drift with the switch on
+    assert deviation[v.LIVE].iloc[-1] > literal[v.LIVE].iloc[-1]
+
+
+def test_tail_on_drift_counts_only_rows_that_ran_the_literal_test():
+    rec = np.arange(300, dtype=np.float32)
+    rec[100:140] = 0.0
+    frame = pd.DataFrame({"step": np.arange(300), v.RECENCY: rec})
+    col = diag.SWITCH_COLUMNS["tail_on_deviation"]
+    assert [f.id for f in find(frame.assign(**{col: np.float32(0)}))] == ["tail_on_drift"]
+    assert find(frame.assign(**{col: np.float32(1)})) == []
 
 
 # ---- the other findings -------------------------------------------------------------------------

@@ -76,6 +76,8 @@ def random_isv(rng: np.random.Generator) -> np.ndarray:
     put("RL_REGIME_TRANSITION_DECAY_STEPS_CONFIG_INDEX", c([0.0, 250.0]))
     for feature in ("RESURRECTION", "ENVELOPE", "TAU_BOOST"):
         put(f"RL_REGIME_FEATURE_{feature}_INDEX", c([0.0, 1.0, 1.0]))
+    for model in ("TAIL_ON_DEVIATION", "DURATION_ACROSS_CYCLES"):  # the model switches, both ways
+        put(f"RL_REGIME_MODEL_{model}_INDEX", c([0.0, 1.0]))
     return isv
 
 
