@@ -116,7 +116,8 @@ class RegimeConfig(ConfigFields):
     """
 
     max_duration: float = param(1000.0, 0, 10_000, "consecutive dead-zone steps before the timeout flag "
-                                "(unreachable while F2 cycles the dead zone)", integer=True, step=10)
+                                "(unreachable while F2 cycles the dead zone, unless duration_across_cycles is on)",
+                                integer=True, step=10)
     eps_min: float = param(0.05, 0.0, 1.0, "ε_recovery right after a tail event", step=0.01)
     eps_max: float = param(0.50, 0.0, 1.0, "ε_recovery once recovered", step=0.01)
     n_recovery: float = param(100.0, 0, 5_000, "tail-free steps for a full ε ramp", integer=True, step=10)

@@ -4,7 +4,7 @@
 
 1. the base config and, one field at a time, every config field across its
    domain (:data:`regime_dash.field_ranges.FIELD_RANGES`; the switches F2, F4,
-   F5 both ways), the other fields held at the base;
+   F5 and the model switches both ways), the other fields held at the base;
 2. then, for the fields that matter most, a grid over each pair of them;
 
 all through :func:`regime_dash.sweep.sweep`, so each batch shares one phase 1

@@ -113,7 +113,8 @@ SPEC_SLOTS: tuple[Slot, ...] = (
        "consecutive dead-zone steps; 0 outside the dead zone", producer=_OBS),
     slot("RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX", 698, "signal", 0.0, "clear",
        "1 once DURATION (consecutive dead-zone steps) exceeds MAX_DURATION; under F2 the dead zone "
-       "cycles and DURATION stays <= 1, so it never fires (finding timeout_unreachable)",
+       "cycles and DURATION stays <= 1, so it never fires (finding timeout_unreachable) unless the "
+       "model switch duration_across_cycles is on",
        producer=_OBS, consumers=(_KELLY,)),
     slot("RL_REGIME_RECOVERY_FACTOR_INDEX", 699, "signal", 1.0, "re-bootstrap",
        "min(1, tail recency / N_recovery): the ε ramp position", producer=_OBS),

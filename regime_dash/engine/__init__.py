@@ -180,7 +180,7 @@ def replay(stream: Stream, config: RegimeConfig | None = None, engine: str = "re
     Returns
     -------
     pandas.DataFrame
-        ``step``, ``fold``, ``phase``, the dotted diag columns and the F2/F4/F5 switch columns
+        ``step``, ``fold``, ``phase``, the dotted diag columns and the switch columns (F2/F4/F5, models)
         (:data:`regime_dash.diag.SWITCH_COLUMNS`). ``attrs``
         carries ``layout_fingerprint`` and ``engine``.
     """
