@@ -50,7 +50,7 @@ def test_sensitivity_tab_runs_and_lists_max_duration_as_no_effect(replay_page):
     assert any(c.value == "Press Run sensitivity." for c in at.caption)
     at.button(key=f"{KEY}.run").click().run()
     assert not at.exception, [e.message for e in at.exception]
-    assert any(c.value.startswith("129 one-at-a-time and") for c in at.caption)
+    assert any(c.value.startswith("131 one-at-a-time and") for c in at.caption)  # 129 + the two model switches
     (bar,) = at.get("progress")
     assert bar.proto.value == 100 and bar.proto.text.startswith("sensitivity: done in ")
     quiet = no_effect_table(at).set_index("field")
