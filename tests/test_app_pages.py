@@ -364,6 +364,19 @@ def test_replay_max_duration_changes_timeouts(tmp_path, monkeypatch):
     assert names == {"baseline", "what-if"}
 
 
+def test_replay_model_switch_toggle_lets_the_timeout_fire_with_resurrection_on(tmp_path, monkeypatch):
+    """The duration_across_cycles toggle (from the config declaration) moves the timeout count with F2 on."""
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.switch_page(page("replay")).run()
+    no_exception(at, "replay")
+    assert at.toggle(key="replay.whatif.resurrection").value is True
+    assert metric(at, "timeouts") == "0"  # the spec's code: the cycling dead zone never times out
+    assert at.toggle(key="replay.whatif.duration_across_cycles").value is False
+    at.toggle(key="replay.whatif.duration_across_cycles").set_value(True).run()
+    no_exception(at, "duration_across_cycles on")
+    assert metric(at, "timeouts") == "1"
+
+
 def test_every_config_field_has_a_slider_around_its_default():
     from regime_dash.config import SWITCHES, RegimeConfig, field_names
     from regime_dash.ui import widgets

@@ -123,9 +123,10 @@ class FrameView:
         return np.isin(src, np.asarray(rows, dtype=np.int64))
 
     def switch(self, name: str) -> np.ndarray | None:
-        """Rows where the file says config switch ``name`` was on (its ``risk_stack.config.*`` column is 1);
-        ``None`` when the file does not carry the switch (the spec's code then reads it off: a model
-        switch is taken as off, a feature switch is inferred from the rows by the check that needs it)."""
+        """Rows where the file says config switch ``name`` was on (its ``risk_stack.config.*`` column is 1).
+
+        ``None`` when the file does not carry the switch: a model switch then counts as off (the spec's
+        code), and a feature switch is inferred from the rows by the check that needs it."""
         col = diag.SWITCH_COLUMNS[name]
         return self.f32(col) == 1 if self.has(col) else None
 
