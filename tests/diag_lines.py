@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from hypothesis import strategies as st
@@ -66,9 +67,13 @@ def classify(raw: bytes) -> tuple[str, Any]:
 
 
 def model(data: bytes) -> tuple[dict[int, dict], dict[int, str], int]:
-    """Good rows by line number, bad lines by line number, and the line count."""
+    """Good rows by line number, bad lines by line number, and the line count.
+
+    CR, LF and CRLF each end a line.
+    """
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
+    data = re.sub(rb"\r(?!\n)", b"\n", data)
     lines = data.split(b"\n")
     if data.endswith(b"\n") or not data:
         lines.pop()
@@ -122,29 +127,101 @@ def _kind(v: Any) -> str:
     return "list"
 
 
-def expected_columns(good: dict[int, dict]) -> dict[str, dict[int, Any]]:
-    """Column -> {line: expected value} under the documented type rule.
+_KIND_OF = {"bool": "bool", "int": "number", "float": "number", "str": "str", "list": "list"}
+_INT_TEXT = re.compile(r"-?(?:0|[1-9][0-9]{0,18})")
 
-    Lists in the generators hold ints only, so a list column stays a list column unless
-    it meets a scalar.
+
+def json_text(v: Any) -> str:
+    """A set-aside value as the report writes it."""
+    return json.dumps(v, ensure_ascii=False) if isinstance(v, str) else text(v)
+
+
+def _coerce(v: Any, target: str, fixed: bool) -> tuple[bool, Any]:
+    """The documented lossless coercions, restated."""
+    if target == "float":
+        if isinstance(v, (bool, int, float)):
+            return True, float(v)
+        if isinstance(v, str) and not fixed:
+            return (True, float(int(v))) if _INT_TEXT.fullmatch(v) else (False, None)
+        if isinstance(v, str):
+            try:
+                x = float(v)
+            except ValueError:
+                return False, None
+            return float_text(x) == v or repr(x) == v, x
+        return False, None
+    if target == "int":
+        if isinstance(v, bool):
+            return True, int(v)
+        if isinstance(v, int):
+            return INT64[0] <= v <= INT64[1], v
+        if isinstance(v, float):
+            ok = math.isfinite(v) and v.is_integer() and abs(v) < 2**63
+            return ok, int(v) if ok else None
+        if isinstance(v, str) and _INT_TEXT.fullmatch(v):
+            return INT64[0] <= int(v) <= INT64[1], int(v)
+        return False, None
+    if target == "bool":
+        if isinstance(v, bool):
+            return True, v
+        if isinstance(v, (int, float)) and v in (0, 1):
+            return True, bool(v)
+        if v in ("true", "false"):
+            return True, v == "true"
+        return False, None
+    if target == "str":
+        return True, v if isinstance(v, str) else text(v)
+    return isinstance(v, list), v  # list columns: lists of ints hold any list here
+
+
+def expected_columns(good: dict[int, dict]) -> tuple[dict[str, dict[int, Any]], dict[tuple[int, str], str]]:
+    """Column -> {line: expected value}, and (line, column) -> JSON text of each value
+    set aside, under the documented type rule: a contract field has its canonical type;
+    another column the kind of its first value (int widened to float by a float of the
+    same kind); values of another kind are coerced when lossless, else set aside.
     """
+    from regime_dash.ingest import CANONICAL_TYPES
+
+    canonical = {k: {"int64": "int", "double": "float", "string": "str", "bool": "bool"}[str(t)]
+                 for k, t in CANONICAL_TYPES.items()}
     cols: dict[str, dict[int, Any]] = {}
-    for line, row in good.items():
-        for k, v in row.items():
-            if _kind(v) == "float" and isinstance(v, int) and v is not True and v is not False:
+    for line in sorted(good):
+        for k, v in good[line].items():
+            if _kind(v) == "float" and isinstance(v, int):
                 v = float(v)  # ints outside int64 read as float64
             cols.setdefault(k, {})[line] = v
     out: dict[str, dict[int, Any]] = {}
+    aside: dict[tuple[int, str], str] = {}
     for name, vals in cols.items():
-        kinds = {_kind(v) for v in vals.values() if v is not None}
-        if kinds <= {"bool"} or kinds == {"int"} or kinds == {"str"} or kinds == {"list"}:
-            conv = lambda v: v  # noqa: E731
-        elif kinds <= {"int", "float"}:
-            conv = lambda v: None if v is None else float(v)  # noqa: E731
+        fixed = name in canonical
+        if fixed:
+            target = canonical[name]
         else:
-            conv = lambda v: None if v is None else text(v)  # noqa: E731
-        out[name] = {line: conv(v) for line, v in vals.items()}
-    return out
+            first = next((_kind(v) for v in vals.values() if v is not None), None)
+            if first is None:
+                out[name] = dict(vals)
+                continue
+            kind = _KIND_OF[first]
+            kinds = {_kind(v) for v in vals.values() if v is not None and _KIND_OF[_kind(v)] == kind}
+            target = "float" if kind == "number" and "float" in kinds else (
+                "int" if kind == "number" else first)
+        col = {}
+        for line, v in vals.items():
+            if v is None:
+                col[line] = None
+                continue
+            same_kind = not fixed and _KIND_OF[_kind(v)] == _KIND_OF.get(target, target)
+            if same_kind:
+                col[line] = float(v) if target == "float" else v
+                continue
+            ok, x = _coerce(v, target, fixed)
+            if ok:
+                col[line] = x
+            else:
+                col[line] = None
+                aside[(line, name)] = json_text(v)
+        out[name] = col
+    return out, aside
 
 
 def same(a: Any, b: Any) -> bool:
