@@ -263,6 +263,7 @@ class Batch:
     bytes_done: int = 0
     aside: list[Aside] = field(default_factory=list)
     coerced: dict[str, dict[str, int]] = field(default_factory=dict)
+    content_bytes: int = 0  # decompressed bytes of the chunk
 
 
 @dataclass
@@ -1717,7 +1718,7 @@ class _Renumber:
         self.types: dict[str, pa.DataType] = {}
         self.offset = 0  # lines before the current chunk
 
-    def __call__(self, result: _Chunk, pos: int) -> Batch:
+    def __call__(self, result: _Chunk, pos: int, size: int = 0) -> Batch:
         table, rejects, aside, coerced = result.table, result.rejects, result.aside, result.coerced
         pending = result.pending
         off = self.offset
@@ -1734,7 +1735,7 @@ class _Renumber:
             _merge_counts(coerced, c)
         self.offset += result.n_lines
         self.report.blank_lines += result.blanks
-        batch = Batch(table, rejects, off + 1, result.n_lines, pos, aside, coerced)
+        batch = Batch(table, rejects, off + 1, result.n_lines, pos, aside, coerced, size)
         self.report.add(batch)
         return batch
 
@@ -1856,26 +1857,27 @@ def iter_batches(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: s
         chunks = _read_chunks(blocks(chunk_bytes), report, max_line_bytes)
         if workers == 1:
             for data, final in chunks:
-                yield renumber(work(data, final), position())
+                size = len(data) if isinstance(data, bytes) else data.size
+                yield renumber(work(data, final), position(), size)
         else:
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ingest") as pool:
                 pending: deque = deque()
                 queued = 0
                 try:
                     for data, final in chunks:
-                        size = len(data) if isinstance(data, bytes) else 0
+                        size = len(data) if isinstance(data, bytes) else data.size
                         pending.append((pool.submit(work, data, final), position(), size))
-                        queued += size
+                        queued += size if isinstance(data, bytes) else 0
                         del data
                         # bounded read-ahead: one chunk queued beyond the busy workers, and
                         # no more bytes than the in-flight budget
                         while len(pending) > workers + 1 or (len(pending) > 1 and queued > _INFLIGHT_BYTES):
                             fut, pos, size = pending.popleft()
-                            queued -= size
-                            yield renumber(fut.result(), pos)
+                            queued = max(0, queued - size)
+                            yield renumber(fut.result(), pos, size)
                     while pending:
                         fut, pos, size = pending.popleft()
-                        yield renumber(fut.result(), pos)
+                        yield renumber(fut.result(), pos, size)
                 finally:
                     for fut, _p, _s in pending:
                         fut.cancel()

@@ -524,7 +524,7 @@ class RunStore:
         if source_name is None and isinstance(path_or_bytes, (str, os.PathLike)):
             source_name = os.path.basename(os.fspath(path_or_bytes))
         run_name = sanitize_name(name if name else _name_from_source(source_name))
-        state = {"done": 0, "total": None}
+        state = {"done": 0, "total": None, "content": 0, "written": 0}
         tmp: Path | None = None
         try:
             try:
@@ -542,7 +542,7 @@ class RunStore:
                 if progress is not None:
                     progress(done, total)
 
-            report = self._write_run(path_or_bytes, tmp, source_name, tick)
+            report = self._write_run(path_or_bytes, tmp, source_name, tick, state)
             if report.rows == 0:
                 detail = ""
                 if report.rejected:
@@ -581,21 +581,25 @@ class RunStore:
         done, total = state["done"], state["total"]
         what = e.strerror or str(e)
         code = errno.errorcode.get(e.errno or 0, "")
-        msg = f"cannot store the run in {str(self.root)!r}: {what}" + (f" ({code})" if code else "")
+        if code and code not in what:
+            what += f" ({code})"
+        msg = f"cannot store the run in {str(self.root)!r}: {what}"
         mb = written / 1e6
-        if total and done:
-            need = written * total / done
-            msg += (f"; the run needs about {need / 1e6:.1f} MB ({mb:.1f} MB written after "
-                    f"{done / total:.0%} of the source)")
+        # bytes written per content byte of the rows written, times the whole content
+        # (for gzip, the compressed size times the expansion seen so far)
+        content_total = total * state["content"] / done if total and done else None
+        if content_total and state["written"] and written:
+            need = written / state["written"] * content_total
+            msg += f"; the run needs about {need / 1e6:.1f} MB ({mb:.1f} MB written before the failure)"
         elif written:
-            msg += f"; the run needs more than the {mb:.1f} MB written"
+            msg += f"; the run needs more than the {mb:.1f} MB written before the failure"
         with contextlib.suppress(OSError):
             free = shutil.disk_usage(tmp.parent if tmp is not None else self.root).free
             msg += f", {free / 1e6:.1f} MB free there"
         return StoreError(msg + ". The store is unchanged.", path=str(self.root))
 
     def _write_run(self, source: Any, tmp: Path, source_name: str | None,
-                   progress: Callable[[int, int | None], None]) -> IngestReport:
+                   progress: Callable[[int, int | None], None], state: dict) -> IngestReport:
         report = IngestReport()
         parts = _PartWriter(tmp)
         types = self.column_types()
@@ -611,7 +615,9 @@ class RunStore:
                         table = table.rename_columns(
                             [_free_col(PARTITION, table.column_names) if n == PARTITION else n
                              for n in table.column_names])
+                    state["content"] = report.content_bytes
                     parts.write(table)
+                    state["written"] += batch.content_bytes
                     if batch.rejects:
                         rej.write("".join(json.dumps(_reject_record(r), ensure_ascii=False) + "\n"
                                           for r in batch.rejects))
@@ -879,6 +885,49 @@ class RunStore:
             except FileNotFoundError as e:
                 raise StoreError(f"no run {run_id!r} in {self.root}", run_id=run_id) from e
         shutil.rmtree(trash, ignore_errors=True)
+
+
+_PATH_SUFFIXES = (".jsonl", ".json", ".ndjson", ".gz", ".parquet", ".txt")
+
+
+def resolve_target(target: str, store: str | os.PathLike | None = None) -> tuple[str, str]:
+    """What a command-line target names: a file, or a run in the store.
+
+    An existing file wins; otherwise the store is asked (a run id, or a unique run
+    name). A target that names neither is a missing file when it looks like a path
+    (it has a directory part or a data-file suffix), else a missing run.
+
+    Parameters
+    ----------
+    target
+        A path, a run id or a run name.
+    store
+        The store directory (default: :func:`default_store`).
+
+    Returns
+    -------
+    ("file", path) or ("run", run_id)
+
+    Raises
+    ------
+    IngestError
+        A path that does not exist (or is a directory).
+    StoreError
+        No run has that id or name, or the name is ambiguous.
+    """
+    target = str(target)
+    p = Path(target)
+    if p.is_file():
+        return "file", target
+    try:
+        return "run", RunStore(store).resolve(target)
+    except StoreError as e:
+        if p.is_dir():
+            raise IngestError(f"{target!r} is a directory, not a diag file or a run", path=target) from None
+        if "/" in target or os.sep in target or target.lower().endswith(_PATH_SUFFIXES):
+            raise IngestError(f"no such file: {target!r} (nor a run of that name in the store)",
+                              path=target) from None
+        raise e from None
 
 
 def _free_col(base: str, taken) -> str:

@@ -10,7 +10,8 @@ and exits 0 when they are identical, 1 when they differ.
 
 A target is a file (``.parquet`` frame, or a diag ``.jsonl``, plain or gzip,
 read by :mod:`regime_dash.ingest`, which sets bad lines aside) or, when no such
-file exists, a run id in the run store.
+file exists, a run in the run store: its id, or the name given at ingest when
+one run has it. A path that does not exist is reported as a missing file.
 """
 from __future__ import annotations
 
@@ -41,8 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check", help="check a run against the spec's invariants and success criteria",
                        description="Check a run against the spec's invariants and success criteria. "
                        "Exit status: 0 no check failed, 1 a check failed, 2 bad input.")
-    p.add_argument("target", metavar="RUN_ID|FILE", nargs="?",
-                   help="run id in the store, or a .jsonl/.parquet file")
+    p.add_argument("target", metavar="RUN|FILE", nargs="?",
+                   help="run id or name in the store, or a .jsonl/.parquet file")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument("--list", action="store_true", help="list the check ids and what each checks, then exit")
     p.add_argument("--only", metavar="ID[,ID...]", default=None,
@@ -61,8 +62,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     d = sub.add_parser("diff", help="compare two runs step by step (F3 byte-identical check)",
                        description="Compare two runs step by step. Exit status: 0 identical, "
                        "1 different, 2 bad input.")
-    d.add_argument("a", metavar="A", help="run id or file")
-    d.add_argument("b", metavar="B", help="run id or file")
+    d.add_argument("a", metavar="A", help="run id or name, or file")
+    d.add_argument("b", metavar="B", help="run id or name, or file")
     d.add_argument("--json", action="store_true", help="print the diff as one JSON object")
     d.add_argument("--columns", metavar="COL[,COL...]", default=None, help="compare only these columns")
     d.add_argument("--aliases", metavar="FILE", default=None, help=_ALIAS_HELP)
@@ -85,14 +86,17 @@ def _user_aliases(path: str | None) -> dict | None:
 
 
 def load_target(target: str, store: str | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Read a run: a file when ``target`` is one, else a run id in the store.
+    """Read a run: a file when ``target`` is one, else a run id or unique run name in the
+    store (:func:`regime_dash.store.resolve_target`).
 
     Returns the frame (raw column names) and a small ``source`` dict for the report.
     """
     from regime_dash.errors import IngestError
+    from regime_dash.store import RunStore, resolve_target
 
-    path = Path(target)
-    if path.is_file():
+    kind, ref = resolve_target(target, store)
+    if kind == "file":
+        path = Path(ref)
         if path.suffix == ".parquet":
             try:
                 frame = pd.read_parquet(path)
@@ -102,15 +106,16 @@ def load_target(target: str, store: str | None = None) -> tuple[pd.DataFrame, di
         from regime_dash import ingest
 
         table, report = ingest.parse(path)
+        if report.rows == 0:
+            raise IngestError(f"{target!r} holds no diag lines (no JSON object line among its "
+                              f"{report.lines} line(s))", path=target)
         frame = table.to_pandas()
         if ingest.LINE_COLUMN in frame.columns:
             frame = frame.drop(columns=[ingest.LINE_COLUMN])
-        return frame, {"file": path.name, "rejected_lines": len(report.rejected)}
-    from regime_dash.store import RunStore
-
-    frame = RunStore(store).load(target)
+        return frame, {"file": path.name, "rejected_lines": report.rejected_count}
+    frame = RunStore(store).load(ref)
     drop = [c for c in ("_line", "run") if c in frame.columns]
-    return frame.drop(columns=drop), {"run_id": target}
+    return frame.drop(columns=drop), {"run_id": ref}
 
 
 def _prepared(target: str, store: str | None, aliases: dict | None) -> tuple[pd.DataFrame, dict]:
