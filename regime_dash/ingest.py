@@ -1631,6 +1631,30 @@ class _Blocks:
                 return
 
 
+def _hashed(blocks: Iterable[bytes], h, report: IngestReport) -> Iterator[bytes]:
+    for block in blocks:
+        h.update(block)  # releases the GIL for large buffers
+        report.content_bytes += len(block)
+        yield block
+
+
+def _without_bom(blocks: Iterable[bytes]) -> Iterator[bytes]:
+    """The blocks without a UTF-8 byte order mark at the very start (which may arrive
+    split over blocks: gzip hands out what it has inflated)."""
+    head = b""
+    it = iter(blocks)
+    for block in it:
+        head += block
+        if len(head) >= len(_BOM):
+            break
+    else:
+        if head and head != _BOM:
+            yield head
+        return
+    yield head[len(_BOM):] if head.startswith(_BOM) else head
+    yield from it
+
+
 def _read_chunks(blocks: Iterator[bytes], report: IngestReport,
                  max_line: int = DEFAULT_MAX_LINE_BYTES) -> Iterator[tuple[bytes | _TooLong, bool]]:
     """Yield (whole lines, final_unterminated); hash as we go.
@@ -1648,14 +1672,17 @@ def _read_chunks(blocks: Iterator[bytes], report: IngestReport,
     carry: list[bytes] = []
     carry_len = 0
     skipped = 0  # bytes of an over-long line dropped so far
-    first = True
-    for block in blocks:
-        h.update(block)  # releases the GIL for large buffers
-        report.content_bytes += len(block)
-        if first:
-            first = False
-            if block.startswith(_BOM):
-                block = block[len(_BOM):]
+    cr = b""  # a CR that ended the previous block: a line break unless LF follows
+    for block in _without_bom(_hashed(blocks, h, report)):
+        if cr or b"\r" in block:
+            # CR, LF and CRLF all end a line: a lone CR becomes LF here, so line lengths
+            # (and the long-line limit) count the same whatever the line breaks
+            block = cr + block
+            cr = b"\r" if block.endswith(b"\r") else b""
+            if cr:
+                block = block[:-1]
+            if _LONE_CR.search(block):
+                block = _LONE_CR.sub(b"\n", block)
         if skipped:
             nl = block.find(b"\n")
             if nl < 0:
@@ -1690,6 +1717,13 @@ def _read_chunks(blocks: Iterator[bytes], report: IngestReport,
         carry_len = len(block) - cut
         if piece:
             yield piece, False
+    if cr:  # the file ended with a lone CR: it ended the last line
+        if skipped:
+            yield _TooLong(skipped), False
+            skipped = 0
+        else:
+            yield b"".join(carry) + b"\n", False
+            carry, carry_len = [], 0
     if skipped:
         yield _TooLong(skipped), True
     elif carry:

@@ -38,8 +38,24 @@ def _has_lone_surrogate(v: Any) -> bool:
     return False
 
 
-def classify(raw: bytes) -> tuple[str, Any]:
+def _float_in_range(s: str) -> float:
+    x = float(s)
+    if math.isinf(x):
+        raise OverflowError(s)  # 1e400: outside float64 (the Infinity token is not a number)
+    return x
+
+
+def _int_in_range(s: str) -> int:
+    v = int(s)  # ValueError past Python's digit limit: bad either way
+    if abs(v) > 1.7976931348623157e308:
+        raise OverflowError(s)
+    return v
+
+
+def classify(raw: bytes, max_line: int | None = None) -> tuple[str, Any]:
     """('blank', None) | ('bad', reason-ish) | ('good', flat dict) for one line."""
+    if max_line is not None and len(raw) > max_line and raw.strip(b" \t\r"):
+        return "bad", "long"
     if raw.endswith(b"\r"):
         raw = raw[:-1]
     if not raw.strip(b" \t\r"):
@@ -49,8 +65,8 @@ def classify(raw: bytes) -> tuple[str, Any]:
     except UnicodeDecodeError:
         return "bad", "utf-8"
     try:
-        obj = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+        obj = json.loads(text, parse_float=_float_in_range, parse_int=_int_in_range)
+    except (ValueError, RecursionError, OverflowError):
         return "bad", "json"
     if not isinstance(obj, dict):
         return "bad", "not an object"
@@ -66,10 +82,11 @@ def classify(raw: bytes) -> tuple[str, Any]:
     return "good", flat
 
 
-def model(data: bytes) -> tuple[dict[int, dict], dict[int, str], int]:
+def model(data: bytes, max_line: int | None = None) -> tuple[dict[int, dict], dict[int, str], int]:
     """Good rows by line number, bad lines by line number, and the line count.
 
-    CR, LF and CRLF each end a line.
+    CR, LF and CRLF each end a line; a non-blank line longer than ``max_line`` bytes
+    (its CR of a CRLF included) is bad.
     """
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
@@ -79,7 +96,7 @@ def model(data: bytes) -> tuple[dict[int, dict], dict[int, str], int]:
         lines.pop()
     good, bad = {}, {}
     for i, raw in enumerate(lines, start=1):
-        kind, val = classify(raw)
+        kind, val = classify(raw, max_line)
         if kind == "good":
             good[i] = val
         elif kind == "bad":
@@ -116,6 +133,8 @@ def text(v: Any) -> str:
 
 
 def _kind(v: Any) -> str:
+    if v is None:
+        return "null"
     if v is True or v is False:
         return "bool"
     if isinstance(v, int):
@@ -124,10 +143,13 @@ def _kind(v: Any) -> str:
         return "float"
     if isinstance(v, str):
         return "str"
-    return "list"
+    kinds = {_KIND_OF[_kind(x)] for x in v if x is not None}
+    return "mixed" if len(kinds) > 1 or kinds & {"mixed"} else "list"
 
 
-_KIND_OF = {"bool": "bool", "int": "number", "float": "number", "str": "str", "list": "list"}
+# a list mixing kinds ([1, "a"]) is stored as its JSON text: it is of the string kind
+_KIND_OF = {"bool": "bool", "int": "number", "float": "number", "str": "str", "list": "list",
+            "mixed": "str", "null": "null"}
 _INT_TEXT = re.compile(r"-?(?:0|[1-9][0-9]{0,18})")
 
 
@@ -171,7 +193,7 @@ def _coerce(v: Any, target: str, fixed: bool) -> tuple[bool, Any]:
         return False, None
     if target == "str":
         return True, v if isinstance(v, str) else text(v)
-    return isinstance(v, list), v  # list columns: lists of ints hold any list here
+    return _kind(v) == "list", v  # a list column holds any list of one kind
 
 
 def expected_columns(good: dict[int, dict]) -> tuple[dict[str, dict[int, Any]], dict[tuple[int, str], str]]:
@@ -204,7 +226,7 @@ def expected_columns(good: dict[int, dict]) -> tuple[dict[str, dict[int, Any]], 
             kind = _KIND_OF[first]
             kinds = {_kind(v) for v in vals.values() if v is not None and _KIND_OF[_kind(v)] == kind}
             target = "float" if kind == "number" and "float" in kinds else (
-                "int" if kind == "number" else first)
+                "int" if kind == "number" else "str" if kind == "str" else first)
         col = {}
         for line, v in vals.items():
             if v is None:
@@ -212,7 +234,7 @@ def expected_columns(good: dict[int, dict]) -> tuple[dict[str, dict[int, Any]], 
                 continue
             same_kind = not fixed and _KIND_OF[_kind(v)] == _KIND_OF.get(target, target)
             if same_kind:
-                col[line] = float(v) if target == "float" else v
+                col[line] = float(v) if target == "float" else text(v) if _kind(v) == "mixed" else v
                 continue
             ok, x = _coerce(v, target, fixed)
             if ok:
@@ -222,6 +244,26 @@ def expected_columns(good: dict[int, dict]) -> tuple[dict[str, dict[int, Any]], 
                 aside[(line, name)] = json_text(v)
         out[name] = col
     return out, aside
+
+
+def check_against_model(data: bytes, table, rep, max_line: int | None = None) -> None:
+    """Assert an ingest (``table``, ``rep``) of ``data`` holds what the model says: the good
+    lines as rows, the bad ones rejected, every good line's values stored or set aside."""
+    good, bad, _n = model(data, max_line)
+    got = {r["_line"]: r for r in table.to_pylist()}
+    assert sorted(got) == sorted(good)
+    assert rep.rejected_count == len(bad) and rep.rows == len(good)
+    assert sorted(r.line for r in rep.rejected) == sorted(bad)[:len(rep.rejected)]
+    exp, aside = expected_columns(good)
+    assert set(table.column_names) == set(exp) | {"_line"}
+    for col, vals in exp.items():
+        for line in good:
+            want = vals.get(line)
+            have = got[line][col]
+            assert same(have, want), (col, line, have, want)
+    # every value that did not fit its column is kept aside exactly
+    assert rep.aside_count == len(aside)
+    assert {(a.line, a.field): a.value for a in rep.aside} == aside
 
 
 def same(a: Any, b: Any) -> bool:

@@ -376,3 +376,91 @@ def test_check_diff_rm_accept_the_ingest_name_and_report_missing_files(tmp_path)
     assert rc == 2 and "ambiguous" in err
     rc, out, err, _ = run_measured(cli("rm", ids[1], ids[0], "--store", s))
     assert rc == 0 and RunStore(s).list_runs() == []
+
+
+# ------------------------------------------------------------- the hostile-input suite
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from diag_lines import bad_lines, check_against_model  # noqa: E402
+from diag_lines import good_lines as good_line  # noqa: E402
+
+#: The line limit of the suite: small, so "bombs" (long runs of zeros or padding) and
+#: long lines cost little; the reader's skipping path is the same at any limit.
+MAX_LINE = 16 << 10
+
+hostile_line = st.one_of(
+    good_line(), good_line(), bad_lines(),
+    st.integers(310, 600).map(lambda n: b'{"step": 1, "x": ' + b"9" * n + b"}"),  # past float64
+    st.sampled_from([b'{"x": 1e400}', b'{"x": -1E+999}', b'{"x": 2.5e-400}', b'{"x": NaN}',
+                     b'{"x": -Infinity}', b'{"x": Inf}', b'{"x": -NaN}', b'{"x": 1e308}']),
+    st.binary(max_size=40),  # junk (its own CR/LF bytes make more lines)
+    st.sampled_from([b'\xef\xbb\xbf{"a": 1}', b'{"a": "\xff"}', b"\xff\xfe\x00{", b'{"\xc3": 1}']),
+    st.integers(2, 40).map(lambda d: b'{"a":' * d + b"1" + b"}" * d),  # nested: flattened
+    st.integers(2500, 3000).map(lambda d: b'{"a":' * d + b"1" + b"}" * d),  # too deep: rejected
+    st.sampled_from([b'{"fold": "1"}', b'{"fold": 1.5}', b'{"step": "x"}', b'{"step": 7.0}',
+                     b'{"phase": 3}', b'{"x": [1, "a"]}', b'{"x": {"y": 1}}', b'{"x": "1"}',
+                     b'{"risk_stack": {"popart": {"sigma": "n/a"}}}',
+                     b'{"risk_stack": {"regime": {"dead_zone": {"flag": true}}}}']),  # type changes
+    st.sampled_from([b'{"a": 1, "a": "b"}', b'{"a": {"b": 1}, "a": 2}', b'{"x": 1, "x": [2]}']),
+    st.integers(MAX_LINE + 1, 3 * MAX_LINE).map(lambda n: b'{"pad": "' + b"x" * n + b'"}'),
+    st.integers(MAX_LINE + 1, 8 * MAX_LINE).map(bytes),  # a run of zeros, no line break: a bomb
+)
+
+
+@st.composite
+def hostile_files(draw) -> bytes:
+    """Good lines mixed with everything hostile, each line ended by LF, CRLF or a lone CR."""
+    parts = draw(st.lists(hostile_line, max_size=30))
+    eols = draw(st.lists(st.sampled_from([b"\n", b"\r\n", b"\r"]), min_size=len(parts),
+                         max_size=len(parts)))
+    data = b"".join(p + e for p, e in zip(parts, eols))
+    if data and draw(st.booleans()):
+        data = data[:-1]  # no final line break
+    return data
+
+
+def _reset_peak_rss() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")  # resets VmHWM, the peak RSS (Linux)
+        return True
+    except OSError:
+        return False
+
+
+def _peak_rss() -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+_SUITE = {"inputs": 0, "lines": 0, "rows": 0, "rejects": 0, "aside": 0, "gzip": 0, "max_rss_mb": 0.0}
+
+
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.large_base_example])
+@given(data=hostile_files(), gz=st.booleans(), chunk=st.sampled_from([7, 64, 4096, 1 << 20]),
+       workers=st.sampled_from([1, 2]))
+def test_hostile_suite(data, gz, chunk, workers):
+    """Rows plus rejects equal the non-blank lines, every good line's values survive
+    (stored, or set aside exactly), and the peak RSS stays under the bound."""
+    from regime_dash.ingest import parse
+
+    measured = _reset_peak_rss()
+    table, rep = parse(gzip.compress(data) if gz else data, chunk_bytes=chunk, workers=workers,
+                       max_line_bytes=MAX_LINE)
+    peak = _peak_rss() if measured else 0
+    check_against_model(data, table, rep, MAX_LINE)
+    long = [r for r in rep.rejected if r.reason.startswith("line too long")]
+    assert all(f"over the {MAX_LINE:,}-byte limit" in r.reason for r in long)
+    assert peak < RSS_BOUND
+    _SUITE.update(inputs=_SUITE["inputs"] + 1, lines=_SUITE["lines"] + rep.lines,
+                  rows=_SUITE["rows"] + rep.rows, rejects=_SUITE["rejects"] + rep.rejected_count,
+                  aside=_SUITE["aside"] + rep.aside_count, gzip=_SUITE["gzip"] + gz,
+                  max_rss_mb=max(_SUITE["max_rss_mb"], mb(peak)))
+    record("hostile_suite", _SUITE)

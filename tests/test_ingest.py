@@ -17,7 +17,7 @@ from regime_dash import ingest
 from regime_dash.errors import IngestError
 from regime_dash.ingest import IngestReport, iter_batches, parse, unify_types
 
-from diag_lines import diag_files, expected_columns, model, same
+from diag_lines import check_against_model, diag_files, same
 
 
 def rows_by_line(table: pa.Table) -> dict[int, dict]:
@@ -413,25 +413,6 @@ def test_parser_writes_nothing(tmp_path, monkeypatch):
 # examples, and a failure prints the exact file that broke the contract.
 _PROP = settings(max_examples=70, deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-
-
-def check_against_model(data: bytes, table: pa.Table, rep: IngestReport) -> None:
-    good, bad, n_lines = model(data)
-    got = rows_by_line(table)
-    # stored rows are exactly the good lines; rejects exactly the bad ones
-    assert sorted(got) == sorted(good)
-    assert sorted(r.line for r in rep.rejected) == sorted(bad)
-    assert rep.rows == len(good)
-    exp, aside = expected_columns(good)
-    assert set(table.column_names) == set(exp) | {"_line"}
-    for col, vals in exp.items():
-        for line in good:
-            want = vals.get(line)
-            have = got[line][col]
-            assert same(have, want), (col, line, have, want)
-    # every value that did not fit its column is kept aside exactly
-    assert rep.aside_count == len(aside)
-    assert {(a.line, a.field): a.value for a in rep.aside} == aside
 
 
 @_PROP
