@@ -147,6 +147,7 @@ _INFLIGHT_BYTES = 256 << 20
 _OVERFLOW_RE = re.compile(rb"[0-9.][eE][+-]?[0-9]{3,}|[0-9]{300,}")
 _OVERFLOW_TEXT_RE = re.compile(r"[0-9.][eE][+-]?[0-9]{3,}|[0-9]{300,}")
 _LONE_CR = re.compile(rb"\r(?!\n)")
+_TWO_OBJECTS = re.compile(rb"\}[ \t]*\{")
 _FLOAT_MAX = 1.7976931348623157e308
 
 
@@ -1269,7 +1270,14 @@ def _plan(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, max_line: int) 
         lead[ws] = np.where(is_blank, 0, buf[np.minimum(pos, len(buf) - 1)])
     length = ends - starts
     long = ~blank & (length > max_line)
-    cand = ~blank & ~long & (lead == 123)  # "{"
+    # a line that does not end in "}" (a CRLF's CR aside) is cut short or broken over
+    # lines: the reference reads it, so Arrow is not sent a block it will fail on (each
+    # such failure costs a re-parse of the block); trailing blanks leave it to Arrow
+    last = np.maximum(ends - 1, starts)
+    last = np.where((buf[np.minimum(last, len(buf) - 1)] == 13) & (last > starts), last - 1, last)
+    tail = buf[np.minimum(last, len(buf) - 1)]
+    closed = (tail == 125) | (tail == 32) | (tail == 9) | (tail == 13)
+    cand = ~blank & ~long & (lead == 123) & closed  # "{" ... "}"
     odd = ~blank & ~long & ~cand
     return _Plan(np.flatnonzero(cand), np.flatnonzero(odd), np.flatnonzero(long), int(blank.sum()))
 
@@ -1349,7 +1357,9 @@ def _fast(data: bytes, n_rows: int, rel_starts: np.ndarray, hints: _Hints) -> pa
         if err is not None or any(_timestamp_paths(f.type, (f.name,)) for f in table.schema):
             raise _Slow
     if table.num_rows != n_rows:
-        raise _Slow  # "{..} {..}" on one line, or a value broken over lines
+        # "{..} {..}" on one line: find such a line, so only it goes to the reference
+        m = _TWO_OBJECTS.search(data)
+        raise _Slow(None if m is None else int(np.searchsorted(rel_starts, m.start(), side="right")) - 1)
     nan = inf = False
     for c in table.columns:
         a, b = _special_floats(c)
@@ -1392,6 +1402,9 @@ def _finish(table: pa.Table) -> pa.Table:
 #: bad lines costs linear time rather than one re-parse per bad line.
 _MAX_FAILS = 8
 _BLOCK_LINES = 256
+#: Up to this many lines the fast path must skip, it reads the stretches between them
+#: in place; beyond, it reads one compacted copy of the other lines.
+_MAX_SEGMENTS = 32
 
 
 @dataclass
@@ -1485,20 +1498,28 @@ def _parse_lines(data: bytes, final_unterminated: bool, hints: _Hints,
     if len(plan.odd):
         reference(plan.odd)
     cand = plan.cand
-    if len(cand):
-        if len(cand) == n_lines:
-            comp, cstarts = data, starts
-        else:  # only the candidate lines, each with its line break, in one buffer
+    m = len(cand)
+    if m:
+        other = np.union1d(plan.odd, plan.long)  # non-blank lines the fast path must not see
+        if len(other) <= _MAX_SEGMENTS:
+            # the candidates between two such lines are one stretch of the chunk (blank
+            # lines included: Arrow skips them): no copy
+            src = data
+            src_starts = starts[cand]
+            src_ends = np.minimum(ends[cand] + 1, len(data))
+            cuts = np.searchsorted(cand, other)
+            bounds = np.unique(np.concatenate(([0], cuts, [m])))
+            stack = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a][::-1]
+        else:  # many: only the candidate lines, each with its line break, in one buffer
             delta = np.zeros(len(buf) + 2, dtype=np.int32)
             delta[starts[cand]] = 1
             delta[ends[cand] + 1] -= 1
-            comp = buf[np.cumsum(delta[: len(buf)]) > 0].tobytes()
+            src = buf[np.cumsum(delta[: len(buf)]) > 0].tobytes()
             lens = np.minimum(ends[cand] + 1, len(buf)) - starts[cand]
-            cstarts = np.zeros(len(cand), dtype=np.int64)
-            np.cumsum(lens[:-1], out=cstarts[1:])
-        m = len(cand)
+            src_ends = np.cumsum(lens)
+            src_starts = src_ends - lens
+            stack = [(0, m)]
         fails = 0
-        stack = [(0, m)]
         while stack:
             lo, hi = stack.pop()
             if lo >= hi:
@@ -1509,9 +1530,9 @@ def _parse_lines(data: bytes, final_unterminated: bool, hints: _Hints,
             if fails >= _MAX_FAILS:
                 stack.extend((a, min(a + _BLOCK_LINES, hi)) for a in range(lo, hi, _BLOCK_LINES))
                 continue
-            end = int(cstarts[hi]) if hi < m else len(comp)
+            first = int(src_starts[lo])
             try:
-                t = _fast(comp[int(cstarts[lo]):end], hi - lo, cstarts[lo:hi] - cstarts[lo], hints)
+                t = _fast(src[first:int(src_ends[hi - 1])], hi - lo, src_starts[lo:hi] - first, hints)
             except _Slow as e:
                 fails += 1
                 r = e.row
