@@ -86,11 +86,11 @@ def model(data: bytes, max_line: int | None = None) -> tuple[dict[int, dict], di
     """Good rows by line number, bad lines by line number, and the line count.
 
     CR, LF and CRLF each end a line; a non-blank line longer than ``max_line`` bytes
-    (its CR of a CRLF included) is bad.
+    (without its line break) is bad.
     """
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
-    data = re.sub(rb"\r(?!\n)", b"\n", data)
+    data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
     lines = data.split(b"\n")
     if data.endswith(b"\n") or not data:
         lines.pop()
