@@ -1243,13 +1243,17 @@ def _solid_lines(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     or a line break are listed, found from those bytes: a flood of blank lines then
     costs a few NumPy passes over its bytes, and no per-line arrays.
     """
-    buf, starts, ends = _lines_of(data)
-    n_lines = len(starts)
-    if n_lines <= len(data) // 32 or not n_lines:
+    buf = np.frombuffer(data, dtype=np.uint8)
+    nl = np.flatnonzero(buf == 10)
+    n_lines = len(nl) + (0 if data.endswith(b"\n") or not data else 1)
+    if n_lines <= len(data) // 32 or not len(nl):
+        buf, starts, ends = _lines_of(data)
         return buf, starts, ends, np.arange(1, n_lines + 1, dtype=np.int64), n_lines
     solid = np.flatnonzero((buf != 10) & (buf != 32) & (buf != 9) & (buf != 13))
-    idx = np.unique(np.searchsorted(ends, solid))  # the line holding each such byte
-    return buf, starts[idx], ends[idx], idx + 1, n_lines
+    idx = np.unique(np.searchsorted(nl, solid))  # the line holding each such byte
+    starts = np.where(idx > 0, nl[np.maximum(idx - 1, 0)] + 1, 0)
+    ends = np.where(idx < len(nl), nl[np.minimum(idx, len(nl) - 1)], len(data))
+    return buf, starts, ends, idx + 1, n_lines
 
 
 @dataclass
