@@ -847,11 +847,16 @@ class RunStore:
         float64; other conflicts -> string, via Arrow's cast). The ``run`` column is the
         hive partition key.
 
-        The same store from DuckDB and pandas::
+        The same store from DuckDB and pandas (``'{store}/**/*.parquet'`` works as well:
+        work in progress never lies under the store directory)::
 
             duckdb.sql(f"SELECT * FROM read_parquet('{store}/run=*/*.parquet', "
                        "hive_partitioning=true, union_by_name=true)")
             pandas.read_parquet(store, schema=RunStore(store).schema())
+
+        Every column has one type in every run (see the module docstring), so
+        ``pyarrow.unify_schemas`` with default promotion and Spark's
+        ``mergeSchema=true`` read it too.
 
         Returns
         -------
