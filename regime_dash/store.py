@@ -398,7 +398,8 @@ class RunStore:
         """
         removed = []
         host = sanitize_name(socket.gethostname())
-        places = [d for d in self._staging_candidates() if d.is_dir()]
+        # the store root too: earlier versions staged in ".ingest-*" directories there
+        places = [d for d in (*self._staging_candidates(), self.root) if d.is_dir()]
         for place in places:
             for p in place.iterdir():
                 name = p.name.lstrip(".")
