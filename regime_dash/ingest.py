@@ -1235,10 +1235,12 @@ def _flatten_table(table: pa.Table) -> pa.Table:
     return table
 
 
-def _lines_of(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The bytes as uint8, and the start and end (exclusive, before ``\\n``) of each line."""
+def _lines_of(data: bytes, nl: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The bytes as uint8, and the start and end (exclusive, before ``\\n``) of each line
+    (``nl``: the offsets of the line breaks, when known)."""
     buf = np.frombuffer(data, dtype=np.uint8)
-    nl = np.flatnonzero(buf == 10)
+    if nl is None:
+        nl = np.flatnonzero(buf == 10)
     n_lines = len(nl) + (0 if data.endswith(b"\n") or not data else 1)
     starts = np.empty(n_lines, dtype=np.int64)
     ends = np.empty(n_lines, dtype=np.int64)
@@ -1263,7 +1265,7 @@ def _solid_lines(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     nl = np.flatnonzero(buf == 10)
     n_lines = len(nl) + (0 if data.endswith(b"\n") or not data else 1)
     if n_lines <= len(data) // 32 or not len(nl):
-        buf, starts, ends = _lines_of(data)
+        buf, starts, ends = _lines_of(data, nl)
         return buf, starts, ends, np.arange(1, n_lines + 1, dtype=np.int64), n_lines
     solid = np.flatnonzero((buf != 10) & (buf != 32) & (buf != 9) & (buf != 13))
     idx = np.unique(np.searchsorted(nl, solid))  # the line holding each such byte

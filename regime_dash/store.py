@@ -564,7 +564,6 @@ class RunStore:
                 for part in sorted(tmp.glob(f"part-*.parquet{_PART_TMP}")):
                     os.replace(part, part.with_name(part.name[: -len(_PART_TMP)]))
                 _write_json(tmp / _META, meta)
-                _fsync_dir(tmp)
                 os.replace(tmp, self._run_dir(run_id))
                 _fsync_dir(self.root)
             return _result(meta, duplicate_of=None, report=report)
@@ -630,7 +629,8 @@ class RunStore:
                 parts.close()
             for fh in (rej, conf):
                 fh.flush()
-                os.fsync(fh.fileno())
+                if fh.tell():  # an empty file has nothing to make durable
+                    os.fsync(fh.fileno())
         if PARTITION in report.columns:
             report.columns = {(_free_col(PARTITION, report.columns) if k == PARTITION else k): v
                               for k, v in report.columns.items()}
@@ -746,6 +746,14 @@ class RunStore:
         """The run's rejected lines: ``[{"line", "reason", "raw"[, "raw_base64"]}, ...]``."""
         d = self._existing_dir(run_id)
         p = d / _REJECTS
+        if not p.exists():
+            return []
+        with open(p, encoding="utf-8") as fh:
+            return [json.loads(line) for line in fh if line.strip()]
+
+    def conflicts(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's values set aside: ``[{"line", "field", "value", "type"}, ...]``."""
+        p = self._existing_dir(run_id) / _CONFLICTS
         if not p.exists():
             return []
         with open(p, encoding="utf-8") as fh:

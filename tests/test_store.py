@@ -104,8 +104,7 @@ def test_late_column_and_type_conflict_across_parts(store):
     assert str(sig.dtype) == "float64" and pd.isna(sig.iloc[301]) and sig.iloc[0] == 1.0
     assert res.rows == 302 and res.aside == [{"line": 302, "field": "risk_stack.popart.sigma",
                                               "value": '"inf?"', "type": "double"}]
-    conflicts = (store.root / f"run={res.run_id}" / "_conflicts.jsonl").read_text().splitlines()
-    assert [json.loads(x) for x in conflicts] == res.aside
+    assert store.conflicts(res.run_id) == res.aside
 
 
 def test_load_projection_and_sorting(store):
