@@ -208,28 +208,10 @@ def cli_args(*args: str) -> list[str]:
     return [sys.executable, "-m", "regime_dash", *args]
 
 
-#: The Runs page's upload path in a child: AppTest runs the real page script, which
-#: ingests argv[2] (handed over as streamlit's UploadedFile) into the store argv[1].
-_APP_UPLOAD = """
-import os, sys
-os.environ["REGIME_DASH_STORE"] = sys.argv[1]
-from streamlit.testing.v1 import AppTest
-at = AppTest.from_file(sys.argv[3], default_timeout=3600).run()
-with open(sys.argv[2], "rb") as fh:
-    data = fh.read()
-at.file_uploader(key="runs.upload").set_value((os.path.basename(sys.argv[2]), data, "application/gzip")).run()
-del data
-print("EXC", [e.message for e in at.exception])
-print("EXPANDERS", [e.label for e in at.expander])
-print("ERRORS", [e.value for e in at.error])
-"""
-
-
 def app_upload_args(store: str | os.PathLike, path: str | os.PathLike) -> list[str]:
-    """A child that uploads ``path`` through the Runs page into ``store``; run it from the
-    repository root."""
-    app = Path(__file__).resolve().parents[2] / "app.py"
-    return [sys.executable, "-c", _APP_UPLOAD, str(store), str(path), str(app)]
+    """A child that uploads ``path`` through the Runs page into ``store``
+    (:mod:`regime_dash.ui.upload_probe`); run it from the repository root."""
+    return [sys.executable, "-m", "regime_dash.ui.upload_probe", str(store), str(path)]
 
 
 def bomb_peaks(work: Path, expanded_gib: float) -> dict[str, Any]:
