@@ -1855,16 +1855,23 @@ def _settle_pending(table: pa.Table, pending: list, types: dict[str, pa.DataType
             continue
         extra = by_col.get(f.name, ())
         run = types.get(f.name)
-        target = f.type if run is None or pa.types.is_null(run) else run
-        for t in [f.type] + [_value_type(v) for _l, v in extra]:
-            if t is not None and not pa.types.is_null(target) and _type_kind(t) == _type_kind(target):
-                target = _join(target, t) or target
-            elif t is not None and pa.types.is_null(target):
-                target = t
+        col = table.column(i)
+        firsts = [(line, _value_type(v)) for line, v in extra]
+        if len(col) > col.null_count:
+            row = pc.index(col.is_valid(), True).as_py()
+            firsts.append((table.column(LINE_COLUMN)[row].as_py(), f.type))
+        firsts.sort(key=lambda x: x[0])
+        seen = [(t, 1) for _l, t in firsts]
+        if run is None or pa.types.is_null(run):
+            target = _first_type(seen)  # the kind of the column's first value in the file
+        else:
+            target = run
+            for t, _n in seen:  # widened within its kind only
+                if t is not None and _type_kind(t) == _type_kind(target):
+                    target = _join(target, t) or target
         if not pa.types.is_null(target):
             types[f.name] = target
-        col = table.column(i)
-        if f.type != target:
+        if f.type != target and not pa.types.is_null(target):
             col, a, c = conform_column(col, target, table.column(LINE_COLUMN).to_numpy(), f.name, False)
             aside.extend(a)
             _merge_counts(coerced, c)
