@@ -846,11 +846,13 @@ def _assemble(pieces: list[pa.Table], fixed: Mapping[str, pa.DataType], pending:
     coerced: dict[str, dict[str, int]] = {}
     out = []
     for t in pieces:
+        lines = None
         for i, f in enumerate(t.schema):
             target = targets.get(f.name)
             if target is None or f.type == target:
                 continue
-            lines = t.column(LINE_COLUMN).to_numpy()
+            if lines is None:
+                lines = t.column(LINE_COLUMN).to_numpy()
             if f.name in fixed:
                 col, a, c = conform_column(t.column(i), target, lines, f.name)
                 aside.extend(a)
@@ -1480,7 +1482,7 @@ def _parse_chunk(data: bytes | _TooLong, final_unterminated: bool, hints: _Hints
     if isinstance(data, _TooLong):
         return _Chunk(pa.table({LINE_COLUMN: pa.array([], pa.int64())}),
                       [Reject(1, too_long_reason(data.size, max_line))], 0, 1)
-    data = _lf(data)  # CR, LF and CRLF all end a line
+    # CR and CRLF arrive as LF: _read_chunks turned them into it
     try:
         return _parse_lines(data, final_unterminated, hints, fixed, max_line)
     except Exception as e:  # noqa: BLE001 - the last line of defence: nothing escapes ingest
