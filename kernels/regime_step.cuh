@@ -262,36 +262,11 @@ __device__ __forceinline__ void scalar_step(float* isv, int boundary, float cool
     eval_warmup_decay_step(isv);
 }
 
-// ---- the per-replay summary fold (twin of regime_dash/engine/summary.py accumulate) ----
 // Snapshot column j of a step is isv[SNAP_SLOT(j)]: SNAP_SLOT_<j> (the layout's
 // diag snapshot slots) come from the loader's defines, SNAP_* positions and
-// N_SUMMARY from summary.DEFINES. acc has N_SUMMARY + 1 doubles (the last:
-// the previous step's timeout flag).
+// N_SUMMARY from summary.DEFINES. The summary fold itself (the twin of
+// regime_dash/engine/summary.py accumulate) is SummaryAcc in replay_sweep.cu.
 #define SNAP_SLOT_(j) SNAP_SLOT_##j
 #define SNAP_SLOT(j) SNAP_SLOT_(j)
 
-__device__ __forceinline__ void accumulate_summary(double* acc, const float* isv) {
-    const float flag = isv[SNAP_SLOT(SNAP_FLAG)];
-    const float timeout = isv[SNAP_SLOT(SNAP_TIMEOUT)];
-    const double kelly = (double)isv[SNAP_SLOT(SNAP_KELLY)];
-    const float sigma = isv[SNAP_SLOT(SNAP_SIGMA)];
-    const float envelope = isv[SNAP_SLOT(SNAP_ENVELOPE)];
-    if (flag != 0.0f) acc[0] += 1.0;
-    const double duration = (double)isv[SNAP_SLOT(SNAP_DURATION)];
-    if (duration > acc[1]) acc[1] = duration;
-    if (timeout != 0.0f) {
-        acc[3] += 1.0;
-        if (acc[N_SUMMARY] == 0.0) acc[2] += 1.0;
-    }
-    acc[N_SUMMARY] = (timeout != 0.0f) ? 1.0 : 0.0;
-    if (isv[SNAP_SLOT(SNAP_RECENCY)] == 0.0f) acc[4] += 1.0;
-    if (sigma == envelope && envelope > sqrtf(isv[SNAP_SLOT(SNAP_VAR)])) acc[5] += 1.0;
-    if (isv[SNAP_SLOT(SNAP_TAU_MIN_EFF)] > isv[SNAP_SLOT(SNAP_TAU_MIN)]) acc[6] += 1.0;
-    if (kelly < acc[7]) acc[7] = kelly;
-    acc[8] += kelly;
-    if (kelly == 0.0) acc[9] += 1.0;
-    if ((double)sigma > acc[10]) acc[10] = (double)sigma;
-    const double eps = (double)isv[SNAP_SLOT(SNAP_EPS_LIVE)];
-    if (eps < acc[11]) acc[11] = eps;
-}
 #endif  // REGIME_DASH_REGIME_STEP_CUH

@@ -1,8 +1,9 @@
 // replay_scan — phase 2 of the fast replay: the scalar state machine over all
 // T steps, calling regime_step.cuh's functions (the same the per-step kernels
-// call) on the shared phase-1 stats and the per-step stream inputs. In both
-// kernels below the chain of one scenario runs in ONE thread; the warp kernel's
-// other lanes only move data (inputs in, snapshot rows out).
+// call) on the shared phase-1 stats and the per-step stream inputs, for the
+// single replay (sweeps of many scenarios run replay_sweep.cu). The chain of
+// one scenario runs in ONE thread; the warp's other lanes only move data
+// (inputs in, snapshot rows out).
 //
 // Each scenario has its own ISV row (isv_rows [S, ISV_SIZE], updated in place
 // to the final state) and its own re-bootstrap row (boot_rows [S, ISV_SIZE]).
@@ -13,19 +14,9 @@
 // slots are spilled to a scratch array, the runtime reset plan
 // (reset_session_state_apply) runs on it, and they are read back.
 //
-// replay_scan: one thread per scenario (the sweep). Outputs, each optional:
-//   keep_slot[s] >= 0: write scenario s's [T, N_SNAP] snapshot at
-//                      snap_out[keep_slot[s]];
-//   do_acc:            fold every step's snapshot row into acc[s] (float64,
-//                      N_SUMMARY + 1; initialized by the host) — mode b, the
-//                      sweep, which never materializes trajectories;
-//   do_norm:           scenario 0 writes (μ_new, σ_new, μ_old, σ_old) of each
-//                      step to norm_params [T, 4] for replay_normalize.
-// Launch: <<<ceil(S / 64), 64>>>.
-//
 // replay_scan_warp: one warp per scenario, for the single replay (mode a: the
 // snapshot and norm_params, no accumulators). Lane 0 runs the chain with the
-// same scalar_step as replay_scan's thread; the 32 lanes load the next
+// scalar_step; the 32 lanes load the next
 // SCAN_BATCH steps' inputs with coalesced loads, issued into registers before
 // lane 0 starts the current batch so that they are in flight while it runs
 // (the registers are the second buffer), compute each step's state-free
@@ -36,30 +27,7 @@
 // no global store.
 // Launch: <<<S, 32>>>.
 #include "regime_step.cuh"
-
-// One step's inputs: phase-1 stats and the stream's per-step scalars.
-struct ScanStepInputs {
-    int boundary, flat;
-    float cooldown, worst, kelly_edge, tau_action, v_sum, v_ssq, v_max;
-};
-
-__device__ __forceinline__ ScanStepInputs load_step_inputs(
-    int t, const float* __restrict__ stats, const int* __restrict__ flat,
-    const float* __restrict__ cooldown, const float* __restrict__ worst,
-    const float* __restrict__ kelly_edge, const float* __restrict__ tau_action,
-    const int* __restrict__ boundary) {
-    ScanStepInputs in;
-    in.boundary = boundary[t];
-    in.flat = flat[t];
-    in.cooldown = cooldown[t];
-    in.worst = worst[t];
-    in.kelly_edge = kelly_edge[t];
-    in.tau_action = tau_action[t];
-    in.v_sum = stats[(long long)t * 3 + 0];
-    in.v_ssq = stats[(long long)t * 3 + 1];
-    in.v_max = stats[(long long)t * 3 + 2];
-    return in;
-}
+#include "replay_inputs.cuh"
 
 // The reset a boundary runs: spill the register-held slots to a scratch
 // array, apply the layout's runtime reset plan, read them back.
@@ -81,98 +49,13 @@ struct RegisterReset {
     }
 };
 
-extern "C" __global__ void replay_scan(
-    float* __restrict__ isv_rows,            // [S, ISV_SIZE] in/out
-    const float* __restrict__ boot_rows,     // [S, ISV_SIZE]
-    int n_scen,
-    int n_steps,
-    int b_size,
-    const int* __restrict__ r_idx,
-    const int* __restrict__ r_code,
-    const int* __restrict__ r_src,
-    int n_reset,
-    const float* __restrict__ stats,         // [T, 3] phase 1: Σr, Σr², max|r|
-    const int* __restrict__ flat,            // [T]    phase 1: flat count
-    const float* __restrict__ cooldown,      // [T]
-    const float* __restrict__ worst,         // [T]
-    const float* __restrict__ kelly_edge,    // [T]
-    const float* __restrict__ tau_action,    // [T]
-    const int* __restrict__ boundary,        // [T]
-    const int* __restrict__ keep_slot,       // [S]
-    float* __restrict__ snap_out,            // [K, T, N_SNAP]
-    double* __restrict__ acc_out,            // [S, N_SUMMARY + 1]
-    int do_acc,
-    float* __restrict__ norm_params,         // [T, 4]
-    int do_norm
-) {
-    const int s = blockIdx.x * blockDim.x + threadIdx.x;
-    if (s >= n_scen) return;
-
-    float* row = isv_rows + (long long)s * ISV_SIZE;
-    const float* boot = boot_rows + (long long)s * ISV_SIZE;
-    float isv[ISV_SIZE];  // constant indices only: registers
-#define X(i) isv[i] = row[i];
-    ISV_SLOT_LIST
-#undef X
-
-    const RegisterReset reset{boot, r_idx, r_code, r_src, n_reset};
-
-    double acc[N_SUMMARY + 1];
-    double* acc_row = acc_out + (long long)s * (N_SUMMARY + 1);
-    if (do_acc) {
-        for (int k = 0; k <= N_SUMMARY; ++k) acc[k] = acc_row[k];
-    }
-    const int slot = keep_slot[s];
-    float* snap = (slot >= 0) ? snap_out + (long long)slot * n_steps * N_SNAP : nullptr;
-    const int write_norm = do_norm && s == 0;
-
-    // The inputs do not depend on the state: load step t+1's while step t runs,
-    // so the scan's serial chain does not wait on global-memory latency.
-    ScanStepInputs next = load_step_inputs(0, stats, flat, cooldown, worst, kelly_edge,
-                                           tau_action, boundary);
-    for (int t = 0; t < n_steps; ++t) {
-        const ScanStepInputs in = next;
-        if (t + 1 < n_steps) {
-            next = load_step_inputs(t + 1, stats, flat, cooldown, worst, kelly_edge, tau_action,
-                                    boundary);
-        }
-        float mean, sigma;
-        scalar_step(isv, in.boundary, in.cooldown, in.worst, in.kelly_edge, in.tau_action,
-                    in.v_sum, in.v_ssq, in.v_max, in.flat, b_size, reset, mean, sigma);
-        if (snap != nullptr) {
-            float* out = snap + (long long)t * N_SNAP;
-#define S(j) out[j] = isv[SNAP_SLOT_##j];
-            SNAP_SLOT_LIST
-#undef S
-        }
-        if (do_acc) accumulate_summary(acc, isv);
-        if (write_norm) {
-            norm_params[(long long)t * 4 + 0] = mean;
-            norm_params[(long long)t * 4 + 1] = sigma;
-            norm_params[(long long)t * 4 + 2] = isv[POPART_PREV_MEAN_INDEX];
-            norm_params[(long long)t * 4 + 3] = isv[POPART_PREV_SIGMA_INDEX];
-        }
-    }
-
-#define X(i) row[i] = isv[i];
-    ISV_SLOT_LIST
-#undef X
-    if (do_acc) {
-        for (int k = 0; k <= N_SUMMARY; ++k) acc_row[k] = acc[k];
-    }
-}
-
 // ---- replay_scan_warp: the single replay, one warp per scenario ----
 #define SCAN_BATCH 32  // steps per batch: one per lane
 
-// The state-free part of a step moves to the loading lanes: popart_stats_update
-// starts with v_sum / b and v_ssq / b, and regime_observer_step uses b only in
-// flat_count == b. A lane computes those two quotients (the same IEEE division
-// of the same operands, so the same bits) and the flag flat_count == b for its
-// step, and lane 0 calls the unchanged scalar_step with (quotients, flag,
-// b_size = 1): x / 1.0f == x exactly, and flag == 1 iff flat_count == b. The
-// two divisions, each a long dependent sequence for one thread, so leave the
-// serial chain. -DSCAN_WARP_PREDIVIDE=0 keeps them in the chain (for timing).
+// The loading lanes take the state-free quotients off lane 0's chain
+// (predivided_step_inputs, replay_inputs.cuh): two divisions, each a long
+// dependent sequence for one thread. -DSCAN_WARP_PREDIVIDE=0 keeps them in the
+// chain (for timing).
 #ifndef SCAN_WARP_PREDIVIDE
 #define SCAN_WARP_PREDIVIDE 1
 #endif
@@ -182,49 +65,13 @@ __device__ __forceinline__ ScanStepInputs warp_step_inputs(
     const float* __restrict__ cooldown, const float* __restrict__ worst,
     const float* __restrict__ kelly_edge, const float* __restrict__ tau_action,
     const int* __restrict__ boundary) {
-    ScanStepInputs in = load_step_inputs(t, stats, flat, cooldown, worst, kelly_edge,
-                                         tau_action, boundary);
 #if SCAN_WARP_PREDIVIDE
-    const float b = (float)b_size;  // as popart_stats_update
-    in.v_sum = in.v_sum / b;
-    in.v_ssq = in.v_ssq / b;
-    in.flat = (in.flat == b_size) ? 1 : 0;
+    return predivided_step_inputs(t, b_size, stats, flat, cooldown, worst, kelly_edge, tau_action,
+                                  boundary);
+#else
+    return load_step_inputs(t, stats, flat, cooldown, worst, kelly_edge, tau_action, boundary);
 #endif
-    return in;
 }
-
-// A batch of step inputs in shared memory, one array per field (lane j writes
-// element j: no bank conflicts).
-struct ScanBatchInputs {
-    int boundary[SCAN_BATCH], flat[SCAN_BATCH];
-    float cooldown[SCAN_BATCH], worst[SCAN_BATCH], kelly_edge[SCAN_BATCH],
-        tau_action[SCAN_BATCH], v_sum[SCAN_BATCH], v_ssq[SCAN_BATCH], v_max[SCAN_BATCH];
-
-    __device__ __forceinline__ void put(int j, const ScanStepInputs& in) {
-        boundary[j] = in.boundary;
-        flat[j] = in.flat;
-        cooldown[j] = in.cooldown;
-        worst[j] = in.worst;
-        kelly_edge[j] = in.kelly_edge;
-        tau_action[j] = in.tau_action;
-        v_sum[j] = in.v_sum;
-        v_ssq[j] = in.v_ssq;
-        v_max[j] = in.v_max;
-    }
-    __device__ __forceinline__ ScanStepInputs get(int j) const {
-        ScanStepInputs in;
-        in.boundary = boundary[j];
-        in.flat = flat[j];
-        in.cooldown = cooldown[j];
-        in.worst = worst[j];
-        in.kelly_edge = kelly_edge[j];
-        in.tau_action = tau_action[j];
-        in.v_sum = v_sum[j];
-        in.v_ssq = v_ssq[j];
-        in.v_max = v_max[j];
-        return in;
-    }
-};
 
 extern "C" __global__ void replay_scan_warp(
     float* __restrict__ isv_rows,            // [S, ISV_SIZE] in/out
@@ -248,7 +95,7 @@ extern "C" __global__ void replay_scan_warp(
     float* __restrict__ norm_params,         // [T, 4]
     int do_norm
 ) {
-    __shared__ ScanBatchInputs batch;
+    __shared__ StepBatch<SCAN_BATCH> batch;
     __shared__ float snap_stage[SCAN_BATCH * N_SNAP];
     __shared__ float norm_stage[SCAN_BATCH * 4];
 

@@ -50,7 +50,12 @@ class RegimeConfig:
     Attributes
     ----------
     max_duration
-        Dead-zone steps before TIMEOUT_FLAG fires (spec: 1000).
+        TIMEOUT_FLAG fires once DURATION, the count of *consecutive* dead-zone
+        steps, exceeds it (spec: 1000). With resurrection (F2) on, ``kelly_f = ε``
+        clears the flag on the next step, so DURATION cycles 0/1 and the timeout
+        never fires however long the dead zone lasts: the field then has no
+        effect (finding ``timeout_unreachable``; docs/SPEC_NOTES.md). Only a dead
+        zone that persists without a break (F2 off, or no override) times out.
     eps_min, eps_max
         ε_recovery right after a tail event and once recovered (spec: 0.05, 0.50).
     n_recovery

@@ -69,6 +69,11 @@ FLAT_COUNT = P + "positions.flat_count"
 B_SIZE = P + "positions.b_size"
 META_COLUMNS = ("step", "fold", "phase", "wall_time")
 
+#: Feature-switch columns a replay writes (F2, F4, F5), one constant 0/1 per row. The switches are ISV
+#: config slots, so a file that carries them says which features ran, and the checks need not infer it
+#: from the rows (as the controller modules write their ``<prefix>config.*`` constants).
+SWITCH_COLUMNS: dict[str, str] = {name: P + "config." + name for name in ("resurrection", "envelope", "tau_boost")}
+
 #: Columns that are integers in a frame (the rest of the diag columns are float32, like the ISV).
 INT_COLUMNS = {"step": np.int64, "fold": np.int32, FLAT_COUNT: np.int32, B_SIZE: np.int32}
 
@@ -89,7 +94,7 @@ def fold_and_phase(boundary: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def frame_from_snapshot(snap: np.ndarray, flat_count: np.ndarray, b_size: int, step: np.ndarray,
-                        boundary: np.ndarray) -> pd.DataFrame:
+                        boundary: np.ndarray, config: Any = None) -> pd.DataFrame:
     """Build a replay frame from an engine's per-step snapshot.
 
     Parameters
@@ -102,6 +107,9 @@ def frame_from_snapshot(snap: np.ndarray, flat_count: np.ndarray, b_size: int, s
         Accounts in the batch.
     step, boundary
         From the replayed stream.
+    config
+        The replay's :class:`~regime_dash.config.RegimeConfig` (or a mapping holding its switches):
+        its feature switches become the :data:`SWITCH_COLUMNS` (left out when ``None``).
     """
     fold, phase = fold_and_phase(boundary)
     cols: dict[str, Any] = {"step": np.asarray(step, dtype=np.int64), "fold": fold, "phase": phase}
@@ -110,6 +118,11 @@ def frame_from_snapshot(snap: np.ndarray, flat_count: np.ndarray, b_size: int, s
     cols[FLAT_COUNT] = np.asarray(flat_count, dtype=np.int32)
     cols[B_SIZE] = np.full(len(step), b_size, dtype=np.int32)
     ordered = ["step", "fold", "phase"] + [c for c, _ in DIAG_FIELDS]
+    if config is not None:
+        for name, col in SWITCH_COLUMNS.items():
+            on = config[name] if isinstance(config, Mapping) else getattr(config, name)
+            cols[col] = np.full(len(step), float(bool(on)), dtype=np.float32)
+            ordered.append(col)
     return pd.DataFrame({c: cols[c] for c in ordered})
 
 
@@ -119,7 +132,7 @@ def coerce(frame: pd.DataFrame) -> pd.DataFrame:
     Columns this module does not know are left as they are.
     """
     out = frame.copy()
-    known = set(SNAPSHOT_COLUMNS)
+    known = set(SNAPSHOT_COLUMNS) | set(SWITCH_COLUMNS.values())
     for col in out.columns:
         if col in INT_COLUMNS and out[col].notna().all():
             out[col] = out[col].astype(INT_COLUMNS[col])

@@ -40,6 +40,23 @@ class StreamError(ValidationError):
     """A replay input stream has the wrong shape, dtype or values."""
 
 
+class StreamErrors(StreamError):
+    """Every problem a lazy stream validation found, raised at once (pandera's ``SchemaErrors``).
+
+    Parameters
+    ----------
+    errors
+        The problems, each a :class:`StreamError` naming its field and value;
+        ``field`` and ``value`` are the first one's.
+    """
+
+    def __init__(self, errors: list[StreamError]):
+        self.errors = list(errors)
+        lines = "".join(f"\n  - {e}" for e in self.errors)
+        super().__init__(f"{len(self.errors)} problem(s) in the stream:{lines}", field=self.errors[0].field,
+                         value=self.errors[0].value)
+
+
 class SlotLayoutError(ValidationError):
     """An ISV slot layout (or an imported ``isv_slots.rs``) is unusable."""
 
@@ -97,3 +114,22 @@ class KernelCompileError(RegimeDashError):
         super().__init__(message)
         self.kernel = kernel
         self.log = log
+
+
+class ExportError(RegimeDashError):
+    """A view could not be written as a download (CSV or Parquet); says which column and why.
+
+    Parameters
+    ----------
+    message
+        What failed, quoting the column and the reason.
+    column
+        The column that could not be written, when one is to blame.
+    format
+        ``parquet`` or ``csv``.
+    """
+
+    def __init__(self, message: str, *, column: str | None = None, format: str | None = None):
+        super().__init__(message)
+        self.column = column
+        self.format = format

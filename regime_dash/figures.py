@@ -22,6 +22,7 @@ import pandas as pd
 
 from regime_dash import diag
 from regime_dash.errors import ValidationError
+from regime_dash.figures_overlay import NONFINITE_COLOUR, break_at_nonfinite, nonfinite_points
 
 P, R = diag.P, diag.R
 
@@ -286,13 +287,21 @@ def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, s
                                          showlegend=False, legendgroup=label,
                                          name=f"{label} {name} min/max"),
                               row=row, col=1, secondary_y=secondary)
-        fig.add_trace(go.Scatter(x=_plot_x(red.x, x), y=red.y, mode="lines",
+        lx, ly = break_at_nonfinite(red.x, red.y, xs, y)  # the line breaks at NaN/±Inf, never drawn through
+        fig.add_trace(go.Scatter(x=_plot_x(lx, x), y=ly, mode="lines",
                                  line=dict(color=colour, dash=dash, width=width),
                                  name=label if first[0] else f"{label} {name}",
                                  legendgroup=label, showlegend=first[0],
                                  hovertemplate=f"{label} {name}: %{{y:.6g}}<extra></extra>"),
                       row=row, col=1, secondary_y=secondary)
         first[0] = False
+        nx, ny, words = nonfinite_points(xs, y)
+        if len(nx):  # a visible marker whose hover says what the value was
+            fig.add_trace(go.Scatter(x=_plot_x(nx, x), y=ny, mode="markers", text=words,
+                                     marker=dict(symbol="x", size=9, color=NONFINITE_COLOUR),
+                                     name=f"{label} {name} non-finite", legendgroup=label, showlegend=False,
+                                     hovertemplate=f"{label} {name}: %{{text}}<extra></extra>"),
+                          row=row, col=1, secondary_y=secondary)
 
     def shade(row, flag, top, name):
         if flag is None or top is None or not np.isfinite(top):
@@ -370,8 +379,10 @@ def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, s
 def sweep_heatmap(table: pd.DataFrame, x_field: str, y_field: str, metric: str):
     """Heatmap of ``metric`` over a two-field sweep table (one row per config).
 
-    Each cell's ``customdata`` holds the row's position in ``table`` so a click
-    can open that replay.
+    Plotly selects points, not heatmap cells, so each cell also carries a
+    transparent square marker at its centre whose ``customdata[0]`` is the
+    row's position in ``table``: clicking a cell selects its marker, and the
+    page opens that replay. The marker draws a light square on the chosen cell.
     """
     import plotly.graph_objects as go
 
@@ -384,13 +395,25 @@ def sweep_heatmap(table: pd.DataFrame, x_field: str, y_field: str, metric: str):
     row_of = np.full((len(ys), len(xs)), -1, dtype=np.int64)
     xi = np.searchsorted(xs, table[x_field].to_numpy())
     yi = np.searchsorted(ys, table[y_field].to_numpy())
-    z[yi, xi] = table[metric].to_numpy(dtype=np.float64)
+    values = table[metric].to_numpy(dtype=np.float64)
+    z[yi, xi] = values
     row_of[yi, xi] = np.arange(len(table))
     fig = go.Figure(go.Heatmap(x=xs, y=ys, z=z, customdata=row_of, colorscale="Viridis",
-                               colorbar=dict(title=metric),
-                               hovertemplate=f"{x_field}=%{{x}}<br>{y_field}=%{{y}}<br>{metric}=%{{z}}"
-                                             "<extra></extra>"))
-    fig.update_layout(xaxis_title=x_field, yaxis_title=y_field, height=460,
+                               colorbar=dict(title=metric), hoverinfo="skip"))
+    # a marker about the size of a cell (on a plot some 600 × 380 px), so a click anywhere near
+    # the cell's centre selects it
+    size = int(max(10, min(60, 0.9 * min(600 / len(xs), 380 / len(ys)))))
+    fig.add_trace(go.Scatter(
+        x=table[x_field].to_numpy(), y=table[y_field].to_numpy(), mode="markers", showlegend=False,
+        # plain lists, not an array: the browser's selection event then carries [row, value] per point
+        name="cells", customdata=[[i, float(v)] for i, v in enumerate(values)],
+        marker=dict(symbol="square", size=size,
+                    color="rgba(255,255,255,0)", line=dict(width=0)),
+        selected=dict(marker=dict(color="rgba(255,255,255,0.45)")),
+        unselected=dict(marker=dict(opacity=1)),
+        hovertemplate=f"{x_field}=%{{x}}<br>{y_field}=%{{y}}<br>{metric}=%{{customdata[1]:g}}"
+                      "<br>click to open this replay<extra></extra>"))
+    fig.update_layout(xaxis_title=x_field, yaxis_title=y_field, height=460, clickmode="event+select",
                       margin=dict(l=60, r=20, t=30, b=50))
     return fig
 
@@ -408,4 +431,26 @@ def sweep_line(table: pd.DataFrame, x_field: str, metric: str):
                                hovertemplate=f"{x_field}=%{{x}}<br>{metric}=%{{y}}<extra></extra>"))
     fig.update_layout(xaxis_title=x_field, yaxis_title=metric, height=420,
                       margin=dict(l=60, r=20, t=30, b=50))
+    return fig
+
+
+#: Colour of each kind of mark :func:`mark_steps` draws (config changes, injections).
+MARK_COLOURS = {"config": "#7f7f7f", "shock": "#d62728", "flat": "#ff7f0e", "boundary": "#9467bd"}
+
+
+def mark_steps(fig, marks: Sequence[tuple[float, str, str]]):
+    """Draw a vertical line through every panel at each ``(step, kind, label)`` of ``marks``.
+
+    ``kind`` picks the colour (:data:`MARK_COLOURS`); ``label`` is written at the
+    top of the figure, so a live run's chart shows where each config change or
+    injection took effect. Returns ``fig``.
+    """
+    for step, kind, label in marks:
+        colour = MARK_COLOURS.get(kind, "#7f7f7f")
+        fig.add_shape(type="line", x0=step, x1=step, xref="x", y0=0, y1=1, yref="paper",
+                      line=dict(color=colour, width=1, dash="dot"), name=f"{kind} at {step}: {label}")
+        short = label if len(label) <= 32 else label[:31] + "…"
+        fig.add_annotation(x=step, xref="x", y=1, yref="paper", yanchor="bottom", xanchor="left", text=short,
+                           showarrow=False, font=dict(size=10, color=colour), hovertext=label,
+                           name=f"mark {kind}")
     return fig

@@ -35,20 +35,18 @@ is the same on every engine, whatever was injected before.
 """
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Protocol
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 from regime_dash import diag
 from regime_dash.config import RegimeConfig
-from regime_dash.engine import (ENGINES, engine_status, initial_isv, resolve_engine,
-                                snapshot_indices)
-from regime_dash.engine import reference
-from regime_dash.errors import EngineUnavailable, ValidationError
+from regime_dash.engine import initial_isv
+from regime_dash.engine.steppers import StepEngine, StepInputs, make_stepper
+from regime_dash.errors import ValidationError
 from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
 from regime_dash.streams import Stream
 
@@ -335,127 +333,6 @@ def stream_of(steps: list[MarketStep], boundary: list[bool]) -> Stream:
                   boundary=np.array(boundary, bool), step=np.arange(len(steps), dtype=np.int64))
 
 
-# ---- the engine, one step at a time ------------------------------------------------
-@dataclass(frozen=True)
-class StepInputs:
-    """The per-step scalars of a stream row (float32, as the ISV holds them)."""
-
-    boundary: bool
-    cooldown: np.float32
-    worst: np.float32
-    kelly_edge: np.float32
-    tau_action: np.float32
-    step: int
-
-
-class StepEngine(Protocol):
-    """Runs the spec's kernels for one step; the pluggable half of the closed loop."""
-
-    name: str
-
-    def step(self, rewards: np.ndarray, lots: np.ndarray, inputs: StepInputs) -> tuple[np.ndarray, int]:
-        """Run one step; return (snapshot row float32[len(SNAPSHOT_SLOTS)], flat count)."""
-
-    @property
-    def isv(self) -> np.ndarray:
-        """The ISV buffer after the last step (a copy)."""
-
-
-class ReferenceStepper:
-    """The reference engine's step functions, called directly (no per-step Stream).
-
-    Does what one iteration of :func:`regime_dash.engine.reference.run` does,
-    by calling the same functions, minus the PopArt normalization pass (the
-    simulator does not use normalized rewards).
-    """
-
-    name = "reference"
-
-    def __init__(self, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout):
-        self._isv = isv0.copy()
-        self._boot = boot
-        self._ix = reference.index_table(layout)
-        self._plan = layout.reset_plan()
-        self._snap_idx = snapshot_indices(layout)
-
-    def step(self, rewards: np.ndarray, lots: np.ndarray, inputs: StepInputs) -> tuple[np.ndarray, int]:
-        v_sum, v_ssq, v_max = reference.block_reduce_stats(rewards)
-        flat = int(np.count_nonzero(lots == 0))  # rl_regime_flat_count
-        row = np.empty(self._snap_idx.shape[0], dtype=np.float32)
-        reference.scalar_step(self._isv, self._ix, self._boot, *self._plan, self._snap_idx, row,
-                              bool(inputs.boundary), inputs.cooldown, inputs.worst, inputs.kelly_edge,
-                              inputs.tau_action, v_sum, v_ssq, v_max, flat, rewards.shape[0])
-        return row, flat
-
-    @property
-    def isv(self) -> np.ndarray:
-        return self._isv.copy()
-
-
-class BackendStepper:
-    """Any replay backend, stepped through its ``run`` contract on one-step streams.
-
-    The whole pipeline state lives in the ISV, so chaining ``run`` over
-    one-step streams, each starting from the previous call's final ISV, is the
-    same computation as one long replay. This is how the ``cuda`` (or ``fast``)
-    engine drives the live run until it offers a stepping API of its own; the
-    per-step cost is the backend's per-call overhead.
-    """
-
-    def __init__(self, engine: str, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout):
-        if engine not in ENGINES:
-            raise ValidationError(f"unknown engine {engine!r}; choose one of {list(ENGINES)}",
-                                  field="engine", value=engine)
-        reason = engine_status().get(engine)
-        if reason is not None:
-            raise EngineUnavailable(f"engine {engine!r} cannot run here: {reason}", engine=engine)
-        module, func = ENGINES[engine].split(":")
-        self._run: Callable[..., Any] = getattr(importlib.import_module(module), func)
-        self.name = engine
-        self._isv = isv0.copy()
-        self._boot = boot
-        self._layout = layout
-        self._snap_idx = snapshot_indices(layout)
-
-    def step(self, rewards: np.ndarray, lots: np.ndarray, inputs: StepInputs) -> tuple[np.ndarray, int]:
-        one = Stream(rewards=rewards[None, :], lots=lots[None, :],
-                     kelly_analytic=np.array([inputs.kelly_edge], np.float32),
-                     cooldown=np.array([inputs.cooldown], np.float32),
-                     session_pnl_worst=np.array([inputs.worst], np.float32),
-                     tau_action=np.array([inputs.tau_action], np.float32),
-                     boundary=np.array([inputs.boundary], np.bool_),
-                     step=np.array([inputs.step], np.int64))
-        snap, flat, _, _, isv = self._run(one, self._isv, self._boot, self._layout, self._snap_idx)
-        self._isv = np.asarray(isv, dtype=np.float32).copy()
-        return np.asarray(snap[0], dtype=np.float32), int(flat[0])
-
-    @property
-    def isv(self) -> np.ndarray:
-        return self._isv.copy()
-
-
-def live_engine(engine: str = "auto") -> str:
-    """The engine a live run uses for ``engine``: ``auto`` is cuda when it can run, else reference.
-
-    Measured on an H200 host (500 steps of ``adverse_regime``): the reference
-    stepper costs about 0.2 ms a step (b = 64) to 0.3 ms (b = 1024), cuda
-    through :class:`BackendStepper` about 1.4 to 1.6 ms, its per-call
-    transfers dominating. Either keeps a live page responsive; cuda is
-    preferred because it runs the real kernels in the loop.
-    """
-    if engine == "auto":
-        return "cuda" if engine_status().get("cuda") is None else "reference"
-    return resolve_engine(engine)
-
-
-def make_stepper(engine: str, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout) -> StepEngine:
-    """A :class:`StepEngine` for the engine name (``auto`` as in :func:`live_engine`)."""
-    name = live_engine(engine)
-    if name == "reference":
-        return ReferenceStepper(isv0, boot, layout)
-    return BackendStepper(name, isv0, boot, layout)
-
-
 # ---- the closed loop -----------------------------------------------------------------
 class Simulator:
     """The live run: :func:`market_step` and a :class:`StepEngine` in a closed loop.
@@ -471,9 +348,9 @@ class Simulator:
     market, schedule
         The market model and what happens when; defaults are a calm market.
     engine
-        ``reference`` (default), ``cuda``, ``fast``, ``auto`` (cuda when it can
-        run, else reference), or a ready :class:`StepEngine` built on the same
-        config and layout.
+        ``reference`` (default), ``cuda`` (the GPU stepper), ``fast``, ``auto``
+        (the faster stepper here, measured), or a ready :class:`StepEngine` built
+        on the same config and layout.
     layout
         Slot layout; default :data:`regime_dash.slots.DEFAULT_LAYOUT`.
     keep_stream
@@ -507,7 +384,8 @@ class Simulator:
         self.seed = int(seed)
         self.layout = (layout or DEFAULT_LAYOUT).validate()
         isv0, boot = initial_isv(self.config, None, self.layout)
-        self.engine = engine if not isinstance(engine, str) else make_stepper(engine, isv0, boot, self.layout)
+        self.engine = engine if not isinstance(engine, str) else make_stepper(engine, isv0, boot, self.layout,
+                                                                              self.accounts)
         self.kelly_f = float(isv0[self.layout.index("RL_KELLY_FRACTION_INDEX")])
         self.state = MarketState.start(self.market, self.accounts)
         self.t = 0
@@ -585,7 +463,7 @@ class Simulator:
         n = len(self._snap)
         snap = np.vstack(self._snap) if n else np.empty((0, len(diag.SNAPSHOT_SLOTS)), np.float32)
         frame = diag.frame_from_snapshot(snap, np.array(self._flat, np.int32), self.accounts,
-                                         np.arange(n, dtype=np.int64), np.array(self._boundary, bool))
+                                         np.arange(n, dtype=np.int64), np.array(self._boundary, bool), self.config)
         frame.attrs["layout_fingerprint"] = self.layout.fingerprint_hex()
         frame.attrs["engine"] = self.engine.name
         return frame

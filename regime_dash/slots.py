@@ -109,7 +109,8 @@ SPEC_SLOTS: tuple[Slot, ...] = (
     slot("RL_REGIME_DEAD_ZONE_DURATION_INDEX", 697, "signal", 0.0, "clear",
        "consecutive dead-zone steps; 0 outside the dead zone", producer=_OBS),
     slot("RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX", 698, "signal", 0.0, "clear",
-       "1 once the dead zone has lasted longer than MAX_DURATION (safety net)",
+       "1 once DURATION (consecutive dead-zone steps) exceeds MAX_DURATION; under F2 the dead zone "
+       "cycles and DURATION stays <= 1, so it never fires (finding timeout_unreachable)",
        producer=_OBS, consumers=(_KELLY,)),
     slot("RL_REGIME_RECOVERY_FACTOR_INDEX", 699, "signal", 1.0, "re-bootstrap",
        "min(1, tail recency / N_recovery): the ε ramp position", producer=_OBS),
@@ -140,7 +141,8 @@ SPEC_SLOTS: tuple[Slot, ...] = (
     slot("RL_KELLY_EPS_RECOVERY_N_RECOVERY_INDEX", 709, "config", 100.0, "keep",
        "steps of tail-free time for a full ε ramp", producer=_CFG, consumers=(_OBS,)),
     slot("RL_REGIME_DEAD_ZONE_MAX_DURATION_INDEX", 710, "config", 1000.0, "keep",
-       "dead-zone steps before the timeout flag stops resurrection", producer=_CFG,
+       "consecutive dead-zone steps (DURATION) above which the timeout flag stops resurrection; "
+       "unreachable while resurrection cycles the flag", producer=_CFG,
        consumers=(_OBS,)),
     # IQN τ tail boost
     slot("RL_IQN_TAU_TAIL_BOOST_FACTOR_INDEX", 711, "config", 1.5, "keep",

@@ -18,35 +18,250 @@ Fields (T steps, b accounts)
 
 Saved as Parquet (one row per step, list columns for the [T, b] arrays) or as
 ``.npz``; :func:`load` and :meth:`Stream.save` pick by suffix.
+
+:data:`SCHEMA` declares these fields as :class:`ArraySpec` records, the one
+schema type every stream uses (the controller modules' streams too, through
+:class:`regime_dash.modules.base.ModuleStream`): :func:`arrays_of` casts and
+fills, :func:`problems` lists what is wrong, :func:`check_schema` raises the
+first problem or, with ``lazy=True``, all of them at once as one
+:class:`~regime_dash.errors.StreamErrors` (pandera's lazy validation).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-from regime_dash.errors import StreamError
+from regime_dash.errors import StreamError, StreamErrors
 
-#: field -> (dtype, rank); rank 2 is [T, b]
-SCHEMA: dict[str, tuple[type, int]] = {
-    "rewards": (np.float32, 2),
-    "lots": (np.int32, 2),
-    "kelly_analytic": (np.float32, 1),
-    "cooldown": (np.float32, 1),
-    "session_pnl_worst": (np.float32, 1),
-    "tau_action": (np.float32, 1),
-    "boundary": (np.bool_, 1),
-    "step": (np.int64, 1),
-    "v_pred": (np.float32, 2),
+
+# ---- the schema of one field -------------------------------------------------------------
+@dataclass(frozen=True)
+class ArraySpec:
+    """Schema of one stream field; every stream type (the core's, each module's) is a dict of them.
+
+    Attributes
+    ----------
+    dtype
+        Exact NumPy dtype of the field.
+    rank
+        1 for per-step ``[T]``, 2 for ``[T, n]``. Every rank-2 field of a stream has the same n.
+    doc
+        What the field holds.
+    default
+        Fill value of an omitted rank-1 field; ``None`` makes the field required.
+    optional
+        The field may be ``None`` (absent).
+    lo, hi
+        Closed range every value must lie in (``None``: unbounded).
+    axis
+        What the second axis of a rank-2 field counts (for messages): ``account``, ``column``.
+
+    Float fields must be finite everywhere (a NaN or inf would poison the
+    controller state for the rest of the replay), and a field named ``step``
+    must increase strictly.
+    """
+
+    dtype: Any
+    rank: int
+    doc: str
+    default: float | None = None
+    optional: bool = False
+    lo: float | None = None
+    hi: float | None = None
+    axis: str = "column"
+
+
+#: The core stream's fields, in order (T steps, b accounts).
+SCHEMA: dict[str, ArraySpec] = {
+    "rewards": ArraySpec(np.float32, 2, "rewards after reward_scale (PopArt's input)", axis="account"),
+    "lots": ArraySpec(np.int32, 2, "open lots per account after the LobSim step", lo=0, axis="account"),
+    "kelly_analytic": ArraySpec(np.float32, 1, "full-Kelly edge p − (1−p)·L/W before the safety fraction, "
+                                "the clamp and any override", default=1.0),
+    "cooldown": ArraySpec(np.float32, 1, "drawdown cooldown steps remaining", default=0.0, lo=0),
+    "session_pnl_worst": ArraySpec(np.float32, 1, "worst session pnl across accounts", default=0.0),
+    "tau_action": ArraySpec(np.float32, 1, "IQN τ chosen by the policy, before the clamp", default=0.0),
+    "boundary": ArraySpec(np.bool_, 1, "reset_session_state runs before this step", default=False),
+    "step": ArraySpec(np.int64, 1, "trainer step numbers, strictly increasing"),
+    "v_pred": ArraySpec(np.float32, 2, "V predictions for rl_popart_v_correct", optional=True, axis="account"),
 }
-OPTIONAL = ("v_pred",)
-#: Fields that may hold NaN/inf: none. A non-finite input would poison the ISV
-#: state for the rest of the replay, so it is rejected where it enters.
-FINITE = ("rewards", "kelly_analytic", "cooldown", "session_pnl_worst", "tau_action", "v_pred")
+OPTIONAL = tuple(name for name, spec in SCHEMA.items() if spec.optional)
 
 
+def _where(index: Any, spec: ArraySpec) -> str:
+    """``step index i`` (and ``, <axis> j`` for a rank-2 field) of an np.argwhere row."""
+    i = [int(k) for k in np.atleast_1d(index)]
+    return f"step index {i[0]}" + (f", {spec.axis} {i[1]}" if len(i) > 1 else "")
+
+
+def cast(name: str, value: Any, spec: ArraySpec) -> np.ndarray:
+    """``value`` as an array of ``spec.dtype`` (as it is if it has it); raise :class:`StreamError` if it does not fit.
+
+    Booleans accept 0/1 integers; integers accept floats that hold whole numbers.
+    Values that do not survive the cast unchanged (a fractional lot, say) raise.
+    """
+    dtype = np.dtype(spec.dtype)
+    arr = np.asarray(value)
+    if arr.dtype == dtype:
+        return arr
+    if dtype.kind == "b":
+        if arr.dtype.kind not in "biu" or not np.isin(arr, (0, 1)).all():
+            raise StreamError(f"{name} must be boolean, got dtype {arr.dtype}", field=name, value=str(arr.dtype))
+        return arr.astype(np.bool_)
+    if arr.dtype.kind not in "biuf":
+        raise StreamError(f"{name} must be numeric, got dtype {arr.dtype}", field=name, value=str(arr.dtype))
+    with np.errstate(invalid="ignore"):
+        out = arr.astype(dtype)
+        same = True if dtype.kind == "f" else out.astype(np.float64) == arr.astype(np.float64)
+    if not np.all(same):
+        i = np.argwhere(~same)[0] if arr.ndim else ()
+        bad = arr[tuple(i)].item()
+        raise StreamError(f"{name} must hold whole numbers; at {_where(i, spec) if arr.ndim else 'the value'} "
+                          f"it holds {bad!r}", field=name, value=bad)
+    return out
+
+
+def arrays_of(schema: Mapping[str, ArraySpec], values: Mapping[str, Any], *,
+              lazy: bool = False) -> tuple[dict[str, np.ndarray | None], list[StreamError]]:
+    """The fields of a stream built from ``values``: each cast to its dtype, omitted ones filled.
+
+    T is the first given array's length; an omitted rank-1 field with a default
+    is that default T times, an omitted ``step`` is ``0..T-1``, any other omitted
+    field is ``None``. Returns the fields and, when ``lazy``, the cast errors
+    (whose fields are left out); otherwise the first cast error raises.
+    """
+    unknown = sorted(set(values) - set(schema))
+    if unknown:
+        raise StreamError(f"unknown stream field(s) {unknown}; expected {list(schema)}",
+                          field=unknown[0], value=unknown[0])
+    t = next((np.shape(values[n])[0] for n in schema if values.get(n) is not None and np.ndim(values[n]) >= 1),
+             None)
+    kw: dict[str, np.ndarray | None] = {}
+    errors: list[StreamError] = []
+    for name, spec in schema.items():
+        v = values.get(name)
+        if v is not None:
+            try:
+                kw[name] = cast(name, v, spec)
+            except StreamError as exc:
+                if not lazy:
+                    raise
+                errors.append(exc)
+        elif name == "step" and t is not None:
+            kw[name] = np.arange(t, dtype=np.int64)
+        elif spec.default is not None and spec.rank == 1 and t is not None:
+            kw[name] = np.full(t, spec.default, dtype=spec.dtype)
+        else:
+            kw[name] = None
+    return kw, errors
+
+
+def problems(arrays: Mapping[str, Any], schema: Mapping[str, ArraySpec], *,
+             values: bool = True) -> Iterator[StreamError]:
+    """Every way ``arrays`` breaks ``schema``, in field order, as :class:`StreamError` (not raised).
+
+    Per field: present (unless optional), a numpy array of the exact dtype and
+    rank; T steps as the first field has and, for rank 2, as many columns as the
+    first rank-2 field, neither 0. With ``values``, also finite floats, values
+    inside ``[lo, hi]`` and a strictly increasing ``step``. A field whose type,
+    dtype or rank is wrong yields that one problem only.
+    """
+    t = width = None
+    t_ref = w_ref = ""
+    for name, spec in schema.items():
+        arr = arrays.get(name)
+        if arr is None:
+            if not spec.optional:
+                yield StreamError(f"{name} is missing", field=name)
+            continue
+        if not isinstance(arr, np.ndarray):
+            yield StreamError(f"{name} must be a numpy array, got {type(arr).__name__}",
+                              field=name, value=type(arr).__name__)
+            continue
+        if arr.dtype != np.dtype(spec.dtype):
+            yield StreamError(f"{name} must have dtype {np.dtype(spec.dtype).name}, got {arr.dtype}",
+                              field=name, value=str(arr.dtype))
+            continue
+        if arr.ndim != spec.rank:
+            yield StreamError(f"{name} must have rank {spec.rank}, got shape {arr.shape}",
+                              field=name, value=arr.shape)
+            continue
+        if t is None:
+            t, t_ref = arr.shape[0], name
+            if t == 0:
+                yield StreamError(f"stream has T = 0 steps ({name} shape {arr.shape})", field=name,
+                                  value=arr.shape)
+        if spec.rank == 2 and width is None:
+            width, w_ref = arr.shape[1], name
+            if width == 0:
+                yield StreamError(f"stream has 0 {spec.axis}s ({name} shape {arr.shape})", field=name,
+                                  value=arr.shape)
+        want = (t, width) if spec.rank == 2 else (t,)
+        if arr.shape != want:
+            yield StreamError(f"{name} has shape {arr.shape}, expected {want} ({t_ref} has {t} steps"
+                              + (f", {w_ref} has {width} {spec.axis}s" if spec.rank == 2 else "") + ")",
+                              field=name, value=arr.shape)
+        if values:
+            yield from _value_problems(name, arr, spec)
+
+
+def _value_problems(name: str, arr: np.ndarray, spec: ArraySpec) -> Iterator[StreamError]:
+    if arr.dtype.kind == "f":
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            i = np.argwhere(bad)[0]
+            yield StreamError(f"{name} holds a non-finite value {float(arr[tuple(i)])!r} at {_where(i, spec)}",
+                              field=name, value=float(arr[tuple(i)]))
+    if spec.lo is not None or spec.hi is not None:
+        out = np.zeros(arr.shape, dtype=bool)
+        if spec.lo is not None:
+            out |= arr < spec.lo
+        if spec.hi is not None:
+            out |= arr > spec.hi
+        if out.any():
+            i = np.argwhere(out)[0]
+            rule = (f"lie in [{spec.lo}, {spec.hi}]" if spec.lo is not None and spec.hi is not None
+                    else f"be >= {spec.lo}" if spec.lo is not None else f"be <= {spec.hi}")
+            bad = arr[tuple(i)].item()
+            yield StreamError(f"{name} must {rule}; at {_where(i, spec)} it holds {bad!r}", field=name, value=bad)
+    if name == "step" and arr.ndim == 1 and len(arr) > 1:
+        d = np.diff(arr)
+        if (d <= 0).any():
+            i = int(np.flatnonzero(d <= 0)[0])
+            yield StreamError(f"step must increase strictly; step[{i}]={int(arr[i])} is followed by "
+                              f"step[{i + 1}]={int(arr[i + 1])}", field="step", value=int(arr[i + 1]))
+
+
+def check_schema(arrays: Mapping[str, Any], schema: Mapping[str, ArraySpec], *, lazy: bool = False,
+                 values: bool = True, found: list[StreamError] | None = None) -> None:
+    """Raise the first of :func:`problems`, or with ``lazy`` all of them (and ``found``) at once.
+
+    Raises
+    ------
+    StreamError
+        The first problem (``lazy=False``).
+    StreamErrors
+        Every problem (``lazy=True``), pandera-style: ``.errors`` lists them,
+        each naming its field and value.
+    """
+    found = list(found or [])
+    if not lazy:
+        if found:
+            raise found[0]
+        first = next(problems(arrays, schema, values=values), None)
+        if first is not None:
+            raise first
+        return
+    skip = {e.field for e in found}
+    found += problems({k: v for k, v in arrays.items() if k not in skip},
+                      {k: s for k, s in schema.items() if k not in skip}, values=values)
+    if found:
+        raise StreamErrors(found)
+
+
+# ---- the core stream ---------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class Stream:
     """A validated replay input. Construct with :meth:`Stream.make` to get dtype coercion."""
@@ -74,29 +289,21 @@ class Stream:
 
     @classmethod
     def make(cls, *, rewards, lots, kelly_analytic=None, cooldown=None, session_pnl_worst=None,
-             tau_action=None, boundary=None, step=None, v_pred=None) -> "Stream":
+             tau_action=None, boundary=None, step=None, v_pred=None, lazy: bool = False) -> "Stream":
         """Build a stream, casting to the schema's dtypes and filling omitted per-step fields.
 
         Omitted ``kelly_analytic`` is 1.0 (full edge), ``cooldown``, ``session_pnl_worst``
-        and ``tau_action`` are 0, ``boundary`` is all False and ``step`` is ``0..T-1``.
-        Values that do not survive the cast unchanged (a fractional lot, say) raise.
+        and ``tau_action`` are 0, ``boundary`` is all False and ``step`` is ``0..T-1``
+        (the :data:`SCHEMA` defaults). Values that do not survive the cast
+        unchanged (a fractional lot, say) raise. With ``lazy``, every problem is
+        collected and raised at once as :class:`~regime_dash.errors.StreamErrors`.
         """
-        rewards = _cast("rewards", rewards)
-        if rewards.ndim != 2:
-            raise StreamError(f"rewards must be [T, b], got shape {rewards.shape}",
-                              field="rewards", value=rewards.shape)
-        t = rewards.shape[0]
-        defaults = {"kelly_analytic": 1.0, "cooldown": 0.0, "session_pnl_worst": 0.0,
-                    "tau_action": 0.0, "boundary": False}
-        given = {"kelly_analytic": kelly_analytic, "cooldown": cooldown,
-                 "session_pnl_worst": session_pnl_worst, "tau_action": tau_action,
-                 "boundary": boundary}
-        kw: dict[str, Any] = {"rewards": rewards, "lots": _cast("lots", lots)}
-        for name, value in given.items():
-            kw[name] = (np.full(t, defaults[name], dtype=SCHEMA[name][0]) if value is None
-                        else _cast(name, value))
-        kw["step"] = np.arange(t, dtype=np.int64) if step is None else _cast("step", step)
-        kw["v_pred"] = None if v_pred is None else _cast("v_pred", v_pred)
+        given = dict(rewards=rewards, lots=lots, kelly_analytic=kelly_analytic, cooldown=cooldown,
+                     session_pnl_worst=session_pnl_worst, tau_action=tau_action, boundary=boundary,
+                     step=step, v_pred=v_pred)
+        kw, errors = arrays_of(SCHEMA, given, lazy=lazy)
+        if lazy:
+            check_schema(kw, SCHEMA, lazy=True, found=errors)
         return cls(**kw)
 
     def arrays(self) -> dict[str, np.ndarray]:
@@ -130,100 +337,28 @@ class Stream:
         return path
 
 
-def _cast(name: str, value: Any) -> np.ndarray:
-    dtype = SCHEMA[name][0]
-    arr = np.asarray(value)
-    if arr.dtype == dtype:
-        return arr
-    if dtype is np.bool_:
-        if arr.dtype.kind not in "biu" or not np.isin(arr, (0, 1)).all():
-            raise StreamError(f"{name} must be boolean, got dtype {arr.dtype}", field=name, value=arr.dtype)
-        return arr.astype(np.bool_)
-    if arr.dtype.kind not in "biuf":
-        raise StreamError(f"{name} must be numeric, got dtype {arr.dtype}", field=name, value=arr.dtype)
-    out = arr.astype(dtype)
-    if np.issubdtype(dtype, np.integer):
-        back = out.astype(arr.dtype)
-        mismatch = ~((back == arr) | (np.isnan(arr) if arr.dtype.kind == "f" else False))
-        if arr.dtype.kind == "f" and (mismatch.any() or np.isnan(arr).any()):
-            i = np.flatnonzero(mismatch | np.isnan(arr))[0] if arr.ndim == 1 else \
-                np.argwhere(mismatch | np.isnan(arr))[0].tolist()
-            bad = arr.reshape(-1)[np.ravel_multi_index(i, arr.shape) if arr.ndim > 1 else i]
-            raise StreamError(f"{name} must hold whole numbers; at {i} it holds {float(bad)!r}",
-                              field=name, value=bad)
-    return out
-
-
 def check_arrays(stream: Stream) -> tuple[int, int]:
     """Check every field's type, dtype, rank and shape, and that T and b are not 0; return (T, b).
 
     The part of :func:`validate` a device engine repeats before an upload, since a
     stream's arrays can be replaced after it was validated.
     """
-    for name, (dtype, rank) in SCHEMA.items():
-        arr = getattr(stream, name)
-        if arr is None:
-            if name in OPTIONAL:
-                continue
-            raise StreamError(f"{name} is missing", field=name)
-        if not isinstance(arr, np.ndarray):
-            raise StreamError(f"{name} must be a numpy array, got {type(arr).__name__}",
-                              field=name, value=type(arr).__name__)
-        if arr.dtype != dtype:
-            raise StreamError(f"{name} must have dtype {np.dtype(dtype).name}, got {arr.dtype}",
-                              field=name, value=str(arr.dtype))
-        if arr.ndim != rank:
-            raise StreamError(f"{name} must have rank {rank}, got shape {arr.shape}",
-                              field=name, value=arr.shape)
+    check_schema({name: getattr(stream, name) for name in SCHEMA}, SCHEMA, values=False)
     t, b = stream.rewards.shape
-    if t == 0:
-        raise StreamError(f"stream has T = 0 steps (rewards shape {stream.rewards.shape})", field="rewards",
-                          value=stream.rewards.shape)
-    if b == 0:
-        raise StreamError(f"stream has b = 0 accounts (rewards shape {stream.rewards.shape})", field="rewards",
-                          value=stream.rewards.shape)
-    for name, (_, rank) in SCHEMA.items():
-        arr = getattr(stream, name)
-        if arr is None:
-            continue
-        want = (t, b) if rank == 2 else (t,)
-        if arr.shape != want:
-            raise StreamError(f"{name} has shape {arr.shape}, expected {want} (rewards is {(t, b)})",
-                              field=name, value=arr.shape)
     return t, b
 
 
-def validate(stream: Stream) -> None:
-    """Check shapes, dtypes, finiteness and monotone steps; raise :class:`StreamError` naming the value."""
-    check_arrays(stream)
-    for name in FINITE:
-        arr = getattr(stream, name)
-        if arr is None:
-            continue
-        finite = np.isfinite(arr)
-        if not finite.all():
-            where = np.argwhere(~finite)[0]
-            raise StreamError(f"{name} holds a non-finite value {float(arr[tuple(where)])!r} at step index "
-                              f"{int(where[0])}" + (f", account {int(where[1])}" if arr.ndim == 2 else ""),
-                              field=name, value=float(arr[tuple(where)]))
-    if (stream.lots < 0).any():
-        i = np.argwhere(stream.lots < 0)[0]
-        raise StreamError(f"lots must be >= 0; step index {int(i[0])} account {int(i[1])} holds "
-                          f"{int(stream.lots[tuple(i)])}", field="lots", value=int(stream.lots[tuple(i)]))
-    if (stream.cooldown < 0).any():
-        i = int(np.flatnonzero(stream.cooldown < 0)[0])
-        raise StreamError(f"cooldown must be >= 0; step index {i} holds {float(stream.cooldown[i])!r}",
-                          field="cooldown", value=float(stream.cooldown[i]))
-    d = np.diff(stream.step)
-    if (d <= 0).any():
-        i = int(np.flatnonzero(d <= 0)[0])
-        raise StreamError(f"step must increase strictly; step[{i}]={int(stream.step[i])} is followed by "
-                          f"step[{i + 1}]={int(stream.step[i + 1])}", field="step",
-                          value=int(stream.step[i + 1]))
+def validate(stream: Stream, *, lazy: bool = False) -> None:
+    """Check ``stream`` against :data:`SCHEMA`; raise :class:`StreamError` naming the value.
+
+    With ``lazy``, collect every problem and raise them together as
+    :class:`~regime_dash.errors.StreamErrors`.
+    """
+    check_schema({name: getattr(stream, name) for name in SCHEMA}, SCHEMA, lazy=lazy)
 
 
-def load(path: str | Path) -> Stream:
-    """Read a stream saved by :meth:`Stream.save` (``.parquet`` or ``.npz``) and validate it."""
+def load(path: str | Path, *, lazy: bool = False) -> Stream:
+    """Read a stream saved by :meth:`Stream.save` (``.parquet`` or ``.npz``) and validate it (``lazy``: as :meth:`Stream.make`)."""
     path = Path(path)
     if not path.exists():
         raise StreamError(f"stream file {str(path)!r} does not exist", field="path", value=str(path))
@@ -252,4 +387,4 @@ def load(path: str | Path) -> Stream:
     missing = [n for n in SCHEMA if n not in data and n not in OPTIONAL]
     if missing:
         raise StreamError(f"{path.name}: missing stream field(s) {missing}", field=missing[0])
-    return Stream.make(**data)
+    return Stream.make(**data, lazy=lazy)

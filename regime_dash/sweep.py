@@ -5,9 +5,13 @@ metrics of its replay (dead-zone steps, longest duration, timeouts, tail
 events, σ-floor steps, min/mean kelly_f, max σ, ...). With the fast engine,
 phase 1 (the per-step batch sums and flat counts) is computed once for the
 whole sweep and each config runs only the scalar scan, folding its snapshot
-into a row of accumulators, so memory is O(S + T·b), never O(S·T). Configs go
-through in chunks, and the full trajectories are kept only for the configs
-named in ``keep``.
+into a row of accumulators, so memory is O(S + T·b), never O(S·T). On the GPU
+all of a shard's configs run in one launch; on the CPU in chunks. The full
+trajectories are kept only for the configs named in ``keep``.
+
+``scheduler=`` shards the configs over dask.distributed workers
+(:mod:`regime_dash.distributed`), one contiguous shard per worker; the table is
+the same as in-process, value for value.
 
 A sweep row equals :func:`summary.summarize_frame` of the single replay of
 that config, exactly: both fold the same snapshot with the same
@@ -15,7 +19,9 @@ that config, exactly: both fold the same snapshot with the same
 """
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
+import operator
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -35,9 +41,6 @@ from regime_dash.streams import Stream
 #: Scenarios per chunk on the CPU: bounds the [chunk, n_isv] initial-state rows
 #: (4096 × 716 float32 × 2 ≈ 23 MB) whatever S is.
 CPU_CHUNK = 4096
-#: Scenarios per chunk on the GPU. ``fast_gpu.sweep_summaries`` runs its own
-#: phase 1 per call, so one chunk up to this size keeps it to one phase 1.
-GPU_CHUNK = 16384
 
 Progress = Callable[[int, int], None]
 
@@ -93,47 +96,114 @@ def expand_configs(configs: Sequence[RegimeConfig] | Mapping[str, Any],
         a value out of its domain, or an element of the list that is not a RegimeConfig.
     """
     if isinstance(configs, Mapping):
-        valid = field_names()
-        unknown = [k for k in configs if k not in valid]
-        if unknown:
-            raise ConfigError(f"unknown config field(s) {unknown} in the sweep grid; "
-                              f"valid fields: {', '.join(valid)}", field=str(unknown[0]), value=unknown[0])
-        axes = []
-        for name, values in configs.items():
-            vals = [values] if isinstance(values, (str, bytes)) or not isinstance(values, Iterable) \
-                else list(values)
-            if not vals:
-                raise ConfigError(f"sweep grid field {name!r} has no values", field=name, value=values)
-            axes.append(vals)
-        base = RegimeConfig() if base is None else base
-        fixed = {n: getattr(base, n) for n in valid}
-        names = list(configs)
-        # fields were checked above; the constructor validates each combination's values
-        return [RegimeConfig(**{**fixed, **dict(zip(names, combo))}) for combo in itertools.product(*axes)]
+        return _Grid.of(configs, base).expand(0, None)
     if isinstance(configs, (str, bytes)) or not isinstance(configs, Iterable):
         raise ConfigError(f"configs must be a list of RegimeConfig or a dict field -> values, "
                           f"got {type(configs).__name__}", field="configs", value=type(configs).__name__)
     out = list(configs)
-    for i, c in enumerate(out):
-        if not isinstance(c, RegimeConfig):
-            raise ConfigError(f"configs[{i}] is a {type(c).__name__}, not a RegimeConfig",
-                              field=f"configs[{i}]", value=type(c).__name__)
+    if not all(issubclass(t, RegimeConfig) for t in set(map(type, out))):  # one C-level pass
+        i, c = next((i, c) for i, c in enumerate(out) if not isinstance(c, RegimeConfig))
+        raise ConfigError(f"configs[{i}] is a {type(c).__name__}, not a RegimeConfig",
+                          field=f"configs[{i}]", value=type(c).__name__)
     return out
 
 
-def initial_rows(configs: Sequence[RegimeConfig], isv: Mapping[str, float] | None,
+@dataclass(frozen=True)
+class _Grid:
+    """A checked grid ``{field: values}`` on a base config, expanded lazily by index range."""
+
+    names: tuple[str, ...]
+    axes: tuple[tuple[Any, ...], ...]
+    fixed: tuple[tuple[str, Any], ...]
+
+    @classmethod
+    def of(cls, grid: Mapping[str, Any], base: RegimeConfig | None) -> "_Grid":
+        valid = field_names()
+        unknown = [k for k in grid if k not in valid]
+        if unknown:
+            raise ConfigError(f"unknown config field(s) {unknown} in the sweep grid; "
+                              f"valid fields: {', '.join(valid)}", field=str(unknown[0]), value=unknown[0])
+        axes = []
+        for name, values in grid.items():
+            vals = [values] if isinstance(values, (str, bytes)) or not isinstance(values, Iterable) \
+                else list(values)
+            if not vals:
+                raise ConfigError(f"sweep grid field {name!r} has no values", field=name, value=values)
+            axes.append(tuple(vals))
+        base = RegimeConfig() if base is None else base
+        return cls(tuple(grid), tuple(axes), tuple((n, getattr(base, n)) for n in valid))
+
+    def __len__(self) -> int:
+        return int(np.prod([len(a) for a in self.axes], dtype=np.int64))
+
+    def expand(self, start: int, stop: int | None) -> list[RegimeConfig]:
+        """Configs ``start..stop`` of the product (first field slowest); each validated by its constructor."""
+        fixed = dict(self.fixed)
+        out = []
+        for combo in itertools.islice(itertools.product(*self.axes), start, stop):
+            swept = dict(zip(self.names, combo))
+            try:
+                out.append(RegimeConfig(**{**fixed, **swept}))
+            except ConfigError as exc:
+                at = ", ".join(f"{k}={v!r}" for k, v in swept.items())
+                raise ConfigError(f"sweep value {at} is not a valid config: {exc}",
+                                  field=exc.field, value=exc.value) from None
+        return out
+
+
+#: Slots of :meth:`RegimeConfig.to_isv` that copy another field (the rest are ``FIELD_SLOTS``).
+_DERIVED_SLOTS = {"RL_KELLY_EPS_RECOVERY_LIVE_INDEX": "eps_max",
+                  "RL_KELLY_SAFETY_FRAC_INDEX": "safety_frac_normal",
+                  "RL_IQN_TAU_MIN_EFFECTIVE_INDEX": "tau_min"}
+
+
+def config_columns(configs: Sequence[RegimeConfig]) -> pd.DataFrame:
+    """The configs as a table: one column per field (declaration order), one row per config."""
+    from regime_dash.config import SWITCHES
+
+    names = field_names()
+    # one C-level pass over the configs (fromiter over attrgetter tuples): the per-config cost
+    # of a big sweep
+    flat = np.fromiter(itertools.chain.from_iterable(map(operator.attrgetter(*names), configs)),
+                       dtype=np.float64, count=len(configs) * len(names))
+    values = flat.reshape(len(configs), len(names))
+    return pd.DataFrame({name: values[:, k].astype(bool) if name in SWITCHES else values[:, k].copy()
+                         for k, name in enumerate(names)})
+
+
+def config_slot_values(table: pd.DataFrame) -> tuple[list[str], np.ndarray]:
+    """``(slot names, float32 [S, K])``: each config's :meth:`RegimeConfig.to_isv` values, vectorized.
+
+    ``table`` is :func:`config_columns`; column k holds slot k's value for every config.
+    A test checks this equals ``to_isv`` config by config.
+    """
+    from regime_dash.config import FIELD_SLOTS
+
+    source = {**{slot: name for name, slot in FIELD_SLOTS.items()}, **_DERIVED_SLOTS}
+    slots = list(RegimeConfig().to_isv())
+    missing = [s for s in slots if s not in source]
+    if missing:  # to_isv grew a slot this map does not know: a bug here, not the caller's
+        raise ConfigError(f"sweep cannot vectorize RegimeConfig.to_isv slots {missing}",
+                          field="configs", value=missing)
+    values = np.empty((len(table), len(slots)), dtype=np.float32)
+    for k, slot in enumerate(slots):
+        values[:, k] = table[source[slot]].to_numpy(dtype=np.float64)
+    return slots, values
+
+
+def initial_rows(configs: Sequence[RegimeConfig] | pd.DataFrame, isv: Mapping[str, float] | None,
                  layout: SlotLayout) -> tuple[np.ndarray, np.ndarray]:
     """float32 [S, n_isv] ``(isv0s, boot_rows)``: :func:`engine.initial_isv` of every config.
 
     The vectorized form of ``initial_isv``: the configs differ only in the slots
-    :meth:`RegimeConfig.to_isv` names, so the first config's vectors are tiled
-    and those columns filled per config; the ``isv`` overrides are then
-    re-applied, as ``initial_isv`` applies them last. A test checks the two agree.
+    :meth:`RegimeConfig.to_isv` names, so the spec's bootstrap row is tiled and
+    those columns filled from :func:`config_slot_values`; the ``isv`` overrides
+    are then re-applied, as ``initial_isv`` applies them last. A test checks the two agree.
     """
-    isv0, boot = initial_isv(configs[0], isv, layout)
-    boot_rows = np.tile(boot, (len(configs), 1))
-    slots = list(configs[0].to_isv())
-    values = np.array([[d[s] for s in slots] for d in (c.to_isv() for c in configs)], dtype=np.float32)
+    table = configs if isinstance(configs, pd.DataFrame) else config_columns(configs)
+    isv0, boot = initial_isv(RegimeConfig(), isv, layout)
+    slots, values = config_slot_values(table)
+    boot_rows = np.tile(boot, (len(table), 1))
     boot_rows[:, [layout.index(s) for s in slots]] = values
     isv0s = boot_rows.copy()
     for name in (isv or {}):
@@ -146,60 +216,154 @@ def _chunks(n: int, size: int) -> Iterable[tuple[int, int]]:
         yield start, min(n, start + size)
 
 
-def _trajectory_frame(snap: np.ndarray, flat: np.ndarray, stream: Stream, layout: SlotLayout,
-                      engine: str) -> pd.DataFrame:
-    frame = diag.frame_from_snapshot(snap, flat, stream.accounts, stream.step, stream.boundary)
+def _trajectory_frame(snap: np.ndarray, flat: np.ndarray, accounts: int, stream_step: np.ndarray,
+                      boundary: np.ndarray, layout: SlotLayout, engine: str, config: Any = None) -> pd.DataFrame:
+    frame = diag.frame_from_snapshot(snap, flat, accounts, stream_step, boundary, config)
     frame.attrs["layout_fingerprint"] = layout.fingerprint_hex()
     frame.attrs["engine"] = engine
     return frame
 
 
-def _sweep_fast(stream, configs, keep, layout, isv, progress, device, chunk_size):
+def _metric_columns(acc: np.ndarray, steps: int) -> np.ndarray:
+    """float64 [S, N_METRICS]: :func:`summary.finalize` of every accumulator row at once."""
+    out = acc[:, :summary.N_METRICS].copy()
+    k = summary.METRICS.index("kelly_mean")
+    out[:, k] = acc[:, k] / steps if steps else np.nan
+    return out
+
+
+@dataclass
+class _Shard:
+    """One piece of a sweep: configs ``start..stop`` as a field table, and which of them to keep."""
+
+    start: int
+    stop: int
+    keep: list[int]                    # indices within the shard
+    table: pd.DataFrame | None = None  # the configs' fields, or
+    grid: _Grid | None = None          # the grid whose start..stop they are (expanded where the shard runs)
+
+    def fields(self) -> pd.DataFrame:
+        if self.table is not None:
+            return self.table
+        return config_columns(self.grid.expand(self.start, self.stop))
+
+
+@dataclass
+class _FastInputs:
+    """What every shard of a fast sweep needs: phase 1 and the stream (on the GPU, without its [T, b] batch)."""
+
+    scalars: Stream  # the stream; for the GPU its per-step fields over a [T, 1] zero batch (_scalar_stream)
+    stats: Any       # fast.StepStats of the real stream
+    accounts: int
+
+
+def _scalar_stream(stream: Stream) -> Stream:
+    """``stream``'s per-step fields with a [T, 1] zero batch: a scan given phase 1 reads nothing else."""
+    t = stream.steps
+    return Stream(rewards=np.zeros((t, 1), np.float32), lots=np.zeros((t, 1), np.int32),
+                  kelly_analytic=stream.kelly_analytic, cooldown=stream.cooldown,
+                  session_pnl_worst=stream.session_pnl_worst, tau_action=stream.tau_action,
+                  boundary=stream.boundary, step=stream.step)
+
+
+def _gpu_here() -> bool:
+    from regime_dash.engine import fast_gpu
+
+    return fast_gpu.available() is None
+
+
+def _fast_on_gpu(device: str, client: Any) -> bool:
+    """Whether the fast sweep's shards run on GPUs: here (no client), or on every worker."""
+    from regime_dash.engine import fast
+
+    if client is None:
+        return fast.use_gpu(device)
+    fast.use_gpu("cpu")  # checks the device name
+    if device == "cpu":
+        return False
+    return device == "gpu" or all(client.run(_gpu_here).values())
+
+
+def _phase1_stats(stream: Stream):
+    """Phase 1 once for the whole sweep, here: on this GPU if there is one (the same bits as the CPU's).
+
+    A GPU scan then reads only phase 1 and the per-step scalars, so its shards get no
+    [T, b] batch; the CPU scan (``fast.sweep_cpu``) takes the whole stream.
+    """
+    if _gpu_here():
+        from regime_dash.engine import fast_gpu
+
+        return fast_gpu.step_stats(stream)
+    from regime_dash.engine import fast
+
+    return fast.step_stats(stream)
+
+
+def _fast_shard(shard: _Shard, inputs: _FastInputs, layout: SlotLayout, isv, device: str,
+                chunk_size: int | None, progress: Progress | None = None):
+    """Run one shard of a fast sweep; ``(fields, metrics [n, N_METRICS], {index: snapshot}, engine)``."""
     from regime_dash.engine import fast
 
     gpu = fast.use_gpu(device)
-    size = chunk_size or (GPU_CHUNK if gpu else CPU_CHUNK)
-    # Phase 1 once for the whole sweep on the CPU; the GPU path runs its own (see GPU_CHUNK).
-    stats = None if gpu else fast.step_stats(stream)
-    snap_idx = snapshot_indices(layout)
-    acc = np.empty((len(configs), summary.N_METRICS + 1), dtype=np.float64)
+    table = shard.fields()
+    n = len(table)
+    acc = np.empty((n, summary.N_METRICS + 1), dtype=np.float64)
     kept: dict[int, np.ndarray] = {}
-    for start, stop in _chunks(len(configs), size):
-        isv0s, boot_rows = initial_rows(configs[start:stop], isv, layout)
-        local = [k - start for k in keep if start <= k < stop]
-        if gpu:
-            a, snaps = fast.sweep_summaries(stream, isv0s, boot_rows, layout, local, device="gpu")
-        else:
-            a, snaps = fast.sweep_cpu(stream, isv0s, boot_rows, layout, local, stats=stats, snap_idx=snap_idx)
-        acc[start:stop] = a
-        kept.update({start + k: s for k, s in snaps.items()})
-        if progress is not None:
-            progress(stop, len(configs))
-    rows = [summary.finalize(acc[k], stream.steps) for k in range(len(configs))]
-    # kept trajectories need the flat counts, which the GPU sweep does not return
-    flat = stats.flat if stats is not None else np.count_nonzero(stream.lots == 0, axis=1).astype(np.int32)
-    trajectories = {k: _trajectory_frame(kept[k], flat, stream, layout, "fast") for k in keep}
-    return rows, trajectories, "fast-gpu" if gpu else "fast-cpu"
+    if gpu:
+        from regime_dash.engine import fast_gpu
+
+        # one launch for the whole shard: the configs' slot columns go to the device
+        # and the initial rows are built there (chunk_size bounds device memory if given)
+        isv0, boot = initial_isv(RegimeConfig(), isv, layout)
+        slots, values = config_slot_values(table)
+        slot_idx = np.array([layout.index(s) for s in slots], np.int32)
+        override_idx = np.array([layout.index(name) for name in (isv or {})], np.int32)
+        for start, stop in _chunks(n, chunk_size or n):
+            local = [k - start for k in shard.keep if start <= k < stop]
+            a, snaps = fast_gpu.sweep_values(inputs.scalars, inputs.stats, inputs.accounts, isv0, boot,
+                                             slot_idx, values[start:stop], override_idx, layout, local)
+            acc[start:stop] = a
+            kept.update({start + k: s for k, s in snaps.items()})
+            if progress is not None:
+                progress(stop, n)
+    else:
+        snap_idx = snapshot_indices(layout)
+        for start, stop in _chunks(n, chunk_size or CPU_CHUNK):
+            isv0s, boot_rows = initial_rows(table.iloc[start:stop], isv, layout)
+            local = [k - start for k in shard.keep if start <= k < stop]
+            a, snaps = fast.sweep_cpu(inputs.scalars, isv0s, boot_rows, layout, local,
+                                      stats=inputs.stats, snap_idx=snap_idx)
+            acc[start:stop] = a
+            kept.update({start + k: s for k, s in snaps.items()})
+            if progress is not None:
+                progress(stop, n)
+    # the fields go back only where the shard built them (from a grid); the caller has a list's
+    return (None if shard.table is not None else table, _metric_columns(acc, inputs.scalars.steps), kept,
+            "fast-gpu" if gpu else "fast-cpu")
 
 
-def _sweep_per_replay(stream, configs, keep, layout, isv, progress, engine, options):
+def _replay_shard(shard: _Shard, stream: Stream, layout: SlotLayout, isv, engine: str,
+                  options: dict, progress: Progress | None = None):
+    """Run one shard with one full replay per config (reference, cuda)."""
     rows, trajectories = [], {}
-    wanted = set(keep)
-    for k, config in enumerate(configs):
-        frame = replay_trajectory(stream, config, engine, isv, layout, **options).frame
-        rows.append(summary.summarize_frame(frame))
+    wanted = set(shard.keep)
+    table = shard.fields()
+    for k, fields in enumerate(table.to_dict("records")):
+        frame = replay_trajectory(stream, RegimeConfig(**fields), engine, isv, layout, **options).frame
+        row = summary.summarize_frame(frame)
+        rows.append([row[m] for m in summary.METRICS])
         if k in wanted:
             trajectories[k] = frame
         if progress is not None:
-            progress(k + 1, len(configs))
-    return rows, trajectories, engine
+            progress(k + 1, len(table))
+    return None if shard.table is not None else table, np.array(rows, dtype=np.float64).reshape(len(rows), summary.N_METRICS), trajectories, engine
 
 
 def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], engine: str = "auto",
           keep: Sequence[int] | None = None, layout: SlotLayout | None = None,
           progress: Progress | None = None, *, isv: Mapping[str, float] | None = None,
           device: str = "auto", chunk_size: int | None = None, base: RegimeConfig | None = None,
-          **options: Any) -> SweepResult:
+          scheduler: Any = None, **options: Any) -> SweepResult:
     """Replay ``stream`` under every config and summarize each replay in one row.
 
     Parameters
@@ -217,15 +381,23 @@ def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], e
     layout
         Slot layout; the default registry if None.
     progress
-        Called as ``progress(done, total)`` after each chunk (fast) or config.
+        Called as ``progress(done, total)`` after each chunk (fast), config
+        (per-replay engines) or, with a scheduler, shard.
     isv
         Initial slot overrides by name, as in :func:`regime_dash.replay`.
     device
-        For ``fast``: ``auto``, ``cpu`` or ``gpu``.
+        For ``fast``: ``auto``, ``cpu`` or ``gpu`` (on a cluster: on each worker).
     chunk_size
-        Scenarios per chunk; :data:`CPU_CHUNK` / :data:`GPU_CHUNK` if None.
+        Scenarios per chunk; :data:`CPU_CHUNK` on the CPU, all of a shard in one
+        launch on the GPU, if None.
     base
         The config a grid varies.
+    scheduler
+        ``None`` (in-process, the default), ``"local"``, a scheduler address or a
+        ``distributed.Client`` (see :mod:`regime_dash.distributed`): the configs
+        are split into one contiguous shard per worker. The table is the same
+        as in-process, value for value. A fast sweep sends each worker only
+        phase 1 and the per-step scalars (computed once here), not the [T, b] batch.
     **options
         Backend options of the per-replay engines (e.g. ``graph=True`` for ``cuda``).
 
@@ -237,14 +409,17 @@ def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], e
     if not isinstance(stream, Stream):
         raise StreamError(f"stream must be a regime_dash.Stream, got {type(stream).__name__}",
                           field="stream", value=type(stream).__name__)
-    configs = expand_configs(configs, base)
-    if not configs:
+    # a grid is expanded where its shards run (each worker builds and checks its own configs)
+    grid = _Grid.of(configs, base) if isinstance(configs, Mapping) else None
+    config_list = None if grid is not None else expand_configs(configs)
+    n_configs = len(grid) if grid is not None else len(config_list)
+    if not n_configs:
         raise ConfigError("the sweep has no configs", field="configs", value=configs)
     layout = (layout or DEFAULT_LAYOUT).validate()
     keep = [] if keep is None else list(dict.fromkeys(keep))
     for k in keep:
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k < len(configs):
-            raise ValidationError(f"keep index {k!r} is not a config index in 0..{len(configs) - 1}",
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k < n_configs:
+            raise ValidationError(f"keep index {k!r} is not a config index in 0..{n_configs - 1}",
                                   field="keep", value=k)
     keep = [int(k) for k in keep]
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int)
@@ -258,19 +433,67 @@ def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], e
     if name != "fast" and device != "auto":
         raise ValidationError(f"device={device!r} applies to engine 'fast' only, not {name!r}",
                               field="device", value=device)
+    if name == "fast" and options:
+        raise ValidationError(f"engine 'fast' sweeps take no options, got {sorted(options)}",
+                              field="options", value=sorted(options))
     if name == "fast":
-        if options:
-            raise ValidationError(f"engine 'fast' sweeps take no options, got {sorted(options)}",
-                                  field="options", value=sorted(options))
-        rows, trajectories, ran = _sweep_fast(stream, configs, keep, layout, isv, progress, device, chunk_size)
+        from regime_dash.engine import fast
+
+        if scheduler is None or device not in fast.DEVICES:
+            fast.use_gpu(device)  # the device's name, and in-process that a GPU asked for is here
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        # phase 1 (mostly a host-to-device copy of the stream, or numba's threads) runs
+        # while this thread builds the config table
+        stats = pool.submit(_phase1_stats, stream) if name == "fast" else None
+        table = None if config_list is None else config_columns(config_list)
+        return _sweep_run(stream, table, grid, n_configs, keep, layout, progress, isv, device, chunk_size,
+                          scheduler, name, options, stats, t0)
+
+
+def _sweep_run(stream, table, grid, n_configs, keep, layout, progress, isv, device, chunk_size, scheduler,
+               name, options, stats, t0) -> SweepResult:
+    """:func:`sweep` once its arguments are checked: shard, run (here or on the workers), assemble."""
+    from regime_dash import distributed
+
+    with distributed.connect(scheduler) as client:
+        parts = 1 if client is None else distributed.worker_count(client)
+        shards = [_Shard(a, b, [k - a for k in keep if a <= k < b], grid=grid,
+                         table=None if table is None else table.iloc[a:b].reset_index(drop=True))
+                  for a, b in distributed.shard_bounds(n_configs, parts)]
+        if name == "fast":
+            gpu = _fast_on_gpu(device, client)
+            inputs = _FastInputs(_scalar_stream(stream) if gpu else stream, stats.result(), stream.accounts)
+            device = "gpu" if gpu else "cpu"
+            shared = (inputs, layout, isv, device, chunk_size)
+            fn = _fast_shard
+        else:
+            shared = (stream, layout, isv, name, options)
+            fn = _replay_shard
+        if client is None:  # one shard: its own progress, per chunk or per config
+            results = [fn(shards[0], *shared, progress)]
+        else:
+            results = distributed.map_shards(fn, shards, client, shared=shared, progress=progress)
+    if table is not None:
+        fields = table
     else:
-        rows, trajectories, ran = _sweep_per_replay(stream, configs, keep, layout, isv, progress, name,
-                                                    options)
-    columns = {n: [getattr(c, n) for c in configs] for n in field_names()}  # not as_dict: it deep-copies
-    table = pd.concat([pd.DataFrame(columns), pd.DataFrame(rows, columns=summary.METRICS)], axis=1)
-    table.attrs.update(engine=ran, steps=stream.steps, accounts=stream.accounts,
-                       layout_fingerprint=layout.fingerprint_hex())
-    return SweepResult(table, trajectories, ran, time.perf_counter() - t0)
+        fields = pd.concat([r[0] for r in results], ignore_index=True) if len(results) > 1 else results[0][0]
+    metrics = np.concatenate([r[1] for r in results], axis=0)
+    trajectories: dict[int, pd.DataFrame] = {}
+    for shard, (_, _, kept, _) in zip(shards, results):
+        for k, item in kept.items():
+            if isinstance(item, pd.DataFrame):
+                trajectories[shard.start + k] = item
+            else:
+                trajectories[shard.start + k] = _trajectory_frame(
+                    item, inputs.stats.flat, stream.accounts, stream.step, stream.boundary, layout, "fast",
+                    fields.iloc[shard.start + k].to_dict())  # its F2/F4/F5 switches become columns
+    trajectories = {k: trajectories[k] for k in keep}
+    ran = results[0][3]
+    out = pd.concat([fields, pd.DataFrame(metrics, columns=list(summary.METRICS))], axis=1)
+    out.attrs.update(engine=ran, steps=stream.steps, accounts=stream.accounts,
+                     layout_fingerprint=layout.fingerprint_hex())
+    return SweepResult(out, trajectories, ran, time.perf_counter() - t0)
 
 
-__all__ = ["SweepResult", "sweep", "expand_configs", "initial_rows"]
+__all__ = ["SweepResult", "sweep", "expand_configs", "initial_rows", "config_columns",
+           "config_slot_values"]

@@ -3,8 +3,13 @@
 Tests that take the ``engine`` fixture run once per replay engine; an engine
 that cannot run on this machine (no CUDA device, no cupy) is skipped with the
 reason ``engine_status()`` gives. Tests marked ``gpu`` skip without a device.
+The ``fast`` engine's numba kernels are compiled (or loaded from numba's
+on-disk cache) once, before the first test, by :func:`numba_cache`.
 """
 from __future__ import annotations
+
+import importlib.util
+import time
 
 import numpy as np
 import pytest
@@ -54,3 +59,39 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(12345)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def numba_cache(request) -> bool:
+    """Compile the ``fast`` engine's CPU kernels (replay and sweep) once per session.
+
+    A cold compile takes minutes on a loaded 2-core machine; done here, it is
+    reported as session setup instead of landing in whichever test replays on
+    ``fast`` first, and CLI tests that start a subprocess find numba's on-disk
+    cache warm. When the cache is already warm this only loads it (about a
+    second). Returns whether numba is here (without it there is nothing to warm).
+    """
+    if importlib.util.find_spec("numba") is None:
+        return False
+    from regime_dash.engine import fast
+
+    cold = not all(fast.cpu_cache_warm(entry) for entry in fast.ENTRIES)
+    t0 = time.perf_counter()
+    if cold:
+        _say(request.config, "compiling the fast engine's numba kernels once for this session "
+                             "(minutes on a loaded machine) ...")
+    for entry in fast.ENTRIES:
+        fast.compile_cpu(entry)
+    if cold:
+        _say(request.config, f"... numba kernels compiled in {time.perf_counter() - t0:.0f} s")
+    return True
+
+
+def _say(config, line: str) -> None:
+    """Print ``line`` on the terminal now, past pytest's output capture (nobody waits in silence)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capman = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None or capman is None:
+        return
+    with capman.global_and_fixture_disabled():
+        reporter.write_line(line)

@@ -14,7 +14,7 @@ from regime_dash.errors import ValidationError
 from test_invariants import BOUNDARIES, STEP0, TRANSITION_STEPS, rich_frame, timeout_frame
 
 #: Where the builder in test_invariants puts its dead zones: (first stream row, rows).
-DEAD_ZONES = ((200, 60), (700, 150), (1250, 400))
+DEAD_ZONES = ((200, 60), (700, 150), (1400, 190))
 
 
 def failures(frame, skip=()):
@@ -32,7 +32,11 @@ def test_every_scenario_replay_passes_every_check(name):
         pytest.skip("the recorded sample stream is not in data/samples/ in this checkout")
     stream = scenarios.make(name, steps=_scenario_steps(name), accounts=None if name == "recorded" else 16)
     frame = replay(stream)
-    assert failures(frame) == {}
+    if name == "kelly_trap_run8":  # F2 on: the dead zone cycles with every account flat, a trap (issue 12)
+        assert "kelly_trap" in failures(frame)
+        assert failures(frame, skip=("kelly_trap",)) == {}
+    else:
+        assert failures(frame) == {}
     # without resurrection the invariants still hold; only criterion 1 may (rightly) fail
     assert failures(replay(stream, RegimeConfig(resurrection=False)), skip=("kelly_trap",)) == {}
 
@@ -172,7 +176,9 @@ def test_report_to_dict_is_plain_json():
     text = json.dumps(doc, allow_nan=False)
     back = json.loads(text)
     assert [c["id"] for c in back["checks"]][:2] == ["flag_binary", "dead_zone_duration"]
-    assert set(back["checks"][0]) == {"id", "status", "violations", "first_step", "steps", "detail"}
+    assert set(back["checks"][0]) == {"id", "status", "violations", "first_step", "steps", "spans", "column",
+                                      "detail", "evidence"}
+    assert {"status", "counts", "first_failure", "findings"} <= set(back)
     assert len(back["episodes"]["dead_zone"]) == 3 and len(back["events"]["timeouts"]) == 2
 
 

@@ -70,6 +70,20 @@ def run_ids() -> list[str]:
     return [r["run_id"] for r in RunStore(os.environ["REGIME_DASH_STORE"]).list_runs()]
 
 
+def upload_sample_stream(at: AppTest, key: str):
+    """Pick "Stream file" under source widget ``key``, check the prompt, upload the sample stream; the Stream."""
+    from regime_dash.streams import load
+
+    at.radio(key=f"{key}.kind").set_value("Stream file").run()
+    no_exception(at, "stream file, nothing uploaded")
+    assert any("Upload a stream file" in i.value for i in at.info)
+    sample = SAMPLE_DIR / "recorded_stream.npz"
+    at.file_uploader(key=f"{key}.file").set_value(
+        ("recorded_stream.npz", sample.read_bytes(), "application/octet-stream")).run()
+    no_exception(at, "stream file")
+    return load(sample)
+
+
 def metric(at: AppTest, label: str) -> str:
     (m,) = [m for m in at.metric if m.label == label]
     return m.value
@@ -162,6 +176,17 @@ def test_runs_delete(loaded):
     assert len(table_with(at, "ingested_at")) == 1
 
 
+def test_runs_check_all_shows_one_row_per_run(loaded):
+    at = loaded
+    at.switch_page(page("runs")).run()
+    at.button(key="runs.check_all").click().run()
+    no_exception(at, "check all")
+    summary = table_with(at, "first_failure")
+    assert len(summary) == 2 and {"run", "status", "pass", "fail", "skip", "findings"} <= set(summary.columns)
+    assert set(summary["run"]) == set(table_with(at, "ingested_at")["run_id"])
+    assert any("run(s) failed or could not be checked" in c.value for c in at.caption)
+
+
 # ---- loaded store: every page ---------------------------------------------------------------
 def test_every_page_renders_on_a_loaded_store(loaded):
     at = loaded
@@ -200,8 +225,9 @@ def test_explore_widgets_change_the_figure(loaded):
     assert min(xs) >= 100 and max(xs) <= 300
 
 
-def test_explore_violation_jumps_to_its_step(tmp_path, monkeypatch, replay_diag):
-    # plant a violation: a dead-zone duration that does not follow flag ? prev+1 : 0
+def explore_planted(tmp_path, monkeypatch, replay_diag) -> AppTest:
+    """Explore on a run with a planted violation: a dead-zone duration at step 250 that does not
+    follow flag ? prev+1 : 0."""
     lines = [json.loads(line) for line in replay_diag.read_text().splitlines()]
     lines[250]["risk_stack"]["regime"]["dead_zone"]["duration"] = 7.0
     bad = tmp_path / "planted.jsonl"
@@ -210,10 +236,30 @@ def test_explore_violation_jumps_to_its_step(tmp_path, monkeypatch, replay_diag)
     at.file_uploader(key="runs.upload").set_value(("planted.jsonl", bad.read_bytes(), "application/json")).run()
     at.switch_page(page("explore")).run()
     no_exception(at, "explore")
+    return at
+
+
+def test_explore_violation_jumps_to_its_step(tmp_path, monkeypatch, replay_diag):
+    at = explore_planted(tmp_path, monkeypatch, replay_diag)
     jump = [b for b in at.button if b.label == "step 250"]
     assert jump, [b.label for b in at.button]
     jump[0].click().run()
     no_exception(at, "jump")
+    lo, hi = [s for s in at.slider if s.label == "Steps in view"][0].value
+    assert lo < 250 < hi and (lo, hi) != (0, 399)
+
+
+def test_explore_verdict_strip_and_markers_at_a_planted_violation(tmp_path, monkeypatch, replay_diag):
+    """Above the charts: the verdict per run (counts, first failure, findings), each a jump; on the
+    chart a marker at the violation's step on the panel of its signal."""
+    at = explore_planted(tmp_path, monkeypatch, replay_diag)
+    assert any("verdict **FAIL**" in m.value for m in at.markdown)
+    (first,) = [b for b in at.button if "first failure: dead_zone_duration @ 250" in b.label]
+    spec = chart_spec(at)
+    (marker,) = [t for t in spec["data"] if t.get("name") == "verdict:dead_zone_duration"]
+    assert 250 in values(marker["x"]).tolist() and marker["yaxis"] == "y"  # the dead-zone panel
+    first.click().run()
+    no_exception(at, "strip jump")
     lo, hi = [s for s in at.slider if s.label == "Steps in view"][0].value
     assert lo < 250 < hi and (lo, hi) != (0, 399)
 
@@ -273,8 +319,13 @@ def test_explore_leaves_out_rows_without_a_step(tmp_path, monkeypatch, replay_di
 def test_explore_downloads_the_view(loaded):
     at = loaded
     at.switch_page(page("explore")).run()
-    labels = [d.label for d in at.get("download_button")]
-    assert labels == ["Download view as CSV", "Download view as Parquet"]
+    assert not at.get("download_button")  # written only when asked for
+    assert at.radio(key="explore.download.format").options == ["PARQUET", "CSV"]
+    at.radio(key="explore.download.format").set_value("csv")
+    at.button(key="explore.download.prepare").click().run()
+    no_exception(at, "prepare")
+    (button,) = at.get("download_button")
+    assert button.proto.label.startswith("Download regime-dash-view.csv (1,200 rows, ")
 
 
 # ---- Replay & what-if ----------------------------------------------------------------------
@@ -333,6 +384,17 @@ def test_replay_rejects_bad_config_and_marks_engines(tmp_path, monkeypatch):
         assert any("cannot run here" in e.value for e in at.error)
 
 
+def test_replay_default_sweep_flat_line_says_why(tmp_path, monkeypatch):
+    """The default sweep (max_duration against timeout steps, F2 on) is flat; the caption names the finding."""
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.switch_page(page("replay")).run()
+    at.number_input(key="replay.sweep.n1").set_value(3)
+    at.button(key="replay.sweep.run").click().run()
+    no_exception(at, "default sweep")
+    notes = [c.value for c in at.caption if c.value.startswith("A flat line")]
+    assert len(notes) == 1 and "timeout_unreachable" in notes[0] and "Theorem 3" in notes[0]
+
+
 def test_replay_sweep_and_open_a_cell(tmp_path, monkeypatch):
     at = open_app(tmp_path / "store", monkeypatch)
     at.switch_page(page("replay")).run()
@@ -368,56 +430,13 @@ def test_replay_sweep_and_open_a_cell(tmp_path, monkeypatch):
 def test_replay_sources_stream_file_and_simulator(tmp_path, monkeypatch):
     at = open_app(tmp_path / "store", monkeypatch)
     at.switch_page(page("replay")).run()
-    at.radio(key="replay.source.kind").set_value("Stream file").run()
-    no_exception(at, "stream file, nothing uploaded")
-    assert any("Upload a stream file" in i.value for i in at.info)
-    sample = SAMPLE_DIR / "recorded_stream.npz"
-    at.file_uploader(key="replay.source.file").set_value(
-        ("recorded_stream.npz", sample.read_bytes(), "application/octet-stream")).run()
-    no_exception(at, "stream file")
-    from regime_dash.streams import load
-
-    stream = load(sample)
+    stream = upload_sample_stream(at, "replay.source")
     assert any(c.value == f"Stream: {stream.steps:,} steps × {stream.accounts:,} accounts." for c in at.caption)
     at.radio(key="replay.source.kind").set_value("Simulator").run()
     at.number_input(key="replay.source.simsteps").set_value(300).run()
     no_exception(at, "simulator")
     assert any(c.value.startswith("Stream: 300 steps") for c in at.caption)
     assert {t.get("legendgroup") for t in chart_spec(at)["data"]} == {"baseline", "what-if"}
-
-
-# ---- Live ----------------------------------------------------------------------------------
-def test_live_steps_and_injections(tmp_path, monkeypatch):
-    at = open_app(tmp_path / "store", monkeypatch)
-    at.switch_page(page("live")).run()
-    no_exception(at, "live")
-    assert metric(at, "step") == "0"
-    at.button(key="live.controls.step").click().run()
-    assert metric(at, "step") == "1"
-    points = len(values(chart_spec(at)["data"][0]["x"]))
-    for _ in range(3):
-        at.button(key="live.controls.step").click().run()
-    assert metric(at, "step") == "4"
-    assert len(values(chart_spec(at)["data"][0]["x"])) > points  # the chart grows with the run
-    at.button(key="live.controls.shock").click().run()
-    at.button(key="live.controls.flat").click().run()
-    at.button(key="live.controls.boundary").click().run()
-    no_exception(at, "injections")
-    sim = at.session_state["live.sim"]
-    market = sim.market_frame()
-    assert list(market["shock"].to_numpy().nonzero()[0]) == [4]
-    assert list(market["forced_flat"].to_numpy().nonzero()[0]) == [5]
-    assert sim.frame()["phase"].iloc[-1] == "eval"  # the boundary switched train to eval
-    t = sim.t
-    at.button(key="live.controls.play").click().run()
-    assert at.session_state["live.controls.playing"] is True
-    assert at.button(key="live.controls.play").label == "Pause"
-    assert at.session_state["live.sim"].t == t + 20  # each tick of the fragment advances `speed` steps
-    at.button(key="live.controls.play").click().run()
-    assert at.session_state["live.controls.playing"] is False
-    at.button(key="live.controls.reset").click().run()
-    no_exception(at, "reset")
-    assert at.session_state["live.sim"] is not sim and at.session_state["live.sim"].t == 0
 
 
 # ---- Slots ---------------------------------------------------------------------------------

@@ -125,3 +125,41 @@ def test_upload_explore_and_what_if(server, browser_page):
     assert opened.inner_text().startswith("Replay of max_duration=")
     page.locator(".js-plotly-plot:visible .subplot").nth(6).wait_for()
     shot(page, "5-sweep-cell-opened")
+
+
+def test_explore_shows_the_verdict_strip_and_a_marker_at_a_planted_violation(server, browser_page, tmp_path):
+    """A file with a planted fault (a dead-zone duration at step 250, a NaN σ at step 600): the verdict
+    strip above the charts names the first failure, and the chart has a marker at that step."""
+    import json
+
+    lines = [json.loads(x) for x in (ROOT / "data" / "samples" / "diag.jsonl").read_text().splitlines()]
+    lines[250]["risk_stack"]["regime"]["dead_zone"]["duration"] = 7.0
+    lines[600]["risk_stack"]["popart"]["sigma"] = float("nan")
+    planted = tmp_path / "planted.jsonl"
+    planted.write_text("\n".join(json.dumps(r) for r in lines) + "\n")
+
+    page = browser_page.context.new_page()  # a fresh session: Explore starts on the newest run
+    page.goto(server + "/")
+    page.set_input_files("input[type=file]", str(planted))
+    page.get_by_text("Stored runs (2)").wait_for()
+    page.get_by_role("link", name="Explore").click()
+    picker = page.locator("[data-testid=stMultiSelect] input").first
+    picker.click()
+    page.keyboard.type("planted")
+    page.keyboard.press("Enter")  # overlay the planted run on the sample
+    page.keyboard.press("Escape")
+    traces = traces_with(page, "verdict:dead_zone_duration")
+    xs = page.evaluate("""() => { for (const gd of document.querySelectorAll('.js-plotly-plot'))
+        for (const t of (gd._fullData || [])) if (t.name === 'verdict:dead_zone_duration')
+            return Array.from(t.x || []).map(Number); return null; }""")
+    assert 250 in xs and "verdict:finite_risk_stack_fields" in traces
+    page.get_by_text("first failure: dead_zone_duration @ 250").wait_for()
+    strip = page.locator("[data-testid=stMarkdownContainer]").filter(has_text="planted — verdict").first.inner_text()
+    assert "verdict FAIL" in strip and "2 fail" in strip
+    nan_marks = page.evaluate("""() => { for (const gd of document.querySelectorAll('.js-plotly-plot'))
+        for (const t of (gd._fullData || [])) if ((t.name || '').endsWith('σ non-finite'))
+            return Array.from(t.text || []); return null; }""")
+    assert nan_marks == ["NaN"]
+    path = shot(page, "6-explore-verdict-strip-and-markers")
+    assert path.stat().st_size > 0
+    page.close()

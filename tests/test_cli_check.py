@@ -56,7 +56,8 @@ def test_check_json_document_shape(files, capsys):
     assert {"checks", "episodes", "events"} <= set(doc)
     assert [c["id"] for c in doc["checks"]] == list(CHECK_IDS)
     for c in doc["checks"]:
-        assert set(c) == {"id", "status", "violations", "first_step", "steps", "detail"}
+        assert set(c) == {"id", "status", "violations", "first_step", "steps", "spans", "column", "detail",
+                          "evidence"}
         assert c["status"] in ("pass", "skip")
     assert [e["ended"] for e in doc["episodes"]["dead_zone"]] == ["exit", "timeout", "timeout"]
     assert len(doc["events"]["timeouts"]) == 2 and doc["events"]["tail"][0]["step"] >= STEP0
@@ -84,7 +85,8 @@ def test_check_only_and_options(files, capsys):
     code, out, _ = run_cli(capsys, "check", files["timeout"], "--json", "--only", "kelly_trap",
                            "--trap-steps", "10")
     (trap,) = json.loads(out)["checks"]
-    assert code == 1 and trap["violations"] == 1 and trap["first_step"] == STEP0 + 210
+    assert code == 1 and trap["violations"] == 1 and trap["first_step"] == STEP0 + 200
+    assert trap["spans"] == [[STEP0 + 200, STEP0 + 259]]  # the whole trap, from its start
     code, _, err = run_cli(capsys, "check", files["clean"], "--only", "nope")
     assert code == 2 and "nope" in err
     code, _, err = run_cli(capsys, "check", files["clean"], "--trap-steps", "0")

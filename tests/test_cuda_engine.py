@@ -155,7 +155,7 @@ def _tampered(field, value):
     (_tampered("lots", np.zeros((8, 4), np.int32)), "lots", "(8, 4)"),
     (_tampered("cooldown", np.zeros(7, np.float32)), "cooldown", "(7,)"),
     (_tampered("rewards", np.zeros((0, 5), np.float32)), "rewards", "T = 0"),
-    (_tampered("rewards", np.zeros((8, 0), np.float32)), "rewards", "b = 0"),
+    (_tampered("rewards", np.zeros((8, 0), np.float32)), "rewards", "0 accounts"),
     (_tampered("v_pred", np.zeros((8, 5), np.float16)), "v_pred", "float16"),
 ], ids=["rewards-dtype", "lots-dtype", "lots-shape", "cooldown-shape", "T0", "b0", "v_pred-dtype"])
 def test_bad_stream_arrays_raise_stream_error_naming_the_value(stream, field, shown):

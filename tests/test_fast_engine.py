@@ -150,13 +150,74 @@ def test_kernels_compile_without_a_writable_cache(monkeypatch):
 
     real, calls = numba.njit, []
 
-    def njit(*args, cache=False, parallel=False, **kw):
+    def njit(*args, cache=False, **kw):
         calls.append(cache)
         if cache:
-            raise RuntimeError("cannot cache function 'phase1': no locator available for file")
-        return real(*args, cache=False, parallel=parallel, **kw)
+            raise RuntimeError("cannot cache function 'scan': no locator available for file")
+        return real(*args, cache=False, **kw)
 
     monkeypatch.setattr(numba, "njit", njit)
-    kernels = fast._build("fingerprint")  # dispatchers compile lazily: nothing is compiled here
-    assert sorted(kernels) == ["normalize", "phase1", "scan", "sweep"]
-    assert calls == [True, False] * 4
+    for name in ("scan", "sweep"):  # dispatchers compile lazily: nothing is compiled here
+        assert fast._dispatcher(name, "fingerprint").signatures == []
+    assert calls == [True, False] * 2
+
+
+_CACHE_PROBE = """
+import json, sys
+from regime_dash.engine import fast
+out = {"before": {e: fast.cpu_cache_warm(e) for e in fast.ENTRIES}}
+real = fast._dependency_fingerprint
+fast._dependency_fingerprint = lambda: real() + "-edited"  # as if reference.py had changed
+out["edited"] = fast.cpu_cache_warm("replay")
+fast._dependency_fingerprint = real
+out["compiled_by_probe"] = sorted(fast._KERNELS)
+if sys.argv[1] == "compile":
+    fast.compile_cpu("replay")
+    out["hits"] = sum(fast._KERNELS["scan"].stats.cache_hits.values())
+    out["after"] = fast.cpu_cache_warm("replay")
+print(json.dumps(out))
+"""
+
+
+def _probe(tmp_path, action: str) -> dict:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    done = subprocess.run([sys.executable, "-c", _CACHE_PROBE, action], env=env, capture_output=True, text=True,
+                          timeout=600, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_cpu_cache_warm_tells_a_cold_cache_from_a_warm_one_without_compiling(tmp_path):
+    first = _probe(tmp_path, "compile")           # a fresh cache: nothing there, so the replay kernel compiles
+    assert first["before"] == {"replay": False, "sweep": False}
+    assert first["compiled_by_probe"] == []       # asking compiled nothing
+    assert first["hits"] == 0 and first["after"] is True
+    second = _probe(tmp_path, "compile")          # a new process over the same cache: loaded, not compiled
+    assert second["before"] == {"replay": True, "sweep": False}
+    assert second["edited"] is False              # another dependency fingerprint is another cache key
+    assert second["compiled_by_probe"] == []
+    assert second["hits"] == 1
+
+
+def test_the_session_fixture_built_every_cpu_kernel_before_the_first_test(numba_cache):
+    if not numba_cache:
+        pytest.skip("numba is not installed: the fast engine's CPU kernels are not built")
+    assert all(name in fast._KERNELS for names in fast.ENTRIES.values() for name in names)
+    assert all(fast.cpu_cache_warm(entry) for entry in fast.ENTRIES)
+
+
+def test_compile_cpu_gives_one_specialization_and_rejects_unknown_entries():
+    with pytest.raises(ValidationError, match="'warp'"):
+        fast.compile_cpu("warp")
+    with pytest.raises(ValidationError, match="'warp'"):
+        fast.cpu_cache_warm("warp")
+    fast.compile_cpu("replay")
+    assert "scan" in fast._KERNELS and fast.cpu_cache_warm("replay") is True
+    scan = fast._KERNELS["scan"]
+    assert len(scan.signatures) == 1              # one specialization, and no call can add another
+    with pytest.raises(TypeError):
+        scan(*([np.zeros(1, dtype=np.float64)] * 17))

@@ -371,7 +371,7 @@ def test_check_diff_rm_accept_the_ingest_name_and_report_missing_files(tmp_path)
     rc, out, err, _ = run_measured(cli("diff", "before.jsonl", "after.jsonl", "--store", s))
     assert rc == 2 and "no such file: 'before.jsonl'" in err
     rc, out, err, _ = run_measured(cli("check", "/etc/hostname", "--store", s))
-    assert rc == 2 and "no diag lines" in err
+    assert rc == 2 and "is not a diag file" in err
     rc, out, err, _ = run_measured(cli("rm", "fold1", "--store", s))
     assert rc == 2 and "ambiguous" in err
     rc, out, err, _ = run_measured(cli("rm", ids[1], ids[0], "--store", s))

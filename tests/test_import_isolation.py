@@ -27,3 +27,17 @@ def test_only_the_ui_imports_streamlit():
                  and any(line.strip().startswith(("import streamlit", "from streamlit"))
                          for line in p.read_text().splitlines())]
     assert offenders == []
+
+
+def test_import_ingest_leaves_numba_and_the_engines_unloaded():
+    mods = _modules_after("import regime_dash.ingest, regime_dash.store")
+    assert "numba" not in mods
+    assert "regime_dash.engine" not in mods
+
+
+def test_lazy_top_level_names_resolve_and_sweep_stays_the_function():
+    out = subprocess.run([sys.executable, "-c",
+                          "import regime_dash.sweep, regime_dash as rd\n"
+                          "print(callable(rd.sweep), rd.sweep.__module__, rd.replay.__name__, rd.Stream.__name__)"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "regime_dash.sweep", "replay", "Stream"]

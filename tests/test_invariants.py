@@ -45,7 +45,9 @@ def rich_stream(seed: int = 7) -> Stream:
         worst[t:end] -= 60.0
     for t in (450, 1100, 2200):  # one account's big reward: the F4 envelope lifts σ
         rewards[t, rng.integers(b)] = -25.0
-    for a, n in ((200, 60), (700, 150), (1250, 400)):  # no edge and every account flat
+    # no edge and every account flat; each shorter than the 200-step trap limit, so that a clean
+    # frame with resurrection on (dead zones cycling, accounts kept flat by the stream) has no trap
+    for a, n in ((200, 60), (700, 150), (1400, 190)):
         kelly[a:a + n] = -0.2
         lots[a:a + n] = 0
     lots[1000:1010] = 0  # flat and no edge, but cooling down: no dead zone
@@ -127,7 +129,7 @@ def test_clean_frame_really_exercises_the_rules():
     f, g = rich_frame(), timeout_frame()
     assert (col(f, v.RECENCY) == 0).sum() >= 4  # tail events
     assert ((col(f, v.FLAG) == 1) & (col(f, v.DURATION) == 1)).sum() > 100  # resurrection cycles
-    assert (col(g, v.TIMEOUT) == 1).any() and col(g, v.DURATION).max() > 300
+    assert (col(g, v.TIMEOUT) == 1).any() and col(g, v.DURATION).max() > 150
     assert ((col(f, v.FACTOR) > 0) & (col(f, v.FACTOR) < 1)).sum() > 100  # the ε ramp
     rem = col(f, v.REMAINING)
     assert rem.max() == TRANSITION_STEPS - 1 and (rem == 0).sum() == len(BOUNDARIES)
@@ -300,15 +302,16 @@ def test_transition_ramp_catches_a_ramp_that_never_goes_idle():
     assert_caught(plant(f, k, v.REMAINING, 0.0), "transition_ramp", k)
 
 
-def test_kelly_trap_catches_a_planted_trap_at_step_201():
+def test_kelly_trap_catches_a_planted_trap_and_reports_its_span():
     f = rich_frame()
     a = 1900  # kelly_f > 0 and accounts open here in the clean frame
     assert col(f, v.KELLY)[a - 1] > 0 and col(f, v.KELLY)[a + 201] > 0
     bad = f.copy()
     bad.loc[a:a + 200, v.KELLY] = np.float32(0)
     bad.loc[a:a + 200, v.FLAT] = bad.loc[a:a + 200, v.B_SIZE]
-    res = assert_caught(bad, "kelly_trap", a + 200)
-    assert res.violations == 1 and res.first_step == STEP0 + a + 200
+    res = assert_caught(bad, "kelly_trap", a)  # reported at the trap's start, not where it crossed the limit
+    assert res.violations == 1 and res.spans == [(STEP0 + a, STEP0 + a + 200)]
+    assert res.evidence["traps"] == [[STEP0 + a, STEP0 + a + 200, 201]] and res.column == v.KELLY
     # exactly 200 steps is allowed
     ok = f.copy()
     ok.loc[a:a + 199, v.KELLY] = np.float32(0)
@@ -316,9 +319,24 @@ def test_kelly_trap_catches_a_planted_trap_at_step_201():
     assert result(ok, "kelly_trap").status == "pass"
 
 
+def test_kelly_trap_keeps_resurrection_cycles_inside_one_trap():
+    """With F2 on the dead zone cycles (kelly_f 0/ε, flag and DURATION 0/1) while every account stays
+    flat: one trap per dead zone, not hundreds of one-step stretches under the limit."""
+    f = rich_frame()
+    a, n = 1400, 190
+    kel = col(f, v.KELLY)[a:a + n]
+    assert (kel == 0).any() and (kel > 0).any()  # it really cycles
+    res = result(f, "kelly_trap", trap_steps=100)
+    assert res.status == "fail" and res.violations == 2
+    # the two dead zones longer than 100 steps, whole: exactly the stream rows where no account is open
+    assert res.spans == [(STEP0 + 700, STEP0 + 849), (STEP0 + a, STEP0 + a + n - 1)]
+    assert res.first_step == STEP0 + 700
+
+
 def test_kelly_trap_is_excused_by_an_observed_timeout_and_not_without_it():
     g = timeout_frame()
-    assert result(g, "kelly_trap", trap_steps=60).status == "pass"  # both long stretches timed out
+    res = result(g, "kelly_trap", trap_steps=60)
+    assert res.status == "pass" and len(res.evidence["excused_by_timeout"]) == 2  # both long stretches timed out
     no_timeout = g.drop(columns=[v.TIMEOUT])
     res = result(no_timeout, "kelly_trap", trap_steps=60)
     assert res.status == "fail" and res.violations == 2 and "timeout_flag missing" in res.detail
@@ -332,8 +350,7 @@ def test_kelly_trap_fires_on_a_real_trap_without_resurrection():
                                config=RegimeConfig(resurrection=False)).frame()
     res = result(frame, "kelly_trap")
     assert res.status == "fail"
-    stretch_start = res.first_step - 200
-    k = int(np.flatnonzero(col(frame, "step") == stretch_start)[0])
+    k = int(np.flatnonzero(col(frame, "step") == res.first_step)[0])
     assert (col(frame, v.KELLY)[k:k + 201] == 0).all()
     assert col(frame, v.KELLY)[k - 1] > 0 or col(frame, v.FLAT)[k - 1] < col(frame, v.B_SIZE)[k - 1]
 
@@ -475,7 +492,7 @@ def test_boundary_reset_catches_a_transition_that_did_not_restart():
 
 def test_boundary_reset_catches_a_duration_carried_over():
     g = timeout_frame()
-    # the dead zone of stream rows 1250..1649 spans no boundary; make a boundary inherit one
+    # the dead zone of stream rows 1400..1589 spans no boundary; make a boundary inherit one
     k = _boundary_row(g, 0)
     bad = plant(g, k, v.DURATION, 5.0)
     assert "duration=5 not cleared" in assert_caught(bad, "boundary_reset", k).detail

@@ -16,7 +16,7 @@ SIZES = (1, 31, 1500)
 
 
 def by_id(results):
-    return {r["id"]: r for r in results}
+    return {r.id: r for r in results}
 
 
 def test_per_block_counts_follow_the_grid_stride_ownership():
@@ -47,7 +47,7 @@ def test_rate_and_deficit_match_a_direct_count():
 
 def test_demo_replay_passes_every_check_and_crosses_the_target():
     frame = M.replay(M.demo_stream(seed=0))
-    assert all(r["status"] == "pass" for r in M.invariants(frame))
+    assert all(r.status == "pass" for r in M.invariants(frame))
     ema = frame[COL.ema].to_numpy()
     assert (ema < 0).any() and (ema > 0).any()  # below and above the 1% target
     assert frame[COL.bump].any() and not frame[COL.bump].all()
@@ -81,9 +81,9 @@ def test_invariants_catch_corrupted_rows():
     bad.loc[40, COL.deficit] = bad.loc[40, COL.deficit] + F(0.001)
     bad.loc[0, COL.ema] = F(0.5)
     res = by_id(M.invariants(bad))
-    assert res["pearl_c.deficit_definition"]["steps"] == [40]
-    assert res["pearl_c.first_observation"]["steps"] == [0]
-    assert res["pearl_c.ema_within_observations"]["status"] == "fail"
+    assert res["pearl_c.deficit_definition"].steps == [40]
+    assert res["pearl_c.first_observation"].steps == [0]
+    assert res["pearl_c.ema_within_observations"].status == "fail"
 
 
 def test_config_and_stream_errors_name_the_value():

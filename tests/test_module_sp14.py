@@ -24,7 +24,7 @@ def stream_of(aux, q_dis=0.2, warmup=1.0, **kw):
 
 
 def by_id(results):
-    return {r["id"]: r for r in results}
+    return {r.id: r for r in results}
 
 
 def test_schmitt_hysteresis_four_step_trajectory():
@@ -81,10 +81,10 @@ def test_known_limitation_pins_k_aux_and_the_check_says_so():
     frame = M.replay(stream)
     assert (frame[C["k_aux"]] == np.float32(20.0)).all()
     res = by_id(M.invariants(frame))["sp14.var_aux_producer"]
-    assert res["status"] == "fail" and "388" in res["detail"]
+    assert res.status == "fail" and "388" in res.detail
     fixed = M.replay(stream, Sp14Config(var_aux_producer=True))
     assert fixed[C["k_aux"]].nunique() > 10 and (fixed[C["k_aux"]] < 20.0).any()
-    assert by_id(M.invariants(fixed))["sp14.var_aux_producer"]["status"] == "pass"
+    assert by_id(M.invariants(fixed))["sp14.var_aux_producer"].status == "pass"
 
 
 def test_demo_replay_passes_every_other_invariant():
@@ -92,7 +92,7 @@ def test_demo_replay_passes_every_other_invariant():
     res = by_id(M.invariants(frame))
     for cid in ("sp14.alpha_raw_bounded", "sp14.k_floor", "sp14.beta_bounds", "sp14.schmitt_hysteresis",
                 "sp14.rate_limiter"):
-        assert res[cid]["status"] == "pass", res[cid]
+        assert res[cid].status == "pass", res[cid]
 
 
 def test_invariants_catch_corrupted_rows():
@@ -104,11 +104,11 @@ def test_invariants_catch_corrupted_rows():
     state[200] = 1.0 - state[200]
     bad[C["gate1_state"]] = state
     res = by_id(M.invariants(bad))
-    assert res["sp14.beta_bounds"]["status"] == "fail"
-    assert res["sp14.beta_bounds"]["first_step"] == int(frame["step"][123])
-    assert res["sp14.schmitt_hysteresis"]["status"] == "fail"
-    assert int(frame["step"][200]) in res["sp14.schmitt_hysteresis"]["steps"]
-    assert res["sp14.rate_limiter"]["status"] == "pass"
+    assert res["sp14.beta_bounds"].status == "fail"
+    assert res["sp14.beta_bounds"].first_step == int(frame["step"][123])
+    assert res["sp14.schmitt_hysteresis"].status == "fail"
+    assert int(frame["step"][200]) in res["sp14.schmitt_hysteresis"].steps
+    assert res["sp14.rate_limiter"].status == "pass"
 
 
 def test_rate_limiter_check_catches_a_jump():
@@ -117,19 +117,36 @@ def test_rate_limiter_check_catches_a_jump():
     bad.attrs = dict(frame.attrs)
     bad.loc[150, C["alpha_smoothed"]] = bad.loc[150, C["alpha_smoothed"]] + np.float32(0.05)
     res = by_id(M.invariants(bad))["sp14.rate_limiter"]
-    assert res["status"] == "fail" and res["first_step"] == int(frame["step"][150])
+    assert res.status == "fail" and res.first_step == int(frame["step"][150])
 
 
 def test_invariants_skip_without_their_columns():
     frame = M.replay(stream_of([0.5, 0.6])).drop(columns=[C["k_aux"]])
-    assert by_id(M.invariants(frame))["sp14.k_floor"]["status"] == "skip"
+    assert by_id(M.invariants(frame))["sp14.k_floor"].status == "skip"
 
 
 def test_fold_boundary_resets_the_gate():
     aux = [0.62, 0.62, 0.56, 0.56]
     frame = M.replay(stream_of(aux, boundary=[False, False, True, False]))
     assert frame[C["gate1_state"]].tolist() == [1.0, 1.0, 0.0, 0.0]  # 0.56 would have kept it open
-    assert frame["fold"].tolist() == [0, 0, 1, 1]
+    assert frame["fold"].tolist() == [0, 0, 0, 0]  # fold 0: its train segment, then its eval
+    assert frame["phase"].tolist() == ["train", "train", "eval", "eval"]
+
+
+def test_module_fold_and_phase_mean_what_the_core_diag_says():
+    import regime_dash as rd
+    from regime_dash.modules.base import fold_starts
+
+    boundary = [False, False, True, False, True, False, True, False]
+    frame = M.replay(stream_of([0.62, 0.56, 0.56, 0.62, 0.56, 0.62, 0.56, 0.56], boundary=boundary))
+    core = rd.replay(rd.Stream.make(rewards=np.zeros((8, 2)), lots=np.zeros((8, 2)), boundary=boundary))
+    assert frame["fold"].tolist() == core["fold"].tolist() == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert frame["phase"].tolist() == core["phase"].tolist()
+    # every boundary resets the state, the train→eval one inside a fold too (0.56 keeps an open gate open)
+    assert np.flatnonzero(fold_starts(frame)).tolist() == [0, 2, 4, 6]
+    assert frame[C["gate1_state"]].tolist() == [1.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0]
+    res = by_id(M.invariants(frame))  # the checks that reset at fold starts see every reset
+    assert res["sp14.schmitt_hysteresis"].status == res["sp14.rate_limiter"].status == "pass"
 
 
 def test_warmup_model_ramps_the_gate():

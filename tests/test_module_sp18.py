@@ -20,7 +20,7 @@ SIZES = (1, 31, 1500)
 
 
 def by_id(results):
-    return {r["id"]: r for r in results}
+    return {r.id: r for r in results}
 
 
 def fresh_isv():
@@ -126,15 +126,15 @@ def test_t4_positive_edge_market_hold_pays_and_long_beats_hold():
 
 def test_hold_width_gate_passes_by_default_and_fails_when_shaping_shrinks_hold():
     stream = bar_stream(5, 1500, mean=0.0, scale=0.002, hold_share=0.4)
-    assert by_id(M.invariants(M.replay(stream)))["sp18.hold_width_match"]["status"] == "pass"
+    assert by_id(M.invariants(M.replay(stream)))["sp18.hold_width_match"].status == "pass"
     narrow = by_id(M.invariants(M.replay(stream, Sp18Config(shaping_scale=0.05))))["sp18.hold_width_match"]
-    assert narrow["status"] == "fail" and narrow["violations"] == 1
+    assert narrow.status == "fail" and narrow.violations == 1
 
 
 def test_demo_replay_passes_every_check():
     res = M.invariants(M.replay(M.demo_stream(seed=2, steps=1200)))
-    assert {r["id"] for r in res} >= {"sp18.cap_bounds", "sp18.td_error_ratio"}
-    assert all(r["status"] == "pass" for r in res), [r for r in res if r["status"] != "pass"]
+    assert {r.id for r in res} >= {"sp18.cap_bounds", "sp18.td_error_ratio"}
+    assert all(r.status == "pass" for r in res), [r for r in res if r.status != "pass"]
 
 
 def test_invariants_catch_corrupted_rows():
@@ -145,9 +145,9 @@ def test_invariants_catch_corrupted_rows():
     i_long = int(np.flatnonzero(frame[COL.action].to_numpy() == S.DIR_LONG)[3])
     bad.loc[i_long, COL.hold_chosen] = F(0.25)
     res = by_id(M.invariants(bad))
-    assert res["sp18.cap_neg_ratio"]["status"] == "fail"
-    assert res["sp18.cap_neg_ratio"]["first_step"] == int(frame["step"][77])
-    assert res["sp18.hold_only_on_hold"]["steps"] == [int(frame["step"][i_long])]
+    assert res["sp18.cap_neg_ratio"].status == "fail"
+    assert res["sp18.cap_neg_ratio"].first_step == int(frame["step"][77])
+    assert res["sp18.hold_only_on_hold"].steps == [int(frame["step"][i_long])]
 
 
 def test_fold_boundary_resets_the_caps_to_the_sentinels():
@@ -230,18 +230,18 @@ def test_t10_td_error_ratio_on_a_100_step_rollout():
     pre, post = frame[COL.err_defect].mean(), frame[COL.err_fixed].mean()
     assert 0.5 <= post / pre <= 5.0
     assert not np.array_equal(frame[COL.ret_defect], frame[COL.ret_fixed])
-    assert by_id(M.invariants(frame))["sp18.td_error_ratio"]["status"] == "pass"
+    assert by_id(M.invariants(frame))["sp18.td_error_ratio"].status == "pass"
 
 
 def test_td_ratio_gate_fails_when_the_bootstrap_blows_up():
     frame = M.replay(M.demo_stream(seed=0, steps=300), Sp18Config(target_lag=5.0, q_scale=100.0, gamma=1.0,
                                                                   td_lambda=0.0))
     ok = by_id(M.invariants(frame))["sp18.td_error_ratio"]
-    assert ok["status"] == "pass" and float(ok["detail"].split("= ")[1].split(",")[0]) > 3.0  # near the edge
+    assert ok.status == "pass" and float(ok.detail.split("= ")[1].split(",")[0]) > 3.0  # near the edge
     blown = frame.copy()
     blown[COL.err_fixed] = blown[COL.err_fixed] * F(2.0)
     res = by_id(M.invariants(blown))["sp18.td_error_ratio"]
-    assert res["status"] == "fail" and res["first_step"] == int(frame["step"].iloc[-1])
+    assert res.status == "fail" and res.first_step == int(frame["step"].iloc[-1])
 
 
 # ---- validation ----------------------------------------------------------------------------

@@ -12,13 +12,14 @@ import pytest
 
 import regime_dash.modules as modules
 from regime_dash.errors import StreamError, ValidationError
+from regime_dash.analysis.invariants import CheckResult
 from regime_dash.modules import MODULES, full_layout, get, kernel_defines, module_slots, orphan_slots
 from regime_dash.modules.base import ControllerModule, ModuleConfig, ModuleStream
 from regime_dash.slots import DEFAULT_LAYOUT, Slot
 
 NVCC = shutil.which("nvcc")
 CONTROLLERS = ("sp14_alpha_grad_gate", "sp18_hold", "pearl_c")
-STATUSES = {"pass", "fail", "skip"}
+STATUSES = {"pass", "fail", "warn", "skip"}
 
 
 def test_registry_discovers_the_controller_packages():
@@ -72,10 +73,10 @@ def test_module_keeps_the_protocol(name):
     assert all("." in c for c in m.columns) and m.applies_to(frame)
     assert frame.attrs["module"] == name and frame.attrs["engine"] == "reference"
     results = m.invariants(frame)
-    assert results and len({r["id"] for r in results}) == len(results)
+    assert results and len({r.id for r in results}) == len(results)
     for r in results:
-        assert set(r) == {"id", "status", "violations", "first_step", "steps", "detail"}
-        assert r["status"] in STATUSES and r["id"].startswith(name.split("_")[0])
+        assert isinstance(r, CheckResult)  # the one result type of every check
+        assert r.status in STATUSES and r.id.startswith(name.split("_")[0])
     assert not m.applies_to(frame.drop(columns=list(m.check_columns)))
     import plotly.graph_objects as go
 
@@ -202,7 +203,7 @@ def test_regime_observer_adapter_is_the_core_replay_and_checks():
     cfg = RegimeConfig(eps_min=0.1, tau_boost=False)
     frame = m.replay(stream, cfg)
     pd.testing.assert_frame_equal(frame, replay(stream, cfg), check_exact=True)
-    assert m.invariants(frame) == [c.to_dict() for c in run_checks(frame)]
+    assert m.invariants(frame) == run_checks(frame)
     assert m.applies_to(frame) and set(m.columns) <= set(frame.columns)
     specs = m.field_specs()
     assert [s.name for s in specs] == field_names()
@@ -233,7 +234,7 @@ def test_module_check_results_run_only_the_modules_a_frame_has():
     assert res and all(isinstance(r, CheckResult) for r in res)
     assert {r.id for r in res} == set(m.check_ids)
     sp14 = MODULES["sp14_alpha_grad_gate"].replay(MODULES["sp14_alpha_grad_gate"].demo_stream(steps=50))
-    both = pd.concat([frame, sp14.drop(columns=["step", "fold"])], axis=1)
+    both = pd.concat([frame, sp14.drop(columns=["step", "fold", "phase"])], axis=1)
     ids = {r.id for r in module_check_results(both)}
     assert set(m.check_ids) <= ids and "sp14.var_aux_producer" in ids
     assert [r.id for r in module_check_results(both, ids=["sp14.k_floor"])] == ["sp14.k_floor"]

@@ -31,15 +31,16 @@ def readme_commands() -> list[str]:
     return [line.strip() for line in joined.splitlines() if line.strip() and not line.strip().startswith("#")]
 
 
-#: Exit statuses the README documents: check exits 1 when a check fails, diff 1 when
-#: the runs differ (before/after do); everything else 0.
-ALLOWED = {"check": {0, 1}, "diff": {1}}
+#: Exit statuses the README documents: check (and check --all) exits 1 when a check
+#: fails, diff 1 when the runs differ (before/after do); everything else 0.
+ALLOWED = {"check": {0, 1}, "check_all": {0, 1}, "diff": {1}}
 
 
 @pytest.mark.slow  # a replay, a sweep and a short engine benchmark: a minute or two on 2 cores
 def test_readme_command_line_runs_as_written(tmp_path):
     cmds = readme_commands()
-    assert [c.split()[3] for c in cmds] == ["ingest", "runs", "check", "diff", "replay", "sweep", "bench"]
+    assert [c.split()[3] for c in cmds] == ["ingest", "runs", "check", "diff", "replay", "replay", "sweep",
+                                            "sensitivity", "bench", "check"]
     (tmp_path / "run.diag.jsonl.gz").write_bytes(gzip.compress(SAMPLE.read_bytes()))
     (tmp_path / "before.jsonl").write_bytes(SAMPLE.read_bytes())
     lines = SAMPLE.read_text().splitlines(keepends=True)
@@ -57,10 +58,10 @@ def test_readme_command_line_runs_as_written(tmp_path):
     for cmd in cmds:
         res = subprocess.run(["bash", "-c", cmd], cwd=tmp_path, env=env, capture_output=True,
                              text=True, timeout=600)
-        name = cmd.split()[3]
+        name = "check_all" if "--all" in cmd else cmd.split()[3]
         assert res.returncode in ALLOWED.get(name, {0}), (cmd, res.returncode, res.stderr[-2000:])
         assert "Traceback" not in res.stderr and "error:" not in res.stderr, (cmd, res.stderr[-2000:])
-        out[name] = res.stdout
+        out.setdefault(name, res.stdout)
     assert "fold1" in out["runs"]
     doc = json.loads(out["check"])
     assert doc["source"]["run_id"].startswith("fold1-")

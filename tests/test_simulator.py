@@ -8,10 +8,11 @@ import pandas as pd
 import pytest
 
 from regime_dash import RegimeConfig, replay
-from regime_dash.engine import engine_status, initial_isv
+from regime_dash.engine import backend, engine_status, initial_isv, reference
+from regime_dash.engine.steppers import BackendStepper, ReferenceStepper
 from regime_dash.errors import ValidationError
-from regime_dash.simulator import (PRESETS, BackendStepper, Draws, Market, ReferenceStepper, Schedule,
-                                   Simulator, ema_over, kelly_edge, simulate, step_rng)
+from regime_dash.simulator import (PRESETS, Draws, Market, Schedule, Simulator, ema_over, kelly_edge, simulate,
+                                   step_rng)
 from regime_dash.slots import DEFAULT_LAYOUT
 
 KELLY = "risk_stack.kelly.fraction"
@@ -108,6 +109,14 @@ def test_backend_stepper_matches_the_direct_reference_stepper():
     b.step(300)
     pd.testing.assert_frame_equal(a.frame(), b.frame())
     assert np.array_equal(a.isv, b.isv)
+
+
+def test_backend_stepper_dispatches_through_the_engine_package():
+    isv0, boot = initial_isv(RegimeConfig(), None, DEFAULT_LAYOUT)
+    assert backend("reference") is reference.run
+    assert BackendStepper("reference", isv0, boot, DEFAULT_LAYOUT)._run is reference.run
+    with pytest.raises(ValidationError, match="'warp-drive'"):
+        BackendStepper("warp-drive", isv0, boot, DEFAULT_LAYOUT)
 
 
 def test_positions_are_sized_by_the_previous_kelly_f():

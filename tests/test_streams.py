@@ -4,8 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from regime_dash.errors import StreamError
-from regime_dash.streams import Stream, load
+from regime_dash.errors import StreamError, StreamErrors
+from regime_dash.modules.pearl_c.stream import PearlCStream
+from regime_dash.streams import Stream, load, validate
 
 
 def _stream(rng, t=6, b=3, v_pred=False):
@@ -36,7 +37,7 @@ def test_parquet_is_one_row_per_step_readable_by_pandas(tmp_path, rng):
 
 @pytest.mark.parametrize("mutate, match", [
     (lambda kw: kw.update(rewards=np.zeros((0, 3))), "T = 0 steps"),
-    (lambda kw: kw.update(rewards=np.zeros((4, 0)), lots=np.zeros((4, 0))), "b = 0 accounts"),
+    (lambda kw: kw.update(rewards=np.zeros((4, 0)), lots=np.zeros((4, 0))), r"stream has 0 accounts \(rewards shape \(4, 0\)\)"),
     (lambda kw: kw.update(lots=np.zeros((4, 2))), r"lots has shape \(4, 2\), expected \(4, 3\)"),
     (lambda kw: kw.update(lots=np.full((4, 3), 0.5)), "lots must hold whole numbers.*0.5"),
     (lambda kw: kw.update(lots=-np.ones((4, 3))), "lots must be >= 0.*-1"),
@@ -51,6 +52,38 @@ def test_validation_names_the_bad_value(mutate, match):
     mutate(kw)
     with pytest.raises(StreamError, match=match):
         Stream.make(**kw)
+
+
+def test_lazy_validation_collects_every_problem_at_once():
+    bad = dict(rewards=np.zeros((4, 3)), lots=np.array([[0, 1, 0], [0, -2, 0], [0, 0, 0], [1, 1, 1]]),
+               kelly_analytic=np.array([0, np.nan, 0, 0]), cooldown=np.zeros(5), boundary=np.array([0, 2, 0, 0]),
+               step=np.array([0, 1, 1, 2]))
+    with pytest.raises(StreamError) as eager:
+        Stream.make(**bad)
+    assert not isinstance(eager.value, StreamErrors)
+    with pytest.raises(StreamErrors) as lazy:
+        Stream.make(**bad, lazy=True)
+    found = {e.field: e.value for e in lazy.value.errors}
+    assert found.keys() == {"boundary", "lots", "kelly_analytic", "cooldown", "step"}
+    assert found["lots"] == -2 and np.isnan(found["kelly_analytic"]) and found["cooldown"] == (5,)
+    assert found["step"] == 1 and found["boundary"] == "int64"
+    text = str(lazy.value)
+    assert text.startswith("5 problem(s) in the stream") and "account 1 it holds -2" in text
+    assert "cooldown has shape (5,), expected (4,)" in text
+
+
+def test_lazy_validation_of_a_built_stream_and_a_module_stream():
+    s = Stream.make(rewards=np.zeros((3, 2)), lots=np.zeros((3, 2)))
+    validate(s, lazy=True)  # a good stream passes
+    object.__setattr__(s, "rewards", np.full((3, 2), np.inf, np.float32))
+    object.__setattr__(s, "tau_action", np.zeros(3))
+    with pytest.raises(StreamErrors) as exc:
+        validate(s, lazy=True)
+    assert [e.field for e in exc.value.errors] == ["rewards", "tau_action"]
+    with pytest.raises(StreamErrors) as exc:
+        PearlCStream.make(updates=np.array([[0.0, np.inf], [1.0, 2.0]]), step=[5, 4], lazy=True)
+    assert [(e.field, e.value) for e in exc.value.errors] == [("updates", np.inf), ("step", 4)]
+    assert "at step index 0, column 1" in str(exc.value)
 
 
 def test_direct_construction_checks_dtypes():

@@ -3,17 +3,22 @@
 Pure functions on DataFrames with the canonical (DESIGN.md) column names; rename
 a real file's columns first with :func:`regime_dash.aliases.canonical_frame`.
 
-``diagnose(frame)`` runs everything and returns a :class:`Report` whose
-``to_dict()`` is the CLI's ``check --json`` document::
+``verdict(frame)`` (:mod:`.verdict`) is the one function that judges a run:
+core invariants, success criteria, module checks and findings.
+``diagnose(frame)`` adds the episodes and events and returns a :class:`Report`
+whose ``to_dict()`` is the CLI's ``check --json`` document::
 
-    {"checks": [{"id", "status", "violations", "first_step", "steps", "detail"}, ...],
+    {"status", "counts", "first_failure",
+     "checks": [{"id", "status", "violations", "first_step", "steps", "spans", "column",
+                 "detail", "evidence"}, ...],
+     "findings": [{"id", "severity", "message", "steps", "spans", "evidence", "column", "fields"}, ...],
      "episodes": {"dead_zone": [...]},
      "events": {"tail": [...], "timeouts": [...], "floor_spans": [...],
                 "transitions": [...], "boundaries": [...]},
      "skipped": {finder: why}, "summary": {...}}
 
 Modules: :mod:`.view` (sorting, float32 columns, boundary detection; ``view.view(frame)``),
-:mod:`.episodes`, :mod:`.invariants`, :mod:`.diff`.
+:mod:`.episodes`, :mod:`.invariants`, :mod:`.findings`, :mod:`.verdict`, :mod:`.diff`.
 """
 from __future__ import annotations
 
@@ -27,15 +32,18 @@ import pandas as pd
 from regime_dash.analysis.diff import FieldDiff, RunDiff, diff_runs
 from regime_dash.analysis.episodes import (boundaries, dead_zone_episodes, find_all, floor_active,
                                            floor_spans, summary, tail_events, timeouts, transitions)
-from regime_dash.analysis.invariants import (CHECK_IDS, CHECKS, MAX_STEPS, ULPS, CheckOptions,
+from regime_dash.analysis.findings import FINDING_IDS, Finding, find
+from regime_dash.analysis.invariants import (CHECK_IDS, CHECKS, MAX_STEPS, STATUSES, ULPS, CheckOptions,
                                              CheckResult, run_checks)
+from regime_dash.analysis.verdict import Verdict, verdict
 from regime_dash.analysis.view import FrameView
 from regime_dash.analysis.view import view as _view
 
 __all__ = [
-    "CHECK_IDS", "CHECKS", "MAX_STEPS", "ULPS", "CheckOptions", "CheckResult", "FieldDiff", "FrameView",
-    "Report", "RunDiff", "boundaries", "dead_zone_episodes", "diagnose", "diff_runs", "find_all",
-    "floor_active", "floor_spans", "run_checks", "summary", "tail_events", "timeouts", "transitions",
+    "CHECK_IDS", "CHECKS", "FINDING_IDS", "MAX_STEPS", "STATUSES", "ULPS", "CheckOptions", "CheckResult",
+    "FieldDiff", "Finding", "FrameView", "Report", "RunDiff", "Verdict", "boundaries", "dead_zone_episodes",
+    "diagnose", "diff_runs", "find", "find_all", "floor_active", "floor_spans", "run_checks", "summary",
+    "tail_events", "timeouts", "transitions", "verdict",
 ]
 
 
@@ -59,9 +67,9 @@ def records(frame: pd.DataFrame) -> list[dict]:
 
 @dataclass
 class Report:
-    """Everything :func:`diagnose` found."""
+    """Everything :func:`diagnose` found: the :class:`Verdict`, episodes, events, summary."""
 
-    checks: list[CheckResult]
+    verdict: Verdict
     episodes: dict[str, pd.DataFrame]
     events: dict[str, pd.DataFrame]
     skipped: dict[str, str]
@@ -69,40 +77,49 @@ class Report:
     aliases_applied: dict[str, str] = field(default_factory=dict)
 
     @property
+    def checks(self) -> list[CheckResult]:
+        return self.verdict.checks
+
+    @property
+    def findings(self) -> list[Finding]:
+        return self.verdict.findings
+
+    @property
     def failed(self) -> list[CheckResult]:
-        return [c for c in self.checks if c.status == "fail"]
+        return self.verdict.failed
 
     @property
     def ok(self) -> bool:
-        """No check failed (skips do not fail a run)."""
-        return not self.failed
+        """No check failed and no finding has severity ``fail`` (skips and warnings do not fail a run)."""
+        return self.verdict.ok
 
     def to_dict(self) -> dict:
-        return {
-            "checks": [c.to_dict() for c in self.checks],
+        doc = self.verdict.to_dict()
+        doc.update({
             "episodes": {k: records(t) for k, t in self.episodes.items()},
             "events": {k: records(t) for k, t in self.events.items()},
             "skipped": dict(self.skipped),
             "summary": {k: _plain(x) for k, x in self.summary.items()},
             "aliases_applied": dict(self.aliases_applied),
-        }
+        })
+        return doc
 
 
 def diagnose(frame: pd.DataFrame, ids: Iterable[str] | None = None,
              options: CheckOptions | None = None) -> Report:
-    """Run every check and every episode/event finder on one frame.
+    """The :func:`verdict` of one frame, with every episode/event finder's tables.
 
     Parameters
     ----------
     frame
         A diag frame with canonical column names.
     ids
-        Check ids to run; all when ``None``.
+        Check ids to run (core and module ids); all when ``None``.
     options
-        Success-criterion knobs (:class:`CheckOptions`).
+        The shared check options (:class:`CheckOptions`).
     """
     vw = _view(frame)
-    checks = run_checks(vw, ids, options)
+    judged = verdict(vw, options, ids)
     episodes, events, skipped = find_all(vw)
-    return Report(checks, episodes, events, skipped, summary(vw),
+    return Report(judged, episodes, events, skipped, summary(vw),
                   dict(frame.attrs.get("aliases_applied", {})))

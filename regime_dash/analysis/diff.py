@@ -9,7 +9,9 @@ step and the max |Δ|.
 Equality is exact: two floats are equal when they are the same number (both NaN
 counts as equal, as it prints the same). A float32 column against a float64 one
 compares the values, not the dtypes, so a run re-read from JSON matches its
-Parquet twin.
+Parquet twin; so do booleans against 0/1 and numbers stored as text against
+numbers. Internal columns (:data:`INTERNAL_COLUMNS`, such as the store's
+``_line``) are not compared: they say where a row came from, not what it holds.
 """
 from __future__ import annotations
 
@@ -19,6 +21,9 @@ import numpy as np
 import pandas as pd
 
 from regime_dash.errors import ValidationError
+
+#: Columns the store adds that are not run data (``_line``: the row's source line number).
+INTERNAL_COLUMNS = frozenset({"_line"})
 
 
 @dataclass(frozen=True)
@@ -80,7 +85,8 @@ class RunDiff:
         """A human report."""
         if self.identical:
             return [f"identical: {self.rows_compared} steps, every field equal"]
-        out = [f"differ: first at step {self.first_step} ({self.rows_compared} shared steps compared)"]
+        where = f"first at step {self.first_step}" if self.first_step is not None else "in their columns"
+        out = [f"differ: {where} ({self.rows_compared} shared steps compared)"]
         for f in self.fields:
             mx = "-" if f.max_abs is None else f"{f.max_abs:.9g}"
             out.append(f"  {f.column}: {f.rows} row(s) differ, first at step {f.first_step}, max |d| {mx}")
@@ -116,6 +122,19 @@ def _numeric(a: pd.Series) -> np.ndarray | None:
     return a.to_numpy(dtype=np.float64, na_value=np.nan)
 
 
+def _as_numbers(a: pd.Series) -> np.ndarray | None:
+    """``a``'s values as float64 when every value is a number, a boolean or a number written as text."""
+    if pd.api.types.is_bool_dtype(a.dtype):
+        return a.astype("float64").to_numpy(na_value=np.nan) if a.hasnans else a.to_numpy(dtype=np.float64)
+    if a.dtype != object and not pd.api.types.is_string_dtype(a.dtype):
+        return None
+    values = a.map(lambda v: float(v) if isinstance(v, (bool, np.bool_)) else v)
+    numbers = pd.to_numeric(values, errors="coerce")
+    if (numbers.isna() & values.notna()).any():
+        return None
+    return numbers.to_numpy(dtype=np.float64, na_value=np.nan)
+
+
 def diff_runs(a: pd.DataFrame, b: pd.DataFrame, columns: list[str] | None = None) -> RunDiff:
     """Compare two runs step by step.
 
@@ -133,8 +152,8 @@ def diff_runs(a: pd.DataFrame, b: pd.DataFrame, columns: list[str] | None = None
         column neither run has.
     """
     sa, sb = _steps(a, "A"), _steps(b, "B")
-    cols_a = [c for c in a.columns if c != "step"]
-    cols_b = [c for c in b.columns if c != "step"]
+    cols_a = [c for c in a.columns if c != "step" and c not in INTERNAL_COLUMNS]
+    cols_b = [c for c in b.columns if c != "step" and c not in INTERNAL_COLUMNS]
     if columns is not None:
         unknown = [c for c in columns if c not in a.columns and c not in b.columns]
         if unknown:
@@ -153,6 +172,9 @@ def diff_runs(a: pd.DataFrame, b: pd.DataFrame, columns: list[str] | None = None
     for c in shared:
         x, y = a[c].iloc[ia], b[c].iloc[ib]
         xn, yn = _numeric(x), _numeric(y)
+        if (xn is None) != (yn is None):  # one side numbers, the other booleans or text: compare values
+            xn = xn if xn is not None else _as_numbers(x)
+            yn = yn if yn is not None else _as_numbers(y)
         if xn is not None and yn is not None:
             both_nan = np.isnan(xn) & np.isnan(yn)
             differ = ~((xn == yn) | both_nan)

@@ -31,7 +31,9 @@ from typing import Callable, Iterable
 import numpy as np
 import pandas as pd
 
+from regime_dash import diag
 from regime_dash.analysis import view as v
+from regime_dash.analysis.episodes import _runs
 from regime_dash.analysis.view import F32, ONE, FrameView, countdown_next
 from regime_dash.errors import ValidationError
 
@@ -47,7 +49,8 @@ EVAL_PNL_BASELINE = -507_000.0
 #: Success criterion 5: allowed throughput loss against the v9 baseline.
 THROUGHPUT_TOLERANCE = 0.05
 
-STATUSES = ("pass", "fail", "skip")
+#: Check statuses, worst first: ``warn`` is a result the file cannot settle (it passes the exit code).
+STATUSES = ("fail", "warn", "pass", "skip")
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,25 @@ class CheckOptions:
 
 @dataclass(frozen=True)
 class CheckResult:
-    """Outcome of one check (``to_dict`` gives the CLI's JSON object)."""
+    """Outcome of one check: the one result type of core invariants, success criteria and modules.
+
+    Attributes
+    ----------
+    id, status
+        Stable check id; ``pass``, ``fail``, ``warn`` (the file cannot settle it)
+        or ``skip`` (``missing`` names the absent fields).
+    violations, first_step, steps
+        Violating rows, the first one's step, up to :data:`MAX_STEPS` steps.
+    detail
+        One line a user reads.
+    spans
+        ``[start, end]`` step stretches (inclusive) where the fault is a stretch
+        (a Kelly trap), up to :data:`MAX_STEPS`.
+    column
+        The diag column (signal) the check concerns, so a chart can place it.
+    evidence
+        Numbers behind the verdict (JSON-ready).
+    """
 
     id: str
     status: str
@@ -107,10 +128,15 @@ class CheckResult:
     steps: list[int]
     detail: str
     missing: list[str] = field(default_factory=list)
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    column: str | None = None
+    evidence: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"id": self.id, "status": self.status, "violations": self.violations,
-                "first_step": self.first_step, "steps": list(self.steps), "detail": self.detail}
+                "first_step": self.first_step, "steps": list(self.steps),
+                "spans": [[int(a), int(b)] for a, b in self.spans], "column": self.column,
+                "detail": self.detail, "evidence": dict(self.evidence)}
 
 
 @dataclass(frozen=True)
@@ -126,8 +152,25 @@ class Check:
     id: str
     title: str
     needs: tuple[str, ...]
-    fn: Callable[[FrameView, CheckOptions], "tuple[np.ndarray, str] | str"]
+    fn: Callable[[FrameView, CheckOptions], "tuple[np.ndarray, str] | Found | str"]
     any_of: tuple[str, ...] = ()
+    column: str | None = None
+
+
+@dataclass
+class Found:
+    """What a check function found, when more than violating rows and a detail line.
+
+    ``spans`` are row ranges ``(first_row, last_row)``; ``status`` overrides the
+    pass/fail that ``bad`` implies (``warn``); ``column`` overrides the check's.
+    """
+
+    bad: np.ndarray
+    detail: str
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    status: str | None = None
+    evidence: dict = field(default_factory=dict)
+    column: str | None = None
 
 
 def _tol(expected: np.ndarray, ulps: float) -> np.ndarray:
@@ -294,21 +337,89 @@ def _welford_count(view: FrameView, _opt: CheckOptions):
     return bad, _first(view, bad, lambda i: f"welford_count={_fmt(cnt[i])} after {_fmt(prev[i])}")
 
 
-def _finite_regime(view: FrameView, _opt: CheckOptions):
-    cols = [c for c in view.frame.columns if str(c).startswith(v.R)]
+def _numeric_columns(view: FrameView, prefix: str, exclude: str | None = None) -> list[str]:
+    """Columns under ``prefix`` (not under ``exclude``) that hold numbers (text-only columns are not fields
+    of the numeric diag)."""
+    out = []
+    for c in view.frame.columns:
+        c = str(c)
+        if not c.startswith(prefix) or (exclude and c.startswith(exclude)):
+            continue
+        col = view.frame[c]
+        if pd.api.types.is_bool_dtype(col) or not (pd.api.types.is_numeric_dtype(col) or
+                                                   pd.to_numeric(col, errors="coerce").notna().any()):
+            continue
+        out.append(c)
+    return out
+
+
+def _steps_text(steps: np.ndarray, limit: int = 5) -> str:
+    shown = ", ".join(str(int(s)) for s in steps[:limit])
+    return shown + (f", … ({len(steps)} in all)" if len(steps) > limit else "")
+
+
+def _nonfinite(view: FrameView, prefix: str, exclude: str | None = None) -> Found:
+    """NaN/±Inf in every numeric field under ``prefix``, each with its exact steps.
+
+    Rows before a field's first appearance are "not recorded" (a field added mid-run), not
+    violations. A null inside its span (the key absent, or JSON null) is reported apart from
+    NaN/±Inf, as a warning, where the frame says which is which (:meth:`FrameView.null`).
+    """
+    cols = _numeric_columns(view, prefix, exclude)
     bad = np.zeros(view.n, dtype=bool)
-    counts = {}
+    gaps = np.zeros(view.n, dtype=bool)
+    per: dict[str, dict] = {}
+    late: dict[str, int] = {}
+    told = True
     for c in cols:
-        b = ~np.isfinite(view.f32(c))
-        if b.any():
-            counts[c] = int(b.sum())
-        bad |= b
-    if not bad.any():
-        return bad, f"{len(cols)} risk_stack.regime.* fields finite on every row"
-    worst = ", ".join(f"{c[len(v.R):]} ({k})" for c, k in sorted(counts.items(), key=lambda kv: -kv[1])[:4])
-    return bad, f"non-finite or missing values in {len(counts)} field(s): {worst}; " + _first(
-        view, bad, lambda i: ", ".join(f"{c[len(v.R):]}={_fmt(view.f32(c)[i])}" for c in counts
-                                       if not np.isfinite(view.f32(c)[i]))[:200])
+        a = view.f32(c)
+        null = view.null(c)
+        told &= null is not None
+        nan = np.isnan(a)
+        seen = ~null if null is not None else ~nan  # without null info a leading NaN is "not recorded"
+        if not seen.any():
+            continue
+        first = int(np.argmax(seen))
+        if first:
+            late[c] = int(view.step[first])
+        span = np.arange(view.n) >= first
+        kinds = {"NaN": span & nan & (~null if null is not None else True),
+                 "+Inf": np.isposinf(a), "-Inf": np.isneginf(a)}
+        holes = span & null if null is not None else np.zeros(view.n, dtype=bool)
+        found = {k: view.steps_at(m) for k, m in kinds.items() if m.any()}
+        if holes.any():
+            found["null"] = view.steps_at(holes)
+        if not found:
+            continue
+        per[c] = found
+        for m in kinds.values():
+            bad |= m
+        gaps |= holes
+    short = {c: c[len(prefix):] for c in cols}
+    late_text = (f"; {len(late)} field(s) first recorded mid-run (earlier rows not recorded): "
+                 + ", ".join(f"{short[c]} from step {s}" for c, s in list(late.items())[:4])) if late else ""
+    evidence = {"fields": {c: {k: [int(x) for x in st[:MAX_STEPS]] for k, st in f.items()} for c, f in per.items()},
+                "counts": {c: {k: int(len(st)) for k, st in f.items()} for c, f in per.items()},
+                "first_recorded": late}
+    if not per:
+        return Found(bad, f"{len(cols)} {prefix}* field(s) finite on every recorded row" + late_text,
+                     evidence=evidence)
+    worst = max(per, key=lambda c: sum(len(x) for k, x in per[c].items() if k != "null"))
+    nan_word = "NaN" if told else "NaN or null (this frame does not tell them apart)"
+    parts = [f"{short[c]} " + "; ".join(f"{nan_word if k == 'NaN' else k} at step(s) {_steps_text(st)}"
+                                        for k, st in f.items()) for c, f in per.items()]
+    detail = f"{len(per)} field(s) with non-finite or missing values: " + " | ".join(parts[:4]) + late_text
+    if not bad.any():  # nulls only: the trainer did not log a value there; nothing says it was bad
+        return Found(gaps, "no NaN/Inf; " + detail, status="warn", evidence=evidence, column=worst)
+    return Found(bad, detail, evidence=evidence, column=worst)
+
+
+def _finite_regime(view: FrameView, _opt: CheckOptions):
+    return _nonfinite(view, v.R)
+
+
+def _finite_risk_stack(view: FrameView, _opt: CheckOptions):
+    return _nonfinite(view, v.P, exclude=v.R)
 
 
 def _envelope_floor(view: FrameView, _opt: CheckOptions):
@@ -348,18 +459,43 @@ def _kelly_resurrection(view: FrameView, _opt: CheckOptions):
     live = view.f32(v.LIVE)
     timeout = view.f32(v.TIMEOUT) if view.has(v.TIMEOUT) else np.zeros(view.n, np.float32)
     finite = _finite(frac, analytic, flag, live, timeout)
-    override = (flag == 1) & (timeout == 0)
-    # G18/G21: no override outside the dead zone or once timed out; G17: inside it kelly_f is
-    # ε_live, or the analytic value when F2 is switched off (the diag does not carry the switch)
-    ok = np.where(override, (frac == live) | (frac == analytic), frac == analytic)
-    bad = finite & ~ok
-    n_over = int((finite & override & (frac == live) & (frac != analytic)).sum())
-    if not bad.any():
-        return bad, (f"kelly_f = analytic outside the dead zone and after a timeout; eps_live overrode it "
-                     f"on {n_over} dead-zone rows" + _note_unverified(view, finite))
-    return bad, _first(view, bad, lambda i: f"kelly_f={_fmt(frac[i])}, analytic={_fmt(analytic[i])}, "
-                                            f"eps_live={_fmt(live[i])}, flag={_fmt(flag[i])}, "
-                                            f"timeout={_fmt(timeout[i])}")
+    override = finite & (flag == 1) & (timeout == 0)
+    # G18/G21: no override outside the dead zone or once timed out
+    outside = finite & ~override & (frac != analytic)
+    overridden = override & (frac == live) & (frac != analytic)
+    kept = override & (frac != live)  # a dead-zone row that kept another value than eps_live
+
+    def what(i):
+        return (f"kelly_f={_fmt(frac[i])}, analytic={_fmt(analytic[i])}, eps_live={_fmt(live[i])}, "
+                f"flag={_fmt(flag[i])}, timeout={_fmt(timeout[i])}")
+
+    switch = diag.SWITCH_COLUMNS["resurrection"]
+    if view.has(switch):  # the file says whether F2 ran: G17 applies exactly where it did
+        on = view.f32(switch) == 1
+        bad = outside | (override & on & (frac != live)) | (override & ~on & (frac != analytic))
+        if not bad.any():
+            return bad, (f"F2 {'on' if on.all() else 'off' if not on.any() else 'switched'} (from the file): "
+                         f"kelly_f = eps_live on {int((override & on).sum())} dead-zone rows before a timeout, "
+                         f"analytic elsewhere" + _note_unverified(view, finite))
+        return bad, _first(view, bad, what)
+    n_over, n_kept = int(overridden.sum()), int((kept & (frac == analytic)).sum())
+    if n_over:  # F2 inferred on: every dead-zone row before a timeout must be overridden
+        bad = outside | kept
+        if not bad.any():
+            return bad, (f"F2 inferred on (the file does not carry the switch): eps_live overrode kelly_f on "
+                         f"{n_over} dead-zone rows, analytic elsewhere" + _note_unverified(view, finite))
+        return bad, (f"F2 inferred on ({n_over} dead-zone row(s) overridden) but not on every one; "
+                     + _first(view, bad, what))
+    if outside.any() or (kept & (frac != analytic)).any():
+        bad = outside | (kept & (frac != analytic))
+        return bad, _first(view, bad, what)
+    if n_kept:
+        return Found(kept, f"F2 off, or resurrection broken: the file cannot tell. kelly_f stayed analytic on "
+                     f"{n_kept} dead-zone row(s) before a timeout (first at step "
+                     f"{int(view.step[np.argmax(kept)])}) and the file does not carry the F2 switch "
+                     f"({switch})", status="warn")
+    return outside, ("kelly_f = analytic on every row; no dead-zone row tells whether F2 ran"
+                     + _note_unverified(view, finite))
 
 
 def _tau_boost(view: FrameView, _opt: CheckOptions):
@@ -430,42 +566,50 @@ def _boundary_reset(view: FrameView, _opt: CheckOptions):
 
 # ---- success criteria ------------------------------------------------------------------
 def trap_stretches(view: FrameView) -> list[tuple[int, int]]:
-    """Row ranges ``[a, b]`` where kelly_f = 0 and every account is flat (consecutive rows)."""
-    trapped = (view.f32(v.KELLY) == 0) & (view.f32(v.FLAT) == view.f32(v.B_SIZE))
-    out = []
-    idx = np.flatnonzero(trapped)
-    if len(idx):
-        breaks = np.flatnonzero(np.diff(idx) > 1)
-        starts = np.r_[idx[0], idx[breaks + 1]]
-        ends = np.r_[idx[breaks], idx[-1]]
-        out = list(zip(starts.tolist(), ends.tolist()))
-    return out
+    """Row ranges ``[a, b]`` of Kelly traps: every account flat (flat_count = b, from the diag) while
+    kelly_f = 0 or the dead-zone flag is up (consecutive rows).
+
+    A resurrection cycle (kelly_f 0/ε, flag and DURATION 0/1) stays inside one trap: the ε row has
+    the flag up, the next row kelly_f = 0, so the accounts' flatness alone ends a trap.
+    """
+    trapped = (view.f32(v.KELLY) == 0)
+    if view.has(v.FLAG):
+        trapped |= view.f32(v.FLAG) == 1
+    trapped &= view.f32(v.FLAT) == view.f32(v.B_SIZE)
+    return _runs(trapped)
 
 
 def _kelly_trap(view: FrameView, opt: CheckOptions):
     timeout = view.f32(v.TIMEOUT) == 1 if view.has(v.TIMEOUT) else np.zeros(view.n, dtype=bool)
     bad = np.zeros(view.n, dtype=bool)
-    long_with_timeout = 0
-    longest = 0
+    failing, excused, longest = [], [], 0
     for a, b in trap_stretches(view):
-        length = view.step[b] - view.step[a] + 1
-        longest = max(longest, int(length))
+        length = int(view.step[b] - view.step[a] + 1)
+        longest = max(longest, length)
         if length <= opt.trap_steps:
             continue
         if timeout[a:b + 1].any():
-            long_with_timeout += 1
+            excused.append((a, b))
             continue
-        # the step at which the stretch became longer than trap_steps
-        cross = a + int(np.searchsorted(view.step[a:b + 1], view.step[a] + opt.trap_steps))
-        bad[cross] = True
-    note = "" if view.has(v.TIMEOUT) else " (timeout_flag missing: no stretch is excused)"
-    if not bad.any():
-        return bad, (f"longest kelly_f=0 all-flat stretch {longest} steps (limit {opt.trap_steps})"
-                     + (f"; {long_with_timeout} longer stretch(es) ended by the timeout flag"
-                        if long_with_timeout else "") + note)
-    return bad, (f"{int(bad.sum())} stretch(es) of kelly_f=0 with every account flat lasted more than "
-                 f"{opt.trap_steps} steps without the timeout flag; " +
-                 _first(view, bad, lambda i: f"trapped for {opt.trap_steps + 1} steps") + note)
+        failing.append((a, b))
+        bad[a] = True  # a trap is reported at its start; its span says how long it lasted
+
+    def spans_text(rows):
+        return ", ".join(f"{int(view.step[a])}..{int(view.step[b])} ({int(view.step[b] - view.step[a] + 1)} steps)"
+                         for a, b in rows[:3]) + (f", … ({len(rows)} in all)" if len(rows) > 3 else "")
+
+    evidence = {"limit": opt.trap_steps, "longest": longest,
+                "traps": [[int(view.step[a]), int(view.step[b]), int(view.step[b] - view.step[a] + 1)]
+                          for a, b in failing[:MAX_STEPS]],
+                "excused_by_timeout": [[int(view.step[a]), int(view.step[b])] for a, b in excused[:MAX_STEPS]]}
+    note = "" if view.has(v.TIMEOUT) else " (timeout_flag missing: no trap is excused)"
+    if not failing:
+        return Found(bad, f"longest all-flat stretch with kelly_f=0 or the dead zone up: {longest} steps "
+                     f"(limit {opt.trap_steps})" + (f"; trap(s) {spans_text(excused)} excused: the timeout "
+                                                     f"flag fired inside" if excused else "") + note,
+                     evidence=evidence)
+    return Found(bad, f"{len(failing)} Kelly trap(s) longer than {opt.trap_steps} steps with every account "
+                 f"flat and no timeout: steps {spans_text(failing)}" + note, spans=failing, evidence=evidence)
 
 
 def _envelope_tracking(view: FrameView, opt: CheckOptions):
@@ -535,34 +679,44 @@ def _throughput(view: FrameView, opt: CheckOptions):
 
 
 CHECKS: tuple[Check, ...] = (
-    Check("flag_binary", "dead-zone flag and timeout flag are 0 or 1", (v.FLAG,), _flag_binary),
-    Check("dead_zone_duration", "duration = flag ? prev+1 : 0", (v.FLAG, v.DURATION), _dead_zone_duration),
+    Check("flag_binary", "dead-zone flag and timeout flag are 0 or 1", (v.FLAG,), _flag_binary, column=v.FLAG),
+    Check("dead_zone_duration", "duration = flag ? prev+1 : 0", (v.FLAG, v.DURATION), _dead_zone_duration,
+          column=v.DURATION),
     Check("timeout_flag", "timeout = duration > max_duration", (v.DURATION, v.TIMEOUT, v.MAX_DURATION),
-          _timeout_flag),
+          _timeout_flag, column=v.DURATION),
     Check("recovery_factor_formula", "factor = min(1, recency / max(n_recovery, 1))",
-          (v.FACTOR, v.RECENCY, v.N_RECOVERY), _recovery_factor),
+          (v.FACTOR, v.RECENCY, v.N_RECOVERY), _recovery_factor, column=v.FACTOR),
     Check("eps_live_formula", "live = min + (max - min)·factor", (v.LIVE, v.EPS_MIN, v.EPS_MAX, v.FACTOR),
-          _eps_live),
-    Check("tail_recency", "recency is 0 at a tail and prev+1 otherwise", (v.RECENCY,), _tail_recency),
+          _eps_live, column=v.LIVE),
+    Check("tail_recency", "recency is 0 at a tail and prev+1 otherwise", (v.RECENCY,), _tail_recency,
+          column=v.RECENCY),
     Check("welford_count_monotone", "Welford count grows by 0 or 1 per step and is kept at boundaries",
-          (v.COUNT,), _welford_count),
+          (v.COUNT,), _welford_count, column=v.RECENCY),
     Check("finite_regime_fields", "no NaN or Inf in risk_stack.regime.* (success criterion 4)", (),
           _finite_regime, any_of=(v.R + "*",)),
-    Check("envelope_floor", "popart sigma >= envelope (F4)", (v.SIGMA, v.ENVELOPE), _envelope_floor),
-    Check("transition_ramp", "v9 remaining N -> 0 -> -1 after each boundary", (v.REMAINING,), _transition_ramp),
+    Check("finite_risk_stack_fields", "no NaN or Inf in the other numeric risk_stack.* fields (kelly, "
+          "positions, session_pnl, PopArt, IQN)", (), _finite_risk_stack, any_of=(v.P + "*",)),
+    Check("envelope_floor", "popart sigma >= envelope (F4)", (v.SIGMA, v.ENVELOPE), _envelope_floor,
+          column=v.SIGMA),
+    Check("transition_ramp", "v9 remaining N -> 0 -> -1 after each boundary", (v.REMAINING,), _transition_ramp,
+          column=v.REMAINING),
     Check("boundary_reset", "at each phase/fold change reset_session_state ran: recency re-bootstrapped, "
-          "duration cleared, v9 transition restarted", (), _boundary_reset, any_of=("phase", "fold")),
-    Check("kelly_resurrection", "kelly_f = eps_live in the dead zone before a timeout, analytic otherwise "
-          "(G17, G18, G21)", (v.KELLY, v.KELLY_ANALYTIC, v.FLAG, v.LIVE), _kelly_resurrection),
+          "duration cleared, v9 transition restarted", (), _boundary_reset, any_of=("phase", "fold"),
+          column=v.RECENCY),
+    Check("kelly_resurrection", "kelly_f = eps_live in the dead zone before a timeout where F2 is on, analytic "
+          "otherwise (G17, G18, G21); warns when the file cannot tell F2 off from a broken override",
+          (v.KELLY, v.KELLY_ANALYTIC, v.FLAG, v.LIVE), _kelly_resurrection, column=v.KELLY),
     Check("tau_boost", "tau_min_effective = tau_min*factor while recency < n_window (G24, G25)",
-          (v.TAU_MIN, v.TAU_MIN_EFF, v.RECENCY, v.BOOST_FACTOR, v.BOOST_WINDOW), _tau_boost),
-    Check("kelly_trap", "success criterion 1: no kelly_f = 0 all-flat stretch over 200 steps without timeout",
-          (v.KELLY, v.FLAT, v.B_SIZE), _kelly_trap),
-    Check("eval_pnl_baseline", "success criterion 2: eval pnl >= -$507k per fold", ("eval.pnl",), _eval_pnl),
+          (v.TAU_MIN, v.TAU_MIN_EFF, v.RECENCY, v.BOOST_FACTOR, v.BOOST_WINDOW), _tau_boost, column=v.TAU_MIN_EFF),
+    Check("kelly_trap", "success criterion 1: no Kelly trap (every account flat while kelly_f = 0 or the dead "
+          "zone persists, resurrection cycles included) over 200 steps without the timeout flag",
+          (v.KELLY, v.FLAT, v.B_SIZE), _kelly_trap, column=v.KELLY),
+    Check("eval_pnl_baseline", "success criterion 2: eval pnl >= -$507k per fold", ("eval.pnl",), _eval_pnl,
+          column="eval.pnl"),
     Check("throughput", "success criterion 5: steps/s within 5% of the v9 baseline", ("wall_time",),
           _throughput),
     Check("envelope_tracking", "success criterion 7: the σ envelope follows per-account tails "
-          "(falls only by its decay)", (v.ENVELOPE, v.DECAY_ALPHA), _envelope_tracking),
+          "(falls only by its decay)", (v.ENVELOPE, v.DECAY_ALPHA), _envelope_tracking, column=v.ENVELOPE),
 )
 #: Check ids in report order.
 CHECK_IDS: tuple[str, ...] = tuple(c.id for c in CHECKS)
@@ -575,18 +729,21 @@ def _result(check: Check, view: FrameView, opt: CheckOptions) -> CheckResult:
                                 for c in view.frame.columns for a in check.any_of):
         missing.append(" or ".join(check.any_of))
     if missing:
-        return CheckResult(check.id, "skip", 0, None, [], "missing field(s): " + ", ".join(missing), missing)
+        return CheckResult(check.id, "skip", 0, None, [], "missing field(s): " + ", ".join(missing), missing,
+                           column=check.column)
     if view.n == 0:
-        return CheckResult(check.id, "skip", 0, None, [], "the frame has no rows")
+        return CheckResult(check.id, "skip", 0, None, [], "the frame has no rows", column=check.column)
     out = check.fn(view, opt)
     if isinstance(out, str):
-        return CheckResult(check.id, "skip", 0, None, [], out)
-    bad, detail = out
-    steps = view.steps_at(bad)
-    if len(steps) == 0:
-        return CheckResult(check.id, "pass", 0, None, [], detail)
-    return CheckResult(check.id, "fail", int(len(steps)), int(steps[0]),
-                       [int(s) for s in steps[:MAX_STEPS]], detail)
+        return CheckResult(check.id, "skip", 0, None, [], out, column=check.column)
+    found = out if isinstance(out, Found) else Found(*out)
+    steps = view.steps_at(found.bad)
+    spans = [(int(view.step[a]), int(view.step[b])) for a, b in found.spans[:MAX_STEPS]]
+    column = found.column or check.column
+    status = found.status or ("fail" if len(steps) else "pass")
+    return CheckResult(check.id, status, int(len(steps)), int(steps[0]) if len(steps) else None,
+                       [int(s) for s in steps[:MAX_STEPS]], found.detail, spans=spans, column=column,
+                       evidence=dict(found.evidence))
 
 
 def run_checks(frame_or_view: pd.DataFrame | FrameView, ids: Iterable[str] | None = None,

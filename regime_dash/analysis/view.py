@@ -71,6 +71,24 @@ RECENCY_SENTINEL = np.float32(DEFAULT_LAYOUT["RL_REGIME_TAIL_EVENT_RECENCY_INDEX
 
 F32 = np.float32
 ONE = F32(1.0)
+#: ``frame.attrs`` key of ``{column: row positions}`` where the file held no value (see :meth:`FrameView.null`).
+NULL_ROWS_ATTR = "null_rows"
+
+
+def null_rows(table) -> dict[str, np.ndarray]:
+    """``{column: row positions}`` of the nulls of every numeric column of a pyarrow ``table``.
+
+    Pandas turns a null and a NaN into the same NaN; a reader keeps this beside the frame
+    (``frame.attrs[NULL_ROWS_ATTR]``) so the checks can tell "no value" from "NaN".
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    out = {}
+    for name, col in zip(table.column_names, table.columns):
+        if col.null_count and (pa.types.is_floating(col.type) or pa.types.is_integer(col.type)):
+            out[name] = np.flatnonzero(pc.is_null(col).to_numpy(zero_copy_only=False))
+    return out
 
 
 def countdown_next(prev: np.ndarray, k: np.ndarray | int = 1) -> np.ndarray:
@@ -93,6 +111,8 @@ class FrameView:
     step_given: bool
     rows_without_step: int = 0
     _cache: dict = field(default_factory=dict, repr=False)
+    #: Position of each row in the frame handed to :func:`view` (before sorting and dropping).
+    source_rows: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -110,6 +130,21 @@ class FrameView:
             raw = pd.to_numeric(pd.Series(self.frame[col]), errors="coerce")
             self._cache[col] = raw.to_numpy(dtype=np.float64, na_value=np.nan).astype(np.float32)
         return self._cache[col]
+
+    def null(self, col: str) -> np.ndarray | None:
+        """Rows where the file held no value for ``col`` (JSON ``null`` or the key absent), as opposed
+        to a ``NaN`` it wrote; ``None`` when the frame does not say (a frame read into pandas alone
+        turns both into NaN). The reader records them in ``attrs[NULL_ROWS_ATTR]``."""
+        known = self.frame.attrs.get(NULL_ROWS_ATTR)
+        if known is None:
+            return None
+        raw = {canon: old for old, canon in self.frame.attrs.get("aliases_applied", {}).items()}.get(col, col)
+        rows = known.get(raw, known.get(col))
+        out = np.zeros(self.n, dtype=bool)
+        if rows is None or not len(rows):
+            return out
+        src = self.source_rows if self.source_rows is not None else np.arange(self.n)
+        return np.isin(src, np.asarray(rows, dtype=np.int64))
 
     def prev(self, col: str) -> np.ndarray:
         """``col`` of the previous row (NaN at row 0)."""
@@ -189,15 +224,16 @@ def view(frame: pd.DataFrame) -> FrameView:
     (``rows_without_step`` counts them); a frame without a ``step`` column uses the
     row number as its step and says so through ``step_given = False``.
     """
+    rows = np.arange(len(frame), dtype=np.int64)
     if "step" not in frame.columns:
-        return FrameView(frame.reset_index(drop=True), np.arange(len(frame), dtype=np.int64), False)
+        return FrameView(frame.reset_index(drop=True), rows, False, source_rows=rows)
     step = pd.to_numeric(pd.Series(frame["step"]), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     placed = np.isfinite(step)
     dropped = int((~placed).sum())
     if dropped:
-        frame, step = frame.loc[placed], step[placed]
+        frame, step, rows = frame.loc[placed], step[placed], rows[placed]
     step = step.astype(np.int64)
     if len(step) > 1 and (np.diff(step) < 0).any():
         order = np.argsort(step, kind="stable")
-        frame, step = frame.iloc[order], step[order]
-    return FrameView(frame.reset_index(drop=True), step, True, dropped)
+        frame, step, rows = frame.iloc[order], step[order], rows[order]
+    return FrameView(frame.reset_index(drop=True), step, True, dropped, source_rows=rows)

@@ -7,4 +7,4 @@ module name to ``TARGETS``.
 from __future__ import annotations
 
 #: Benchmark modules, in the order ``bench --help`` lists them.
-TARGETS: tuple[str, ...] = ("ingest", "engines", "page_load", "modules")
+TARGETS: tuple[str, ...] = ("ingest", "engines", "page_load", "modules", "sensitivity")

@@ -37,7 +37,6 @@ import platform
 import statistics
 import sys
 import time
-import types
 from pathlib import Path
 from typing import Any, Callable
 
@@ -49,12 +48,19 @@ from regime_dash.streams import Stream
 #: Targets of issue 4 / DESIGN.md, as ratios measured in one run.
 RATIO_TARGETS = {
     "fast_gpu_vs_cuda_per_step": 300.0,
+    "sweep_two_gpus_vs_one": 1.8,
     "phase1_vs_copy_bandwidth": 0.70,
     "fast_cpu_vs_reference": 20.0,
 }
 DEFAULT_STEPS = 25_000
 DEFAULT_ACCOUNTS = 1_024
 DEFAULT_SWEEP_SIZES = (1, 1_024, 16_384)
+#: Sweep sizes on the GPU (issue 15: the throughput target is at S = 65,536).
+DEFAULT_GPU_SWEEP_SIZES = (1_024, 16_384, 65_536)
+#: The sweep size of the one-GPU vs two-GPU scale-out rows.
+DEFAULT_SCALE_OUT_SIZE = 262_144
+#: Scenario-steps/s target of the GPU sweep at S = 65,536 (issue 15).
+GPU_SWEEP_TARGET = 2e10
 
 
 # ---- inputs ------------------------------------------------------------------------
@@ -215,18 +221,13 @@ class _FastGpuDevice:
             raise ValueError("the device-resident timing covers streams without v_pred")
         self.cp = cp = loader.cupy_module()
         self.fg = fast_gpu
-        self.mod = loader.load_module(fast_gpu.FILES, layout, loader.PARITY_OPTIONS)
+        self.mod = fast_gpu.module(layout)
         self.layout, self.snap_idx = layout, snap_idx
         t_steps, b = stream.rewards.shape
         self.t_steps, self.b = t_steps, b
-        i32 = np.int32
         self.raw = cp.asarray(stream.rewards)
         self.lots = cp.asarray(stream.lots)
-        self.p1 = types.SimpleNamespace(
-            t_steps=t_steps, b=b, rewards=self.raw.copy(), cooldown=cp.asarray(stream.cooldown),
-            worst=cp.asarray(stream.session_pnl_worst), kelly_edge=cp.asarray(stream.kelly_analytic),
-            tau_action=cp.asarray(stream.tau_action), boundary=cp.asarray(stream.boundary.astype(i32)),
-            stats=cp.empty((t_steps, 3), np.float32), flat=cp.empty(t_steps, i32))
+        self.p1 = fast_gpu._Phase1(cp, self.mod, stream, t_steps, b)
         self.isv0 = cp.asarray(isv0)[None, :]
         self.boot = cp.asarray(boot)[None, :]
         self.norm = cp.empty((t_steps, 4), np.float32)
@@ -285,10 +286,84 @@ def _copy_roofline(cp, nbytes: int, repeats: int, budget_s: float) -> dict[str, 
             "gb_per_s": 2 * nbytes / seconds / 1e9}
 
 
+def _sweep_kernel_row(stream: Stream, size: int, repeats: int, budget_s: float) -> dict[str, Any]:
+    """``replay_sweep`` alone on device-resident inputs and rows (CUDA events): the GPU's share of a sweep."""
+    import importlib
+
+    from regime_dash.engine import fast_gpu, initial_isv, loader
+    from regime_dash.slots import DEFAULT_LAYOUT
+
+    sw = importlib.import_module("regime_dash.sweep")  # the package exports the function under that name
+    layout = DEFAULT_LAYOUT
+    cp = loader.cupy_module()
+    mod = fast_gpu.module(layout)
+    slots, values = sw.config_slot_values(sw.config_columns(sweep_configs(size)))
+    isv0, boot = initial_isv(RegimeConfig(), None, layout)
+    slot_idx = np.array([layout.index(s) for s in slots], np.int32)
+    with cp.cuda.Stream(non_blocking=True):
+        p1 = fast_gpu._Phase1(cp, mod, stream, stream.steps, stream.accounts)
+        rows0, boots = fast_gpu._device_rows(cp, isv0, boot, slot_idx, values, np.zeros(0, np.int32))
+        rows = rows0.copy()
+
+        def before():
+            rows[...] = rows0  # each run starts from the initial rows
+
+        once = _event_seconds(cp, lambda: fast_gpu._launch_sweep(cp, mod, p1, layout, rows, boots, []), before)
+        once()  # warm-up
+        runs = _repeat(once, repeats, budget_s)
+    return _row(f"sweep kernel S={size}", "gpu", runs, stream.steps, scenarios=size,
+                timing="replay_sweep alone, device-resident (CUDA events)")
+
+
+def _scale_out_rows(stream: Stream, size: int, repeats: int, budget_s: float, gpu_reason: str | None,
+                    add: Callable[[dict[str, Any]], dict[str, Any]]):
+    """``sweep S=size`` on one GPU in-process, then through a local cluster of one worker per GPU.
+
+    Both rows must give the same table (checked once); the cluster is started
+    and warmed up before its runs are timed, and stays up across them.
+    """
+    from regime_dash import distributed
+    from regime_dash.sweep import sweep
+
+    one_name, two_name = f"sweep S={size} (1 GPU)", f"sweep S={size} (GPUs over dask)"
+    if gpu_reason is not None:
+        return (add(_missing(one_name, "gpu", f"unavailable: {gpu_reason}", size)),
+                add(_missing(two_name, "gpu", f"unavailable: {gpu_reason}", size)))
+    configs = sweep_configs(size)
+
+    def one():
+        sweep(stream.slice(0, min(stream.steps, 64)), configs[:2], engine="fast", device="gpu")
+        return _row(one_name, "gpu", _repeat(_wall(lambda: sweep(stream, configs, engine="fast", device="gpu")),
+                                             repeats, budget_s), stream.steps, scenarios=size, gpus=1)
+
+    one_row = add(_attempt(one_name, "gpu", one, size))
+    n_gpu = distributed.gpu_count()
+    if n_gpu < 2:
+        return one_row, add(_missing(two_name, "gpu", f"unavailable: {n_gpu} GPU(s) here, 2 needed", size))
+
+    def two():
+        import distributed as dd
+
+        with distributed.local_cluster() as cluster, dd.Client(cluster) as client:
+            client.wait_for_workers(n_gpu, timeout=120)
+            want = sweep(stream, configs[:4096], engine="fast", device="gpu").table
+            got = sweep(stream, configs[:4096], engine="fast", device="gpu", scheduler=client).table
+            if not want.equals(got):
+                raise RuntimeError("the dask sweep's table differs from the in-process one")
+            runs = _repeat(_wall(lambda: sweep(stream, configs, engine="fast", device="gpu",
+                                               scheduler=client)), repeats, budget_s)
+            return _row(two_name, "gpu", runs, stream.steps, scenarios=size, gpus=n_gpu,
+                        workers=distributed.worker_count(client))
+
+    return one_row, add(_attempt(two_name, "gpu", two, size))
+
+
 # ---- the benchmark ------------------------------------------------------------------
 def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path: str | Path | None = None,
         repeats: int = 5, sweep_sizes: tuple[int, ...] = DEFAULT_SWEEP_SIZES, budget_s: float = 120.0,
-        seed: int = 0, log: Callable[[str], None] | None = None) -> dict[str, Any]:
+        seed: int = 0, log: Callable[[str], None] | None = None,
+        gpu_sweep_sizes: tuple[int, ...] = DEFAULT_GPU_SWEEP_SIZES,
+        scale_out_size: int = DEFAULT_SCALE_OUT_SIZE) -> dict[str, Any]:
     """Time every engine on one synthetic stream; return (and optionally write) the figures.
 
     Parameters
@@ -299,8 +374,12 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
         Also write the result as JSON here.
     repeats
         Timed runs per row (after one warm-up run); the median is reported.
-    sweep_sizes
-        Config counts S of the sweep rows.
+    sweep_sizes, gpu_sweep_sizes
+        Config counts S of the CPU and GPU sweep rows.
+    scale_out_size
+        S of the scale-out rows: the GPU sweep in-process on one GPU, and through a
+        local dask cluster of one worker per GPU (the cluster started before timing),
+        where there are two GPUs or more and ``distributed`` imports; 0 skips them.
     budget_s
         A row stops repeating once its runs have taken this long (at least one run).
     seed
@@ -327,7 +406,8 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
     if not budget_s > 0:
         raise ValidationError(f"budget_s must be > 0, got {budget_s!r}", field="budget_s", value=budget_s)
     sizes = tuple(int(s) for s in sweep_sizes)
-    if any(s < 1 for s in sizes):
+    gpu_sizes = tuple(int(s) for s in gpu_sweep_sizes)
+    if any(s < 1 for s in sizes + gpu_sizes):
         raise ValidationError(f"sweep sizes must be >= 1, got {sweep_sizes!r}", field="sweep_sizes",
                               value=sweep_sizes)
     say = log or (lambda line: None)
@@ -428,15 +508,16 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
     # ---- sweeps ----
     devices = ["cpu"] + (["gpu"] if gpu_reason is None else [])
     for dev_name in devices:
+        dev_sizes = sizes if dev_name == "cpu" else gpu_sizes
         def warm_sweep(d=dev_name):
             sweep(warm, sweep_configs(2), engine="fast", device=d)
         try:
             warm_sweep()
         except Exception as exc:  # reported on each row below
-            for s in sizes:
+            for s in dev_sizes:
                 add(_missing(f"sweep S={s}", dev_name, f"error: {type(exc).__name__}: {exc}", s))
             continue
-        for s in sizes:
+        for s in dev_sizes:
             configs = sweep_configs(s)
 
             def make(configs=configs, s=s, d=dev_name):
@@ -444,8 +525,16 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
                 return _row(f"sweep S={s}", d, runs, steps, scenarios=s)
             add(_attempt(f"sweep S={s}", dev_name, make, s))
     if gpu_reason is not None:
-        for s in sizes:
+        for s in gpu_sizes:
             add(_missing(f"sweep S={s}", "gpu", f"unavailable: {gpu_reason}", s))
+    kernel = None
+    if gpu_sizes:
+        big_s = max(gpu_sizes)
+        kernel = gpu_row(f"sweep kernel S={big_s}",
+                         lambda: _sweep_kernel_row(stream, big_s, repeats, budget_s), big_s)
+    one_gpu = two_gpus = None
+    if scale_out_size:
+        one_gpu, two_gpus = _scale_out_rows(stream, scale_out_size, repeats, budget_s, gpu_reason, add)
 
     # ---- ratios, from this run's figures only ----
     by = {(r["name"], r["device"]): r for r in rows}
@@ -468,7 +557,17 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
         "fast_gpu_vs_cuda_graph": ratio("fast_gpu_vs_cuda_graph", fast_dev, cuda_graph),
         "phase1_vs_copy_bandwidth": ratio("phase1_vs_copy_bandwidth", phase1_gpu, copy, field="gb_per_s",
                                           invert=False),
+        "sweep_two_gpus_vs_one": ratio("sweep_two_gpus_vs_one", two_gpus, one_gpu),
     }
+    big = by.get((f"sweep S={max(gpu_sizes)}", "gpu")) if gpu_sizes else None
+    sps = None if big is None else big.get("scenario_steps_per_s")
+    ratios["gpu_sweep_scenario_steps_per_s"] = {
+        "value": sps, "target": GPU_SWEEP_TARGET, "met": None if sps is None else sps >= GPU_SWEEP_TARGET,
+        "status": "ok" if sps is not None else f"not measured: no GPU sweep S={max(gpu_sizes, default=0)}"}
+    k_sps = None if kernel is None else kernel.get("scenario_steps_per_s")
+    ratios["gpu_sweep_kernel_scenario_steps_per_s"] = {
+        "value": k_sps, "target": None, "met": None,
+        "status": "ok" if k_sps is not None else "not measured: no sweep kernel row"}
     bandwidth = {"phase1_gb_per_s": phase1_gpu.get("gb_per_s"), "copy_gb_per_s": copy.get("gb_per_s"),
                  "phase1_bytes_moved": phase1_gpu.get("bytes_moved"), "copy_bytes_moved": copy.get("bytes_moved"),
                  "definition": "DRAM bytes moved / median seconds; the copy reads and writes "
@@ -478,6 +577,7 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": machine_info(),
         "params": {"steps": steps, "accounts": accounts, "repeats": repeats, "sweep_sizes": list(sizes),
+                   "gpu_sweep_sizes": list(gpu_sizes), "scale_out_size": scale_out_size,
                    "budget_s": budget_s, "seed": seed, "v_pred": False, "statistic": "median after warm-up"},
         "rows": rows,
         "bandwidth": bandwidth,
@@ -516,7 +616,8 @@ def format_table(result: dict[str, Any]) -> str:
         if q["value"] is None:
             lines.append(f"{key:28s} {q['status']}")
             continue
-        unit = "" if key == "phase1_vs_copy_bandwidth" else "x"
+        unit = "" if key in ("phase1_vs_copy_bandwidth", "gpu_sweep_scenario_steps_per_s",
+                             "gpu_sweep_kernel_scenario_steps_per_s") else "x"
         target = "" if q["target"] is None else (
             f"  (target >= {q['target']:g}{unit}: {'met' if q['met'] else 'NOT met'})")
         lines.append(f"{key:28s} {q['value']:.3g}{unit}{target}")
@@ -539,6 +640,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeats", type=int, default=5, help="timed runs per row after a warm-up (default 5)")
     p.add_argument("--sweep-sizes", type=_sizes, default=DEFAULT_SWEEP_SIZES, metavar="S1,S2,...",
                    help="config counts of the sweep rows (default 1,1024,16384)")
+    p.add_argument("--gpu-sweep-sizes", type=_sizes, default=DEFAULT_GPU_SWEEP_SIZES, metavar="S1,S2,...",
+                   help="config counts of the GPU sweep rows (default 1024,16384,65536)")
+    p.add_argument("--scale-out-size", type=int, default=DEFAULT_SCALE_OUT_SIZE, metavar="S",
+                   help="configs of the one-GPU vs dask-over-all-GPUs rows (default 262144; 0 skips)")
     p.add_argument("--budget", type=float, default=120.0, metavar="SECONDS",
                    help="stop repeating a row once its runs took this long (default 120)")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic stream (default 0)")
@@ -554,7 +659,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     result = run(args.steps, args.accounts, args.json, args.repeats, args.sweep_sizes, args.budget, args.seed,
-                 log=lambda line: print(line, file=sys.stderr, flush=True))
+                 log=lambda line: print(line, file=sys.stderr, flush=True),
+                 gpu_sweep_sizes=args.gpu_sweep_sizes, scale_out_size=args.scale_out_size)
     print(format_table(result))
     if args.json:
         print(f"wrote {args.json}", file=sys.stderr)

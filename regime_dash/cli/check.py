@@ -1,9 +1,13 @@
 """``python -m regime_dash check RUN|FILE`` and ``python -m regime_dash diff A B``.
 
-``check`` runs the spec invariants and success criteria on one run and lists
-what it found (dead-zone episodes, tail events, timeouts, floor spans, v9
-transitions, boundaries). It exits 1 when any check fails and 0 otherwise
-(skips do not fail), so a trainer's CI can gate on it; 2 on bad input.
+``check`` gives one run's verdict (:func:`regime_dash.analysis.verdict`): the
+spec invariants, the success criteria, the checks of every controller module
+the file has columns for, then the findings (where the spec's promises do not
+hold in this run), and lists what it found (dead-zone episodes, tail events,
+timeouts, floor spans, v9 transitions, boundaries). It exits 1 when a check
+fails or a finding has severity ``fail``, 0 otherwise (skips and warnings do not
+fail), so a trainer's CI can gate on it; 2 on bad input, a file that is not a
+diag (no JSON rows, no ``step`` column, unreadable) included.
 
 ``diff`` compares two runs step by step (the spec's F3 byte-identical check)
 and exits 0 when they are identical, 1 when they differ.
@@ -40,12 +44,17 @@ def _emit(doc: dict, lines, as_json: bool) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("check", help="check a run against the spec's invariants and success criteria",
-                       description="Check a run against the spec's invariants and success criteria. "
-                       "Exit status: 0 no check failed, 1 a check failed, 2 bad input.")
+                       description="Check a run against the spec's invariants, success criteria and module "
+                       "checks, and report findings. Exit status: 0 nothing failed, 1 a check failed or a "
+                       "finding has severity fail, 2 bad input (a file that is not a diag included).")
     p.add_argument("target", metavar="RUN|FILE", nargs="?",
                    help="run id or name in the store, or a .jsonl/.parquet file")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument("--list", action="store_true", help="list the check ids and what each checks, then exit")
+    p.add_argument("--all", action="store_true",
+                   help="check every run of the store; print one summary row per run (exit 1 if any failed)")
+    p.add_argument("--scheduler", metavar="local|ADDRESS", default=None,
+                   help="with --all: check the runs over dask.distributed (default: in-process)")
     p.add_argument("--only", metavar="ID[,ID...]", default=None,
                    help="run only these check ids (default: all)")
     p.add_argument("--aliases", metavar="FILE", default=None, help=_ALIAS_HELP)
@@ -94,22 +103,26 @@ def load_target(target: str, store: str | None = None) -> tuple[pd.DataFrame, di
     from regime_dash.errors import IngestError
     from regime_dash.store import RunStore, resolve_target
 
+    from regime_dash.analysis.view import NULL_ROWS_ATTR, null_rows
+
     kind, ref = resolve_target(target, store)
     if kind == "file":
         path = Path(ref)
         if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
             try:
-                frame = pd.read_parquet(path)
+                table = pq.read_table(path)
             except (OSError, ValueError) as exc:
                 raise IngestError(f"cannot read {target!r} as Parquet: {exc}", path=target) from None
+            frame = table.to_pandas()
+            frame.attrs[NULL_ROWS_ATTR] = null_rows(table)  # pandas turns null and NaN alike into NaN
             return frame, {"file": path.name}
         from regime_dash import ingest
 
         table, report = ingest.parse(path)
-        if report.rows == 0:
-            raise IngestError(f"{target!r} holds no diag lines (no JSON object line among its "
-                              f"{report.lines} line(s))", path=target)
         frame = table.to_pandas()
+        frame.attrs[NULL_ROWS_ATTR] = null_rows(table)
         if ingest.LINE_COLUMN in frame.columns:
             frame = frame.drop(columns=[ingest.LINE_COLUMN])
         return frame, {"file": path.name, "rejected_lines": report.rejected_count}
@@ -118,11 +131,27 @@ def load_target(target: str, store: str | None = None) -> tuple[pd.DataFrame, di
     return frame.drop(columns=drop), {"run_id": ref}
 
 
+def require_diag(frame: pd.DataFrame, target: str, source: dict) -> None:
+    """Raise :class:`~regime_dash.errors.IngestError` naming ``target`` unless ``frame`` is a diag:
+    at least one JSON row with a ``step`` column."""
+    from regime_dash.errors import IngestError
+
+    rejected = source.get("rejected_lines", 0)
+    if len(frame) == 0:
+        why = f"no JSON object line ({rejected} line(s) rejected)" if rejected else "no rows"
+        raise IngestError(f"{target!r} is not a diag file: {why}", path=target)
+    if "step" not in frame.columns:
+        raise IngestError(f"{target!r} is not a diag file: no 'step' field in its {len(frame)} row(s) "
+                          f"(columns: {', '.join(map(str, list(frame.columns)[:6]))})", path=target)
+
+
 def _prepared(target: str, store: str | None, aliases: dict | None) -> tuple[pd.DataFrame, dict]:
     from regime_dash.aliases import canonical_frame
 
     frame, source = load_target(target, store)
-    return canonical_frame(frame, aliases), source
+    frame = canonical_frame(frame, aliases)
+    require_diag(frame, target, source)
+    return frame, source
 
 
 def _split(text: str | None) -> list[str] | None:
@@ -132,7 +161,6 @@ def _split(text: str | None) -> list[str] | None:
 def run_check(args: argparse.Namespace) -> int:
     from regime_dash.analysis import CHECKS, CheckOptions, diagnose
     from regime_dash.errors import ValidationError
-    from regime_dash.modules.integration import module_check_results, split_check_ids
 
     if args.list:
         if args.json:
@@ -143,8 +171,10 @@ def run_check(args: argparse.Namespace) -> int:
             for c in CHECKS:
                 print(f"{c.id:<{w}}  {c.title}")
         return 0
+    if args.all:
+        return run_check_all(args)
     if args.target is None:
-        raise ValidationError("check needs a RUN_ID or FILE (or --list)", field="target")
+        raise ValidationError("check needs a RUN_ID or FILE (or --list, or --all)", field="target")
 
     opts: dict[str, Any] = {}
     if args.trap_steps is not None:
@@ -155,13 +185,36 @@ def run_check(args: argparse.Namespace) -> int:
         opts["ulps"] = args.ulps
     options = CheckOptions(**opts)
     frame, source = _prepared(args.target, args.store, _user_aliases(args.aliases))
-    core_ids, module_ids = split_check_ids(_split(args.only))
-    report = diagnose(frame, core_ids, options)
-    report.checks.extend(module_check_results(frame, module_ids))  # controller modules whose columns are here
+    report = diagnose(frame, _split(args.only), options)  # core, module checks and findings: one verdict
     doc = report.to_dict()
     doc["source"] = source
     _emit(doc, report_lines(report, source), args.json)
-    return 0 if report.ok else 1
+    return report.verdict.exit_code
+
+
+def run_check_all(args: argparse.Namespace) -> int:
+    """``check --all``: every run of the store, one summary table (regime_dash.check_all)."""
+    import functools
+
+    from regime_dash.check_all import check_all, store_check
+    from regime_dash.errors import ValidationError
+    from regime_dash.store import RunStore
+
+    if args.target is not None or args.only is not None:
+        raise ValidationError("check --all takes no RUN_ID|FILE and no --only", field="all",
+                              value=args.target or args.only)
+    store = RunStore(args.store)
+    runs = [r["run_id"] for r in store.list_runs()]
+    opts = {k: v for k, v in (("trap_steps", args.trap_steps), ("baseline_sps", args.baseline_sps),
+                              ("ulps", args.ulps)) if v is not None}
+    check = functools.partial(store_check, store=str(store.root), options=opts,
+                              aliases=_user_aliases(args.aliases))
+    table = check_all(runs, check, scheduler=args.scheduler)
+    doc = {"runs": table.to_dict("records")}
+    lines = [table.to_string(index=False) if len(table) else "the store has no runs",
+             f"{(table['status'] != 'ok').sum()} of {len(table)} run(s) failed or could not be checked"]
+    _emit(doc, lines, args.json)
+    return 0 if (table["status"] == "ok").all() else 1
 
 
 def report_lines(report, source: dict) -> list[str]:
@@ -178,9 +231,16 @@ def report_lines(report, source: dict) -> list[str]:
     out.append("")
     for c in report.checks:
         first = "" if c.first_step is None else f" first step {c.first_step}"
-        count = f" {c.violations} violation(s){first}" if c.status == "fail" else ""
-        out.append(f"{c.status.upper():4}  {c.id:<{w}}{count}  {c.detail}")
+        count = f" {c.violations} violation(s){first}" if c.status in ("fail", "warn") and c.violations else ""
+        spans = "".join(f" [{a}..{b}]" for a, b in c.spans[:3])
+        out.append(f"{c.status.upper():4}  {c.id:<{w}}{count}{spans}  {c.detail}")
     out.append("")
+    if report.findings:
+        out.append(f"findings: {len(report.findings)}")
+        for f in report.findings:
+            where = ", ".join(f"{a}..{b}" for a, b in f.spans[:3]) or ", ".join(map(str, f.steps[:5]))
+            out.append(f"{f.severity.upper():4}  {f.id} (steps {where}): {f.message}")
+        out.append("")
     eps = report.episodes.get("dead_zone")
     if eps is not None:
         cycles = int(eps["cycles"].sum()) if len(eps) else 0
@@ -192,9 +252,15 @@ def report_lines(report, source: dict) -> list[str]:
         out.append(f"{name_}: {len(table)}")
     for name_, why in report.skipped.items():
         out.append(f"{name_}: skipped ({why})")
-    failed = report.failed
+    failed, bad_findings = report.failed, report.verdict.failing_findings
+    warned = report.verdict.counts.get("warn", 0)
     out.append("")
-    out.append(f"{len(failed)} check(s) failed" if failed else "no check failed")
+    parts = [f"{len(failed)} check(s) failed" if failed else "no check failed"]
+    if warned:
+        parts.append(f"{warned} warning(s)")
+    if bad_findings:
+        parts.append(f"{len(bad_findings)} finding(s) of severity fail")
+    out.append(", ".join(parts))
     return out
 
 

@@ -84,7 +84,7 @@ def run_replay(args: argparse.Namespace) -> int:
                               value=args.out)
     config = parse_settings(m, args.set)
     frame = m.replay(m.demo_stream(args.seed, args.steps), config, args.engine)
-    checks = m.invariants(frame)
+    checks = [c.to_dict() for c in m.invariants(frame)]
     summary = m.summary(frame)
     if args.out:
         out = Path(args.out)

@@ -5,11 +5,14 @@
     python -m regime_dash replay (--scenario NAME | --stream FILE | --simulate NAME)
         [--steps T] [--accounts B] [--seed S] [--engine reference|cuda|fast|auto]
         [--set FIELD=VALUE ...] --out FILE
+    python -m regime_dash replay (--scenario NAME | --stream FILE | --simulate NAME) --live
+        [--tick N] [--interval SECONDS] [--change STEP:FIELD=VALUE ...] [--inject STEP:KIND ...]
 
 ``--out x.jsonl`` writes a diag.jsonl in the cluster's format (one nested
 object per step), which ``ingest`` takes like any cluster file; ``--out
 x.parquet`` writes the frame. ``--set`` takes :class:`~regime_dash.RegimeConfig`
-fields (``--set resurrection=false --set max_duration=500``).
+fields (``--set resurrection=false --set max_duration=500``). ``--live`` plays the
+source step by step with a status line per tick (:mod:`regime_dash.cli.replay_live`).
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from regime_dash.cli import replay_live
 from regime_dash.errors import ValidationError
 
 OUT_SUFFIXES = (".jsonl", ".parquet")
@@ -45,7 +49,9 @@ def register(subparsers) -> None:
                         "cuda, reference for --simulate)")
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="FIELD=VALUE",
                    help="RegimeConfig field, repeatable (e.g. resurrection=false, max_duration=500)")
-    p.add_argument("--out", required=True, metavar="FILE", help="output: .jsonl (diag) or .parquet (frame)")
+    p.add_argument("--out", metavar="FILE", help="output: .jsonl (diag) or .parquet (frame); "
+                   "required unless --live")
+    replay_live.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -82,6 +88,13 @@ def write(frame: pd.DataFrame, out: str | Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.out is not None and Path(args.out).suffix not in OUT_SUFFIXES:
+        raise ValidationError(f"--out {args.out!r}: unknown suffix {Path(args.out).suffix!r}; use one of "
+                              f"{OUT_SUFFIXES}", field="out", value=args.out)
+    if args.live:
+        return replay_live.run(args)
+    if args.out is None:
+        raise ValidationError("--out FILE is required (unless --live)", field="out", value=None)
     out = Path(args.out)
     if out.suffix not in OUT_SUFFIXES:
         raise ValidationError(f"--out {str(out)!r}: unknown suffix {out.suffix!r}; use one of {OUT_SUFFIXES}",

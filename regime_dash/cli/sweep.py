@@ -5,14 +5,16 @@
     python -m regime_dash sweep (--scenario NAME | --stream FILE)
         --grid FIELD=v1,v2,... [--grid ...] [--set FIELD=VALUE ...]
         [--steps T] [--accounts B] [--seed S] [--engine auto|fast|reference|cuda]
-        [--device auto|cpu|gpu] [--out table.csv|table.parquet] [--json]
+        [--device auto|cpu|gpu] [--scheduler local|ADDRESS] [--out table.csv|table.parquet] [--json]
 
 The grid is the cartesian product of the ``--grid`` values, applied on top of
 the ``--set`` config. Each row holds the config fields and the summary metrics
 (dead-zone steps, longest duration, timeouts, tail events, σ-floor steps,
 min/mean kelly_f, max σ, ...). ``--out`` writes the table (CSV or Parquet by
 suffix); ``--json`` prints it as JSON records; otherwise a text table of the
-grid fields and the metrics.
+grid fields and the metrics. ``--scheduler`` runs the configs over dask
+(``local``: a cluster of one worker per GPU, or per core, for this call; or a
+running scheduler's address); the table is the same as in-process.
 """
 from __future__ import annotations
 
@@ -49,6 +51,9 @@ def register(subparsers) -> None:
                    help="auto (default): fast where it runs, else reference")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
                    help="device of the fast engine (default auto: the GPU when there is one)")
+    p.add_argument("--scheduler", metavar="local|ADDRESS", default=None,
+                   help="shard the configs over dask.distributed: 'local' or a scheduler address "
+                        "(default: in-process)")
     p.add_argument("--out", metavar="FILE", help="write the table: .csv or .parquet")
     p.add_argument("--json", action="store_true", help="print the table as JSON records")
     p.set_defaults(func=run)
@@ -111,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     base = RegimeConfig().with_settings(args.settings)
     stream = load_stream(args)
     device = args.device if args.engine in ("auto", "fast") else "auto"
-    result = sweep(stream, grid, engine=args.engine, base=base, device=device)
+    result = sweep(stream, grid, engine=args.engine, base=base, device=device, scheduler=args.scheduler)
     table = result.table
     if args.out:
         write_table(table, args.out)

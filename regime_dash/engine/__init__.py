@@ -62,7 +62,20 @@ class Trajectory:
     seconds: float
 
 
-def _backend(name: str) -> Callable[..., Any]:
+def backend(name: str) -> Callable[..., Any]:
+    """The ``run`` function of the backend ``name`` (as :func:`resolve_engine` resolves it).
+
+    Every caller that runs a backend (:func:`replay_trajectory`, the live run's
+    :class:`~regime_dash.engine.steppers.BackendStepper`) gets it here.
+
+    Raises
+    ------
+    ValidationError
+        ``name`` is no engine.
+    EngineUnavailable
+        The backend's module cannot be imported here.
+    """
+    name = resolve_engine(name)
     module, func = ENGINES[name].split(":")
     try:
         return getattr(importlib.import_module(module), func)
@@ -132,12 +145,12 @@ def replay_trajectory(stream: Stream, config: RegimeConfig | None = None, engine
     layout = (layout or DEFAULT_LAYOUT).validate()
     name = resolve_engine(engine)
     isv0, boot = initial_isv(config, isv, layout)
-    run = _backend(name)
+    run = backend(name)
     t0 = time.perf_counter()
     snap, flat, normalized, v_pred, isv_end = run(stream, isv0, boot, layout, snapshot_indices(layout),
                                                   **options)
     seconds = time.perf_counter() - t0
-    frame = diag.frame_from_snapshot(snap, flat, stream.accounts, stream.step, stream.boundary)
+    frame = diag.frame_from_snapshot(snap, flat, stream.accounts, stream.step, stream.boundary, config)
     frame.attrs["layout_fingerprint"] = layout.fingerprint_hex()
     frame.attrs["engine"] = name
     return Trajectory(frame, normalized, v_pred, isv_end, name, seconds)
@@ -167,7 +180,8 @@ def replay(stream: Stream, config: RegimeConfig | None = None, engine: str = "re
     Returns
     -------
     pandas.DataFrame
-        ``step``, ``fold``, ``phase`` and the dotted diag columns. ``attrs``
+        ``step``, ``fold``, ``phase``, the dotted diag columns and the F2/F4/F5 switch columns
+        (:data:`regime_dash.diag.SWITCH_COLUMNS`). ``attrs``
         carries ``layout_fingerprint`` and ``engine``.
     """
     return replay_trajectory(stream, config, engine, isv, layout, **options).frame

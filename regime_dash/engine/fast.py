@@ -5,19 +5,25 @@ and the three batch sums of rl_popart_normalize (Σr, Σr², max|r|), and none o
 it depends on the ISV state. So the replay splits in two:
 
 phase 1
-    every step's (Σr, Σr², max|r|) and flat count, in parallel over steps
-    (:func:`step_stats`). It calls :func:`reference.block_reduce_stats`, the
-    twin of ``common.cuh``'s block reduction, so the sums come out in the GPU's
-    reduction order.
+    every step's (Σr, Σr², max|r|) and flat count (:func:`step_stats`), in
+    NumPy over blocks of steps on every core. It calls
+    :func:`reference.block_reduce_stats`, the twin of ``common.cuh``'s block
+    reduction, so the sums come out in the GPU's reduction order.
 phase 2
-    the scalar state machine, a scan over steps per scenario. It calls
-    :func:`reference.scalar_step`, the very source of the oracle, compiled.
-    The rewards are then normalized in parallel with the (μ, σ) of each step
-    (:func:`reference.rl_popart_normalize_apply`).
+    the scalar state machine, a scan over steps per scenario: the one numba
+    kernel of a replay. It calls :func:`reference.scalar_step`, the very
+    source of the oracle, compiled. The rewards are then normalized (and
+    ``v_pred`` corrected) in NumPy with each step's (μ, σ), by the reference's
+    own :func:`reference.rl_popart_normalize_apply` and ``rl_popart_v_correct``.
 
-A sweep runs phase 1 once and phase 2 once per config (:func:`sweep_summaries`),
-folding each step's snapshot into :func:`summary.accumulate` so no [S, T, n]
+A sweep runs phase 1 once and phase 2 once per config (:func:`sweep_cpu`),
+folding each step into :func:`summary.fold` in registers, so no [S, T, n]
 array ever exists.
+
+Compile time: each kernel has one explicit signature and is compiled on the
+first use of its entry point (:data:`ENTRIES`; :func:`compile_cpu` does it
+ahead, :func:`cpu_cache_warm` says whether numba's disk cache already holds
+it). Nothing [b]-wide is compiled.
 
 With a GPU (``fast_gpu.available()`` is None) and ``device`` allowing it, the
 GPU backend runs; otherwise the CPU path. Both match the reference bit for bit.
@@ -27,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -57,100 +64,218 @@ class StepStats:
 
 
 # ---- compiled kernels -------------------------------------------------------------
+#: The numba kernels each entry point needs. Each is compiled (or loaded from
+#: numba's on-disk cache) on the first use of its entry point, for one signature.
+ENTRIES: dict[str, tuple[str, ...]] = {"replay": ("scan",), "sweep": ("sweep",)}
+
+# The sweep runs on a compact ISV: the registry slots in SLOT_ORDER order, then
+# any other slot the reset plan or the snapshot names. So the slot table is
+# the identity and a compile-time constant, every slot read of the chain has a
+# constant offset, and a scenario's state is ~200 bytes.
+_COMPACT_IX = np.arange(len(reference.SLOT_ORDER), dtype=np.int32)
+
+
+def _compact_pos(snapshot_pos: int) -> int:
+    from regime_dash import diag
+
+    return reference.SLOT_ORDER.index(diag.SNAPSHOT_SLOTS[snapshot_pos])
+
+
+# Compact positions of the slots the summary folds.
+_S_FLAG, _S_DURATION, _S_TIMEOUT, _S_RECENCY, _S_SIGMA, _S_VAR, _S_ENVELOPE, _S_TAU_MIN, _S_TAU_MIN_EFF, \
+    _S_KELLY, _S_EPS_LIVE = (_compact_pos(p) for p in (
+        summary.POS_FLAG, summary.POS_DURATION, summary.POS_TIMEOUT, summary.POS_RECENCY, summary.POS_SIGMA,
+        summary.POS_VAR, summary.POS_ENVELOPE, summary.POS_TAU_MIN, summary.POS_TAU_MIN_EFF, summary.POS_KELLY,
+        summary.POS_EPS_LIVE))
+
+
 def _dependency_fingerprint() -> str:
-    # numba's cache key covers only a function's own bytecode and closure cells;
-    # the reference and summary functions it inlines live in other files. Their
-    # source hash rides in the closure, so editing them invalidates the cache.
-    h = hashlib.sha256()
+    # numba's cache key covers only a kernel's own bytecode and closure cells and
+    # fast.py's mtime. The step functions it inlines live in other files, and the
+    # module constants it freezes in (slot positions, policy codes, summary
+    # positions) come from the registry; both ride in the closure, so editing
+    # either invalidates the cache, and nothing else does.
+    from regime_dash import diag
+    from regime_dash.slots import POLICY_CODES
     from regime_dash.engine import _jit
+
+    h = hashlib.sha256()
     for module in (reference, summary, _jit):
         h.update(inspect.getsource(module).encode())
+    h.update(repr((reference.SLOT_ORDER, sorted(POLICY_CODES.items()), diag.SNAPSHOT_SLOTS,
+                   diag.SNAPSHOT_COLUMNS)).encode())
     return h.hexdigest()
 
 
-def _build(fingerprint: str) -> dict[str, Any]:
-    from numba import njit, prange
-
-    block_reduce_stats = reference.block_reduce_stats
+def _make_scan(fingerprint: str):
     scalar_step = reference.scalar_step
-    normalize_apply = reference.rl_popart_normalize_apply
-    v_correct = reference.rl_popart_v_correct
-    accumulate = summary.accumulate
-
-    def phase1(rewards, lots, sums, flat):
-        fingerprint  # noqa: B018 - keeps the dependency hash in the cache key
-        t_steps, b = rewards.shape
-        for t in prange(t_steps):
-            s, q, m = block_reduce_stats(rewards[t])
-            sums[t, 0] = s
-            sums[t, 1] = q
-            sums[t, 2] = m
-            n = 0
-            for j in range(b):
-                if lots[t, j] == 0:
-                    n += 1
-            flat[t] = n
+    prev_mean_k, prev_sigma_k = reference.POPART_PREV_MEAN_INDEX, reference.POPART_PREV_SIGMA_INDEX
 
     def scan(sums, flat, boundary, cooldown, worst, kelly, tau, isv, ix, boot, r_idx, r_code, r_src,
-             snap_idx, b_size, snap, mean, sigma, v_pred, has_v):
-        fingerprint  # noqa: B018
+             snap_idx, b_size, snap, popart):
+        fingerprint  # noqa: B018 - keeps the dependency hash in the cache key
         for t in range(sums.shape[0]):
             m, s = scalar_step(isv, ix, boot, r_idx, r_code, r_src, snap_idx, snap[t], boundary[t],
                                cooldown[t], worst[t], kelly[t], tau[t], sums[t, 0], sums[t, 1],
                                sums[t, 2], flat[t], b_size)
-            mean[t] = m
-            sigma[t] = s
-            if has_v:
-                # reads the ISV right after the step, which only the scan holds
-                v_correct(v_pred[t], isv, ix)
+            # what the [b]-wide passes after the scan read: normalize (μ, σ), v_correct also the old pair
+            popart[t, 0] = m
+            popart[t, 1] = s
+            popart[t, 2] = isv[ix[prev_mean_k]]
+            popart[t, 3] = isv[ix[prev_sigma_k]]
 
-    def normalize(rewards, mean, sigma):
-        fingerprint  # noqa: B018
-        for t in prange(rewards.shape[0]):
-            normalize_apply(rewards[t], mean[t], sigma[t])
+    return scan
 
-    def sweep(sums, flat, boundary, cooldown, worst, kelly, tau, isv0s, boots, ix, r_idx, r_code,
-              r_src, snap_idx, b_size, acc, keep_slot, kept):
+
+# Module globals rather than closure cells: numba freezes them in, and _dependency_fingerprint
+# (the closure) covers the sources they come from.
+_STEP = reference.scalar_step
+_FOLD = summary.fold
+_ACC_INIT = summary.INIT
+_NO_SNAP = np.zeros(0, dtype=np.int32)  # a constant: LLVM drops scalar_step's snapshot loop
+
+
+def _make_sweep(fingerprint: str):
+    def sweep(sums, flat, boundary, cooldown, worst, kelly, tau, isv0s, boots, r_idx, r_code, r_src,
+              snap_c, b_size, acc, keep_slot, kept, isv, no_row):
         fingerprint  # noqa: B018
-        n_snap = snap_idx.shape[0]
-        for k in prange(isv0s.shape[0]):
-            isv = isv0s[k].copy()
+        n_snap = snap_c.shape[0]
+        for k in range(isv0s.shape[0]):
+            for j in range(isv.shape[0]):
+                isv[j] = isv0s[k, j]
             boot = boots[k]
-            row = np.empty(n_snap, dtype=np.float32)
-            a = acc[k]
             slot = keep_slot[k]
+            a = _ACC_INIT  # the summary lives in registers and is written once
             for t in range(sums.shape[0]):
-                scalar_step(isv, ix, boot, r_idx, r_code, r_src, snap_idx, row, boundary[t],
-                            cooldown[t], worst[t], kelly[t], tau[t], sums[t, 0], sums[t, 1],
-                            sums[t, 2], flat[t], b_size)
-                accumulate(a, row)
+                _STEP(isv, _COMPACT_IX, boot, r_idx, r_code, r_src, _NO_SNAP, no_row, boundary[t], cooldown[t],
+                      worst[t], kelly[t], tau[t], sums[t, 0], sums[t, 1], sums[t, 2], flat[t], b_size)
+                a = _FOLD(a, isv[_S_FLAG], isv[_S_DURATION], isv[_S_TIMEOUT], isv[_S_RECENCY], isv[_S_SIGMA],
+                          isv[_S_VAR], isv[_S_ENVELOPE], isv[_S_TAU_MIN], isv[_S_TAU_MIN_EFF], isv[_S_KELLY],
+                          isv[_S_EPS_LIVE])
                 if slot >= 0:
-                    kept[slot, t, :] = row
+                    for j in range(n_snap):
+                        kept[slot, t, j] = isv[snap_c[j]]
+            for i in range(len(_ACC_INIT)):
+                acc[k, i] = a[i]
 
-    def jit(fn, parallel=False):
-        try:
-            return njit(cache=True, parallel=parallel)(fn)
-        except RuntimeError:  # no writable cache location (read-only install): compile per process
-            return njit(cache=False, parallel=parallel)(fn)
-
-    return {"phase1": jit(phase1, parallel=True), "scan": jit(scan), "normalize": jit(normalize, parallel=True),
-            "sweep": jit(sweep, parallel=True)}
+    return sweep
 
 
-_KERNELS: dict[str, Any] | None = None
+def _signatures() -> dict[str, Any]:
+    # One explicit signature per kernel: the wrappers below pass exactly these
+    # types, so no call ever compiles a second specialization.
+    from numba import types as nt
+
+    f32, i32 = nt.Array(nt.float32, 1, "C"), nt.Array(nt.int32, 1, "C")
+    f32_2, boolean = nt.Array(nt.float32, 2, "C"), nt.Array(nt.boolean, 1, "C")
+    steps = (f32_2, i32, boolean, f32, f32, f32, f32)  # sums, flat, boundary, cooldown, worst, kelly, tau
+    plan = (i32, i32, i32)  # r_idx, r_code, r_src
+    return {
+        "scan": nt.void(*steps, f32, i32, f32, *plan, i32, nt.int64, f32_2, f32_2),
+        "sweep": nt.void(*steps, f32_2, f32_2, *plan, i32, nt.int64, nt.Array(nt.float64, 2, "C"),
+                         i32, nt.Array(nt.float32, 3, "C"), f32, f32),
+    }
+
+
+_MAKERS = {"scan": _make_scan, "sweep": _make_sweep}
+
+
+def _dispatcher(name: str, fingerprint: str):
+    """The uncompiled numba dispatcher of kernel ``name`` (cached on disk where it can be)."""
+    from numba import njit
+
+    fn = _MAKERS[name](fingerprint)
+    # nogil, not parallel=True: the sweep runs its scenario blocks on Python threads, which
+    # costs nothing to compile, where numba's parfor pass tripled the sweep's compile time.
+    # _nrt=False: the kernels allocate nothing (every buffer comes from the caller), so
+    # they need no runtime and carry no reference counting. error_model="numpy": a division
+    # by zero gives inf as in the NumPy oracle, with no zero-check branch per division.
+    opts = {"nogil": True, "_nrt": False, "error_model": "numpy"}
+    try:
+        return njit(cache=True, **opts)(fn)
+    except RuntimeError:  # no writable cache location (read-only install): compile per process
+        return njit(cache=False, **opts)(fn)
+
+
+_KERNELS: dict[str, Any] = {}
 _LOCK = threading.Lock()
 
 
-def _kernels() -> dict[str, Any]:
-    global _KERNELS
-    if _KERNELS is None:
-        if not HAVE_NUMBA:
-            raise EngineUnavailable("engine 'fast' on the CPU needs numba, which is not installed",
-                                    engine="fast")
+def _require_numba() -> None:
+    if not HAVE_NUMBA:
+        raise EngineUnavailable("engine 'fast' on the CPU needs numba, which is not installed", engine="fast")
+
+
+def _kernel(name: str):
+    """Kernel ``name``, compiled for its one signature (or loaded from numba's cache) on first use."""
+    kernel = _KERNELS.get(name)
+    if kernel is None:
+        _require_numba()
         with _LOCK:
-            if _KERNELS is None:
-                _KERNELS = _build(_dependency_fingerprint())
-    return _KERNELS
+            kernel = _KERNELS.get(name)
+            if kernel is None:
+                kernel = _dispatcher(name, _dependency_fingerprint())
+                kernel.compile(_signatures()[name])
+                kernel.disable_compile()  # a call with other types fails loudly instead of compiling again
+                _KERNELS[name] = kernel
+    return kernel
+
+
+def _entry(entry: str) -> tuple[str, ...]:
+    if entry not in ENTRIES:
+        raise ValidationError(f"entry must be one of {list(ENTRIES)}, got {entry!r}", field="entry", value=entry)
+    return ENTRIES[entry]
+
+
+def compile_cpu(entry: str = "replay") -> None:
+    """Compile (or load from numba's on-disk cache) the CPU kernels of ``entry``.
+
+    Safe to call from a background thread while other threads replay: a kernel
+    is built once under a lock.
+
+    Parameters
+    ----------
+    entry
+        ``"replay"`` (:func:`run_cpu`) or ``"sweep"`` (:func:`sweep_cpu`).
+
+    Raises
+    ------
+    ValidationError
+        ``entry`` is not a key of :data:`ENTRIES`.
+    EngineUnavailable
+        numba is not installed.
+    """
+    for name in _entry(entry):
+        _kernel(name)
+
+
+def cpu_cache_warm(entry: str = "replay") -> bool:
+    """Whether every kernel of ``entry`` is ready without a compile: built in this process,
+    or held by numba's on-disk cache for the current sources. Compiles nothing.
+
+    Raises
+    ------
+    ValidationError
+        ``entry`` is not a key of :data:`ENTRIES`.
+    """
+    names = _entry(entry)
+    if all(n in _KERNELS for n in names):
+        return True
+    if not HAVE_NUMBA:
+        return False
+    fingerprint, signatures = _dependency_fingerprint(), _signatures()
+    for name in names:
+        if name in _KERNELS:
+            continue
+        disp = _dispatcher(name, fingerprint)
+        cache = getattr(disp, "_cache", None)
+        try:  # numba's index of cached overloads: {key: data file}, {} when fast.py changed since
+            key = cache._index_key(signatures[name], disp.targetctx.codegen())
+            if key not in cache._cache_file._load_index():
+                return False
+        except (AttributeError, OSError, EOFError):  # NullCache (no cache location) or an unreadable index
+            return False
+    return True
 
 
 # ---- backend choice -----------------------------------------------------------------
@@ -194,24 +319,47 @@ def use_gpu(device: str) -> bool:
 
 
 # ---- CPU path -------------------------------------------------------------------------
+#: Steps per phase-1 / normalize block: keeps the NumPy temporaries in cache (1024 × b floats each).
+ROW_BLOCK = 1024
+
+
 def step_stats(stream) -> StepStats:
-    """Phase 1 on the CPU: per-step (Σr, Σr², max|r|) and flat count, parallel over steps."""
+    """Phase 1 on the CPU: per-step (Σr, Σr², max|r|) and flat count.
+
+    NumPy over blocks of steps, on every core (NumPy releases the GIL):
+    :func:`reference.block_reduce_stats` reduces every row of a [steps, b]
+    block exactly as it reduces one step, so nothing is compiled for phase 1.
+    """
     t_steps = stream.steps
     sums = np.empty((t_steps, 3), dtype=np.float32)
     flat = np.empty(t_steps, dtype=np.int32)
-    _kernels()["phase1"](np.ascontiguousarray(stream.rewards), np.ascontiguousarray(stream.lots), sums, flat)
+
+    def block(rows: slice) -> None:
+        s, q, m = reference.block_reduce_stats(stream.rewards[rows])
+        sums[rows, 0], sums[rows, 1], sums[rows, 2] = s, q, m
+        flat[rows] = np.count_nonzero(stream.lots[rows] == 0, axis=1)  # rl_regime_flat_count
+
+    _run_blocks(block, _row_blocks(t_steps))
     return StepStats(sums, flat)
 
 
-def _step_inputs(stream) -> tuple[np.ndarray, ...]:
-    # contiguous, so a strided view of a stream does not compile another specialization
-    return tuple(np.ascontiguousarray(a) for a in (stream.boundary, stream.cooldown, stream.session_pnl_worst,
-                                                   stream.kelly_analytic, stream.tau_action))
+def _step_inputs(stream, stats: StepStats) -> tuple[np.ndarray, ...]:
+    # contiguous and of the kernels' exact dtypes: the kernels have one signature each
+    return (np.ascontiguousarray(stats.sums, dtype=np.float32), np.ascontiguousarray(stats.flat, dtype=np.int32),
+            np.ascontiguousarray(stream.boundary, dtype=np.bool_),
+            *(np.ascontiguousarray(a, dtype=np.float32) for a in (
+                stream.cooldown, stream.session_pnl_worst, stream.kelly_analytic, stream.tau_action)))
 
 
-def _plan(layout: SlotLayout) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    r_idx, r_code, r_src = layout.reset_plan()
-    return reference.index_table(layout), r_idx, r_code, r_src
+def _i32(a) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.int32)
+
+
+#: ``ix`` of the [4, T, 1] per-step PopArt table a scan returns: it holds the
+#: four slots rl_popart_v_correct reads, so the reference's function runs on all steps at once.
+_POPART_IX = np.zeros(len(reference.SLOT_ORDER), dtype=np.int32)
+_POPART_IX[[reference.POPART_MEAN_INDEX, reference.POPART_SIGMA_INDEX, reference.POPART_PREV_MEAN_INDEX,
+            reference.POPART_PREV_SIGMA_INDEX]] = np.arange(4)
 
 
 def run_cpu(stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout, snap_idx: np.ndarray,
@@ -220,26 +368,59 @@ def run_cpu(stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout, snap
 
     ``stats`` is phase 1 of ``stream`` when the caller already has it.
     """
-    k = _kernels()
+    scan = _kernel("scan")
     stats = step_stats(stream) if stats is None else stats
-    ix, r_idx, r_code, r_src = _plan(layout)
-    t_steps, b = stream.rewards.shape
+    r_idx, r_code, r_src = layout.reset_plan()
+    t_steps = stream.steps
     isv = np.array(isv0, dtype=np.float32, copy=True)
-    snap = np.empty((t_steps, snap_idx.shape[0]), dtype=np.float32)
-    mean = np.empty(t_steps, dtype=np.float32)
-    sigma = np.empty(t_steps, dtype=np.float32)
-    v_pred = None if stream.v_pred is None else stream.v_pred.copy()
-    k["scan"](stats.sums, stats.flat, *_step_inputs(stream), isv, ix, np.asarray(boot, dtype=np.float32), r_idx,
-              r_code, r_src, np.asarray(snap_idx, dtype=np.int32), b, snap, mean, sigma,
-              v_pred if v_pred is not None else np.empty((0, b), dtype=np.float32), v_pred is not None)
+    snap = np.empty((t_steps, len(snap_idx)), dtype=np.float32)
+    popart = np.empty((t_steps, 4), dtype=np.float32)  # μ, σ, μ_old, σ_old of each step
+    scan(*_step_inputs(stream, stats), isv, _i32(reference.index_table(layout)),
+         np.ascontiguousarray(boot, dtype=np.float32), _i32(r_idx), _i32(r_code), _i32(r_src), _i32(snap_idx),
+         stream.accounts, snap, popart)
+    # The [b]-wide passes in NumPy, by the reference's own functions over blocks of
+    # steps: the same float32 operations per element, and nothing to compile.
+    per_step = popart.T[:, :, None]  # [4, T, 1], read through _POPART_IX
     normalized = stream.rewards.copy()
-    k["normalize"](normalized, mean, sigma)
+    v_pred = None if stream.v_pred is None else stream.v_pred.copy()
+
+    def block(rows: slice) -> None:
+        reference.rl_popart_normalize_apply(normalized[rows], popart[rows, 0, None], popart[rows, 1, None])
+        if v_pred is not None:
+            reference.rl_popart_v_correct(v_pred[rows], per_step[:, rows], _POPART_IX)
+
+    _run_blocks(block, _row_blocks(t_steps))
     return snap, stats.flat.copy(), normalized, v_pred, isv
+
+
+def _compact_plan(layout: SlotLayout, snap_idx: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``(columns, r_idx, r_code, r_src, snap)``: the sweep's compact ISV.
+
+    ``columns`` are the layout indices a compact row holds (the registry slots in
+    :data:`reference.SLOT_ORDER` order first, so its slot table is
+    :data:`_COMPACT_IX`); the reset plan and the snapshot indices are mapped into it.
+    """
+    r_idx, r_code, r_src = layout.reset_plan()
+    columns = list(reference.index_table(layout))
+    pos = {int(c): p for p, c in enumerate(columns)}
+    for i in (*r_idx, *r_src, *snap_idx):  # slots outside the registry that a reset or the snapshot names
+        if int(i) not in pos:
+            pos[int(i)] = len(columns)
+            columns.append(int(i))
+
+    def remap(a):
+        return np.array([pos[int(i)] for i in a], dtype=np.int32)
+
+    return np.array(columns, dtype=np.intp), remap(r_idx), _i32(r_code), remap(r_src), remap(snap_idx)
 
 
 def sweep_cpu(stream, isv0s: np.ndarray, boot_rows: np.ndarray, layout: SlotLayout, keep: Sequence[int],
               stats: StepStats | None = None, snap_idx: np.ndarray | None = None):
     """Phase 2 for S scenarios on the CPU, parallel over scenarios; same contract as ``fast_gpu.sweep_summaries``.
+
+    Each scenario runs on a compact copy of its ISV (the slots the chain, the
+    reset and the snapshot touch) and keeps its summary accumulators in
+    registers (:func:`summary.fold`), written once at the end.
 
     Parameters
     ----------
@@ -254,22 +435,23 @@ def sweep_cpu(stream, isv0s: np.ndarray, boot_rows: np.ndarray, layout: SlotLayo
     stats
         Phase 1 of ``stream``, shared by every call of one sweep; computed here if None.
     snap_idx
-        Snapshot slot indices; the layout's :data:`diag.SNAPSHOT_SLOTS` by default.
+        Slot indices of the kept snapshots; the layout's :data:`diag.SNAPSHOT_SLOTS` by default.
+        The summary always folds the diag snapshot slots.
 
     Returns
     -------
     acc : float64 [S, N_METRICS + 1]
-        Each scenario's :func:`summary.accumulate` row; :func:`summary.finalize` reads it.
+        Each scenario's accumulator row (:data:`summary.INIT` order); :func:`summary.finalize` reads it.
     kept : dict
         ``{k: float32 [T, n_snap]}`` for ``k`` in ``keep``.
     """
     from regime_dash.engine import snapshot_indices
 
-    k = _kernels()
+    kernel = _kernel("sweep")
     stats = step_stats(stream) if stats is None else stats
-    snap_idx = snapshot_indices(layout) if snap_idx is None else np.asarray(snap_idx, dtype=np.int32)
-    isv0s = np.ascontiguousarray(isv0s, dtype=np.float32)
-    boot_rows = np.ascontiguousarray(boot_rows, dtype=np.float32)
+    snap_idx = snapshot_indices(layout) if snap_idx is None else _i32(snap_idx)
+    isv0s = np.asarray(isv0s, dtype=np.float32)
+    boot_rows = np.asarray(boot_rows, dtype=np.float32)
     n_scen = isv0s.shape[0]
     if boot_rows.shape != isv0s.shape:
         raise ValidationError(f"boot_rows has shape {boot_rows.shape}, isv0s {isv0s.shape}",
@@ -282,13 +464,43 @@ def sweep_cpu(stream, isv0s: np.ndarray, boot_rows: np.ndarray, layout: SlotLayo
     keep_slot[keep] = np.arange(len(keep), dtype=np.int32)
     kept = np.empty((len(keep), stream.steps, snap_idx.shape[0]), dtype=np.float32)
     acc = np.empty((n_scen, summary.N_METRICS + 1), dtype=np.float64)
-    if n_scen:
-        summary.init(acc[0])
-        acc[1:] = acc[0]
-    ix, r_idx, r_code, r_src = _plan(layout)
-    k["sweep"](stats.sums, stats.flat, *_step_inputs(stream), isv0s, boot_rows, ix, r_idx, r_code, r_src,
-               snap_idx, stream.accounts, acc, keep_slot, kept)
+    columns, r_idx, r_code, r_src, snap_c = _compact_plan(layout, snap_idx)
+    inputs = _step_inputs(stream, stats)
+    isv_c, boot_c = np.ascontiguousarray(isv0s[:, columns]), np.ascontiguousarray(boot_rows[:, columns])
+
+    def block(rows: slice) -> None:
+        kernel(*inputs, isv_c[rows], boot_c[rows], r_idx, r_code, r_src, snap_c, stream.accounts, acc[rows],
+               keep_slot[rows], kept, np.empty(len(columns), dtype=np.float32), np.empty(0, dtype=np.float32))
+
+    per_thread = -(-n_scen // _threads())  # one contiguous block of scenarios per thread
+    _run_blocks(block, [slice(a, min(n_scen, a + per_thread)) for a in range(0, n_scen, per_thread)])
     return acc, {i: kept[keep_slot[i]] for i in keep}
+
+
+def _threads() -> int:
+    from numba import config
+
+    return max(1, int(config.NUMBA_NUM_THREADS))  # the CPU count, or NUMBA_NUM_THREADS where set
+
+
+def _row_blocks(n: int) -> list[slice]:
+    return [slice(a, min(n, a + ROW_BLOCK)) for a in range(0, n, ROW_BLOCK)]
+
+
+def _run_blocks(block, blocks: Sequence[slice]) -> None:
+    """``block(rows)`` for every slice of ``blocks``, on one thread per core.
+
+    The work is NumPy or a nogil kernel, so the threads run in parallel; a
+    block's exception is re-raised here.
+    """
+    workers = min(len(blocks), _threads())
+    if workers <= 1:
+        for rows in blocks:
+            block(rows)
+        return
+    with ThreadPoolExecutor(workers) as pool:
+        for done in [pool.submit(block, rows) for rows in blocks]:
+            done.result()
 
 
 # ---- the backend ------------------------------------------------------------------------

@@ -11,15 +11,22 @@ accepts only the layout's own ``snapshot_indices``). For a single replay the
 scan (``replay_scan_warp``: one warp per scenario, whose other lanes only move
 inputs in and snapshot rows out through shared memory) writes the [T, n]
 snapshot and each step's PopArt (μ, σ) pairs, and ``replay_normalize.cu`` then
-applies Pass 3 (and rl_popart_v_correct) to all steps at once. For a sweep the
-scan (``replay_scan``: one thread per scenario) folds each step's snapshot row into float64 accumulators (the twin of
+applies Pass 3 (and rl_popart_v_correct) to all steps at once. For a sweep
+(``kernels/replay_sweep.cu``: one thread per scenario, one launch for all S) each
+block loads every batch of step inputs once into shared memory, the threads keep
+only the slots the chain touches in registers (:func:`chain_slots`) and fold each
+step's snapshot row into register accumulators (the twin of
 :func:`regime_dash.engine.summary.accumulate`), so S scenarios × T steps never
 materialize trajectories, except the scenarios named in ``keep``.
+:func:`sweep_values` builds the S initial rows on the device from each config's
+slot values and takes phase 1 from the caller, so a sweep shard needs neither
+[S, n_isv] host arrays nor the [T, b] batch.
 
 CuPy is imported only inside functions.
 """
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 import numpy as np
@@ -27,17 +34,39 @@ import numpy as np
 from regime_dash.engine import loader, summary
 from regime_dash.engine.cuda import check_inputs
 from regime_dash.errors import ValidationError
-from regime_dash.slots import SlotLayout
-from regime_dash.streams import Stream
+from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
+from regime_dash.streams import Stream, check_arrays
 
-FILES: tuple[str, ...] = ("replay_step_stats.cu", "replay_scan.cu", "replay_normalize.cu")
+FILES: tuple[str, ...] = ("replay_step_stats.cu", "replay_scan.cu", "replay_normalize.cu",
+                          "replay_sweep.cu")
 #: Threads per block of phase 1: the reference's reduction order assumes 256.
 STATS_BLOCK = 256
-#: Scenarios per block of the sweep scan: small blocks spread few scenarios over many SMs.
-SCAN_BLOCK = 64
+#: Scenarios per block of the sweep scan (``replay_sweep``'s SWEEP_BLOCK default).
+SWEEP_BLOCK = 128
 #: Threads per scenario (and per block) of the single-replay scan ``replay_scan_warp``.
 SCAN_WARP = 32
 NORMALIZE_BLOCK = 256
+
+
+#: The header whose slot names are the chain's (see :func:`chain_slots`).
+_STEP_HEADER = "regime_step.cuh"
+
+
+def chain_slots(layout: SlotLayout) -> list[int]:
+    """The slots the scan's chain touches: every slot ``regime_step.cuh`` names, and the snapshot slots.
+
+    The sweep kernel keeps only these in registers (``-DCHAIN_SLOT_LIST``); the
+    header reaches slots only through their ``*_INDEX`` names, so this list is complete.
+    """
+    from regime_dash import diag
+
+    text = (loader.KERNEL_DIR / _STEP_HEADER).read_text(encoding="utf-8")
+    names = set(re.findall(r"\b([A-Z][A-Z0-9_]*_INDEX)\b", text)) | set(diag.SNAPSHOT_SLOTS)
+    return sorted(layout.index(n) for n in names if n in layout)
+
+
+def _options(layout: SlotLayout, options: tuple[str, ...]) -> tuple[str, ...]:
+    return (*options, "-DCHAIN_SLOT_LIST=" + "".join(f"X({i})" for i in chain_slots(layout)))
 
 
 def available() -> str | None:
@@ -46,18 +75,23 @@ def available() -> str | None:
 
 
 class _Phase1:
-    """The stream on the device and its per-step stats (phase 1)."""
+    """The per-step inputs on the device and their phase-1 stats (run here, or given)."""
 
-    def __init__(self, cp, mod, stream: Stream, t_steps: int, b: int):
+    def __init__(self, cp, mod, stream: Stream, t_steps: int, b: int, stats=None):
         i32 = np.int32
         self.t_steps, self.b = t_steps, b
-        self.rewards = cp.asarray(stream.rewards)
-        lots = cp.asarray(stream.lots)
         self.cooldown = cp.asarray(stream.cooldown)
         self.worst = cp.asarray(stream.session_pnl_worst)
         self.kelly_edge = cp.asarray(stream.kelly_analytic)
         self.tau_action = cp.asarray(stream.tau_action)
         self.boundary = cp.asarray(stream.boundary.astype(i32))
+        if stats is not None:  # phase 1 was run before (fast.StepStats): only [T]-sized inputs move
+            self.rewards = None
+            self.stats = cp.asarray(np.ascontiguousarray(stats.sums, dtype=np.float32))
+            self.flat = cp.asarray(np.ascontiguousarray(stats.flat, dtype=np.int32))
+            return
+        self.rewards = cp.asarray(stream.rewards)
+        lots = cp.asarray(stream.lots)
         self.stats = cp.empty((t_steps, 3), np.float32)
         self.flat = cp.empty(t_steps, i32)
         # three float banks + the int bank of the flat count (one partial per warp)
@@ -65,35 +99,79 @@ class _Phase1:
         mod["replay_step_stats"]((t_steps,), (STATS_BLOCK,), (
             self.rewards, lots, i32(b), i32(t_steps), self.stats, self.flat), shared_mem=shared)
 
+    def inputs(self) -> tuple:
+        """The scan kernels' per-step arguments, in their order."""
+        return (self.stats, self.flat, self.cooldown, self.worst, self.kelly_edge, self.tau_action,
+                self.boundary)
+
+
+def module(layout: SlotLayout, options: tuple[str, ...] = loader.PARITY_OPTIONS) -> loader.Module:
+    """This engine's kernels compiled for ``layout`` (the sweep's chain slots compiled in)."""
+    return loader.load_module(FILES, layout, _options(layout, options))
+
+
+def _reset_args(cp, layout: SlotLayout) -> tuple:
+    r_idx, r_code, r_src = layout.reset_plan()
+    return cp.asarray(r_idx), cp.asarray(r_code), cp.asarray(r_src), np.int32(len(r_idx))
+
 
 def _scan(cp, mod, p1: _Phase1, layout: SlotLayout, snap_idx: np.ndarray, isv_rows, boot_rows,
-          keep_slot: np.ndarray, n_keep: int, acc=None, norm_params=None):
-    """Launch phase 2 over ``isv_rows`` (device [S, n_isv], updated in place); return the snapshots.
+          keep_slot: np.ndarray, n_keep: int, norm_params=None):
+    """The single-replay scan ``replay_scan_warp`` over ``isv_rows`` (device [S, n_isv], updated in place).
 
-    The snapshot columns are compiled in (``SNAP_SLOT_LIST``: the layout's diag
-    snapshot slots), so the scan keeps the ISV in registers; ``snap_idx`` must
-    be those slots. Without ``acc`` (a replay: snapshots and norm params only)
-    the warp-per-scenario kernel runs; with it, the thread-per-scenario one.
+    Returns the [n_keep, T, n_snap] snapshots of the scenarios with ``keep_slot[s] >= 0``
+    (and fills ``norm_params`` [T, 4] from scenario 0).
+    The snapshot columns are compiled in (``SNAP_SLOT_LIST``), so ``snap_idx`` must be
+    the layout's diag snapshot slots.
     """
     _check_snapshot_slots(layout, snap_idx)
     i32 = np.int32
     n_scen = int(isv_rows.shape[0])
-    r_idx, r_code, r_src = layout.reset_plan()
-    n_snap = len(snap_idx)
-    snap_out = cp.empty((max(n_keep, 1), p1.t_steps, n_snap), np.float32)
+    snap_out = cp.empty((max(n_keep, 1), p1.t_steps, len(snap_idx)), np.float32)
     norm_d = norm_params if norm_params is not None else cp.zeros(1, np.float32)
-    common = (isv_rows, boot_rows, i32(n_scen), i32(p1.t_steps), i32(p1.b),
-              cp.asarray(r_idx), cp.asarray(r_code), cp.asarray(r_src), i32(len(r_idx)),
-              p1.stats, p1.flat, p1.cooldown, p1.worst, p1.kelly_edge, p1.tau_action, p1.boundary,
-              cp.asarray(keep_slot), snap_out)
-    if acc is None:
-        mod["replay_scan_warp"]((n_scen,), (SCAN_WARP,), (
-            *common, norm_d, i32(norm_params is not None)))
-    else:
-        grid = ((n_scen + SCAN_BLOCK - 1) // SCAN_BLOCK,)
-        mod["replay_scan"](grid, (SCAN_BLOCK,), (
-            *common, acc, i32(1), norm_d, i32(norm_params is not None)))
+    mod["replay_scan_warp"]((n_scen,), (SCAN_WARP,), (
+        isv_rows, boot_rows, i32(n_scen), i32(p1.t_steps), i32(p1.b), *_reset_args(cp, layout),
+        *p1.inputs(), cp.asarray(keep_slot), snap_out, norm_d, i32(norm_params is not None)))
     return snap_out
+
+
+def _sweep(cp, mod, p1: _Phase1, layout: SlotLayout, rows, boots, keep: Sequence[int]):
+    """``replay_sweep`` over device rows [S, n_isv] (updated in place): (acc [S, N+1] host, {k: snapshot})."""
+    acc, snap_out = _launch_sweep(cp, mod, p1, layout, rows, boots, keep)
+    return cp.asnumpy(acc), {k: cp.asnumpy(snap_out[i]) for i, k in enumerate(keep)}
+
+
+def _launch_sweep(cp, mod, p1: _Phase1, layout: SlotLayout, rows, boots, keep: Sequence[int]):
+    """Launch ``replay_sweep`` (no sync); the device ``(acc [S, N+1], snapshots [K, T, n])``."""
+    i32 = np.int32
+    n_scen = int(rows.shape[0])
+    keep_slot = np.full(n_scen, -1, np.int32)
+    keep_slot[list(keep)] = np.arange(len(keep), dtype=np.int32)
+    from regime_dash.engine import snapshot_indices
+
+    n_snap = len(snapshot_indices(layout))
+    snap_out = cp.empty((max(len(keep), 1), p1.t_steps, n_snap), np.float32)
+    init = np.empty(summary.N_METRICS + 1, np.float64)
+    summary.init(init)
+    acc = cp.empty((n_scen, summary.N_METRICS + 1), np.float64)
+    grid = ((n_scen + SWEEP_BLOCK - 1) // SWEEP_BLOCK,)
+    mod["replay_sweep"](grid, (SWEEP_BLOCK,), (
+        rows, boots, i32(n_scen), i32(p1.t_steps), i32(p1.b), *_reset_args(cp, layout), *p1.inputs(),
+        cp.asarray(keep_slot), snap_out, cp.asarray(init), acc))
+    return acc, snap_out
+
+
+def _device_rows(cp, isv0: np.ndarray, boot: np.ndarray, slot_idx: np.ndarray, values: np.ndarray,
+                 override_idx: np.ndarray):
+    """(rows, boots) device [S, n_isv]: ``sweep.initial_rows`` built on the device (see :func:`sweep_values`)."""
+    n_scen = values.shape[0]
+    boots = cp.empty((n_scen, boot.shape[0]), np.float32)
+    boots[...] = cp.asarray(boot)[None, :]
+    boots[:, cp.asarray(slot_idx)] = cp.asarray(values)
+    rows = boots.copy()
+    if len(override_idx):
+        rows[:, cp.asarray(override_idx)] = cp.asarray(isv0[override_idx])[None, :]
+    return rows, boots
 
 
 def _check_snapshot_slots(layout: SlotLayout, snap_idx: np.ndarray) -> None:
@@ -119,7 +197,7 @@ def run(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout,
     t_steps, b = check_inputs(stream, isv0, boot, layout, snap_idx)
     _check_snapshot_slots(layout, snap_idx)
     cp = loader.cupy_module()
-    mod = loader.load_module(FILES, layout, options)
+    mod = module(layout, options)
     with cp.cuda.Stream(non_blocking=True) as s:
         p1 = _Phase1(cp, mod, stream, t_steps, b)
         isv_rows = cp.asarray(isv0)[None, :].copy()
@@ -187,6 +265,92 @@ def sweep_summaries(stream: Stream, isv0s: np.ndarray, boot_rows: np.ndarray,
                               field="boot_rows", value=boot_rows.shape)
     t_steps, b = check_inputs(stream, np.ascontiguousarray(isv0s[0]),
                               np.ascontiguousarray(boot_rows[0]), layout, snap_idx)
+    keep = _check_keep(keep, n_scen)
+    cp = loader.cupy_module()
+    mod = module(layout, options)
+    with cp.cuda.Stream(non_blocking=True) as s:
+        p1 = _Phase1(cp, mod, stream, t_steps, b)
+        rows = cp.asarray(np.ascontiguousarray(isv0s))
+        boots = cp.asarray(np.ascontiguousarray(boot_rows))
+        out = _sweep(cp, mod, p1, layout, rows, boots, keep)
+        s.synchronize()
+    return out
+
+
+def step_stats(stream: Stream, *, options: tuple[str, ...] = loader.PARITY_OPTIONS):
+    """Phase 1 on the GPU: ``fast.StepStats`` (Σr, Σr², max|r| and the flat count of each step).
+
+    Bit-identical to ``fast.step_stats`` on the CPU (both reduce in common.cuh's order).
+    """
+    from regime_dash.engine.fast import StepStats
+
+    t_steps, b = check_arrays(stream)
+    cp = loader.cupy_module()
+    mod = module(DEFAULT_LAYOUT, options)  # phase 1 reads no slot: any layout's module has it
+    with cp.cuda.Stream(non_blocking=True) as s:
+        p1 = _Phase1(cp, mod, stream, t_steps, b)
+        out = StepStats(cp.asnumpy(p1.stats), cp.asnumpy(p1.flat))
+        s.synchronize()
+    return out
+
+
+def sweep_values(scalars: Stream, stats, accounts: int, isv0: np.ndarray, boot: np.ndarray,
+                 slot_idx: np.ndarray, values: np.ndarray, override_idx: np.ndarray,
+                 layout: SlotLayout, keep: Sequence[int] = (),
+                 *, options: tuple[str, ...] = loader.PARITY_OPTIONS
+                 ) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+    """A sweep from phase 1 and per-config slot values: the rows are built on the device.
+
+    Scenario s's re-bootstrap row is ``boot`` with ``values[s]`` written to slots
+    ``slot_idx``; it starts from that row with slots ``override_idx`` (the
+    caller's ``isv`` overrides) set to ``isv0``'s values: ``sweep.initial_rows``,
+    without [S, n_isv] host arrays. One launch covers all S scenarios.
+
+    Parameters
+    ----------
+    scalars
+        A stream whose per-step fields are used (its [T, b] batch is not read).
+    stats
+        ``fast.StepStats`` of the real stream (phase 1).
+    accounts
+        b of the real stream.
+    isv0, boot
+        float32 [n_isv]: the base config's initial and bootstrap rows.
+    slot_idx, values
+        int32 [K] slots and float32 [S, K] their values per scenario.
+    override_idx
+        int32 slots taken from ``isv0`` after the values (may be empty).
+    layout, keep
+        As for :func:`sweep_summaries`.
+
+    Returns
+    -------
+    As :func:`sweep_summaries`.
+    """
+    n_isv = layout.size
+    values = np.ascontiguousarray(values, dtype=np.float32)
+    slot_idx = np.ascontiguousarray(slot_idx, dtype=np.int32)
+    if values.ndim != 2 or values.shape[1] != slot_idx.shape[0] or values.shape[0] == 0:
+        raise ValidationError(f"values must be float32 [S >= 1, {slot_idx.shape[0]}], got {values.shape}",
+                              field="values", value=values.shape)
+    n_scen = values.shape[0]
+    keep = _check_keep(keep, n_scen)
+    for name, arr in (("isv0", isv0), ("boot", boot)):
+        if not isinstance(arr, np.ndarray) or arr.dtype != np.float32 or arr.shape != (n_isv,):
+            raise ValidationError(f"{name} must be float32 [{n_isv}], got {getattr(arr, 'shape', arr)}",
+                                  field=name, value=getattr(arr, "shape", None))
+    overrides = np.ascontiguousarray(override_idx, dtype=np.int32)
+    cp = loader.cupy_module()
+    mod = module(layout, options)
+    with cp.cuda.Stream(non_blocking=True) as s:
+        p1 = _Phase1(cp, mod, scalars, scalars.steps, int(accounts), stats=stats)
+        rows, boots = _device_rows(cp, isv0, boot, slot_idx, values, overrides)
+        out = _sweep(cp, mod, p1, layout, rows, boots, keep)
+        s.synchronize()
+    return out
+
+
+def _check_keep(keep: Sequence[int], n_scen: int) -> list[int]:
     keep = [int(k) for k in keep]
     for k in keep:
         if not 0 <= k < n_scen:
@@ -194,22 +358,4 @@ def sweep_summaries(stream: Stream, isv0s: np.ndarray, boot_rows: np.ndarray,
                                   field="keep", value=k)
     if len(set(keep)) != len(keep):
         raise ValidationError(f"keep names a scenario twice: {keep}", field="keep", value=keep)
-    keep_slot = np.full(n_scen, -1, np.int32)
-    keep_slot[keep] = np.arange(len(keep), dtype=np.int32)
-    row = np.empty(summary.N_METRICS + 1, np.float64)
-    summary.init(row)
-    acc0 = np.tile(row, (n_scen, 1))
-
-    cp = loader.cupy_module()
-    mod = loader.load_module(FILES, layout, options)
-    with cp.cuda.Stream(non_blocking=True) as s:
-        p1 = _Phase1(cp, mod, stream, t_steps, b)
-        isv_rows = cp.asarray(np.ascontiguousarray(isv0s))
-        boot_d = cp.asarray(np.ascontiguousarray(boot_rows))
-        acc = cp.asarray(acc0)
-        snap = _scan(cp, mod, p1, layout, snap_idx, isv_rows, boot_d, keep_slot, len(keep),
-                     acc=acc)
-        acc_h = cp.asnumpy(acc)
-        snaps = {k: cp.asnumpy(snap[i]) for i, k in enumerate(keep)}
-        s.synchronize()
-    return acc_h, snaps
+    return keep

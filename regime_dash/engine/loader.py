@@ -28,7 +28,7 @@ from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
 #: The kernels directory (``kernels/`` at the repository root).
 KERNEL_DIR = Path(__file__).resolve().parents[2] / "kernels"
 #: Headers every kernel may include; part of every cache key.
-HEADERS: tuple[str, ...] = ("common.cuh", "regime_step.cuh")
+HEADERS: tuple[str, ...] = ("common.cuh", "regime_step.cuh", "replay_inputs.cuh")
 #: Options of the parity builds: no FMA contraction, so every ``a * b + c`` is
 #: a rounded multiply then a rounded add, like the NumPy reference. NVRTC's
 #: defaults already give IEEE-rounded division and sqrtf (``-prec-div``,

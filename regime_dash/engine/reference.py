@@ -73,9 +73,10 @@ def fmaxf(a, b):
 
 
 # ---- common.cuh: the one block reduction ----------------------------------------
-@jitable
+# Plain NumPy, not @jitable: the fast CPU engine runs it on [T, b] at once (each
+# step's row reduced exactly as a [b] vector would be), so numba never compiles it.
 def _warp_reduce_sum(v):
-    """Lane 0 of each row (a warp) after ``val += __shfl_down_sync(val, offset)``, offsets 16..1.
+    """Lane 0 after ``val += __shfl_down_sync(val, offset)``, offsets 16..1; lanes on the first axis of ``v``.
 
     After the step with offset ``o`` only lanes ``[0, o)`` still feed lane 0,
     and each of them reads lanes ``[o, 2o)``; so halving in place gives lane 0
@@ -83,40 +84,47 @@ def _warp_reduce_sum(v):
     """
     offset = WARP // 2
     while offset > 0:
-        v[:, :offset] += v[:, offset:2 * offset]
+        v[:offset] += v[offset:2 * offset]
         offset >>= 1
-    return v[:, 0]
+    return v[0]
 
 
-@jitable
 def _warp_reduce_max(v):
     """As :func:`_warp_reduce_sum` for ``fmaxf``; ``v`` is overwritten."""
     offset = WARP // 2
     while offset > 0:
-        v[:, :offset] = np.fmax(v[:, :offset], v[:, offset:2 * offset])
+        v[:offset] = np.fmax(v[:offset], v[offset:2 * offset])
         offset >>= 1
-    return v[:, 0]
+    return v[0]
 
 
-@jitable
 def block_reduce_stats(r):
-    """(Σr, Σr², max|r|) of one step's rewards, in rl_popart_normalize's reduction order."""
-    b = r.shape[0]
-    # rows: this thread's local_sum, local_sum_sq, local_max_abs
-    local = np.zeros((3, BLOCK_DIM), dtype=np.float32)
+    """(Σr, Σr², max|r|) over the last axis of ``r``, in rl_popart_normalize's reduction order.
+
+    ``r`` is one step's float32 rewards [b], or [T, b] for T steps at once
+    (then each of the three is a float32 [T]); every row is reduced as the
+    256-thread block of ``common.cuh`` reduces it.
+    """
+    lead = r.shape[:-1]
+    b = r.shape[-1]
+    # this thread's local_sum, local_sum_sq, local_max_abs, per thread tid on the last axis
+    local = np.zeros((3, *lead, BLOCK_DIM), dtype=np.float32)
     for start in range(0, b, BLOCK_DIM):  # thread tid takes i = tid, tid+256, ...
         n = min(BLOCK_DIM, b - start)
-        x = r[start:start + n]
-        local[0, :n] += x
-        local[1, :n] += x * x
-        local[2, :n] = np.fmax(local[2, :n], np.abs(x))
-    warps = local.reshape(3, N_WARPS, WARP)
+        x = r[..., start:start + n]
+        local[0, ..., :n] += x
+        local[1, ..., :n] += x * x
+        local[2, ..., :n] = np.fmax(local[2, ..., :n], np.abs(x))
+    # lanes first, [3, WARP, *lead, N_WARPS]: each shuffle step is then one contiguous slab
+    warps = np.ascontiguousarray(np.moveaxis(local.reshape(3, *lead, N_WARPS, WARP), -1, 1))
     # first warp: lanes < n_warps hold the warp partials, the rest 0
-    first = np.zeros((3, 1, WARP), dtype=np.float32)
-    first[0, 0, :N_WARPS] = _warp_reduce_sum(warps[0])
-    first[1, 0, :N_WARPS] = _warp_reduce_sum(warps[1])
-    first[2, 0, :N_WARPS] = _warp_reduce_max(warps[2])
-    return _warp_reduce_sum(first[0])[0], _warp_reduce_sum(first[1])[0], _warp_reduce_max(first[2])[0]
+    first = np.zeros((3, WARP, *lead), dtype=np.float32)
+    first[0, :N_WARPS] = np.moveaxis(_warp_reduce_sum(warps[0]), -1, 0)
+    first[1, :N_WARPS] = np.moveaxis(_warp_reduce_sum(warps[1]), -1, 0)
+    first[2, :N_WARPS] = np.moveaxis(_warp_reduce_max(warps[2]), -1, 0)
+    # [()] turns a 0-d result (one step) into a NumPy scalar and leaves [T] arrays as they are
+    return (_warp_reduce_sum(first[0])[()], _warp_reduce_sum(first[1])[()],
+            _warp_reduce_max(first[2])[()])
 
 
 # ---- host/device writes of one step -------------------------------------------

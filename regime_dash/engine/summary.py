@@ -2,8 +2,8 @@
 
 A sweep over thousands of configs cannot keep every trajectory, so each
 scenario folds its snapshot rows into a few float64 accumulators as it goes.
-:func:`accumulate` is that fold; the CPU scan compiles it with numba, the GPU
-scan has its twin in ``kernels/regime_step.cuh`` (``accumulate_summary``), and
+:func:`fold` is that fold; the CPU sweep compiles it with numba, the GPU
+scan has its twin in ``kernels/replay_sweep.cu`` (``SummaryAcc``), and
 :func:`summarize_snapshot` applies it to a single replay's snapshot, so a sweep
 row and the matching single replay are equal by construction and by test.
 
@@ -60,48 +60,61 @@ DEFINES = [f"-DSNAP_{n}={v}" for n, v in (
     ("EPS_LIVE", POS_EPS_LIVE))] + [f"-DN_SUMMARY={N_METRICS}"]
 
 
+#: A fresh accumulator row: counts 0, minima +inf, maxima -inf, no previous timeout.
+INIT: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, np.inf, 0.0, 0.0, -np.inf, np.inf, 0.0)
+
+
 def init(acc: np.ndarray) -> None:
     """Reset one accumulator row (float64 [N_METRICS + 1]; the last cell holds the previous timeout flag)."""
-    acc[:] = 0.0
-    acc[7] = np.inf   # kelly_min
-    acc[10] = -np.inf  # sigma_max
-    acc[11] = np.inf  # eps_live_min
+    acc[:] = INIT
 
 
 @jitable
-def accumulate(acc, row):
-    """Fold one snapshot row into ``acc`` (float64 [N_METRICS + 1])."""
-    flag = row[POS_FLAG]
-    timeout = row[POS_TIMEOUT]
-    kelly = np.float64(row[POS_KELLY])
-    sigma = row[POS_SIGMA]
-    envelope = row[POS_ENVELOPE]
+def fold(acc, flag, duration, timeout, recency, sigma, var, envelope, tau_min, tau_min_eff, kelly, eps_live):
+    """One step folded into the accumulator tuple ``acc`` (13 float64, :data:`INIT` order); returns the new tuple.
+
+    The float32 arguments are the step's snapshot values of the summarized
+    slots. A tuple in and out lets a compiled scan keep the accumulators in
+    registers and write them once.
+    """
+    (dz_steps, longest, timeouts, timeout_steps, tails, floor_steps, boost_steps, kelly_min, kelly_sum,
+     kelly_zero, sigma_max, eps_min, prev_timeout) = acc
+    kelly = np.float64(kelly)
     if flag != 0.0:
-        acc[0] += 1.0
-    duration = np.float64(row[POS_DURATION])
-    if duration > acc[1]:
-        acc[1] = duration
+        dz_steps += 1.0
+    duration = np.float64(duration)
+    if duration > longest:
+        longest = duration
     if timeout != 0.0:
-        acc[3] += 1.0
-        if acc[N_METRICS] == 0.0:
-            acc[2] += 1.0
-    acc[N_METRICS] = 1.0 if timeout != 0.0 else 0.0
-    if row[POS_RECENCY] == 0.0:
-        acc[4] += 1.0
-    if sigma == envelope and envelope > np.sqrt(row[POS_VAR]):
-        acc[5] += 1.0
-    if row[POS_TAU_MIN_EFF] > row[POS_TAU_MIN]:
-        acc[6] += 1.0
-    if kelly < acc[7]:
-        acc[7] = kelly
-    acc[8] += kelly
+        timeout_steps += 1.0
+        if prev_timeout == 0.0:
+            timeouts += 1.0
+    prev_timeout = 1.0 if timeout != 0.0 else 0.0
+    if recency == 0.0:
+        tails += 1.0
+    if sigma == envelope and envelope > np.sqrt(var):
+        floor_steps += 1.0
+    if tau_min_eff > tau_min:
+        boost_steps += 1.0
+    if kelly < kelly_min:
+        kelly_min = kelly
+    kelly_sum += kelly
     if kelly == 0.0:
-        acc[9] += 1.0
-    if np.float64(sigma) > acc[10]:
-        acc[10] = np.float64(sigma)
-    eps = np.float64(row[POS_EPS_LIVE])
-    if eps < acc[11]:
-        acc[11] = eps
+        kelly_zero += 1.0
+    if np.float64(sigma) > sigma_max:
+        sigma_max = np.float64(sigma)
+    eps = np.float64(eps_live)
+    if eps < eps_min:
+        eps_min = eps
+    return (dz_steps, longest, timeouts, timeout_steps, tails, floor_steps, boost_steps, kelly_min, kelly_sum,
+            kelly_zero, sigma_max, eps_min, prev_timeout)
+
+
+def accumulate(acc, row):
+    """Fold one snapshot row into ``acc`` (float64 [N_METRICS + 1]) with :func:`fold`."""
+    acc[:] = fold(tuple(acc), row[POS_FLAG], row[POS_DURATION], row[POS_TIMEOUT], row[POS_RECENCY],
+                  row[POS_SIGMA], row[POS_VAR], row[POS_ENVELOPE], row[POS_TAU_MIN], row[POS_TAU_MIN_EFF],
+                  row[POS_KELLY], row[POS_EPS_LIVE])
 
 
 def finalize(acc: np.ndarray, steps: int) -> dict[str, float]:

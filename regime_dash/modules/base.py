@@ -14,9 +14,9 @@ The building blocks here are shared by every module:
   raises :class:`~regime_dash.errors.ConfigError` naming the value.
 * :class:`ModuleStream` and :class:`ArraySpec`: a frozen stream dataclass
   validated against a per-field schema, built with :meth:`ModuleStream.make`.
-* :func:`check_result`, :func:`check_skip`: invariant results as the dicts
-  ``check --json`` prints (the fields of
-  :class:`regime_dash.analysis.invariants.CheckResult`).
+* :func:`check_result`, :func:`check_skip`: invariant results as
+  :class:`regime_dash.analysis.invariants.CheckResult`, the one result type of
+  every check.
 * :func:`load_kernels`: compile a module's kernels through the engine's loader
   with the module's slot defines added.
 """
@@ -30,13 +30,12 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from regime_dash.analysis.invariants import MAX_STEPS, ULPS, CheckOptions, CheckResult
 from regime_dash.errors import ConfigError, StreamError, ValidationError
 from regime_dash.slots import Slot, SlotLayout
 
 #: Engines a module replay may run on.
 MODULE_ENGINES = ("reference", "cuda")
-#: Violating steps listed per check (the core's ``MAX_STEPS``).
-MAX_STEPS = 20
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -162,41 +161,18 @@ class ModuleConfig:
 
 
 # ---- stream ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ArraySpec:
-    """Schema of one stream field.
-
-    Attributes
-    ----------
-    dtype
-        Exact NumPy dtype of the field.
-    rank
-        1 for per-step ``[T]``, 2 for ``[T, n]``.
-    doc
-        What the field holds.
-    default
-        Fill value of an omitted rank-1 field; ``None`` makes the field required.
-    optional
-        The field may be ``None`` (absent).
-    lo, hi
-        Closed range every value must lie in (``None``: unbounded).
-    """
-
-    dtype: Any
-    rank: int
-    doc: str
-    default: float | None = None
-    optional: bool = False
-    lo: float | None = None
-    hi: float | None = None
+# The schema type, the cast and the checks are the core stream's (regime_dash.streams); the
+# import sits here, with the one class that uses it.
+from regime_dash.streams import ArraySpec, arrays_of, check_schema  # noqa: E402
 
 
 class ModuleStream:
     """Mixin for a module's frozen input stream dataclass; ``SCHEMA`` lists its fields.
 
     Construct with :meth:`make` (casts dtypes, fills defaults); the dataclass
-    validates in ``__post_init__`` and raises :class:`StreamError` naming the
-    field and the offending value.
+    validates in ``__post_init__`` against ``SCHEMA``, a dict of
+    :class:`~regime_dash.streams.ArraySpec` as the core :class:`~regime_dash.streams.Stream`'s,
+    and raises :class:`StreamError` naming the field and the offending value.
     """
 
     SCHEMA: ClassVar[dict[str, ArraySpec]] = {}
@@ -214,128 +190,51 @@ class ModuleStream:
         return {k: v for k, v in out.items() if v is not None}
 
     @classmethod
-    def make(cls, **values: Any):
+    def make(cls, *, lazy: bool = False, **values: Any):
         """Build a stream: cast each field to its schema dtype, fill omitted defaults.
 
         An omitted ``step`` is ``0..T-1``. Values that do not survive the cast
-        unchanged (a fractional action, say) raise.
+        unchanged (a fractional action, say) raise. With ``lazy``, every problem
+        is collected and raised at once as :class:`~regime_dash.errors.StreamErrors`.
         """
-        unknown = sorted(set(values) - set(cls.SCHEMA))
-        if unknown:
-            raise StreamError(f"unknown stream field(s) {unknown}; expected {list(cls.SCHEMA)}",
-                              field=unknown[0], value=unknown[0])
-        t = None
-        for name, spec in cls.SCHEMA.items():
-            if values.get(name) is not None:
-                arr = np.asarray(values[name])
-                if arr.ndim >= 1:
-                    t = arr.shape[0]
-                    break
-        kw: dict[str, Any] = {}
-        for name, spec in cls.SCHEMA.items():
-            v = values.get(name)
-            if v is None and name == "step" and t is not None:
-                v = np.arange(t, dtype=np.int64)  # an omitted step column counts 0..T-1
-            if v is None:
-                if spec.default is not None and t is not None and spec.rank == 1:
-                    kw[name] = np.full(t, spec.default, dtype=spec.dtype)
-                else:
-                    kw[name] = None
-            else:
-                kw[name] = _cast(name, v, spec.dtype)
+        kw, errors = arrays_of(cls.SCHEMA, values, lazy=lazy)
+        if lazy:
+            check_schema(kw, cls.SCHEMA, lazy=True, found=errors)
         return cls(**kw)
 
 
-def _cast(name: str, value: Any, dtype: Any) -> np.ndarray:
-    arr = np.asarray(value)
-    if arr.dtype == dtype:
-        return np.ascontiguousarray(arr)
-    if arr.dtype.kind not in "biuf":
-        raise StreamError(f"{name} must be numeric, got dtype {arr.dtype}", field=name, value=str(arr.dtype))
-    out = arr.astype(dtype)
-    if np.dtype(dtype).kind in "biu":
-        with np.errstate(invalid="ignore"):
-            same = out.astype(np.float64) == arr.astype(np.float64)
-        if not same.all():
-            i = np.argwhere(~same)[0].tolist()
-            bad = arr[tuple(i)]
-            raise StreamError(f"{name} must hold whole numbers; at {i} it holds {bad!r}",
-                              field=name, value=bad)
-    return np.ascontiguousarray(out)
-
-
-def validate_stream(stream: Any) -> None:
-    """Check every field of ``stream`` against its ``SCHEMA``; raise :class:`StreamError`."""
-    t = None
-    for name, spec in stream.SCHEMA.items():
-        arr = getattr(stream, name)
-        if arr is None:
-            if spec.optional:
-                continue
-            raise StreamError(f"{name} is missing", field=name)
-        if not isinstance(arr, np.ndarray):
-            raise StreamError(f"{name} must be a numpy array, got {type(arr).__name__}",
-                              field=name, value=type(arr).__name__)
-        if arr.dtype != np.dtype(spec.dtype):
-            raise StreamError(f"{name} must have dtype {np.dtype(spec.dtype).name}, got {arr.dtype}",
-                              field=name, value=str(arr.dtype))
-        if arr.ndim != spec.rank:
-            raise StreamError(f"{name} must have rank {spec.rank}, got shape {arr.shape}",
-                              field=name, value=arr.shape)
-        if t is None:
-            t = arr.shape[0]
-            if t == 0:
-                raise StreamError(f"stream has T = 0 steps ({name} shape {arr.shape})", field=name,
-                                  value=arr.shape)
-        elif arr.shape[0] != t:
-            raise StreamError(f"{name} has {arr.shape[0]} steps, expected {t}", field=name, value=arr.shape)
-        if spec.rank == 2 and arr.shape[1] == 0:
-            raise StreamError(f"{name} has shape {arr.shape}: no columns", field=name, value=arr.shape)
-        if arr.dtype.kind == "f":
-            bad = ~np.isfinite(arr)
-            if bad.any():
-                i = np.argwhere(bad)[0].tolist()
-                raise StreamError(f"{name} holds a non-finite value {float(arr[tuple(i)])!r} at {i}",
-                                  field=name, value=float(arr[tuple(i)]))
-        for bound, out_of in ((spec.lo, arr < (spec.lo if spec.lo is not None else 0)),
-                              (spec.hi, arr > (spec.hi if spec.hi is not None else 0))):
-            if bound is not None and out_of.any():
-                i = np.argwhere(out_of)[0].tolist()
-                raise StreamError(f"{name} must lie in [{spec.lo}, {spec.hi}]; at {i} it holds "
-                                  f"{arr[tuple(i)].item()!r}", field=name, value=arr[tuple(i)].item())
-    step = getattr(stream, "step", None)
-    if isinstance(step, np.ndarray) and len(step) > 1:
-        d = np.diff(step)
-        if (d <= 0).any():
-            i = int(np.flatnonzero(d <= 0)[0])
-            raise StreamError(f"step must increase strictly; step[{i}]={int(step[i])} is followed by "
-                              f"step[{i + 1}]={int(step[i + 1])}", field="step", value=int(step[i + 1]))
+def validate_stream(stream: Any, *, lazy: bool = False) -> None:
+    """Check every field of ``stream`` against its ``SCHEMA`` (see :func:`regime_dash.streams.check_schema`)."""
+    check_schema({name: getattr(stream, name) for name in stream.SCHEMA}, stream.SCHEMA, lazy=lazy)
 
 
 # ---- invariants --------------------------------------------------------------------------
-def check_result(check_id: str, bad: np.ndarray, steps: np.ndarray, detail: str) -> dict:
+# Module checks return the one result type of every check
+# (:class:`regime_dash.analysis.invariants.CheckResult`) and take the shared
+# :class:`~regime_dash.analysis.invariants.CheckOptions` (the ulp tolerance included).
+def check_result(check_id: str, bad: np.ndarray, steps: np.ndarray, detail: str,
+                 column: str | None = None) -> CheckResult:
     """A ``pass``/``fail`` result: ``bad`` marks the violating rows, ``steps`` their step numbers."""
     bad = np.asarray(bad, dtype=bool)
     where = np.asarray(steps)[bad]
-    return {"id": check_id, "status": "fail" if bad.any() else "pass", "violations": int(bad.sum()),
-            "first_step": int(where[0]) if len(where) else None,
-            "steps": [int(s) for s in where[:MAX_STEPS]], "detail": detail}
+    return CheckResult(check_id, "fail" if bad.any() else "pass", int(bad.sum()),
+                       int(where[0]) if len(where) else None, [int(s) for s in where[:MAX_STEPS]], detail,
+                       column=column)
 
 
-def check_skip(check_id: str, why: str) -> dict:
+def check_skip(check_id: str, why: str, missing: Sequence[str] = ()) -> CheckResult:
     """A ``skip`` result saying why."""
-    return {"id": check_id, "status": "skip", "violations": 0, "first_step": None, "steps": [],
-            "detail": why}
+    return CheckResult(check_id, "skip", 0, None, [], why, list(missing))
 
 
 def missing_columns(frame: pd.DataFrame, columns: Sequence[str]) -> list[str]:
     return [c for c in columns if c not in frame.columns]
 
 
-def skip_if_missing(check_id: str, frame: pd.DataFrame, *columns: str) -> dict | None:
+def skip_if_missing(check_id: str, frame: pd.DataFrame, *columns: str) -> CheckResult | None:
     """A ``skip`` result naming the columns ``frame`` lacks, or None when it has them all."""
     miss = missing_columns(frame, columns)
-    return check_skip(check_id, f"missing column(s) {miss}") if miss else None
+    return check_skip(check_id, f"missing column(s) {miss}", miss) if miss else None
 
 
 class Checks(list):
@@ -404,7 +303,7 @@ class ControllerModule:
     slots
         ISV slots the module reads or writes (:class:`regime_dash.slots.Slot`).
     columns
-        Diag columns the replay emits (besides ``step`` and ``fold``).
+        Diag columns the replay emits (besides ``step``, ``fold`` and ``phase``).
     check_columns
         Columns whose presence in a frame means the module's invariants apply.
     replay_fn, invariants_fn, figures_fn, demo_stream_fn
@@ -435,7 +334,7 @@ class ControllerModule:
     columns: tuple[str, ...]
     check_columns: tuple[str, ...]
     replay_fn: Callable[..., pd.DataFrame]
-    invariants_fn: Callable[[pd.DataFrame], list[dict]]
+    invariants_fn: Callable[[pd.DataFrame, CheckOptions], list[CheckResult]]
     figures_fn: Callable[..., list]
     demo_stream_fn: Callable[..., Any]
     defines_fn: Callable[[], list[str]] = lambda: []
@@ -495,9 +394,9 @@ class ControllerModule:
         """True when ``frame`` has every column of :attr:`check_columns`."""
         return not missing_columns(frame, self.check_columns)
 
-    def invariants(self, frame: pd.DataFrame) -> list[dict]:
-        """The module's checks on ``frame``: ``{id, status, violations, first_step, steps, detail}``."""
-        return self.invariants_fn(frame)
+    def invariants(self, frame: pd.DataFrame, options: CheckOptions | None = None) -> list[CheckResult]:
+        """The module's checks on ``frame`` under the shared ``options`` (the ulp tolerance included)."""
+        return self.invariants_fn(frame, options or CheckOptions())
 
     def figures(self, frame: pd.DataFrame, baseline: pd.DataFrame | None = None) -> list:
         """Plotly figures of ``frame`` (``baseline`` drawn dashed beside it); imports plotly lazily."""
@@ -519,39 +418,37 @@ def steps_arg(steps: int | None, default: int, name: str = "steps", minimum: int
 
 
 def frame_of(step: np.ndarray, boundary: np.ndarray | None, columns: Mapping[str, np.ndarray]) -> pd.DataFrame:
-    """A module replay frame: ``step``, ``fold`` (boundaries counted) and the given columns."""
+    """A module replay frame: ``step``, ``fold``, ``phase`` as in a core frame, then the given columns.
+
+    ``fold`` and ``phase`` mean what they mean in the diag
+    (:func:`regime_dash.diag.fold_and_phase`): fold k is a train segment and
+    the eval segment after it.
+    """
+    from regime_dash.diag import fold_and_phase
+
     step = np.asarray(step, dtype=np.int64)
-    fold = (np.zeros(len(step), dtype=np.int32) if boundary is None
-            else np.cumsum(np.asarray(boundary, dtype=bool)).astype(np.int32))
-    if boundary is not None and len(step) and boundary[0]:
-        fold -= 1
-    cols = {"step": step, "fold": fold}
+    fold, phase = fold_and_phase(np.zeros(len(step), dtype=bool) if boundary is None else boundary)
+    cols = {"step": step, "fold": fold, "phase": phase}
     cols.update(columns)
     return pd.DataFrame(cols)
 
 
-#: Tolerance of recomputed float formulas in invariants, in float32 ulps of the
-#: expected value (at least of 1.0): our engines agree bit for bit; the slack
-#: covers a trainer built with FMA contraction.
-ULPS = 4
-_EPS = np.float32(np.finfo(np.float32).eps)
-
-
-def close_f32(actual: np.ndarray, expected: np.ndarray, ulps: int = ULPS) -> np.ndarray:
+def close_f32(actual: np.ndarray, expected: np.ndarray, ulps: float = ULPS) -> np.ndarray:
     """Elementwise: within ``ulps`` float32 ulps of ``expected`` (scaled by max(|expected|, 1))."""
     scale = np.maximum(np.abs(expected), np.float32(1.0))
-    return np.abs(actual - expected) <= np.float32(ulps) * _EPS * scale
+    return np.abs(actual - expected) <= np.float32(ulps) * np.float32(np.finfo(np.float32).eps) * scale
 
 
 def fold_starts(frame: pd.DataFrame) -> np.ndarray:
-    """True at the first row and wherever ``fold`` changes (state was reset before that row)."""
+    """True at the first row and wherever ``fold`` or ``phase`` changes (state was reset before that row)."""
     n = len(frame)
     starts = np.zeros(n, dtype=bool)
     if n:
         starts[0] = True
-    if "fold" in frame.columns and n > 1:
-        fold = frame["fold"].to_numpy()
-        starts[1:] |= fold[1:] != fold[:-1]
+    for col in ("fold", "phase"):
+        if col in frame.columns and n > 1:
+            vals = frame[col].to_numpy()
+            starts[1:] |= vals[1:] != vals[:-1]
     return starts
 
 

@@ -34,18 +34,13 @@ def module_check_ids(include_core: bool = False) -> list[str]:
     return [i for m in MODULES.values() if include_core or not m.core for i in m.check_ids]
 
 
-def module_check_results(frame: pd.DataFrame, ids: Iterable[str] | None = None, include_core: bool = False) -> list:
-    """CheckResults of every applicable module's invariants on ``frame`` (only ``ids`` when given)."""
-    from regime_dash.analysis.invariants import CheckResult
-
+def module_check_results(frame: pd.DataFrame, ids: Iterable[str] | None = None, include_core: bool = False,
+                         options: Any = None) -> list:
+    """CheckResults of every applicable module's invariants on ``frame`` (only ``ids`` when given),
+    under the shared :class:`~regime_dash.analysis.invariants.CheckOptions`."""
     wanted = None if ids is None else set(ids)
-    out = []
-    for m in applicable(frame, include_core):
-        for r in m.invariants(frame):
-            if wanted is None or r["id"] in wanted:
-                out.append(CheckResult(r["id"], r["status"], r["violations"], r["first_step"], list(r["steps"]),
-                                       r["detail"]))
-    return out
+    return [r for m in applicable(frame, include_core) for r in m.invariants(frame, options)
+            if wanted is None or r.id in wanted]
 
 
 def split_check_ids(ids: Sequence[str] | None) -> tuple[list[str] | None, list[str] | None]:
@@ -75,13 +70,15 @@ def sweep_module(module: ControllerModule | str, stream: Any, grid: Mapping[str,
                  engine: str = "reference", base: Any = None) -> pd.DataFrame:
     """Replay ``stream`` under every config of ``grid``; one row each: the swept fields, the
     module's summary metrics, and ``checks_failed`` (its invariants that fail)."""
+    from regime_dash.analysis.verdict import verdict
+
     module = get(module) if isinstance(module, str) else module
     rows = []
     for cfg in expand_grid(module, grid, base):
         frame = module.replay(stream, cfg, engine)
         row = {k: getattr(cfg, k) for k in grid}
         row.update(module.summary(frame))
-        row["checks_failed"] = sum(r["status"] == "fail" for r in module.invariants(frame))
+        row["checks_failed"] = len(verdict(frame).failed)  # the one verdict, as `check` gives it
         rows.append(row)
     return pd.DataFrame(rows)
 

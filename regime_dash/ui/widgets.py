@@ -5,7 +5,6 @@ they need to label themselves (the engine probe, the config field list).
 """
 from __future__ import annotations
 
-import io
 import math
 from dataclasses import fields
 from typing import Any, Callable, Mapping, Sequence
@@ -14,28 +13,9 @@ import pandas as pd
 import streamlit as st
 
 from regime_dash.config import SWITCHES, RegimeConfig
+from regime_dash.field_ranges import FIELD_RANGES
 from regime_dash.ui.errors import ErrorNote, show_error
 
-#: Slider domain of every numeric RegimeConfig field: (min, max, step).
-#: The domains are ours (the spec gives defaults, not ranges): wide enough to
-#: show each mechanism switched off or exaggerated, within RegimeConfig's checks.
-FIELD_RANGES: dict[str, tuple[float, float, float]] = {
-    "max_duration": (0.0, 5000.0, 10.0),
-    "eps_min": (0.0, 1.0, 0.01),
-    "eps_max": (0.0, 1.0, 0.01),
-    "n_recovery": (0.0, 2000.0, 10.0),
-    "tau_boost_factor": (1.0, 5.0, 0.05),
-    "tau_boost_window": (0.0, 2000.0, 10.0),
-    "tail_sigma_threshold": (0.5, 10.0, 0.1),
-    "envelope_decay_alpha": (0.001, 1.0, 0.001),
-    "popart_alpha": (0.0001, 0.1, 0.0001),
-    "transition_steps": (0.0, 5000.0, 10.0),
-    "transition_decay_steps": (0.0, 5000.0, 10.0),
-    "safety_frac_defensive": (0.0, 1.0, 0.01),
-    "safety_frac_normal": (0.0, 1.0, 0.01),
-    "tau_min": (0.0, 1.0, 0.01),
-    "kelly_cap": (0.05, 2.0, 0.05),
-}
 #: The spec's feature numbers of the switches.
 SWITCH_LABELS = {"resurrection": "F2 Kelly resurrection", "envelope": "F4 PopArt σ envelope",
                  "tau_boost": "F5 IQN τ tail boost"}
@@ -101,6 +81,22 @@ def run_picker(key: str, runs: pd.DataFrame, *, multi: bool = True, default: int
     return [picked] if picked else []
 
 
+def sharing_pair(runs: pd.DataFrame) -> tuple[int, int]:
+    """Positions in ``runs`` of the first two runs whose step ranges overlap; ``(0, 1)`` if none do.
+
+    Compare starts on such a pair: runs that share no step have nothing to
+    compare value by value.
+    """
+    lo = pd.to_numeric(runs.get("first_step"), errors="coerce") if "first_step" in runs else None
+    hi = pd.to_numeric(runs.get("last_step"), errors="coerce") if "last_step" in runs else None
+    if lo is not None and hi is not None:
+        for i in range(len(runs)):
+            for j in range(i + 1, len(runs)):
+                if max(lo.iloc[i], lo.iloc[j]) <= min(hi.iloc[i], hi.iloc[j]):  # NaN compares False
+                    return i, j
+    return 0, 1
+
+
 def x_axis_picker(key: str, frames: Sequence[pd.DataFrame]) -> str:
     """``step`` or ``wall_time``; wall time only when every frame has it."""
     options = ["step"]
@@ -164,24 +160,34 @@ def _apply_edits(base: pd.DataFrame, edits: Mapping[str, Any]) -> pd.DataFrame:
 
 
 def download_view(key: str, make_frame: Callable[[], pd.DataFrame], stem: str) -> None:
-    """CSV and Parquet downloads of the current view.
+    """A CSV or Parquet download of the current view, written when asked for.
 
-    ``make_frame`` builds the frame only when a button is clicked (streamlit
-    runs a callable ``data`` then), so a long run's page does not pay for
-    serializing it on every rerun.
+    ``make_frame`` is called only when "Prepare download" is pressed, so a
+    long run's page does not pay for serializing it on every rerun; the file
+    lives for that rerun only, so it always matches the view on screen. Columns
+    that held mixed types across runs are settled on one type and listed
+    (:func:`regime_dash.export.settle`); a failure says which column and why.
     """
-    def csv() -> bytes:
-        return make_frame().to_csv(index=False).encode()
+    from regime_dash import export
+    from regime_dash.errors import RegimeDashError
 
-    def parquet() -> bytes:
-        buf = io.BytesIO()
-        make_frame().to_parquet(buf, index=False)
-        return buf.getvalue()
-
-    c1, c2 = st.columns(2)
-    c1.download_button("Download view as CSV", csv, f"{stem}.csv", "text/csv", key=f"{key}.csv")
-    c2.download_button("Download view as Parquet", parquet, f"{stem}.parquet",
-                       "application/vnd.apache.parquet", key=f"{key}.parquet")
+    c1, c2, c3 = st.columns([1, 1, 2], vertical_alignment="bottom")
+    fmt = c1.radio("Format", list(export.FORMATS), format_func=str.upper, horizontal=True, key=f"{key}.format")
+    if not c2.button("Prepare download", key=f"{key}.prepare", icon=":material/download:"):
+        return
+    try:
+        with st.spinner(f"writing {fmt.upper()}…"):
+            table, notes = export.settle(make_frame())
+            data = export.to_bytes(table, fmt)
+    except RegimeDashError as exc:
+        st.error(f"Export failed: {exc}")
+        return
+    for note in notes:
+        st.caption(note)
+    suffix, mime = export.FORMATS[fmt]
+    c3.download_button(f"Download {stem}{suffix} ({len(table):,} rows, {len(data) / 1e6:.2f} MB)", data,
+                       f"{stem}{suffix}", mime, key=f"{key}.file", on_click="ignore", type="primary",
+                       icon=":material/download:")
 
 
 def plotly_chart(fig, key: str, **kwargs):
@@ -332,7 +338,8 @@ def event_tables(key: str, results: Mapping[str, Any]) -> None:
     _tables(key, results, "events")
 
 
-STATUS_ICON = {"pass": ":material/check_circle:", "fail": ":material/cancel:", "skip": ":material/block:"}
+STATUS_ICON = {"pass": ":material/check_circle:", "fail": ":material/cancel:", "warn": ":material/warning:",
+               "skip": ":material/block:"}
 
 
 def invariant_report(key: str, results: Mapping[str, Any], window: str,
@@ -341,7 +348,8 @@ def invariant_report(key: str, results: Mapping[str, Any], window: str,
     for label, res in results.items():
         checks = res.checks
         counts = {s: sum(c.status == s for c in checks) for s in STATUS_ICON}
-        st.markdown(f"**{label}** — {counts['pass']} pass, {counts['fail']} fail, {counts['skip']} skip")
+        st.markdown(f"**{label}** — {counts['pass']} pass, {counts['fail']} fail, {counts['warn']} warn, "
+                    f"{counts['skip']} skip")
         st.dataframe(pd.DataFrame([{"check": c.id, "status": c.status,
                                     "violations": c.violations, "first step": c.first_step,
                                     "detail": c.detail} for c in checks]),
@@ -362,18 +370,19 @@ def invariant_report(key: str, results: Mapping[str, Any], window: str,
 SOURCES = ("Scenario", "Stream file", "Simulator")
 
 
-def stream_source(key: str) -> tuple[str | None, Any]:
+def stream_source(key: str, kind: str | None = None) -> tuple[str | None, Any]:
     """Choose the replay input: a scenario preset, an uploaded stream file, or a simulator run.
 
     Returns ``(source_key, stream)``; ``source_key`` names the stream for caches,
-    and both are ``None`` until a file is uploaded.
+    and both are ``None`` until a file is uploaded. ``kind`` (one of
+    :data:`SOURCES`) skips the source radio.
     """
     import hashlib
 
     from regime_dash import scenarios, simulator
     from regime_dash.ui import cache
 
-    kind = st.radio("Source", SOURCES, horizontal=True, key=f"{key}.kind")
+    kind = kind or st.radio("Source", SOURCES, horizontal=True, key=f"{key}.kind")
     c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
     if kind == "Scenario":
         names = [n for n in scenarios.SCENARIOS if n != "recorded" or scenarios.SAMPLE_STREAM.exists()]
@@ -423,38 +432,56 @@ def summary_metrics(key: str, what_if: Mapping[str, float], baseline: Mapping[st
 
 
 # ---- Live -----------------------------------------------------------------------------
-def live_setup(key: str) -> dict[str, Any]:
-    """Preset, seed, accounts, horizon and config of a live run (applied on Reset)."""
+LIVE_SOURCES = ("Simulator", "Scenario", "Stream file")
+
+
+def live_source(key: str) -> dict[str, Any] | None:
+    """What a live run plays: the closed-loop simulator, a scenario or a stream file.
+
+    A scenario or a file is picked as on the Replay page (:func:`stream_source`);
+    the simulator by preset, seed, accounts and schedule length. Returns
+    ``{"kind", "key", "stream"}`` or ``{"kind", "key", "sim"}`` (``key`` names
+    the source: a new key means a new run), or None until a file is uploaded.
+    """
     from regime_dash.simulator import PRESETS
 
+    kind = st.radio("Source", LIVE_SOURCES, horizontal=True, key=f"{key}.kind")
+    if kind != "Simulator":
+        source_key, stream = stream_source(key, kind=kind)
+        return None if stream is None else {"kind": kind, "key": source_key, "stream": stream}
     names = list(PRESETS)
     c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
-    preset = c1.selectbox("Market preset", names, key=f"{key}.preset",
+    preset = c1.selectbox("Market preset", names, key=f"{key}.sim.preset",
                           index=names.index("adverse_regime") if "adverse_regime" in names else 0)
-    seed = int(c2.number_input("Seed", 0, 2 ** 31 - 1, 0, key=f"{key}.seed"))
-    accounts = int(c3.number_input("Accounts", 1, 4096, PRESETS[preset].accounts, key=f"{key}.accounts"))
+    seed = int(c2.number_input("Seed", 0, 2 ** 31 - 1, 0, key=f"{key}.sim.seed"))
+    accounts = int(c3.number_input("Accounts", 1, 4096, PRESETS[preset].accounts, key=f"{key}.sim.accounts"))
     horizon = int(c4.number_input("Schedule length", 100, 1_000_000, PRESETS[preset].steps, step=500,
-                                  key=f"{key}.horizon"))
+                                  key=f"{key}.sim.horizon"))
     st.caption(PRESETS[preset].doc)
-    with st.expander("Pipeline config (applied on Reset)"):
-        values = config_controls(f"{key}.config")
-    return {"preset": preset, "seed": seed, "accounts": accounts, "horizon": horizon, "config": values}
+    return {"kind": kind, "key": f"sim:{preset}:{seed}:{accounts}:{horizon}",
+            "sim": {"preset": preset, "seed": seed, "accounts": accounts, "horizon": horizon}}
 
 
-def live_simulator(key: str, setup: Mapping[str, Any], *, reset: bool = False):
-    """The session's :class:`~regime_dash.simulator.Simulator`, made anew on ``reset`` or first use.
+def live_run(key: str, source: Mapping[str, Any], config: RegimeConfig, *, reset: bool = False):
+    """The session's :class:`~regime_dash.live.LiveRun` of ``source``, started under ``config``.
 
-    Held in ``st.session_state[key]``; ``st.session_state[key + '.setup']``
-    remembers what it was built from.
+    Held in ``st.session_state[key]``; a new run starts on ``reset`` or when the
+    source's key changes (``st.session_state[key + '.source']`` remembers it).
     """
+    from regime_dash.live import LiveRun
     from regime_dash.simulator import PRESETS, Simulator
 
-    if reset or key not in st.session_state:
-        preset = PRESETS[setup["preset"]]
-        st.session_state[key] = Simulator(accounts=setup["accounts"], seed=setup["seed"],
-                                          config=RegimeConfig(**setup["config"]), market=preset.market,
-                                          schedule=preset.schedule(setup["horizon"]), engine="reference")
-        st.session_state[f"{key}.setup"] = dict(setup)
+    if reset or key not in st.session_state or st.session_state.get(f"{key}.source") != source["key"]:
+        if "stream" in source:
+            run = LiveRun.of_stream(source["stream"], config, source=source["key"])
+        else:
+            setup = source["sim"]
+            preset = PRESETS[setup["preset"]]
+            run = LiveRun.of_simulator(Simulator(accounts=setup["accounts"], seed=setup["seed"], config=config,
+                                                 market=preset.market, schedule=preset.schedule(setup["horizon"]),
+                                                 engine="reference"), source=source["key"])
+        st.session_state[key] = run
+        st.session_state[f"{key}.source"] = source["key"]
     return st.session_state[key]
 
 
@@ -483,18 +510,32 @@ def live_controls(key: str) -> dict[str, Any]:
 
 
 # ---- Sweep ----------------------------------------------------------------------------
-def sweep_controls(key: str) -> dict[str, Any] | None:
+def sweep_range(name: str, base: RegimeConfig) -> tuple[float, float]:
+    """The values field ``name`` can be swept over on top of ``base``: its slider range, within
+    what RegimeConfig accepts next to ``base``'s other fields (ε_min up to ε_max and back)."""
+    lo, hi, _ = FIELD_RANGES[name]
+    if name == "eps_min":
+        hi = min(hi, base.eps_max)
+    elif name == "eps_max":
+        lo = max(lo, base.eps_min)
+    return lo, hi
+
+
+def sweep_controls(key: str, base: RegimeConfig | None = None) -> dict[str, Any] | None:
     """One or two fields, each over ``[lo, hi]`` in ``n`` points, and a summary metric.
 
-    Returns the sweep's parameters once "Run sweep" has been pressed (they stay
-    in ``st.session_state[key + '.params']`` until pressed again), else ``None``.
+    The ``from``/``to`` bounds are :func:`sweep_range` of ``base`` (default: the
+    spec's config). Returns the sweep's parameters once "Run sweep" has been
+    pressed (they stay in ``st.session_state[key + '.params']`` until pressed
+    again), else ``None``.
     """
     from regime_dash.engine.summary import METRICS
 
+    base = base or RegimeConfig()
     names = numeric_fields()
     c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
     f1 = c1.selectbox("Field 1", names, index=names.index("max_duration"), key=f"{key}.f1")
-    lo1, hi1, _ = FIELD_RANGES[f1]
+    lo1, hi1 = sweep_range(f1, base)
     a1 = c2.number_input("from", lo1, hi1, lo1 if f1 != "max_duration" else 100.0, key=f"{key}.lo1")
     b1 = c3.number_input("to", lo1, hi1, hi1 if f1 != "max_duration" else 3000.0, key=f"{key}.hi1")
     n1 = int(c4.number_input("points", 2, 64, 8, key=f"{key}.n1"))
@@ -502,7 +543,7 @@ def sweep_controls(key: str) -> dict[str, Any] | None:
     f2 = d1.selectbox("Field 2 (optional)", ["—"] + [n for n in names if n != f1], key=f"{key}.f2")
     grid = {f1: _grid(f1, a1, b1, n1)}
     if f2 != "—":
-        lo2, hi2, _ = FIELD_RANGES[f2]
+        lo2, hi2 = sweep_range(f2, base)
         a2 = d2.number_input("from", lo2, hi2, lo2, key=f"{key}.lo2")
         b2 = d3.number_input("to", lo2, hi2, hi2, key=f"{key}.hi2")
         n2 = int(d4.number_input("points", 2, 64, 6, key=f"{key}.n2"))
@@ -545,10 +586,12 @@ def pick_sweep_row(key: str, event: Any, table: pd.DataFrame, swept: Sequence[st
     for p in points:
         row = p.get("customdata")
         if isinstance(row, (list, tuple)):
-            row = row[0]
+            row = row[0] if row else None
+        if not isinstance(row, (int, float)) or isinstance(row, bool) or not float(row).is_integer():
+            continue  # a point that names no sweep row (not one of ours)
         # a chart keeps its selection across reruns: apply each click once, so the
         # row picker below still works after a click
-        if row is not None and int(row) >= 0 and st.session_state.get(seen) != int(row):
+        if int(row) >= 0 and st.session_state.get(seen) != int(row):
             st.session_state[seen] = int(row)
             st.session_state[f"{key}.row"] = int(row)
     labels = {i: ", ".join(f"{c}={table[c].iloc[i]:g}" for c in swept) for i in range(len(table))}
@@ -567,18 +610,23 @@ def sweep_panel(key: str, source_key: str, stream: Any, engine: str, base: Regim
     defaults when it is ``None``); replays use ``layout`` (default registry if None).
     """
     from regime_dash import figures
+    from regime_dash.errors import RegimeDashError
     from regime_dash.ui import cache
 
     base = base or RegimeConfig()
     st.caption("Fields vary on top of the what-if config"
                + (f" ({', '.join(f'{k}={v}' for k, v in _changed(base).items())})." if _changed(base) else
                   " (the spec's defaults)."))
-    params = sweep_controls(key)
+    params = sweep_controls(key, base)
     if params is None:
         st.caption("Pick one or two fields and press Run sweep.")
         return
     fp = layout.fingerprint_hex() if layout is not None else ""
-    result = cache.sweep(source_key, stream, params["grid"], engine, base.as_dict(), fp, layout)
+    try:
+        result = cache.sweep(source_key, stream, params["grid"], engine, base.as_dict(), fp, layout)
+    except RegimeDashError as exc:
+        st.error(f"Sweep rejected: {exc}. Narrow the range, or change the what-if config it varies on.")
+        return
     table = result["table"]
     fields_ = list(params["grid"])
     metric = params["metric"]
@@ -588,6 +636,12 @@ def sweep_panel(key: str, source_key: str, stream: Any, engine: str, base: Regim
     else:
         fig = figures.sweep_line(table, fields_[0], metric)
     event = plotly_chart(fig, f"{key}.chart", on_select="rerun", selection_mode="points")
+    from regime_dash.analysis.verdict import flat_sweep_note, verdict
+
+    note = flat_sweep_note(table[metric], fields_, verdict(cache.replay(source_key, stream, base.as_dict(), engine,
+                                                                         fp, layout)["frame"]))
+    if note:
+        st.caption(note)
     row = pick_sweep_row(key, event, table, fields_)
     if row is None:
         return

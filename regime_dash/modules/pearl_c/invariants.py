@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from regime_dash.analysis.invariants import CheckOptions, CheckResult
 from regime_dash.modules.base import Checks, check_result, f32, fold_starts, frame_steps
 from regime_dash.modules.pearl_c.replay import COL
 from regime_dash.modules.pearl_c.twin import TARGET_RATE
@@ -13,8 +14,9 @@ CHECK_IDS = ("pearl_c.count_range", "pearl_c.rate_definition", "pearl_c.deficit_
              "pearl_c.first_observation", "pearl_c.ema_within_observations")
 
 
-def invariants(frame: pd.DataFrame) -> list[dict]:
+def invariants(frame: pd.DataFrame, options: CheckOptions | None = None) -> list[CheckResult]:
     """Every Pearl C check on ``frame``."""
+    opt = options or CheckOptions()
     steps = frame_steps(frame)
     out = Checks(frame)
     need = out.need
@@ -42,7 +44,7 @@ def invariants(frame: pd.DataFrame) -> list[dict]:
         s = pd.Series(d)
         lo = s.groupby(seg).cummin().to_numpy(np.float32)
         hi = s.groupby(seg).cummax().to_numpy(np.float32)
-        tol = np.float32(4) * np.finfo(np.float32).eps * np.maximum(np.abs(e), np.float32(1e-3))
+        tol = np.float32(opt.ulps) * np.finfo(np.float32).eps * np.maximum(np.abs(e), np.float32(1e-3))
         out.append(check_result("pearl_c.ema_within_observations", (e < lo - tol) | (e > hi + tol), steps,
                                 "the EMA stays between the fold's smallest and largest deficit (α in [0, 1])"))
     return list(out)

@@ -31,7 +31,8 @@ SHORT_DEMO_ACCOUNTS = 256
 #: Slider ranges, steps and one-line docs of the RegimeConfig fields (their domains are RegimeConfig's
 #: checks; where RegimeConfig leaves a field unbounded above, the range is a slider choice).
 _SPECS: dict[str, tuple[float | None, float | None, float | None, str, bool]] = {
-    "max_duration": (0, 10_000, 10, "dead-zone steps before the timeout flag", False),
+    "max_duration": (0, 10_000, 10, "consecutive dead-zone steps before the timeout flag (unreachable "
+                     "while F2 cycles the dead zone)", False),
     "eps_min": (0.0, 1.0, 0.01, "ε_recovery right after a tail event", False),
     "eps_max": (0.0, 1.0, 0.01, "ε_recovery once recovered", False),
     "n_recovery": (0, 5_000, 10, "tail-free steps for a full ε ramp", False),
@@ -70,10 +71,10 @@ def _replay(stream: Stream, config: RegimeConfig, engine: str) -> pd.DataFrame:
     return core_replay(stream, config, engine=engine)
 
 
-def _invariants(frame: pd.DataFrame) -> list[dict]:
+def _invariants(frame: pd.DataFrame, options=None) -> list:
     from regime_dash.analysis import run_checks
 
-    return [c.to_dict() for c in run_checks(frame)]
+    return run_checks(frame, options=options)
 
 
 def _figures(frame: pd.DataFrame, baseline: pd.DataFrame | None = None) -> list:

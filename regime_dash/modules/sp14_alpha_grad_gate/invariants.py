@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from regime_dash.analysis.invariants import CheckOptions, CheckResult
 from regime_dash.modules.base import (check_result, close_f32, config_value, f32, fold_starts,
                                       frame_steps, skip_if_missing)
 from regime_dash.modules.sp14_alpha_grad_gate.replay import COLUMNS as C
@@ -22,8 +23,9 @@ CHECK_IDS = ("sp14.alpha_raw_bounded", "sp14.k_floor", "sp14.beta_bounds", "sp14
              "sp14.rate_limiter", "sp14.var_aux_producer")
 
 
-def invariants(frame: pd.DataFrame) -> list[dict]:
+def invariants(frame: pd.DataFrame, options: CheckOptions | None = None) -> list[CheckResult]:
     """Every SP14 check on ``frame``."""
+    opt = options or CheckOptions()
     steps = frame_steps(frame)
     out = []
 
@@ -71,7 +73,7 @@ def invariants(frame: pd.DataFrame) -> list[dict]:
         prev[fold_starts(frame)] = 0.0
         one = np.float32(1.0)
         expect = beta * prev + (one - beta) * raw
-        out.append(check_result(cid, ~close_f32(sm, expect), steps,
+        out.append(check_result(cid, ~close_f32(sm, expect, opt.ulps), steps,
                                 "α_smoothed = β·α_smoothed(t−1) + (1−β)·α_raw"))
 
     cid = CHECK_IDS[5]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from regime_dash.analysis.invariants import CheckOptions, CheckResult
 from regime_dash.modules.base import Checks, check_result, check_skip, config_value, f32, frame_steps
 from regime_dash.modules.sp18_hold import slots as S
 from regime_dash.modules.sp18_hold.replay import COL, P
@@ -26,7 +27,7 @@ Q_NEXT_P99_MAX = 50.0
 Q_DIFF_P99_RANGE = (0.1, 100.0)
 
 
-def _gate(check_id: str, ok: bool, steps: np.ndarray, detail: str) -> dict:
+def _gate(check_id: str, ok: bool, steps: np.ndarray, detail: str) -> CheckResult:
     bad = np.zeros(len(steps), dtype=bool)
     if not ok and len(bad):
         bad[-1] = True
@@ -37,8 +38,9 @@ def _p99(x: np.ndarray) -> float:
     return float(np.percentile(x, 99)) if len(x) else float("nan")
 
 
-def invariants(frame: pd.DataFrame) -> list[dict]:
+def invariants(frame: pd.DataFrame, options: CheckOptions | None = None) -> list[CheckResult]:
     """Every SP18 check on ``frame``."""
+    del options  # SP18's checks compare exactly or against gates: no ulp tolerance to apply
     steps = frame_steps(frame)
     out = Checks(frame)
     need = out.need

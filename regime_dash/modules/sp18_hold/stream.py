@@ -5,7 +5,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from regime_dash.modules.base import ArraySpec, ModuleStream
+from regime_dash.modules.base import ModuleStream
+from regime_dash.streams import ArraySpec
 
 
 @dataclass(frozen=True, eq=False)

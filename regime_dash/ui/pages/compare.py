@@ -5,6 +5,8 @@ import streamlit as st
 from regime_dash.ui import cache, widgets
 
 st.title("Compare")
+st.caption("Where do two runs part? Rows are matched by step and every shared field is compared by value; "
+           "pick run A and run B (it starts on two runs that cover the same steps).")
 store = cache.get_store()
 runs = cache.runs_frame(store)
 if len(runs) < 2:
@@ -12,15 +14,20 @@ if len(runs) < 2:
     st.page_link(widgets.page_path("runs.py"), label="Go to Runs", icon=":material/folder_open:")
     st.stop()
 
+first, second = widgets.sharing_pair(runs)
 c1, c2 = st.columns(2)
 with c1:
-    run_a = widgets.run_picker("compare.a", runs, multi=False, label="Run A", index=0)[0]
+    run_a = widgets.run_picker("compare.a", runs, multi=False, label="Run A", index=first)[0]
 with c2:
-    run_b = widgets.run_picker("compare.b", runs, multi=False, label="Run B", index=1)[0]
+    run_b = widgets.run_picker("compare.b", runs, multi=False, label="Run B", index=second)[0]
 root = cache.store_root()
 diff = cache.diff_runs(root, run_a, run_b)
 
-(st.success if diff.identical else st.warning)(diff.lines()[0])
+if diff.rows_compared == 0:
+    st.warning("These two runs share no step, so no value can be compared. Pick runs that cover the same "
+               "steps.")
+else:
+    (st.success if diff.identical else st.warning)(diff.lines()[0])
 c = st.columns(4)
 c[0].metric("shared steps compared", f"{diff.rows_compared:,}")
 c[1].metric("first differing step", "—" if diff.first_step is None else f"{diff.first_step:,}")

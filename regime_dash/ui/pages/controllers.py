@@ -32,7 +32,11 @@ def _replay(name: str, seed: int, steps: int | None, config: dict[str, Any], eng
     t0 = time.perf_counter()
     frame = m.replay(_demo(name, seed, steps), m.config_type(**config), engine)
     seconds = time.perf_counter() - t0
-    return {"frame": frame, "seconds": seconds, "checks": m.invariants(frame), "summary": m.summary(frame)}
+    from regime_dash.analysis.verdict import verdict
+
+    # the run's one verdict, as `check` gives it; core checks that cannot apply to this module's frame are left out
+    checks = [c.to_dict() for c in verdict(frame).checks if c.id in m.check_ids or c.status != "skip"]
+    return {"frame": frame, "seconds": seconds, "checks": checks, "summary": m.summary(frame)}
 
 
 @st.cache_data(show_spinner="Sweeping…", max_entries=8)

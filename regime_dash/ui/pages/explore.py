@@ -2,7 +2,9 @@
 import pandas as pd
 import streamlit as st
 
+from regime_dash.figures_overlay import overlay
 from regime_dash.ui import cache, widgets
+from regime_dash.ui.verdict_strip import verdict_strip
 
 st.title("Explore")
 store = cache.get_store()
@@ -35,14 +37,16 @@ with c1:
 with c2:
     smoothing = widgets.smoothing_slider("explore.smoothing")
 window_key = widgets.window_key("explore.window", picked)
+results = {labels[rid]: cache.analyse_run(root, rid, alias_key) for rid in picked}
+verdict_strip("explore.verdict", results, window_key, frames)  # its buttons move the window: before the slider
 lo, hi = widgets.window_slider(window_key, list(frames.values()))
 view = {label: f[(f["step"] >= lo) & (f["step"] <= hi)] for label, f in frames.items()}
 
 fig = cache.signal_figure(f"{root}|{'|'.join(picked)}|{alias_key}|{lo}|{hi}", view, x, smoothing)
+fig = overlay(fig, {label: r.verdict for label, r in results.items()}, x=x)  # checks and findings where they happen
 widgets.plotly_chart(fig, "explore.chart")
 
 tab_ep, tab_ev, tab_inv, tab_dl = st.tabs(["Episodes", "Events", "Invariants", "Download"])
-results = {labels[rid]: cache.analyse_run(root, rid, alias_key) for rid in picked}
 with tab_ep:
     widgets.episode_tables("explore.episodes", results)
 with tab_ev:

@@ -1,46 +1,65 @@
-"""Live: the closed-loop simulator stepping in real time; inject shocks, flatten, cross a fold."""
+"""Live: play a recorded stream, a scenario or the closed-loop simulator step by step; reconfigure and inject while it plays."""
 import streamlit as st
 
-from regime_dash.errors import ConfigError
-from regime_dash.figures import signal_panels
+from regime_dash.config import RegimeConfig
+from regime_dash.errors import ConfigError, RegimeDashError
+from regime_dash.figures import mark_steps, signal_panels
 from regime_dash.ui import widgets
 
 st.title("Live")
-setup = widgets.live_setup("live.setup")
-controls = widgets.live_controls("live.controls")
-try:
-    sim = widgets.live_simulator("live.sim", setup, reset=controls["reset"])
-except ConfigError as exc:
-    st.error(f"Config rejected: {exc}")
+st.caption("Play the pipeline step by step on a recorded stream, a scenario or the closed-loop simulator. "
+           "A config change or an injection acts from the current step on, with the state carried over, and "
+           "is marked on the chart. Pick a source, then press Play or Step.")
+source = widgets.live_source("live.source")
+if source is None:
     st.stop()
-if controls["shock"]:
-    sim.inject_tail_shock()
-if controls["flat"]:
-    sim.force_flat()
-if controls["boundary"]:
-    sim.cross_boundary()
+controls = widgets.live_controls("live.controls")
+with st.expander("Pipeline config (a change applies from the current step on)"):
+    values = widgets.config_controls("live.config")
+try:
+    config = RegimeConfig(**values)
+except ConfigError as exc:
+    config = None
+    st.error(f"Config rejected, the run keeps its current config: {exc}")
+try:
+    run = widgets.live_run("live.run", source, config or RegimeConfig(), reset=controls["reset"])
+except RegimeDashError as exc:
+    st.error(f"The live run cannot start: {exc}")
+    st.stop()
+if config is not None:
+    run.set_config(config)
+try:
+    if controls["shock"]:
+        run.inject_tail_shock()
+    if controls["flat"]:
+        run.force_flat()
+    if controls["boundary"]:
+        run.cross_boundary()
+except RegimeDashError as exc:  # e.g. the stream has been played to its end
+    st.warning(str(exc))
 if controls["step"] or controls["shock"] or controls["flat"] or controls["boundary"]:
-    sim.step(1)  # an injection takes effect at the next step: take it, so it shows at once
+    run.step(1)  # an injection takes effect at the next step: take it, so it shows at once
 
 
-@st.fragment(run_every=1.0 if controls["playing"] else None)
+@st.fragment(run_every=1.0 if controls["playing"] and not run.done else None)
 def live_view() -> None:
     if controls["playing"]:
-        sim.step(controls["speed"])
-    frame = sim.frame()
-    market = sim.market_frame()
+        run.step(controls["speed"])
+    status = run.status()
     c = st.columns(5)
-    c[0].metric("step", f"{sim.t:,}")
-    c[1].metric("kelly_f", f"{sim.kelly_f:.4g}")
-    if len(frame):
-        last = frame.iloc[-1]
-        c[2].metric("dead zone", "ON" if last["risk_stack.regime.dead_zone.flag"] else "off")
-        c[3].metric("open accounts", f"{int(market['open_accounts'].iloc[-1]):,}")
-        c[4].metric("cumulative pnl", f"{market['cum_pnl'].iloc[-1]:,.0f}")
-        st.plotly_chart(signal_panels({"live": frame}, n_out=800, height=1100), key="live.chart",
-                        config={"displaylogo": False})
-    else:
+    c[0].metric("step", f"{run.t:,}" + (f" of {run.total:,}" if run.total is not None else ""))
+    if "step" not in status:
         st.info("Press Play or Step to start the live run.")
+        return
+    c[1].metric("kelly_f", f"{status['kelly_f']:.4g}")
+    c[2].metric("dead zone", "ON" if status["dead_zone"] else "off")
+    c[3].metric("open accounts", f"{status['open_accounts']:,}")
+    c[4].metric("changes", len(run.changes))
+    if run.done:
+        st.info("The stream has been played to its end. Reset to play it again.")
+    fig = signal_panels({"live": run.frame()}, n_out=800, height=1100)
+    mark_steps(fig, [(ch.step, ch.kind, ch.label) for ch in run.changes])
+    st.plotly_chart(fig, key="live.chart", config={"displaylogo": False})
 
 
 live_view()

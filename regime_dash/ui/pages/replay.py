@@ -4,6 +4,7 @@ import streamlit as st
 from regime_dash.config import RegimeConfig
 from regime_dash.errors import ConfigError
 from regime_dash.ui import cache, widgets
+from regime_dash.ui.sensitivity_tab import sensitivity_tab
 
 st.title("Replay & what-if")
 source_key, stream = widgets.stream_source("replay.source")
@@ -19,7 +20,7 @@ fp = layout.fingerprint_hex()
 st.caption(f"Stream: {stream.steps:,} steps × {stream.accounts:,} accounts.")
 st.caption(f"Slot layout: {layout_source}, fingerprint {fp} (change it on the Slots page).")
 
-tab_whatif, tab_sweep = st.tabs(["What-if", "Sweep"])
+tab_whatif, tab_sweep, tab_sensitivity = st.tabs(["What-if", "Sweep", "Sensitivity"])
 with tab_whatif:
     with st.expander("What-if config (every RegimeConfig field; F2, F4, F5 switches)", expanded=True):
         values = widgets.config_controls("replay.whatif")
@@ -44,3 +45,6 @@ with tab_whatif:
 
 with tab_sweep:
     widgets.sweep_panel("replay.sweep", source_key, stream, engine, what_if_config, layout)
+
+with tab_sensitivity:
+    sensitivity_tab("replay.sensitivity", source_key, stream, what_if_config, layout)

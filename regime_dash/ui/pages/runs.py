@@ -1,4 +1,6 @@
 """Runs: upload diag files into the store, see each ingest's report, list and delete runs."""
+import functools
+
 import streamlit as st
 
 from regime_dash.errors import RegimeDashError
@@ -48,4 +50,22 @@ else:
     view = runs.assign(steps=[f"{a} … {b}" for a, b in zip(runs["first_step"], runs["last_step"])])
     st.dataframe(view[["name", "rows", "steps", "rejected", "ingested_at", "source", "run_id"]],
                  hide_index=True, key="runs.table")
+    # a button, not a page link: the sidebar already has a link named "Explore"
+    if st.button(f"Next: look at the run{'s' if len(runs) > 1 else ''} on Explore", key="runs.explore",
+                 icon=":material/monitoring:", type="primary"):
+        st.switch_page(widgets.page_path("explore.py"))
     widgets.delete_run_control("runs.delete", store, runs)
+
+    st.subheader("Check all runs")
+    if st.button(f"Check all {len(runs)} run(s) against the spec", key="runs.check_all"):
+        from regime_dash.check_all import check_all, store_check
+
+        bar = st.progress(0.0, text="checking…")
+        st.session_state["runs.check_all_table"] = check_all(
+            list(runs["run_id"]), functools.partial(store_check, store=str(cache.store_root())),
+            progress=lambda done, total: bar.progress(done / total, text=f"checked {done} of {total} run(s)"))
+    summary = st.session_state.get("runs.check_all_table")
+    if summary is not None:
+        failed = int((summary["status"] != "ok").sum())
+        st.caption(f"{failed} of {len(summary)} run(s) failed or could not be checked")
+        st.dataframe(summary, hide_index=True, key="runs.check_all_view")

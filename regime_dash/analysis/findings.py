@@ -1,0 +1,262 @@
+"""Findings: run-level statements where the spec's text and its code part ways, shown where it happens.
+
+A check asks "does this row obey the spec's code?"; a finding asks "does what the
+code did here keep the promise the spec's prose makes?". The kernels can be
+exactly right and a promise still not hold: with Kelly resurrection (F2) on, the
+dead zone cycles (flag 1, 0, 1, ...), DURATION restarts at every cycle, and the
+TIMEOUT_FLAG safety net that Theorem 3's loss bound relies on can never fire.
+
+Each finder takes a :class:`~regime_dash.analysis.view.FrameView` and the shared
+:class:`~regime_dash.analysis.invariants.CheckOptions` and returns zero or more
+:class:`Finding`; :func:`find` runs them all. docs/SPEC_NOTES.md lists every
+reading of the spec these statements rest on.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from regime_dash.analysis import view as v
+from regime_dash.analysis.episodes import RESURRECTION_GAP, _runs, dead_zone_episodes
+from regime_dash.analysis.invariants import CheckOptions
+from regime_dash.analysis.view import FrameView
+
+#: Finding severities, worst first. A ``fail`` finding makes ``check`` exit 1.
+SEVERITIES = ("fail", "warn", "info")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One run-level statement with its place and its numbers.
+
+    Attributes
+    ----------
+    id
+        Stable id, e.g. ``timeout_unreachable``.
+    severity
+        ``fail`` (a promise of the spec does not hold here), ``warn`` or ``info``.
+    message
+        One sentence a user understands.
+    steps
+        Steps it concerns (markers on a chart).
+    spans
+        ``(start, end)`` step stretches, inclusive (shaded on a chart).
+    evidence
+        The numbers behind it (JSON-ready).
+    column
+        The diag column (signal) it concerns, for drawing.
+    fields
+        RegimeConfig fields this finding makes ineffective (``timeout_unreachable``
+        → ``("max_duration",)``): a sweep over them moves nothing here.
+    """
+
+    id: str
+    severity: str
+    message: str
+    steps: list[int]
+    spans: list[tuple[int, int]]
+    evidence: dict
+    column: str | None
+    fields: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "severity": self.severity, "message": self.message,
+                "steps": [int(s) for s in self.steps], "spans": [[int(a), int(b)] for a, b in self.spans],
+                "evidence": {k: _plain(x) for k, x in self.evidence.items()}, "column": self.column,
+                "fields": list(self.fields)}
+
+
+def _plain(x):
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.floating, float)):
+        f = float(x)
+        return f if math.isfinite(f) else None
+    if isinstance(x, (list, tuple)):
+        return [_plain(y) for y in x]
+    return x
+
+
+# ---- timeout_unreachable ----------------------------------------------------------------
+def _timeout_unreachable(vw: FrameView, opt: CheckOptions) -> list[Finding]:
+    """A dead zone that cycles longer than the trap limit while DURATION never nears max_duration."""
+    if not vw.has(v.FLAG, v.DURATION, v.MAX_DURATION) or vw.n == 0:
+        return []
+    eps = dead_zone_episodes(vw, RESURRECTION_GAP)
+    mx = vw.f32(v.MAX_DURATION)
+    out = []
+    for e in eps.itertuples(index=False):
+        a, b = int(np.searchsorted(vw.step, e.start)), int(np.searchsorted(vw.step, e.end))
+        limit = float(np.nanmax(mx[a:b + 1])) if np.isfinite(mx[a:b + 1]).any() else math.nan
+        seen = float(e.max_duration)
+        if e.cycles < 2 or e.timed_out or e.steps <= opt.trap_steps or not seen < limit:
+            continue
+        # the episode outlived max_duration: a dead zone that did not cycle would have timed out
+        outlived = e.steps > limit
+        msg = (f"The dead zone cycled {e.cycles} times over steps {e.start}–{e.end} ({e.steps} steps) and "
+               f"DURATION never exceeded {seen:g}, so TIMEOUT_FLAG (max_duration {limit:g}) could not fire: "
+               f"the dead-zone loss is not bounded as Theorem 3 claims.")
+        out.append(Finding(
+            "timeout_unreachable", "fail" if outlived else "warn", msg, [int(e.start)],
+            [(int(e.start), int(e.end))],
+            {"cycles": int(e.cycles), "max_DURATION": seen, "max_duration": limit, "span": [int(e.start), int(e.end)],
+             "steps": int(e.steps), "outlived_max_duration": bool(outlived)},
+            v.DURATION, ("max_duration",)))
+    return out
+
+
+# ---- tail_on_drift ----------------------------------------------------------------------
+#: Consecutive tail events that make a drift, not a shock.
+DRIFT_RUN = 10
+
+
+def _tail_on_drift(vw: FrameView, opt: CheckOptions) -> list[Finding]:
+    """Tail events on many consecutive steps: the |Δworst| > kσ test firing on a steady drift."""
+    if not vw.has(v.RECENCY) or vw.n == 0:
+        return []
+    runs = [(a, b) for a, b in _runs(vw.f32(v.RECENCY) == 0) if b - a + 1 >= DRIFT_RUN]
+    if not runs:
+        return []
+    spans = [(int(vw.step[a]), int(vw.step[b])) for a, b in runs]
+    total = sum(b - a + 1 for a, b in runs)
+    ev = {"runs": len(runs), "tail_steps": int(total), "longest": int(max(b - a + 1 for a, b in runs)),
+          "spans": [list(sp) for sp in spans[:20]]}
+    if vw.has(v.WORST, v.VARIANCE):
+        d = np.abs(vw.f32(v.WORST) - vw.prev(v.WORST)).astype(np.float64)
+        sig = np.sqrt(np.maximum(vw.f32(v.VARIANCE).astype(np.float64), 0.0))
+        a, b = runs[0]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = d[a:b + 1] / sig[a:b + 1]
+        ev["median_abs_dworst"] = float(np.nanmedian(d[a:b + 1]))
+        ev["median_sigma"] = float(np.nanmedian(sig[a:b + 1]))
+        ev["median_ratio"] = float(np.nanmedian(ratio[np.isfinite(ratio)])) if np.isfinite(ratio).any() else None
+    msg = (f"A tail event fired on {ev['longest']} consecutive steps (from step {spans[0][0]}): the spec's test "
+           f"compares |Δworst| with 3σ of Δworst's own spread, so a steady drift (Δworst about constant, σ "
+           f"shrinking) reads as a tail every step and keeps ε at ε_min and τ boosted, although nothing shocked.")
+    return [Finding("tail_on_drift", "warn", msg, [sp[0] for sp in spans], spans, ev, v.RECENCY)]
+
+
+# ---- tail_at_boundary -------------------------------------------------------------------
+def _tail_at_boundary(vw: FrameView, opt: CheckOptions) -> list[Finding]:
+    """A tail event on a boundary row or the one after: PREV_WORST was not aligned (issue γ)."""
+    if not vw.has(v.RECENCY) or vw.n < 2 or not vw.boundary.any():
+        return []
+    tail = vw.f32(v.RECENCY) == 0
+    after = np.zeros(vw.n, dtype=bool)
+    after[1:] = vw.boundary[:-1] & vw.contiguous[1:]
+    hit = tail & (vw.boundary | after)
+    if not hit.any():
+        return []
+    steps = [int(s) for s in vw.step[hit]]
+    msg = (f"A tail event fired at {len(steps)} fold/phase boundary(ies) (first at step {steps[0]}): the spec "
+           f"aligns PREV_WORST_PNL with the session worst \"= 0 after session reset\", but its code copies "
+           f"whatever the worst holds when the reset runs; where that is the old session's worst, |Δworst| "
+           f"jumps and the first step of the new regime reads as a tail (the spurious event issue γ meant to stop).")
+    return [Finding("tail_at_boundary", "warn", msg, steps, [], {"boundaries": int(vw.boundary.sum()),
+                                                                  "tails_at_boundary": len(steps)}, v.RECENCY)]
+
+
+# ---- envelope_decay_horizon -------------------------------------------------------------
+#: The spec's "What we explicitly accept" sentence: "keeps popart_σ conservatively high for ~500 steps (3 half-lives at α_d=0.01)".
+SPEC_ENVELOPE_CLAIM_STEPS = 500
+
+
+def _envelope_decay_horizon(vw: FrameView, opt: CheckOptions) -> list[Finding]:
+    """The envelope's real decay horizon against the spec's "~500 steps (3 half-lives)".
+
+    Measured from the run's largest capture: the steps until the envelope has closed 7/8 of the gap
+    between that peak and its resting level before it (three half-lives of the excess).
+    """
+    if not vw.has(v.DECAY_ALPHA, v.ENVELOPE) or vw.n < 2:
+        return []
+    alpha = vw.f32(v.DECAY_ALPHA)
+    alpha = float(np.nanmedian(alpha)) if np.isfinite(alpha).any() else math.nan
+    env = vw.f32(v.ENVELOPE).astype(np.float64)
+    if not (0 < alpha < 1) or not np.isfinite(env).any():
+        return []
+    peak = int(np.nanargmax(env))
+    before = env[:peak][np.isfinite(env[:peak])]
+    # the level the envelope rests at: before the shock where the run shows it, else the lowest after
+    base = float(np.median(before)) if len(before) >= 10 else float(np.nanmin(env[peak:]))
+    if not env[peak] > base > 0 or env[peak] < 2 * base:  # no shock worth the name
+        return []
+    target = base + (env[peak] - base) / 8.0
+    seg = env[peak:]
+    below = np.flatnonzero(seg <= target)
+    half = math.log(2.0) / -math.log1p(-alpha)
+    three = 3 * half
+    ev = {"decay_alpha": alpha, "half_life": half, "three_half_lives": three,
+          "spec_claim": SPEC_ENVELOPE_CLAIM_STEPS, "peak_step": int(vw.step[peak]), "peak": float(env[peak]),
+          "resting_envelope": base}
+    if len(below):
+        end = peak + int(below[0])
+        ev["measured_steps"] = int(vw.step[end] - vw.step[peak])
+        seen = f"here the envelope took {ev['measured_steps']} steps after its peak at step {int(vw.step[peak])}"
+    else:
+        end = vw.n - 1
+        seen = f"the run ends before the envelope's peak at step {int(vw.step[peak])} has decayed"
+    msg = (f"At α_d = {alpha:g} the envelope's half-life is {half:.0f} steps, so three half-lives are "
+           f"{three:.0f} steps, not the ~{SPEC_ENVELOPE_CLAIM_STEPS} of the spec's \"What we explicitly accept\" note (its Theorem 6 says ~200); {seen} to close "
+           f"7/8 of its excess.")
+    return [Finding("envelope_decay_horizon", "info", msg, [int(vw.step[peak])],
+                    [(int(vw.step[peak]), int(vw.step[end]))], ev, v.ENVELOPE)]
+
+
+# ---- tau_unclamped ----------------------------------------------------------------------
+def _tau_unclamped(vw: FrameView, opt: CheckOptions) -> list[Finding]:
+    """τ above 1: the "final τ clamp" the spec inserts its boost before is not in its code."""
+    cols = [c for c in (v.TAU_ACTION, v.TAU_MIN_EFF) if vw.has(c)]
+    if not cols or vw.n == 0:
+        return []
+    over = np.zeros(vw.n, dtype=bool)
+    top = -math.inf
+    for c in cols:
+        a = vw.f32(c)
+        over |= np.isfinite(a) & (a > 1)
+        if np.isfinite(a).any():
+            top = max(top, float(np.nanmax(a)))
+    if not over.any():
+        return []
+    steps = [int(s) for s in vw.step[over]]
+    spans = [(int(vw.step[a]), int(vw.step[b])) for a, b in _runs(over)][:20]
+    msg = (f"τ exceeded 1 on {len(steps)} step(s) (max {top:.4g}, first at step {steps[0]}): the spec inserts "
+           f"its boost \"before the final τ clamp\", but its code ends in τ = max(τ, τ_min·boost) and no "
+           f"clamp to a quantile level follows, so τ_min·boost above 1 passes through.")
+    return [Finding("tau_unclamped", "warn", msg, steps[:20], spans, {"max_tau": top, "steps_over_1": len(steps)},
+                    v.TAU_MIN_EFF)]
+
+
+#: Every finder, in report order.
+FINDERS: tuple[tuple[str, Callable[[FrameView, CheckOptions], list[Finding]]], ...] = (
+    ("timeout_unreachable", _timeout_unreachable),
+    ("tail_on_drift", _tail_on_drift),
+    ("tail_at_boundary", _tail_at_boundary),
+    ("envelope_decay_horizon", _envelope_decay_horizon),
+    ("tau_unclamped", _tau_unclamped),
+)
+#: Finding ids in report order.
+FINDING_IDS: tuple[str, ...] = tuple(i for i, _ in FINDERS)
+
+
+def find(frame: pd.DataFrame | FrameView, options: CheckOptions | None = None) -> list[Finding]:
+    """Every finding on one diag frame (canonical column names), in :data:`FINDING_IDS` order.
+
+    Parameters
+    ----------
+    frame
+        A diag frame or a prepared :class:`FrameView`.
+    options
+        The checks' shared options (``trap_steps`` is the limit a cycling dead zone is measured against).
+    """
+    from regime_dash.analysis.view import view as make_view
+
+    vw = frame if isinstance(frame, FrameView) else make_view(frame)
+    opt = options or CheckOptions()
+    out: list[Finding] = []
+    for _id, fn in FINDERS:
+        out.extend(fn(vw, opt))
+    return out

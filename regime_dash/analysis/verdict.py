@@ -1,0 +1,137 @@
+"""One verdict per run: every check and every finding, the same everywhere.
+
+:func:`verdict` is the single function that judges a diag frame: the core
+invariants, the F6 success criteria, the checks of every controller module the
+frame has columns for, and the findings. ``check`` (CLI), Explore, the
+Controllers page and the sweep all call it, so the same file gets the same
+verdict wherever it is looked at.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import pandas as pd
+
+from regime_dash.analysis.findings import Finding, find
+from regime_dash.analysis.invariants import STATUSES, CheckOptions, CheckResult, run_checks
+from regime_dash.analysis.view import FrameView
+from regime_dash.analysis.view import view as make_view
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The checks and findings of one run.
+
+    Attributes
+    ----------
+    checks
+        Core, success-criterion and module checks, in report order.
+    findings
+        Run-level findings (:mod:`regime_dash.analysis.findings`).
+    """
+
+    checks: list[CheckResult]
+    findings: list[Finding]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Checks per status, every status present (``{"fail": 1, "warn": 0, ...}``)."""
+        out = {s: 0 for s in STATUSES}
+        for c in self.checks:
+            out[c.status] = out.get(c.status, 0) + 1
+        return out
+
+    @property
+    def failed(self) -> list[CheckResult]:
+        return [c for c in self.checks if c.status == "fail"]
+
+    @property
+    def failing_findings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "fail"]
+
+    @property
+    def status(self) -> str:
+        """``fail`` when a check fails or a finding has severity ``fail``, else ``warn`` when
+        anything warns, else ``pass``."""
+        if self.failed or self.failing_findings:
+            return "fail"
+        if any(c.status == "warn" for c in self.checks) or any(f.severity == "warn" for f in self.findings):
+            return "warn"
+        return "pass"
+
+    @property
+    def ok(self) -> bool:
+        """Nothing fails (warnings and skips do not fail a run)."""
+        return self.status != "fail"
+
+    @property
+    def exit_code(self) -> int:
+        """``check``'s exit status: 1 when the verdict fails, else 0."""
+        return 0 if self.ok else 1
+
+    @property
+    def first_failure(self) -> CheckResult | None:
+        """The failed check whose first violation comes earliest (None when none failed)."""
+        failed = [c for c in self.failed if c.first_step is not None]
+        return min(failed, key=lambda c: c.first_step) if failed else (self.failed[0] if self.failed else None)
+
+    def to_dict(self) -> dict:
+        first = self.first_failure
+        return {"status": self.status, "counts": self.counts,
+                "first_failure": None if first is None else {"id": first.id, "step": first.first_step},
+                "checks": [c.to_dict() for c in self.checks],
+                "findings": [f.to_dict() for f in self.findings]}
+
+
+def verdict(frame: pd.DataFrame | FrameView, options: CheckOptions | None = None,
+            ids: Iterable[str] | None = None) -> Verdict:
+    """Judge one diag frame (canonical column names): every check, every finding.
+
+    Parameters
+    ----------
+    frame
+        A diag frame (see :func:`regime_dash.aliases.canonical_frame`) or a prepared view.
+    options
+        The shared check options (ulp tolerance, trap limit, ...); module checks take them too.
+    ids
+        Check ids to run (core and module ids mixed); all when ``None``. Findings always run.
+
+    Raises
+    ------
+    ValidationError
+        For an unknown check id.
+    """
+    from regime_dash.modules.integration import module_check_results, split_check_ids
+
+    vw = frame if isinstance(frame, FrameView) else make_view(frame)
+    opt = options or CheckOptions()
+    core_ids, module_ids = split_check_ids(None if ids is None else list(ids))
+    checks = run_checks(vw, core_ids, opt)
+    checks.extend(module_check_results(vw.frame, module_ids, options=opt))
+    return Verdict(checks, find(vw, opt))
+
+
+def flat_sweep_note(values, fields, judged: Verdict) -> str | None:
+    """Why a sweep's metric did not move, or ``None`` when it moved.
+
+    Parameters
+    ----------
+    values
+        The metric's value at every swept config.
+    fields
+        The swept RegimeConfig fields.
+    judged
+        The verdict of a replay at the sweep's base config: a finding whose ``fields``
+        name a swept field explains the flat line (``timeout_unreachable`` for ``max_duration``).
+    """
+    import numpy as np
+
+    vals = np.asarray(list(values), dtype=np.float64)
+    if len(vals) < 2 or not (np.all(vals == vals[0]) or np.all(np.isnan(vals))):
+        return None
+    text = f"A flat line: the metric is {vals[0]:g} at every value swept."
+    why = [f for f in judged.findings if set(f.fields) & set(fields)]
+    if why:
+        return f"{text} {why[0].id}: {why[0].message}"
+    return f"{text} Nothing in this replay depends on {', '.join(fields)} here."

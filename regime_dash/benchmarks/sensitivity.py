@@ -1,0 +1,103 @@
+"""What-if sensitivity benchmark: ``python -m regime_dash bench sensitivity``.
+
+::
+
+    python -m regime_dash bench sensitivity [--scenario kelly_trap_run8] [--steps T] [--accounts B]
+        [--repeats N] [--device auto|cpu|gpu] [--json FILE]
+
+Times :func:`regime_dash.sensitivity.sensitivity` on one scenario (by default
+Run #8's trap: 3,000 steps × 128 accounts, every config field one at a time and
+the top three pairwise, findings included) and, in the same run and on the
+same stream, one single replay on the same engine (``replay(..., engine="fast")``
+on the same device). Both are the median of ``--repeats`` runs after one
+warm-up run each, so numba's compile and cache loads are not counted. The
+ratio says how many single replays the whole analysis costs. Target (issue 12):
+a 3,000-step scenario in ≤ 2 s on the CPU, warm.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+#: Seconds a 3,000-step scenario's sensitivity may take on the CPU, warm (issue 12).
+TARGET_S = 2.0
+
+
+def _median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float], Any]:
+    out = fn()  # warm-up: compile and cache loads are not counted
+    runs = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        runs.append(time.perf_counter() - t0)
+    return statistics.median(runs), runs, out
+
+
+def run(scenario: str = "kelly_trap_run8", steps: int | None = None, accounts: int | None = None,
+        repeats: int = 5, device: str = "cpu", seed: int = 0) -> dict[str, Any]:
+    """Time the sensitivity and a single replay of one scenario; see the module docstring."""
+    from regime_dash import scenarios
+    from regime_dash.config import RegimeConfig
+    from regime_dash.engine import replay
+    from regime_dash.errors import ValidationError
+    from regime_dash.sensitivity import sensitivity
+
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValidationError(f"repeats must be an int >= 1, got {repeats!r}", field="repeats", value=repeats)
+    stream = scenarios.make(scenario, seed=seed, steps=steps, accounts=accounts)
+    base = RegimeConfig()
+    t_sens, sens_runs, result = _median_time(
+        lambda: sensitivity(stream, base, engine="fast", device=device), repeats)
+    t_one, one_runs, frame = _median_time(lambda: replay(stream, base, engine="fast", device=device), repeats)
+    replays = len(result.oat) + len(result.pair_table)
+    return {
+        "benchmark": "sensitivity", "scenario": scenario, "steps": stream.steps, "accounts": stream.accounts,
+        "device": device, "engine": result.engine, "replays": replays,
+        "sensitivity_s": t_sens, "sensitivity_runs": sens_runs,
+        "single_replay_s": t_one, "single_replay_runs": one_runs, "single_replay_engine": frame.attrs["engine"],
+        "ratio_vs_single_replay": t_sens / t_one,
+        "target_s": TARGET_S, "met": bool(t_sens <= TARGET_S),
+        "no_effect": result.no_effect_fields,
+    }
+
+
+def format_report(r: dict[str, Any]) -> str:
+    return "\n".join([
+        f"sensitivity of {r['scenario']} ({r['steps']} steps × {r['accounts']} accounts, {r['replays']} replays, "
+        f"{r['engine']}): median {r['sensitivity_s']:.3f} s over {len(r['sensitivity_runs'])} warm runs",
+        f"single replay (fast, {r['device']}): median {r['single_replay_s'] * 1000:.1f} ms",
+        f"ratio sensitivity / single replay: {r['ratio_vs_single_replay']:.1f}×",
+        f"target ≤ {r['target_s']:g} s: {'met' if r['met'] else 'NOT met'}",
+    ])
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from regime_dash.scenarios import SCENARIOS
+
+    p = sub.add_parser("sensitivity", help="what-if sensitivity of a scenario vs a single replay, warm",
+                       description=__doc__.split("::")[0].strip() + "\n\n" + __doc__.split("::")[1].strip(),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--scenario", default="kelly_trap_run8", choices=sorted(SCENARIOS),
+                   help="scenario preset (default kelly_trap_run8: 3000 steps × 128 accounts)")
+    p.add_argument("--steps", type=int, default=None, help="steps (default: the preset's)")
+    p.add_argument("--accounts", type=int, default=None, help="accounts (default: the preset's)")
+    p.add_argument("--repeats", type=int, default=5, help="timed runs after a warm-up (median; default 5)")
+    p.add_argument("--device", default="cpu", choices=("auto", "cpu", "gpu"),
+                   help="device of the fast engine (default cpu: the target is a CPU figure)")
+    p.add_argument("--seed", type=int, default=0, help="scenario seed")
+    p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    r = run(args.scenario, args.steps, args.accounts, args.repeats, args.device, args.seed)
+    print(format_report(r))
+    if args.json:
+        Path(args.json).write_text(json.dumps(r, indent=1), encoding="utf-8")
+        print(f"wrote {args.json}", file=sys.stderr)
+    return 0

@@ -1,0 +1,196 @@
+"""Scale-out over ``dask.distributed``: one scheduler argument for sweeps and run checks.
+
+Work that splits into independent shards (a sweep's configs, a store's runs)
+takes ``scheduler=``:
+
+``None``
+    in-process, the default; dask is not imported.
+``"local"``
+    a local cluster started for the call and closed after it: one worker per
+    GPU (dask-cuda's ``LocalCUDACluster`` where dask-cuda imports, else a
+    :class:`distributed.SpecCluster` of nannies each started with its own
+    ``CUDA_VISIBLE_DEVICES``), or, with no GPU, one single-threaded worker
+    process per CPU core (numba in each worker limited to its share of cores).
+``"tcp://host:port"`` (any scheduler address)
+    a running cluster; the workers must import ``regime_dash`` (and reach the
+    run store, for :func:`regime_dash.check_all.check_all`).
+a ``distributed.Client``
+    used as is.
+
+dask and distributed are an optional install (``requirements-distributed.txt``);
+naming a scheduler without them raises :class:`EngineUnavailable` saying so.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, Callable, Iterator, Sequence
+
+from regime_dash.errors import EngineUnavailable, ValidationError
+
+#: ``progress(done, total)`` as shards finish.
+Progress = Callable[[int, int], None]
+
+
+def _require() -> Any:
+    try:
+        import distributed
+    except ImportError as exc:
+        raise EngineUnavailable(
+            f"scheduler= needs dask.distributed ({exc}); install it with "
+            f"`pip install -r requirements-distributed.txt`", engine="distributed") from None
+    return distributed
+
+
+def gpu_count() -> int:
+    """CUDA devices visible here (0 without cupy or a driver)."""
+    from regime_dash.engine import loader
+
+    if loader.available() is not None:
+        return 0
+    import cupy
+
+    return int(cupy.cuda.runtime.getDeviceCount())
+
+
+def _visible_gpus(n: int) -> list[str]:
+    """The device ids a worker per GPU gets: the ones CUDA_VISIBLE_DEVICES names, else 0..n-1."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ids = [d.strip() for d in env.split(",") if d.strip()] if env else []
+    return ids[:n] if len(ids) >= n else [str(i) for i in range(n)]
+
+
+def local_cluster(n_workers: int | None = None, *, gpus: int | None = None,
+                  use_dask_cuda: bool = True) -> Any:
+    """A local cluster with one worker per GPU, or one per CPU core without GPUs.
+
+    Parameters
+    ----------
+    n_workers
+        CPU workers (default: the cores this process may use). Ignored with GPUs.
+    gpus
+        GPUs to use (default: every visible one); 0 forces CPU workers.
+    use_dask_cuda
+        Use dask-cuda's ``LocalCUDACluster`` when it imports; otherwise (or with
+        False) nannies started with ``CUDA_VISIBLE_DEVICES`` set one GPU each.
+
+    Returns
+    -------
+    A ``distributed`` cluster object (close it, or use it as a context manager).
+    """
+    distributed = _require()
+    n_gpu = gpu_count() if gpus is None else int(gpus)
+    if n_gpu < 0:
+        raise ValidationError(f"gpus must be >= 0, got {gpus!r}", field="gpus", value=gpus)
+    common = {"dashboard_address": None}
+    if n_gpu > 0:
+        ids = _visible_gpus(n_gpu)
+        if use_dask_cuda:
+            try:
+                from dask_cuda import LocalCUDACluster
+            except ImportError:
+                pass
+            else:
+                return LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(ids), threads_per_worker=1,
+                                        **common)
+        workers = {f"gpu-{d}": {"cls": distributed.Nanny,
+                                "options": {"nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": d}}}
+                   for d in ids}
+    else:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        n = cores if n_workers is None else int(n_workers)
+        if n < 1:
+            raise ValidationError(f"n_workers must be >= 1, got {n_workers!r}", field="n_workers",
+                                  value=n_workers)
+        share = str(max(1, cores // n))  # numba's threads per worker: the cores split between them
+        workers = {f"cpu-{i}": {"cls": distributed.Nanny,
+                                "options": {"nthreads": 1, "env": {"NUMBA_NUM_THREADS": share}}}
+                   for i in range(n)}
+    scheduler = {"cls": distributed.Scheduler, "options": common}
+    return distributed.SpecCluster(workers=workers, scheduler=scheduler, silence_logs=40)
+
+
+@contextlib.contextmanager
+def connect(scheduler: Any) -> Iterator[Any]:
+    """A ``distributed.Client`` for ``scheduler`` (see the module docstring), or None in-process.
+
+    A cluster or client made here is closed on exit; a client passed in is not.
+
+    Raises
+    ------
+    ValidationError
+        ``scheduler`` is none of the accepted forms.
+    EngineUnavailable
+        dask.distributed is not installed.
+    """
+    if scheduler is None:
+        yield None
+        return
+    if isinstance(scheduler, str):
+        if not scheduler.strip():
+            raise ValidationError("scheduler must be None, 'local' or a scheduler address, got ''",
+                                  field="scheduler", value=scheduler)
+        distributed = _require()
+        if scheduler == "local":
+            with local_cluster() as cluster, distributed.Client(cluster) as client:
+                yield client
+            return
+        with distributed.Client(scheduler, timeout="30s") as client:
+            yield client
+        return
+    distributed = _require()
+    if isinstance(scheduler, distributed.Client):
+        yield scheduler
+        return
+    raise ValidationError(f"scheduler must be None, 'local', a scheduler address or a "
+                          f"distributed.Client, got {type(scheduler).__name__}",
+                          field="scheduler", value=type(scheduler).__name__)
+
+
+def worker_count(client: Any) -> int:
+    """Workers the client's scheduler has now (at least 1)."""
+    return max(1, len(client.scheduler_info().get("workers", {})))
+
+
+def shard_bounds(n: int, parts: int) -> list[tuple[int, int]]:
+    """``parts`` contiguous ``[start, stop)`` ranges covering ``0..n`` as evenly as possible (none empty)."""
+    parts = max(1, min(int(parts), n))
+    base, extra = divmod(n, parts)
+    out, start = [], 0
+    for k in range(parts):
+        stop = start + base + (1 if k < extra else 0)
+        out.append((start, stop))
+        start = stop
+    return out
+
+
+def map_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *, shared: Sequence[Any] = (),
+               progress: Progress | None = None) -> list[Any]:
+    """``[fn(shard, *shared) for shard in shards]``, run on ``client``'s workers; results in shard order.
+
+    ``shared`` values go to every worker once (scattered, broadcast), not once per shard.
+    Without a client the shards run here, in order.
+    """
+    total = len(shards)
+    if client is None:
+        out = []
+        for k, shard in enumerate(shards):
+            out.append(fn(shard, *shared))
+            if progress is not None:
+                progress(k + 1, total)
+        return out
+    distributed = _require()
+    # in a one-item list, so a dict or a sequence is scattered as one value
+    handles = [client.scatter([v], broadcast=True, hash=False)[0] for v in shared]
+    futures = [client.submit(fn, shard, *handles, pure=False, key=f"{getattr(fn, '__name__', 'shard')}-{k}-"
+                             f"{os.urandom(4).hex()}") for k, shard in enumerate(shards)]
+    index = {f.key: k for k, f in enumerate(futures)}
+    out: list[Any] = [None] * total
+    for done, fut in enumerate(distributed.as_completed(futures), start=1):
+        out[index[fut.key]] = fut.result()
+        if progress is not None:
+            progress(done, total)
+    return out
+
+
+__all__ = ["connect", "local_cluster", "map_shards", "shard_bounds", "worker_count", "gpu_count"]

@@ -1,0 +1,208 @@
+"""Verdicts on the charts: failed checks, warnings and findings where they happen.
+
+Functional like :mod:`regime_dash.figures`: a figure and a
+:class:`~regime_dash.analysis.verdict.Verdict` go in, the same figure comes out
+with the verdict drawn on the panel of the signal each item concerns:
+
+* a marker at each step an item names (▼ a check, ★ a finding), whose hover
+  says what failed and why;
+* a shaded band over each ``[start, end]`` stretch (a Kelly trap, a cycling dead zone);
+* colour by severity: red ``fail``, orange ``warn``, blue ``info``.
+
+Also here, for :func:`regime_dash.figures.signal_panels`: :func:`break_at_nonfinite`
+(a line breaks at NaN/±Inf instead of being drawn through) and
+:func:`nonfinite_points` (where the markers of those values go and what their hover says).
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from regime_dash import diag
+from regime_dash.analysis.verdict import Verdict
+
+P, R = diag.P, diag.R
+
+#: Colour of each severity (a check's status ``fail``/``warn`` is its severity).
+SEVERITY_COLOURS = {"fail": "#D62728", "warn": "#FF7F0E", "info": "#1F77B4"}
+#: Colour of NaN/±Inf markers.
+NONFINITE_COLOUR = "#9400D3"
+
+#: Which signal panel (1-based row of :data:`regime_dash.figures.PANELS`) a diag field belongs to,
+#: by the longest matching prefix.
+_PANEL_PREFIXES: tuple[tuple[str, int], ...] = (
+    (R + "dead_zone.", 1), (R + "kelly_eps_recovery.", 2), (R + "tail.", 3), (P + "popart.", 4),
+    (R + "popart_envelope.", 4), (R + "transition.", 5), (P + "kelly.safety_frac", 5), (P + "iqn.", 6),
+    (R + "iqn_tau_boost.", 6), (P + "kelly.", 7), (P + "positions.", 7), (P + "session_pnl.", 3),
+    ("eval.", 7),
+)
+
+
+def panel_of(column: str | None) -> int:
+    """The panel row a column is drawn on (row 1, the dead zone, for a run-level item with no column)."""
+    if not column:
+        return 1
+    best, row = -1, 1
+    for prefix, r in _PANEL_PREFIXES:
+        if column.startswith(prefix) and len(prefix) > best:
+            best, row = len(prefix), r
+    return row
+
+
+def _panel_axes(fig) -> list[tuple[str, str]]:
+    """``(xref, yref)`` of each panel, top to bottom, read from the layout (so a figure restored from
+    JSON or a cache, which has lost its subplot grid, works too); secondary y axes are left out."""
+    found = []
+    for key, val in fig.layout.to_plotly_json().items():
+        if key.startswith("yaxis") and isinstance(val, dict) and "overlaying" not in val:
+            top = (val.get("domain") or [0, 1])[1]
+            found.append((top, val.get("anchor", "x"), "y" + key[len("yaxis"):]))
+    found.sort(key=lambda t: -t[0])
+    return [(x, y) for _, x, y in found] or [("x", "y")]
+
+
+def _numbers(values) -> np.ndarray:
+    """A trace's y as float64: a sequence (``None`` as NaN), or plotly's typed-array form
+    ``{"dtype", "bdata"}`` that a figure restored from JSON or a cache holds."""
+    if isinstance(values, Mapping) or hasattr(values, "keys"):
+        import base64
+
+        raw = np.frombuffer(base64.b64decode(values["bdata"]), dtype=np.dtype(values["dtype"]))
+        return raw.astype(np.float64)
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        return np.asarray([np.nan if v is None else v for v in values], dtype=np.float64)
+
+
+def _y_extent(fig, yref: str) -> tuple[float, float]:
+    """Lowest and highest finite y of the traces on axis ``yref`` ((0, 1) when there are none)."""
+    lo, hi = np.inf, -np.inf
+    for tr in fig.data:
+        if (getattr(tr, "yaxis", None) or "y") != yref or tr.y is None:
+            continue
+        y = _numbers(tr.y)
+        y = y[np.isfinite(y)]
+        if y.size:
+            lo, hi = min(lo, float(y.min())), max(hi, float(y.max()))
+    return (lo, hi) if np.isfinite(lo) else (0.0, 1.0)
+
+
+def _items(verdict: Verdict) -> list[dict]:
+    """Every drawable item: failed/warning checks and all findings, with severity, steps, spans, column."""
+    out = []
+    for c in verdict.checks:
+        if c.status in ("fail", "warn") and (c.steps or c.spans):
+            out.append({"kind": "check", "id": c.id, "severity": c.status, "steps": list(c.steps),
+                        "spans": list(c.spans), "column": c.column, "text": c.detail})
+    for f in verdict.findings:
+        out.append({"kind": "finding", "id": f.id, "severity": f.severity, "steps": list(f.steps),
+                    "spans": list(f.spans), "column": f.column, "text": f.message})
+    return out
+
+
+def overlay(fig, verdicts: Verdict | Mapping[str, Verdict], *, x: str = "step"):
+    """Draw each run's verdict on ``fig`` (from :func:`regime_dash.figures.signal_panels`).
+
+    Parameters
+    ----------
+    fig
+        The signal panels.
+    verdicts
+        One :class:`Verdict`, or ``{run label: Verdict}`` when several runs share the figure.
+    x
+        The figure's x axis; items are placed by step, so only ``"step"`` draws them.
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+        ``fig``, with one marker trace per item (named ``verdict:<id>``) and a shaded band per span.
+    """
+    import plotly.graph_objects as go
+
+    if x != "step":
+        return fig
+    runs = {"": verdicts} if isinstance(verdicts, Verdict) else dict(verdicts)
+    axes = _panel_axes(fig)
+    for label, verdict in runs.items():
+        prefix = f"{label}: " if label else ""
+        for item in _items(verdict):
+            xref, yref = axes[min(panel_of(item["column"]), len(axes)) - 1]
+            lo, hi = _y_extent(fig, yref)
+            colour = SEVERITY_COLOURS.get(item["severity"], SEVERITY_COLOURS["info"])
+            for a, b in item["spans"]:
+                fig.add_shape(type="rect", xref=xref, yref=f"{yref} domain", x0=a - 0.5, x1=b + 0.5, y0=0, y1=1,
+                              fillcolor=colour, opacity=0.14, line_width=0, layer="below")
+            steps = sorted(set(item["steps"]) | {a for a, _ in item["spans"]})
+            if not steps:
+                continue
+            word = item["severity"].upper()
+            fig.add_trace(go.Scatter(
+                x=steps, y=[hi] * len(steps), xaxis=xref, yaxis=yref, mode="markers", name=f"verdict:{item['id']}",
+                marker=dict(symbol="triangle-down" if item["kind"] == "check" else "star", size=12, color=colour,
+                            line=dict(width=1, color="black")),
+                showlegend=False, legendgroup="verdict",
+                hovertemplate=f"{prefix}{word} {item['id']} @ step %{{x}}<br>{_wrap(item['text'])}<extra></extra>"))
+    return fig
+
+
+def _wrap(text: str, width: int = 90) -> str:
+    words, lines, cur = text.replace("<", "‹").split(), [], ""
+    for w in words:
+        if len(cur) + len(w) + 1 > width and cur:
+            lines.append(cur)
+            cur = w
+        else:
+            cur = f"{cur} {w}".strip()
+    lines.append(cur)
+    return "<br>".join(lines[:6])
+
+
+# ---- NaN / ±Inf on the signal lines -------------------------------------------------------
+#: Most NaN/±Inf markers drawn per line (an even sample beyond that).
+MAX_NONFINITE_MARKERS = 2000
+
+
+def _nonfinite(y: np.ndarray) -> np.ndarray:
+    """Non-finite values of a line, leaving out a leading run of NaN: a field that first appears
+    mid-run was not recorded before, which is no value to mark."""
+    y = np.asarray(y, dtype=np.float64)
+    bad = ~np.isfinite(y)
+    lead = int(np.argmax(~np.isnan(y))) if (~np.isnan(y)).any() else len(y)
+    bad[:lead] = False
+    return bad
+
+
+def nonfinite_points(xs: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Where a line's NaN/±Inf values are: their x, a y to draw a marker at (the last finite value
+    before it, else the first after, else 0) and the word their hover shows (``NaN``, ``+Inf``, ``-Inf``)."""
+    y = np.asarray(y, dtype=np.float64)
+    bad = _nonfinite(y)
+    if not bad.any():
+        return np.empty(0), np.empty(0), []
+    pos = np.flatnonzero(bad)
+    if len(pos) > MAX_NONFINITE_MARKERS:
+        pos = pos[np.linspace(0, len(pos) - 1, MAX_NONFINITE_MARKERS).astype(np.int64)]
+    fin = np.isfinite(y)
+    idx = np.arange(len(y))
+    last = np.maximum.accumulate(np.where(fin, idx, -1))
+    nxt = np.minimum.accumulate(np.where(fin, idx, len(y))[::-1])[::-1]
+    at = np.where(last[pos] >= 0, last[pos], np.where(nxt[pos] < len(y), nxt[pos], -1))
+    ym = np.where(at >= 0, y[np.clip(at, 0, len(y) - 1)], 0.0)
+    words = ["NaN" if np.isnan(v) else "+Inf" if v > 0 else "-Inf" for v in y[pos]]
+    return np.asarray(xs)[pos], ym, words
+
+
+def break_at_nonfinite(rx: np.ndarray, ry: np.ndarray, xs: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The reduced line ``(rx, ry)`` with a gap (y = NaN) at the start of every stretch where ``y`` is
+    not finite, so that plotly breaks the line there instead of drawing it through."""
+    bad = _nonfinite(y)
+    if not bad.any():
+        return rx, ry
+    starts = bad & ~np.r_[False, bad[:-1]]
+    gx = np.asarray(xs)[starts]
+    x_all = np.concatenate([np.asarray(rx), gx])
+    y_all = np.concatenate([np.asarray(ry, dtype=np.float64), np.full(len(gx), np.nan)])
+    order = np.argsort(x_all, kind="stable")
+    return x_all[order], y_all[order]

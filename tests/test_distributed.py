@@ -1,0 +1,160 @@
+"""Scale-out over dask.distributed: a 2-process CPU LocalCluster gives the in-process tables exactly."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from regime_dash import RegimeConfig, distributed
+from regime_dash.check_all import COLUMNS, check_all, store_check, summary_row
+from regime_dash.cli import main
+from regime_dash.errors import ValidationError
+from regime_dash.samples import SAMPLE_DIR
+from regime_dash.sweep import sweep
+from test_fast_engine import regime_stream
+
+pytest.importorskip("distributed", reason="dask.distributed is in requirements-test.txt; not installed here")
+
+GRID = {"max_duration": [15, 60, 400], "eps_min": [0.0, 0.05], "resurrection": [True, False]}
+
+
+@pytest.fixture(scope="module")
+def stream():
+    return regime_stream(np.random.default_rng(5), 260, 23, v_pred=False)
+
+
+@pytest.fixture(scope="module")
+def client():
+    import distributed as dd
+
+    with distributed.local_cluster(n_workers=2, gpus=0) as cluster, dd.Client(cluster) as c:
+        c.wait_for_workers(2, timeout=120)
+        yield c
+
+
+def test_shard_bounds_cover_every_index_once():
+    assert distributed.shard_bounds(10, 3) == [(0, 4), (4, 7), (7, 10)]
+    assert distributed.shard_bounds(2, 5) == [(0, 1), (1, 2)]
+    for n, parts in ((1, 1), (17, 4), (1000, 7)):
+        bounds = distributed.shard_bounds(n, parts)
+        assert [i for a, b in bounds for i in range(a, b)] == list(range(n))
+
+
+def test_bad_scheduler_names_the_value():
+    with pytest.raises(ValidationError, match="scheduler must be"):
+        with distributed.connect(42):
+            pass
+    with pytest.raises(ValidationError, match="scheduler must be"):
+        with distributed.connect("  "):
+            pass
+
+
+def test_cluster_has_two_worker_processes(client):
+    assert distributed.worker_count(client) == 2
+    pids = client.run(lambda: __import__("os").getpid())
+    assert len(set(pids.values())) == 2
+
+
+def test_fast_sweep_over_two_processes_equals_in_process(stream, client):
+    local = sweep(stream, GRID, engine="fast", device="cpu", keep=[0, 7, 11])
+    remote = sweep(stream, GRID, engine="fast", device="cpu", keep=[0, 7, 11], scheduler=client)
+    assert len(remote.table) == 12 and remote.engine == local.engine == "fast-cpu"
+    pd.testing.assert_frame_equal(remote.table, local.table, check_exact=True)
+    assert sorted(remote.trajectories) == [0, 7, 11]
+    for k in (0, 7, 11):
+        pd.testing.assert_frame_equal(remote.trajectories[k], local.trajectories[k], check_exact=True)
+    # the configs differ, so equal tables are not an accident of one config everywhere
+    from regime_dash.engine.summary import METRICS
+
+    assert len(remote.table[list(METRICS)].drop_duplicates()) > 1
+
+
+def test_config_list_and_per_replay_engine_over_two_processes(stream, client):
+    configs = [RegimeConfig(max_duration=20 + 30 * k, eps_min=0.01 * k) for k in range(5)]
+    local = sweep(stream, configs, engine="reference", keep=[4])
+    remote = sweep(stream, configs, engine="reference", keep=[4], scheduler=client)
+    pd.testing.assert_frame_equal(remote.table, local.table, check_exact=True)
+    pd.testing.assert_frame_equal(remote.trajectories[4], local.trajectories[4], check_exact=True)
+    assert remote.configs == configs
+
+
+def test_progress_counts_shards(stream, client):
+    seen = []
+    sweep(stream, GRID, engine="fast", device="cpu", scheduler=client, progress=lambda d, t: seen.append((d, t)))
+    assert seen == [(1, 2), (2, 2)]
+
+
+def test_a_bad_grid_value_raises_our_error_from_a_worker(stream, client):
+    from regime_dash.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="eps_min=2.0"):
+        sweep(stream, {"eps_min": [0.1, 2.0]}, engine="fast", device="cpu", scheduler=client)
+
+
+def test_cli_sweep_takes_a_scheduler_address(client, tmp_path, capsys):
+    out = tmp_path / "t.csv"
+    args = ["sweep", "--scenario", "kelly_trap_run8", "--steps", "2000", "--accounts", "8",
+            "--grid", "max_duration=20,400", "--engine", "fast", "--device", "cpu", "--out", str(out)]
+    assert main(args) == 0
+    local = pd.read_csv(out)
+    assert main(args + ["--scheduler", client.scheduler.address]) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(out), local, check_exact=True)
+    capsys.readouterr()
+
+
+# ---- check --all ---------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def store_dir(tmp_path_factory):
+    from regime_dash.store import RunStore
+
+    root = tmp_path_factory.mktemp("store")
+    store = RunStore(root)
+    src = SAMPLE_DIR / "diag.jsonl"
+    store.ingest(src, name="a")
+    # a second, different run: the sample cut to its first 300 lines
+    cut = root.parent / "cut.jsonl"
+    cut.write_text("".join(src.read_text(encoding="utf-8").splitlines(keepends=True)[:300]), encoding="utf-8")
+    store.ingest(cut, name="b")
+    return root
+
+
+def test_summary_row_counts_and_first_failure():
+    doc = {"checks": [{"id": "x", "status": "pass", "first_step": None},
+                      {"id": "y", "status": "fail", "first_step": 40},
+                      {"id": "z", "status": "fail", "first_step": 7},
+                      {"id": "w", "status": "skip", "first_step": None}],
+           "episodes": {"dead_zone": [{}, {}]}, "events": {"tail": [{}], "timeouts": []}}
+    row = summary_row("r1", doc)
+    assert row == {"run": "r1", "status": "fail", "pass": 1, "fail": 2, "skip": 1,
+                   "first_failure": "z @ step 7", "findings": "2 dead_zone, 1 tail"}
+
+
+def test_check_all_in_process_and_over_two_processes_agree(store_dir, client):
+    from regime_dash.store import RunStore
+    import functools
+
+    runs = [r["run_id"] for r in RunStore(store_dir).list_runs()] + ["no-such-run"]
+    check = functools.partial(store_check, store=str(store_dir))
+    local = check_all(runs, check)
+    remote = check_all(runs, check, scheduler=client)
+    assert list(local.columns) == list(COLUMNS) and len(local) == 3
+    pd.testing.assert_frame_equal(remote, local)
+    assert local["status"].iloc[2] == "error" and "no-such-run" in local["first_failure"].iloc[2]
+    ok = local.iloc[:2]
+    assert (ok["pass"] + ok["fail"] + ok["skip"] > 0).all()
+    # each row is the run's own check report
+    for _, row in ok.iterrows():
+        assert row.to_dict() == summary_row(row["run"], store_check(row["run"], str(store_dir)))
+
+
+def test_cli_check_all_prints_one_row_per_run(store_dir, client, capsys, tmp_path):
+    copy = tmp_path / "store"
+    shutil.copytree(store_dir, copy)
+    rc = main(["check", "--all", "--store", str(copy), "--json", "--scheduler", client.scheduler.address])
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["runs"]) == 2 and set(doc["runs"][0]) == set(COLUMNS)
+    assert rc == (0 if all(r["status"] == "ok" for r in doc["runs"]) else 1)
+    assert main(["check", "--all", "some-run", "--store", str(copy)]) == 2

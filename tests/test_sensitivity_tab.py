@@ -1,0 +1,140 @@
+"""The Replay page's Sensitivity tab under streamlit's AppTest: run, tornado charts, no-effect list, a field's sweep."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from regime_dash.ui.sensitivity_tab import clicked_field  # noqa: E402
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"  # gitignored; screenshots for a person
+KEY = "replay.sensitivity"
+
+
+def charts(at: AppTest) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def tornado_titles(at: AppTest) -> dict[str, dict]:
+    out = {}
+    for spec in charts(at):
+        data = spec["data"]
+        if data and data[0].get("type") == "bar" and data[0].get("orientation") == "h":
+            out[spec["layout"]["title"]["text"].split(" ")[0]] = data[0]
+    return out
+
+
+def no_effect_table(at: AppTest):
+    (frame,) = [d.value for d in at.dataframe if "explained by" in d.value.columns]
+    return frame
+
+
+@pytest.fixture
+def replay_page(tmp_path, monkeypatch) -> AppTest:
+    monkeypatch.setenv("REGIME_DASH_STORE", str(tmp_path / "store"))
+    at = AppTest.from_file(APP, default_timeout=300).run()
+    at.switch_page("regime_dash/ui/pages/replay.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def test_sensitivity_tab_runs_and_lists_max_duration_as_no_effect(replay_page):
+    at = replay_page
+    assert at.selectbox(key="replay.source.scenario").value == "kelly_trap_run8"
+    assert any(c.value == "Press Run sensitivity." for c in at.caption)
+    at.button(key=f"{KEY}.run").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert any(c.value.startswith("130 one-at-a-time and") for c in at.caption)
+    (bar,) = at.get("progress")
+    assert bar.proto.value == 100 and bar.proto.text.startswith("sensitivity: done in ")
+    quiet = no_effect_table(at).set_index("field")
+    assert quiet.loc["max_duration", "explained by"].startswith("timeout_unreachable: The dead zone cycled")
+    assert quiet.loc["max_duration", "except at the end of its range"].startswith("Only max_duration=0")
+    assert quiet.loc["transition_steps", "except at the end of its range"] == ""
+    bars = tornado_titles(at)
+    assert {"dead_zone_steps", "timeout_steps", "tail_events", "sigma_max"} <= set(bars)
+    # the no-effect fields are not drawn as bars
+    assert all("max_duration" not in b["y"] for b in bars.values())
+    assert bars["dead_zone_steps"]["customdata"] == bars["dead_zone_steps"]["y"]
+    # open a field's sweep: one panel per metric it moves
+    at.selectbox(key=f"{KEY}.field").set_value("envelope").run()
+    assert not at.exception
+    sweep = [c for c in charts(at) if c["data"] and c["data"][0].get("mode") == "lines+markers"
+             and c["data"][0].get("name") in ("floor_active_steps", "sigma_max")]
+    assert {t["name"] for t in sweep[0]["data"]} == {"floor_active_steps", "sigma_max"}
+    assert sweep[0]["data"][0]["x"] == ["false", "true"]
+
+
+def test_a_changed_config_asks_for_a_new_run_and_f2_off_moves_max_duration(replay_page):
+    at = replay_page
+    at.button(key=f"{KEY}.run").click().run()
+    at.toggle(key="replay.whatif.resurrection").set_value(False).run()
+    assert any("changed since the last run" in c.value for c in at.caption)
+    assert not tornado_titles(at)
+    at.button(key=f"{KEY}.run").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert "max_duration" in tornado_titles(at)["timeout_steps"]["y"]
+    assert "max_duration" not in set(no_effect_table(at)["field"])
+
+
+def test_a_rejected_config_says_so(replay_page):
+    at = replay_page
+    at.slider(key="replay.whatif.eps_min").set_value(0.9).run()
+    assert not at.exception
+    assert any("fix it to run a sensitivity" in i.value for i in at.info)
+
+
+def test_clicked_field_applies_each_click_once():
+    click = SimpleNamespace(selection=SimpleNamespace(points=[{"customdata": "max_duration", "y": "max_duration"}]))
+    assert clicked_field(click, None) == "max_duration"
+    assert clicked_field(click, "max_duration") is None  # the chart keeps its selection across reruns
+    assert clicked_field(click, "envelope") == "max_duration"
+    assert clicked_field(SimpleNamespace(selection=SimpleNamespace(points=[])), None) is None
+    assert clicked_field(None, None) is None
+    bogus = SimpleNamespace(selection=SimpleNamespace(points=[{"customdata": "not_a_field"}]))
+    assert clicked_field(bogus, None) is None
+
+
+# ---- in a real browser: a click on a bar opens that field's sweep ------------------------------
+#: Whether a drawn Plotly graph holds a field sweep of ``name`` (line traces whose hover names it).
+SWEEP_OF = """(name) => Array.from(document.querySelectorAll('.js-plotly-plot')).some(gd =>
+    (gd._fullData || []).some(t => t.mode === 'lines+markers' &&
+        String(t.hovertemplate || '').startsWith(name + '=')))"""
+
+
+@pytest.mark.browser
+@pytest.mark.slow  # a streamlit server and a browser: about a minute on 2 shared cores
+def test_clicking_a_tornado_bar_opens_the_field_sweep(tmp_path):
+    pytest.importorskip("playwright.sync_api", reason="playwright is in requirements-test.txt")
+    from regime_dash.benchmarks.page_load import CHROMIUM, chromium, serve
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is not installed (.ci/run installs it with apt)")
+    with serve(tmp_path / "store", log=tmp_path / "streamlit.log") as url, chromium(viewport=(1400, 2400)) as ctx:
+        page = ctx.new_page()
+        page.goto(url + "/replay")
+        page.get_by_role("tab", name="Sensitivity").click()
+        page.get_by_role("button", name="Run sensitivity").click()
+        page.get_by_text("one-at-a-time and").wait_for()
+        bars = page.locator(".js-plotly-plot:visible .barlayer .point path")
+        bars.first.wait_for()
+        # the first tornado is dead_zone_steps; its top bar is the field that moves it most
+        top = page.evaluate("""() => {
+            const gd = Array.from(document.querySelectorAll('.js-plotly-plot')).find(g =>
+                (g._fullData || []).some(t => t.type === 'bar'));
+            const y = gd._fullData[0].y; return y[y.length - 1]; }""")
+        assert not page.evaluate(SWEEP_OF, top)  # no sweep is open before the click
+        first = page.locator(".js-plotly-plot:visible").filter(has=page.locator(".barlayer")).first
+        paths = first.locator(".barlayer .point path")
+        box = paths.nth(paths.count() - 1).bounding_box()
+        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        # the field's sweep: line traces whose hover names the clicked field
+        page.wait_for_function(SWEEP_OF, arg=top)
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "sensitivity-tab.png"), full_page=True)
