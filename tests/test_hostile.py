@@ -340,11 +340,15 @@ def test_spark_merge_schema_reads_the_mixed_store(tmp_path):
     store = RunStore(tmp_path / "s")
     for src in (SAMPLE, clean, messy):
         store.ingest(src)
+    later = [{"step": i, "extra": {"count": "n/a" if i == 3 else str(i)}, "fold": "2"} for i in range(10)]
+    store.ingest(("".join(json.dumps(o) + "\n" for o in later)).encode(), name="later")
     spark = SparkSession.builder.master("local[1]").appName("regime-dash").getOrCreate()
     try:
         df = spark.read.option("mergeSchema", "true").parquet(str(store.root))
-        assert df.count() == 7200
-        assert dict(df.dtypes)["fold"] == "bigint"
+        assert df.count() == 7210
+        types = dict(df.dtypes)
+        assert types["fold"] == types["step"] == types["extra.count"] == "bigint"
+        assert types["risk_stack.popart.sigma"] == "double" and types["phase"] == "string"
     finally:
         spark.stop()
 
