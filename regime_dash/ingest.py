@@ -712,6 +712,8 @@ def _coerce_py(v: Any, t: pa.DataType, fixed: bool = True) -> tuple[bool, Any]:
 
 
 _INT_TEXT = re.compile(r"-?(?:0|[1-9][0-9]{0,18})")
+#: First characters of a JSON value as Python's json reads one (NaN and Infinity too).
+_JSON_STARTS = frozenset('{["-0123456789tfnNI')
 
 
 def _fits(v: Any, t: pa.DataType) -> bool:
@@ -1009,6 +1011,11 @@ def _parse_one(raw: bytes, line: int, truncated_candidate: bool) -> tuple[dict |
         if truncated_candidate:
             reason = f"truncated last line (no newline at end of file): {reason}"
         return None, Reject(line, reason, raw)
+    body = text.lstrip(" \t\n\r")
+    first = body[:1]
+    if first and first < "\x80" and first not in _JSON_STARTS and not truncated_candidate:
+        # what json.loads says, without raising (a flood of junk lines costs less)
+        return None, Reject(line, f"not JSON: Expecting value at column {len(text) - len(body) + 1}", raw)
     try:
         if _OVERFLOW_TEXT_RE.search(text):
             obj = json.loads(text, parse_float=_checked_float, parse_int=_checked_int)
@@ -1697,6 +1704,30 @@ class _Blocks:
                 return
 
 
+#: Most lines in one chunk: a chunk of one-byte junk lines holds millions, and the
+#: per-line objects of their rejects would otherwise cost hundreds of MB per chunk.
+_MAX_CHUNK_LINES = 1 << 16
+
+
+def _capped(piece: bytes) -> Iterator[tuple[bytes, bool]]:
+    """``piece`` (whole lines) as chunks of at most ``_MAX_CHUNK_LINES`` lines."""
+    if len(piece) <= _MAX_CHUNK_LINES:
+        yield piece, False  # too short to hold that many lines
+        return
+    buf = np.frombuffer(piece, dtype=np.uint8)
+    nl = buf == 10
+    if int(np.count_nonzero(nl)) <= _MAX_CHUNK_LINES:  # real data: one NumPy pass
+        yield piece, False
+        return
+    cuts = np.flatnonzero(nl)[_MAX_CHUNK_LINES - 1::_MAX_CHUNK_LINES] + 1
+    start = 0
+    for cut in cuts.tolist():
+        yield piece[start:cut], False
+        start = cut
+    if start < len(piece):
+        yield piece[start:], False
+
+
 def _hashed(blocks: Iterable[bytes], h, report: IngestReport) -> Iterator[bytes]:
     for block in blocks:
         h.update(block)  # releases the GIL for large buffers
@@ -1781,7 +1812,7 @@ def _read_chunks(blocks: Iterator[bytes], report: IngestReport,
         carry = [block[cut:]] if cut < len(block) else []
         carry_len = len(block) - cut
         if piece:
-            yield piece, False
+            yield from _capped(piece)
     if cr:  # the file ended with a lone CR: it ended the last line
         if skipped:
             yield _TooLong(skipped), False

@@ -117,6 +117,22 @@ def test_gzip_bomb_cli_and_app_at_once_into_one_store(bomb, tmp_path):
     assert len(RunStore(store).list_runs()) == 1  # same bytes, one run
 
 
+@pytest.mark.slow
+def test_a_flood_of_junk_lines_stays_bounded(small_rss, tmp_path):
+    """A million one-byte junk lines: chunks are capped at 65,536 lines, so the rejects of
+    one chunk never cost more than a few MB of objects (one 2 MB chunk of them used to
+    cost hundreds)."""
+    junk = tmp_path / "junk.jsonl"
+    junk.write_bytes(b"x\n" * 1_000_000 + good_lines(1))
+    rc, out, err, rss = run_measured(cli("ingest", str(junk), "--store", str(tmp_path / "s"), "--json"))
+    assert rc == 0, err
+    (res,) = json.loads(out)
+    assert res["rows"] == 1 and res["rejected_count"] == 1_000_000
+    assert res["rejected"][0] == {"line": 1, "reason": "not JSON: Expecting value at column 1"}
+    record("junk_flood", {"lines": 1_000_000, "peak_rss_mb": mb(rss)})
+    assert rss - small_rss < 100 << 20, (mb(rss), mb(small_rss))
+
+
 # ------------------------------------------------------------ no exception escapes
 
 
