@@ -8,11 +8,19 @@ Layout (see DESIGN.md, "Run store")::
         part-00001.parquet      a new part starts where a chunk's schema differs
         _meta.json              source, sha256, counts, columns, step range, ingest time
         _rejects.jsonl          one {"line", "reason", "raw"} object per rejected line
-      .ingest-<host>-<pid>-<uuid>/   work in progress (renamed into place when done)
-      .lock                          serializes the commit step of concurrent ingests
+        _conflicts.jsonl        one {"line", "field", "value", "type"} per value set aside
+      .lock                     serializes the commit step of concurrent ingests
+    .<store>.staging/           beside the store, on the same file system:
+      ingest-<host>~<pid>~<uuid>/   work in progress (renamed into place when done)
+      deleting-<host>~<pid>~<uuid>/ a run being deleted
 
-Names starting with ``_`` or ``.`` are skipped by Arrow, DuckDB and Spark dataset
-readers, so the store reads as one table (with a ``run`` partition column).
+Work in progress lives outside the store directory, where no reader's glob reaches
+(DuckDB's ``<store>/**/*.parquet`` descends into dot directories). Where the store is
+a mount point (its parent is another file system, so a rename could not cross), the
+staging directory is ``<store>/.staging`` and parts are written as ``*.parquet.tmp``,
+renamed just before the run directory is: no glob for ``*.parquet`` matches a file
+still being written. Names starting with ``_`` or ``.`` are skipped by Arrow and Spark
+dataset readers, so the store reads as one table (with a ``run`` partition column).
 
 Guarantees
 ----------
@@ -31,12 +39,26 @@ Safe names
     Run ids are ``<name>-<sha256[:12]>`` where the name is reduced to
     ``[A-Za-z0-9._-]`` (no leading dot or dash, at most 64 characters), so no name can
     escape the store or hide from readers. Every id given to ``load``/``delete`` is
-    checked the same way.
+    checked the same way. :meth:`RunStore.resolve` also accepts the name given at
+    ingest, where it is unique.
+One type per column
+    Every field of the diag contract has one canonical type in every run
+    (:data:`regime_dash.ingest.CANONICAL_TYPES`); any other column keeps the first type
+    the store saw for it, and later runs are cast to it. A value that does not fit
+    losslessly is set aside (null in the column, kept exactly in ``_conflicts.jsonl``
+    and counted in the ingest report). So the whole store reads as one typed table in
+    pyarrow (``unify_schemas`` with default promotion), DuckDB (``union_by_name``) and
+    Spark (``mergeSchema``).
+Failures
+    An I/O failure (disk full, permission denied, read-only volume) leaves the store as
+    it was and raises one :class:`~regime_dash.errors.StoreError` saying what failed,
+    where, and how much space the run needed.
 """
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import errno
 import json
 import os
 import re
@@ -54,9 +76,13 @@ import pyarrow.parquet as pq
 
 from regime_dash.errors import IngestError, StoreError
 from regime_dash.ingest import (
+    CANONICAL_TYPES,
     DEFAULT_CHUNK_BYTES,
+    DEFAULT_MAX_LINE_BYTES,
     LINE_COLUMN,
+    Aside,
     IngestReport,
+    conform_column,
     iter_batches,
     unify_tables,
     unify_types,
@@ -67,7 +93,7 @@ try:  # POSIX advisory locks; on other systems a lock directory stands in
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["ENV_VAR", "IngestResult", "RunStore", "default_store", "sanitize_name"]
+__all__ = ["ENV_VAR", "IngestResult", "RunStore", "default_store", "resolve_target", "sanitize_name"]
 
 #: Environment variable naming the default store directory.
 ENV_VAR = "REGIME_DASH_STORE"
@@ -77,8 +103,10 @@ PARTITION = "run"
 
 _META = "_meta.json"
 _REJECTS = "_rejects.jsonl"
-_TMP_PREFIX = ".ingest-"
-_TRASH_PREFIX = ".deleting-"
+_CONFLICTS = "_conflicts.jsonl"
+_TMP_PREFIX = "ingest-"
+_TRASH_PREFIX = "deleting-"
+_PART_TMP = ".tmp"  # suffix of a part while it is written (in-store staging only)
 _ID_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,159}$")
 _NAME_MAX = 64
 _FORMAT_VERSION = 1
@@ -142,7 +170,15 @@ class IngestResult:
     rows
         Good rows stored.
     rejected
-        ``[{"line": int, "reason": str}, ...]`` for every rejected line.
+        ``[{"line": int, "reason": str}, ...]`` for the first 1,000 rejected lines (all
+        of them are in the run's ``_rejects.jsonl``).
+    rejected_count
+        Rejected lines.
+    aside
+        ``[{"line", "field", "value", "type"}, ...]``: the first 1,000 values set aside
+        (all in ``_conflicts.jsonl``); ``aside_count`` counts them.
+    coerced
+        ``{column: {source type: count}}`` of lossless coercions across kinds.
     columns
         Column names (dotted paths), without the ``_line`` bookkeeping column.
     first_step, last_step
@@ -162,6 +198,10 @@ class IngestResult:
     duplicate_of: str | None = None
     sha256: str | None = None
     meta: dict[str, Any] = field(default_factory=dict, repr=False)
+    rejected_count: int = 0
+    aside: list[dict[str, Any]] = field(default_factory=list)
+    aside_count: int = 0
+    coerced: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The CLI's JSON object for this file."""
@@ -169,6 +209,10 @@ class IngestResult:
             "run_id": self.run_id,
             "rows": self.rows,
             "rejected": list(self.rejected),
+            "rejected_count": self.rejected_count,
+            "aside": list(self.aside),
+            "aside_count": self.aside_count,
+            "coerced": dict(self.coerced),
             "columns": list(self.columns),
             "first_step": self.first_step,
             "last_step": self.last_step,
@@ -191,9 +235,10 @@ def _pid_alive(pid: int) -> bool:
 
 
 class _PartWriter:
-    """Writes batches into ``part-NNNNN.parquet`` files, starting a new part only when a
-    batch cannot be cast losslessly to the open part's schema (new column or a type
-    the part cannot hold)."""
+    """Writes batches into ``part-NNNNN.parquet.tmp`` files, starting a new part only when
+    a batch cannot be cast losslessly to the open part's schema (new column or a type
+    the part cannot hold). :meth:`RunStore.ingest` renames them to ``*.parquet`` at commit.
+    """
 
     def __init__(self, directory: Path):
         self.dir = directory
@@ -211,11 +256,9 @@ class _PartWriter:
                 return
             self.close()
         self.schema = table.schema
-        path = self.dir / f"part-{self.parts:05d}.parquet"
+        path = self.dir / f"part-{self.parts:05d}.parquet{_PART_TMP}"
         self.parts += 1
-        strings = [f.name for f in table.schema if pa.types.is_string(f.type)]
-        self.writer = pq.ParquetWriter(path, table.schema, use_dictionary=strings or False,
-                                       **_PARQUET_KW)
+        self.writer = _open_writer(path, table.schema)
         self.writer.write_table(table)
 
     def _fit(self, table: pa.Table) -> pa.Table | None:
@@ -243,8 +286,13 @@ class _PartWriter:
 
     def close(self) -> None:
         if self.writer is not None:
-            self.writer.close()
-            self.writer = None
+            writer, self.writer = self.writer, None
+            writer.close()
+
+
+def _open_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
+    strings = [f.name for f in schema if pa.types.is_string(f.type)]
+    return pq.ParquetWriter(path, schema, use_dictionary=strings or False, **_PARQUET_KW)
 
 
 class RunStore:
@@ -256,12 +304,17 @@ class RunStore:
         The store directory; created on first ingest. Defaults to :func:`default_store`.
     chunk_bytes
         Chunk size handed to :func:`regime_dash.ingest.iter_batches`.
+    max_line_bytes
+        Longest line an ingest reads; a longer one is rejected with its size, unread.
     """
 
     def __init__(self, root: str | os.PathLike | None = None, *,
-                 chunk_bytes: int = DEFAULT_CHUNK_BYTES):
+                 chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES):
         self.root = Path(root) if root is not None else default_store()
         self.chunk_bytes = chunk_bytes
+        self.max_line_bytes = max_line_bytes
+        self._schemas: dict[str, list[pa.Schema]] = {}  # run id -> part schemas (runs are immutable)
 
     def __repr__(self) -> str:
         return f"RunStore({str(self.root)!r})"
@@ -281,6 +334,27 @@ class RunStore:
             raise StoreError(f"no run {run_id!r} in {self.root} (runs: {known})",
                              run_id=run_id, path=str(self.root))
         return d
+
+    def _staging_candidates(self) -> list[Path]:
+        root = self.root.absolute()
+        return [root.parent / f".{root.name}.staging", root / ".staging"]
+
+    def staging_dir(self) -> Path:
+        """Where work in progress lives: beside the store on the same file system, else
+        ``<store>/.staging`` (a store on a mount point of its own). Created if needed.
+
+        Returns
+        -------
+        pathlib.Path
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        beside, inside = self._staging_candidates()
+        with contextlib.suppress(OSError):
+            if os.stat(beside.parent).st_dev == os.stat(self.root).st_dev:
+                beside.mkdir(exist_ok=True)
+                return beside
+        inside.mkdir(exist_ok=True)
+        return inside
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -323,22 +397,98 @@ class RunStore:
             Names of the removed directories.
         """
         removed = []
-        if not self.root.is_dir():
-            return removed
         host = sanitize_name(socket.gethostname())
-        for p in self.root.iterdir():
-            if not (p.name.startswith(_TMP_PREFIX) or p.name.startswith(_TRASH_PREFIX)):
-                continue
-            parts = p.name.split("~")
-            # .ingest-<host>~<pid>~<uuid>
-            if len(parts) == 3 and parts[0].endswith(host) and parts[1].isdigit():
-                if _pid_alive(int(parts[1])):
+        # the store root too: earlier versions staged in ".ingest-*" directories there
+        places = [d for d in (*self._staging_candidates(), self.root) if d.is_dir()]
+        for place in places:
+            for p in place.iterdir():
+                name = p.name.lstrip(".")
+                if not (name.startswith(_TMP_PREFIX) or name.startswith(_TRASH_PREFIX)):
                     continue
-            elif time.time() - p.stat().st_mtime < 24 * 3600:
-                continue  # another host's (or unknown) work dir: only clear it when old
-            shutil.rmtree(p, ignore_errors=True)
-            removed.append(p.name)
+                parts = name.split("~")
+                # ingest-<host>~<pid>~<uuid>
+                if len(parts) == 3 and parts[0].endswith(host) and parts[1].isdigit():
+                    if _pid_alive(int(parts[1])):
+                        continue
+                else:
+                    with contextlib.suppress(OSError):
+                        if time.time() - p.stat().st_mtime < 24 * 3600:
+                            continue  # another host's (or unknown) work dir: only clear it when old
+                shutil.rmtree(p, ignore_errors=True)
+                removed.append(p.name)
         return removed
+
+    # ----------------------------------------------------------------- run addressing
+
+    def resolve(self, ref: str) -> str:
+        """The run id a reference names: a run id, or the name given at ingest when one
+        run has it.
+
+        Parameters
+        ----------
+        ref
+            A full run id (``fold1-3f2a9c0b1d2e``) or a run name (``fold1``).
+
+        Returns
+        -------
+        str
+            The run id.
+
+        Raises
+        ------
+        StoreError
+            No run has that id or name, or several runs have that name (the message
+            lists their ids).
+        """
+        ref = str(ref)
+        runs = self.list_runs()
+        if any(r["run_id"] == ref for r in runs):
+            return ref
+        named = [r["run_id"] for r in runs if r["name"] == ref]
+        if len(named) == 1:
+            return named[0]
+        if named:
+            raise StoreError(f"run name {ref!r} is ambiguous: {len(named)} runs have it "
+                             f"({', '.join(named)}); give the full id", run_id=ref,
+                             path=str(self.root))
+        known = ", ".join(f"{r['name']} ({r['run_id']})" for r in runs[:10]) or "none"
+        raise StoreError(f"no run named {ref!r} in store {str(self.root)!r} (runs: {known})",
+                         run_id=ref, path=str(self.root))
+
+    # ------------------------------------------------------------------------ types
+
+    def _part_schemas(self, d: Path) -> list[pa.Schema]:
+        rid = d.name.split("=", 1)[1]
+        if rid not in self._schemas:
+            self._schemas[rid] = [pq.read_schema(f) for f in sorted(d.glob("part-*.parquet"))]
+        return self._schemas[rid]
+
+    def column_types(self) -> dict[str, pa.DataType]:
+        """The storage type of every column the store holds: the canonical type of a diag
+        contract field, else the type of the first run (oldest ingest) that has values
+        for it.
+
+        Returns
+        -------
+        dict
+            Column name -> Arrow type (the ``run`` key and ``_line`` excluded).
+        """
+        types: dict[str, pa.DataType] = {}
+        by_id = {d.name.split("=", 1)[1]: d for d in self._run_dirs()}
+        for r in self.list_runs():
+            d = by_id.get(r["run_id"])
+            if d is None:
+                continue
+            try:
+                schemas = self._part_schemas(d)
+            except (OSError, pa.ArrowInvalid):
+                continue
+            for sch in schemas:
+                for f in sch:
+                    if f.name != LINE_COLUMN and f.name not in types and not pa.types.is_null(f.type):
+                        types[f.name] = f.type
+        types.update(CANONICAL_TYPES)
+        return types
 
     # ------------------------------------------------------------------------ ingest
 
@@ -369,22 +519,31 @@ class RunStore:
         IngestError
             The source cannot be read, or it holds no JSON object line at all.
         StoreError
-            The store directory cannot be written.
+            The store cannot be written (its message says what failed, where, and how
+            much space the run needed); the store is left as it was.
         """
         if source_name is None and isinstance(path_or_bytes, (str, os.PathLike)):
             source_name = os.path.basename(os.fspath(path_or_bytes))
         run_name = sanitize_name(name if name else _name_from_source(source_name))
+        state = {"done": 0, "total": None, "content": 0, "written": 0}
+        tmp: Path | None = None
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise StoreError(f"cannot create store {str(self.root)!r}: {e.strerror or e}",
-                             path=str(self.root)) from e
-        self.clean_stale()
-        host = sanitize_name(socket.gethostname())
-        tmp = self.root / f"{_TMP_PREFIX}{host}~{os.getpid()}~{uuid.uuid4().hex}"
-        tmp.mkdir()
-        try:
-            report = self._write_run(path_or_bytes, tmp, source_name, progress)
+            try:
+                staging = self.staging_dir()
+            except OSError as e:
+                raise StoreError(f"cannot create store {str(self.root)!r}: {e.strerror or e}",
+                                 path=str(self.root)) from None
+            self.clean_stale()
+            host = sanitize_name(socket.gethostname())
+            tmp = staging / f"{_TMP_PREFIX}{host}~{os.getpid()}~{uuid.uuid4().hex}"
+            tmp.mkdir()
+
+            def tick(done: int, total: int | None) -> None:
+                state["done"], state["total"] = done, total
+                if progress is not None:
+                    progress(done, total)
+
+            report = self._write_run(path_or_bytes, tmp, source_name, tick, state)
             if report.rows == 0:
                 detail = ""
                 if report.rejected:
@@ -392,71 +551,137 @@ class RunStore:
                     detail = f"; line {r.line}: {r.reason}"
                 raise IngestError(
                     f"{source_name or 'input'}: no JSON object lines "
-                    f"({report.lines} lines, {len(report.rejected)} rejected{detail})",
+                    f"({report.lines} lines, {report.rejected_count} rejected{detail})",
                     path=source_name)
-            sha = report.sha256 or ""
-            meta = {
-                "format_version": _FORMAT_VERSION,
-                "run_id": None,
-                "name": run_name,
-                "source": source_name,
-                "sha256": sha,
-                "source_bytes": report.source_bytes,
-                "content_bytes": report.content_bytes,
-                "gzip": report.gzip,
-                "truncated_gzip": report.truncated_gzip,
-                "lines": report.lines,
-                "rows": report.rows,
-                "blank_lines": report.blank_lines,
-                "rejected_count": len(report.rejected),
-                "columns": report.columns,
-                "first_step": report.first_step,
-                "last_step": report.last_step,
-                "ingested_at": _now(),
-            }
             with self._locked():
-                dup = self._find_sha(sha)
+                dup = self._find_sha(report.sha256 or "")
                 if dup is not None:
                     shutil.rmtree(tmp, ignore_errors=True)
-                    m = self.meta(dup)
-                    return _result(m, duplicate_of=dup, report=report)
-                run_id = self._free_id(run_name, sha)
-                meta["run_id"] = run_id
+                    return _result(self.meta(dup), duplicate_of=dup, report=report)
+                columns = self._settle_types(tmp, report)
+                run_id = self._free_id(run_name, report.sha256 or "")
+                meta = _meta(run_id, run_name, source_name, report, columns)
+                for part in sorted(tmp.glob(f"part-*.parquet{_PART_TMP}")):
+                    os.replace(part, part.with_name(part.name[: -len(_PART_TMP)]))
                 _write_json(tmp / _META, meta)
                 os.replace(tmp, self._run_dir(run_id))
                 _fsync_dir(self.root)
             return _result(meta, duplicate_of=None, report=report)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        except OSError as e:
+            raise self._io_error(e, tmp, state) from None
+        finally:
+            if tmp is not None and tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+
+    def _io_error(self, e: OSError, tmp: Path | None, state: dict) -> StoreError:
+        """One line a person can act on: what failed, where, how much space was needed."""
+        written = 0
+        if tmp is not None and tmp.is_dir():
+            written = sum(f.stat().st_size for f in tmp.iterdir() if f.is_file())
+        done, total = state["done"], state["total"]
+        what = e.strerror or str(e)
+        code = errno.errorcode.get(e.errno or 0, "")
+        if code and code not in what:
+            what += f" ({code})"
+        msg = f"cannot store the run in {str(self.root)!r}: {what}"
+        mb = written / 1e6
+        # bytes written per content byte of the rows written, times the whole content
+        # (for gzip, the compressed size times the expansion seen so far)
+        content_total = total * state["content"] / done if total and done else None
+        if content_total and state["written"] and written:
+            need = written / state["written"] * content_total
+            msg += f"; the run needs about {need / 1e6:.1f} MB ({mb:.1f} MB written before the failure)"
+        elif written:
+            msg += f"; the run needs more than the {mb:.1f} MB written before the failure"
+        with contextlib.suppress(OSError):
+            free = shutil.disk_usage(tmp.parent if tmp is not None else self.root).free
+            msg += f", {free / 1e6:.1f} MB free there"
+        return StoreError(msg + ". The store is unchanged.", path=str(self.root))
 
     def _write_run(self, source: Any, tmp: Path, source_name: str | None,
-                   progress: Callable[[int, int | None], None] | None) -> IngestReport:
+                   progress: Callable[[int, int | None], None], state: dict) -> IngestReport:
         report = IngestReport()
         parts = _PartWriter(tmp)
-        with open(tmp / _REJECTS, "w", encoding="utf-8") as rej:
+        types = self.column_types()
+        with open(tmp / _REJECTS, "w", encoding="utf-8") as rej, \
+                open(tmp / _CONFLICTS, "w", encoding="utf-8") as conf:
             try:
-                for batch in iter_batches(source, chunk_bytes=self.chunk_bytes,
-                                          path=source_name, report=report):
+                for batch in iter_batches(source, chunk_bytes=self.chunk_bytes, path=source_name,
+                                          report=report, types=types,
+                                          max_line_bytes=self.max_line_bytes):
                     table = batch.table
                     if PARTITION in table.column_names:
                         # the hive key names the run; a source field of that name moves over
                         table = table.rename_columns(
                             [_free_col(PARTITION, table.column_names) if n == PARTITION else n
                              for n in table.column_names])
+                    state["content"] = report.content_bytes
                     parts.write(table)
-                    for r in batch.rejects:
-                        rej.write(json.dumps(_reject_record(r), ensure_ascii=False) + "\n")
-                    if progress is not None:
-                        progress(batch.bytes_done, report.source_bytes)
+                    state["written"] += batch.content_bytes
+                    if batch.rejects:
+                        rej.write("".join(json.dumps(_reject_record(r), ensure_ascii=False) + "\n"
+                                          for r in batch.rejects))
+                    if batch.aside:
+                        conf.write("".join(json.dumps(a.to_dict(), ensure_ascii=False) + "\n"
+                                           for a in batch.aside))
+                    progress(batch.bytes_done, report.source_bytes)
             finally:
                 parts.close()
-            rej.flush()
-            os.fsync(rej.fileno())
+            for fh in (rej, conf):
+                fh.flush()
+                if fh.tell():  # an empty file has nothing to make durable
+                    os.fsync(fh.fileno())
         if PARTITION in report.columns:
             report.columns = {(_free_col(PARTITION, report.columns) if k == PARTITION else k): v
                               for k, v in report.columns.items()}
+            report._types = {(_free_col(PARTITION, report._types) if k == PARTITION else k): v
+                             for k, v in report._types.items()}
         return report
+
+    def _settle_types(self, tmp: Path, report: IngestReport) -> dict[str, str]:
+        """Give every column of the new run the store's type (under the lock, so two
+        ingests racing on a new column agree), and every part the run's final types.
+
+        A column another run gave a type first is cast to it (values that do not fit
+        are set aside); a column whose type widened during this ingest (int64 then
+        float64) is widened in the earlier parts. Returns column -> type string.
+        """
+        self._schemas.clear()  # other processes may have committed runs meanwhile
+        store = self.column_types()
+        final = {k: store.get(k, t) for k, t in report._types.items()}
+        for k, t in final.items():
+            if pa.types.is_null(t) and k in store:
+                final[k] = store[k]
+        for part in sorted(tmp.glob(f"part-*.parquet{_PART_TMP}")):
+            schema = pq.read_schema(part)
+            if all(final.get(f.name, f.type) == f.type for f in schema):
+                continue
+            table = pq.read_table(part)
+            lines = table.column(LINE_COLUMN).to_numpy()
+            aside: list[Aside] = []
+            coerced: dict[str, dict[str, int]] = {}
+            for i, f in enumerate(table.schema):
+                want = final.get(f.name, f.type)
+                if want != f.type:
+                    col, a, c = conform_column(table.column(i), want, lines, f.name)
+                    table = table.set_column(i, f.name, col)
+                    aside.extend(a)
+                    for k, by in c.items():
+                        for kind, n in by.items():
+                            coerced.setdefault(k, {})[kind] = coerced.get(k, {}).get(kind, 0) + n
+            fresh = part.with_name(part.name + ".new")
+            w = _open_writer(fresh, table.schema)
+            try:
+                w.write_table(table)
+            finally:
+                w.close()
+            os.replace(fresh, part)
+            if aside:
+                with open(tmp / _CONFLICTS, "a", encoding="utf-8") as conf:
+                    conf.write("".join(json.dumps(a.to_dict(), ensure_ascii=False) + "\n"
+                                       for a in sorted(aside, key=lambda a: a.line)))
+            report.note(aside, coerced)
+        return {k: str(t) for k, t in final.items()}
 
     def _find_sha(self, sha: str) -> str | None:
         for d in self._run_dirs():
@@ -521,6 +746,14 @@ class RunStore:
         """The run's rejected lines: ``[{"line", "reason", "raw"[, "raw_base64"]}, ...]``."""
         d = self._existing_dir(run_id)
         p = d / _REJECTS
+        if not p.exists():
+            return []
+        with open(p, encoding="utf-8") as fh:
+            return [json.loads(line) for line in fh if line.strip()]
+
+    def conflicts(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's values set aside: ``[{"line", "field", "value", "type"}, ...]``."""
+        p = self._existing_dir(run_id) / _CONFLICTS
         if not p.exists():
             return []
         with open(p, encoding="utf-8") as fh:
@@ -623,11 +856,16 @@ class RunStore:
         float64; other conflicts -> string, via Arrow's cast). The ``run`` column is the
         hive partition key.
 
-        The same store from DuckDB and pandas::
+        The same store from DuckDB and pandas (``'{store}/**/*.parquet'`` works as well:
+        work in progress never lies under the store directory)::
 
             duckdb.sql(f"SELECT * FROM read_parquet('{store}/run=*/*.parquet', "
                        "hive_partitioning=true, union_by_name=true)")
             pandas.read_parquet(store, schema=RunStore(store).schema())
+
+        Every column has one type in every run (see the module docstring), so
+        ``pyarrow.unify_schemas`` with default promotion and Spark's
+        ``mergeSchema=true`` read it too.
 
         Returns
         -------
@@ -653,13 +891,57 @@ class RunStore:
         """
         d = self._existing_dir(run_id)
         host = sanitize_name(socket.gethostname())
-        trash = self.root / f"{_TRASH_PREFIX}{host}~{os.getpid()}~{uuid.uuid4().hex}"
+        # out of the store first (one rename), so no reader sees part of a run
+        trash = self.staging_dir() / f"{_TRASH_PREFIX}{host}~{os.getpid()}~{uuid.uuid4().hex}"
         with self._locked():
             try:
                 os.replace(d, trash)
             except FileNotFoundError as e:
                 raise StoreError(f"no run {run_id!r} in {self.root}", run_id=run_id) from e
         shutil.rmtree(trash, ignore_errors=True)
+
+
+_PATH_SUFFIXES = (".jsonl", ".json", ".ndjson", ".gz", ".parquet", ".txt")
+
+
+def resolve_target(target: str, store: str | os.PathLike | None = None) -> tuple[str, str]:
+    """What a command-line target names: a file, or a run in the store.
+
+    An existing file wins; otherwise the store is asked (a run id, or a unique run
+    name). A target that names neither is a missing file when it looks like a path
+    (it has a directory part or a data-file suffix), else a missing run.
+
+    Parameters
+    ----------
+    target
+        A path, a run id or a run name.
+    store
+        The store directory (default: :func:`default_store`).
+
+    Returns
+    -------
+    ("file", path) or ("run", run_id)
+
+    Raises
+    ------
+    IngestError
+        A path that does not exist (or is a directory).
+    StoreError
+        No run has that id or name, or the name is ambiguous.
+    """
+    target = str(target)
+    p = Path(target)
+    if p.is_file():
+        return "file", target
+    try:
+        return "run", RunStore(store).resolve(target)
+    except StoreError as e:
+        if p.is_dir():
+            raise IngestError(f"{target!r} is a directory, not a diag file or a run", path=target) from None
+        if "/" in target or os.sep in target or target.lower().endswith(_PATH_SUFFIXES):
+            raise IngestError(f"no such file: {target!r} (nor a run of that name in the store)",
+                              path=target) from None
+        raise e from None
 
 
 def _free_col(base: str, taken) -> str:
@@ -682,6 +964,31 @@ def _reject_record(r) -> dict[str, Any]:
     return rec
 
 
+def _meta(run_id: str, run_name: str, source_name: str | None, report: IngestReport,
+          columns: dict[str, str]) -> dict[str, Any]:
+    return {
+        "format_version": _FORMAT_VERSION,
+        "run_id": run_id,
+        "name": run_name,
+        "source": source_name,
+        "sha256": report.sha256 or "",
+        "source_bytes": report.source_bytes,
+        "content_bytes": report.content_bytes,
+        "gzip": report.gzip,
+        "truncated_gzip": report.truncated_gzip,
+        "lines": report.lines,
+        "rows": report.rows,
+        "blank_lines": report.blank_lines,
+        "rejected_count": report.rejected_count,
+        "aside_count": report.aside_count,
+        "coerced": report.coerced,
+        "columns": columns,
+        "first_step": report.first_step,
+        "last_step": report.last_step,
+        "ingested_at": _now(),
+    }
+
+
 def _result(meta: dict[str, Any], *, duplicate_of: str | None, report: IngestReport) -> IngestResult:
     return IngestResult(
         run_id=meta["run_id"],
@@ -693,6 +1000,10 @@ def _result(meta: dict[str, Any], *, duplicate_of: str | None, report: IngestRep
         duplicate_of=duplicate_of,
         sha256=meta.get("sha256"),
         meta=meta,
+        rejected_count=report.rejected_count,
+        aside=[a.to_dict() for a in report.aside],
+        aside_count=report.aside_count,
+        coerced={k: dict(v) for k, v in report.coerced.items()},
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from hypothesis import strategies as st
@@ -37,8 +38,24 @@ def _has_lone_surrogate(v: Any) -> bool:
     return False
 
 
-def classify(raw: bytes) -> tuple[str, Any]:
+def _float_in_range(s: str) -> float:
+    x = float(s)
+    if math.isinf(x):
+        raise OverflowError(s)  # 1e400: outside float64 (the Infinity token is not a number)
+    return x
+
+
+def _int_in_range(s: str) -> int:
+    v = int(s)  # ValueError past Python's digit limit: bad either way
+    if abs(v) > 1.7976931348623157e308:
+        raise OverflowError(s)
+    return v
+
+
+def classify(raw: bytes, max_line: int | None = None) -> tuple[str, Any]:
     """('blank', None) | ('bad', reason-ish) | ('good', flat dict) for one line."""
+    if max_line is not None and len(raw) > max_line and raw.strip(b" \t\r"):
+        return "bad", "long"
     if raw.endswith(b"\r"):
         raw = raw[:-1]
     if not raw.strip(b" \t\r"):
@@ -48,8 +65,8 @@ def classify(raw: bytes) -> tuple[str, Any]:
     except UnicodeDecodeError:
         return "bad", "utf-8"
     try:
-        obj = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+        obj = json.loads(text, parse_float=_float_in_range, parse_int=_int_in_range)
+    except (ValueError, RecursionError, OverflowError):
         return "bad", "json"
     if not isinstance(obj, dict):
         return "bad", "not an object"
@@ -65,16 +82,21 @@ def classify(raw: bytes) -> tuple[str, Any]:
     return "good", flat
 
 
-def model(data: bytes) -> tuple[dict[int, dict], dict[int, str], int]:
-    """Good rows by line number, bad lines by line number, and the line count."""
+def model(data: bytes, max_line: int | None = None) -> tuple[dict[int, dict], dict[int, str], int]:
+    """Good rows by line number, bad lines by line number, and the line count.
+
+    CR, LF and CRLF each end a line; a non-blank line longer than ``max_line`` bytes
+    (without its line break) is bad.
+    """
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
+    data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
     lines = data.split(b"\n")
     if data.endswith(b"\n") or not data:
         lines.pop()
     good, bad = {}, {}
     for i, raw in enumerate(lines, start=1):
-        kind, val = classify(raw)
+        kind, val = classify(raw, max_line)
         if kind == "good":
             good[i] = val
         elif kind == "bad":
@@ -111,6 +133,8 @@ def text(v: Any) -> str:
 
 
 def _kind(v: Any) -> str:
+    if v is None:
+        return "null"
     if v is True or v is False:
         return "bool"
     if isinstance(v, int):
@@ -119,32 +143,127 @@ def _kind(v: Any) -> str:
         return "float"
     if isinstance(v, str):
         return "str"
-    return "list"
+    kinds = {_KIND_OF[_kind(x)] for x in v if x is not None}
+    return "mixed" if len(kinds) > 1 or kinds & {"mixed"} else "list"
 
 
-def expected_columns(good: dict[int, dict]) -> dict[str, dict[int, Any]]:
-    """Column -> {line: expected value} under the documented type rule.
+# a list mixing kinds ([1, "a"]) is stored as its JSON text: it is of the string kind
+_KIND_OF = {"bool": "bool", "int": "number", "float": "number", "str": "str", "list": "list",
+            "mixed": "str", "null": "null"}
+_INT_TEXT = re.compile(r"-?(?:0|[1-9][0-9]{0,18})")
 
-    Lists in the generators hold ints only, so a list column stays a list column unless
-    it meets a scalar.
+
+def json_text(v: Any) -> str:
+    """A set-aside value as the report writes it."""
+    return json.dumps(v, ensure_ascii=False) if isinstance(v, str) else text(v)
+
+
+def _coerce(v: Any, target: str, fixed: bool) -> tuple[bool, Any]:
+    """The documented lossless coercions, restated."""
+    if target == "float":
+        if isinstance(v, (bool, int, float)):
+            return True, float(v)
+        if isinstance(v, str) and not fixed:
+            return (True, float(int(v))) if _INT_TEXT.fullmatch(v) else (False, None)
+        if isinstance(v, str):
+            try:
+                x = float(v)
+            except ValueError:
+                return False, None
+            return float_text(x) == v or repr(x) == v, x
+        return False, None
+    if target == "int":
+        if isinstance(v, bool):
+            return True, int(v)
+        if isinstance(v, int):
+            return INT64[0] <= v <= INT64[1], v
+        if isinstance(v, float):
+            ok = math.isfinite(v) and v.is_integer() and abs(v) < 2**63
+            return ok, int(v) if ok else None
+        if isinstance(v, str) and _INT_TEXT.fullmatch(v):
+            return INT64[0] <= int(v) <= INT64[1], int(v)
+        return False, None
+    if target == "bool":
+        if isinstance(v, bool):
+            return True, v
+        if isinstance(v, (int, float)) and v in (0, 1):
+            return True, bool(v)
+        if v in ("true", "false"):
+            return True, v == "true"
+        return False, None
+    if target == "str":
+        return True, v if isinstance(v, str) else text(v)
+    return _kind(v) == "list", v  # a list column holds any list of one kind
+
+
+def expected_columns(good: dict[int, dict]) -> tuple[dict[str, dict[int, Any]], dict[tuple[int, str], str]]:
+    """Column -> {line: expected value}, and (line, column) -> JSON text of each value
+    set aside, under the documented type rule: a contract field has its canonical type;
+    another column the kind of its first value (int widened to float by a float of the
+    same kind); values of another kind are coerced when lossless, else set aside.
     """
+    from regime_dash.ingest import CANONICAL_TYPES
+
+    canonical = {k: {"int64": "int", "double": "float", "string": "str", "bool": "bool"}[str(t)]
+                 for k, t in CANONICAL_TYPES.items()}
     cols: dict[str, dict[int, Any]] = {}
-    for line, row in good.items():
-        for k, v in row.items():
-            if _kind(v) == "float" and isinstance(v, int) and v is not True and v is not False:
+    for line in sorted(good):
+        for k, v in good[line].items():
+            if _kind(v) == "float" and isinstance(v, int):
                 v = float(v)  # ints outside int64 read as float64
             cols.setdefault(k, {})[line] = v
     out: dict[str, dict[int, Any]] = {}
+    aside: dict[tuple[int, str], str] = {}
     for name, vals in cols.items():
-        kinds = {_kind(v) for v in vals.values() if v is not None}
-        if kinds <= {"bool"} or kinds == {"int"} or kinds == {"str"} or kinds == {"list"}:
-            conv = lambda v: v  # noqa: E731
-        elif kinds <= {"int", "float"}:
-            conv = lambda v: None if v is None else float(v)  # noqa: E731
+        fixed = name in canonical
+        if fixed:
+            target = canonical[name]
         else:
-            conv = lambda v: None if v is None else text(v)  # noqa: E731
-        out[name] = {line: conv(v) for line, v in vals.items()}
-    return out
+            first = next((_kind(v) for v in vals.values() if v is not None), None)
+            if first is None:
+                out[name] = dict(vals)
+                continue
+            kind = _KIND_OF[first]
+            kinds = {_kind(v) for v in vals.values() if v is not None and _KIND_OF[_kind(v)] == kind}
+            target = "float" if kind == "number" and "float" in kinds else (
+                "int" if kind == "number" else "str" if kind == "str" else first)
+        col = {}
+        for line, v in vals.items():
+            if v is None:
+                col[line] = None
+                continue
+            same_kind = not fixed and _KIND_OF[_kind(v)] == _KIND_OF.get(target, target)
+            if same_kind:
+                col[line] = float(v) if target == "float" else text(v) if _kind(v) == "mixed" else v
+                continue
+            ok, x = _coerce(v, target, fixed)
+            if ok:
+                col[line] = x
+            else:
+                col[line] = None
+                aside[(line, name)] = json_text(v)
+        out[name] = col
+    return out, aside
+
+
+def check_against_model(data: bytes, table, rep, max_line: int | None = None) -> None:
+    """Assert an ingest (``table``, ``rep``) of ``data`` holds what the model says: the good
+    lines as rows, the bad ones rejected, every good line's values stored or set aside."""
+    good, bad, _n = model(data, max_line)
+    got = {r["_line"]: r for r in table.to_pylist()}
+    assert sorted(got) == sorted(good)
+    assert rep.rejected_count == len(bad) and rep.rows == len(good)
+    assert sorted(r.line for r in rep.rejected) == sorted(bad)[:len(rep.rejected)]
+    exp, aside = expected_columns(good)
+    assert set(table.column_names) == set(exp) | {"_line"}
+    for col, vals in exp.items():
+        for line in good:
+            want = vals.get(line)
+            have = got[line][col]
+            assert same(have, want), (col, line, have, want)
+    # every value that did not fit its column is kept aside exactly
+    assert rep.aside_count == len(aside)
+    assert {(a.line, a.field): a.value for a in rep.aside} == aside
 
 
 def same(a: Any, b: Any) -> bool:

@@ -52,8 +52,8 @@ def test_layout_is_hive_with_meta_and_rejects(store):
     res = store.ingest(diag(50) + b"broken {\n", name="my run")
     d = store.root / f"run={res.run_id}"
     names = sorted(p.name for p in d.iterdir())
-    assert names[0] == "_meta.json" and names[1] == "_rejects.jsonl"
-    assert all(n.startswith("part-") and n.endswith(".parquet") for n in names[2:])
+    assert names[:3] == ["_conflicts.jsonl", "_meta.json", "_rejects.jsonl"]
+    assert all(n.startswith("part-") and n.endswith(".parquet") for n in names[3:])
     meta = json.loads((d / "_meta.json").read_text())
     for key in ("source", "sha256", "lines", "rows", "rejected_count", "columns", "first_step",
                 "last_step", "ingested_at"):
@@ -100,8 +100,11 @@ def test_late_column_and_type_conflict_across_parts(store):
     df = store.load(res.run_id)
     assert len(df) == 302 and df["late.k"].iloc[300] == 1 and df["late.k"].isna().sum() == 301
     sig = df["risk_stack.popart.sigma"]
-    assert sig.iloc[301] == "inf?" and sig.iloc[0] == "1"  # widened to text, row kept
-    assert res.rows == 302
+    # sigma keeps its canonical float64: the text is set aside, the row is kept
+    assert str(sig.dtype) == "float64" and pd.isna(sig.iloc[301]) and sig.iloc[0] == 1.0
+    assert res.rows == 302 and res.aside == [{"line": 302, "field": "risk_stack.popart.sigma",
+                                              "value": '"inf?"', "type": "double"}]
+    assert store.conflicts(res.run_id) == res.aside
 
 
 def test_load_projection_and_sorting(store):
@@ -173,8 +176,9 @@ def test_kill_during_ingest_leaves_no_partial_run_and_next_ingest_succeeds(tmp_p
         deadline = time.time() + 60
         # wait until the child is writing Parquet parts into its work directory
         while time.time() < deadline:
-            work = [p for p in root.glob(".ingest-*")] if root.exists() else []
-            if work and list(work[0].glob("part-*.parquet")):
+            staging = tmp_path / ".store.staging"  # beside the store, out of every glob
+            work = list(staging.glob("ingest-*")) if staging.exists() else []
+            if work and list(work[0].glob("part-*.parquet*")):
                 break
             assert proc.poll() is None, "ingest finished before it could be killed"
             time.sleep(0.02)
@@ -191,7 +195,7 @@ def test_kill_during_ingest_leaves_no_partial_run_and_next_ingest_succeeds(tmp_p
     assert store.open_dataset().to_table().num_rows == 0  # readers skip the dot dir
     res = store.ingest(src)
     assert res.rows > 1000 and res.duplicate_of is None
-    assert not list(root.glob(".ingest-*"))  # the dead ingest's leftovers are gone
+    assert not list((tmp_path / ".store.staging").glob("ingest-*"))  # the dead ingest's leftovers are gone
     assert [r["run_id"] for r in store.list_runs()] == [res.run_id]
 
 

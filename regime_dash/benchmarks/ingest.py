@@ -1,6 +1,6 @@
 """Ingest benchmark: our store ingest vs DuckDB ``read_json`` -> Parquet vs pyarrow.
 
-``python -m regime_dash bench ingest [--size-mb 100] [--repeat 3] [--peak-mb 1000]``
+``python -m regime_dash bench ingest [--size-mb 100] [--repeat 3] [--peak-mb 1000] [--bomb-gib 4]``
 
 All contenders read the same generated, nested diag.jsonl file (the DESIGN.md diag
 fields, ~1 KB a line, some NaN tokens) in the same process run, best of ``--repeat``
@@ -14,10 +14,18 @@ fields, ~1 KB a line, some NaN tokens) in the same process run, best of ``--repe
   ``pyarrow.parquet.write_table`` of the flattened table.
 
 ``ours_with_rejects`` ingests a copy of the file with one bad line in 5,000 (the others
-cannot read it at all). Peak memory is sampled in a fresh subprocess that ingests a
+cannot read it at all); ``ours_blank_lines`` a file of the same size holding only blank
+lines (a flood of them must stream like real data). Peak memory is sampled in a fresh subprocess that ingests a
 generated file of ``--peak-mb`` MB, next to one that ingests a 10 MB file: the RSS the
 ingest adds on top of the interpreter and its imports, so the figure shows what grows
 with the file size (nothing should).
+
+``--bomb-gib N`` writes a gzip bomb (a few MB that expand to N GiB of zero bytes with no
+line break, between good lines) and measures the peak RSS of ingesting it through the
+CLI, through the Runs page's upload path (streamlit's AppTest driving the real page,
+which hands the upload to ``RunStore.ingest`` as streamlit's ``UploadedFile``), and
+both at once into one store. Peak RSS is the kernel's figure for each child process
+(``os.wait4``), not a sample.
 """
 from __future__ import annotations
 
@@ -29,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +126,126 @@ def make_diag_file(path: str | os.PathLike, size_mb: float, *, seed: int = 0,
             if late_key and late_from is None and written > 0.99 * target:
                 late_from = lines
     return lines
+
+
+def write_gzip_bomb(path: str | os.PathLike, expanded_mib: int, good: int = 50) -> Path:
+    """Write ``good`` diag lines, one line of ``expanded_mib`` MiB of zero bytes (no line
+    break inside), and ``good`` more, gzip-compressed block by block (nothing holds the
+    expansion; 4 GiB compress to about 4 MB).
+
+    Returns
+    -------
+    pathlib.Path
+    """
+    def lines(start: int) -> bytes:
+        return b"".join(b'{"step": %d, "fold": 0, "phase": "train", "risk_stack": {"popart": '
+                        b'{"sigma": %d.5}}}\n' % (i, i) for i in range(start, start + good))
+
+    z = zlib.compressobj(1, zlib.DEFLATED, 31)  # wbits 31: a gzip member
+    block = bytes(1 << 20)
+    with open(path, "wb") as fh:
+        fh.write(z.compress(lines(0)))
+        for _ in range(expanded_mib):
+            fh.write(z.compress(block))
+        fh.write(z.compress(b"\n" + lines(good)))
+        fh.write(z.flush())
+    return Path(path)
+
+
+def child_env() -> dict:
+    """This environment with the repository on ``PYTHONPATH`` (for child processes)."""
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+# Linux carries a process's peak RSS across exec, and a child forked from a big process
+# starts with that process's pages: measured directly, a child of a test run would report
+# the test run's RSS. A small launcher (a bare interpreter) starts the measured command
+# and reads its peak with os.wait4, so only the launcher's few MB can leak into it.
+_LAUNCHER = """
+import os, subprocess, sys
+p = subprocess.Popen(sys.argv[2:])
+_pid, status, usage = os.wait4(p.pid, 0)
+with open(sys.argv[1], "w") as fh:
+    fh.write(str(usage.ru_maxrss * 1024))
+sys.exit(os.waitstatus_to_exitcode(status) & 0xFF)
+"""
+
+
+def start_child(args: list[str], cwd: str | os.PathLike | None = None, env: dict | None = None,
+                preexec_fn=None) -> tuple[subprocess.Popen, Any, Any, str]:
+    """Start a measured child process (through a small launcher, see above), its output
+    in temporary files (no pipe can fill up)."""
+    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    fd, rss_file = tempfile.mkstemp(prefix="rd-rss-")
+    os.close(fd)
+    proc = subprocess.Popen([sys.executable, "-S", "-c", _LAUNCHER, rss_file, *args], cwd=cwd,
+                            env=env or child_env(), stdout=out, stderr=err, preexec_fn=preexec_fn)
+    return proc, out, err, rss_file
+
+
+def finish_child(proc: subprocess.Popen, out, err, rss_file: str) -> tuple[int, str, str, int]:
+    """Wait for a :func:`start_child` child: (exit status, stdout, stderr, peak RSS bytes),
+    the peak from the kernel's accounting of that one process."""
+    proc.wait()
+    texts = []
+    for fh in (out, err):
+        fh.seek(0)
+        texts.append(fh.read().decode("utf-8", "replace"))
+        fh.close()
+    try:
+        with open(rss_file) as fh:
+            rss = int(fh.read() or 0)
+    finally:
+        os.unlink(rss_file)
+    return proc.returncode, texts[0], texts[1], rss
+
+
+def cli_args(*args: str) -> list[str]:
+    """``python -m regime_dash ARGS`` with this interpreter."""
+    return [sys.executable, "-m", "regime_dash", *args]
+
+
+def app_upload_args(store: str | os.PathLike, path: str | os.PathLike) -> list[str]:
+    """A child that uploads ``path`` through the Runs page into ``store``
+    (:mod:`regime_dash.ui.upload_probe`); run it from the repository root."""
+    return [sys.executable, "-m", "regime_dash.ui.upload_probe", str(store), str(path)]
+
+
+def bomb_peaks(work: Path, expanded_gib: float) -> dict[str, Any]:
+    """Peak RSS of ingesting a gzip bomb through the CLI, the app, and both at once."""
+    repo = Path(__file__).resolve().parents[2]
+    mib = int(expanded_gib * 1024)
+    t0 = time.perf_counter()
+    bomb = write_gzip_bomb(work / "bomb.diag.jsonl.gz", mib)
+    out: dict[str, Any] = {"expanded_mib": mib, "gzip_mb": round(bomb.stat().st_size / 1e6, 1),
+                           "write_s": round(time.perf_counter() - t0, 1)}
+
+    def check(rc: int, text: str, err: str) -> None:
+        if rc != 0:
+            raise RuntimeError(f"bomb ingest failed (rc {rc}): {err[-2000:]}")
+
+    t0 = time.perf_counter()
+    rc, o, e, cli = finish_child(*start_child(cli_args("ingest", str(bomb), "--store", str(work / "s1"))))
+    check(rc, o, e)
+    out["cli"] = {"peak_rss_mb": round(cli / 2**20, 1), "s": round(time.perf_counter() - t0, 1)}
+    t0 = time.perf_counter()
+    rc, o, e, app = finish_child(*start_child(app_upload_args(work / "s2", bomb), cwd=repo))
+    check(rc, o, e)
+    out["app"] = {"peak_rss_mb": round(app / 2**20, 1), "s": round(time.perf_counter() - t0, 1),
+                  "page": o.strip().splitlines()[1] if o.strip() else ""}
+    t0 = time.perf_counter()
+    a = start_child(cli_args("ingest", str(bomb), "--store", str(work / "s3")))
+    b = start_child(app_upload_args(work / "s3", bomb), cwd=repo)
+    ra, b_ = finish_child(*a), finish_child(*b)
+    check(*ra[:3])
+    check(*b_[:3])
+    out["both_at_once"] = {"cli_peak_rss_mb": round(ra[3] / 2**20, 1),
+                           "app_peak_rss_mb": round(b_[3] / 2**20, 1),
+                           "s": round(time.perf_counter() - t0, 1)}
+    return out
 
 
 def _best(fn, repeat: int) -> float:
@@ -221,7 +350,7 @@ def peak_rss(path: str | None, store: str) -> tuple[int, int, float]:
 
 
 def run_benchmark(size_mb: float = 100.0, repeat: int = 3, peak_mb: float = 0.0,
-                  workdir: str | None = None) -> dict[str, Any]:
+                  workdir: str | None = None, bomb_gib: float = 0.0) -> dict[str, Any]:
     """Run the ingest benchmark and return its figures.
 
     Parameters
@@ -234,6 +363,9 @@ def run_benchmark(size_mb: float = 100.0, repeat: int = 3, peak_mb: float = 0.0,
         If > 0, also measure the peak RSS of ingesting a file this large (e.g. 1000).
     workdir
         Scratch directory (a temporary one by default; removed afterwards).
+    bomb_gib
+        If > 0, also measure the peak RSS of ingesting a gzip bomb that expands to this
+        many GiB (CLI, app upload path, both at once).
 
     Returns
     -------
@@ -249,10 +381,17 @@ def run_benchmark(size_mb: float = 100.0, repeat: int = 3, peak_mb: float = 0.0,
         make_diag_file(clean, size_mb, seed=1)
         dirty = tmp / "diag_bad.jsonl"
         make_diag_file(dirty, size_mb, seed=1, bad_every=5000)
+        blank = tmp / "blank.jsonl"
+        with open(blank, "wb") as fh:  # a flood of blank lines, mixed LF / CRLF / padding
+            piece = (b"\n" * 50 + b"\r\n" * 20 + b"   \t\n" * 10) * 4096
+            for _ in range(max(1, int(size_mb * 1e6 / len(piece)))):
+                fh.write(piece)
+            fh.write(b'{"step": 0}\n')  # one row, so the run is stored
         mb = clean.stat().st_size / 1e6
         mb_dirty = dirty.stat().st_size / 1e6
+        mb_blank = blank.stat().st_size / 1e6
         # interleave the contenders so load from other processes hits them alike
-        t_ours, t_duck, t_pa, t_pa_w, t_bad = [], [], [], [], []
+        t_ours, t_duck, t_pa, t_pa_w, t_bad, t_blank = [], [], [], [], [], []
         for _ in range(repeat):
             t_duck.append(_time_duckdb(clean, tmp, 1))
             t_ours.append(_time_ours(clean, tmp, 1))
@@ -260,6 +399,7 @@ def run_benchmark(size_mb: float = 100.0, repeat: int = 3, peak_mb: float = 0.0,
             t_pa.append(r)
             t_pa_w.append(w)
             t_bad.append(_time_ours(dirty, tmp, 1))
+            t_blank.append(_time_ours(blank, tmp, 1))
         ours, bad = min(t_ours), min(t_bad)
         duck = None if None in t_duck else min(t_duck)
         res: dict[str, Any] = {
@@ -271,6 +411,7 @@ def run_benchmark(size_mb: float = 100.0, repeat: int = 3, peak_mb: float = 0.0,
             "mb_per_s": {
                 "ours": round(mb / ours, 1),
                 "ours_with_rejects": round(mb_dirty / bad, 1),
+                "ours_blank_lines": round(mb_blank / min(t_blank), 1),
                 "duckdb_read_json_to_parquet": None if duck is None else round(mb / duck, 1),
                 "pyarrow_read_json": round(mb / min(t_pa), 1),
                 "pyarrow_read_json_to_parquet": round(mb / min(t_pa_w), 1),
@@ -279,11 +420,17 @@ def run_benchmark(size_mb: float = 100.0, repeat: int = 3, peak_mb: float = 0.0,
         if duck is not None:
             res["ratio_vs_duckdb"] = round(duck / ours, 2)
             res["target_met"] = duck / ours >= 1.0
+            # one bad line in 5,000 against DuckDB on the clean file (it cannot read the other)
+            res["rejects_ratio_vs_duckdb_clean"] = round((mb_dirty / bad) / (mb / duck), 2)
+        res["blank_lines_ratio_vs_clean"] = round((mb_blank / min(t_blank)) / (mb / ours), 2)
         res["ratio_vs_pyarrow_read_json"] = round(min(t_pa) / ours, 2)
-        if peak_mb > 0:
+        if peak_mb > 0 or bomb_gib > 0:
             shutil.rmtree(tmp / "store", ignore_errors=True)
-            for p in (clean, dirty):
+            for p in (clean, dirty, blank):
                 p.unlink()
+        if bomb_gib > 0:
+            res["gzip_bomb"] = bomb_peaks(tmp, bomb_gib)
+        if peak_mb > 0:
             small = tmp / "small.jsonl"
             make_diag_file(small, 10, seed=2)
             b_small, p_small, _ = peak_rss(str(small), str(tmp / "s1"))
@@ -313,6 +460,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeat", type=int, default=3, help="timings per contender (best kept)")
     p.add_argument("--peak-mb", type=float, default=0.0,
                    help="also measure peak RSS ingesting a file this large (e.g. 1000)")
+    p.add_argument("--bomb-gib", type=float, default=0.0,
+                   help="also measure peak RSS ingesting a gzip bomb expanding to this many GiB "
+                        "(CLI, app upload, both at once; e.g. 4)")
     p.add_argument("--workdir", default=None, help="scratch directory (default: system tmp)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON only")
     p.add_argument("--out", default=None, help="also write the JSON figures to this file")
@@ -325,7 +475,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.size_mb <= 0 or args.repeat < 1:
         raise ValidationError(f"--size-mb must be > 0 and --repeat >= 1, got "
                               f"{args.size_mb!r} and {args.repeat!r}", field="size_mb")
-    res = run_benchmark(args.size_mb, args.repeat, args.peak_mb, args.workdir)
+    res = run_benchmark(args.size_mb, args.repeat, args.peak_mb, args.workdir, args.bomb_gib)
     text = json.dumps(res, indent=1)
     if args.out:
         Path(args.out).write_text(text + "\n", encoding="utf-8")
@@ -340,6 +490,15 @@ def _run(args: argparse.Namespace) -> int:
     if "ratio_vs_duckdb" in res:
         print(f"  ours / duckdb = {res['ratio_vs_duckdb']:.2f}x (target >= 1.0x: "
               f"{'met' if res['target_met'] else 'NOT met'})")
+    if "rejects_ratio_vs_duckdb_clean" in res:
+        print(f"  with one bad line in 5,000 / duckdb on the clean file = "
+              f"{res['rejects_ratio_vs_duckdb_clean']:.2f}x; blank-line flood / clean = "
+              f"{res['blank_lines_ratio_vs_clean']:.2f}x")
+    if "gzip_bomb" in res:
+        gb = res["gzip_bomb"]
+        print(f"  gzip bomb ({gb['gzip_mb']} MB expanding to {gb['expanded_mib']} MiB): peak RSS "
+              f"CLI {gb['cli']['peak_rss_mb']} MB, app upload {gb['app']['peak_rss_mb']} MB, both at "
+              f"once {gb['both_at_once']['cli_peak_rss_mb']} / {gb['both_at_once']['app_peak_rss_mb']} MB")
     if "peak_memory" in res:
         pm = res["peak_memory"]
         print(f"  ingesting {pm['file_mb']} MB adds {pm['ingest_adds_mb']} MB to the RSS "

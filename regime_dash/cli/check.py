@@ -14,7 +14,8 @@ and exits 0 when they are identical, 1 when they differ.
 
 A target is a file (``.parquet`` frame, or a diag ``.jsonl``, plain or gzip,
 read by :mod:`regime_dash.ingest`, which sets bad lines aside) or, when no such
-file exists, a run id in the run store.
+file exists, a run in the run store: its id, or the name given at ingest when
+one run has it. A path that does not exist is reported as a missing file.
 """
 from __future__ import annotations
 
@@ -46,8 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Check a run against the spec's invariants, success criteria and module "
                        "checks, and report findings. Exit status: 0 nothing failed, 1 a check failed or a "
                        "finding has severity fail, 2 bad input (a file that is not a diag included).")
-    p.add_argument("target", metavar="RUN_ID|FILE", nargs="?",
-                   help="run id in the store, or a .jsonl/.parquet file")
+    p.add_argument("target", metavar="RUN|FILE", nargs="?",
+                   help="run id or name in the store, or a .jsonl/.parquet file")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument("--list", action="store_true", help="list the check ids and what each checks, then exit")
     p.add_argument("--all", action="store_true",
@@ -70,8 +71,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     d = sub.add_parser("diff", help="compare two runs step by step (F3 byte-identical check)",
                        description="Compare two runs step by step. Exit status: 0 identical, "
                        "1 different, 2 bad input.")
-    d.add_argument("a", metavar="A", help="run id or file")
-    d.add_argument("b", metavar="B", help="run id or file")
+    d.add_argument("a", metavar="A", help="run id or name, or file")
+    d.add_argument("b", metavar="B", help="run id or name, or file")
     d.add_argument("--json", action="store_true", help="print the diff as one JSON object")
     d.add_argument("--columns", metavar="COL[,COL...]", default=None, help="compare only these columns")
     d.add_argument("--aliases", metavar="FILE", default=None, help=_ALIAS_HELP)
@@ -94,16 +95,19 @@ def _user_aliases(path: str | None) -> dict | None:
 
 
 def load_target(target: str, store: str | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Read a run: a file when ``target`` is one, else a run id in the store.
+    """Read a run: a file when ``target`` is one, else a run id or unique run name in the
+    store (:func:`regime_dash.store.resolve_target`).
 
     Returns the frame (raw column names) and a small ``source`` dict for the report.
     """
     from regime_dash.errors import IngestError
+    from regime_dash.store import RunStore, resolve_target
 
     from regime_dash.analysis.view import NULL_ROWS_ATTR, null_rows
 
-    path = Path(target)
-    if path.is_file():
+    kind, ref = resolve_target(target, store)
+    if kind == "file":
+        path = Path(ref)
         if path.suffix == ".parquet":
             import pyarrow.parquet as pq
 
@@ -121,12 +125,10 @@ def load_target(target: str, store: str | None = None) -> tuple[pd.DataFrame, di
         frame.attrs[NULL_ROWS_ATTR] = null_rows(table)
         if ingest.LINE_COLUMN in frame.columns:
             frame = frame.drop(columns=[ingest.LINE_COLUMN])
-        return frame, {"file": path.name, "rejected_lines": len(report.rejected)}
-    from regime_dash.store import RunStore
-
-    frame = RunStore(store).load(target)
+        return frame, {"file": path.name, "rejected_lines": report.rejected_count}
+    frame = RunStore(store).load(ref)
     drop = [c for c in ("_line", "run") if c in frame.columns]
-    return frame.drop(columns=drop), {"run_id": target}
+    return frame.drop(columns=drop), {"run_id": ref}
 
 
 def require_diag(frame: pd.DataFrame, target: str, source: dict) -> None:

@@ -1,9 +1,11 @@
 """``python -m regime_dash ingest PATH... [--store DIR] [--name NAME] [--json]``.
 
 Stores each diag.jsonl (plain or gzip) as a run. Exit status: 0 when every file was
-stored (or was already stored); rejected lines are reported, not a failure. 2 when a
-file could not be read (missing, unreadable, corrupt gzip, no JSON object line at all);
-the other files are still ingested.
+stored (or was already stored); rejected lines and values set aside are reported, not
+a failure. 2 when a file could not be read (missing, unreadable, corrupt gzip, no JSON
+object line at all) or the store could not be written (disk full, permission denied);
+the other files are still ingested. ``check``, ``diff`` and ``rm`` then accept the
+``--name`` given here when one run has it, and the full run id always.
 """
 from __future__ import annotations
 
@@ -66,13 +68,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--name", default=None, help="run name (default: the file name)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON array with an object per file")
+    p.add_argument("--max-line-mb", type=float, default=None, metavar="MB",
+                   help="reject lines longer than this, unread (default 64)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from regime_dash.store import RunStore
 
-    store = RunStore(args.store)
+    from regime_dash.errors import ValidationError
+
+    kw = {}
+    if args.max_line_mb is not None:
+        if not args.max_line_mb > 0:
+            raise ValidationError(f"--max-line-mb must be > 0, got {args.max_line_mb!r}",
+                                  field="max_line_mb", value=args.max_line_mb)
+        kw["max_line_bytes"] = max(1, int(args.max_line_mb * 2**20))
+    store = RunStore(args.store, **kw)
     results = []
     rc = 0
     tty = sys.stderr.isatty()
@@ -106,8 +118,16 @@ def _print_human(path: str, res) -> None:
         return
     steps = "" if res.first_step is None else f", steps {res.first_step}..{res.last_step}"
     print(f"{path}: stored run {res.run_id}: {res.rows} rows, {len(res.columns)} columns"
-          f"{steps}, {len(res.rejected)} rejected lines")
+          f"{steps}, {res.rejected_count} rejected lines")
     for r in res.rejected[:10]:
         print(f"  line {r['line']}: {r['reason']}")
-    if len(res.rejected) > 10:
-        print(f"  ... and {len(res.rejected) - 10} more (python -m regime_dash runs --json)")
+    if res.rejected_count > 10:
+        print(f"  ... and {res.rejected_count - 10} more (in the run's _rejects.jsonl)")
+    for col, kinds in res.coerced.items():
+        what = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
+        print(f"  {col}: {what} value(s) stored as {res.meta['columns'].get(col, '?')} (lossless)")
+    if res.aside_count:
+        print(f"  {res.aside_count} value(s) did not fit their column's type and were set aside "
+              "(kept in the run's _conflicts.jsonl):")
+        for a in res.aside[:5]:
+            print(f"    line {a['line']}: {a['field']} = {a['value'][:60]} (column is {a['type']})")

@@ -14,7 +14,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_list)
 
     r = sub.add_parser("rm", help="delete a run from the store")
-    r.add_argument("run_ids", nargs="+", metavar="RUN", help="run id (see `runs`)")
+    r.add_argument("run_ids", nargs="+", metavar="RUN",
+                   help="run id, or the name given at ingest when one run has it (see `runs`)")
     r.add_argument("--store", metavar="DIR", default=None,
                    help="run store directory (default: $REGIME_DASH_STORE or ./data/store)")
     r.set_defaults(func=run_rm)
@@ -31,8 +32,8 @@ def run_list(args: argparse.Namespace) -> int:
     if not runs:
         print("no runs")
         return 0
-    head = ("RUN", "ROWS", "REJ", "STEPS", "INGESTED", "SOURCE")
-    rows = [(r["run_id"], str(r["rows"]), str(r["rejected"]),
+    head = ("RUN", "NAME", "ROWS", "REJ", "STEPS", "INGESTED", "SOURCE")
+    rows = [(r["run_id"], str(r["name"] or ""), str(r["rows"]), str(r["rejected"]),
              "" if r["first_step"] is None else f"{r['first_step']}..{r['last_step']}",
              str(r["ingested_at"] or ""), str(r["source"] or "")) for r in runs]
     widths = [max(len(x[i]) for x in [head, *rows]) for i in range(len(head))]
@@ -45,7 +46,8 @@ def run_rm(args: argparse.Namespace) -> int:
     from regime_dash.store import RunStore
 
     store = RunStore(args.store)
-    for rid in args.run_ids:
-        store.delete(rid)  # StoreError -> "error: ..." and exit 2 (cli.main)
+    for ref in args.run_ids:
+        rid = store.resolve(ref)  # StoreError -> "error: ..." and exit 2 (cli.main)
+        store.delete(rid)
         print(f"deleted {rid}")
     return 0

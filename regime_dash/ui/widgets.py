@@ -14,6 +14,7 @@ import streamlit as st
 
 from regime_dash.config import SWITCHES, RegimeConfig
 from regime_dash.field_ranges import FIELD_RANGES
+from regime_dash.ui.errors import ErrorNote, show_error
 
 #: Toggle labels: the spec's feature numbers of F2/F4/F5, "model:" for the model switches.
 SWITCH_LABELS = {"resurrection": "F2 Kelly resurrection", "envelope": "F4 PopArt σ envelope",
@@ -340,8 +341,8 @@ def record_ingest(upload_id: str, name: str, result: Any) -> None:
 def ingest_report_panel() -> None:
     """One expander per ingest of this session: rows, rejected lines, columns and step range."""
     for upload_id, (name, result) in reversed(list(ingest_reports().items())):
-        if isinstance(result, Exception):
-            st.error(f"{name}: not ingested — {result}")
+        if isinstance(result, (Exception, ErrorNote)):
+            show_error(result, context=f"{name}: not ingested. ")
             continue
         rejected = list(getattr(result, "rejected", []) or [])
         dup = getattr(result, "duplicate_of", None)

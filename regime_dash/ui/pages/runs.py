@@ -5,6 +5,7 @@ import streamlit as st
 
 from regime_dash.errors import RegimeDashError
 from regime_dash.ui import cache, widgets
+from regime_dash.ui.errors import ErrorNote
 
 st.title("Runs")
 st.caption("Keep your runs here: upload a trainer's diag.jsonl (or load the sample) to store it as Parquet; "
@@ -21,11 +22,11 @@ if new:
             frac = (k + (done / total if total else 1.0)) / len(new)
             bar.progress(min(frac, 1.0), text=f"ingesting {name}: {done:,} of {total:,} bytes")
 
-        try:
-            result = store.ingest(up.getvalue(), source_name=up.name, progress=progress)
-            widgets.record_ingest(up.file_id, up.name, result)
-        except RegimeDashError as exc:
-            widgets.record_ingest(up.file_id, up.name, exc)
+        try:  # the upload streams through ingest: memory stays bounded whatever it holds
+            result = store.ingest(up, source_name=up.name, progress=progress)
+        except Exception as exc:  # noqa: BLE001 - reported once, never retried; the others still store
+            result = ErrorNote.from_exception(exc)
+        widgets.record_ingest(up.file_id, up.name, result)
     bar.progress(1.0, text=f"ingested {len(new)} file(s)")
 
 widgets.ingest_report_panel()
