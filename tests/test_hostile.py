@@ -224,7 +224,7 @@ def test_a_failed_upload_is_reported_once_and_the_others_store(tmp_path, monkeyp
 
 _SLOW_INGEST = textwrap.dedent("""
     import sys, time
-    from regime_dash import ingest
+    from regime_dash.ingest import pipeline as ingest  # where iter_batches looks them up
     from regime_dash.store import RunStore
     real = ingest._parse_chunk
     def slow(*a, **k):

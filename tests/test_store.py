@@ -162,7 +162,7 @@ def test_kill_during_ingest_leaves_no_partial_run_and_next_ingest_succeeds(tmp_p
     make_diag_file(src, 12, seed=5)
     code = textwrap.dedent("""
         import sys, time
-        from regime_dash import ingest
+        from regime_dash.ingest import pipeline as ingest  # where iter_batches looks them up
         from regime_dash.store import RunStore
         real = ingest._parse_chunk
         def slow(*a, **k):
@@ -332,7 +332,7 @@ def test_default_store_env(monkeypatch, tmp_path):
 
 _PEAK = textwrap.dedent("""
     import resource, sys
-    from regime_dash import ingest
+    from regime_dash.ingest import pipeline as ingest  # where iter_batches looks them up
     from regime_dash.store import RunStore
     ingest._default_workers = lambda: 2  # the same pipeline depth on any machine
     RunStore(sys.argv[2], chunk_bytes=1 << 20).ingest(sys.argv[1])
