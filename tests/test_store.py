@@ -199,6 +199,34 @@ def test_kill_during_ingest_leaves_no_partial_run_and_next_ingest_succeeds(tmp_p
     assert [r["run_id"] for r in store.list_runs()] == [res.run_id]
 
 
+def test_a_lock_held_by_a_killed_process_does_not_block_the_next_ingest(tmp_path):
+    root = tmp_path / "store"
+    code = textwrap.dedent("""
+        import sys, time
+        from regime_dash.store import RunStore
+        with RunStore(sys.argv[1])._locked():
+            print("held", flush=True)
+            time.sleep(120)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code, str(root)], env=child_env(),
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        blocked: list[bool] = []
+        waiter = threading.Thread(target=lambda: blocked.append(RunStore(root).ingest(diag(5)).rows == 5),
+                                  daemon=True)  # a lock that never frees must fail the test, not hang it
+        waiter.start()
+        waiter.join(1.0)
+        assert waiter.is_alive() and not blocked  # the commit waits for the live holder
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        waiter.join(30)
+        assert blocked == [True]  # the dead holder's lock went with it
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 def test_same_bytes_give_one_run(store, tmp_path):
     data = diag(40) + b"junk\n"
     first = store.ingest(data, name="one")
