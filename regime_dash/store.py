@@ -33,8 +33,9 @@ Idempotent
     again (under any name, plain or gzip) returns the existing run as ``duplicate_of``.
 Concurrent
     Parsing runs without a lock; the duplicate check and the rename run under an
-    exclusive ``flock`` on ``<store>/.lock``, so two ingests of the same bytes give one
-    run and two ingests of different files both land.
+    exclusive ``flock`` on ``<store>/.lock`` (:mod:`filelock`), so two ingests of the
+    same bytes give one run and two ingests of different files both land; a process
+    killed while it holds the lock releases it with its death.
 Safe names
     Run ids are ``<name>-<sha256[:12]>`` where the name is reduced to
     ``[A-Za-z0-9._-]`` (no leading dot or dash, at most 64 characters), so no name can
@@ -73,6 +74,7 @@ from typing import Any, Callable, Iterator, Sequence
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
+from filelock import FileLock
 
 from regime_dash.errors import IngestError, StoreError
 from regime_dash.ingest import (
@@ -87,11 +89,6 @@ from regime_dash.ingest import (
     unify_tables,
     unify_types,
 )
-
-try:  # POSIX advisory locks; on other systems a lock directory stands in
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["ENV_VAR", "IngestResult", "RunStore", "default_store", "resolve_target", "sanitize_name"]
 
@@ -358,26 +355,11 @@ class RunStore:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
+        # filelock's lock is an OS lock on an open descriptor (flock on POSIX): the kernel
+        # drops it when its process dies, so an ingest killed with -9 never blocks the next
         self.root.mkdir(parents=True, exist_ok=True)
-        if fcntl is not None:
-            with open(self.root / ".lock", "a+b") as fh:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-                try:
-                    yield
-                finally:
-                    fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-        else:  # pragma: no cover - mkdir is atomic everywhere
-            lockdir = self.root / ".lockdir"
-            while True:
-                try:
-                    lockdir.mkdir()
-                    break
-                except FileExistsError:
-                    time.sleep(0.05)
-            try:
-                yield
-            finally:
-                lockdir.rmdir()
+        with FileLock(self.root / ".lock"):
+            yield
 
     def _run_dirs(self) -> list[Path]:
         if not self.root.is_dir():

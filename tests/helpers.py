@@ -23,3 +23,8 @@ def stream(steps: int = 1, accounts: int = 4, **fields) -> rd.Stream:
 def col(frame, name: str) -> np.ndarray:
     """A diag column by its short name under risk_stack (e.g. 'regime.dead_zone.flag')."""
     return frame[f"risk_stack.{name}"].to_numpy()
+
+
+def by_id(results) -> dict:
+    """Check results keyed by their id."""
+    return {r.id: r for r in results}

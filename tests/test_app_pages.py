@@ -423,6 +423,7 @@ def test_replay_default_sweep_flat_line_says_why(tmp_path, monkeypatch):
     assert len(notes) == 1 and "timeout_unreachable" in notes[0] and "Theorem 3" in notes[0]
 
 
+@pytest.mark.slow  # a sweep and a cell replay through the page: about 6 s
 def test_replay_sweep_and_open_a_cell(tmp_path, monkeypatch):
     at = open_app(tmp_path / "store", monkeypatch)
     at.switch_page(page("replay")).run()
@@ -568,6 +569,7 @@ def test_explore_view_round_trips_through_the_url(loaded, monkeypatch):
     assert gone.multiselect(key="explore.runs").value == [ids[1]]
 
 
+@pytest.mark.slow  # four pages rendered in turn: about 12 s with its fixture
 def test_selection_survives_page_switches(loaded):
     at = loaded
     at.switch_page(page("explore")).run()

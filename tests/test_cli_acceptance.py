@@ -19,6 +19,7 @@ def cli(*argv, cwd=ROOT):
                           cwd=cwd, env=ENV, timeout=300)
 
 
+@pytest.mark.slow  # a 1940-step replay and a check in subprocesses: 5-22 s
 @pytest.mark.parametrize("resurrection", [True, False], ids=["f2_on", "f2_off"])
 def test_replay_kelly_trap_run8_then_check(tmp_path, resurrection):
     out = tmp_path / "t.jsonl"

@@ -224,7 +224,7 @@ def test_a_failed_upload_is_reported_once_and_the_others_store(tmp_path, monkeyp
 
 _SLOW_INGEST = textwrap.dedent("""
     import sys, time
-    from regime_dash import ingest
+    from regime_dash.ingest import pipeline as ingest  # where iter_batches looks them up
     from regime_dash.store import RunStore
     real = ingest._parse_chunk
     def slow(*a, **k):
@@ -372,6 +372,7 @@ def test_spark_merge_schema_reads_the_mixed_store(tmp_path):
 # ----------------------------------------------------------------- run addressing
 
 
+@pytest.mark.slow  # a dozen CLI subprocesses: about 10 s
 def test_check_diff_rm_accept_the_ingest_name_and_report_missing_files(tmp_path):
     s = str(tmp_path / "s")
     gz = tmp_path / "run.diag.jsonl.gz"
@@ -461,6 +462,7 @@ def _peak_rss() -> int:
 _SUITE = {"inputs": 0, "lines": 0, "rows": 0, "rejects": 0, "aside": 0, "gzip": 0, "max_rss_mb": 0.0}
 
 
+@pytest.mark.slow  # 80 hostile files, some gzip: about 6 s
 @settings(max_examples=80, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                  HealthCheck.large_base_example])

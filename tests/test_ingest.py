@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from regime_dash import ingest
 from regime_dash.errors import IngestError
 from regime_dash.ingest import IngestReport, iter_batches, parse, unify_types
+from regime_dash.ingest import arrow as ingest_arrow  # the fast path reads _SLOW_LINES there
 
 from diag_lines import check_against_model, diag_files, same
 
@@ -28,7 +29,7 @@ def rows_by_line(table: pa.Table) -> dict[int, dict]:
 def fast_everywhere():
     """Let the Arrow fast path run on pieces of any size (it normally skips pieces of
     64 lines or fewer), so small test inputs exercise it and its fallbacks."""
-    with mock.patch.object(ingest, "_SLOW_LINES", 0):
+    with mock.patch.object(ingest_arrow, "_SLOW_LINES", 0):
         yield
 
 
@@ -419,7 +420,7 @@ _PROP = settings(max_examples=70, deadline=None,
 @given(data=diag_files(), chunk=st.sampled_from([16, 64, 256, 1 << 20]),
        workers=st.sampled_from([1, 2]), slow_lines=st.sampled_from([0, 2, 64]))
 def test_property_rows_equal_good_lines_rejects_equal_bad_lines(data, chunk, workers, slow_lines):
-    with mock.patch.object(ingest, "_SLOW_LINES", slow_lines):
+    with mock.patch.object(ingest_arrow, "_SLOW_LINES", slow_lines):
         table, rep = parse(data, chunk_bytes=chunk, workers=workers)
     check_against_model(data, table, rep)
 
@@ -430,7 +431,7 @@ def test_property_fast_path_agrees_with_reference(data):
     """Arrow's fast path (forced on every piece) and the line-by-line reference agree."""
     with fast_everywhere():
         fast_table, fast_rep = parse(data, workers=1)
-    with mock.patch.object(ingest, "_SLOW_LINES", 10**9):
+    with mock.patch.object(ingest_arrow, "_SLOW_LINES", 10**9):
         ref_table, ref_rep = parse(data, workers=1)
     assert [(r.line, r.reason) for r in fast_rep.rejected] == \
         [(r.line, r.reason) for r in ref_rep.rejected]

@@ -19,6 +19,16 @@ def marks(at) -> list[tuple[float, str]]:
     return [(s["x0"], s["name"]) for s in chart_spec(at).get("layout", {}).get("shapes", [])]
 
 
+def live_scenario(tmp_path, monkeypatch, scenario: str, steps: int):
+    """The Live page with a scenario of ``steps`` steps chosen as its source."""
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.switch_page(page("live")).run()
+    at.radio(key="live.source.kind").set_value("Scenario").run()
+    at.selectbox(key="live.source.scenario").set_value(scenario).run()
+    at.number_input(key="live.source.steps").set_value(steps).run()
+    return at
+
+
 def test_live_simulator_steps_and_injections(tmp_path, monkeypatch):
     at = open_app(tmp_path / "store", monkeypatch)
     at.switch_page(page("live")).run()
@@ -87,11 +97,7 @@ def test_live_stream_file_reconfigured_while_it_plays(tmp_path, monkeypatch):
 
 
 def test_live_scenario_and_a_rejected_config(tmp_path, monkeypatch):
-    at = open_app(tmp_path / "store", monkeypatch)
-    at.switch_page(page("live")).run()
-    at.radio(key="live.source.kind").set_value("Scenario").run()
-    at.selectbox(key="live.source.scenario").set_value("tail_shock").run()
-    at.number_input(key="live.source.steps").set_value(400).run()
+    at = live_scenario(tmp_path, monkeypatch, "tail_shock", 400)
     no_exception(at, "scenario")
     assert metric(at, "step") == "0 of 400"
     at.button(key="live.controls.step").click().run()
@@ -110,11 +116,7 @@ def test_live_scenario_and_a_rejected_config(tmp_path, monkeypatch):
 
 
 def test_live_injection_after_the_end_of_a_stream_is_a_warning(tmp_path, monkeypatch):
-    at = open_app(tmp_path / "store", monkeypatch)
-    at.switch_page(page("live")).run()
-    at.radio(key="live.source.kind").set_value("Scenario").run()
-    at.selectbox(key="live.source.scenario").set_value("calm").run()
-    at.number_input(key="live.source.steps").set_value(100).run()
+    at = live_scenario(tmp_path, monkeypatch, "calm", 100)
     at.slider(key="live.controls.speed").set_value(100)
     at.button(key="live.controls.play").click().run()
     assert at.session_state["live.run"].done

@@ -9,14 +9,11 @@ from regime_dash.modules import MODULES
 from regime_dash.modules.pearl_c import PearlCConfig, PearlCStream
 from regime_dash.modules.pearl_c import twin
 from regime_dash.modules.pearl_c.replay import COL, block_column
+from tests.helpers import by_id
 
 M = MODULES["pearl_c"]
 F = np.float32
 SIZES = (1, 31, 1500)
-
-
-def by_id(results):
-    return {r.id: r for r in results}
 
 
 def test_per_block_counts_follow_the_grid_stride_ownership():

@@ -12,6 +12,7 @@ from regime_dash.modules.sp14_alpha_grad_gate import slots as S
 from regime_dash.modules.sp14_alpha_grad_gate.replay import COLUMNS as C
 from regime_dash.modules.sp14_alpha_grad_gate.replay import initial_isv, reset_plan
 from regime_dash.modules.sp14_alpha_grad_gate.twin import alpha_grad_gate_step, replay_twin
+from tests.helpers import by_id
 
 M = MODULES["sp14_alpha_grad_gate"]
 
@@ -21,10 +22,6 @@ def stream_of(aux, q_dis=0.2, warmup=1.0, **kw):
     t = len(aux)
     return Sp14Stream.make(aux_dir_acc=aux, q_disagreement=np.full(t, q_dis, np.float32),
                            warmup_gate=np.full(t, warmup, np.float32), **kw)
-
-
-def by_id(results):
-    return {r.id: r for r in results}
 
 
 def test_schmitt_hysteresis_four_step_trajectory():

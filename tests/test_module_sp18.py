@@ -13,14 +13,11 @@ from regime_dash.modules.sp18_hold import twin
 from regime_dash.modules.sp18_hold.demo import bar_stream
 from regime_dash.modules.sp18_hold.replay import COL
 from regime_dash.slots import SlotLayout
+from tests.helpers import by_id
 
 M = MODULES["sp18_hold"]
 F = np.float32
 SIZES = (1, 31, 1500)
-
-
-def by_id(results):
-    return {r.id: r for r in results}
 
 
 def fresh_isv():

@@ -172,6 +172,7 @@ def test_sp14_kernel_slot_indices_come_from_the_defines(tmp_path):
     assert bare.returncode != 0 and "kernel_defines" in bare.stderr
 
 
+@pytest.mark.slow  # a fresh interpreter importing every module: about 9 s
 def test_importing_modules_pulls_no_ui_or_gpu_stack():
     code = ("import regime_dash.modules, sys; m = regime_dash.modules.MODULES['sp18_hold'];"
             "m.replay(m.demo_stream(steps=20)); print(' '.join(sys.modules))")

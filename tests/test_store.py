@@ -162,7 +162,7 @@ def test_kill_during_ingest_leaves_no_partial_run_and_next_ingest_succeeds(tmp_p
     make_diag_file(src, 12, seed=5)
     code = textwrap.dedent("""
         import sys, time
-        from regime_dash import ingest
+        from regime_dash.ingest import pipeline as ingest  # where iter_batches looks them up
         from regime_dash.store import RunStore
         real = ingest._parse_chunk
         def slow(*a, **k):
@@ -197,6 +197,34 @@ def test_kill_during_ingest_leaves_no_partial_run_and_next_ingest_succeeds(tmp_p
     assert res.rows > 1000 and res.duplicate_of is None
     assert not list((tmp_path / ".store.staging").glob("ingest-*"))  # the dead ingest's leftovers are gone
     assert [r["run_id"] for r in store.list_runs()] == [res.run_id]
+
+
+def test_a_lock_held_by_a_killed_process_does_not_block_the_next_ingest(tmp_path):
+    root = tmp_path / "store"
+    code = textwrap.dedent("""
+        import sys, time
+        from regime_dash.store import RunStore
+        with RunStore(sys.argv[1])._locked():
+            print("held", flush=True)
+            time.sleep(120)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code, str(root)], env=child_env(),
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        blocked: list[bool] = []
+        waiter = threading.Thread(target=lambda: blocked.append(RunStore(root).ingest(diag(5)).rows == 5),
+                                  daemon=True)  # a lock that never frees must fail the test, not hang it
+        waiter.start()
+        waiter.join(1.0)
+        assert waiter.is_alive() and not blocked  # the commit waits for the live holder
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        waiter.join(30)
+        assert blocked == [True]  # the dead holder's lock went with it
+    finally:
+        if proc.poll() is None:
+            proc.kill()
 
 
 def test_same_bytes_give_one_run(store, tmp_path):
@@ -332,7 +360,7 @@ def test_default_store_env(monkeypatch, tmp_path):
 
 _PEAK = textwrap.dedent("""
     import resource, sys
-    from regime_dash import ingest
+    from regime_dash.ingest import pipeline as ingest  # where iter_batches looks them up
     from regime_dash.store import RunStore
     ingest._default_workers = lambda: 2  # the same pipeline depth on any machine
     RunStore(sys.argv[2], chunk_bytes=1 << 20).ingest(sys.argv[1])

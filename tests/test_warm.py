@@ -48,6 +48,7 @@ def test_compiled_kernels_are_read_as_a_fresh_cache():
     assert warm.choose_engine("auto", 10) == "fast"
 
 
+@pytest.mark.slow  # a CLI replay on a cold numba cache: about 12 s
 def test_cli_on_a_cold_cache_answers_on_the_reference_and_says_why(tmp_path):
     """An empty numba cache is detected as cold (not guessed): auto replays on the reference and says so."""
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba-cache"))

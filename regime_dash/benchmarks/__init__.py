@@ -1,8 +1,10 @@
 """Benchmarks behind ``python -m regime_dash bench TARGET``.
 
-Each target is a module here exposing ``register(subparsers)`` (adds its parser and
-sets ``func(args) -> int``), like the CLI commands. Adding a target is adding its
-module name to ``TARGETS``.
+Each target is a module here holding its measurement and a handler ``main(args) ->
+int`` that prints the figures; its options are declared in :mod:`regime_dash.cli.bench`
+and every benchmark times through :mod:`regime_dash.benchmarks.timing`. Adding a
+target is adding its module name to ``TARGETS`` and its options to
+``regime_dash.cli.bench.TARGET_SPECS``.
 """
 from __future__ import annotations
 

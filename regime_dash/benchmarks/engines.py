@@ -42,6 +42,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from regime_dash.benchmarks.timing import repeat, wall
 from regime_dash.config import RegimeConfig
 from regime_dash.streams import Stream
 
@@ -142,26 +143,6 @@ def machine_info() -> dict[str, Any]:
         "cupy": cupy.__version__,
     })
     return info
-
-
-# ---- timing --------------------------------------------------------------------------
-def _repeat(once: Callable[[], float], repeats: int, budget_s: float) -> list[float]:
-    """Seconds of up to ``repeats`` calls of ``once`` (which times itself), stopping past the budget."""
-    runs: list[float] = []
-    start = time.perf_counter()
-    while len(runs) < repeats:
-        runs.append(float(once()))
-        if time.perf_counter() - start >= budget_s:
-            break
-    return runs
-
-
-def _wall(fn: Callable[[], Any]) -> Callable[[], float]:
-    def once() -> float:
-        t0 = time.perf_counter()
-        fn()
-        return time.perf_counter() - t0
-    return once
 
 
 def _row(name: str, device: str, runs: list[float], steps: int, scenarios: int = 1,
@@ -279,7 +260,7 @@ def _copy_roofline(cp, nbytes: int, repeats: int, budget_s: float) -> dict[str, 
 
     once = _event_seconds(cp, launch)
     once()  # warm-up
-    runs = _repeat(once, repeats, budget_s)
+    runs = repeat(once, repeats, budget_s)
     seconds = statistics.median(runs)
     return {"name": "D2D copy (roofline)", "device": "gpu", "status": "ok", "seconds": seconds,
             "runs": runs, "repeats": len(runs), "bytes_moved": 2 * nbytes,
@@ -310,7 +291,7 @@ def _sweep_kernel_row(stream: Stream, size: int, repeats: int, budget_s: float) 
 
         once = _event_seconds(cp, lambda: fast_gpu._launch_sweep(cp, mod, p1, layout, rows, boots, []), before)
         once()  # warm-up
-        runs = _repeat(once, repeats, budget_s)
+        runs = repeat(once, repeats, budget_s)
     return _row(f"sweep kernel S={size}", "gpu", runs, stream.steps, scenarios=size,
                 timing="replay_sweep alone, device-resident (CUDA events)")
 
@@ -333,7 +314,7 @@ def _scale_out_rows(stream: Stream, size: int, repeats: int, budget_s: float, gp
 
     def one():
         sweep(stream.slice(0, min(stream.steps, 64)), configs[:2], engine="fast", device="gpu")
-        return _row(one_name, "gpu", _repeat(_wall(lambda: sweep(stream, configs, engine="fast", device="gpu")),
+        return _row(one_name, "gpu", repeat(wall(lambda: sweep(stream, configs, engine="fast", device="gpu")),
                                              repeats, budget_s), stream.steps, scenarios=size, gpus=1)
 
     one_row = add(_attempt(one_name, "gpu", one, size))
@@ -350,7 +331,7 @@ def _scale_out_rows(stream: Stream, size: int, repeats: int, budget_s: float, gp
             got = sweep(stream, configs[:4096], engine="fast", device="gpu", scheduler=client).table
             if not want.equals(got):
                 raise RuntimeError("the dask sweep's table differs from the in-process one")
-            runs = _repeat(_wall(lambda: sweep(stream, configs, engine="fast", device="gpu",
+            runs = repeat(wall(lambda: sweep(stream, configs, engine="fast", device="gpu",
                                                scheduler=client)), repeats, budget_s)
             return _row(two_name, "gpu", runs, stream.steps, scenarios=size, gpus=n_gpu,
                         workers=distributed.worker_count(client))
@@ -427,19 +408,19 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
     # ---- CPU ----
     def reference_row():
         reference.run(warm, isv0, boot, layout, snap_idx)
-        return _row("reference", "cpu", _repeat(_wall(lambda: reference.run(stream, isv0, boot, layout, snap_idx)),
+        return _row("reference", "cpu", repeat(wall(lambda: reference.run(stream, isv0, boot, layout, snap_idx)),
                                                 repeats, budget_s), steps)
 
     add(reference_row())
 
     def fast_phase1_row():
         fast.step_stats(stream)  # warm-up: loads (or compiles) the kernels
-        return _row("fast phase 1", "cpu", _repeat(_wall(lambda: fast.step_stats(stream)), repeats, budget_s),
+        return _row("fast phase 1", "cpu", repeat(wall(lambda: fast.step_stats(stream)), repeats, budget_s),
                     steps)
 
     def fast_cpu_row():
         fast.run_cpu(stream, isv0, boot, layout, snap_idx)
-        return _row("fast", "cpu", _repeat(_wall(lambda: fast.run_cpu(stream, isv0, boot, layout, snap_idx)),
+        return _row("fast", "cpu", repeat(wall(lambda: fast.run_cpu(stream, isv0, boot, layout, snap_idx)),
                                            repeats, budget_s), steps)
 
     add(_attempt("fast phase 1", "cpu", fast_phase1_row))
@@ -456,7 +437,7 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
     def cuda_row(graph: bool):
         def make():
             cuda.per_step_us(warm, isv0, boot, layout, snap_idx, graph=graph, repeats=1)  # compile
-            runs = _repeat(lambda: cuda.per_step_us(stream, isv0, boot, layout, snap_idx, graph=graph,
+            runs = repeat(lambda: cuda.per_step_us(stream, isv0, boot, layout, snap_idx, graph=graph,
                                                     repeats=1) * steps / 1e6, repeats, budget_s)
             return _row("cuda per step" + (" (graph)" if graph else ""), "gpu", runs, steps)
         return make
@@ -472,7 +453,7 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
         dev.check(want[0], want[2])  # also the warm-up
         device["dev"] = dev
         once = _event_seconds(dev.cp, dev.replay, before=dev.restore)
-        return _row("fast", "gpu", _repeat(once, repeats, budget_s), steps,
+        return _row("fast", "gpu", repeat(once, repeats, budget_s), steps,
                     timing="device-resident (CUDA events)")
 
     fast_dev = gpu_row("fast", fast_gpu_device_row)
@@ -483,7 +464,7 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
             raise RuntimeError("the device-resident fast GPU row failed")
         once = _event_seconds(dev.cp, dev.phase1)
         once()
-        runs = _repeat(once, repeats, budget_s)
+        runs = repeat(once, repeats, budget_s)
         row = _row("fast phase 1", "gpu", runs, steps, bytes_moved=dev.phase1_bytes)
         row["gb_per_s"] = dev.phase1_bytes / row["seconds"] / 1e9
         return row
@@ -492,7 +473,7 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
 
     def fast_gpu_e2e_row():
         fast_gpu.run(stream, isv0, boot, layout, snap_idx)
-        return _row("fast end to end", "gpu", _repeat(_wall(
+        return _row("fast end to end", "gpu", repeat(wall(
             lambda: fast_gpu.run(stream, isv0, boot, layout, snap_idx)), repeats, budget_s), steps,
             timing="host arrays in and out (perf_counter)")
 
@@ -521,7 +502,7 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
             configs = sweep_configs(s)
 
             def make(configs=configs, s=s, d=dev_name):
-                runs = _repeat(_wall(lambda: sweep(stream, configs, engine="fast", device=d)), repeats, budget_s)
+                runs = repeat(wall(lambda: sweep(stream, configs, engine="fast", device=d)), repeats, budget_s)
                 return _row(f"sweep S={s}", d, runs, steps, scenarios=s)
             add(_attempt(f"sweep S={s}", dev_name, make, s))
     if gpu_reason is not None:
@@ -624,40 +605,9 @@ def format_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-# ---- CLI -----------------------------------------------------------------------------
-def _sizes(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--sweep-sizes {text!r} is not a comma-separated list of ints") from None
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of ``bench engines`` (also usable by a default ``bench`` target)."""
-    p.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
-    p.add_argument("--steps", type=int, default=DEFAULT_STEPS, help=f"T (default {DEFAULT_STEPS:,})")
-    p.add_argument("--accounts", type=int, default=DEFAULT_ACCOUNTS, help=f"b (default {DEFAULT_ACCOUNTS:,})")
-    p.add_argument("--repeats", type=int, default=5, help="timed runs per row after a warm-up (default 5)")
-    p.add_argument("--sweep-sizes", type=_sizes, default=DEFAULT_SWEEP_SIZES, metavar="S1,S2,...",
-                   help="config counts of the sweep rows (default 1,1024,16384)")
-    p.add_argument("--gpu-sweep-sizes", type=_sizes, default=DEFAULT_GPU_SWEEP_SIZES, metavar="S1,S2,...",
-                   help="config counts of the GPU sweep rows (default 1024,16384,65536)")
-    p.add_argument("--scale-out-size", type=int, default=DEFAULT_SCALE_OUT_SIZE, metavar="S",
-                   help="configs of the one-GPU vs dask-over-all-GPUs rows (default 262144; 0 skips)")
-    p.add_argument("--budget", type=float, default=120.0, metavar="SECONDS",
-                   help="stop repeating a row once its runs took this long (default 120)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic stream (default 0)")
-    p.set_defaults(func=main)
-
-
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("engines", help="replay engines: reference, fast CPU/GPU, cuda per step, sweeps",
-                       description=__doc__.split("::")[0].strip(),
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(p)
-
-
+# ---- CLI (the options are declared in regime_dash.cli.bench) ----------------------
 def main(args: argparse.Namespace) -> int:
+    """``bench engines``: run the benchmark and print its table (the JSON goes to ``--json``)."""
     result = run(args.steps, args.accounts, args.json, args.repeats, args.sweep_sizes, args.budget, args.seed,
                  log=lambda line: print(line, file=sys.stderr, flush=True),
                  gpu_sweep_sizes=args.gpu_sweep_sizes, scale_out_size=args.scale_out_size)

@@ -36,12 +36,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from regime_dash.benchmarks.timing import Stopwatch, best_of
 
 #: The DESIGN.md diag layout as a %-template of one line (json.dumps spacing).
 _TEMPLATE = (
@@ -218,43 +219,34 @@ def bomb_peaks(work: Path, expanded_gib: float) -> dict[str, Any]:
     """Peak RSS of ingesting a gzip bomb through the CLI, the app, and both at once."""
     repo = Path(__file__).resolve().parents[2]
     mib = int(expanded_gib * 1024)
-    t0 = time.perf_counter()
-    bomb = write_gzip_bomb(work / "bomb.diag.jsonl.gz", mib)
+    with Stopwatch() as sw:
+        bomb = write_gzip_bomb(work / "bomb.diag.jsonl.gz", mib)
     out: dict[str, Any] = {"expanded_mib": mib, "gzip_mb": round(bomb.stat().st_size / 1e6, 1),
-                           "write_s": round(time.perf_counter() - t0, 1)}
+                           "write_s": round(sw.seconds, 1)}
 
     def check(rc: int, text: str, err: str) -> None:
         if rc != 0:
             raise RuntimeError(f"bomb ingest failed (rc {rc}): {err[-2000:]}")
 
-    t0 = time.perf_counter()
-    rc, o, e, cli = finish_child(*start_child(cli_args("ingest", str(bomb), "--store", str(work / "s1"))))
-    check(rc, o, e)
-    out["cli"] = {"peak_rss_mb": round(cli / 2**20, 1), "s": round(time.perf_counter() - t0, 1)}
-    t0 = time.perf_counter()
-    rc, o, e, app = finish_child(*start_child(app_upload_args(work / "s2", bomb), cwd=repo))
-    check(rc, o, e)
-    out["app"] = {"peak_rss_mb": round(app / 2**20, 1), "s": round(time.perf_counter() - t0, 1),
+    with Stopwatch() as sw:
+        rc, o, e, cli = finish_child(*start_child(cli_args("ingest", str(bomb), "--store", str(work / "s1"))))
+        check(rc, o, e)
+    out["cli"] = {"peak_rss_mb": round(cli / 2**20, 1), "s": round(sw.seconds, 1)}
+    with Stopwatch() as sw:
+        rc, o, e, app = finish_child(*start_child(app_upload_args(work / "s2", bomb), cwd=repo))
+        check(rc, o, e)
+    out["app"] = {"peak_rss_mb": round(app / 2**20, 1), "s": round(sw.seconds, 1),
                   "page": o.strip().splitlines()[1] if o.strip() else ""}
-    t0 = time.perf_counter()
-    a = start_child(cli_args("ingest", str(bomb), "--store", str(work / "s3")))
-    b = start_child(app_upload_args(work / "s3", bomb), cwd=repo)
-    ra, b_ = finish_child(*a), finish_child(*b)
-    check(*ra[:3])
-    check(*b_[:3])
+    with Stopwatch() as sw:
+        a = start_child(cli_args("ingest", str(bomb), "--store", str(work / "s3")))
+        b = start_child(app_upload_args(work / "s3", bomb), cwd=repo)
+        ra, b_ = finish_child(*a), finish_child(*b)
+        check(*ra[:3])
+        check(*b_[:3])
     out["both_at_once"] = {"cli_peak_rss_mb": round(ra[3] / 2**20, 1),
                            "app_peak_rss_mb": round(b_[3] / 2**20, 1),
-                           "s": round(time.perf_counter() - t0, 1)}
+                           "s": round(sw.seconds, 1)}
     return out
-
-
-def _best(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def _time_ours(path: Path, work: Path, repeat: int) -> float:
@@ -265,7 +257,7 @@ def _time_ours(path: Path, work: Path, repeat: int) -> float:
         shutil.rmtree(root, ignore_errors=True)
         RunStore(root).ingest(path)
 
-    return _best(once, repeat)
+    return best_of(once, repeat)
 
 
 def _time_duckdb(path: Path, work: Path, repeat: int) -> float | None:
@@ -283,14 +275,14 @@ def _time_duckdb(path: Path, work: Path, repeat: int) -> float | None:
         finally:
             con.close()
 
-    return _best(once, repeat)
+    return best_of(once, repeat)
 
 
 def _time_pyarrow(path: Path, work: Path, repeat: int) -> tuple[float, float]:
     import pyarrow.json as pj
     import pyarrow.parquet as pq
 
-    read = _best(lambda: pj.read_json(path), repeat)
+    read = best_of(lambda: pj.read_json(path), repeat)
 
     def read_write():
         t = pj.read_json(path)
@@ -298,7 +290,7 @@ def _time_pyarrow(path: Path, work: Path, repeat: int) -> tuple[float, float]:
             t = t.flatten()
         pq.write_table(t, work / "pa.parquet")
 
-    return read, _best(read_write, repeat)
+    return read, best_of(read_write, repeat)
 
 
 _PEAK_CHILD = """
@@ -450,26 +442,8 @@ def run_benchmark(size_mb: float = 100.0, repeat: int = 3, peak_mb: float = 0.0,
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ingest", help="ingest MB/s vs DuckDB and pyarrow; peak memory",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--size-mb", type=float,
-                   default=float(os.environ.get("REGIME_DASH_BENCH_MB", 100)),
-                   help="size of the generated diag file (default 100, or "
-                        "$REGIME_DASH_BENCH_MB)")
-    p.add_argument("--repeat", type=int, default=3, help="timings per contender (best kept)")
-    p.add_argument("--peak-mb", type=float, default=0.0,
-                   help="also measure peak RSS ingesting a file this large (e.g. 1000)")
-    p.add_argument("--bomb-gib", type=float, default=0.0,
-                   help="also measure peak RSS ingesting a gzip bomb expanding to this many GiB "
-                        "(CLI, app upload, both at once; e.g. 4)")
-    p.add_argument("--workdir", default=None, help="scratch directory (default: system tmp)")
-    p.add_argument("--json", action="store_true", help="print the figures as JSON only")
-    p.add_argument("--out", default=None, help="also write the JSON figures to this file")
-    p.set_defaults(func=_run)
-
-
-def _run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
+    """``bench ingest``: run the benchmark and print its figures (options in :mod:`regime_dash.cli.bench`)."""
     from regime_dash.errors import ValidationError
 
     if args.size_mb <= 0 or args.repeat < 1:

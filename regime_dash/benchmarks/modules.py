@@ -47,20 +47,8 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("modules", help="controller modules: replay time of each demo stream per engine",
-                       description=__doc__.split("::")[0].strip(),
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--steps", type=int, default=None, help="demo stream length (default: each module's)")
-    p.add_argument("--repeats", type=int, default=3, help="timed runs per row after a warm-up (median)")
-    p.add_argument("--engines", default="reference,cuda", help="comma-separated engines (default reference,cuda)")
-    p.add_argument("--include-core", action="store_true", help="also the regime observer")
-    p.add_argument("--seed", type=int, default=0, help="demo stream seed")
-    p.add_argument("--json", metavar="FILE", default=None, help="also write the rows as JSON")
-    p.set_defaults(func=main)
-
-
 def main(args: argparse.Namespace) -> int:
+    """``bench modules``: run the benchmark and print its table (options in :mod:`regime_dash.cli.bench`)."""
     engines = tuple(e.strip() for e in args.engines.split(",") if e.strip())
     rows = run(args.steps, args.repeats, engines, args.include_core, args.seed)
     print(format_table(rows))

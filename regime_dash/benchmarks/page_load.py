@@ -43,6 +43,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
 
+from regime_dash.benchmarks.timing import Stopwatch, timed
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 #: Flags headless chromium needs on this machine kind: no sandbox inside a container, no
@@ -130,15 +132,15 @@ def make_run(store: str | os.PathLike, steps: int, accounts: int, seed: int = 0)
     from regime_dash.engine import replay_trajectory
     from regime_dash.store import RunStore
 
-    t0 = time.perf_counter()
-    stream = scenarios.make("kelly_trap_run8", seed=seed, steps=steps, accounts=accounts)
-    traj = replay_trajectory(stream, engine="auto")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = diag.write_jsonl(traj.frame, Path(tmp) / f"trap-{steps}.jsonl")
-        size = path.stat().st_size
-        result = RunStore(store).ingest(path)
+    with Stopwatch() as sw:
+        stream = scenarios.make("kelly_trap_run8", seed=seed, steps=steps, accounts=accounts)
+        traj = replay_trajectory(stream, engine="auto")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = diag.write_jsonl(traj.frame, Path(tmp) / f"trap-{steps}.jsonl")
+            size = path.stat().st_size
+            result = RunStore(store).ingest(path)
     return {"run_id": result.run_id, "rows": result.rows, "jsonl_bytes": size, "engine": traj.engine,
-            "prepare_s": time.perf_counter() - t0}
+            "prepare_s": sw.seconds}
 
 
 def load_explore(ctx, base_url: str) -> tuple[float, float | None]:
@@ -153,12 +155,12 @@ def load_explore(ctx, base_url: str) -> tuple[float, float | None]:
 
     page.on("websocket", on_ws)
     try:
-        t0 = time.perf_counter()
+        sw = Stopwatch()
         page.goto(f"{base_url}/explore")
         page.wait_for_function(DRAWN_JS, polling=50)
         page.evaluate(PAINTED_JS)
-        painted = time.perf_counter() - t0
-        received = max(frames)[1] - t0 if frames else None
+        painted = sw.elapsed()
+        received = max(frames)[1] - sw.start if frames else None
         return painted, received
     finally:
         page.close()
@@ -168,11 +170,11 @@ def load_slots(ctx, base_url: str) -> float:
     """Seconds to load ``/slots`` (a table, no chart): the frontend's fixed cost on this machine."""
     page = ctx.new_page()
     try:
-        t0 = time.perf_counter()
+        sw = Stopwatch()
         page.goto(f"{base_url}/slots")
         page.get_by_text("Fingerprint (FNV-1a 64)").wait_for()
         page.evaluate(PAINTED_JS)
-        return time.perf_counter() - t0
+        return sw.elapsed()
     finally:
         page.close()
 
@@ -198,17 +200,11 @@ def million_step_costs(store: str | os.PathLike, run_id: str, target: int = 1_00
     big["step"] = np.arange(len(big), dtype=np.int64)
     out: dict[str, Any] = {"steps": len(big)}
 
-    def timed(name: str, fn):
-        t0 = time.perf_counter()
-        value = fn()
-        out[name] = time.perf_counter() - t0
-        return value
-
-    timed("diagnose_s", lambda: diagnose(big))
-    fig = timed("figure_s", lambda: figures.signal_panels({"run": big}))
-    timed("figure_smoothed_s", lambda: figures.signal_panels({"run": big}, smoothing=0.9))
+    out["diagnose_s"], _ = timed(lambda: diagnose(big))
+    out["figure_s"], fig = timed(lambda: figures.signal_panels({"run": big}))
+    out["figure_smoothed_s"], _ = timed(lambda: figures.signal_panels({"run": big}, smoothing=0.9))
     window = big[big["step"] < len(big) // 10]
-    timed("figure_window_10pct_s", lambda: figures.signal_panels({"run": window}))
+    out["figure_window_10pct_s"], _ = timed(lambda: figures.signal_panels({"run": window}))
     out["figure_json_mb"] = len(fig.to_json()) / 1e6
     out["max_points_per_trace"] = max(len(t.x) for t in fig.data if t.x is not None)
     return out
@@ -243,7 +239,8 @@ def run(steps: int = 25_000, accounts: int = 64, repeat: int = 5, screenshot: st
             "chromium": CHROMIUM, "cpus": os.cpu_count(), "load_average": os.getloadavg()}
 
 
-def _main(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
+    """``bench page_load``: run the benchmark and print its JSON (options in :mod:`regime_dash.cli.bench`)."""
     result = run(args.steps, args.accounts, args.repeat, args.screenshot)
     text = json.dumps(result, indent=2)
     print(text)
@@ -252,24 +249,7 @@ def _main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--steps", type=int, default=25_000, help="steps of the run (default 25000)")
-    p.add_argument("--accounts", type=int, default=64, help="accounts of the replayed stream (default 64)")
-    p.add_argument("--repeat", type=int, default=5, help="page loads; the first is cold (default 5)")
-    p.add_argument("--screenshot", help="also save a screenshot of the loaded page here")
-    p.add_argument("--out", help="also write the JSON result to this file")
-
-
-def register(subparsers) -> None:
-    """Add ``bench page_load`` (see the module docstring)."""
-    p = subparsers.add_parser("page_load", help="Explore page load of a 25k-step run in headless chromium",
-                              description=__doc__.split("\n\n")[0])
-    _add_arguments(p)
-    p.set_defaults(func=_main)
-
-
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(prog="python -m regime_dash.benchmarks.page_load",
-                                     description=__doc__.split("\n\n")[0])
-    _add_arguments(parser)
-    sys.exit(_main(parser.parse_args()))
+    from regime_dash.cli.bench import standalone
+
+    sys.exit(standalone("page_load"))

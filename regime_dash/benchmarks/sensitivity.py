@@ -18,24 +18,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+
+from regime_dash.benchmarks.timing import median_of
 
 #: Seconds a 3,000-step scenario's sensitivity may take on the CPU, warm (issue 12).
 TARGET_S = 2.0
-
-
-def _median_time(fn: Callable[[], Any], repeats: int) -> tuple[float, list[float], Any]:
-    out = fn()  # warm-up: compile and cache loads are not counted
-    runs = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        runs.append(time.perf_counter() - t0)
-    return statistics.median(runs), runs, out
 
 
 def run(scenario: str = "kelly_trap_run8", steps: int | None = None, accounts: int | None = None,
@@ -51,9 +41,9 @@ def run(scenario: str = "kelly_trap_run8", steps: int | None = None, accounts: i
         raise ValidationError(f"repeats must be an int >= 1, got {repeats!r}", field="repeats", value=repeats)
     stream = scenarios.make(scenario, seed=seed, steps=steps, accounts=accounts)
     base = RegimeConfig()
-    t_sens, sens_runs, result = _median_time(
+    t_sens, sens_runs, result = median_of(
         lambda: sensitivity(stream, base, engine="fast", device=device), repeats)
-    t_one, one_runs, frame = _median_time(lambda: replay(stream, base, engine="fast", device=device), repeats)
+    t_one, one_runs, frame = median_of(lambda: replay(stream, base, engine="fast", device=device), repeats)
     replays = len(result.oat) + len(result.pair_table)
     return {
         "benchmark": "sensitivity", "scenario": scenario, "steps": stream.steps, "accounts": stream.accounts,
@@ -76,25 +66,8 @@ def format_report(r: dict[str, Any]) -> str:
     ])
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    from regime_dash.scenarios import SCENARIOS
-
-    p = sub.add_parser("sensitivity", help="what-if sensitivity of a scenario vs a single replay, warm",
-                       description=__doc__.split("::")[0].strip() + "\n\n" + __doc__.split("::")[1].strip(),
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--scenario", default="kelly_trap_run8", choices=sorted(SCENARIOS),
-                   help="scenario preset (default kelly_trap_run8: 3000 steps × 128 accounts)")
-    p.add_argument("--steps", type=int, default=None, help="steps (default: the preset's)")
-    p.add_argument("--accounts", type=int, default=None, help="accounts (default: the preset's)")
-    p.add_argument("--repeats", type=int, default=5, help="timed runs after a warm-up (median; default 5)")
-    p.add_argument("--device", default="cpu", choices=("auto", "cpu", "gpu"),
-                   help="device of the fast engine (default cpu: the target is a CPU figure)")
-    p.add_argument("--seed", type=int, default=0, help="scenario seed")
-    p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON")
-    p.set_defaults(func=main)
-
-
 def main(args: argparse.Namespace) -> int:
+    """``bench sensitivity``: run the benchmark and print its report (options in :mod:`regime_dash.cli.bench`)."""
     r = run(args.scenario, args.steps, args.accounts, args.repeats, args.device, args.seed)
     print(format_report(r))
     if args.json:

@@ -322,25 +322,7 @@ def _main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--steps", type=int, default=25_000, help="steps of the Replay stream and Explore runs (25000)")
-    p.add_argument("--big-steps", type=int, default=1_000_000,
-                   help="steps of the long Explore run (default 1000000; 0 leaves it out)")
-    p.add_argument("--repeat", type=int, default=5, help="actions per measurement; the median is reported (5)")
-    p.add_argument("--only", default=",".join(GROUPS),
-                   help=f"comma-separated measurement groups (default all: {','.join(GROUPS)})")
-    p.add_argument("--out", help="also write the JSON result to this file")
-
-
-def register(subparsers) -> None:
-    """Add ``bench ui`` (see the module docstring)."""
-    p = subparsers.add_parser("ui", help="dashboard latencies (action → updated chart) in headless chromium",
-                              description=__doc__.split("\n\n")[0])
-    _add_arguments(p)
-    p.set_defaults(func=_main)
-
-
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(prog="python -m regime_dash.benchmarks.ui", description=__doc__.split("\n\n")[0])
-    _add_arguments(parser)
-    sys.exit(_main(parser.parse_args()))
+    from regime_dash.cli.bench import standalone
+
+    sys.exit(standalone("ui"))

@@ -3,10 +3,144 @@
 Targets live in :mod:`regime_dash.benchmarks` (one module each, listed in its
 ``TARGETS``); ``bench ingest --help`` shows a target's options.
 """
+# The options of every target are declared here (TARGET_SPECS); each benchmark module
+# keeps its measurement and a handler ``main(args) -> int`` that prints its figures.
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Callable
+
+__all__ = ["TARGET_SPECS", "register", "standalone"]
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--sweep-sizes {text!r} is not a comma-separated list of ints") from None
+
+
+def _before_literal(doc: str) -> str:
+    """The docstring up to its ``::`` command-line block."""
+    return doc.split("::")[0].strip()
+
+
+def _first_paragraph(doc: str) -> str:
+    return doc.split("\n\n")[0]
+
+
+def _engines_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
+    p.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
+    p.add_argument("--steps", type=int, default=m.DEFAULT_STEPS, help=f"T (default {m.DEFAULT_STEPS:,})")
+    p.add_argument("--accounts", type=int, default=m.DEFAULT_ACCOUNTS, help=f"b (default {m.DEFAULT_ACCOUNTS:,})")
+    p.add_argument("--repeats", type=int, default=5, help="timed runs per row after a warm-up (default 5)")
+    p.add_argument("--sweep-sizes", type=_sizes, default=m.DEFAULT_SWEEP_SIZES, metavar="S1,S2,...",
+                   help="config counts of the sweep rows (default 1,1024,16384)")
+    p.add_argument("--gpu-sweep-sizes", type=_sizes, default=m.DEFAULT_GPU_SWEEP_SIZES, metavar="S1,S2,...",
+                   help="config counts of the GPU sweep rows (default 1024,16384,65536)")
+    p.add_argument("--scale-out-size", type=int, default=m.DEFAULT_SCALE_OUT_SIZE, metavar="S",
+                   help="configs of the one-GPU vs dask-over-all-GPUs rows (default 262144; 0 skips)")
+    p.add_argument("--budget", type=float, default=120.0, metavar="SECONDS",
+                   help="stop repeating a row once its runs took this long (default 120)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic stream (default 0)")
+
+
+def _ingest_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
+    p.add_argument("--size-mb", type=float,
+                   default=float(os.environ.get("REGIME_DASH_BENCH_MB", 100)),
+                   help="size of the generated diag file (default 100, or "
+                        "$REGIME_DASH_BENCH_MB)")
+    p.add_argument("--repeat", type=int, default=3, help="timings per contender (best kept)")
+    p.add_argument("--peak-mb", type=float, default=0.0,
+                   help="also measure peak RSS ingesting a file this large (e.g. 1000)")
+    p.add_argument("--bomb-gib", type=float, default=0.0,
+                   help="also measure peak RSS ingesting a gzip bomb expanding to this many GiB "
+                        "(CLI, app upload, both at once; e.g. 4)")
+    p.add_argument("--workdir", default=None, help="scratch directory (default: system tmp)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON only")
+    p.add_argument("--out", default=None, help="also write the JSON figures to this file")
+
+
+def _page_load_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
+    p.add_argument("--steps", type=int, default=25_000, help="steps of the run (default 25000)")
+    p.add_argument("--accounts", type=int, default=64, help="accounts of the replayed stream (default 64)")
+    p.add_argument("--repeat", type=int, default=5, help="page loads; the first is cold (default 5)")
+    p.add_argument("--screenshot", help="also save a screenshot of the loaded page here")
+    p.add_argument("--out", help="also write the JSON result to this file")
+
+
+def _modules_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
+    p.add_argument("--steps", type=int, default=None, help="demo stream length (default: each module's)")
+    p.add_argument("--repeats", type=int, default=3, help="timed runs per row after a warm-up (median)")
+    p.add_argument("--engines", default="reference,cuda", help="comma-separated engines (default reference,cuda)")
+    p.add_argument("--include-core", action="store_true", help="also the regime observer")
+    p.add_argument("--seed", type=int, default=0, help="demo stream seed")
+    p.add_argument("--json", metavar="FILE", default=None, help="also write the rows as JSON")
+
+
+def _sensitivity_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
+    from regime_dash.scenarios import SCENARIOS
+
+    p.add_argument("--scenario", default="kelly_trap_run8", choices=sorted(SCENARIOS),
+                   help="scenario preset (default kelly_trap_run8: 3000 steps × 128 accounts)")
+    p.add_argument("--steps", type=int, default=None, help="steps (default: the preset's)")
+    p.add_argument("--accounts", type=int, default=None, help="accounts (default: the preset's)")
+    p.add_argument("--repeats", type=int, default=5, help="timed runs after a warm-up (median; default 5)")
+    p.add_argument("--device", default="cpu", choices=("auto", "cpu", "gpu"),
+                   help="device of the fast engine (default cpu: the target is a CPU figure)")
+    p.add_argument("--seed", type=int, default=0, help="scenario seed")
+    p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON")
+
+
+def _ui_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
+    p.add_argument("--steps", type=int, default=25_000, help="steps of the Replay stream and Explore runs (25000)")
+    p.add_argument("--big-steps", type=int, default=1_000_000,
+                   help="steps of the long Explore run (default 1000000; 0 leaves it out)")
+    p.add_argument("--repeat", type=int, default=5, help="actions per measurement; the median is reported (5)")
+    p.add_argument("--only", default=",".join(m.GROUPS),
+                   help=f"comma-separated measurement groups (default all: {','.join(m.GROUPS)})")
+    p.add_argument("--out", help="also write the JSON result to this file")
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """How ``bench <target>`` is offered: its one-line help, its description (from the
+    module docstring), its options, and the name of the module's handler."""
+
+    help: str
+    description: Callable[[str], str]
+    options: Callable[[argparse.ArgumentParser, ModuleType], None]
+    handler: str = "main"
+    raw: bool = True  # keep the description's line breaks
+
+
+#: The options of every target of :data:`regime_dash.benchmarks.TARGETS`.
+TARGET_SPECS: dict[str, TargetSpec] = {
+    "ingest": TargetSpec("ingest MB/s vs DuckDB and pyarrow; peak memory", lambda doc: doc, _ingest_options),
+    "engines": TargetSpec("replay engines: reference, fast CPU/GPU, cuda per step, sweeps", _before_literal,
+                          _engines_options),
+    "page_load": TargetSpec("Explore page load of a 25k-step run in headless chromium", _first_paragraph,
+                            _page_load_options, raw=False),
+    "modules": TargetSpec("controller modules: replay time of each demo stream per engine", _before_literal,
+                          _modules_options),
+    "sensitivity": TargetSpec("what-if sensitivity of a scenario vs a single replay, warm",
+                              lambda doc: _before_literal(doc) + "\n\n" + doc.split("::")[1].strip(),
+                              _sensitivity_options),
+    "ui": TargetSpec("dashboard latencies (action → updated chart) in headless chromium", _first_paragraph,
+                     _ui_options, handler="_main", raw=False),
+}
+
+
+def _add_target(targets: argparse._SubParsersAction, name: str, module: ModuleType) -> None:
+    spec = TARGET_SPECS[name]
+    kwargs = {"formatter_class": argparse.RawDescriptionHelpFormatter} if spec.raw else {}
+    p = targets.add_parser(name, help=spec.help, description=spec.description(module.__doc__), **kwargs)
+    spec.options(p, module)
+    p.set_defaults(func=getattr(module, spec.handler))
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,7 +151,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     targets = p.add_subparsers(dest="target", metavar="TARGET")
     # `bench [--json FILE] [--steps T] [--accounts B]` without a target runs `bench engines`
     from regime_dash.benchmarks import engines
-    engines.add_arguments(p)
+
+    _engines_options(p, engines)
+    p.set_defaults(func=engines.main)
     for name in TARGETS:
         try:
             module = importlib.import_module(f"regime_dash.benchmarks.{name}")
@@ -25,4 +161,16 @@ def register(sub: argparse._SubParsersAction) -> None:
             if exc.name != f"regime_dash.benchmarks.{name}":
                 raise
             continue  # a target whose module has not landed yet
-        module.register(targets)
+        _add_target(targets, name, module)
+
+
+def standalone(name: str, argv: list[str] | None = None) -> int:
+    """``python -m regime_dash.benchmarks.<name>``: the target's options and handler
+    without the ``bench`` command around them; returns the exit code."""
+    module = importlib.import_module(f"regime_dash.benchmarks.{name}")
+    spec = TARGET_SPECS[name]
+    parser = argparse.ArgumentParser(prog=f"python -m regime_dash.benchmarks.{name}",
+                                     description=spec.description(module.__doc__))
+    spec.options(parser, module)
+    return int(getattr(module, spec.handler)(parser.parse_args(argv)) or 0)
+

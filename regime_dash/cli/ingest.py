@@ -11,16 +11,29 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-import time
 from pathlib import Path
 from typing import TextIO
+
+from tqdm import tqdm
 
 from regime_dash.errors import IngestError, StoreError
 
 
+def _screen(stream: TextIO) -> tuple[int, int]:
+    """The terminal's columns and rows; 80 x 24 where it reports none (a fresh pty says
+    0 x 0, and tqdm would then trim the line to nothing, or not draw it at all)."""
+    try:
+        size = os.get_terminal_size(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return 80, 24
+    return size.columns or 80, size.lines or 24
+
+
 class ProgressBar:
-    """A one-line terminal progress bar on stderr (drawn only on a terminal).
+    """A one-line terminal progress bar on stderr (a :mod:`tqdm` bar; the caller draws
+    it only on a terminal): bytes read in MB, percent of the source, MB/s.
 
     Parameters
     ----------
@@ -28,35 +41,31 @@ class ProgressBar:
         Text before the bar (the file name).
     stream
         Where to draw; defaults to ``sys.stderr``.
+    width
+        Characters of the bar itself.
     """
 
     def __init__(self, label: str, stream: TextIO | None = None, width: int = 30):
         self.label = label
         self.stream = stream or sys.stderr
         self.width = width
-        self.start = time.monotonic()
-        self.last = 0.0
+        self._bar: tqdm | None = None
 
     def __call__(self, done: int, total: int | None) -> None:
-        now = time.monotonic()
-        if now - self.last < 0.1 and not (total and done >= total):
-            return  # redraw at most ten times a second
-        self.last = now
-        mb = done / 1e6
-        rate = mb / max(now - self.start, 1e-9)
-        if total:
-            frac = min(done / total, 1.0)
-            fill = int(frac * self.width)
-            bar = "#" * fill + "-" * (self.width - fill)
-            text = f"\r{self.label} [{bar}] {frac:4.0%} {mb:8.1f} MB {rate:6.1f} MB/s"
-        else:
-            text = f"\r{self.label} {mb:8.1f} MB {rate:6.1f} MB/s"
-        self.stream.write(text)
-        self.stream.flush()
+        if self._bar is None:  # the first call says whether the size is known
+            fmt = (f"{{desc}} [{{bar:{self.width}}}] {{percentage:3.0f}}% {{n:8.1f}} MB {{rate_fmt}}" if total
+                   else "{desc} {n:8.1f} MB {rate_fmt}")
+            cols, rows = _screen(self.stream)
+            # count bytes (exact fractions), show MB; the average rate; at most ten redraws a second
+            self._bar = tqdm(total=total or None, desc=self.label, unit="MB", unit_scale=1e-6,
+                             file=self.stream, mininterval=0.1, smoothing=0, ascii="-#", bar_format=fmt,
+                             ncols=cols, nrows=rows)
+        self._bar.update(done - self._bar.n)
 
     def close(self) -> None:
-        self.stream.write("\n")
-        self.stream.flush()
+        """Draw the final state and end the line."""
+        if self._bar is not None:
+            self._bar.close()
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 import statistics
-import time
 from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
@@ -92,6 +91,7 @@ def bench_module(module: ControllerModule | str, engines: Sequence[str] = ("refe
     engine that cannot run here, ``unavailable: <reason>``; ``speedup_vs_reference``
     where both ran in this call.
     """
+    from regime_dash.benchmarks.timing import repeat, wall
     from regime_dash.errors import EngineUnavailable
 
     module = get(module) if isinstance(module, str) else module
@@ -109,11 +109,7 @@ def bench_module(module: ControllerModule | str, engines: Sequence[str] = ("refe
             row["unavailable"] = str(exc)
             rows.append(row)
             continue
-        times = []
-        for _ in range(max(1, repeats)):
-            t0 = time.perf_counter()
-            module.replay(stream, engine=engine)
-            times.append(time.perf_counter() - t0)
+        times = repeat(wall(lambda: module.replay(stream, engine=engine)), max(1, repeats))
         sec = statistics.median(times)
         row.update(repeats=len(times), seconds=sec, steps_per_s=stream.steps / sec if sec > 0 else float("inf"))
         rows.append(row)

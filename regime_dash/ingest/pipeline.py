@@ -1,0 +1,205 @@
+"""The chunk pipeline: chunks parsed in worker threads with bounded read-ahead, renumbered
+to file lines in source order, and the run's column types settled.
+"""
+from __future__ import annotations
+
+import os
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Iterator, Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from regime_dash.errors import IngestError
+from regime_dash.ingest.types import CANONICAL_TYPES
+from regime_dash.ingest.report import (
+    Aside,
+    Batch,
+    IngestReport,
+    LINE_COLUMN,
+    Reject,
+    _merge_counts,
+)
+from regime_dash.ingest.columns import _settle_pending, unify_tables
+from regime_dash.ingest.sources import (
+    DEFAULT_CHUNK_BYTES,
+    DEFAULT_MAX_LINE_BYTES,
+    _Blocks,
+    _open,
+    _read_chunks,
+)
+from regime_dash.ingest.arrow import _Chunk, _Hints, _parse_chunk
+
+
+#: Bytes of chunks parsed or queued at once, beyond which the reader waits (long lines
+#: make chunks big; this keeps their number down).
+_INFLIGHT_BYTES = 256 << 20
+
+
+def _default_workers() -> int:
+    try:
+        n = len(os.sched_getaffinity(0))  # the CPUs this process may use, not the host's
+    except AttributeError:
+        n = os.cpu_count() or 1
+    # beyond ~8 the one reading/writing thread is the bottleneck and memory still grows
+    return max(1, min(8, n))
+
+
+class _Renumber:
+    """Turns chunk-relative line numbers into file line numbers, in source order, and
+    settles the run's type of every column without a fixed type: the first type seen,
+    widened only along the lattice (int64 -> float64, null -> anything, list items);
+    a value of another kind is coerced or set aside (:func:`conform_column`)."""
+
+    def __init__(self, report: IngestReport, fixed: Mapping[str, pa.DataType]):
+        self.report = report
+        self.fixed = fixed
+        self.types: dict[str, pa.DataType] = {}
+        self.offset = 0  # lines before the current chunk
+
+    def __call__(self, result: _Chunk, pos: int, size: int = 0) -> Batch:
+        table, rejects, aside, coerced = result.table, result.rejects, result.aside, result.coerced
+        pending = result.pending
+        off = self.offset
+        if off:
+            i = table.column_names.index(LINE_COLUMN)
+            table = table.set_column(i, LINE_COLUMN, pc.add(table.column(i), off))
+            rejects = [Reject(r.line + off, r.reason, r.raw) for r in rejects]
+            aside = [Aside(a.line + off, a.field, a.value, a.type) for a in aside]
+            pending = [(line + off, k, v) for line, k, v in pending]
+        table, more, c = _settle_pending(table, pending, self.types, self.fixed)
+        if more or c:
+            aside = sorted(list(aside) + more, key=lambda a: a.line)
+            coerced = {k: dict(v) for k, v in coerced.items()}
+            _merge_counts(coerced, c)
+        self.offset += result.n_lines
+        self.report.blank_lines += result.blanks
+        batch = Batch(table, rejects, off + 1, result.n_lines, pos, aside, coerced, size)
+        self.report.add(batch)
+        return batch
+
+
+def iter_batches(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: str | None = None,
+                 report: IngestReport | None = None, workers: int | None = None,
+                 types: Mapping[str, pa.DataType] | None = None,
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Iterator[Batch]:
+    """Stream a diag.jsonl source as batches of flattened good rows plus rejects.
+
+    Memory is bounded by the chunks in flight (at most ``workers + 2``, and at most
+    256 MB of them when long lines make chunks big), each a few times its size while
+    Arrow parses it, plus one line of at most ``max_line_bytes``, whatever the source.
+
+    Parameters
+    ----------
+    source
+        ``bytes``/``bytearray``/``memoryview``, a path (``str`` or ``os.PathLike``), or a
+        binary file object. Gzip is detected from the magic bytes, not the name.
+    chunk_bytes
+        Target bytes per chunk (chunks end at a line break; a longer line is one chunk).
+    path
+        Name used in error messages and the report (defaults to ``source`` if a path).
+    report
+        An :class:`IngestReport` to fill in while iterating; it is complete (with its
+        ``sha256``) once the iterator is exhausted.
+    workers
+        Chunks parsed in parallel threads (Arrow and NumPy release the GIL). Defaults
+        to the CPUs this process may use, at most 8.
+    types
+        Fixed storage types by column (the store's); :data:`CANONICAL_TYPES` always
+        apply on top. Other columns take the first type the source gives them.
+    max_line_bytes
+        Longest line read; a longer one is rejected with its size, unread.
+
+    Yields
+    ------
+    Batch
+        In source order.
+
+    Raises
+    ------
+    IngestError
+        The source cannot be opened or read (missing file, corrupt gzip).
+    """
+    if not isinstance(chunk_bytes, int) or chunk_bytes < 1:
+        raise IngestError(f"chunk_bytes must be a positive int, got {chunk_bytes!r}", path=path)
+    if not isinstance(max_line_bytes, int) or max_line_bytes < 1:
+        raise IngestError(f"max_line_bytes must be a positive int, got {max_line_bytes!r}", path=path)
+    if path is None and isinstance(source, (str, os.PathLike)):
+        path = str(source)
+    if report is None:
+        report = IngestReport()
+    report.path = path
+    fixed = {**(types or {}), **CANONICAL_TYPES}
+    raw, total, to_close = _open(source, path)
+    report.source_bytes = total
+    hints = _Hints()
+    workers = workers or _default_workers()
+    renumber = _Renumber(report, fixed)
+    blocks = _Blocks(raw, path)
+    position = lambda: blocks.done  # noqa: E731
+
+    def work(data, final):
+        return _parse_chunk(data, final, hints, fixed, max_line_bytes)
+
+    try:
+        chunks = _read_chunks(blocks(chunk_bytes), report, max_line_bytes)
+        if workers == 1:
+            for data, final in chunks:
+                size = len(data) if isinstance(data, bytes) else data.size
+                yield renumber(work(data, final), position(), size)
+        else:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ingest") as pool:
+                pending: deque = deque()
+                queued = 0
+                try:
+                    for data, final in chunks:
+                        size = len(data) if isinstance(data, bytes) else data.size
+                        pending.append((pool.submit(work, data, final), position(), size))
+                        queued += size if isinstance(data, bytes) else 0
+                        del data
+                        # bounded read-ahead: one chunk queued beyond the busy workers, and
+                        # no more bytes than the in-flight budget
+                        while len(pending) > workers + 1 or (len(pending) > 1 and queued > _INFLIGHT_BYTES):
+                            fut, pos, size = pending.popleft()
+                            queued = max(0, queued - size)
+                            yield renumber(fut.result(), pos, size)
+                    while pending:
+                        fut, pos, size = pending.popleft()
+                        yield renumber(fut.result(), pos, size)
+                finally:
+                    for fut, _p, _s in pending:
+                        fut.cancel()
+        report.complete = True
+    finally:
+        report.gzip = blocks.gzip
+        report.truncated_gzip = blocks.truncated
+        for f in reversed(to_close):
+            try:
+                f.close()
+            except OSError:
+                pass
+
+
+def parse(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: str | None = None,
+          workers: int | None = None, types: Mapping[str, pa.DataType] | None = None,
+          max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> tuple[pa.Table, IngestReport]:
+    """Parse a whole (small) source into one table. Convenience for tests and the UI.
+
+    Parameters
+    ----------
+    source, chunk_bytes, path, workers, types, max_line_bytes
+        As for :func:`iter_batches`.
+
+    Returns
+    -------
+    table, report
+        All good rows unified into one table (see :func:`unify_tables`), and the report.
+    """
+    report = IngestReport()
+    tables = [b.table for b in iter_batches(source, chunk_bytes=chunk_bytes, path=path,
+                                            report=report, workers=workers, types=types,
+                                            max_line_bytes=max_line_bytes)]
+    if not tables:
+        return pa.table({LINE_COLUMN: pa.array([], pa.int64())}), report
+    return unify_tables(tables), report

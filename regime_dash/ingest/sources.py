@@ -1,0 +1,259 @@
+"""Where the bytes come from: bytes, a path or a binary stream, plain or gzip (inflated a
+block at a time), cut into newline-aligned chunks with bounded lines, hashed as read.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import zlib
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Iterable, Iterator
+
+import numpy as np
+
+from regime_dash.errors import IngestError
+from regime_dash.ingest.report import IngestReport
+
+
+#: Bytes per chunk handed to the parser. A few MB keeps Arrow's per-call overhead small
+#: while memory stays a small multiple of it (see ``docs/BENCHMARKS.md``).
+DEFAULT_CHUNK_BYTES = 4 << 20
+
+
+#: Longest line read (bytes, without the line break). A longer line is rejected with its
+#: size and is never held whole: the reader skips to its end. Bounds memory on any input.
+DEFAULT_MAX_LINE_BYTES = 64 << 20
+
+
+def _lf(data: bytes) -> bytes:
+    """CR, LF and CRLF all as LF (two memchr-speed passes; no regex)."""
+    return data.replace(b"\r\n", b"\n").replace(b"\r", b"\n") if b"\r" in data else data
+
+
+_BOM = b"\xef\xbb\xbf"
+
+
+@dataclass
+class _TooLong:
+    """A line the reader skipped because it is longer than the limit."""
+
+    size: int
+
+
+def _open(source: Any, path: str | None) -> tuple[BinaryIO, int | None, list]:
+    """Open a source. Returns (binary stream, total bytes if known, things to close)."""
+    to_close: list = []
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        raw: BinaryIO = io.BytesIO(source)
+        total: int | None = memoryview(source).nbytes
+    elif isinstance(source, (str, os.PathLike)):
+        try:
+            raw = open(source, "rb", buffering=0)  # noqa: SIM115 - closed by the caller
+        except OSError as e:
+            raise IngestError(f"cannot read {str(source)!r}: {e.strerror or e}",
+                              path=str(source)) from e
+        to_close.append(raw)
+        try:
+            total = os.fstat(raw.fileno()).st_size
+        except OSError:
+            total = None
+    elif hasattr(source, "read"):
+        raw = source
+        total = None
+        try:
+            if hasattr(source, "seek") and source.seekable():
+                here = source.tell()
+                total = source.seek(0, io.SEEK_END) - here
+                source.seek(here)
+        except (OSError, ValueError):
+            total = None
+    else:
+        raise IngestError(f"cannot ingest a {type(source).__name__}: give bytes, a path or a "
+                          "binary stream", path=path)
+    return raw, total, to_close
+
+
+class _Blocks:
+    """Content blocks of a source (decompressed when it is gzip), and the progress.
+
+    Gzip is inflated here with :mod:`zlib` rather than :class:`gzip.GzipFile`, whose
+    ``read`` drops the data of its last call when a crashed writer cut the stream
+    short; here everything inflated before the cut is kept and ``truncated`` is set.
+    """
+
+    def __init__(self, raw: BinaryIO, path: str | None):
+        self.raw = raw
+        self.path = path
+        self.done = 0  # source bytes consumed
+        self.gzip = False
+        self.truncated = False
+
+    def _read(self, n: int) -> bytes:
+        try:
+            b = self.raw.read(n)
+        except OSError as e:
+            raise IngestError(f"cannot read {self.path or 'input'}: {e}", path=self.path) from e
+        b = b or b""
+        self.done += len(b)
+        return bytes(b) if not isinstance(b, bytes) else b
+
+    def __call__(self, size: int) -> Iterator[bytes]:
+        first = self._read(size)
+        if first[:2] != b"\x1f\x8b":
+            while first:
+                yield first
+                first = self._read(size)
+            return
+        self.gzip = True
+        d = zlib.decompressobj(wbits=31)
+        buf = first
+        while True:
+            if not buf:
+                buf = self._read(size)
+                if not buf:
+                    if not d.eof:
+                        self.truncated = True  # the writer died mid-stream
+                    return
+            try:
+                out = d.decompress(buf, size)
+            except zlib.error as e:
+                raise IngestError(f"cannot read {self.path or 'input'}: corrupt gzip data "
+                                  f"near byte {self.done} ({e})", path=self.path) from e
+            buf = d.unconsumed_tail
+            if out:
+                yield out
+            if d.eof:
+                rest = d.unused_data + buf
+                rest = rest + self._read(2) if len(rest) < 2 else rest
+                if rest[:2] == b"\x1f\x8b":
+                    d = zlib.decompressobj(wbits=31)  # the next member
+                    buf = rest
+                    continue
+                if rest.strip(b"\0") or self._read(size).strip(b"\0"):
+                    raise IngestError(f"cannot read {self.path or 'input'}: data after the "
+                                      "end of the gzip stream", path=self.path)
+                return
+
+
+#: Most lines in one chunk: a chunk of one-byte junk lines holds millions, and the
+#: per-line objects of their rejects would otherwise cost hundreds of MB per chunk.
+_MAX_CHUNK_LINES = 1 << 16
+
+
+def _capped(piece: bytes) -> Iterator[tuple[bytes, bool]]:
+    """``piece`` (whole lines) as chunks of at most ``_MAX_CHUNK_LINES`` lines."""
+    if len(piece) <= _MAX_CHUNK_LINES:
+        yield piece, False  # too short to hold that many lines
+        return
+    buf = np.frombuffer(piece, dtype=np.uint8)
+    nl = buf == 10
+    if int(np.count_nonzero(nl)) <= _MAX_CHUNK_LINES:  # real data: one NumPy pass
+        yield piece, False
+        return
+    cuts = np.flatnonzero(nl)[_MAX_CHUNK_LINES - 1::_MAX_CHUNK_LINES] + 1
+    start = 0
+    for cut in cuts.tolist():
+        yield piece[start:cut], False
+        start = cut
+    if start < len(piece):
+        yield piece[start:], False
+
+
+def _hashed(blocks: Iterable[bytes], h, report: IngestReport) -> Iterator[bytes]:
+    for block in blocks:
+        h.update(block)  # releases the GIL for large buffers
+        report.content_bytes += len(block)
+        yield block
+
+
+def _without_bom(blocks: Iterable[bytes]) -> Iterator[bytes]:
+    """The blocks without a UTF-8 byte order mark at the very start (which may arrive
+    split over blocks: gzip hands out what it has inflated)."""
+    head = b""
+    it = iter(blocks)
+    for block in it:
+        head += block
+        if len(head) >= len(_BOM):
+            break
+    else:
+        if head and head != _BOM:
+            yield head
+        return
+    yield head[len(_BOM):] if head.startswith(_BOM) else head
+    yield from it
+
+
+def _read_chunks(blocks: Iterator[bytes], report: IngestReport,
+                 max_line: int = DEFAULT_MAX_LINE_BYTES) -> Iterator[tuple[bytes | _TooLong, bool]]:
+    """Yield (whole lines, final_unterminated); hash as we go.
+
+    A line is never held whole beyond ``max_line`` bytes: once the bytes of a line
+    without a break pass the limit, they are dropped as they arrive (hashed and
+    counted, not kept) and a :class:`_TooLong` marker stands for the line. Memory thus
+    stays at a few chunks plus one line of at most ``max_line`` bytes, for any input,
+    decompressed gzip bombs included.
+
+    Line numbers are not counted here (a GIL-holding scan on the one reading thread);
+    workers number lines within their chunk and :class:`_Renumber` shifts them.
+    """
+    h = hashlib.sha256()
+    carry: list[bytes] = []
+    carry_len = 0
+    skipped = 0  # bytes of an over-long line dropped so far
+    cr = b""  # a CR that ended the previous block: a line break unless LF follows
+    for block in _without_bom(_hashed(blocks, h, report)):
+        if cr or b"\r" in block:
+            # CR, LF and CRLF all end a line: a lone CR becomes LF here, so line lengths
+            # (and the long-line limit) count the same whatever the line breaks
+            block = cr + block
+            cr = b"\r" if block.endswith(b"\r") else b""
+            if cr:
+                block = block[:-1]
+            block = _lf(block)
+        if skipped:
+            nl = block.find(b"\n")
+            if nl < 0:
+                skipped += len(block)
+                continue
+            yield _TooLong(skipped + nl), False
+            skipped = 0
+            block = block[nl + 1:]
+            if not block:
+                continue
+        cut = block.rfind(b"\n") + 1
+        if cut == 0:
+            if carry_len + len(block) > max_line:
+                skipped = carry_len + len(block)  # too long: stop holding it
+                carry, carry_len = [], 0
+            else:
+                carry.append(block)  # a line longer than a chunk: keep reading
+                carry_len += len(block)
+            continue
+        if carry:
+            nl = block.find(b"\n")
+            if carry_len + nl > max_line:
+                yield _TooLong(carry_len + nl), False
+                carry, carry_len = [], 0
+                block = block[nl + 1:]
+                cut -= nl + 1
+        if not carry and cut == len(block):
+            piece = block
+        else:  # one copy: the carried partial line + the whole lines of this block
+            piece = b"".join((*carry, memoryview(block)[:cut]))
+        carry = [block[cut:]] if cut < len(block) else []
+        carry_len = len(block) - cut
+        if piece:
+            yield from _capped(piece)
+    if cr:  # the file ended with a lone CR: it ended the last line
+        if skipped:
+            yield _TooLong(skipped), False
+            skipped = 0
+        else:
+            yield b"".join(carry) + b"\n", False
+            carry, carry_len = [], 0
+    if skipped:
+        yield _TooLong(skipped), True
+    elif carry:
+        yield b"".join(carry), True
+    report.sha256 = h.hexdigest()
