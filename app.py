@@ -2,10 +2,8 @@
 import streamlit as st
 
 from regime_dash.engine.warm import start_fast_compile
-from regime_dash.ui.navigation import pages, preload_charts
+from regime_dash.ui.navigation import pages
 
 st.set_page_config(page_title="regime-dash", page_icon=":material/monitoring:", layout="wide")
 start_fast_compile()  # idempotent; replays use the reference engine until it is ready
-page = st.navigation(pages())
-with preload_charts(page):
-    page.run()
+st.navigation(pages()).run()
