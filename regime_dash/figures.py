@@ -364,25 +364,25 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
             # fill between them: half the traces for the browser to draw
             bx = np.asarray(_plot_x(red.band_x, x))
             fig.add_trace(dict(x=np.concatenate([bx, bx[::-1]]),
-                                     y=np.concatenate([red.band_hi, red.band_lo[::-1]]), mode="lines",
-                                     line=dict(width=0, color=shade_colour), fill="toself",
-                                     fillcolor=_rgba(shade_colour, 0.15), hoverinfo="skip",
-                                     showlegend=False, legendgroup=label, name=f"{label} {name} min/max"),
+                               y=np.concatenate([red.band_hi, red.band_lo[::-1]]), mode="lines",
+                               line=dict(width=0, color=shade_colour), fill="toself",
+                               fillcolor=_rgba(shade_colour, 0.15), hoverinfo="skip",
+                               showlegend=False, legendgroup=label, name=f"{label} {name} min/max"),
                           row=row, col=1, secondary_y=secondary)
         lx, ly = break_at_nonfinite(red.x, red.y, xs, y)  # the line breaks at NaN/±Inf, never drawn through
         fig.add_trace(dict(x=_plot_x(lx, x), y=ly, mode="lines",
-                                 line=dict(color=shade_colour, width=width * widen, **({"dash": dash} if dash else {})),
-                                 name=label if first[0] else f"{label} {name}",
-                                 legendgroup=label, showlegend=first[0],
-                                 hovertemplate=f"{label} {name}: %{{y:.6g}}{at}<extra></extra>"),
+                           line=dict(color=shade_colour, width=width * widen, **({"dash": dash} if dash else {})),
+                           name=label if first[0] else f"{label} {name}",
+                           legendgroup=label, showlegend=first[0],
+                           hovertemplate=f"{label} {name}: %{{y:.6g}}{at}<extra></extra>"),
                       row=row, col=1, secondary_y=secondary)
         first[0] = False
         nx, ny, words = nonfinite_points(xs, y)
         if len(nx):  # a visible marker whose hover says what the value was
             fig.add_trace(dict(x=_plot_x(nx, x), y=ny, mode="markers", text=words,
-                                     marker=dict(symbol="x", size=9, color=NONFINITE_COLOUR),
-                                     name=f"{label} {name} non-finite", legendgroup=label, showlegend=False,
-                                     hovertemplate=f"{label} {name}: %{{text}}<extra></extra>"),
+                               marker=dict(symbol="x", size=9, color=NONFINITE_COLOUR),
+                               name=f"{label} {name} non-finite", legendgroup=label, showlegend=False,
+                               hovertemplate=f"{label} {name}: %{{text}}<extra></extra>"),
                           row=row, col=1, secondary_y=secondary)
 
     def shade(row, flag, top, name):
@@ -400,8 +400,8 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
             px += [*corners, None]
             py += [0.0, top, top, 0.0, None]
         fig.add_trace(dict(x=px, y=py, mode="lines", fill="toself", line=dict(width=0),
-                                 fillcolor=_rgba(colour, 0.18), hoverinfo="skip", legendgroup=label,
-                                 showlegend=False, name=f"{label} {name}"), row=row, col=1)
+                           fillcolor=_rgba(colour, 0.18), hoverinfo="skip", legendgroup=label,
+                           showlegend=False, name=f"{label} {name}"), row=row, col=1)
 
     def markers(row, pos, y, name, symbol, secondary=False):
         if pos is None or len(pos) == 0:
@@ -409,10 +409,10 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
         if len(pos) > n_out:  # thousands of events: keep an even sample, the band shows density
             pos = pos[np.linspace(0, len(pos) - 1, n_out).astype(np.int64)]
         fig.add_trace(dict(x=_plot_x(xs[pos], x), y=y[pos] if y is not None else np.ones(len(pos)),
-                                 mode="markers", marker=dict(symbol=symbol, size=8, color=colour,
-                                                             line=dict(width=1, color="black")),
-                                 name=f"{label} {name}", legendgroup=label, showlegend=False,
-                                 hovertemplate=f"{label} {name} @ %{{x{':d' if x == 'step' else ''}}}<extra></extra>"),
+                           mode="markers", marker=dict(symbol=symbol, size=8, color=colour,
+                                                       line=dict(width=1, color="black")),
+                           name=f"{label} {name}", legendgroup=label, showlegend=False,
+                           hovertemplate=f"{label} {name} @ %{{x{':d' if x == 'step' else ''}}}<extra></extra>"),
                       row=row, col=1, secondary_y=secondary)
 
     # 1 dead zone
