@@ -14,6 +14,8 @@ every step, so an episode one step long still shows.
 """
 from __future__ import annotations
 
+import copy
+import functools
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -210,7 +212,7 @@ def x_values(frame: pd.DataFrame, x: str = "step") -> np.ndarray:
 
 
 def _plot_x(xs: np.ndarray, x: str):
-    return pd.to_datetime(xs, unit="s") if x == "wall_time" else xs
+    return pd.to_datetime(xs, unit="s").to_numpy() if x == "wall_time" else xs
 
 
 # ---- the signal panels ------------------------------------------------------------
@@ -248,22 +250,37 @@ def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothin
     plotly.graph_objects.Figure
     """
     import plotly.graph_objects as go
+
+    if x_offsets and x != "step":
+        raise ValidationError(f"runs can be aligned at their first step on the step axis only, not {x!r}",
+                              field="x_offsets", value=x)
+    x_title = "wall time" if x == "wall_time" else ("steps since each run's first step" if x_offsets else "step")
+    layout, axes = _panel_layout(height, x, x_title)
+    n = len(runs)
+    batch = _TraceBatch(axes)
+    for i, (label, frame) in enumerate(runs.items()):
+        colour = (colours or {}).get(label, run_colour(i))
+        # earlier runs draw wider, so a later run drawn exactly on top leaves a rim of the earlier one
+        _add_run(batch, label, frame, colour, x=x, smoothing=smoothing, n_out=n_out,
+                 offset=float((x_offsets or {}).get(label, 0.0)), widen=1.0 + 0.7 * (n - 1 - i))
+    # the traces are plain dicts built from checked values, and the layout was validated
+    # once when it was cached: plotly's per-property validation of ~60 traces was most
+    # of a slider move's figure time
+    fig = go.Figure({"data": batch.data, "layout": copy.deepcopy(layout)}, _validate=False)
+    if x_range is not None:
+        lo, hi = x_range
+        fig.update_xaxes(range=list(_plot_x(np.array([lo, hi], dtype=np.float64), x)))
+    return fig
+
+
+@functools.lru_cache(maxsize=16)
+def _panel_layout(height: int, x: str, x_title: str) -> tuple[dict, dict[tuple[int, bool], dict[str, str]]]:
+    """The seven panels' layout (validated plotly JSON) and ``{(row, secondary): {"xaxis", "yaxis"}}``."""
     from plotly.subplots import make_subplots
 
     specs = [[{"secondary_y": (r + 1) in SECONDARY_ROWS}] for r in range(len(PANELS))]
     fig = make_subplots(rows=len(PANELS), cols=1, shared_xaxes=True, vertical_spacing=0.025,
                         subplot_titles=PANELS, specs=specs)
-    if x_offsets and x != "step":
-        raise ValidationError(f"runs can be aligned at their first step on the step axis only, not {x!r}",
-                              field="x_offsets", value=x)
-    n = len(runs)
-    batch = _TraceBatch()
-    for i, (label, frame) in enumerate(runs.items()):
-        colour = (colours or {}).get(label, run_colour(i))
-        # earlier runs draw wider, so a later run drawn exactly on top leaves a rim of the earlier one
-        _add_run(batch, go, label, frame, colour, x=x, smoothing=smoothing, n_out=n_out,
-                 offset=float((x_offsets or {}).get(label, 0.0)), widen=1.0 + 0.7 * (n - 1 - i))
-    batch.add_to(fig)
     fig.update_yaxes(type="log", row=3, col=1, secondary_y=False)
     for r, (left, right) in enumerate(PANEL_Y, start=1):
         kw = dict(row=r, col=1, title_font=dict(size=11))
@@ -275,39 +292,29 @@ def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothin
                       uirevision="signals")
     for ann in fig.layout.annotations:  # subplot titles: smaller and left-aligned
         ann.update(font=dict(size=12), x=0, xanchor="left")
-    x_title = "wall time" if x == "wall_time" else ("steps since each run's first step" if x_offsets else "step")
     fig.update_xaxes(title_text=x_title, row=len(PANELS), col=1)
     if x == "step":  # whole step numbers on the ticks and in the hover, never "10.998k"
         fig.update_xaxes(tickformat="d", hoverformat="d")
-    if x_range is not None:
-        lo, hi = x_range
-        fig.update_xaxes(range=list(_plot_x(np.array([lo, hi], dtype=np.float64), x)))
-    return fig
+    axes = {}
+    for r in range(1, len(PANELS) + 1):
+        for secondary in ((False, True) if r in SECONDARY_ROWS else (False,)):
+            fig.add_scatter(x=[], y=[], row=r, col=1, secondary_y=secondary)  # where plotly puts it
+            axes[(r, secondary)] = {"xaxis": fig.data[-1].xaxis, "yaxis": fig.data[-1].yaxis}
+    return fig.layout.to_plotly_json(), axes
 
 
 class _TraceBatch:
-    """Collects traces with their subplot, then adds them to a figure in one call.
+    """Collects the panels' traces as plain dicts, each placed on its subplot's axes."""
 
-    ``Figure.add_trace(row=..., col=...)`` looks up the subplot grid and revalidates
-    the figure's data on every call; one ``add_traces`` for all of them costs a
-    fraction of that (a slider move rebuilds the figure).
-    """
+    def __init__(self, axes: Mapping[tuple[int, bool], Mapping[str, str]]) -> None:
+        self.data: list[dict] = []
+        self._axes = axes
 
-    def __init__(self) -> None:
-        self.data: list = []
-        self._where: list[tuple[int, int, bool]] = []
-
-    def add_trace(self, trace, row: int, col: int, secondary_y: bool = False) -> None:
-        self.data.append(trace)
-        self._where.append((row, col, secondary_y))
-
-    def add_to(self, fig) -> None:
-        if self.data:
-            rows, cols, sec = (list(v) for v in zip(*self._where))
-            fig.add_traces(self.data, rows=rows, cols=cols, secondary_ys=sec)
+    def add_trace(self, trace: dict, row: int, col: int = 1, secondary_y: bool = False) -> None:
+        self.data.append({"type": "scatter", **trace, **self._axes[(row, secondary_y)]})
 
 
-def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, smoothing: float,
+def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, x: str, smoothing: float,
              n_out: int, offset: float = 0.0, widen: float = 1.0) -> None:
     if len(frame) == 0:
         return
@@ -356,26 +363,26 @@ def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, s
             # one closed polygon (the maxima forward, the minima back), not two traces and a
             # fill between them: half the traces for the browser to draw
             bx = np.asarray(_plot_x(red.band_x, x))
-            fig.add_trace(go.Scatter(x=np.concatenate([bx, bx[::-1]]),
-                                     y=np.concatenate([red.band_hi, red.band_lo[::-1]]), mode="lines",
-                                     line=dict(width=0, color=shade_colour), fill="toself",
-                                     fillcolor=_rgba(shade_colour, 0.15), hoverinfo="skip",
-                                     showlegend=False, legendgroup=label, name=f"{label} {name} min/max"),
+            fig.add_trace(dict(x=np.concatenate([bx, bx[::-1]]),
+                               y=np.concatenate([red.band_hi, red.band_lo[::-1]]), mode="lines",
+                               line=dict(width=0, color=shade_colour), fill="toself",
+                               fillcolor=_rgba(shade_colour, 0.15), hoverinfo="skip",
+                               showlegend=False, legendgroup=label, name=f"{label} {name} min/max"),
                           row=row, col=1, secondary_y=secondary)
         lx, ly = break_at_nonfinite(red.x, red.y, xs, y)  # the line breaks at NaN/±Inf, never drawn through
-        fig.add_trace(go.Scatter(x=_plot_x(lx, x), y=ly, mode="lines",
-                                 line=dict(color=shade_colour, dash=dash, width=width * widen),
-                                 name=label if first[0] else f"{label} {name}",
-                                 legendgroup=label, showlegend=first[0],
-                                 hovertemplate=f"{label} {name}: %{{y:.6g}}{at}<extra></extra>"),
+        fig.add_trace(dict(x=_plot_x(lx, x), y=ly, mode="lines",
+                           line=dict(color=shade_colour, width=width * widen, **({"dash": dash} if dash else {})),
+                           name=label if first[0] else f"{label} {name}",
+                           legendgroup=label, showlegend=first[0],
+                           hovertemplate=f"{label} {name}: %{{y:.6g}}{at}<extra></extra>"),
                       row=row, col=1, secondary_y=secondary)
         first[0] = False
         nx, ny, words = nonfinite_points(xs, y)
         if len(nx):  # a visible marker whose hover says what the value was
-            fig.add_trace(go.Scatter(x=_plot_x(nx, x), y=ny, mode="markers", text=words,
-                                     marker=dict(symbol="x", size=9, color=NONFINITE_COLOUR),
-                                     name=f"{label} {name} non-finite", legendgroup=label, showlegend=False,
-                                     hovertemplate=f"{label} {name}: %{{text}}<extra></extra>"),
+            fig.add_trace(dict(x=_plot_x(nx, x), y=ny, mode="markers", text=words,
+                               marker=dict(symbol="x", size=9, color=NONFINITE_COLOUR),
+                               name=f"{label} {name} non-finite", legendgroup=label, showlegend=False,
+                               hovertemplate=f"{label} {name}: %{{text}}<extra></extra>"),
                           row=row, col=1, secondary_y=secondary)
 
     def shade(row, flag, top, name):
@@ -392,20 +399,20 @@ def _add_run(fig, go, label: str, frame: pd.DataFrame, colour: str, *, x: str, s
             corners = _plot_x(np.array([a, a, b, b], dtype=np.float64), x)
             px += [*corners, None]
             py += [0.0, top, top, 0.0, None]
-        fig.add_trace(go.Scatter(x=px, y=py, mode="lines", fill="toself", line=dict(width=0),
-                                 fillcolor=_rgba(colour, 0.18), hoverinfo="skip", legendgroup=label,
-                                 showlegend=False, name=f"{label} {name}"), row=row, col=1)
+        fig.add_trace(dict(x=px, y=py, mode="lines", fill="toself", line=dict(width=0),
+                           fillcolor=_rgba(colour, 0.18), hoverinfo="skip", legendgroup=label,
+                           showlegend=False, name=f"{label} {name}"), row=row, col=1)
 
     def markers(row, pos, y, name, symbol, secondary=False):
         if pos is None or len(pos) == 0:
             return
         if len(pos) > n_out:  # thousands of events: keep an even sample, the band shows density
             pos = pos[np.linspace(0, len(pos) - 1, n_out).astype(np.int64)]
-        fig.add_trace(go.Scatter(x=_plot_x(xs[pos], x), y=y[pos] if y is not None else np.ones(len(pos)),
-                                 mode="markers", marker=dict(symbol=symbol, size=8, color=colour,
-                                                             line=dict(width=1, color="black")),
-                                 name=f"{label} {name}", legendgroup=label, showlegend=False,
-                                 hovertemplate=f"{label} {name} @ %{{x{':d' if x == 'step' else ''}}}<extra></extra>"),
+        fig.add_trace(dict(x=_plot_x(xs[pos], x), y=y[pos] if y is not None else np.ones(len(pos)),
+                           mode="markers", marker=dict(symbol=symbol, size=8, color=colour,
+                                                       line=dict(width=1, color="black")),
+                           name=f"{label} {name}", legendgroup=label, showlegend=False,
+                           hovertemplate=f"{label} {name} @ %{{x{':d' if x == 'step' else ''}}}<extra></extra>"),
                       row=row, col=1, secondary_y=secondary)
 
     # 1 dead zone

@@ -84,29 +84,53 @@ def replay(source_key: str, _stream, config: dict[str, Any], engine: str, layout
     """A replay of ``_stream`` (identified by ``source_key``) under ``config``.
 
     ``_layout`` is the slot layout (the default registry when None), named in
-    the cache key by its fingerprint. Returns ``{"frame", "seconds", "engine",
-    "summary"}``; ``summary`` is :func:`regime_dash.engine.summary.summarize_frame`,
-    the metrics a sweep reports.
+    the cache key by its fingerprint. Returns ``{"frame", "seconds", "engine"}``;
+    its summary metrics are :func:`replay_summary` (separate, so a page can draw the
+    chart before it pays for them).
     """
     from regime_dash.engine import replay_trajectory
-    from regime_dash.engine.summary import summarize_frame
 
     traj = replay_trajectory(_stream, RegimeConfig(**config), engine=engine, layout=_layout)
-    return {"frame": traj.frame, "seconds": traj.seconds, "engine": traj.engine,
-            "summary": summarize_frame(traj.frame)}
+    return {"frame": traj.frame, "seconds": traj.seconds, "engine": traj.engine}
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
+def replay_summary(source_key: str, _stream, config: dict[str, Any], engine: str, layout_fingerprint: str = "",
+                   _layout=None) -> dict[str, float]:
+    """:func:`regime_dash.engine.summary.summarize_frame` of :func:`replay` with the same arguments
+    (the metrics a sweep reports; a step-by-step fold, several times the fast replay's own time)."""
+    return _summary(source_key, config, engine, layout_fingerprint,
+                    replay(source_key, _stream, config, engine, layout_fingerprint, _layout)["frame"])
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _summary(source_key: str, config: dict[str, Any], engine: str, layout_fingerprint: str,
+             _frame: pd.DataFrame) -> dict[str, float]:
+    from regime_dash.engine.summary import summarize_frame
+
+    return summarize_frame(_frame)
+
+
 def signal_figure(key: str, _runs: dict, x: str, smoothing: float, x_range: tuple | None = None,
                   height: int = 1400, x_offsets: tuple = ()):
     """:func:`regime_dash.figures.signal_panels` of ``_runs`` (identified by ``key``).
 
     ``x_offsets`` is ``((label, step), ...)``: each run drawn against its steps since ``step``.
+    The cache holds the figure's plotly JSON: a cached ``Figure`` object is pickled and
+    re-validated on every hit (0.25 s for a two-run figure), its JSON dict is not.
     """
+    import plotly.graph_objects as go
+
+    spec = _signal_spec(key, _runs, x, smoothing, x_range, height, x_offsets)
+    return go.Figure(spec, _validate=False)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _signal_spec(key: str, _runs: dict, x: str, smoothing: float, x_range: tuple | None,
+                 height: int, x_offsets: tuple) -> dict:
     from regime_dash.figures import signal_panels
 
     return signal_panels(_runs, x=x, smoothing=smoothing, x_range=x_range, height=height,
-                         x_offsets=dict(x_offsets) or None)
+                         x_offsets=dict(x_offsets) or None).to_plotly_json()
 
 
 def runs_frame(store) -> pd.DataFrame:

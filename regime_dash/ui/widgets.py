@@ -894,8 +894,10 @@ def sweep_panel(key: str, source_key: str, stream: Any, engine: str, base: Regim
     baseline = cache.replay(source_key, stream, RegimeConfig().as_dict(), engine, fp, layout)
     cell = cache.replay(source_key, stream, config.as_dict(), engine, fp, layout)
     label = ", ".join(f"{f}={table[f].iloc[row]:g}" for f in fields_)
-    st.markdown(f"**Replay of {label}** — {metric} = {cell['summary'][metric]:g} "
-                f"(baseline {baseline['summary'][metric]:g}), {cell['seconds'] * 1000:.1f} ms")
+    cell_summary = cache.replay_summary(source_key, stream, config.as_dict(), engine, fp, layout)
+    base_summary = cache.replay_summary(source_key, stream, RegimeConfig().as_dict(), engine, fp, layout)
+    st.markdown(f"**Replay of {label}** — {metric} = {cell_summary[metric]:g} "
+                f"(baseline {base_summary[metric]:g}), {cell['seconds'] * 1000:.1f} ms")
     fig = cache.signal_figure(f"sweepcell|{source_key}|{engine}|{fp}|{config}",
                               {"baseline": baseline["frame"], label: cell["frame"]}, "step", 0.0)
     plotly_chart(fig, f"{key}.cell_chart")

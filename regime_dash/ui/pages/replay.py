@@ -48,10 +48,15 @@ def what_if() -> None:
         run = base if config == RegimeConfig() else cache.replay(source_key, stream, config.as_dict(), engine,
                                                                  fp, layout)
         st.caption(f"What-if replayed in {run['seconds'] * 1000:.1f} ms on the {run['engine']} engine.")
-        widgets.summary_metrics("replay.summary", run["summary"], base["summary"])
+        metrics = st.container()  # above the chart, filled after it: the chart is not kept waiting
         fig = cache.signal_figure(f"replay|{source_key}|{engine}|{fp}|{config}",
                                   {"baseline": base["frame"], "what-if": run["frame"]}, "step", smoothing, height=900)
         widgets.plotly_chart(fig, "replay.chart")
+        with metrics:
+            widgets.summary_metrics("replay.summary",
+                                    cache.replay_summary(source_key, stream, config.as_dict(), engine, fp, layout),
+                                    cache.replay_summary(source_key, stream, RegimeConfig().as_dict(), engine, fp,
+                                                         layout))
     state.publish()
 
 
