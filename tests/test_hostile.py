@@ -27,6 +27,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
+from regime_dash.errors import IngestError
 from regime_dash.store import RunStore
 
 from hostile import (
@@ -410,7 +411,7 @@ def test_check_diff_rm_accept_the_ingest_name_and_report_missing_files(tmp_path)
 
 # ------------------------------------------------------------- the hostile-input suite
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from diag_lines import bad_lines, check_against_model  # noqa: E402
@@ -477,11 +478,21 @@ _SUITE = {"inputs": 0, "lines": 0, "rows": 0, "rejects": 0, "aside": 0, "gzip": 
                                  HealthCheck.large_base_example])
 @given(data=hostile_files(), gz=st.booleans(), chunk=st.sampled_from([7, 64, 4096, 1 << 20]),
        workers=st.sampled_from([1, 2]))
+# plain text that merely starts with gzip's magic bytes: read as lines, not "corrupt gzip"
+@example(data=b"\x1f\x8b\n{}\n", gz=False, chunk=7, workers=1)
+@example(data=b"\x1f\x8b\n", gz=False, chunk=7, workers=1)
+@example(data=b"\x1f\x8b\x08\x00{}\n", gz=False, chunk=7, workers=1)
 def test_hostile_suite(data, gz, chunk, workers):
     """Rows plus rejects equal the non-blank lines, every good line's values survive
     (stored, or set aside exactly), and the peak RSS stays under the bound."""
     from regime_dash.ingest import parse
 
+    if not gz and len(data) >= 4 and data[:3] == b"\x1f\x8b\x08" and not data[3] & 0xE0:
+        # a whole gzip member header, then no gzip: there are no lines to reject, so
+        # the file is refused as corrupt gzip, with our error and never a traceback
+        with pytest.raises(IngestError, match="gzip"):
+            parse(data, chunk_bytes=chunk, workers=workers, max_line_bytes=MAX_LINE)
+        return
     measured = _reset_peak_rss()
     table, rep = parse(gzip.compress(data) if gz else data, chunk_bytes=chunk, workers=workers,
                        max_line_bytes=MAX_LINE)

@@ -100,7 +100,12 @@ class _Blocks:
 
     def __call__(self, size: int) -> Iterator[bytes]:
         first = self._read(size)
-        if first[:2] != b"\x1f\x8b":
+        while 0 < len(first) < 4:  # a stream may hand out fewer bytes than asked
+            more = self._read(size)
+            if not more:
+                break
+            first += more
+        if not _is_gzip_header(first):
             while first:
                 yield first
                 first = self._read(size)
@@ -108,10 +113,14 @@ class _Blocks:
         self.gzip = True
         d = zlib.decompressobj(wbits=31)
         buf = first
+        inflated = False
         while True:
             if not buf:
                 buf = self._read(size)
                 if not buf:
+                    if not d.eof and not inflated:
+                        raise IngestError(f"cannot read {self.path or 'input'}: gzip data ends at "
+                                          f"byte {self.done}, before anything inflated", path=self.path)
                     if not d.eof:
                         self.truncated = True  # the writer died mid-stream
                     return
@@ -122,6 +131,7 @@ class _Blocks:
                                   f"near byte {self.done} ({e})", path=self.path) from e
             buf = d.unconsumed_tail
             if out:
+                inflated = True
                 yield out
             if d.eof:
                 rest = d.unused_data + buf
@@ -134,6 +144,13 @@ class _Blocks:
                     raise IngestError(f"cannot read {self.path or 'input'}: data after the "
                                       "end of the gzip stream", path=self.path)
                 return
+
+
+def _is_gzip_header(head: bytes) -> bool:
+    """Whether ``head`` opens a gzip member: the magic, deflate (the only method gzip
+    defines) and no reserved flag bits. Text that merely starts with the two magic bytes
+    is read as lines, so its bad lines are rejected one by one like any others."""
+    return len(head) >= 4 and head[:3] == b"\x1f\x8b\x08" and not head[3] & 0xE0
 
 
 #: Most lines in one chunk: a chunk of one-byte junk lines holds millions, and the
