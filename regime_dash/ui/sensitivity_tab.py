@@ -15,7 +15,7 @@ import streamlit as st
 from regime_dash.config import RegimeConfig, field_names
 from regime_dash.errors import RegimeDashError
 from regime_dash.sensitivity import PAIR_FIELDS, sensitivity
-from regime_dash.ui import widgets
+from regime_dash.ui import sections, widgets
 
 
 def clicked_field(event: Any, last: str | None) -> str | None:
@@ -122,5 +122,5 @@ def sensitivity_tab(key: str, source_key: str, stream: Any, base: RegimeConfig |
         return
     edge = {n.field: list(n.edge_deltas) for n in result.no_effect}
     # a no-effect field draws what its end value moved, else the headline metrics (flat lines)
-    metrics = list(result.moves(name)) or edge.get(name) or list(widgets.HEADLINE[:4])
+    metrics = list(result.moves(name)) or edge.get(name) or list(sections.HEADLINE[:4])
     widgets.plotly_chart(figures_sensitivity.field_sweep(result.field_sweep(name), name, metrics), f"{key}.sweep")

@@ -3,7 +3,7 @@ import pandas as pd
 import streamlit as st
 
 from regime_dash.figures_overlay import overlay
-from regime_dash.ui import cache, state, widgets
+from regime_dash.ui import cache, sections, state, widgets
 from regime_dash.ui.verdict_strip import verdict_strip
 
 st.title("Explore")
@@ -84,13 +84,13 @@ tab_ep, tab_ev, tab_inv, tab_dl = st.tabs(["Episodes", "Events", "Invariants", "
                                           on_change="rerun")
 if tab_ep.open:
     with tab_ep:
-        widgets.episode_tables("explore.episodes", results)
+        sections.episode_tables("explore.episodes", results)
 if tab_ev.open:
     with tab_ev:
-        widgets.event_tables("explore.events", results)
+        sections.event_tables("explore.events", results)
 if tab_inv.open:
     with tab_inv:
-        widgets.invariant_report("explore.invariants", results, WINDOW, frames)
+        sections.invariant_report("explore.invariants", results, WINDOW, frames)
 if tab_dl.open:
     with tab_dl:
         st.caption("The view on screen: the runs picked and the step window above, every column.")

@@ -4,16 +4,16 @@ import streamlit as st
 from regime_dash.config import RegimeConfig
 from regime_dash.errors import ConfigError, RegimeDashError
 from regime_dash.figures import live_figure
-from regime_dash.ui import widgets
+from regime_dash.ui import sections, stores, widgets
 
 st.title("Live")
 st.caption("Play the pipeline step by step on a recorded stream, a scenario or the closed-loop simulator. "
            "A config change or an injection acts from the current step on, with the state carried over, and "
            "is marked on the chart. Pick a source, then press Play or Step.")
-source = widgets.live_source("live.source")
+source = sections.live_source("live.source")
 if source is None:
     st.stop()
-controls = widgets.live_controls("live.controls")
+controls = sections.live_controls("live.controls")
 with st.expander("Pipeline config (a change applies from the current step on)"):
     values = widgets.config_controls("live.config")
 try:
@@ -22,7 +22,7 @@ except ConfigError as exc:
     config = None
     st.error(f"Config rejected, the run keeps its current config: {exc}")
 try:
-    run = widgets.live_run("live.run", source, config or RegimeConfig(), reset=controls["reset"])
+    run = stores.live_run("live.run", source, config or RegimeConfig(), reset=controls["reset"])
 except RegimeDashError as exc:
     st.error(f"The live run cannot start: {exc}")
     st.stop()

@@ -4,25 +4,25 @@ import streamlit as st
 from regime_dash.config import RegimeConfig
 from regime_dash.engine import warm
 from regime_dash.errors import ConfigError
-from regime_dash.ui import cache, state, widgets
+from regime_dash.ui import cache, sections, state, stores, widgets
 from regime_dash.ui.sensitivity_tab import sensitivity_tab
 
 st.title("Replay & what-if")
 st.caption("Ask what the risk stack would have done under another config. Pick a stream, then move a slider "
            "on the left: the what-if run is redrawn against the spec's baseline beside it.")
-source_key, stream = widgets.stream_source("replay.source", in_url=True)
+source_key, stream = sections.stream_source("replay.source", in_url=True)
 if stream is None:
     state.publish()
     st.stop()
 status = cache.engine_status()
-widgets.fast_engine_status("replay.compile")
+sections.fast_engine_status("replay.compile")
 auto_now = warm.choose_engine("auto", stream.steps)
 requested = widgets.engine_picker("replay.engine", status, auto_now=auto_now)
 if requested != "auto" and status.get(requested) is not None:
     st.error(f"Engine {requested!r} cannot run here: {status[requested]}. Pick another engine.")
     st.stop()
 engine = auto_now if requested == "auto" else requested
-layout, layout_source = widgets.active_layout()
+layout, layout_source = stores.active_layout()
 fp = layout.fingerprint_hex()
 st.caption(f"Stream: {stream.steps:,} steps × {stream.accounts:,} accounts. Slot layout: {layout_source}, "
            f"fingerprint {fp} (change it on the Slots page).")
@@ -53,7 +53,7 @@ def what_if() -> None:
                                   {"baseline": base["frame"], "what-if": run["frame"]}, "step", smoothing, height=900)
         widgets.plotly_chart(fig, "replay.chart")
         with metrics:
-            widgets.summary_metrics("replay.summary",
+            sections.summary_metrics("replay.summary",
                                     cache.replay_summary(source_key, stream, config.as_dict(), engine, fp, layout),
                                     cache.replay_summary(source_key, stream, RegimeConfig().as_dict(), engine, fp,
                                                          layout))
@@ -68,7 +68,7 @@ with tab_sweep:
         what_if_config = RegimeConfig(**widgets.config_values("replay.whatif"))
     except ConfigError:
         what_if_config = None
-    widgets.sweep_panel("replay.sweep", source_key, stream, engine, what_if_config, layout)
+    sections.sweep_panel("replay.sweep", source_key, stream, engine, what_if_config, layout)
 with tab_sensitivity:
     sensitivity_tab("replay.sensitivity", source_key, stream, what_if_config, layout)
 state.publish()

@@ -4,7 +4,7 @@ import functools
 import streamlit as st
 
 from regime_dash.errors import RegimeDashError
-from regime_dash.ui import cache, widgets
+from regime_dash.ui import cache, sections, stores, widgets
 from regime_dash.ui.errors import ErrorNote
 
 st.title("Runs")
@@ -14,7 +14,7 @@ store = cache.get_store()
 
 uploads = st.file_uploader("Upload diag.jsonl files (plain or .gz)", type=["jsonl", "json", "gz"],
                            accept_multiple_files=True, key="runs.upload")
-new = [u for u in uploads or [] if u.file_id not in widgets.ingest_reports()]
+new = [u for u in uploads or [] if u.file_id not in stores.ingest_reports()]
 if new:
     bar = st.progress(0.0, text="ingesting…")
     for k, up in enumerate(new):
@@ -26,10 +26,10 @@ if new:
             result = store.ingest(up, source_name=up.name, progress=progress)
         except Exception as exc:  # noqa: BLE001 - reported once, never retried; the others still store
             result = ErrorNote.from_exception(exc)
-        widgets.record_ingest(up.file_id, up.name, result)
+        stores.record_ingest(up.file_id, up.name, result)
     bar.progress(1.0, text=f"ingested {len(new)} file(s)")
 
-widgets.ingest_report_panel()
+sections.ingest_report_panel()
 
 runs = cache.runs_frame(store)
 if runs.empty:
@@ -39,10 +39,10 @@ if runs.empty:
                              key="runs.samples"):
         for path in samples:
             try:
-                widgets.record_ingest(f"sample:{path.name}", path.name,
+                stores.record_ingest(f"sample:{path.name}", path.name,
                                       store.ingest(path, source_name=f"data/samples/{path.name}"))
             except RegimeDashError as exc:
-                widgets.record_ingest(f"sample:{path.name}", path.name, exc)
+                stores.record_ingest(f"sample:{path.name}", path.name, exc)
         st.rerun()
     elif not samples:
         st.warning("No sample files found under data/samples.")
@@ -52,12 +52,12 @@ else:
     view = runs.assign(steps=[f"{a} … {b}" for a, b in zip(runs["first_step"], runs["last_step"])])
     st.dataframe(view[["name", "rows", "steps", "rejected", "ingested_at", "source", "run_id"]],
                  hide_index=True, key="runs.table")
-    widgets.rejected_lines_panel("runs.rejects", store, runs)
+    sections.rejected_lines_panel("runs.rejects", store, runs)
     # a button, not a page link: the sidebar already has a link named "Explore"
     if st.button(f"Next: look at the run{'s' if len(runs) > 1 else ''} on Explore", key="runs.explore",
                  icon=":material/monitoring:", type="primary"):
         st.switch_page(widgets.page_path("explore.py"))
-    widgets.delete_run_control("runs.delete", store, runs)
+    sections.delete_run_control("runs.delete", store, runs)
 
     st.subheader("Check all runs")
     if st.button(f"Check all {len(runs)} run(s) against the spec", key="runs.check_all"):

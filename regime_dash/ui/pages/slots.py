@@ -5,7 +5,7 @@ import streamlit as st
 from regime_dash.errors import SlotLayoutError
 from regime_dash.modules import full_layout, orphan_slots
 from regime_dash.slots import DEFAULT_LAYOUT, import_rust
-from regime_dash.ui import widgets
+from regime_dash.ui import stores
 
 st.title("Slots")
 st.caption("Check the ISV slot layout the replays use: find a slot by name, see who writes and reads it; "
@@ -23,7 +23,7 @@ with st.expander("What the words here mean"):
         "fingerprint are the same layout.")
 upload = st.file_uploader("Use the layout of an isv_slots.rs (`pub const NAME: usize = N;` lines)",
                           type=["rs", "txt"], key="slots.upload")
-layout, source = widgets.active_layout()  # what replays use now (kept across pages)
+layout, source = stores.active_layout()  # what replays use now (kept across pages)
 imported = None
 if upload is not None:
     try:
@@ -34,11 +34,11 @@ if upload is not None:
 
 report = layout.report()
 if imported is not None and report.ok:  # replays use an imported layout only when it is usable
-    widgets.use_layout(layout, upload.name)
+    stores.use_layout(layout, upload.name)
 elif upload is None and layout is not DEFAULT_LAYOUT:
     st.info(f"Replays use the layout of {source}.")
     st.button("Use the default registry again", key="slots.reset",
-              on_click=widgets.use_layout, args=(None, None))
+              on_click=stores.use_layout, args=(None, None))
 c1, c2, c3 = st.columns(3)
 c1.metric("Slots", len(layout))
 c2.metric("ISV size", layout.size)

@@ -1,0 +1,69 @@
+"""Session-state stores: values one page sets and another reads, each under its own key.
+
+The Slots page's active layout (read by Replay), the Runs page's ingest
+reports, and the Live page's running :class:`~regime_dash.live.LiveRun`.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import streamlit as st
+
+from regime_dash.config import RegimeConfig
+
+
+# ---- slot layout (Slots page sets it, Replay uses it) ----------------------------------
+_LAYOUT = "slots.active_layout"
+
+
+def use_layout(layout, source: str | None) -> None:
+    """Make ``layout`` (from ``source``, an uploaded isv_slots.rs) the one replays use; None: the registry."""
+    if source is None:
+        st.session_state.pop(_LAYOUT, None)
+    else:
+        st.session_state[_LAYOUT] = (layout, source)
+
+
+def active_layout():
+    """``(layout, source)``: the layout the Slots page made active, else the default registry."""
+    from regime_dash.slots import DEFAULT_LAYOUT
+
+    return st.session_state.get(_LAYOUT, (DEFAULT_LAYOUT, "the default registry"))
+
+
+# ---- ingest reports (Runs page) ---------------------------------------------------
+REPORTS_KEY = "runs.reports"
+
+
+def ingest_reports() -> dict[str, Any]:
+    """``{upload id: report}`` of this session's ingests (owned by the Runs page's report panel)."""
+    return st.session_state.setdefault(REPORTS_KEY, {})
+
+
+def record_ingest(upload_id: str, name: str, result: Any) -> None:
+    """Remember one ingest's result (or the error it raised) for :func:`ingest_report_panel`."""
+    ingest_reports()[upload_id] = (name, result)
+
+
+# ---- live run (Live page) -----------------------------------------------------------
+def live_run(key: str, source: Mapping[str, Any], config: RegimeConfig, *, reset: bool = False):
+    """The session's :class:`~regime_dash.live.LiveRun` of ``source``, started under ``config``.
+
+    Held in ``st.session_state[key]``; a new run starts on ``reset`` or when the
+    source's key changes (``st.session_state[key + '.source']`` remembers it).
+    """
+    from regime_dash.live import LiveRun
+    from regime_dash.simulator import PRESETS, Simulator
+
+    if reset or key not in st.session_state or st.session_state.get(f"{key}.source") != source["key"]:
+        if "stream" in source:
+            run = LiveRun.of_stream(source["stream"], config, source=source["key"])
+        else:
+            setup = source["sim"]
+            preset = PRESETS[setup["preset"]]
+            run = LiveRun.of_simulator(Simulator(accounts=setup["accounts"], seed=setup["seed"], config=config,
+                                                 market=preset.market, schedule=preset.schedule(setup["horizon"]),
+                                                 engine="reference"), source=source["key"])
+        st.session_state[key] = run
+        st.session_state[f"{key}.source"] = source["key"]
+    return st.session_state[key]
