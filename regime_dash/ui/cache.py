@@ -203,3 +203,45 @@ def sweep(source_key: str, _stream, grid: dict[str, list[float]], engine: str,
     result = run_sweep(_stream, grid, engine=engine, base=RegimeConfig(**base) if base else None,
                        layout=_layout)
     return {"table": result.table, "seconds": result.seconds, "engine": result.engine}
+
+
+# ---- controller modules (Controllers page) -------------------------------------------
+@st.cache_data(show_spinner=False, max_entries=16)
+def module_demo_stream(name: str, seed: int, steps: int | None):
+    """The demo stream of controller module ``name`` (its own generator, ``seed``, ``steps`` or its default)."""
+    from regime_dash.modules import MODULES
+
+    return MODULES[name].demo_stream(seed, steps)
+
+
+@st.cache_data(show_spinner="Replaying…", max_entries=32)
+def module_replay(name: str, seed: int, steps: int | None, config: dict[str, Any], engine: str) -> dict[str, Any]:
+    """Module ``name`` replayed on its demo stream under ``config``.
+
+    Returns ``{"frame", "seconds", "checks", "summary"}``: ``checks`` are the
+    run's one verdict as ``check`` gives it, less the core checks that cannot
+    apply to this module's frame.
+    """
+    import time
+
+    from regime_dash.analysis.verdict import verdict
+    from regime_dash.modules import MODULES
+
+    m = MODULES[name]
+    t0 = time.perf_counter()
+    frame = m.replay(module_demo_stream(name, seed, steps), m.config_type(**config), engine)
+    seconds = time.perf_counter() - t0
+    checks = [c.to_dict() for c in verdict(frame).checks if c.id in m.check_ids or c.status != "skip"]
+    return {"frame": frame, "seconds": seconds, "checks": checks, "summary": m.summary(frame)}
+
+
+@st.cache_data(show_spinner="Sweeping…", max_entries=8)
+def module_sweep(name: str, seed: int, steps: int | None, field: str, values: tuple, base: dict[str, Any],
+                 engine: str) -> pd.DataFrame:
+    """Module ``name``'s summary over ``values`` of ``field``, on top of the config ``base``."""
+    from regime_dash.modules import MODULES
+    from regime_dash.modules.integration import sweep_module
+
+    m = MODULES[name]
+    return sweep_module(m, module_demo_stream(name, seed, steps), {field: list(values)}, engine,
+                        base=m.config_type(**base))

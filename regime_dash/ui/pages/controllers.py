@@ -15,37 +15,9 @@ import streamlit as st
 
 from regime_dash.errors import RegimeDashError
 from regime_dash.modules import MODULES, orphan_slots
+from regime_dash.ui import cache
 
 KEY = "controllers"
-
-
-@st.cache_data(show_spinner=False, max_entries=16)
-def _demo(name: str, seed: int, steps: int | None):
-    return MODULES[name].demo_stream(seed, steps)
-
-
-@st.cache_data(show_spinner="Replaying…", max_entries=32)
-def _replay(name: str, seed: int, steps: int | None, config: dict[str, Any], engine: str) -> dict[str, Any]:
-    import time
-
-    m = MODULES[name]
-    t0 = time.perf_counter()
-    frame = m.replay(_demo(name, seed, steps), m.config_type(**config), engine)
-    seconds = time.perf_counter() - t0
-    from regime_dash.analysis.verdict import verdict
-
-    # the run's one verdict, as `check` gives it; core checks that cannot apply to this module's frame are left out
-    checks = [c.to_dict() for c in verdict(frame).checks if c.id in m.check_ids or c.status != "skip"]
-    return {"frame": frame, "seconds": seconds, "checks": checks, "summary": m.summary(frame)}
-
-
-@st.cache_data(show_spinner="Sweeping…", max_entries=8)
-def _sweep(name: str, seed: int, steps: int | None, field: str, values: tuple, base: dict[str, Any],
-           engine: str) -> pd.DataFrame:
-    from regime_dash.modules.integration import sweep_module
-
-    m = MODULES[name]
-    return sweep_module(m, _demo(name, seed, steps), {field: list(values)}, engine, base=m.config_type(**base))
 
 
 def _control(spec, key: str) -> Any:
@@ -122,8 +94,8 @@ except RegimeDashError as exc:
     st.stop()
 
 try:
-    base = _replay(name, seed, steps, m.config_type().as_dict(), engine)
-    what_if = _replay(name, seed, steps, config.as_dict(), engine)
+    base = cache.module_replay(name, seed, steps, m.config_type().as_dict(), engine)
+    what_if = cache.module_replay(name, seed, steps, config.as_dict(), engine)
 except RegimeDashError as exc:
     st.error(f"Replay failed: {exc}")
     st.stop()
@@ -169,7 +141,7 @@ with tab_sweep:
         grid = np.linspace(lo, hi, n)
         grid = tuple(sorted({int(round(v)) for v in grid})) if spec.kind == "int" else tuple(float(v) for v in grid)
         try:
-            table = _sweep(name, seed, steps, field, grid, config.as_dict(), engine)
+            table = cache.module_sweep(name, seed, steps, field, grid, config.as_dict(), engine)
         except RegimeDashError as exc:
             st.session_state.pop(result_key, None)
             st.error(f"Sweep rejected: {exc}")
