@@ -26,35 +26,18 @@ from regime_dash import diag
 from regime_dash.errors import ValidationError
 from regime_dash.figures_overlay import NONFINITE_COLOUR, break_at_nonfinite, nonfinite_points
 
-P, R = diag.P, diag.R
-
-# ---- the signals the panels draw (canonical diag columns) --------------------
-DZ_FLAG = R + "dead_zone.flag"
-DZ_DURATION = R + "dead_zone.duration"
-DZ_TIMEOUT = R + "dead_zone.timeout_flag"
-DZ_MAX = R + "dead_zone.max_duration"
-EPS_LIVE = R + "kelly_eps_recovery.live"
-EPS_MIN = R + "kelly_eps_recovery.min"
-EPS_MAX = R + "kelly_eps_recovery.max"
-EPS_FACTOR = R + "kelly_eps_recovery.factor"
-TAIL_RECENCY = R + "tail.recency"
-TAIL_VAR = R + "tail.session_pnl_variance_ema"
-SIGMA = P + "popart.sigma"
-POPART_VAR = P + "popart.var"
-ENVELOPE = R + "popart_envelope.max_abs_reward_ema"
-TRANSITION = R + "transition.remaining"
-SAFETY_FRAC = P + "kelly.safety_frac"
-TAU_MIN = P + "iqn.tau_min"
-TAU_MIN_EFF = P + "iqn.tau_min_effective"
-KELLY = P + "kelly.fraction"
-KELLY_ANALYTIC = P + "kelly.analytic"
+# The panels' signals are diag's catalogue columns (diag.FLAG, diag.KELLY, ...): one list of names.
+#: The catalogue columns the seven panels draw (besides ``step``).
+PANEL_COLUMNS: tuple[str, ...] = (
+    diag.FLAG, diag.DURATION, diag.TIMEOUT, diag.MAX_DURATION, diag.LIVE, diag.EPS_MIN, diag.EPS_MAX,
+    diag.FACTOR, diag.RECENCY, diag.VARIANCE, diag.SIGMA, diag.POPART_VAR, diag.ENVELOPE, diag.REMAINING,
+    diag.SAFETY_FRAC, diag.TAU_MIN, diag.TAU_MIN_EFF, diag.KELLY, diag.KELLY_ANALYTIC)
 
 #: 0/1 signals: drawn as spans or markers, never smoothed, never downsampled point-wise.
-FLAG_COLUMNS = frozenset({DZ_FLAG, DZ_TIMEOUT})
+FLAG_COLUMNS = frozenset({diag.FLAG, diag.TIMEOUT})
 #: Integer-valued counters: downsampled but never smoothed (a smoothed counter is a wrong count).
-COUNTER_COLUMNS = frozenset({DZ_DURATION, TAIL_RECENCY, TRANSITION, R + "tail.welford_count",
-                             P + "positions.flat_count", P + "positions.b_size",
-                             P + "kelly.cooldown_remaining"})
+COUNTER_COLUMNS = frozenset({diag.DURATION, diag.RECENCY, diag.REMAINING, diag.COUNT, diag.FLAT_COUNT,
+                             diag.B_SIZE, diag.COOLDOWN})
 
 #: Panel titles, top to bottom; each names what its line styles mean.
 PANELS: tuple[str, ...] = (
@@ -416,30 +399,30 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
                       row=row, col=1, secondary_y=secondary)
 
     # 1 dead zone
-    duration = col(DZ_DURATION)
+    duration = col(diag.DURATION)
     line(1, duration, "duration", smooth=False)
     top = np.nanmax(duration) if duration is not None and np.isfinite(duration).any() else 1.0
-    shade(1, col(DZ_FLAG), max(top, 1.0), "dead-zone episode")
-    if DZ_TIMEOUT in frame.columns:
+    shade(1, col(diag.FLAG), max(top, 1.0), "dead-zone episode")
+    if diag.TIMEOUT in frame.columns:
         markers(1, rows_of(ep.timeouts(vw)["step"]), duration, "timeout", "x")
     # 2 ε recovery
-    eps_lo, eps_hi = col(EPS_MIN), col(EPS_MAX)
+    eps_lo, eps_hi = col(diag.EPS_MIN), col(diag.EPS_MAX)
     if eps_lo is not None and eps_hi is not None:
         line(2, eps_lo, "ε min", dash="dot", smooth=False, width=0.8, band=False, k=3)
         line(2, eps_hi, "ε max", dash="dot", smooth=False, width=0.8, band=False, k=3)
         fig.data[-1].update(fill="tonexty", fillcolor=_rgba(colour, 0.08))
-    line(2, col(EPS_LIVE), "ε live")
-    line(2, col(EPS_FACTOR), "recovery factor", dash="dashdot", width=1, k=2)
+    line(2, col(diag.LIVE), "ε live")
+    line(2, col(diag.FACTOR), "recovery factor", dash="dashdot", width=1, k=2)
     # 3 tail
-    recency = col(TAIL_RECENCY)
+    recency = col(diag.RECENCY)
     if recency is not None:
         line(3, recency + 1.0, "recency+1", smooth=False)
         markers(3, rows_of(ep.tail_events(vw)["step"]), np.ones_like(recency), "tail event", "diamond")
-    tail_var = col(TAIL_VAR)
+    tail_var = col(diag.VARIANCE)
     if tail_var is not None:
         line(3, np.sqrt(np.clip(tail_var, 0.0, None)), "σ Δworst", dash="dot", secondary=True, k=2)
     # 4 σ envelope
-    sigma, envelope, var = col(SIGMA), col(ENVELOPE), col(POPART_VAR)
+    sigma, envelope, var = col(diag.SIGMA), col(diag.ENVELOPE), col(diag.POPART_VAR)
     line(4, sigma, "σ")
     line(4, envelope, "envelope", dash="dash", k=2, width=2.5)
     if sigma is not None and envelope is not None and var is not None:
@@ -447,14 +430,14 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
         finite = np.concatenate([a[np.isfinite(a)] for a in (sigma, envelope)])
         shade(4, floor, float(finite.max()) if finite.size else 1.0, "floor active")
     # 5 v9 transition
-    line(5, col(TRANSITION), "transition remaining", smooth=False)
-    line(5, col(SAFETY_FRAC), "safety_frac", dash="dot", secondary=True, k=2)
+    line(5, col(diag.REMAINING), "transition remaining", smooth=False)
+    line(5, col(diag.SAFETY_FRAC), "safety_frac", dash="dot", secondary=True, k=2)
     # 6 IQN τ
-    line(6, col(TAU_MIN), "τ_min", dash="dash", k=1, width=2.5)
-    line(6, col(TAU_MIN_EFF), "τ_min effective")
+    line(6, col(diag.TAU_MIN), "τ_min", dash="dash", k=1, width=2.5)
+    line(6, col(diag.TAU_MIN_EFF), "τ_min effective")
     # 7 kelly
-    line(7, col(KELLY), "kelly_f")
-    line(7, col(KELLY_ANALYTIC), "analytic", dash="dash", width=1, k=2)
+    line(7, col(diag.KELLY), "kelly_f")
+    line(7, col(diag.KELLY_ANALYTIC), "analytic", dash="dash", width=1, k=2)
 
 
 # ---- sweeps -------------------------------------------------------------------------
@@ -550,10 +533,10 @@ def _marks(marks: Sequence[tuple[float, str, str]]) -> list[tuple[dict, dict]]:
 # ---- the live chart ---------------------------------------------------------------------
 #: The Live page's panels: (title, y-axis title with units, [(column, series name, dash)]).
 LIVE_PANELS: tuple[tuple[str, str, tuple[tuple[str, str, str], ...]], ...] = (
-    ("dead zone", "duration (steps)", ((DZ_DURATION, "duration", "solid"),)),
-    ("ε recovery", "ε (fraction)", ((EPS_LIVE, "ε live", "solid"), (EPS_MIN, "ε min", "dot"))),
-    ("σ envelope", "σ (reward units)", ((SIGMA, "σ", "solid"), (ENVELOPE, "envelope", "dash"))),
-    ("kelly fraction", "kelly_f (fraction)", ((KELLY, "kelly_f", "solid"), (KELLY_ANALYTIC, "analytic", "dash"))),
+    ("dead zone", "duration (steps)", ((diag.DURATION, "duration", "solid"),)),
+    ("ε recovery", "ε (fraction)", ((diag.LIVE, "ε live", "solid"), (diag.EPS_MIN, "ε min", "dot"))),
+    ("σ envelope", "σ (reward units)", ((diag.SIGMA, "σ", "solid"), (diag.ENVELOPE, "envelope", "dash"))),
+    ("kelly fraction", "kelly_f (fraction)", ((diag.KELLY, "kelly_f", "solid"), (diag.KELLY_ANALYTIC, "analytic", "dash"))),
 )
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from regime_dash import RegimeConfig, replay, scenarios
+from regime_dash import RegimeConfig, diag, replay, scenarios
 from regime_dash.analysis import diagnose
 from regime_dash.errors import ValidationError
 
@@ -163,7 +163,7 @@ def test_million_steps_are_downsampled(trap_frame):
 
 
 def test_wall_time_axis_and_missing_columns(trap_frame):
-    frame = trap_frame[["step", figures.KELLY, figures.SIGMA, figures.DZ_FLAG, figures.TAIL_RECENCY]].copy()
+    frame = trap_frame[["step", diag.KELLY, diag.SIGMA, diag.FLAG, diag.RECENCY]].copy()
     frame["wall_time"] = 1.7e9 + frame["step"] * 0.5
     fig = figures.signal_panels({"w": frame}, x="wall_time")
     first, = [t for t in fig.data if t.name == "w"]  # no duration column: the first line is recency
@@ -171,7 +171,7 @@ def test_wall_time_axis_and_missing_columns(trap_frame):
     assert pd.Timestamp(first.x[0]) == pd.Timestamp(1.7e9, unit="s")
     assert not [t for t in fig.data if "duration" in (t.name or "")]
     (shade,) = [t for t in fig.data if t.name == "w dead-zone episode"]
-    start = trap_frame.loc[trap_frame[figures.DZ_FLAG] == 1, "step"].iloc[0]
+    start = trap_frame.loc[trap_frame[diag.FLAG] == 1, "step"].iloc[0]
     assert pd.Timestamp(shade.x[0]) == pd.Timestamp(1.7e9 + start * 0.5, unit="s")
     with pytest.raises(ValidationError, match="wall_time"):
         figures.signal_panels({"s": trap_frame}, x="wall_time")

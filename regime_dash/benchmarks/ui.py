@@ -68,11 +68,7 @@ HAS_TRACE_JS = """(name) => Array.from(document.querySelectorAll('.js-plotly-plo
 def _chart_columns() -> list[str]:
     from regime_dash import figures
 
-    return sorted({"step", figures.DZ_FLAG, figures.DZ_DURATION, figures.DZ_TIMEOUT, figures.DZ_MAX,
-                   figures.EPS_LIVE, figures.EPS_MIN, figures.EPS_MAX, figures.EPS_FACTOR,
-                   figures.TAIL_RECENCY, figures.TAIL_VAR, figures.SIGMA, figures.POPART_VAR,
-                   figures.ENVELOPE, figures.TRANSITION, figures.SAFETY_FRAC, figures.TAU_MIN,
-                   figures.TAU_MIN_EFF, figures.KELLY, figures.KELLY_ANALYTIC})
+    return sorted({"step", *figures.PANEL_COLUMNS})
 
 
 def make_big_run(store: str | os.PathLike, steps: int, seed: int = 0, base_steps: int = 25_000) -> dict[str, Any]:
