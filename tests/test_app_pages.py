@@ -383,8 +383,9 @@ def test_every_config_field_has_a_slider_around_its_default():
 
     numeric = [f for f in field_names() if f not in SWITCHES]
     assert widgets.numeric_fields() == numeric
-    assert set(widgets.FIELD_RANGES) == set(numeric)
-    for name, (lo, hi, step) in widgets.FIELD_RANGES.items():
+    assert set(widgets.numeric_specs()) == set(numeric)
+    for name in numeric:
+        lo, hi, step = widgets.slider_domain(name)
         default = getattr(RegimeConfig(), name)
         assert lo <= default <= hi and step > 0, name
         # both ends are values RegimeConfig accepts (from an ε range that lets either end move)

@@ -12,10 +12,9 @@ import pandas as pd
 import streamlit as st
 
 from regime_dash.config import RegimeConfig
-from regime_dash.field_ranges import FIELD_RANGES
 from regime_dash.ui.errors import ErrorNote, show_error
 from regime_dash.ui.stores import REPORTS_KEY, ingest_reports
-from regime_dash.ui.widgets import jump_to_step, numeric_fields, plotly_chart
+from regime_dash.ui.widgets import jump_to_step, numeric_fields, plotly_chart, slider_domain
 
 
 def ingest_report_panel() -> None:
@@ -306,7 +305,7 @@ def live_controls(key: str) -> dict[str, Any]:
 def sweep_range(name: str, base: RegimeConfig) -> tuple[float, float]:
     """The values field ``name`` can be swept over on top of ``base``: its slider range, within
     what RegimeConfig accepts next to ``base``'s other fields (ε_min up to ε_max and back)."""
-    lo, hi, _ = FIELD_RANGES[name]
+    lo, hi, _ = slider_domain(name)
     if name == "eps_min":
         hi = min(hi, base.eps_max)
     elif name == "eps_max":
@@ -359,7 +358,7 @@ def _grid(name: str, lo: float, hi: float, n: int) -> list[float]:
     import numpy as np
 
     values = np.linspace(min(lo, hi), max(lo, hi), n)
-    if FIELD_RANGES[name][2] >= 1.0:
+    if slider_domain(name)[2] >= 1.0:
         values = np.unique(np.round(values))
     return [float(v) for v in values]
 

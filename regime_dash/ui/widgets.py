@@ -7,14 +7,13 @@ whole page sections (panels, tabs) in :mod:`regime_dash.ui.sections`.
 """
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 import streamlit as st
 
 from regime_dash.config import SWITCHES, RegimeConfig
-from regime_dash.field_ranges import FIELD_RANGES
+from regime_dash.params import FieldSpec
 
 #: Toggle labels: the spec's feature numbers of F2/F4/F5, "model:" for the model switches.
 SWITCH_LABELS = {"resurrection": "F2 Kelly resurrection", "envelope": "F4 PopArt σ envelope",
@@ -23,9 +22,24 @@ SWITCH_LABELS = {"resurrection": "F2 Kelly resurrection", "envelope": "F4 PopArt
 ENGINE_CHOICES = ("auto", "reference", "fast", "cuda")
 
 
+def numeric_specs() -> dict[str, FieldSpec]:
+    """RegimeConfig's numeric field declarations (the ones with a slider) by name, in declaration order.
+
+    Each slider's range and step is its field's ``param()`` record, the one
+    declaration the Controllers page and the sensitivity analysis read too.
+    """
+    return {s.name: s for s in RegimeConfig.field_specs() if s.kind != "bool"}
+
+
+def slider_domain(name: str) -> tuple[float, float, float]:
+    """``(min, max, step)`` of numeric RegimeConfig field ``name``'s slider, as floats."""
+    spec = numeric_specs()[name]
+    return float(spec.lo), float(spec.hi), float(spec.step)
+
+
 def numeric_fields() -> list[str]:
     """RegimeConfig's numeric fields (the ones with a slider), in declaration order."""
-    return [f.name for f in fields(RegimeConfig) if f.name not in SWITCHES]
+    return list(numeric_specs())
 
 
 def config_controls(key: str, base: RegimeConfig | None = None, *, columns: int = 3,
@@ -57,7 +71,7 @@ def config_controls(key: str, base: RegimeConfig | None = None, *, columns: int 
     names = numeric_fields()
     cols = st.columns(columns)
     for i, name in enumerate(names):
-        lo, hi, step = FIELD_RANGES[name]
+        lo, hi, step = slider_domain(name)
         value = float(min(max(getattr(base, name), lo), hi))
         out[name] = cols[i % columns].slider(name, min_value=lo, max_value=hi, step=step, key=f"{key}.{name}",
                                              format="%g", **seed(name, "float", value,
