@@ -8,8 +8,8 @@ and targets, τ_min, the Kelly cap) are models and say so below.
 
 The fields are declared with :func:`regime_dash.params.param`, as every module
 config is: the slider domain, step, doc and model flag of each come from that
-one declaration (the Replay and Controllers pages, the sensitivity sweep and
-:data:`regime_dash.field_ranges.FIELD_RANGES` read it). The domains are ours
+one declaration (the Replay and Controllers pages and the sensitivity sweep
+read it through :meth:`RegimeConfig.field_specs`). The domains are ours
 (the spec gives defaults, not ranges), and lie inside the checks of
 :class:`RegimeConfig`, which accept more (a whole number of steps has no upper
 bound): the checks, not the slider ends, say what a config may hold.

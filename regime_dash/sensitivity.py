@@ -3,7 +3,7 @@
 :func:`sensitivity` replays one stream under
 
 1. the base config and, one field at a time, every config field across its
-   domain (:data:`regime_dash.field_ranges.FIELD_RANGES`; the switches F2, F4,
+   domain (its ``param()`` declaration, :meth:`RegimeConfig.field_specs`; the switches F2, F4,
    F5 and the model switches both ways), the other fields held at the base;
 2. then, for the fields that matter most, a grid over each pair of them;
 
@@ -41,8 +41,16 @@ import pandas as pd
 from regime_dash.config import SWITCHES, RegimeConfig, field_names
 from regime_dash.engine.summary import METRICS
 from regime_dash.errors import ConfigError, ValidationError
-from regime_dash.field_ranges import FIELD_RANGES
 from regime_dash.streams import Stream
+
+#: The numeric fields' declarations by name: each one's domain is its slider's (min, max, step).
+_NUMERIC = {spec.name: spec for spec in RegimeConfig.field_specs() if spec.kind != "bool"}
+
+
+def _domain(name: str) -> tuple[float, float, float]:
+    spec = _NUMERIC[name]
+    return float(spec.lo), float(spec.hi), float(spec.step)
+
 
 #: Values swept per numeric field (the base value is added when it is not one of them).
 POINTS = 9
@@ -211,12 +219,12 @@ def field_values(name: str, base: RegimeConfig, points: int = POINTS) -> list[fl
     """
     if name in SWITCHES:
         return [False, True]
-    if name not in FIELD_RANGES:
+    if name not in _NUMERIC:
         raise ConfigError(f"unknown config field {name!r}; valid fields: {', '.join(field_names())}",
                           field=name, value=name)
     if isinstance(points, bool) or not isinstance(points, int) or points < 2:
         raise ValidationError(f"points must be an int >= 2, got {points!r}", field="points", value=points)
-    lo, hi, step = FIELD_RANGES[name]
+    lo, hi, step = _domain(name)
     values = np.geomspace(lo, hi, points) if lo > 0 and hi / lo >= LOG_SPAN else np.linspace(lo, hi, points)
     if step >= 1.0:
         values = np.round(values)
@@ -272,7 +280,7 @@ def _edge_only(oat: pd.DataFrame, name: str) -> tuple[Any, dict[str, float]] | N
     base = oat.iloc[0]
     rows = oat[oat["field"] == name]
     moved = rows[(rows[list(METRICS)].to_numpy() != base[list(METRICS)].to_numpy(dtype=float)).any(axis=1)]
-    lo, hi, _ = FIELD_RANGES[name]
+    lo, hi, _ = _domain(name)
     if len(moved) != 1 or float(moved[name].iloc[0]) not in (lo, hi):
         return None
     row = moved.iloc[0]

@@ -13,7 +13,6 @@ import pandas as pd
 import pytest
 
 from regime_dash import RegimeConfig, diag, replay, scenarios
-from regime_dash.field_ranges import FIELD_RANGES
 from regime_dash.benchmarks.page_load import chromium, serve
 from regime_dash.store import RunStore
 from tests.test_browser import ROOT, pytestmark, shot  # noqa: F401  (pytestmark: the same marks and skips)
@@ -58,7 +57,7 @@ def test_a_heatmap_cell_click_opens_its_replay(page):
     opened.wait_for()
     # the top-right cell is the top of both sweeps: max_duration's default "to" (3000) and
     # the top of n_recovery's declared range
-    n_top = FIELD_RANGES["n_recovery"][1]
+    n_top = next(s.hi for s in RegimeConfig.field_specs() if s.name == "n_recovery")
     assert opened.inner_text().startswith(f"Replay of max_duration=3000, n_recovery={n_top:g}")
     shot(page, "dead-ends-1-heatmap-cell-opened")
 

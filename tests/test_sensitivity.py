@@ -13,7 +13,6 @@ from regime_dash.cli import main
 from regime_dash.config import SWITCHES, field_names
 from regime_dash.engine.summary import METRICS, summarize_frame
 from regime_dash.errors import ConfigError, ValidationError
-from regime_dash.field_ranges import FIELD_RANGES
 from regime_dash.sensitivity import explain, field_values, format_value, sensitivity
 
 F2_OFF = RegimeConfig(resurrection=False)
@@ -43,7 +42,8 @@ def test_field_values_cover_the_slider_domain_and_the_base():
         if name in SWITCHES:
             assert values == [False, True]
             continue
-        lo, hi, step = FIELD_RANGES[name]
+        spec = next(s for s in RegimeConfig.field_specs() if s.name == name)
+        lo, hi, step = spec.lo, spec.hi, spec.step
         assert values[0] == lo and values[-1] == hi, name
         assert getattr(base, name) in values, name
         assert values == sorted(set(values)), name
