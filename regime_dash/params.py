@@ -162,6 +162,26 @@ class ConfigFields:
         return field_specs(cls)
 
     @classmethod
+    def numeric_specs(cls) -> dict[str, FieldSpec]:
+        """The numeric fields (those with a slider range) by name, in declaration order."""
+        return {s.name: s for s in field_specs(cls) if s.kind != "bool"}
+
+    @classmethod
+    def domain(cls, name: str) -> tuple[float, float, float]:
+        """``(lo, hi, step)`` of numeric field ``name``, as floats: what its slider offers.
+
+        Raises
+        ------
+        ConfigError
+            For a name that is not a numeric field.
+        """
+        spec = cls.numeric_specs().get(name)
+        if spec is None:
+            raise ConfigError(f"{name!r} is not a numeric config field; numeric fields: "
+                              f"{', '.join(cls.numeric_specs())}", field=name, value=name)
+        return float(spec.lo), float(spec.hi), float(spec.step)
+
+    @classmethod
     def field_names(cls) -> list[str]:
         """The field names, in declaration order."""
         return [f.name for f in fields(cls)]

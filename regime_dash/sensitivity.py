@@ -44,12 +44,7 @@ from regime_dash.errors import ConfigError, ValidationError
 from regime_dash.streams import Stream
 
 #: The numeric fields' declarations by name: each one's domain is its slider's (min, max, step).
-_NUMERIC = {spec.name: spec for spec in RegimeConfig.field_specs() if spec.kind != "bool"}
-
-
-def _domain(name: str) -> tuple[float, float, float]:
-    spec = _NUMERIC[name]
-    return float(spec.lo), float(spec.hi), float(spec.step)
+_NUMERIC = RegimeConfig.numeric_specs()
 
 
 #: Values swept per numeric field (the base value is added when it is not one of them).
@@ -224,7 +219,7 @@ def field_values(name: str, base: RegimeConfig, points: int = POINTS) -> list[fl
                           field=name, value=name)
     if isinstance(points, bool) or not isinstance(points, int) or points < 2:
         raise ValidationError(f"points must be an int >= 2, got {points!r}", field="points", value=points)
-    lo, hi, step = _domain(name)
+    lo, hi, step = RegimeConfig.domain(name)
     values = np.geomspace(lo, hi, points) if lo > 0 and hi / lo >= LOG_SPAN else np.linspace(lo, hi, points)
     if step >= 1.0:
         values = np.round(values)
@@ -280,7 +275,7 @@ def _edge_only(oat: pd.DataFrame, name: str) -> tuple[Any, dict[str, float]] | N
     base = oat.iloc[0]
     rows = oat[oat["field"] == name]
     moved = rows[(rows[list(METRICS)].to_numpy() != base[list(METRICS)].to_numpy(dtype=float)).any(axis=1)]
-    lo, hi, _ = _domain(name)
+    lo, hi, _ = RegimeConfig.domain(name)
     if len(moved) != 1 or float(moved[name].iloc[0]) not in (lo, hi):
         return None
     row = moved.iloc[0]

@@ -89,3 +89,14 @@ def test_grid_parser_is_strict_and_names_the_field():
     with pytest.raises(ConfigError, match="'x' is not a number") as exc:
         parse_grid(["eps_min=0.1,x"])
     assert (exc.value.field, exc.value.value) == ("eps_min", "x")
+
+
+def test_domain_is_the_declared_slider_range_and_names_a_bad_field():
+    from regime_dash.errors import ConfigError
+
+    spec = RegimeConfig.numeric_specs()["max_duration"]
+    assert RegimeConfig.domain("max_duration") == (float(spec.lo), float(spec.hi), float(spec.step))
+    assert "resurrection" not in RegimeConfig.numeric_specs()  # a switch has no range
+    for bad in ("resurrection", "no_such_field"):
+        with pytest.raises(ConfigError, match=bad):
+            RegimeConfig.domain(bad)

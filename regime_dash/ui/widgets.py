@@ -28,13 +28,12 @@ def numeric_specs() -> dict[str, FieldSpec]:
     Each slider's range and step is its field's ``param()`` record, the one
     declaration the Controllers page and the sensitivity analysis read too.
     """
-    return {s.name: s for s in RegimeConfig.field_specs() if s.kind != "bool"}
+    return RegimeConfig.numeric_specs()
 
 
 def slider_domain(name: str) -> tuple[float, float, float]:
     """``(min, max, step)`` of numeric RegimeConfig field ``name``'s slider, as floats."""
-    spec = numeric_specs()[name]
-    return float(spec.lo), float(spec.hi), float(spec.step)
+    return RegimeConfig.domain(name)
 
 
 def numeric_fields() -> list[str]:
