@@ -20,6 +20,8 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, Mapping, Sequence
 
+import numpy as np
+
 from regime_dash import params
 from regime_dash.errors import ConfigError
 from regime_dash.params import ConfigFields, param
@@ -147,44 +149,51 @@ class RegimeConfig(ConfigFields):
 
     def __post_init__(self):
         for f in fields(self):
-            v = getattr(self, f.name)
-            if f.name in SWITCHES:
-                if not isinstance(v, (bool, int)) or v not in (0, 1):
-                    raise ConfigError(f"{f.name} must be a boolean, got {v!r}", field=f.name, value=v)
-                object.__setattr__(self, f.name, bool(v))
+            object.__setattr__(self, f.name, coerce_value(f.name, getattr(self, f.name)))
+        for names, ok, why in _RULES:
+            values = [getattr(self, n) for n in names]
+            if not ok(*values):
+                raise _rule_error(names, values, why)
+
+    @classmethod
+    def check_columns(cls, columns: Mapping[str, Any]) -> None:
+        """The checks of :class:`RegimeConfig` over whole columns, one config per row.
+
+        ``columns`` maps field names to equal-length arrays of values already
+        coerced (:func:`coerce_value`: float64, or bool for a switch); a rule
+        over a field not in ``columns`` is skipped. The rules are the ones each
+        object is checked with, in the same order, so a set of columns passes
+        exactly when every row would make a valid RegimeConfig.
+
+        Raises
+        ------
+        ConfigError
+            Naming the first rule's field and the first row's bad value.
+        """
+        for names, ok, why in _RULES:
+            if not all(n in columns for n in names):
                 continue
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ConfigError(f"{f.name} must be a finite number, got {v!r}", field=f.name, value=v)
-            object.__setattr__(self, f.name, float(v))
-        self._check()
+            cols = [np.asarray(columns[n]) for n in names]
+            good = np.asarray(ok(*cols), dtype=bool)
+            if not good.all():
+                row = int(np.flatnonzero(~good)[0]) if good.ndim else 0
+                raise _rule_error(names, [c[row].item() if c.ndim else c.item() for c in cols], why)
 
-    def _check(self) -> None:
-        def bad(name, why):
-            raise ConfigError(f"{name}={getattr(self, name)!r} {why}", field=name, value=getattr(self, name))
+    @classmethod
+    def check_product(cls, axes: Mapping[str, Sequence[Any]], base: "RegimeConfig") -> None:
+        """The checks over every combination of ``axes`` (``base`` giving the other fields), unexpanded.
 
-        if self.eps_min > self.eps_max:
-            raise ConfigError(f"eps_min={self.eps_min!r} is greater than eps_max={self.eps_max!r}",
-                              field="eps_min", value=(self.eps_min, self.eps_max))
-        for name in ("eps_min", "eps_max"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                bad(name, "is outside [0, 1]")
-        for name in ("envelope_decay_alpha", "popart_alpha"):
-            if not 0.0 < getattr(self, name) <= 1.0:
-                bad(name, "is outside (0, 1]")
-        for name in ("max_duration", "n_recovery", "tau_boost_window", "transition_steps",
-                     "transition_decay_steps"):
-            v = getattr(self, name)
-            if v < 0 or v != int(v):
-                bad(name, "must be a whole number of steps >= 0")
-        if self.tail_sigma_threshold <= 0:
-            bad("tail_sigma_threshold", "must be > 0")
-        if self.tau_boost_factor < 1.0:
-            bad("tau_boost_factor", "must be >= 1 (a boost never lowers τ_min)")
-        for name in ("safety_frac_defensive", "safety_frac_normal", "tau_min"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                bad(name, "is outside [0, 1]")
-        if self.kelly_cap <= 0:
-            bad("kelly_cap", "must be > 0")
+        Each rule reads one or two fields, so it is checked on the product of
+        its own fields' values only (the values, or ``base``'s, for fields not in
+        ``axes``): the cost is the axes' lengths, not their product's. Values must
+        be coerced (:func:`coerce_value`).
+        """
+        for names, _ok, _why in _RULES:
+            if not any(n in axes for n in names):
+                continue
+            own = [np.asarray(axes[n] if n in axes else [getattr(base, n)]) for n in names]
+            mesh = np.meshgrid(*own, indexing="ij") if len(own) > 1 else own
+            cls.check_columns({n: m.ravel() for n, m in zip(names, mesh)})
 
     # ---- conversions ---------------------------------------------------------
     def to_isv(self) -> dict[str, float]:
@@ -209,6 +218,54 @@ class RegimeConfig(ConfigFields):
                 v = float(values[slot])
                 kw[name] = bool(v) if name in SWITCHES else v
         return cls(**kw)
+
+
+def coerce_value(name: str, value: Any) -> bool | float:
+    """A RegimeConfig field's value as the object holds it: a bool for a switch, else a finite float.
+
+    Raises
+    ------
+    ConfigError
+        A switch that is not a boolean (or 0/1), or a number that is a bool, not a
+        number, or not finite.
+    """
+    if name in SWITCHES:
+        if not isinstance(value, (bool, int)) or value not in (0, 1):
+            raise ConfigError(f"{name} must be a boolean, got {value!r}", field=name, value=value)
+        return bool(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{name} must be a finite number, got {value!r}", field=name, value=value)
+    return float(value)
+
+
+def _in_unit(v):
+    return (v >= 0.0) & (v <= 1.0)
+
+
+def _whole_steps(v):
+    return (v >= 0) & (v % 1 == 0)
+
+
+#: RegimeConfig's checks, in order: ``(fields, ok(*values), why)``. ``ok`` uses only
+#: operators, so the same rule checks one object's floats and whole columns of them.
+_RULES: tuple[tuple[tuple[str, ...], Any, str], ...] = (
+    (("eps_min", "eps_max"), lambda lo, hi: lo <= hi, "is greater than eps_max={1!r}"),
+    *((( n,), _in_unit, "is outside [0, 1]") for n in ("eps_min", "eps_max")),
+    *(((n,), lambda v: (v > 0.0) & (v <= 1.0), "is outside (0, 1]")
+      for n in ("envelope_decay_alpha", "popart_alpha")),
+    *(((n,), _whole_steps, "must be a whole number of steps >= 0")
+      for n in ("max_duration", "n_recovery", "tau_boost_window", "transition_steps",
+                "transition_decay_steps")),
+    (("tail_sigma_threshold",), lambda v: v > 0, "must be > 0"),
+    (("tau_boost_factor",), lambda v: v >= 1.0, "must be >= 1 (a boost never lowers τ_min)"),
+    *(((n,), _in_unit, "is outside [0, 1]") for n in ("safety_frac_defensive", "safety_frac_normal", "tau_min")),
+    (("kelly_cap",), lambda v: v > 0, "must be > 0"),
+)
+
+
+def _rule_error(names: Sequence[str], values: Sequence[Any], why: str) -> ConfigError:
+    text = f"{names[0]}={values[0]!r} " + why.format(*values)
+    return ConfigError(text, field=names[0], value=values[0] if len(values) == 1 else tuple(values))
 
 
 def field_names() -> list[str]:

@@ -22,8 +22,12 @@ naming a scheduler without them raises :class:`EngineUnavailable` saying so.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
+import hashlib
 import os
+import pickle
+import threading
 from typing import Any, Callable, Iterator, Sequence
 
 from regime_dash.errors import EngineUnavailable, ValidationError
@@ -168,7 +172,7 @@ def map_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *, sh
                progress: Progress | None = None) -> list[Any]:
     """``[fn(shard, *shared) for shard in shards]``, run on ``client``'s workers; results in shard order.
 
-    ``shared`` values go to every worker once (scattered, broadcast), not once per shard.
+    ``shared`` values go to every worker once (see :func:`submit_shards`), not once per shard.
     Without a client the shards run here, in order.
     """
     total = len(shards)
@@ -179,18 +183,84 @@ def map_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *, sh
             if progress is not None:
                 progress(k + 1, total)
         return out
+    return gather_shards(submit_shards(fn, shards, client, shared=shared), progress=progress)
+
+
+#: Values scattered to a cluster, by (client id, content key): at most this many are kept.
+SCATTER_CACHE_SIZE = 8
+_scattered: "collections.OrderedDict[tuple[str, str], Any]" = collections.OrderedDict()
+_scatter_lock = threading.Lock()
+
+
+#: Values whose pickle is larger than this are scattered every time, not hashed and kept
+#: (a [T, b] stream, which only the CPU and per-replay sweeps send).
+SCATTER_CACHE_MAX_BYTES = 64 << 20
+
+
+def content_key(value: Any) -> str:
+    """A key of ``value``'s content: the BLAKE2b digest of its pickle (arrays by their bytes)."""
+    return _digest(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=20).hexdigest()
+
+
+def scatter_shared(client: Any, value: Any) -> Any:
+    """A future of ``value`` on every worker of ``client``, scattered once per content.
+
+    The futures of the last :data:`SCATTER_CACHE_SIZE` values are kept, keyed on
+    the client and the content (:func:`content_key`), so the next sweep of the
+    same stream reuses what its workers already hold instead of sending it again;
+    a changed array has another key, and the oldest entry is released first.
+    Values pickling to more than :data:`SCATTER_CACHE_MAX_BYTES` are not kept.
+    """
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    if len(data) > SCATTER_CACHE_MAX_BYTES:
+        return client.scatter([value], broadcast=True, hash=False)[0]
+    key = (str(client.id), _digest(data))
+    with _scatter_lock:
+        fut = _scattered.get(key)
+        if fut is not None and fut.status == "finished":
+            _scattered.move_to_end(key)
+            return fut
+        # in a one-item list, so a dict or a sequence is scattered as one value
+        fut = client.scatter([value], broadcast=True, hash=False)[0]
+        _scattered[key] = fut
+        while len(_scattered) > SCATTER_CACHE_SIZE:
+            old = _scattered.popitem(last=False)[1]
+            with contextlib.suppress(Exception):  # its client may be closed already: nothing to release
+                old.release()
+        return fut
+
+
+def submit_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *,
+                  shared: Sequence[Any] = ()) -> list[Any]:
+    """Submit ``fn(shard, *shared)`` per shard to ``client``'s workers; the futures, in shard order.
+
+    Each ``shared`` value reaches every worker once (:func:`scatter_shared`). The
+    caller can work while the shards run, then collect them with :func:`gather_shards`.
+    """
+    handles = [scatter_shared(client, v) for v in shared]
+    return [client.submit(fn, shard, *handles, pure=False,
+                          key=f"{getattr(fn, '__name__', 'shard')}-{k}-{os.urandom(4).hex()}")
+            for k, shard in enumerate(shards)]
+
+
+def gather_shards(futures: Sequence[Any], progress: Progress | None = None) -> list[Any]:
+    """The results of :func:`submit_shards`' futures, in their order; ``progress(done, total)`` as each lands.
+
+    A shard's exception is raised here (our errors keep their type across processes).
+    """
     distributed = _require()
-    # in a one-item list, so a dict or a sequence is scattered as one value
-    handles = [client.scatter([v], broadcast=True, hash=False)[0] for v in shared]
-    futures = [client.submit(fn, shard, *handles, pure=False, key=f"{getattr(fn, '__name__', 'shard')}-{k}-"
-                             f"{os.urandom(4).hex()}") for k, shard in enumerate(shards)]
     index = {f.key: k for k, f in enumerate(futures)}
-    out: list[Any] = [None] * total
+    out: list[Any] = [None] * len(futures)
     for done, fut in enumerate(distributed.as_completed(futures), start=1):
         out[index[fut.key]] = fut.result()
         if progress is not None:
-            progress(done, total)
+            progress(done, len(futures))
     return out
 
 
-__all__ = ["connect", "local_cluster", "map_shards", "shard_bounds", "worker_count", "gpu_count"]
+__all__ = ["connect", "local_cluster", "map_shards", "submit_shards", "gather_shards", "scatter_shared",
+           "content_key", "shard_bounds", "worker_count", "gpu_count"]

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from regime_dash import diag
-from regime_dash.config import RegimeConfig, field_names
+from regime_dash.config import FIELD_SLOTS, SWITCHES, RegimeConfig, coerce_value, field_names
 from regime_dash.engine import (initial_isv, replay_trajectory, resolve_engine,
                                 snapshot_indices)
 from regime_dash.engine import summary
@@ -78,7 +78,10 @@ class SweepResult:
 
 def expand_configs(configs: Sequence[RegimeConfig] | Mapping[str, Any],
                    base: RegimeConfig | None = None) -> list[RegimeConfig]:
-    """The configs a sweep runs: a list of :class:`RegimeConfig` as given, or a grid expanded.
+    """The configs a sweep runs, as objects: a list of :class:`RegimeConfig` as given, or a grid expanded.
+
+    A sweep itself never builds these objects for a grid (see :class:`ConfigGrid`);
+    this is the per-object view of the same configs, in the same order.
 
     Parameters
     ----------
@@ -96,7 +99,11 @@ def expand_configs(configs: Sequence[RegimeConfig] | Mapping[str, Any],
         a value out of its domain, or an element of the list that is not a RegimeConfig.
     """
     if isinstance(configs, Mapping):
-        return _Grid.of(configs, base).expand(0, None)
+        return ConfigGrid.of(configs, base).configs()
+    return _config_list(configs)
+
+
+def _config_list(configs: Any) -> list[RegimeConfig]:
     if isinstance(configs, (str, bytes)) or not isinstance(configs, Iterable):
         raise ConfigError(f"configs must be a list of RegimeConfig or a dict field -> values, "
                           f"got {type(configs).__name__}", field="configs", value=type(configs).__name__)
@@ -108,16 +115,41 @@ def expand_configs(configs: Sequence[RegimeConfig] | Mapping[str, Any],
     return out
 
 
-@dataclass(frozen=True)
-class _Grid:
-    """A checked grid ``{field: values}`` on a base config, expanded lazily by index range."""
+Columns = dict[str, np.ndarray]
+
+
+def _column_dtype(name: str) -> type:
+    return np.bool_ if name in SWITCHES else np.float64
+
+
+@dataclass(frozen=True, eq=False)
+class ConfigGrid:
+    """A checked grid ``{field: values}`` on a base config: its configs as NumPy columns, never objects.
+
+    :meth:`of` coerces every axis value once (:func:`config.coerce_value`: a
+    switch to bool, a number to a finite float) and checks the product against
+    RegimeConfig's rules without expanding it (:meth:`RegimeConfig.check_product`),
+    so a grid is valid exactly when every config of its product would be.
+    :meth:`columns` then gives any index range of the product (first field
+    slowest, as :func:`itertools.product`) as one float64 (bool for a switch)
+    array per field, by index arithmetic: what a sweep's table and initial
+    ISV rows are built from, here or on a worker that gets only the grid and its range.
+    """
 
     names: tuple[str, ...]
-    axes: tuple[tuple[Any, ...], ...]
-    fixed: tuple[tuple[str, Any], ...]
+    axes: tuple[np.ndarray, ...]
+    base: RegimeConfig
 
     @classmethod
-    def of(cls, grid: Mapping[str, Any], base: RegimeConfig | None) -> "_Grid":
+    def of(cls, grid: Mapping[str, Any], base: RegimeConfig | None = None) -> "ConfigGrid":
+        """The grid ``{field: values}`` over ``base`` (the spec's defaults if None), checked.
+
+        Raises
+        ------
+        ConfigError
+            An unknown field (listing the valid ones), an empty value list, or a
+            value that is not valid for its field (naming the field and the value).
+        """
         valid = field_names()
         unknown = [k for k in grid if k not in valid]
         if unknown:
@@ -125,30 +157,52 @@ class _Grid:
                               f"valid fields: {', '.join(valid)}", field=str(unknown[0]), value=unknown[0])
         axes = []
         for name, values in grid.items():
+            if isinstance(values, np.ndarray):
+                values = values.tolist()  # NumPy scalars to the Python numbers a config holds
             vals = [values] if isinstance(values, (str, bytes)) or not isinstance(values, Iterable) \
                 else list(values)
             if not vals:
                 raise ConfigError(f"sweep grid field {name!r} has no values", field=name, value=values)
-            axes.append(tuple(vals))
+            axes.append(np.array([_grid_value(name, v) for v in vals], dtype=_column_dtype(name)))
         base = RegimeConfig() if base is None else base
-        return cls(tuple(grid), tuple(axes), tuple((n, getattr(base, n)) for n in valid))
+        out = cls(tuple(grid), tuple(axes), base)
+        try:
+            RegimeConfig.check_product(dict(zip(out.names, out.axes)), base)
+        except ConfigError as exc:
+            raise ConfigError(f"sweep grid value {exc.field}={exc.value!r} is not a valid config: {exc}",
+                              field=exc.field, value=exc.value) from None
+        return out
 
     def __len__(self) -> int:
         return int(np.prod([len(a) for a in self.axes], dtype=np.int64))
 
-    def expand(self, start: int, stop: int | None) -> list[RegimeConfig]:
-        """Configs ``start..stop`` of the product (first field slowest); each validated by its constructor."""
-        fixed = dict(self.fixed)
-        out = []
-        for combo in itertools.islice(itertools.product(*self.axes), start, stop):
-            swept = dict(zip(self.names, combo))
-            try:
-                out.append(RegimeConfig(**{**fixed, **swept}))
-            except ConfigError as exc:
-                at = ", ".join(f"{k}={v!r}" for k, v in swept.items())
-                raise ConfigError(f"sweep value {at} is not a valid config: {exc}",
-                                  field=exc.field, value=exc.value) from None
-        return out
+    def columns(self, start: int = 0, stop: int | None = None) -> Columns:
+        """Configs ``start..stop`` of the product as ``{field: array}``, in declaration order."""
+        stop = len(self) if stop is None else stop
+        index = np.arange(start, stop, dtype=np.int64)
+        swept: Columns = {}
+        stride = len(self)
+        for name, axis in zip(self.names, self.axes):
+            stride //= len(axis)
+            swept[name] = axis[(index // stride) % len(axis)]
+        return {name: swept[name] if name in swept
+                else np.full(len(index), getattr(self.base, name), dtype=_column_dtype(name))
+                for name in field_names()}
+
+    def configs(self, start: int = 0, stop: int | None = None) -> list[RegimeConfig]:
+        """Configs ``start..stop`` as objects (for callers that want them; a sweep does not)."""
+        cols = self.columns(start, stop)
+        names = list(cols)
+        return [RegimeConfig(**dict(zip(names, row)))
+                for row in zip(*(c.tolist() for c in cols.values()))]
+
+
+def _grid_value(name: str, value: Any) -> bool | float:
+    try:
+        return coerce_value(name, value)
+    except ConfigError as exc:
+        raise ConfigError(f"sweep grid value {name}={value!r} is not a valid config: {exc}",
+                          field=name, value=value) from None
 
 
 #: Slots of :meth:`RegimeConfig.to_isv` that copy another field (the rest are ``FIELD_SLOTS``).
@@ -157,58 +211,66 @@ _DERIVED_SLOTS = {"RL_KELLY_EPS_RECOVERY_LIVE_INDEX": "eps_max",
                   "RL_IQN_TAU_MIN_EFFECTIVE_INDEX": "tau_min"}
 
 
-def config_columns(configs: Sequence[RegimeConfig]) -> pd.DataFrame:
-    """The configs as a table: one column per field (declaration order), one row per config."""
-    from regime_dash.config import SWITCHES
-
+def _list_columns(configs: Sequence[RegimeConfig]) -> Columns:
     names = field_names()
     # one C-level pass over the configs (fromiter over attrgetter tuples): the per-config cost
-    # of a big sweep
+    # of a sweep over a list
     flat = np.fromiter(itertools.chain.from_iterable(map(operator.attrgetter(*names), configs)),
                        dtype=np.float64, count=len(configs) * len(names))
     values = flat.reshape(len(configs), len(names))
-    return pd.DataFrame({name: values[:, k].astype(bool) if name in SWITCHES else values[:, k].copy()
-                         for k, name in enumerate(names)})
+    return {name: values[:, k].astype(_column_dtype(name)) for k, name in enumerate(names)}
 
 
-def config_slot_values(table: pd.DataFrame) -> tuple[list[str], np.ndarray]:
+def config_columns(configs: Sequence[RegimeConfig]) -> pd.DataFrame:
+    """The configs as a table: one column per field (declaration order), one row per config."""
+    return pd.DataFrame(_list_columns(configs))
+
+
+def config_slot_values(columns: Mapping[str, Any]) -> tuple[list[str], np.ndarray]:
     """``(slot names, float32 [S, K])``: each config's :meth:`RegimeConfig.to_isv` values, vectorized.
 
-    ``table`` is :func:`config_columns`; column k holds slot k's value for every config.
+    ``columns`` is a table of configs (:func:`config_columns`, or
+    :meth:`ConfigGrid.columns`); column k holds slot k's value for every config.
     A test checks this equals ``to_isv`` config by config.
     """
-    from regime_dash.config import FIELD_SLOTS
-
     source = {**{slot: name for name, slot in FIELD_SLOTS.items()}, **_DERIVED_SLOTS}
     slots = list(RegimeConfig().to_isv())
     missing = [s for s in slots if s not in source]
     if missing:  # to_isv grew a slot this map does not know: a bug here, not the caller's
         raise ConfigError(f"sweep cannot vectorize RegimeConfig.to_isv slots {missing}",
                           field="configs", value=missing)
-    values = np.empty((len(table), len(slots)), dtype=np.float32)
+    n = len(np.asarray(columns[field_names()[0]]))
+    values = np.empty((n, len(slots)), dtype=np.float32)
     for k, slot in enumerate(slots):
-        values[:, k] = table[source[slot]].to_numpy(dtype=np.float64)
+        values[:, k] = np.asarray(columns[source[slot]], dtype=np.float64)
     return slots, values
 
 
-def initial_rows(configs: Sequence[RegimeConfig] | pd.DataFrame, isv: Mapping[str, float] | None,
+def _rows_from_values(slots: Sequence[str], values: np.ndarray, isv: Mapping[str, float] | None,
+                      layout: SlotLayout) -> tuple[np.ndarray, np.ndarray]:
+    isv0, boot = initial_isv(RegimeConfig(), isv, layout)
+    boot_rows = np.tile(boot, (len(values), 1))
+    boot_rows[:, [layout.index(s) for s in slots]] = values
+    isv0s = boot_rows.copy()
+    for name in (isv or {}):
+        isv0s[:, layout.index(name)] = isv0[layout.index(name)]
+    return isv0s, boot_rows
+
+
+def initial_rows(configs: Sequence[RegimeConfig] | Mapping[str, Any], isv: Mapping[str, float] | None,
                  layout: SlotLayout) -> tuple[np.ndarray, np.ndarray]:
     """float32 [S, n_isv] ``(isv0s, boot_rows)``: :func:`engine.initial_isv` of every config.
 
     The vectorized form of ``initial_isv``: the configs differ only in the slots
     :meth:`RegimeConfig.to_isv` names, so the spec's bootstrap row is tiled and
     those columns filled from :func:`config_slot_values`; the ``isv`` overrides
-    are then re-applied, as ``initial_isv`` applies them last. A test checks the two agree.
+    are then re-applied, as ``initial_isv`` applies them last. ``configs`` is a
+    list of RegimeConfig or a table of them (a DataFrame or ``{field: column}``).
+    A test checks the two agree.
     """
-    table = configs if isinstance(configs, pd.DataFrame) else config_columns(configs)
-    isv0, boot = initial_isv(RegimeConfig(), isv, layout)
-    slots, values = config_slot_values(table)
-    boot_rows = np.tile(boot, (len(table), 1))
-    boot_rows[:, [layout.index(s) for s in slots]] = values
-    isv0s = boot_rows.copy()
-    for name in (isv or {}):
-        isv0s[:, layout.index(name)] = isv0[layout.index(name)]
-    return isv0s, boot_rows
+    columns = configs if isinstance(configs, Mapping) else _list_columns(configs)
+    slots, values = config_slot_values(columns)
+    return _rows_from_values(slots, values, isv, layout)
 
 
 def _chunks(n: int, size: int) -> Iterable[tuple[int, int]]:
@@ -234,18 +296,22 @@ def _metric_columns(acc: np.ndarray, steps: int) -> np.ndarray:
 
 @dataclass
 class _Shard:
-    """One piece of a sweep: configs ``start..stop`` as a field table, and which of them to keep."""
+    """One piece of a sweep: configs ``start..stop`` as field columns, and which of them to keep.
+
+    A shard carries its columns (a list's, sliced on the client, or a grid's
+    built in-process), or only the grid, whose range it expands where it runs.
+    """
 
     start: int
     stop: int
-    keep: list[int]                    # indices within the shard
-    table: pd.DataFrame | None = None  # the configs' fields, or
-    grid: _Grid | None = None          # the grid whose start..stop they are (expanded where the shard runs)
+    keep: list[int]                  # indices within the shard
+    table: Columns | None = None     # the configs' field columns, or
+    grid: ConfigGrid | None = None   # the grid whose start..stop they are
 
-    def fields(self) -> pd.DataFrame:
+    def fields(self) -> Columns:
         if self.table is not None:
             return self.table
-        return config_columns(self.grid.expand(self.start, self.stop))
+        return self.grid.columns(self.start, self.stop)
 
 
 @dataclass
@@ -287,13 +353,15 @@ def _fast_on_gpu(device: str, client: Any) -> bool:
 def _phase1_stats(stream: Stream):
     """Phase 1 once for the whole sweep, here: on this GPU if there is one (the same bits as the CPU's).
 
+    On the GPU the [T, b] batch goes up in pinned chunks, each reduced as it lands
+    (:mod:`regime_dash.engine.staged_phase1`), and only the [T] statistics come back.
     A GPU scan then reads only phase 1 and the per-step scalars, so its shards get no
     [T, b] batch; the CPU scan (``fast.sweep_cpu``) takes the whole stream.
     """
     if _gpu_here():
-        from regime_dash.engine import fast_gpu
+        from regime_dash.engine import staged_phase1
 
-        return fast_gpu.step_stats(stream)
+        return staged_phase1.step_stats(stream)
     from regime_dash.engine import fast
 
     return fast.step_stats(stream)
@@ -301,21 +369,20 @@ def _phase1_stats(stream: Stream):
 
 def _fast_shard(shard: _Shard, inputs: _FastInputs, layout: SlotLayout, isv, device: str,
                 chunk_size: int | None, progress: Progress | None = None):
-    """Run one shard of a fast sweep; ``(fields, metrics [n, N_METRICS], {index: snapshot}, engine)``."""
+    """Run one shard of a fast sweep; ``(metrics [n, N_METRICS], {index: snapshot}, engine)``."""
     from regime_dash.engine import fast
 
     gpu = fast.use_gpu(device)
-    table = shard.fields()
-    n = len(table)
+    slots, values = config_slot_values(shard.fields())
+    n = len(values)
     acc = np.empty((n, summary.N_METRICS + 1), dtype=np.float64)
     kept: dict[int, np.ndarray] = {}
     if gpu:
         from regime_dash.engine import fast_gpu
 
-        # one launch for the whole shard: the configs' slot columns go to the device
+        # one launch for the whole shard: the configs' slot values go to the device
         # and the initial rows are built there (chunk_size bounds device memory if given)
         isv0, boot = initial_isv(RegimeConfig(), isv, layout)
-        slots, values = config_slot_values(table)
         slot_idx = np.array([layout.index(s) for s in slots], np.int32)
         override_idx = np.array([layout.index(name) for name in (isv or {})], np.int32)
         for start, stop in _chunks(n, chunk_size or n):
@@ -329,7 +396,7 @@ def _fast_shard(shard: _Shard, inputs: _FastInputs, layout: SlotLayout, isv, dev
     else:
         snap_idx = snapshot_indices(layout)
         for start, stop in _chunks(n, chunk_size or CPU_CHUNK):
-            isv0s, boot_rows = initial_rows(table.iloc[start:stop], isv, layout)
+            isv0s, boot_rows = _rows_from_values(slots, values[start:stop], isv, layout)
             local = [k - start for k in shard.keep if start <= k < stop]
             a, snaps = fast.sweep_cpu(inputs.scalars, isv0s, boot_rows, layout, local,
                                       stats=inputs.stats, snap_idx=snap_idx)
@@ -337,9 +404,7 @@ def _fast_shard(shard: _Shard, inputs: _FastInputs, layout: SlotLayout, isv, dev
             kept.update({start + k: s for k, s in snaps.items()})
             if progress is not None:
                 progress(stop, n)
-    # the fields go back only where the shard built them (from a grid); the caller has a list's
-    return (None if shard.table is not None else table, _metric_columns(acc, inputs.scalars.steps), kept,
-            "fast-gpu" if gpu else "fast-cpu")
+    return _metric_columns(acc, inputs.scalars.steps), kept, "fast-gpu" if gpu else "fast-cpu"
 
 
 def _replay_shard(shard: _Shard, stream: Stream, layout: SlotLayout, isv, engine: str,
@@ -347,16 +412,19 @@ def _replay_shard(shard: _Shard, stream: Stream, layout: SlotLayout, isv, engine
     """Run one shard with one full replay per config (reference, cuda)."""
     rows, trajectories = [], {}
     wanted = set(shard.keep)
-    table = shard.fields()
-    for k, fields in enumerate(table.to_dict("records")):
-        frame = replay_trajectory(stream, RegimeConfig(**fields), engine, isv, layout, **options).frame
+    columns = shard.fields()
+    names = list(columns)
+    n = len(columns[names[0]])
+    for k, values in enumerate(zip(*(c.tolist() for c in columns.values()))):
+        config = RegimeConfig(**dict(zip(names, values)))
+        frame = replay_trajectory(stream, config, engine, isv, layout, **options).frame
         row = summary.summarize_frame(frame)
         rows.append([row[m] for m in summary.METRICS])
         if k in wanted:
             trajectories[k] = frame
         if progress is not None:
-            progress(k + 1, len(table))
-    return None if shard.table is not None else table, np.array(rows, dtype=np.float64).reshape(len(rows), summary.N_METRICS), trajectories, engine
+            progress(k + 1, n)
+    return np.array(rows, dtype=np.float64).reshape(len(rows), summary.N_METRICS), trajectories, engine
 
 
 def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], engine: str = "auto",
@@ -371,7 +439,9 @@ def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], e
     stream
         The replayed inputs.
     configs
-        A list of :class:`RegimeConfig`, or a grid ``{field: values}`` (see :func:`expand_configs`).
+        A grid ``{field: values}`` (see :class:`ConfigGrid`: checked and built as
+        NumPy columns, no config object per scenario), or a list of :class:`RegimeConfig`
+        (read in one C-level pass). The same configs in either form give the same table.
     engine
         ``fast`` (one shared phase 1, a scan per config), ``reference`` or
         ``cuda`` (one full replay per config), or ``auto`` (``fast`` where it
@@ -395,9 +465,11 @@ def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], e
     scheduler
         ``None`` (in-process, the default), ``"local"``, a scheduler address or a
         ``distributed.Client`` (see :mod:`regime_dash.distributed`): the configs
-        are split into one contiguous shard per worker. The table is the same
+        are split into one contiguous shard per worker (a grid's shard is the grid
+        and its index range, a list's its field columns). The table is the same
         as in-process, value for value. A fast sweep sends each worker only
-        phase 1 and the per-step scalars (computed once here), not the [T, b] batch.
+        phase 1 and the per-step scalars (computed once here), not the [T, b] batch,
+        and a client keeps them on its workers for the next sweep of the same stream.
     **options
         Backend options of the per-replay engines (e.g. ``graph=True`` for ``cuda``).
 
@@ -409,9 +481,8 @@ def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], e
     if not isinstance(stream, Stream):
         raise StreamError(f"stream must be a regime_dash.Stream, got {type(stream).__name__}",
                           field="stream", value=type(stream).__name__)
-    # a grid is expanded where its shards run (each worker builds and checks its own configs)
-    grid = _Grid.of(configs, base) if isinstance(configs, Mapping) else None
-    config_list = None if grid is not None else expand_configs(configs)
+    grid = ConfigGrid.of(configs, base) if isinstance(configs, Mapping) else None
+    config_list = None if grid is not None else _config_list(configs)
     n_configs = len(grid) if grid is not None else len(config_list)
     if not n_configs:
         raise ConfigError("the sweep has no configs", field="configs", value=configs)
@@ -442,23 +513,42 @@ def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], e
         if scheduler is None or device not in fast.DEVICES:
             fast.use_gpu(device)  # the device's name, and in-process that a GPU asked for is here
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        # phase 1 (mostly a host-to-device copy of the stream, or numba's threads) runs
-        # while this thread builds the config table
+        # phase 1 (the stream's upload and reduction on the GPU, or NumPy's threads) runs
+        # while this thread builds the config columns and starts the shards
         stats = pool.submit(_phase1_stats, stream) if name == "fast" else None
-        table = None if config_list is None else config_columns(config_list)
-        return _sweep_run(stream, table, grid, n_configs, keep, layout, progress, isv, device, chunk_size,
+        source = _Source(grid, config_list)
+        return _sweep_run(stream, source, n_configs, keep, layout, progress, isv, device, chunk_size,
                           scheduler, name, options, stats, t0)
 
 
-def _sweep_run(stream, table, grid, n_configs, keep, layout, progress, isv, device, chunk_size, scheduler,
+class _Source:
+    """The configs of a sweep, as field columns built once, when first needed."""
+
+    def __init__(self, grid: ConfigGrid | None, config_list: list[RegimeConfig] | None):
+        self.grid, self.config_list = grid, config_list
+        self._columns: Columns | None = None
+
+    def columns(self) -> Columns:
+        if self._columns is None:
+            self._columns = (self.grid.columns() if self.grid is not None
+                             else _list_columns(self.config_list))
+        return self._columns
+
+    def shard(self, start: int, stop: int, keep: Sequence[int], remote: bool) -> _Shard:
+        local = [k - start for k in keep if start <= k < stop]
+        if remote and self.grid is not None:  # a worker expands its own range of the grid
+            return _Shard(start, stop, local, grid=self.grid)
+        return _Shard(start, stop, local, table={n: c[start:stop] for n, c in self.columns().items()})
+
+
+def _sweep_run(stream, source: _Source, n_configs, keep, layout, progress, isv, device, chunk_size, scheduler,
                name, options, stats, t0) -> SweepResult:
     """:func:`sweep` once its arguments are checked: shard, run (here or on the workers), assemble."""
     from regime_dash import distributed
 
     with distributed.connect(scheduler) as client:
         parts = 1 if client is None else distributed.worker_count(client)
-        shards = [_Shard(a, b, [k - a for k in keep if a <= k < b], grid=grid,
-                         table=None if table is None else table.iloc[a:b].reset_index(drop=True))
+        shards = [source.shard(a, b, keep, client is not None)
                   for a, b in distributed.shard_bounds(n_configs, parts)]
         if name == "fast":
             gpu = _fast_on_gpu(device, client)
@@ -472,28 +562,28 @@ def _sweep_run(stream, table, grid, n_configs, keep, layout, progress, isv, devi
         if client is None:  # one shard: its own progress, per chunk or per config
             results = [fn(shards[0], *shared, progress)]
         else:
-            results = distributed.map_shards(fn, shards, client, shared=shared, progress=progress)
-    if table is not None:
-        fields = table
-    else:
-        fields = pd.concat([r[0] for r in results], ignore_index=True) if len(results) > 1 else results[0][0]
-    metrics = np.concatenate([r[1] for r in results], axis=0)
+            futures = distributed.submit_shards(fn, shards, client, shared=shared)
+            source.columns()  # the table's fields, built here while the workers run
+            results = distributed.gather_shards(futures, progress=progress)
+    fields = source.columns()
+    metrics = np.concatenate([r[0] for r in results], axis=0)
     trajectories: dict[int, pd.DataFrame] = {}
-    for shard, (_, _, kept, _) in zip(shards, results):
+    for shard, (_, kept, _) in zip(shards, results):
         for k, item in kept.items():
+            i = shard.start + k
             if isinstance(item, pd.DataFrame):
-                trajectories[shard.start + k] = item
+                trajectories[i] = item
             else:
-                trajectories[shard.start + k] = _trajectory_frame(
-                    item, inputs.stats.flat, stream.accounts, stream.step, stream.boundary, layout, "fast",
-                    fields.iloc[shard.start + k].to_dict())  # its F2/F4/F5 switches become columns
+                config = {n: c[i].item() for n, c in fields.items()}  # its F2/F4/F5 switches become columns
+                trajectories[i] = _trajectory_frame(item, inputs.stats.flat, stream.accounts, stream.step,
+                                                    stream.boundary, layout, "fast", config)
     trajectories = {k: trajectories[k] for k in keep}
-    ran = results[0][3]
-    out = pd.concat([fields, pd.DataFrame(metrics, columns=list(summary.METRICS))], axis=1)
+    ran = results[0][2]
+    out = pd.DataFrame({**fields, **{m: metrics[:, k] for k, m in enumerate(summary.METRICS)}})
     out.attrs.update(engine=ran, steps=stream.steps, accounts=stream.accounts,
                      layout_fingerprint=layout.fingerprint_hex())
     return SweepResult(out, trajectories, ran, time.perf_counter() - t0)
 
 
-__all__ = ["SweepResult", "sweep", "expand_configs", "initial_rows", "config_columns",
+__all__ = ["SweepResult", "ConfigGrid", "sweep", "expand_configs", "initial_rows", "config_columns",
            "config_slot_values"]

@@ -150,3 +150,108 @@ def test_gpu_sweep_equals_cpu_sweep(stream):
     pd.testing.assert_frame_equal(gpu.table, cpu.table, check_exact=True)
     for k in (3, 12):
         pd.testing.assert_frame_equal(gpu.trajectories[k], cpu.trajectories[k], check_exact=True)
+
+
+# ---- a grid is columns -------------------------------------------------------------------
+def test_grid_columns_are_the_product_in_order_and_slice_by_index():
+    import itertools
+
+    from regime_dash.sweep import ConfigGrid
+
+    grid = {"max_duration": [10, 20, 30], "envelope": [True, False], "eps_min": [0.0, 0.1]}
+    g = ConfigGrid.of(grid, RegimeConfig(tau_min=0.2))
+    cols = g.columns()
+    assert list(cols) == field_names() and len(g) == 12
+    want = list(itertools.product(*grid.values()))
+    assert list(zip(cols["max_duration"], cols["envelope"], cols["eps_min"])) == want
+    assert cols["envelope"].dtype == np.bool_ and cols["max_duration"].dtype == np.float64
+    assert set(cols["tau_min"]) == {0.2}
+    part = g.columns(5, 9)
+    for name in field_names():
+        np.testing.assert_array_equal(part[name], cols[name][5:9])
+    # NumPy arrays are columns too
+    h = ConfigGrid.of({"max_duration": np.arange(10, 40, 10), "eps_min": np.array([0.0, 0.1])})
+    np.testing.assert_array_equal(h.columns()["max_duration"], [10, 10, 20, 20, 30, 30])
+
+
+def test_grid_table_equals_the_table_of_its_expanded_list(stream):
+    grid = {"max_duration": [15, 400], "eps_min": [0.0, 0.05], "resurrection": [True, False],
+            "tail_on_deviation": [False, True]}
+    by_grid = sweep(stream, grid, device="cpu", keep=[1, 14])
+    by_list = sweep(stream, expand_configs(grid), device="cpu", keep=[1, 14])
+    pd.testing.assert_frame_equal(by_grid.table, by_list.table, check_exact=True)
+    for k in (1, 14):
+        pd.testing.assert_frame_equal(by_grid.trajectories[k], by_list.trajectories[k], check_exact=True)
+    assert by_grid.table["tail_events"].nunique() > 1 or by_grid.table["timeouts"].nunique() > 1
+
+
+def test_a_grid_sweep_builds_no_config_object_per_scenario(stream, monkeypatch):
+    from regime_dash import config
+
+    built = []
+    real = config.RegimeConfig.__post_init__
+    monkeypatch.setattr(config.RegimeConfig, "__post_init__", lambda self: (built.append(1), real(self)))
+    grid = {"max_duration": list(range(10, 330, 10)), "eps_min": [k / 100 for k in range(32)]}
+    result = sweep(stream.slice(0, 40), grid, device="cpu")
+    assert len(result.table) == 1024
+    assert len(built) < 8, f"{len(built)} RegimeConfig objects for a 1,024-config grid"
+
+
+def test_grid_values_are_checked_once_per_axis_and_across_fields():
+    from regime_dash.sweep import ConfigGrid
+
+    with pytest.raises(ConfigError, match=r"max_duration=True .*finite number") as err:
+        ConfigGrid.of({"max_duration": [10, True]})
+    assert err.value.field == "max_duration" and err.value.value is True
+    with pytest.raises(ConfigError, match="kelly_cap=nan"):
+        ConfigGrid.of({"kelly_cap": [1.0, float("nan")]})
+    with pytest.raises(ConfigError, match="envelope=2"):
+        ConfigGrid.of({"envelope": [True, 2]})
+    with pytest.raises(ConfigError, match="max_duration=2.5 must be a whole number"):
+        ConfigGrid.of({"max_duration": [1, 2.5]})
+    # a combination across two axes: (eps_min 0.6, eps_max 0.5) is in the product
+    with pytest.raises(ConfigError, match="eps_min=0.6 is greater than eps_max=0.5") as err:
+        ConfigGrid.of({"eps_min": [0.1, 0.6], "eps_max": [0.5, 0.9]})
+    assert err.value.field == "eps_min" and err.value.value == (0.6, 0.5)
+    # valid only with the grid's own eps_max, not the base's 0.5: the product decides
+    assert len(ConfigGrid.of({"eps_min": [0.6], "eps_max": [0.9, 1.0]})) == 2
+    # the same verdicts as the per-object constructor
+    with pytest.raises(ConfigError, match="eps_min=0.6"):
+        expand_configs({"eps_min": [0.6]})
+
+
+def test_check_columns_agrees_with_the_constructor_row_by_row():
+    from regime_dash.config import SWITCHES, coerce_value
+
+    rng = np.random.default_rng(3)
+    base = RegimeConfig()
+    for trial in range(300):
+        fields = {}
+        for name in rng.choice(field_names(), size=3, replace=False):
+            if name in SWITCHES:
+                fields[name] = bool(rng.integers(2))
+            else:
+                default = getattr(base, name)
+                fields[name] = float(rng.choice([default, -1.0, 0.0, 0.5, 1.0, 1.5, 2.5, default * 3]))
+        try:
+            RegimeConfig(**fields)
+            ok = True
+        except ConfigError:
+            ok = False
+        columns = {n: np.array([coerce_value(n, v)]) for n, v in {**base.as_dict(), **fields}.items()}
+        try:
+            RegimeConfig.check_columns(columns)
+            got = True
+        except ConfigError:
+            got = False
+        assert got == ok, fields
+
+
+def test_config_slot_values_equal_to_isv_config_by_config():
+    from regime_dash.sweep import ConfigGrid, config_slot_values
+
+    grid = ConfigGrid.of({"eps_max": [0.5, 0.7], "safety_frac_normal": [0.3, 0.5], "tau_min": [0.1, 0.2]})
+    slots, values = config_slot_values(grid.columns())
+    for k, config in enumerate(grid.configs()):
+        want = config.to_isv()
+        np.testing.assert_array_equal(values[k], np.array([want[s] for s in slots], dtype=np.float32))
