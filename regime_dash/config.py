@@ -180,20 +180,45 @@ class RegimeConfig(ConfigFields):
                 raise _rule_error(names, [c[row].item() if c.ndim else c.item() for c in cols], why)
 
     @classmethod
-    def check_product(cls, axes: Mapping[str, Sequence[Any]], base: "RegimeConfig") -> None:
-        """The checks over every combination of ``axes`` (``base`` giving the other fields), unexpanded.
+    def first_invalid(cls, axes: Mapping[str, Sequence[Any]],
+                      base: "RegimeConfig") -> tuple[tuple[int, ...], ConfigError] | None:
+        """The first combination of the product of ``axes`` that is not a valid config, without expanding it.
 
-        Each rule reads one or two fields, so it is checked on the product of
-        its own fields' values only (the values, or ``base``'s, for fields not in
-        ``axes``): the cost is the axes' lengths, not their product's. Values must
-        be coerced (:func:`coerce_value`).
+        ``axes`` maps fields to coerced values (:func:`coerce_value`); the product
+        runs first axis slowest (as :func:`itertools.product`), ``base`` giving the
+        other fields. Each rule reads one or two fields, so it is evaluated on the
+        product of its own fields' values only: the cost is the axes' lengths, not
+        their product's. The answer is what building the configs one by one would
+        find: the first failing combination, and the error its constructor raises
+        there (the first rule, in the constructor's order, that it breaks).
+
+        Returns
+        -------
+        None if every combination is valid, else ``(index of each axis, ConfigError)``.
         """
-        for names, _ok, _why in _RULES:
-            if not any(n in axes for n in names):
+        names = list(axes)
+        lens = [len(axes[n]) for n in names]
+        strides = [int(np.prod(lens[k + 1:], dtype=np.int64)) for k in range(len(names))]
+        best: tuple[int, int, tuple[int, ...], ConfigError] | None = None
+        for order, (fields_, ok, why) in enumerate(_RULES):
+            if not any(n in axes for n in fields_):
                 continue
-            own = [np.asarray(axes[n] if n in axes else [getattr(base, n)]) for n in names]
-            mesh = np.meshgrid(*own, indexing="ij") if len(own) > 1 else own
-            cls.check_columns({n: m.ravel() for n, m in zip(names, mesh)})
+            own = [np.asarray(axes[n] if n in axes else [getattr(base, n)]) for n in fields_]
+            mesh = np.meshgrid(*own, indexing="ij")
+            bad = ~np.asarray(ok(*mesh), dtype=bool)
+            if not bad.any():
+                continue
+            hits = np.argwhere(bad)  # [k, len(fields_)]: each rule field's index into its values
+            flat = sum(hits[:, j] * strides[names.index(n)] for j, n in enumerate(fields_) if n in axes)
+            i = int(np.argmin(flat))
+            if best is None or (int(flat[i]), order) < best[:2]:
+                at = [0] * len(names)
+                for j, n in enumerate(fields_):
+                    if n in axes:
+                        at[names.index(n)] = int(hits[i, j])
+                values = [own[j][hits[i, j]].item() for j in range(len(fields_))]
+                best = (int(flat[i]), order, tuple(at), _rule_error(fields_, values, why))
+        return None if best is None else (best[2], best[3])
 
     # ---- conversions ---------------------------------------------------------
     def to_isv(self) -> dict[str, float]:

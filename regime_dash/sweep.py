@@ -128,7 +128,7 @@ class ConfigGrid:
 
     :meth:`of` coerces every axis value once (:func:`config.coerce_value`: a
     switch to bool, a number to a finite float) and checks the product against
-    RegimeConfig's rules without expanding it (:meth:`RegimeConfig.check_product`),
+    RegimeConfig's rules without expanding it (:meth:`RegimeConfig.first_invalid`),
     so a grid is valid exactly when every config of its product would be.
     :meth:`columns` then gives any index range of the product (first field
     slowest, as :func:`itertools.product`) as one float64 (bool for a switch)
@@ -155,7 +155,7 @@ class ConfigGrid:
         if unknown:
             raise ConfigError(f"unknown config field(s) {unknown} in the sweep grid; "
                               f"valid fields: {', '.join(valid)}", field=str(unknown[0]), value=unknown[0])
-        axes = []
+        raw, axes = [], []
         for name, values in grid.items():
             if isinstance(values, np.ndarray):
                 values = values.tolist()  # NumPy scalars to the Python numbers a config holds
@@ -163,14 +163,16 @@ class ConfigGrid:
                 else list(values)
             if not vals:
                 raise ConfigError(f"sweep grid field {name!r} has no values", field=name, value=values)
+            raw.append(vals)
             axes.append(np.array([_grid_value(name, v) for v in vals], dtype=_column_dtype(name)))
         base = RegimeConfig() if base is None else base
         out = cls(tuple(grid), tuple(axes), base)
-        try:
-            RegimeConfig.check_product(dict(zip(out.names, out.axes)), base)
-        except ConfigError as exc:
-            raise ConfigError(f"sweep grid value {exc.field}={exc.value!r} is not a valid config: {exc}",
-                              field=exc.field, value=exc.value) from None
+        bad = RegimeConfig.first_invalid(dict(zip(out.names, out.axes)), base)
+        if bad is not None:  # named as the first config of the product that fails, as it was given
+            at, exc = bad
+            combo = ", ".join(f"{n}={vals[i]!r}" for n, vals, i in zip(out.names, raw, at))
+            raise ConfigError(f"sweep value {combo} is not a valid config: {exc}",
+                              field=exc.field, value=exc.value)
         return out
 
     def __len__(self) -> int:
@@ -201,7 +203,7 @@ def _grid_value(name: str, value: Any) -> bool | float:
     try:
         return coerce_value(name, value)
     except ConfigError as exc:
-        raise ConfigError(f"sweep grid value {name}={value!r} is not a valid config: {exc}",
+        raise ConfigError(f"sweep value {name}={value!r} is not a valid config: {exc}",
                           field=name, value=value) from None
 
 

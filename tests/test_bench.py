@@ -13,7 +13,8 @@ from regime_dash.errors import ValidationError
 
 ROWS = {("reference", "cpu"), ("fast phase 1", "cpu"), ("fast", "cpu"), ("cuda per step", "gpu"),
         ("cuda per step (graph)", "gpu"), ("fast", "gpu"), ("fast phase 1", "gpu"), ("fast end to end", "gpu"),
-        ("D2D copy (roofline)", "gpu")}
+        ("D2D copy (roofline)", "gpu"), ("phase 1 from host, pageable", "gpu"),
+        ("phase 1 from host, pinned chunks", "gpu"), ("sweep S=3 (list)", "cpu"), ("sweep S=3 (list)", "gpu")}
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,8 @@ def test_json_has_machine_params_rows_and_ratios(result):
     assert set(on_disk["ratios"]) == {"fast_cpu_vs_reference", "fast_gpu_vs_cuda_per_step",
                                       "fast_gpu_vs_cuda_graph", "phase1_vs_copy_bandwidth",
                                       "sweep_two_gpus_vs_one", "gpu_sweep_scenario_steps_per_s",
-                                      "gpu_sweep_kernel_scenario_steps_per_s"}
+                                      "gpu_sweep_kernel_scenario_steps_per_s", "phase1_pinned_vs_pageable",
+                                      "sweep_cpu_grid_vs_list", "sweep_gpu_grid_vs_list"}
     assert on_disk["ratios"]["sweep_two_gpus_vs_one"]["target"] == 1.8
     assert on_disk["ratios"]["gpu_sweep_scenario_steps_per_s"]["target"] == 2e10
     assert on_disk["ratios"]["fast_gpu_vs_cuda_per_step"]["target"] == 300.0
@@ -93,7 +95,7 @@ def test_table_lists_every_row(result):
     text = engines.format_table(out)
     assert "T = 48 × b = 8" in text
     for name, device in ROWS:
-        assert any(line.startswith(f"{name:24s} {device:6s}") for line in text.splitlines()), name
+        assert any(line.startswith(name) and f" {device:6s} " in line for line in text.splitlines()), name
     assert "fast_cpu_vs_reference" in text
 
 
@@ -118,6 +120,29 @@ def test_bench_stream_exercises_the_pipeline():
     assert stream.boundary.sum() == 1
     assert (stream.lots == 0).all(axis=1).any()          # all-flat stretches
     assert len({c.max_duration for c in engines.sweep_configs(2000)}) == 1000
+
+
+def test_sweep_grid_has_exactly_n_valid_configs():
+    from regime_dash.sweep import ConfigGrid
+
+    for n in (1, 3, 7, 1024, 65_536, 262_144, 3000):
+        grid = engines.sweep_grid(n)
+        assert len(ConfigGrid.of(grid)) == n
+        assert len(grid["max_duration"]) <= 1024
+    assert [len(v) for v in engines.sweep_grid(65_536).values()] == [1024, 64]
+
+
+def test_sweep_rows_carry_their_targets(result):
+    out, _ = result
+    by = {(r["name"], r["device"]): r for r in out["rows"]}
+    assert by[("sweep S=3", "cpu")]["configs"] == "grid" and by[("sweep S=3 (list)", "cpu")]["configs"] == "list"
+    rows = [r for r in out["rows"] if r.get("target")]
+    if by[("sweep S=5 (GPUs over dask)", "gpu")]["status"] == "ok":
+        assert "1.8x" in by[("sweep S=5 (GPUs over dask)", "gpu")]["target"]
+    text = engines.format_table(out)
+    for r in rows:
+        assert f"target {r['target']}" in text
+    assert engines.SWEEP_ROW_TARGETS[("gpu", 65_536)].startswith(">= 2e10")
 
 
 def test_cli_bench_without_a_target_runs_engines(tmp_path, capsys):

@@ -158,3 +158,26 @@ def test_cli_check_all_prints_one_row_per_run(store_dir, client, capsys, tmp_pat
     assert len(doc["runs"]) == 2 and set(doc["runs"][0]) == set(COLUMNS)
     assert rc == (0 if all(r["status"] == "ok" for r in doc["runs"]) else 1)
     assert main(["check", "--all", "some-run", "--store", str(copy)]) == 2
+
+
+def test_shared_inputs_are_scattered_once_per_content_and_the_cache_is_bounded(stream, client, monkeypatch):
+    monkeypatch.setattr(distributed, "_scattered", __import__("collections").OrderedDict())
+    first = sweep(stream, GRID, engine="fast", device="cpu", scheduler=client).table
+    held = dict(distributed._scattered)
+    again = sweep(stream, GRID, engine="fast", device="cpu", scheduler=client).table
+    assert dict(distributed._scattered) == held  # the same futures: nothing sent again
+    pd.testing.assert_frame_equal(again, first, check_exact=True)
+    # a stream with one value changed has another key, and gives its own table
+    changed = regime_stream(np.random.default_rng(5), 260, 23, v_pred=False)
+    changed.session_pnl_worst[100:] -= np.float32(30.0)
+    other = sweep(changed, GRID, engine="fast", device="cpu", scheduler=client).table
+    assert len(distributed._scattered) > len(held)
+    local = sweep(changed, GRID, engine="fast", device="cpu").table
+    pd.testing.assert_frame_equal(other, local, check_exact=True)
+    assert not other.equals(first)
+    # bounded: the oldest entries are released
+    monkeypatch.setattr(distributed, "SCATTER_CACHE_SIZE", 3)
+    for k in range(5):
+        distributed.scatter_shared(client, np.full(10, k))
+    assert len(distributed._scattered) == 3
+    assert distributed.content_key(np.arange(4)) != distributed.content_key(np.arange(1, 5))

@@ -255,3 +255,61 @@ def test_config_slot_values_equal_to_isv_config_by_config():
     for k, config in enumerate(grid.configs()):
         want = config.to_isv()
         np.testing.assert_array_equal(values[k], np.array([want[s] for s in slots], dtype=np.float32))
+
+
+@pytest.mark.gpu
+def test_gpu_grid_sweep_equals_the_list_sweep(stream):
+    grid = {**GRID, "tail_on_deviation": [False, True]}
+    by_grid = sweep(stream, grid, device="gpu", keep=[5])
+    by_list = sweep(stream, expand_configs(grid), device="gpu", keep=[5])
+    assert by_grid.engine == "fast-gpu"
+    pd.testing.assert_frame_equal(by_grid.table, by_list.table, check_exact=True)
+    pd.testing.assert_frame_equal(by_grid.trajectories[5], by_list.trajectories[5], check_exact=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("threads, chunk_steps", [(1, 7), (3, 7), (None, 1000)])
+def test_staged_phase1_is_the_same_bits_as_phase1(threads, chunk_steps):
+    from regime_dash.engine import fast, fast_gpu, staged_phase1
+
+    s = regime_stream(np.random.default_rng(11), 1003, 37, v_pred=False)
+    want = fast.step_stats(s)
+    for got in (staged_phase1.step_stats(s, threads=threads, chunk_bytes=chunk_steps * 37 * 4),
+                fast_gpu.step_stats(s)):
+        np.testing.assert_array_equal(got.sums.view(np.int32), want.sums.view(np.int32))
+        np.testing.assert_array_equal(got.flat, want.flat)
+    assert want.flat.max() > 0 and np.abs(want.sums).max() > 0
+
+
+def test_a_bad_grid_names_the_first_failing_config_as_building_them_one_by_one_would():
+    import itertools
+
+    from regime_dash.sweep import ConfigGrid
+
+    def one_by_one(grid):
+        for combo in itertools.product(*grid.values()):
+            swept = dict(zip(grid, combo))
+            try:
+                RegimeConfig(**swept)
+            except ConfigError as exc:
+                at = ", ".join(f"{k}={v!r}" for k, v in swept.items())
+                return f"sweep value {at} is not a valid config: {exc}"
+        return None
+
+    rng = np.random.default_rng(8)
+    pool = {"eps_min": [0.0, 0.3, 0.6, 1.2], "eps_max": [0.2, 0.5, 0.9], "max_duration": [10, -1, 2.5, 400],
+            "popart_alpha": [0.001, 0.0, 1.0], "tau_boost_factor": [0.5, 1.5], "envelope": [True, False]}
+    failures = 0
+    for trial in range(200):
+        names = list(rng.choice(list(pool), size=int(rng.integers(1, 4)), replace=False))
+        grid = {n: list(rng.choice(pool[n], size=int(rng.integers(1, 4)))) for n in names}
+        grid = {n: [v.item() if hasattr(v, "item") else v for v in vals] for n, vals in grid.items()}
+        want = one_by_one(grid)
+        try:
+            ConfigGrid.of(grid)
+            got = None
+        except ConfigError as exc:
+            got = str(exc)
+        assert got == want, grid
+        failures += want is not None
+    assert 20 < failures < 190  # both outcomes were exercised

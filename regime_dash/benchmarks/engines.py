@@ -62,6 +62,9 @@ DEFAULT_GPU_SWEEP_SIZES = (1_024, 16_384, 65_536)
 DEFAULT_SCALE_OUT_SIZE = 262_144
 #: Scenario-steps/s target of the GPU sweep at S = 65,536 (issue 15).
 GPU_SWEEP_TARGET = 2e10
+#: The target printed next to a sweep row, by (device, S).
+SWEEP_ROW_TARGETS = {("gpu", 65_536): ">= 2e10 scenario-steps/s (issue 15)",
+                     ("cpu", 1_024): ">= 5x the pre-issue-15 CPU sweep (timed back to back: BENCHMARKS.md)"}
 
 
 # ---- inputs ------------------------------------------------------------------------
@@ -87,6 +90,17 @@ def bench_stream(steps: int, accounts: int, seed: int = 0) -> Stream:
     boundary[steps // 2] = True
     return Stream.make(rewards=rewards, lots=lots, kelly_analytic=edge, session_pnl_worst=worst,
                        tau_action=rng.random(steps).astype(np.float32), boundary=boundary)
+
+
+def sweep_grid(n: int) -> dict[str, list[float]]:
+    """A grid ``{max_duration: ..., eps_min: ...}`` of exactly ``n`` configs: what a user sweeping passes.
+
+    ``max_duration`` takes the largest divisor of ``n`` up to 1,024 values (50, 51, ...),
+    ``eps_min`` the rest, evenly in [0, 0.5).
+    """
+    a = max(d for d in range(1, min(n, 1024) + 1) if n % d == 0)
+    m = n // a
+    return {"max_duration": [50.0 + k for k in range(a)], "eps_min": [0.5 * k / m for k in range(m)]}
 
 
 def sweep_configs(n: int) -> list[RegimeConfig]:
@@ -278,7 +292,7 @@ def _sweep_kernel_row(stream: Stream, size: int, repeats: int, budget_s: float) 
     layout = DEFAULT_LAYOUT
     cp = loader.cupy_module()
     mod = fast_gpu.module(layout)
-    slots, values = sw.config_slot_values(sw.config_columns(sweep_configs(size)))
+    slots, values = sw.config_slot_values(sw.ConfigGrid.of(sweep_grid(size)).columns())  # the sweep row's grid
     isv0, boot = initial_isv(RegimeConfig(), None, layout)
     slot_idx = np.array([layout.index(s) for s in slots], np.int32)
     with cp.cuda.Stream(non_blocking=True):
@@ -293,28 +307,32 @@ def _sweep_kernel_row(stream: Stream, size: int, repeats: int, budget_s: float) 
         once()  # warm-up
         runs = repeat(once, repeats, budget_s)
     return _row(f"sweep kernel S={size}", "gpu", runs, stream.steps, scenarios=size,
-                timing="replay_sweep alone, device-resident (CUDA events)")
+                timing="replay_sweep alone, device-resident (CUDA events)", configs="grid")
 
 
 def _scale_out_rows(stream: Stream, size: int, repeats: int, budget_s: float, gpu_reason: str | None,
-                    add: Callable[[dict[str, Any]], dict[str, Any]]):
-    """``sweep S=size`` on one GPU in-process, then through a local cluster of one worker per GPU.
+                    add: Callable[[dict[str, Any]], dict[str, Any]], label: str = ""):
+    """``sweep S=size`` of a grid on one GPU in-process, then through a local cluster of one worker per GPU.
 
     Both rows must give the same table (checked once); the cluster is started
-    and warmed up before its runs are timed, and stays up across them.
+    and warmed up before its runs are timed, and stays up across them (as a
+    client a user keeps open would). ``label`` tells rows of another T apart.
     """
     from regime_dash import distributed
     from regime_dash.sweep import sweep
 
-    one_name, two_name = f"sweep S={size} (1 GPU)", f"sweep S={size} (GPUs over dask)"
+    one_name = f"sweep S={size} (1 GPU){label}"
+    two_name = f"sweep S={size} (GPUs over dask){label}"
     if gpu_reason is not None:
         return (add(_missing(one_name, "gpu", f"unavailable: {gpu_reason}", size)),
                 add(_missing(two_name, "gpu", f"unavailable: {gpu_reason}", size)))
-    configs = sweep_configs(size)
+    grid = sweep_grid(size)
+    small = sweep_grid(4096)
 
     def one():
-        sweep(stream.slice(0, min(stream.steps, 64)), configs[:2], engine="fast", device="gpu")
-        return _row(one_name, "gpu", repeat(wall(lambda: sweep(stream, configs, engine="fast", device="gpu")),
+        sweep(stream.slice(0, min(stream.steps, 64)), small, engine="fast", device="gpu")
+        sweep(stream, grid, engine="fast", device="gpu")  # warm-up at full size (device pools)
+        return _row(one_name, "gpu", repeat(wall(lambda: sweep(stream, grid, engine="fast", device="gpu")),
                                              repeats, budget_s), stream.steps, scenarios=size, gpus=1)
 
     one_row = add(_attempt(one_name, "gpu", one, size))
@@ -327,14 +345,16 @@ def _scale_out_rows(stream: Stream, size: int, repeats: int, budget_s: float, gp
 
         with distributed.local_cluster() as cluster, dd.Client(cluster) as client:
             client.wait_for_workers(n_gpu, timeout=120)
-            want = sweep(stream, configs[:4096], engine="fast", device="gpu").table
-            got = sweep(stream, configs[:4096], engine="fast", device="gpu", scheduler=client).table
+            want = sweep(stream, small, engine="fast", device="gpu").table
+            got = sweep(stream, small, engine="fast", device="gpu", scheduler=client).table
             if not want.equals(got):
                 raise RuntimeError("the dask sweep's table differs from the in-process one")
-            runs = repeat(wall(lambda: sweep(stream, configs, engine="fast", device="gpu",
-                                               scheduler=client)), repeats, budget_s)
+            sweep(stream, grid, engine="fast", device="gpu", scheduler=client)  # warm-up at full size
+            runs = repeat(wall(lambda: sweep(stream, grid, engine="fast", device="gpu", scheduler=client)),
+                          repeats, budget_s)
             return _row(two_name, "gpu", runs, stream.steps, scenarios=size, gpus=n_gpu,
-                        workers=distributed.worker_count(client))
+                        workers=distributed.worker_count(client),
+                        target=">= 1.8x the 1-GPU row (issue 15)" if not label else None)
 
     return one_row, add(_attempt(two_name, "gpu", two, size))
 
@@ -344,7 +364,7 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
         repeats: int = 5, sweep_sizes: tuple[int, ...] = DEFAULT_SWEEP_SIZES, budget_s: float = 120.0,
         seed: int = 0, log: Callable[[str], None] | None = None,
         gpu_sweep_sizes: tuple[int, ...] = DEFAULT_GPU_SWEEP_SIZES,
-        scale_out_size: int = DEFAULT_SCALE_OUT_SIZE) -> dict[str, Any]:
+        scale_out_size: int = DEFAULT_SCALE_OUT_SIZE, scale_out_steps: int = 0) -> dict[str, Any]:
     """Time every engine on one synthetic stream; return (and optionally write) the figures.
 
     Parameters
@@ -361,6 +381,9 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
         S of the scale-out rows: the GPU sweep in-process on one GPU, and through a
         local dask cluster of one worker per GPU (the cluster started before timing),
         where there are two GPUs or more and ``distributed`` imports; 0 skips them.
+    scale_out_steps
+        If > 0, the scale-out rows again on a stream of this many steps (extra rows,
+        labelled with their T: where the GPUs' share of the sweep is larger).
     budget_s
         A row stops repeating once its runs have taken this long (at least one run).
     seed
@@ -379,7 +402,7 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
     from regime_dash.engine import cuda, fast, fast_gpu, initial_isv, loader, reference, snapshot_indices
     from regime_dash.errors import ValidationError
     from regime_dash.slots import DEFAULT_LAYOUT
-    from regime_dash.sweep import sweep
+    from regime_dash.sweep import expand_configs, sweep
 
     for name, value in (("steps", steps), ("accounts", accounts), ("repeats", repeats)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -486,6 +509,22 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
 
     copy = gpu_row("D2D copy (roofline)", copy_row)
 
+    def upload_row(name: str, fn: Callable[[], Any]):
+        def make():
+            fn()  # warm-up: compile, pinned pool
+            return _row(name, "gpu", repeat(wall(fn), repeats, budget_s), steps,
+                        bytes_moved=stream.rewards.nbytes + stream.lots.nbytes,
+                        timing="host arrays in, [T] statistics out (perf_counter)")
+        return make
+
+    from regime_dash.engine import staged_phase1
+
+    for name, fn in (("phase 1 from host, pageable", lambda: fast_gpu.step_stats(stream)),
+                     ("phase 1 from host, pinned chunks", lambda: staged_phase1.step_stats(stream))):
+        row = gpu_row(name, upload_row(name, fn))
+        if row.get("seconds"):
+            row["gb_per_s"] = row["bytes_moved"] / row["seconds"] / 1e9
+
     # ---- sweeps ----
     devices = ["cpu"] + (["gpu"] if gpu_reason is None else [])
     for dev_name in devices:
@@ -499,15 +538,26 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
                 add(_missing(f"sweep S={s}", dev_name, f"error: {type(exc).__name__}: {exc}", s))
             continue
         for s in dev_sizes:
-            configs = sweep_configs(s)
+            grid = sweep_grid(s)
 
-            def make(configs=configs, s=s, d=dev_name):
-                runs = repeat(wall(lambda: sweep(stream, configs, engine="fast", device=d)), repeats, budget_s)
-                return _row(f"sweep S={s}", d, runs, steps, scenarios=s)
+            def make(grid=grid, s=s, d=dev_name):
+                runs = repeat(wall(lambda: sweep(stream, grid, engine="fast", device=d)), repeats, budget_s)
+                return _row(f"sweep S={s}", d, runs, steps, scenarios=s, configs="grid",
+                            target=SWEEP_ROW_TARGETS.get((d, s)))
             add(_attempt(f"sweep S={s}", dev_name, make, s))
+        if dev_sizes:  # the same sweep given as a list of RegimeConfig objects
+            big_s = max(dev_sizes)
+            configs = expand_configs(sweep_grid(big_s))
+
+            def make_list(configs=configs, s=big_s, d=dev_name):
+                runs = repeat(wall(lambda: sweep(stream, configs, engine="fast", device=d)), repeats, budget_s)
+                return _row(f"sweep S={s} (list)", d, runs, steps, scenarios=s, configs="list")
+            add(_attempt(f"sweep S={big_s} (list)", dev_name, make_list, big_s))
     if gpu_reason is not None:
         for s in gpu_sizes:
             add(_missing(f"sweep S={s}", "gpu", f"unavailable: {gpu_reason}", s))
+        if gpu_sizes:
+            add(_missing(f"sweep S={max(gpu_sizes)} (list)", "gpu", f"unavailable: {gpu_reason}", max(gpu_sizes)))
     kernel = None
     if gpu_sizes:
         big_s = max(gpu_sizes)
@@ -516,6 +566,12 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
     one_gpu = two_gpus = None
     if scale_out_size:
         one_gpu, two_gpus = _scale_out_rows(stream, scale_out_size, repeats, budget_s, gpu_reason, add)
+    long_one = long_two = None
+    if scale_out_size and scale_out_steps:
+        long_stream = bench_stream(scale_out_steps, accounts, seed)
+        long_one, long_two = _scale_out_rows(long_stream, scale_out_size, repeats, budget_s, gpu_reason, add,
+                                             label=f", T={scale_out_steps:,}")
+        del long_stream
 
     # ---- ratios, from this run's figures only ----
     by = {(r["name"], r["device"]): r for r in rows}
@@ -540,6 +596,17 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
                                           invert=False),
         "sweep_two_gpus_vs_one": ratio("sweep_two_gpus_vs_one", two_gpus, one_gpu),
     }
+    if long_one is not None:
+        ratios["sweep_two_gpus_vs_one_long_T"] = ratio("sweep_two_gpus_vs_one_long_T", long_two, long_one)
+    ratios["phase1_pinned_vs_pageable"] = ratio(
+        "phase1_pinned_vs_pageable", by.get(("phase 1 from host, pinned chunks", "gpu")),
+        by.get(("phase 1 from host, pageable", "gpu")))
+    for dev_name, dev_sizes in (("cpu", sizes), ("gpu", gpu_sizes)):
+        if dev_sizes:
+            big_s = max(dev_sizes)
+            ratios[f"sweep_{dev_name}_grid_vs_list"] = ratio(
+                f"sweep_{dev_name}_grid_vs_list", by.get((f"sweep S={big_s}", dev_name)),
+                by.get((f"sweep S={big_s} (list)", dev_name)))
     big = by.get((f"sweep S={max(gpu_sizes)}", "gpu")) if gpu_sizes else None
     sps = None if big is None else big.get("scenario_steps_per_s")
     ratios["gpu_sweep_scenario_steps_per_s"] = {
@@ -559,6 +626,7 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
         "machine": machine_info(),
         "params": {"steps": steps, "accounts": accounts, "repeats": repeats, "sweep_sizes": list(sizes),
                    "gpu_sweep_sizes": list(gpu_sizes), "scale_out_size": scale_out_size,
+                   "scale_out_steps": scale_out_steps,
                    "budget_s": budget_s, "seed": seed, "v_pred": False, "statistic": "median after warm-up"},
         "rows": rows,
         "bandwidth": bandwidth,
@@ -582,26 +650,28 @@ def format_table(result: dict[str, Any]) -> str:
              f"{p['repeats']} runs after a warm-up",
              f"CPU: {m['cpu_model']} ({m['cpu_count']} cores, numba threads {m['numba_threads']}); "
              f"GPU: {m['gpu']}", ""]
-    header = (f"{'row':24s} {'device':6s} {'median s':>10s} {'µs/step':>10s} {'scen-steps/s':>13s} "
+    w = max([24] + [len(r["name"]) for r in result["rows"]])
+    header = (f"{'row':{w}s} {'device':6s} {'median s':>10s} {'µs/step':>10s} {'scen-steps/s':>13s} "
               f"{'GB/s':>8s} runs")
     lines += [header, "-" * len(header)]
     for r in result["rows"]:
         if r["status"] != "ok":
-            lines.append(f"{r['name']:24s} {r['device']:6s} {r['status']}")
+            lines.append(f"{r['name']:{w}s} {r['device']:6s} {r['status']}")
             continue
-        lines.append(f"{r['name']:24s} {r['device']:6s} {_cell(r['seconds'], '.4g', 10)} "
+        lines.append(f"{r['name']:{w}s} {r['device']:6s} {_cell(r['seconds'], '.4g', 10)} "
                      f"{_cell(r.get('per_step_us'), '.4g', 10)} {_cell(r.get('scenario_steps_per_s'), '.4g', 13)} "
-                     f"{_cell(r.get('gb_per_s'), '.1f', 8)} {r['repeats']}")
+                     f"{_cell(r.get('gb_per_s'), '.1f', 8)} {r['repeats']:4d}"
+                     + (f"   target {r['target']}" if r.get("target") else ""))
     lines.append("")
     for key, q in result["ratios"].items():
         if q["value"] is None:
-            lines.append(f"{key:28s} {q['status']}")
+            lines.append(f"{key:38s} {q['status']}")
             continue
         unit = "" if key in ("phase1_vs_copy_bandwidth", "gpu_sweep_scenario_steps_per_s",
                              "gpu_sweep_kernel_scenario_steps_per_s") else "x"
         target = "" if q["target"] is None else (
             f"  (target >= {q['target']:g}{unit}: {'met' if q['met'] else 'NOT met'})")
-        lines.append(f"{key:28s} {q['value']:.3g}{unit}{target}")
+        lines.append(f"{key:38s} {q['value']:.3g}{unit}{target}")
     return "\n".join(lines)
 
 
@@ -610,7 +680,8 @@ def main(args: argparse.Namespace) -> int:
     """``bench engines``: run the benchmark and print its table (the JSON goes to ``--json``)."""
     result = run(args.steps, args.accounts, args.json, args.repeats, args.sweep_sizes, args.budget, args.seed,
                  log=lambda line: print(line, file=sys.stderr, flush=True),
-                 gpu_sweep_sizes=args.gpu_sweep_sizes, scale_out_size=args.scale_out_size)
+                 gpu_sweep_sizes=args.gpu_sweep_sizes, scale_out_size=args.scale_out_size,
+                 scale_out_steps=args.scale_out_steps)
     print(format_table(result))
     if args.json:
         print(f"wrote {args.json}", file=sys.stderr)

@@ -44,6 +44,8 @@ def _engines_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
                    help="config counts of the GPU sweep rows (default 1024,16384,65536)")
     p.add_argument("--scale-out-size", type=int, default=m.DEFAULT_SCALE_OUT_SIZE, metavar="S",
                    help="configs of the one-GPU vs dask-over-all-GPUs rows (default 262144; 0 skips)")
+    p.add_argument("--scale-out-steps", type=int, default=0, metavar="T",
+                   help="also take the scale-out rows on a stream of T steps (default 0: not)")
     p.add_argument("--budget", type=float, default=120.0, metavar="SECONDS",
                    help="stop repeating a row once its runs took this long (default 120)")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic stream (default 0)")
