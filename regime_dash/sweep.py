@@ -228,6 +228,17 @@ def config_columns(configs: Sequence[RegimeConfig]) -> pd.DataFrame:
     return pd.DataFrame(_list_columns(configs))
 
 
+def _slot_sources() -> dict[str, str]:
+    """``{slot: field}`` of every slot :meth:`RegimeConfig.to_isv` writes, in its order."""
+    source = {**{slot: name for name, slot in FIELD_SLOTS.items()}, **_DERIVED_SLOTS}
+    slots = list(RegimeConfig().to_isv())
+    missing = [s for s in slots if s not in source]
+    if missing:  # to_isv grew a slot this map does not know: a bug here, not the caller's
+        raise ConfigError(f"sweep cannot vectorize RegimeConfig.to_isv slots {missing}",
+                          field="configs", value=missing)
+    return {s: source[s] for s in slots}
+
+
 def config_slot_values(columns: Mapping[str, Any]) -> tuple[list[str], np.ndarray]:
     """``(slot names, float32 [S, K])``: each config's :meth:`RegimeConfig.to_isv` values, vectorized.
 
@@ -235,28 +246,55 @@ def config_slot_values(columns: Mapping[str, Any]) -> tuple[list[str], np.ndarra
     :meth:`ConfigGrid.columns`); column k holds slot k's value for every config.
     A test checks this equals ``to_isv`` config by config.
     """
-    source = {**{slot: name for name, slot in FIELD_SLOTS.items()}, **_DERIVED_SLOTS}
-    slots = list(RegimeConfig().to_isv())
-    missing = [s for s in slots if s not in source]
-    if missing:  # to_isv grew a slot this map does not know: a bug here, not the caller's
-        raise ConfigError(f"sweep cannot vectorize RegimeConfig.to_isv slots {missing}",
-                          field="configs", value=missing)
-    n = len(np.asarray(columns[field_names()[0]]))
-    values = np.empty((n, len(slots)), dtype=np.float32)
-    for k, slot in enumerate(slots):
-        values[:, k] = np.asarray(columns[source[slot]], dtype=np.float64)
-    return slots, values
+    sources = _slot_sources()
+    # slot-major, then one transpose: a column write into a C-order [S, K] array is strided
+    values = np.empty((len(sources), len(np.asarray(columns[field_names()[0]]))), dtype=np.float32)
+    for k, name in enumerate(sources.values()):
+        values[k] = np.asarray(columns[name], dtype=np.float64)
+    return list(sources), np.ascontiguousarray(values.T)
 
 
-def _rows_from_values(slots: Sequence[str], values: np.ndarray, isv: Mapping[str, float] | None,
-                      layout: SlotLayout) -> tuple[np.ndarray, np.ndarray]:
-    isv0, boot = initial_isv(RegimeConfig(), isv, layout)
-    boot_rows = np.tile(boot, (len(values), 1))
-    boot_rows[:, [layout.index(s) for s in slots]] = values
-    isv0s = boot_rows.copy()
-    for name in (isv or {}):
-        isv0s[:, layout.index(name)] = isv0[layout.index(name)]
-    return isv0s, boot_rows
+@dataclass
+class _SlotPlan:
+    """A shard's initial rows, factored: one base row pair, and the slots that differ per config.
+
+    Configs differ only in the slots their fields vary (a grid's swept fields,
+    typically two or three of the 23): those go per config, float32 [n, K'];
+    every other slot of :meth:`RegimeConfig.to_isv` holds one value for all and
+    is written into the base rows once. Rows built from a plan equal
+    :func:`initial_rows` bit for bit (a test checks it).
+    """
+
+    isv0: np.ndarray       # float32 [n_isv]: the override slots' values (isv= applied)
+    boot: np.ndarray       # float32 [n_isv]: the bootstrap row with the constant slots filled
+    slots: list[str]       # the varying slots
+    values: np.ndarray     # float32 [n, len(slots)]
+
+    @classmethod
+    def of(cls, columns: Mapping[str, Any], isv: Mapping[str, float] | None, layout: SlotLayout) -> "_SlotPlan":
+        isv0, boot = initial_isv(RegimeConfig(), isv, layout)
+        boot = boot.copy()
+        varying: list[tuple[str, np.ndarray]] = []
+        for slot, name in _slot_sources().items():
+            col = np.asarray(columns[name])
+            if len(col) and (col == col[0]).all():
+                boot[layout.index(slot)] = np.float32(float(col[0]))
+            else:
+                varying.append((slot, col))
+        values = np.empty((len(varying), len(np.asarray(columns[field_names()[0]]))), dtype=np.float32)
+        for k, (_, col) in enumerate(varying):
+            values[k] = np.asarray(col, dtype=np.float64)
+        return cls(isv0, boot, [s for s, _ in varying], np.ascontiguousarray(values.T))
+
+    def rows(self, start: int, stop: int, isv: Mapping[str, float] | None,
+             layout: SlotLayout) -> tuple[np.ndarray, np.ndarray]:
+        """float32 [stop - start, n_isv] ``(isv0s, boot_rows)`` of configs ``start..stop``."""
+        boot_rows = np.tile(self.boot, (stop - start, 1))
+        boot_rows[:, [layout.index(s) for s in self.slots]] = self.values[start:stop]
+        isv0s = boot_rows.copy()
+        for name in (isv or {}):
+            isv0s[:, layout.index(name)] = self.isv0[layout.index(name)]
+        return isv0s, boot_rows
 
 
 def initial_rows(configs: Sequence[RegimeConfig] | Mapping[str, Any], isv: Mapping[str, float] | None,
@@ -264,15 +302,15 @@ def initial_rows(configs: Sequence[RegimeConfig] | Mapping[str, Any], isv: Mappi
     """float32 [S, n_isv] ``(isv0s, boot_rows)``: :func:`engine.initial_isv` of every config.
 
     The vectorized form of ``initial_isv``: the configs differ only in the slots
-    :meth:`RegimeConfig.to_isv` names, so the spec's bootstrap row is tiled and
-    those columns filled from :func:`config_slot_values`; the ``isv`` overrides
-    are then re-applied, as ``initial_isv`` applies them last. ``configs`` is a
-    list of RegimeConfig or a table of them (a DataFrame or ``{field: column}``).
-    A test checks the two agree.
+    :meth:`RegimeConfig.to_isv` names, so the spec's bootstrap row (with the slots
+    every config shares filled in) is tiled and the others filled per config; the
+    ``isv`` overrides are then re-applied, as ``initial_isv`` applies them last.
+    ``configs`` is a list of RegimeConfig or a table of them (a DataFrame or
+    ``{field: column}``). A test checks the two agree.
     """
     columns = configs if isinstance(configs, Mapping) else _list_columns(configs)
-    slots, values = config_slot_values(columns)
-    return _rows_from_values(slots, values, isv, layout)
+    plan = _SlotPlan.of(columns, isv, layout)
+    return plan.rows(0, len(plan.values), isv, layout)
 
 
 def _chunks(n: int, size: int) -> Iterable[tuple[int, int]]:
@@ -289,10 +327,11 @@ def _trajectory_frame(snap: np.ndarray, flat: np.ndarray, accounts: int, stream_
 
 
 def _metric_columns(acc: np.ndarray, steps: int) -> np.ndarray:
-    """float64 [S, N_METRICS]: :func:`summary.finalize` of every accumulator row at once."""
-    out = acc[:, :summary.N_METRICS].copy()
+    """float64 [N_METRICS, S]: :func:`summary.finalize` of every accumulator row at once, metric-major
+    (each metric one contiguous column of the table)."""
+    out = np.ascontiguousarray(acc[:, :summary.N_METRICS].T)
     k = summary.METRICS.index("kelly_mean")
-    out[:, k] = acc[:, k] / steps if steps else np.nan
+    out[k] = acc[:, k] / steps if steps else np.nan
     return out
 
 
@@ -375,8 +414,8 @@ def _fast_shard(shard: _Shard, inputs: _FastInputs, layout: SlotLayout, isv, dev
     from regime_dash.engine import fast
 
     gpu = fast.use_gpu(device)
-    slots, values = config_slot_values(shard.fields())
-    n = len(values)
+    plan = _SlotPlan.of(shard.fields(), isv, layout)
+    n = len(plan.values)
     acc = np.empty((n, summary.N_METRICS + 1), dtype=np.float64)
     kept: dict[int, np.ndarray] = {}
     if gpu:
@@ -384,13 +423,12 @@ def _fast_shard(shard: _Shard, inputs: _FastInputs, layout: SlotLayout, isv, dev
 
         # one launch for the whole shard: the configs' slot values go to the device
         # and the initial rows are built there (chunk_size bounds device memory if given)
-        isv0, boot = initial_isv(RegimeConfig(), isv, layout)
-        slot_idx = np.array([layout.index(s) for s in slots], np.int32)
+        slot_idx = np.array([layout.index(s) for s in plan.slots], np.int32)
         override_idx = np.array([layout.index(name) for name in (isv or {})], np.int32)
         for start, stop in _chunks(n, chunk_size or n):
             local = [k - start for k in shard.keep if start <= k < stop]
-            a, snaps = fast_gpu.sweep_values(inputs.scalars, inputs.stats, inputs.accounts, isv0, boot,
-                                             slot_idx, values[start:stop], override_idx, layout, local)
+            a, snaps = fast_gpu.sweep_values(inputs.scalars, inputs.stats, inputs.accounts, plan.isv0, plan.boot,
+                                             slot_idx, plan.values[start:stop], override_idx, layout, local)
             acc[start:stop] = a
             kept.update({start + k: s for k, s in snaps.items()})
             if progress is not None:
@@ -398,7 +436,7 @@ def _fast_shard(shard: _Shard, inputs: _FastInputs, layout: SlotLayout, isv, dev
     else:
         snap_idx = snapshot_indices(layout)
         for start, stop in _chunks(n, chunk_size or CPU_CHUNK):
-            isv0s, boot_rows = _rows_from_values(slots, values[start:stop], isv, layout)
+            isv0s, boot_rows = plan.rows(start, stop, isv, layout)
             local = [k - start for k in shard.keep if start <= k < stop]
             a, snaps = fast.sweep_cpu(inputs.scalars, isv0s, boot_rows, layout, local,
                                       stats=inputs.stats, snap_idx=snap_idx)
@@ -426,7 +464,7 @@ def _replay_shard(shard: _Shard, stream: Stream, layout: SlotLayout, isv, engine
             trajectories[k] = frame
         if progress is not None:
             progress(k + 1, n)
-    return np.array(rows, dtype=np.float64).reshape(len(rows), summary.N_METRICS), trajectories, engine
+    return np.array(rows, dtype=np.float64).reshape(len(rows), summary.N_METRICS).T.copy(), trajectories, engine
 
 
 def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], engine: str = "auto",
@@ -568,7 +606,7 @@ def _sweep_run(stream, source: _Source, n_configs, keep, layout, progress, isv, 
             source.columns()  # the table's fields, built here while the workers run
             results = distributed.gather_shards(futures, progress=progress)
     fields = source.columns()
-    metrics = np.concatenate([r[0] for r in results], axis=0)
+    metrics = np.concatenate([r[0] for r in results], axis=1) if len(results) > 1 else results[0][0]
     trajectories: dict[int, pd.DataFrame] = {}
     for shard, (_, kept, _) in zip(shards, results):
         for k, item in kept.items():
@@ -581,7 +619,8 @@ def _sweep_run(stream, source: _Source, n_configs, keep, layout, progress, isv, 
                                                     stream.boundary, layout, "fast", config)
     trajectories = {k: trajectories[k] for k in keep}
     ran = results[0][2]
-    out = pd.DataFrame({**fields, **{m: metrics[:, k] for k, m in enumerate(summary.METRICS)}})
+    # copy=False: every column is already its own contiguous array, owned by this table
+    out = pd.DataFrame({**fields, **dict(zip(summary.METRICS, metrics))}, copy=False)
     out.attrs.update(engine=ran, steps=stream.steps, accounts=stream.accounts,
                      layout_fingerprint=layout.fingerprint_hex())
     return SweepResult(out, trajectories, ran, time.perf_counter() - t0)
