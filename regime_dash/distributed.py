@@ -242,8 +242,10 @@ def submit_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *,
     caller can work while the shards run, then collect them with :func:`gather_shards`.
     """
     handles = [scatter_shared(client, v) for v in shared]
-    return [client.submit(fn, shard, *handles, pure=False,
-                          key=f"{getattr(fn, '__name__', 'shard')}-{k}-{os.urandom(4).hex()}")
+    name = getattr(getattr(fn, "func", fn), "__name__", "shard")
+    if hasattr(fn, "args"):  # a partial: name it after the function it wraps
+        name = getattr(fn.args[0], "__name__", name) if fn.args else name
+    return [client.submit(fn, shard, *handles, pure=False, key=f"{name}-{k}-{os.urandom(4).hex()}")
             for k, shard in enumerate(shards)]
 
 
@@ -255,8 +257,9 @@ def gather_shards(futures: Sequence[Any], progress: Progress | None = None) -> l
     distributed = _require()
     index = {f.key: k for k, f in enumerate(futures)}
     out: list[Any] = [None] * len(futures)
-    for done, fut in enumerate(distributed.as_completed(futures), start=1):
-        out[index[fut.key]] = fut.result()
+    # with_results: each result is fetched as its shard finishes, concurrently with the others
+    for done, (fut, result) in enumerate(distributed.as_completed(futures, with_results=True), start=1):
+        out[index[fut.key]] = result
         if progress is not None:
             progress(done, len(futures))
     return out

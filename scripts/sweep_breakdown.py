@@ -87,6 +87,14 @@ def main() -> None:
 
         with distributed.local_cluster() as cluster, dd.Client(cluster) as client:
             client.wait_for_workers(distributed.gpu_count(), timeout=120)
+            floor = out["dask_floor_ms"] = {}
+            floor["round_trip_noop"] = 1e3 * med(lambda: client.submit(int, 1, pure=False).result())
+            floor["fetch_12.6MB_one_worker"] = 1e3 * med(
+                lambda: client.submit(np.zeros, (12, 131072), pure=False).result())
+            floor["fetch_2x6.6MB_two_workers"] = 1e3 * med(lambda: client.gather(
+                [client.submit(np.zeros, (13, 65536), pure=False, workers=[w])
+                 for w in client.scheduler_info()["workers"]]))
+            print("dask floor", json.dumps(floor), flush=True)
             for size in (int(s) for s in a.sizes.split(",")):
                 g = sweep_grid(size)
                 sweep(stream, g, device="gpu", scheduler=client)
@@ -97,8 +105,8 @@ def main() -> None:
                         sweep(stream, g, device="gpu", scheduler=client)
                         walls.append(time.perf_counter() - t0)
                     tasks = [t for t in ts.data if str(t.get("key", "")).startswith("_fast_shard")]
-                    computes.append([round(1e3 * sum(s["stop"] - s["start"] for s in t["startstops"]
-                                                     if s["action"] == "compute"), 2) for t in tasks])
+                    computes.append([{s["action"]: round(1e3 * (s["stop"] - s["start"]), 2)
+                                      for s in t["startstops"]} for t in tasks])
                 out[f"dask S={size}"] = {"wall_ms": [round(1e3 * w, 2) for w in walls],
                                          "shard_compute_ms": computes}
                 print("dask", size, json.dumps(out[f"dask S={size}"]), flush=True)

@@ -313,3 +313,19 @@ def test_a_bad_grid_names_the_first_failing_config_as_building_them_one_by_one_w
         assert got == want, grid
         failures += want is not None
     assert 20 < failures < 190  # both outcomes were exercised
+
+
+def test_packed_metrics_come_back_bit_for_bit():
+    from regime_dash.sweep import _pack_metrics, _unpack_metrics
+
+    rng = np.random.default_rng(2)
+    metrics = np.stack([rng.integers(0, 25_000, 500).astype(np.float64),        # a count
+                        rng.standard_normal(500).astype(np.float32).astype(np.float64),  # a float32 value
+                        rng.standard_normal(500),                                # a float64 mean
+                        np.full(500, np.nan),
+                        np.r_[rng.integers(0, 9, 499), 2.0 ** 40].astype(np.float64)])  # past int32
+    packed = _pack_metrics(metrics)
+    assert [c.dtype for c in packed] == [np.int32, np.float32, np.float64, np.float32, np.float32]
+    back = _unpack_metrics(packed)
+    np.testing.assert_array_equal(back.view(np.int64), metrics.view(np.int64))
+    assert sum(c.nbytes for c in packed) < metrics.nbytes
