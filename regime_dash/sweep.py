@@ -23,6 +23,7 @@ import concurrent.futures
 import functools
 import itertools
 import operator
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -192,6 +193,21 @@ class ConfigGrid:
                 else np.full(len(index), getattr(self.base, name), dtype=_column_dtype(name))
                 for name in field_names()}
 
+    def varying_columns(self, start: int = 0, stop: int | None = None) -> dict[str, Any]:
+        """Configs ``start..stop`` as :meth:`columns`, but a field with one value is that value, not an array.
+
+        All a shard needs to build its initial rows (:class:`_SlotPlan`): only the
+        axes with several values are expanded.
+        """
+        stop = len(self) if stop is None else stop
+        index = np.arange(start, stop, dtype=np.int64)
+        out: dict[str, Any] = {name: getattr(self.base, name) for name in field_names()}
+        stride = len(self)
+        for name, axis in zip(self.names, self.axes):
+            stride //= len(axis)
+            out[name] = axis[(index // stride) % len(axis)] if len(axis) > 1 else axis[0].item()
+        return out
+
     def configs(self, start: int = 0, stop: int | None = None) -> list[RegimeConfig]:
         """Configs ``start..stop`` as objects (for callers that want them; a sweep does not)."""
         cols = self.columns(start, stop)
@@ -272,17 +288,19 @@ class _SlotPlan:
     values: np.ndarray     # float32 [n, len(slots)]
 
     @classmethod
-    def of(cls, columns: Mapping[str, Any], isv: Mapping[str, float] | None, layout: SlotLayout) -> "_SlotPlan":
+    def of(cls, columns: Mapping[str, Any], n: int, isv: Mapping[str, float] | None,
+           layout: SlotLayout) -> "_SlotPlan":
+        """The plan of ``n`` configs' ``columns`` (``{field: array}``; a field may be a scalar: one value for all)."""
         isv0, boot = initial_isv(RegimeConfig(), isv, layout)
         boot = boot.copy()
         varying: list[tuple[str, np.ndarray]] = []
         for slot, name in _slot_sources().items():
             col = np.asarray(columns[name])
-            if len(col) and (col == col[0]).all():
-                boot[layout.index(slot)] = np.float32(float(col[0]))
+            if col.ndim == 0 or (len(col) and (col == col[0]).all()):  # one value for every config
+                boot[layout.index(slot)] = np.float32(float(col if col.ndim == 0 else col[0]))
             else:
                 varying.append((slot, col))
-        values = np.empty((len(varying), len(np.asarray(columns[field_names()[0]]))), dtype=np.float32)
+        values = np.empty((len(varying), n), dtype=np.float32)
         for k, (_, col) in enumerate(varying):
             values[k] = np.asarray(col, dtype=np.float64)
         return cls(isv0, boot, [s for s, _ in varying], np.ascontiguousarray(values.T))
@@ -310,8 +328,8 @@ def initial_rows(configs: Sequence[RegimeConfig] | Mapping[str, Any], isv: Mappi
     ``{field: column}``). A test checks the two agree.
     """
     columns = configs if isinstance(configs, Mapping) else _list_columns(configs)
-    plan = _SlotPlan.of(columns, isv, layout)
-    return plan.rows(0, len(plan.values), isv, layout)
+    n = len(np.asarray(columns[field_names()[0]]))
+    return _SlotPlan.of(columns, n, isv, layout).rows(0, n, isv, layout)
 
 
 def _chunks(n: int, size: int) -> Iterable[tuple[int, int]]:
@@ -385,13 +403,24 @@ class _Shard:
             return self.table
         return self.grid.columns(self.start, self.stop)
 
+    def plan_columns(self) -> Mapping[str, Any]:
+        """What :class:`_SlotPlan` needs: the columns, or, for a grid, only its varying axes expanded."""
+        if self.table is not None:
+            return self.table
+        return self.grid.varying_columns(self.start, self.stop)
+
+
+def _resolved(value: Any) -> Any:
+    """``value``, or its result if it is a future."""
+    return value.result() if isinstance(value, concurrent.futures.Future) else value
+
 
 @dataclass
 class _FastInputs:
     """What every shard of a fast sweep needs: phase 1 and the stream (on the GPU, without its [T, b] batch)."""
 
     scalars: Stream  # the stream; for the GPU its per-step fields over a [T, 1] zero batch (_scalar_stream)
-    stats: Any       # fast.StepStats of the real stream
+    stats: Any       # fast.StepStats of the real stream (in-process: maybe its future)
     accounts: int
 
 
@@ -445,8 +474,9 @@ def _fast_shard(shard: _Shard, inputs: _FastInputs, layout: SlotLayout, isv, dev
     from regime_dash.engine import fast
 
     gpu = fast.use_gpu(device)
-    plan = _SlotPlan.of(shard.fields(), isv, layout)
-    n = len(plan.values)
+    n = shard.stop - shard.start
+    plan = _SlotPlan.of(shard.plan_columns(), n, isv, layout)
+    stats = _resolved(inputs.stats)  # in-process, phase 1 may still be running until here
     acc = np.empty((n, summary.N_METRICS + 1), dtype=np.float64)
     kept: dict[int, np.ndarray] = {}
     if gpu:
@@ -458,7 +488,7 @@ def _fast_shard(shard: _Shard, inputs: _FastInputs, layout: SlotLayout, isv, dev
         override_idx = np.array([layout.index(name) for name in (isv or {})], np.int32)
         for start, stop in _chunks(n, chunk_size or n):
             local = [k - start for k in shard.keep if start <= k < stop]
-            a, snaps = fast_gpu.sweep_values(inputs.scalars, inputs.stats, inputs.accounts, plan.isv0, plan.boot,
+            a, snaps = fast_gpu.sweep_values(inputs.scalars, stats, inputs.accounts, plan.isv0, plan.boot,
                                              slot_idx, plan.values[start:stop], override_idx, layout, local)
             acc[start:stop] = a
             kept.update({start + k: s for k, s in snaps.items()})
@@ -470,7 +500,7 @@ def _fast_shard(shard: _Shard, inputs: _FastInputs, layout: SlotLayout, isv, dev
             isv0s, boot_rows = plan.rows(start, stop, isv, layout)
             local = [k - start for k in shard.keep if start <= k < stop]
             a, snaps = fast.sweep_cpu(inputs.scalars, isv0s, boot_rows, layout, local,
-                                      stats=inputs.stats, snap_idx=snap_idx)
+                                      stats=stats, snap_idx=snap_idx)
             acc[start:stop] = a
             kept.update({start + k: s for k, s in snaps.items()})
             if progress is not None:
@@ -585,29 +615,32 @@ def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], e
             fast.use_gpu(device)  # the device's name, and in-process that a GPU asked for is here
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         # phase 1 (the stream's upload and reduction on the GPU, or NumPy's threads) runs
-        # while this thread builds the config columns and starts the shards
+        # while this thread plans the shards' initial rows and starts them
         stats = pool.submit(_phase1_stats, stream) if name == "fast" else None
         source = _Source(grid, config_list)
+        pool.submit(source.columns)  # the table's fields: next in that thread, while the shards run
         return _sweep_run(stream, source, n_configs, keep, layout, progress, isv, device, chunk_size,
                           scheduler, name, options, stats, t0)
 
 
 class _Source:
-    """The configs of a sweep, as field columns built once, when first needed."""
+    """The configs of a sweep, as field columns built once, when first needed (by whichever thread asks first)."""
 
     def __init__(self, grid: ConfigGrid | None, config_list: list[RegimeConfig] | None):
         self.grid, self.config_list = grid, config_list
         self._columns: Columns | None = None
+        self._lock = threading.Lock()
 
     def columns(self) -> Columns:
-        if self._columns is None:
-            self._columns = (self.grid.columns() if self.grid is not None
-                             else _list_columns(self.config_list))
-        return self._columns
+        with self._lock:
+            if self._columns is None:
+                self._columns = (self.grid.columns() if self.grid is not None
+                                 else _list_columns(self.config_list))
+            return self._columns
 
-    def shard(self, start: int, stop: int, keep: Sequence[int], remote: bool) -> _Shard:
+    def shard(self, start: int, stop: int, keep: Sequence[int]) -> _Shard:
         local = [k - start for k in keep if start <= k < stop]
-        if remote and self.grid is not None:  # a worker expands its own range of the grid
+        if self.grid is not None:  # the shard expands its own range of the grid, where it runs
             return _Shard(start, stop, local, grid=self.grid)
         return _Shard(start, stop, local, table={n: c[start:stop] for n, c in self.columns().items()})
 
@@ -619,11 +652,12 @@ def _sweep_run(stream, source: _Source, n_configs, keep, layout, progress, isv, 
 
     with distributed.connect(scheduler) as client:
         parts = 1 if client is None else distributed.worker_count(client)
-        shards = [source.shard(a, b, keep, client is not None)
-                  for a, b in distributed.shard_bounds(n_configs, parts)]
+        shards = [source.shard(a, b, keep) for a, b in distributed.shard_bounds(n_configs, parts)]
         if name == "fast":
             gpu = _fast_on_gpu(device, client)
-            inputs = _FastInputs(_scalar_stream(stream) if gpu else stream, stats.result(), stream.accounts)
+            # in-process the shard waits for phase 1 only once its initial rows are planned
+            inputs = _FastInputs(_scalar_stream(stream) if gpu else stream,
+                                 stats if client is None else stats.result(), stream.accounts)
             device = "gpu" if gpu else "cpu"
             shared = (inputs, layout, isv, device, chunk_size)
             fn = _fast_shard
@@ -635,7 +669,6 @@ def _sweep_run(stream, source: _Source, n_configs, keep, layout, progress, isv, 
         else:
             futures = distributed.submit_shards(functools.partial(_packed_shard, fn), shards, client,
                                                 shared=shared)
-            source.columns()  # the table's fields, built here while the workers run
             results = [(_unpack_metrics(m), kept, ran)
                        for m, kept, ran in distributed.gather_shards(futures, progress=progress)]
     fields = source.columns()
@@ -648,7 +681,7 @@ def _sweep_run(stream, source: _Source, n_configs, keep, layout, progress, isv, 
                 trajectories[i] = item
             else:
                 config = {n: c[i].item() for n, c in fields.items()}  # its F2/F4/F5 switches become columns
-                trajectories[i] = _trajectory_frame(item, inputs.stats.flat, stream.accounts, stream.step,
+                trajectories[i] = _trajectory_frame(item, _resolved(inputs.stats).flat, stream.accounts, stream.step,
                                                     stream.boundary, layout, "fast", config)
     trajectories = {k: trajectories[k] for k in keep}
     ran = results[0][2]

@@ -68,8 +68,8 @@ def main() -> None:
         row["grid_check_ms"] = 1e3 * med(lambda: ConfigGrid.of(g))
         row["columns_ms"] = 1e3 * med(lambda: grid.columns())
         cols = grid.columns()
-        row["slot_plan_ms"] = 1e3 * med(lambda: _SlotPlan.of(cols, None, layout))
-        plan = _SlotPlan.of(cols, None, layout)
+        row["slot_plan_ms"] = 1e3 * med(lambda: _SlotPlan.of(grid.varying_columns(), size, None, layout))
+        plan = _SlotPlan.of(grid.varying_columns(), size, None, layout)
         slot_idx = np.array([layout.index(s) for s in plan.slots], np.int32)
         none = np.zeros(0, np.int32)
         row["device_shard_ms"] = 1e3 * med(lambda: fast_gpu.sweep_values(

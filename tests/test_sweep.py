@@ -329,3 +329,27 @@ def test_packed_metrics_come_back_bit_for_bit():
     back = _unpack_metrics(packed)
     np.testing.assert_array_equal(back.view(np.int64), metrics.view(np.int64))
     assert sum(c.nbytes for c in packed) < metrics.nbytes
+
+
+def test_a_grid_shard_plans_its_rows_from_its_varying_axes_alone():
+    from regime_dash.sweep import ConfigGrid, _SlotPlan
+
+    isv = {"RL_KELLY_FRACTION_INDEX": 0.0, "RL_IQN_TAU_MIN_EFFECTIVE_INDEX": 0.3}
+    grid = ConfigGrid.of({"eps_max": [0.6, 0.8], "tau_min": [0.2], "envelope": [True, False],
+                          "max_duration": [5, 50, 500]}, RegimeConfig(kelly_cap=2.0))
+    want = initial_rows(grid.configs(), isv, DEFAULT_LAYOUT)
+    for start, stop in ((0, 12), (3, 10)):
+        cols = grid.varying_columns(start, stop)
+        assert np.ndim(cols["tau_min"]) == 0 and np.ndim(cols["kelly_cap"]) == 0 and len(cols["envelope"]) == stop - start
+        plan = _SlotPlan.of(cols, stop - start, isv, DEFAULT_LAYOUT)
+        assert len(plan.slots) == 4  # max_duration, eps_max and the live ε it bootstraps, envelope
+        got = plan.rows(0, stop - start, isv, DEFAULT_LAYOUT)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g.view(np.int32), w[start:stop].view(np.int32))
+
+
+def test_a_one_config_grid_sweeps(stream):
+    one = sweep(stream, {"max_duration": 40}, device="cpu")
+    assert len(one.table) == 1
+    pd.testing.assert_frame_equal(one.table, sweep(stream, [RegimeConfig(max_duration=40)], device="cpu").table,
+                                  check_exact=True)
