@@ -9,9 +9,18 @@ into a row of accumulators, so memory is O(S + T·b), never O(S·T). On the GPU
 all of a shard's configs run in one launch; on the CPU in chunks. The full
 trajectories are kept only for the configs named in ``keep``.
 
+A grid ``{field: values}`` is swept as NumPy columns (:class:`ConfigGrid`): it is
+checked once per axis value and once on the unexpanded product, and no
+:class:`RegimeConfig` is built per scenario; each shard's initial ISV rows are
+built from the few slots its configs vary (the others go into one base row). A
+list of RegimeConfig objects is read into the same columns in one C-level pass,
+and gives the same table. On the GPU, phase 1 uploads the [T, b] batch in pinned
+chunks, each reduced as it lands (:mod:`regime_dash.engine.staged_phase1`).
+
 ``scheduler=`` shards the configs over dask.distributed workers
-(:mod:`regime_dash.distributed`), one contiguous shard per worker; the table is
-the same as in-process, value for value.
+(:mod:`regime_dash.distributed`), one contiguous shard per worker (a grid's shard
+is the grid and an index range, expanded on the worker); the table is the same as
+in-process, value for value.
 
 A sweep row equals :func:`summary.summarize_frame` of the single replay of
 that config, exactly: both fold the same snapshot with the same

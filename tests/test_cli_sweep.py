@@ -89,3 +89,18 @@ def test_errors_exit_2_and_name_the_value(stream_file, tmp_path, capsys):
     assert "'.xlsx'" in capsys.readouterr().err
     assert main(["sweep", "--stream", str(tmp_path / "missing.npz"), "--grid", "eps_min=0.1"]) == 2
     assert "missing.npz" in capsys.readouterr().err
+
+
+def test_the_sweep_progress_bar_counts_to_the_total(monkeypatch):
+    import io
+    import sys
+
+    from regime_dash.cli.sweep import _Bar
+
+    err = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", err)
+    bar = _Bar()
+    bar(3, 10)
+    bar(10, 10)
+    bar.close()
+    assert "10/10" in err.getvalue() and "sweep" in err.getvalue()

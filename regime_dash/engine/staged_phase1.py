@@ -67,7 +67,7 @@ def step_stats(stream: Stream, *, threads: int | None = None, chunk_bytes: int =
     kernel = fast_gpu.module(DEFAULT_LAYOUT)["replay_step_stats"]  # reads no slot: any layout's module
     rewards = np.ascontiguousarray(stream.rewards, dtype=np.float32)
     lots = np.ascontiguousarray(stream.lots, dtype=np.int32)
-    rows = max(1, int(chunk_bytes) // (b * 4))
+    rows = max(1, min(t_steps, int(chunk_bytes) // (b * 4)))  # a short stream pins no more than itself
     chunks = [(a, min(t_steps, a + rows)) for a in range(0, t_steps, rows)]
     n_threads = _threads(threads, len(chunks))
     dev_r = cp.empty((t_steps, b), np.float32)
