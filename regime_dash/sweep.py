@@ -155,6 +155,9 @@ class ConfigGrid:
     def of(cls, grid: Mapping[str, Any], base: RegimeConfig | None = None) -> "ConfigGrid":
         """The grid ``{field: values}`` over ``base`` (the spec's defaults if None), checked.
 
+        ``values`` is a sequence, a NumPy array (its elements taken as the Python
+        numbers they hold), or a single value.
+
         Raises
         ------
         ConfigError
