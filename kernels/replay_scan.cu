@@ -32,11 +32,11 @@
 //     Everything else of a step (σ = sqrt(var), Welford's variance, the tail
 //     test, the recovery factor and ε_live, τ, Kelly's f, the v9 safety
 //     fraction) is a function of those recurrences' values at that step and of
-//     its inputs. So lane 0 runs only the recurrences, as two short loops
-//     (split_segment: the three state-only ones interleaved, then the dead
+//     its inputs. So lane 0 runs only the recurrences, as two short branch-free
+//     loops (split_segment: PopArt's and Welford's interleaved, then the dead
 //     zone), and the 32 lanes evaluate everything else for the batch's 32
 //     steps at once, step j on lane j, between them (recency by a ballot over
-//     the tail tests). Every float operation is the one regime_step.cuh does,
+//     the tail tests, the countdown in closed form: countdown). Every float operation is the one regime_step.cuh does,
 //     on the same operands in the same order, so the bits are the same; only
 //     where and when it runs changes. A boundary step, whose reset may touch
 //     any slot, runs the unchanged scalar_step on lane 0, and the batch is cut
@@ -172,16 +172,49 @@ __device__ __forceinline__ float from_top(float x, unsigned m, float otherwise) 
     return m ? got : otherwise;
 }
 
-// A batch's per-step values that lane 0's recurrences read or write (element j = step j).
+// A batch's per-step values that lane 0's recurrences read or write (element j =
+// step j; the inputs have one spare element, so the loop reads step j + 1's
+// unconditionally while it runs step j).
 struct SplitValues {
-    float alpha_mean[SCAN_BATCH], alpha_var[SCAN_BATCH];  // α·batch_mean, α·batch_var
-    float v_max[SCAN_BATCH], decay_v_max[SCAN_BATCH];     // max|r|, decay_alpha·max|r|
-    float dx[SCAN_BATCH];                                 // worst − prev worst
+    float alpha_mean[SCAN_BATCH + 1], alpha_var[SCAN_BATCH + 1];  // α·batch_mean, α·batch_var
+    float v_max[SCAN_BATCH + 1], decay_v_max[SCAN_BATCH + 1];     // max|r|, decay_alpha·max|r|
+    float dx[SCAN_BATCH + 1];                                     // worst − prev worst
     float mean[SCAN_BATCH], var[SCAN_BATCH], max_ema[SCAN_BATCH];  // PopArt after the step
     float w_mean[SCAN_BATCH], w_m2[SCAN_BATCH], w_count[SCAN_BATCH];  // Welford after the step
-    float remaining[SCAN_BATCH], duration[SCAN_BATCH];
-    unsigned ramp, ramp_end, dead, timeout;  // lane masks: the v9 branch taken, the flags
+    float duration[SCAN_BATCH];
+    unsigned dead, timeout;  // lane masks of the flags
 };
+
+// eval_warmup_decay_step's countdown over k >= 1 steps from r0: the value
+// after the k-th step, and which branch that step took (1: r > 0, 2: r == 0,
+// 0: neither). From an integer-valued r0 below 2^23 every r − 1 is exact, so
+// the k-th value is r0 − k while r0 >= k, then −1 once, then −1 kept; any
+// other start runs the k steps one by one.
+__device__ __forceinline__ float countdown(float r0, int k, int& branch) {
+    if (r0 == truncf(r0) && fabsf(r0) < 8388608.0f) {
+        const float fk = (float)k;
+        if (r0 >= fk) {
+            branch = 1;
+            return r0 - fk;
+        }
+        branch = (r0 >= 0.0f && r0 == fk - 1.0f) ? 2 : 0;
+        return (r0 >= 0.0f) ? -1.0f : r0;
+    }
+    float r = r0;
+    branch = 0;
+    for (int i = 0; i < k; ++i) {
+        if (r > 0.0f) {
+            r = r - 1.0f;
+            branch = 1;
+        } else if (r == 0.0f) {
+            r = -1.0f;
+            branch = 2;
+        } else {
+            branch = 0;
+        }
+    }
+    return r;
+}
 
 // Steps [p, e) of the batch (no boundary among them), from the state `st`
 // (the chain's slots, the same on every lane), which is left at step e − 1's
@@ -216,7 +249,10 @@ __device__ __forceinline__ void split_segment(float* st, SplitValues& sv,
     sv.dx[l] = dx;
     __syncwarp();
 
-    // ---- lane 0: the three state-only recurrences, interleaved ----
+    // ---- lane 0: PopArt's and Welford's recurrences, interleaved ----
+    // Branch-free (each step's update is computed, then selected), and step
+    // j + 1's inputs are read while step j runs, so that only the chains'
+    // own latency is serial.
     if (l == 0) {
         const float keep = 1.0f - alpha;
         const float decay_keep = 1.0f - decay_alpha;
@@ -225,54 +261,46 @@ __device__ __forceinline__ void split_segment(float* st, SplitValues& sv,
         float w_mean = st[RL_REGIME_SESSION_PNL_VAR_MEAN_INDEX];
         float w_m2 = st[RL_REGIME_SESSION_PNL_VAR_M2_INDEX];
         float w_count = st[RL_REGIME_SESSION_PNL_VAR_COUNT_INDEX];
-        float r = st[RL_REGIME_TRANSITION_REMAINING_INDEX];
-        unsigned ramp = 0u, ramp_end = 0u;
+        float a_mean = sv.alpha_mean[p], a_var = sv.alpha_var[p];
+        float x_max = sv.v_max[p], d_max = sv.decay_v_max[p], d = sv.dx[p];
         for (int j = p; j < e; ++j) {
+            const float am = a_mean, av = a_var, xm = x_max, dm = d_max, dj = d;
+            a_mean = sv.alpha_mean[j + 1];
+            a_var = sv.alpha_var[j + 1];
+            x_max = sv.v_max[j + 1];
+            d_max = sv.decay_v_max[j + 1];
+            d = sv.dx[j + 1];
             // popart_stats_update
-            mean = keep * mean + sv.alpha_mean[j];
-            var = fmaxf(keep * var + sv.alpha_var[j], POPART_VAR_FLOOR);
-            if (envelope) {
-                const float x = sv.v_max[j];
-                if (x > max_ema) {
-                    max_ema = x;
-                } else {
-                    max_ema = decay_keep * max_ema + sv.decay_v_max[j];
-                }
-            }
+            mean = keep * mean + am;
+            var = fmaxf(keep * var + av, POPART_VAR_FLOOR);
+            const float decayed = decay_keep * max_ema + dm;
+            const float captured = (xm > max_ema) ? xm : decayed;
+            max_ema = envelope ? captured : max_ema;
             // regime_observer_step, Phase 2
-            if ((welford >> j) & 1u) {
-                const float d = sv.dx[j];
-                w_count += 1.0f;
-                const float delta = d - w_mean;
-                w_mean += delta / w_count;
-                const float delta2 = d - w_mean;
-                w_m2 += delta * delta2;
-            }
-            // eval_warmup_decay_step's countdown
-            if (r > 0.0f) {
-                r = r - 1.0f;
-                ramp |= 1u << j;
-            } else if (r == 0.0f) {
-                r = -1.0f;
-                ramp_end |= 1u << j;
-            }
+            const float count1 = w_count + 1.0f;
+            const float delta = dj - w_mean;
+            const float mean1 = w_mean + delta / count1;
+            const float delta2 = dj - mean1;
+            const float m21 = w_m2 + delta * delta2;
+            const bool update = (welford >> j) & 1u;
+            w_count = update ? count1 : w_count;
+            w_mean = update ? mean1 : w_mean;
+            w_m2 = update ? m21 : w_m2;
             sv.mean[j] = mean;
             sv.var[j] = var;
             sv.max_ema[j] = max_ema;
             sv.w_mean[j] = w_mean;
             sv.w_m2[j] = w_m2;
             sv.w_count[j] = w_count;
-            sv.remaining[j] = r;
         }
-        sv.ramp = ramp;
-        sv.ramp_end = ramp_end;
     }
     __syncwarp();
 
     // ---- every lane: its step's values that hang off those recurrences ----
     const float mean = sv.mean[l], var = sv.var[l], max_ema = sv.max_ema[l];
     const float w_mean = sv.w_mean[l], w_m2 = sv.w_m2[l], w_count = sv.w_count[l];
-    const float remaining = sv.remaining[l];
+    int branch;
+    const float remaining = countdown(st[RL_REGIME_TRANSITION_REMAINING_INDEX], l - p + 1, branch);
     float sigma = sqrtf(var);
     if (envelope) sigma = fmaxf(sigma, max_ema);
     // Welford's variance: written on the steps that update, kept on the others
@@ -281,14 +309,14 @@ __device__ __forceinline__ void split_segment(float* st, SplitValues& sv,
                                     st[RL_REGIME_SESSION_PNL_VARIANCE_EMA_INDEX]);
     // v9 safety fraction: written while the ramp runs and when it ends, kept after
     float safety_own = st[RL_V9_KELLY_SAFETY_FRAC_NORMAL_INDEX];
-    if ((sv.ramp >> l) & 1u) {
+    if (branch == 1) {
         const float decay = st[RL_REGIME_TRANSITION_DECAY_STEPS_CONFIG_INDEX];
         const float w = fminf(1.0f, remaining / fmaxf(decay, 1.0f));
         const float normal = st[RL_V9_KELLY_SAFETY_FRAC_NORMAL_INDEX];
         const float defensive = st[RL_V9_KELLY_SAFETY_FRAC_DEFENSIVE_INDEX];
         safety_own = normal + (defensive - normal) * w;
     }
-    const unsigned safety_set = sv.ramp | sv.ramp_end;
+    const unsigned safety_set = __ballot_sync(SCAN_FULL, act && branch != 0);
     const float safety_after = from_top(safety_own, safety_set & up_to_me,
                                         st[RL_KELLY_SAFETY_FRAC_INDEX]);
     const float safety_before = from_top(safety_own, safety_set & before_me,
