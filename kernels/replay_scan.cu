@@ -32,11 +32,15 @@
 //     Everything else of a step (σ = sqrt(var), Welford's variance, the tail
 //     test, the recovery factor and ε_live, τ, Kelly's f, the v9 safety
 //     fraction) is a function of those recurrences' values at that step and of
-//     its inputs. So lane 0 runs only the recurrences, as two short branch-free
-//     loops (split_segment: PopArt's and Welford's interleaved, then the dead
-//     zone), and the 32 lanes evaluate everything else for the batch's 32
-//     steps at once, step j on lane j, between them (recency by a ballot over
-//     the tail tests, the countdown in closed form: countdown). Every float operation is the one regime_step.cuh does,
+//     its inputs. So lane 0 runs only the recurrences, in short branch-free
+//     loops (MomentChain: PopArt's and Welford's interleaved; DeadZoneChain),
+//     and the 32 lanes evaluate everything else for the batch's 32 steps at
+//     once, step j on lane j (produce_segment, consume_segment: recency by a
+//     ballot over the tail tests, the countdown in closed form). Whole batches
+//     without a boundary are pipelined: lane 0 runs batch k's MomentChain and
+//     batch k − 1's DeadZoneChain in one loop, interleaved, and batch k − 1's
+//     rows are staged after it (-DSCAN_WARP_PIPELINE=0: one batch at a time).
+//     Every float operation is the one regime_step.cuh does,
 //     on the same operands in the same order, so the bits are the same; only
 //     where and when it runs changes. A boundary step, whose reset may touch
 //     any slot, runs the unchanged scalar_step on lane 0, and the batch is cut
@@ -216,25 +220,155 @@ __device__ __forceinline__ float countdown(float r0, int k, int& branch) {
     return r;
 }
 
-// Steps [p, e) of the batch (no boundary among them), from the state `st`
-// (the chain's slots, the same on every lane), which is left at step e − 1's
-// state. Called by all 32 lanes; p and e are warp-uniform.
-__device__ __forceinline__ void split_segment(float* st, SplitValues& sv,
-                                              const StepBatch<SCAN_BATCH>& batch, int p, int e,
-                                              int chain_b, const ScanStage& stage) {
+// Lane 0's part of PopArt's and Welford's recurrences, one step at a time.
+// Branch-free (each step's update is computed, then selected), and step
+// j + 1's inputs are read while step j runs, so that only the chains' own
+// latency is serial.
+struct MomentChain {
+    float keep, decay_keep;
+    bool envelope;
+    unsigned welford;  // steps whose Welford statistics update
+    float mean, var, max_ema, w_mean, w_m2, w_count;
+    float a_mean, a_var, x_max, d_max, d;  // step j's inputs, read ahead
+
+    __device__ __forceinline__ MomentChain(const float* st, const SplitValues& sv, int p,
+                                           unsigned welford_steps)
+        : keep(1.0f - st[POPART_ALPHA_INDEX]),
+          decay_keep(1.0f - st[RL_POPART_MAX_DECAY_ALPHA_INDEX]),
+          envelope(st[RL_REGIME_FEATURE_ENVELOPE_INDEX] != 0.0f), welford(welford_steps),
+          mean(st[POPART_MEAN_INDEX]), var(st[POPART_VAR_INDEX]),
+          max_ema(st[RL_POPART_MAX_ABS_REWARD_EMA_INDEX]),
+          w_mean(st[RL_REGIME_SESSION_PNL_VAR_MEAN_INDEX]),
+          w_m2(st[RL_REGIME_SESSION_PNL_VAR_M2_INDEX]),
+          w_count(st[RL_REGIME_SESSION_PNL_VAR_COUNT_INDEX]),
+          a_mean(sv.alpha_mean[p]), a_var(sv.alpha_var[p]), x_max(sv.v_max[p]),
+          d_max(sv.decay_v_max[p]), d(sv.dx[p]) {}
+
+    __device__ __forceinline__ void step(int j, SplitValues& sv) {
+        const float am = a_mean, av = a_var, xm = x_max, dm = d_max, dj = d;
+        a_mean = sv.alpha_mean[j + 1];
+        a_var = sv.alpha_var[j + 1];
+        x_max = sv.v_max[j + 1];
+        d_max = sv.decay_v_max[j + 1];
+        d = sv.dx[j + 1];
+        // popart_stats_update
+        mean = keep * mean + am;
+        var = fmaxf(keep * var + av, POPART_VAR_FLOOR);
+        const float decayed = decay_keep * max_ema + dm;
+        const float captured = (xm > max_ema) ? xm : decayed;
+        max_ema = envelope ? captured : max_ema;
+        // regime_observer_step, Phase 2
+        const float count1 = w_count + 1.0f;
+        const float delta = dj - w_mean;
+        const float mean1 = w_mean + delta / count1;
+        const float delta2 = dj - mean1;
+        const float m21 = w_m2 + delta * delta2;
+        const bool update = (welford >> j) & 1u;
+        w_count = update ? count1 : w_count;
+        w_mean = update ? mean1 : w_mean;
+        w_m2 = update ? m21 : w_m2;
+        sv.mean[j] = mean;
+        sv.var[j] = var;
+        sv.max_ema[j] = max_ema;
+        sv.w_mean[j] = w_mean;
+        sv.w_m2[j] = w_m2;
+        sv.w_count[j] = w_count;
+    }
+};
+
+// A segment's lane masks that the dead-zone chain reads.
+struct DeadZoneInputs {
+    unsigned quiet;     // flat_count == b && cooldown == 0
+    unsigned eps_zero;  // ε_live == 0
+    unsigned f_zero;    // Kelly's analytic f == 0
+};
+
+// Lane 0's part of Phase 1 of regime_observer_step and kelly_step: the dead
+// zone, DURATION, TIMEOUT, and whether Kelly's fraction is 0, one step at a time.
+struct DeadZoneChain {
+    bool across, resurrection;
+    float max_dur;
+    bool kelly_zero, prev_flag, prev_timeout;
+    float duration;
+    unsigned dead, timeout;
+
+    __device__ __forceinline__ explicit DeadZoneChain(const float* st)
+        : across(st[RL_REGIME_MODEL_DURATION_ACROSS_CYCLES_INDEX] != 0.0f),
+          resurrection(st[RL_REGIME_FEATURE_RESURRECTION_INDEX] != 0.0f),
+          max_dur(st[RL_REGIME_DEAD_ZONE_MAX_DURATION_INDEX]),
+          kelly_zero(st[RL_KELLY_FRACTION_INDEX] == 0.0f),
+          prev_flag(st[RL_REGIME_DEAD_ZONE_FLAG_INDEX] != 0.0f),
+          prev_timeout(st[RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX] != 0.0f),
+          duration(st[RL_REGIME_DEAD_ZONE_DURATION_INDEX]), dead(0u), timeout(0u) {}
+
+    __device__ __forceinline__ void step(int j, const DeadZoneInputs& dzi, SplitValues& sv) {
+        const bool q = (dzi.quiet >> j) & 1u;
+        const bool dead_zone = kelly_zero && q;
+        if (dead_zone) {
+            duration += 1.0f;
+        } else if (across && prev_flag && !prev_timeout && resurrection && q) {
+            duration += 1.0f;
+        } else {
+            duration = 0.0f;
+        }
+        const bool to = duration > max_dur;
+        kelly_zero = (resurrection && dead_zone && !to) ? ((dzi.eps_zero >> j) & 1u)
+                                                        : ((dzi.f_zero >> j) & 1u);
+        prev_flag = dead_zone;
+        prev_timeout = to;
+        dead |= (unsigned)dead_zone << j;
+        timeout |= (unsigned)to << j;
+        sv.duration[j] = duration;
+    }
+    __device__ __forceinline__ void finish(SplitValues& sv) const {
+        sv.dead = dead;
+        sv.timeout = timeout;
+    }
+};
+
+// Steps [p, e) of a segment with the dead-zone chain run on lane 0.
+__device__ __forceinline__ void dead_zone_loop(const float* st, SplitValues& sv, int p, int e,
+                                               const DeadZoneInputs& dzi) {
+    if (threadIdx.x == 0) {
+        DeadZoneChain dz(st);
+        for (int j = p; j < e; ++j) dz.step(j, dzi, sv);
+        dz.finish(sv);
+    }
+    __syncwarp();
+}
+
+// One step's slot values apart from the dead-zone chain's (lane l = step l).
+struct StepValues {
+    float cooldown, worst, kelly_edge, tau_in;
+    float prev_mean, prev_sigma, mean, var, max_ema, sigma;
+    float w_mean, w_m2, w_count, variance, recency, recovery_factor, eps_live;
+    float tau_min_eff, tau_action, f, safety, remaining;
+};
+
+// Everything of steps [p, e) (no boundary among them) but the dead-zone
+// chain, from the state `st` (the chain's slots, the same on every lane). On
+// return, st holds the state after step e − 1 in every slot but the dead-zone
+// chain's (FLAG, DURATION, TIMEOUT, KELLY_FRACTION), and `dzi` what that chain
+// reads. Called by all 32 lanes; p and e are warp-uniform. With `pend` (only
+// for a whole batch, p = 0 and e = SCAN_BATCH), lane 0 also runs the dead-zone
+// chain of the batch before (inputs `pend`) in the same loop, interleaved.
+__device__ __forceinline__ StepValues produce_segment(float* st, SplitValues& sv,
+                                                      const StepBatch<SCAN_BATCH>& batch, int p,
+                                                      int e, int chain_b, DeadZoneInputs& dzi,
+                                                      const DeadZoneInputs* pend) {
     const int l = threadIdx.x;
     const bool act = l >= p && l < e;
     const ScanStepInputs in = batch.get(act ? l : p);
     const unsigned before_me = lanes_to(l - 1), up_to_me = lanes_to(l);
     const int left = l > 0 ? l - 1 : 0;
-
-    // config (no step writes these slots)
-    const float alpha = st[POPART_ALPHA_INDEX];
-    const float decay_alpha = st[RL_POPART_MAX_DECAY_ALPHA_INDEX];
-    const bool envelope = st[RL_REGIME_FEATURE_ENVELOPE_INDEX] != 0.0f;
-    const bool resurrection = st[RL_REGIME_FEATURE_RESURRECTION_INDEX] != 0.0f;
+    StepValues out;
+    out.cooldown = in.cooldown;
+    out.worst = in.worst;
+    out.kelly_edge = in.kelly_edge;
+    out.tau_in = in.tau_action;
 
     // ---- the state-free part (popart_stats_update's batch moments, Phase 2's dx) ----
+    const float alpha = st[POPART_ALPHA_INDEX];
     const float b = (float)chain_b;
     const float batch_mean = in.v_sum / b;
     const float batch_var = in.v_ssq / b - batch_mean * batch_mean;
@@ -245,87 +379,65 @@ __device__ __forceinline__ void split_segment(float* st, SplitValues& sv,
     sv.alpha_mean[l] = alpha * batch_mean;
     sv.alpha_var[l] = alpha * batch_var;
     sv.v_max[l] = in.v_max;
-    sv.decay_v_max[l] = decay_alpha * in.v_max;
+    sv.decay_v_max[l] = st[RL_POPART_MAX_DECAY_ALPHA_INDEX] * in.v_max;
     sv.dx[l] = dx;
     __syncwarp();
 
-    // ---- lane 0: PopArt's and Welford's recurrences, interleaved ----
-    // Branch-free (each step's update is computed, then selected), and step
-    // j + 1's inputs are read while step j runs, so that only the chains'
-    // own latency is serial.
+    // ---- lane 0: PopArt's and Welford's recurrences (and the batch before's dead zone) ----
     if (l == 0) {
-        const float keep = 1.0f - alpha;
-        const float decay_keep = 1.0f - decay_alpha;
-        float mean = st[POPART_MEAN_INDEX], var = st[POPART_VAR_INDEX];
-        float max_ema = st[RL_POPART_MAX_ABS_REWARD_EMA_INDEX];
-        float w_mean = st[RL_REGIME_SESSION_PNL_VAR_MEAN_INDEX];
-        float w_m2 = st[RL_REGIME_SESSION_PNL_VAR_M2_INDEX];
-        float w_count = st[RL_REGIME_SESSION_PNL_VAR_COUNT_INDEX];
-        float a_mean = sv.alpha_mean[p], a_var = sv.alpha_var[p];
-        float x_max = sv.v_max[p], d_max = sv.decay_v_max[p], d = sv.dx[p];
-        for (int j = p; j < e; ++j) {
-            const float am = a_mean, av = a_var, xm = x_max, dm = d_max, dj = d;
-            a_mean = sv.alpha_mean[j + 1];
-            a_var = sv.alpha_var[j + 1];
-            x_max = sv.v_max[j + 1];
-            d_max = sv.decay_v_max[j + 1];
-            d = sv.dx[j + 1];
-            // popart_stats_update
-            mean = keep * mean + am;
-            var = fmaxf(keep * var + av, POPART_VAR_FLOOR);
-            const float decayed = decay_keep * max_ema + dm;
-            const float captured = (xm > max_ema) ? xm : decayed;
-            max_ema = envelope ? captured : max_ema;
-            // regime_observer_step, Phase 2
-            const float count1 = w_count + 1.0f;
-            const float delta = dj - w_mean;
-            const float mean1 = w_mean + delta / count1;
-            const float delta2 = dj - mean1;
-            const float m21 = w_m2 + delta * delta2;
-            const bool update = (welford >> j) & 1u;
-            w_count = update ? count1 : w_count;
-            w_mean = update ? mean1 : w_mean;
-            w_m2 = update ? m21 : w_m2;
-            sv.mean[j] = mean;
-            sv.var[j] = var;
-            sv.max_ema[j] = max_ema;
-            sv.w_mean[j] = w_mean;
-            sv.w_m2[j] = w_m2;
-            sv.w_count[j] = w_count;
+        MomentChain mc(st, sv, p, welford);
+        if (pend != nullptr) {
+            DeadZoneChain dz(st);
+#pragma unroll 4
+            for (int j = 0; j < SCAN_BATCH; ++j) {
+                mc.step(j, sv);
+                dz.step(j, *pend, sv);
+            }
+            dz.finish(sv);
+        } else {
+            for (int j = p; j < e; ++j) mc.step(j, sv);
         }
     }
     __syncwarp();
 
     // ---- every lane: its step's values that hang off those recurrences ----
-    const float mean = sv.mean[l], var = sv.var[l], max_ema = sv.max_ema[l];
-    const float w_mean = sv.w_mean[l], w_m2 = sv.w_m2[l], w_count = sv.w_count[l];
-    int branch;
-    const float remaining = countdown(st[RL_REGIME_TRANSITION_REMAINING_INDEX], l - p + 1, branch);
-    float sigma = sqrtf(var);
-    if (envelope) sigma = fmaxf(sigma, max_ema);
+    const bool envelope = st[RL_REGIME_FEATURE_ENVELOPE_INDEX] != 0.0f;
+    out.mean = sv.mean[l];
+    out.var = sv.var[l];
+    out.max_ema = sv.max_ema[l];
+    out.w_mean = sv.w_mean[l];
+    out.w_m2 = sv.w_m2[l];
+    out.w_count = sv.w_count[l];
+    out.sigma = sqrtf(out.var);
+    if (envelope) out.sigma = fmaxf(out.sigma, out.max_ema);
+    const float mean_left = __shfl_sync(SCAN_FULL, out.mean, left);
+    const float sigma_left = __shfl_sync(SCAN_FULL, out.sigma, left);
+    out.prev_mean = (l == p) ? st[POPART_MEAN_INDEX] : mean_left;
+    out.prev_sigma = (l == p) ? st[POPART_SIGMA_INDEX] : sigma_left;
     // Welford's variance: written on the steps that update, kept on the others
-    const float variance_own = (w_count > 1.0f) ? (w_m2 / (w_count - 1.0f)) : 0.0f;
-    const float variance = from_top(variance_own, welford & up_to_me,
-                                    st[RL_REGIME_SESSION_PNL_VARIANCE_EMA_INDEX]);
+    const float variance_own = (out.w_count > 1.0f) ? (out.w_m2 / (out.w_count - 1.0f)) : 0.0f;
+    out.variance = from_top(variance_own, welford & up_to_me,
+                            st[RL_REGIME_SESSION_PNL_VARIANCE_EMA_INDEX]);
     // v9 safety fraction: written while the ramp runs and when it ends, kept after
+    int branch;
+    out.remaining = countdown(st[RL_REGIME_TRANSITION_REMAINING_INDEX], l - p + 1, branch);
     float safety_own = st[RL_V9_KELLY_SAFETY_FRAC_NORMAL_INDEX];
     if (branch == 1) {
         const float decay = st[RL_REGIME_TRANSITION_DECAY_STEPS_CONFIG_INDEX];
-        const float w = fminf(1.0f, remaining / fmaxf(decay, 1.0f));
+        const float w = fminf(1.0f, out.remaining / fmaxf(decay, 1.0f));
         const float normal = st[RL_V9_KELLY_SAFETY_FRAC_NORMAL_INDEX];
         const float defensive = st[RL_V9_KELLY_SAFETY_FRAC_DEFENSIVE_INDEX];
         safety_own = normal + (defensive - normal) * w;
     }
     const unsigned safety_set = __ballot_sync(SCAN_FULL, act && branch != 0);
-    const float safety_after = from_top(safety_own, safety_set & up_to_me,
-                                        st[RL_KELLY_SAFETY_FRAC_INDEX]);
+    out.safety = from_top(safety_own, safety_set & up_to_me, st[RL_KELLY_SAFETY_FRAC_INDEX]);
     const float safety_before = from_top(safety_own, safety_set & before_me,
                                          st[RL_KELLY_SAFETY_FRAC_INDEX]);
     // Phase 3: the tail test
     const float sigma_thr = st[RL_REGIME_TAIL_SIGMA_THRESHOLD_INDEX];
-    const float tail_sigma = sqrtf(variance);
-    const int sufficient_count = (w_count >= 10.0f) ? 1 : 0;
-    const float dev = (st[RL_REGIME_MODEL_TAIL_ON_DEVIATION_INDEX] != 0.0f) ? (dx - w_mean) : dx;
+    const float tail_sigma = sqrtf(out.variance);
+    const int sufficient_count = (out.w_count >= 10.0f) ? 1 : 0;
+    const float dev = (st[RL_REGIME_MODEL_TAIL_ON_DEVIATION_INDEX] != 0.0f) ? (dx - out.w_mean) : dx;
     const int is_tail = sufficient_count && (tail_sigma > 0.0f) && (fabsf(dev) > sigma_thr * tail_sigma);
     // recency: 0 at a tail, +1.0f a step otherwise. Counting up from a tail's 0
     // (or from an integer-valued start below 2^23) every sum is exact, so the
@@ -343,110 +455,143 @@ __device__ __forceinline__ void split_segment(float* st, SplitValues& sv,
             for (int i = 0; i < k; ++i) recency += 1.0f;
         }
     }
+    out.recency = recency;
     // Phase 4
     const float n_recovery = st[RL_KELLY_EPS_RECOVERY_N_RECOVERY_INDEX];
     const float eps_min = st[RL_KELLY_EPS_RECOVERY_MIN_INDEX];
     const float eps_max = st[RL_KELLY_EPS_RECOVERY_MAX_INDEX];
-    const float recovery_factor = fminf(1.0f, recency / fmaxf(n_recovery, 1.0f));
-    const float eps_live = eps_min + (eps_max - eps_min) * recovery_factor;
+    out.recovery_factor = fminf(1.0f, recency / fmaxf(n_recovery, 1.0f));
+    out.eps_live = eps_min + (eps_max - eps_min) * out.recovery_factor;
     // iqn_tau_step
-    float tau_min_eff = st[RL_IQN_ACTION_TAU_MIN_INDEX];
+    out.tau_min_eff = st[RL_IQN_ACTION_TAU_MIN_INDEX];
     if (st[RL_REGIME_FEATURE_TAU_BOOST_INDEX] != 0.0f
         && recency < st[RL_IQN_TAU_TAIL_BOOST_N_WINDOW_INDEX]) {
-        tau_min_eff *= st[RL_IQN_TAU_TAIL_BOOST_FACTOR_INDEX];
+        out.tau_min_eff *= st[RL_IQN_TAU_TAIL_BOOST_FACTOR_INDEX];
     }
-    const float tau_action = fmaxf(in.tau_action, tau_min_eff);
+    out.tau_action = fmaxf(in.tau_action, out.tau_min_eff);
     // kelly_step's analytic f (the safety fraction of the step before)
-    const float f = fminf(fmaxf(safety_before * in.kelly_edge, 0.0f), st[RL_KELLY_CAP_INDEX]);
-    const unsigned quiet = __ballot_sync(SCAN_FULL, act && (in.flat == chain_b)
-                                                    && (in.cooldown == 0.0f));
-    const unsigned eps_zero = __ballot_sync(SCAN_FULL, eps_live == 0.0f);
-    const unsigned f_zero = __ballot_sync(SCAN_FULL, f == 0.0f);
+    out.f = fminf(fmaxf(safety_before * in.kelly_edge, 0.0f), st[RL_KELLY_CAP_INDEX]);
+    dzi.quiet = __ballot_sync(SCAN_FULL, act && (in.flat == chain_b) && (in.cooldown == 0.0f));
+    dzi.eps_zero = __ballot_sync(SCAN_FULL, out.eps_live == 0.0f);
+    dzi.f_zero = __ballot_sync(SCAN_FULL, out.f == 0.0f);
 
-    // ---- lane 0: the dead zone, DURATION, TIMEOUT and Kelly's pick ----
-    if (l == 0) {
-        const bool across = st[RL_REGIME_MODEL_DURATION_ACROSS_CYCLES_INDEX] != 0.0f;
-        const float max_dur = st[RL_REGIME_DEAD_ZONE_MAX_DURATION_INDEX];
-        bool kelly_zero = st[RL_KELLY_FRACTION_INDEX] == 0.0f;
-        bool prev_flag = st[RL_REGIME_DEAD_ZONE_FLAG_INDEX] != 0.0f;
-        bool prev_timeout = st[RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX] != 0.0f;
-        float duration = st[RL_REGIME_DEAD_ZONE_DURATION_INDEX];
-        unsigned dead = 0u, timeout = 0u;
-        for (int j = p; j < e; ++j) {
-            const bool q = (quiet >> j) & 1u;  // flat_count == b && cooldown == 0
-            const bool dead_zone = kelly_zero && q;
-            if (dead_zone) {
-                duration += 1.0f;
-            } else if (across && prev_flag && !prev_timeout && resurrection && q) {
-                duration += 1.0f;
-            } else {
-                duration = 0.0f;
-            }
-            const bool to = duration > max_dur;
-            kelly_zero = (resurrection && dead_zone && !to) ? ((eps_zero >> j) & 1u)
-                                                            : ((f_zero >> j) & 1u);
-            prev_flag = dead_zone;
-            prev_timeout = to;
-            dead |= (unsigned)dead_zone << j;
-            timeout |= (unsigned)to << j;
-            sv.duration[j] = duration;
-        }
-        sv.dead = dead;
-        sv.timeout = timeout;
-    }
-    __syncwarp();
+    // ---- the state after step e − 1, but the dead-zone chain's slots ----
+    const int last = e - 1;
+    write_step_inputs(st, __shfl_sync(SCAN_FULL, out.cooldown, last),
+                      __shfl_sync(SCAN_FULL, out.worst, last),
+                      __shfl_sync(SCAN_FULL, out.kelly_edge, last),
+                      __shfl_sync(SCAN_FULL, out.tau_in, last));
+    st[RL_REGIME_PREV_WORST_PNL_INDEX] = st[RL_SESSION_PNL_WORST_INDEX];
+    st[POPART_PREV_MEAN_INDEX] = __shfl_sync(SCAN_FULL, out.prev_mean, last);
+    st[POPART_PREV_SIGMA_INDEX] = __shfl_sync(SCAN_FULL, out.prev_sigma, last);
+    st[POPART_MEAN_INDEX] = __shfl_sync(SCAN_FULL, out.mean, last);
+    st[POPART_VAR_INDEX] = __shfl_sync(SCAN_FULL, out.var, last);
+    st[RL_POPART_MAX_ABS_REWARD_EMA_INDEX] = __shfl_sync(SCAN_FULL, out.max_ema, last);
+    st[POPART_SIGMA_INDEX] = __shfl_sync(SCAN_FULL, out.sigma, last);
+    st[RL_REGIME_SESSION_PNL_VAR_MEAN_INDEX] = __shfl_sync(SCAN_FULL, out.w_mean, last);
+    st[RL_REGIME_SESSION_PNL_VAR_M2_INDEX] = __shfl_sync(SCAN_FULL, out.w_m2, last);
+    st[RL_REGIME_SESSION_PNL_VAR_COUNT_INDEX] = __shfl_sync(SCAN_FULL, out.w_count, last);
+    st[RL_REGIME_SESSION_PNL_VARIANCE_EMA_INDEX] = __shfl_sync(SCAN_FULL, out.variance, last);
+    st[RL_REGIME_TAIL_EVENT_RECENCY_INDEX] = __shfl_sync(SCAN_FULL, out.recency, last);
+    st[RL_REGIME_RECOVERY_FACTOR_INDEX] = __shfl_sync(SCAN_FULL, out.recovery_factor, last);
+    st[RL_KELLY_EPS_RECOVERY_LIVE_INDEX] = __shfl_sync(SCAN_FULL, out.eps_live, last);
+    st[RL_IQN_TAU_MIN_EFFECTIVE_INDEX] = __shfl_sync(SCAN_FULL, out.tau_min_eff, last);
+    st[RL_IQN_TAU_ACTION_INDEX] = __shfl_sync(SCAN_FULL, out.tau_action, last);
+    st[RL_KELLY_ANALYTIC_INDEX] = __shfl_sync(SCAN_FULL, out.f, last);
+    st[RL_KELLY_SAFETY_FRAC_INDEX] = __shfl_sync(SCAN_FULL, out.safety, last);
+    st[RL_REGIME_TRANSITION_REMAINING_INDEX] = __shfl_sync(SCAN_FULL, out.remaining, last);
+    return out;
+}
 
-    // ---- every lane: its step's slots, staged, and the state after step e − 1 ----
+// Steps [p, e) once their dead-zone chain has run (sv.dead, sv.timeout,
+// sv.duration): each lane's step staged as row l, and the dead-zone chain's
+// slots of `st` moved to after step e − 1.
+__device__ __forceinline__ void consume_segment(float* st, const SplitValues& sv,
+                                                const StepValues& in, int p, int e,
+                                                const ScanStage& stage) {
+    const int l = threadIdx.x;
+    const bool act = l >= p && l < e;
+    const bool resurrection = st[RL_REGIME_FEATURE_RESURRECTION_INDEX] != 0.0f;
     const bool dead_zone = (sv.dead >> l) & 1u;
     const bool timeout = (sv.timeout >> l) & 1u;
-    const float mean_left = __shfl_sync(SCAN_FULL, mean, left);
-    const float sigma_left = __shfl_sync(SCAN_FULL, sigma, left);
-    float v[ISV_SIZE];  // constant indices only: registers
-#define X(i) v[i] = st[i];
-    CHAIN_SLOT_LIST
-#undef X
-    write_step_inputs(v, in.cooldown, in.worst, in.kelly_edge, in.tau_action);
-    v[POPART_PREV_MEAN_INDEX] = (l == p) ? st[POPART_MEAN_INDEX] : mean_left;
-    v[POPART_PREV_SIGMA_INDEX] = (l == p) ? st[POPART_SIGMA_INDEX] : sigma_left;
-    v[POPART_MEAN_INDEX] = mean;
-    v[POPART_VAR_INDEX] = var;
-    v[RL_POPART_MAX_ABS_REWARD_EMA_INDEX] = max_ema;
-    v[POPART_SIGMA_INDEX] = sigma;
-    v[RL_REGIME_DEAD_ZONE_FLAG_INDEX] = (float)dead_zone;
-    v[RL_REGIME_DEAD_ZONE_DURATION_INDEX] = sv.duration[l];
-    v[RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX] = (float)timeout;
-    v[RL_REGIME_PREV_WORST_PNL_INDEX] = in.worst;
-    v[RL_REGIME_SESSION_PNL_VAR_MEAN_INDEX] = w_mean;
-    v[RL_REGIME_SESSION_PNL_VAR_M2_INDEX] = w_m2;
-    v[RL_REGIME_SESSION_PNL_VAR_COUNT_INDEX] = w_count;
-    v[RL_REGIME_SESSION_PNL_VARIANCE_EMA_INDEX] = variance;
-    v[RL_REGIME_TAIL_EVENT_RECENCY_INDEX] = recency;
-    v[RL_REGIME_RECOVERY_FACTOR_INDEX] = recovery_factor;
-    v[RL_KELLY_EPS_RECOVERY_LIVE_INDEX] = eps_live;
-    v[RL_IQN_TAU_MIN_EFFECTIVE_INDEX] = tau_min_eff;
-    v[RL_IQN_TAU_ACTION_INDEX] = tau_action;
-    v[RL_KELLY_ANALYTIC_INDEX] = f;
-    v[RL_KELLY_FRACTION_INDEX] = (resurrection && dead_zone && !timeout) ? eps_live : f;
-    v[RL_KELLY_SAFETY_FRAC_INDEX] = safety_after;
-    v[RL_REGIME_TRANSITION_REMAINING_INDEX] = remaining;
+    const float flag = (float)dead_zone;
+    const float duration = sv.duration[l];
+    const float to = (float)timeout;
+    const float kelly = (resurrection && dead_zone && !timeout) ? in.eps_live : in.f;
     if (act && stage.snap != nullptr) {
+        float v[ISV_SIZE];  // constant indices only: registers
+#define X(i) v[i] = st[i];
+        CHAIN_SLOT_LIST
+#undef X
+        write_step_inputs(v, in.cooldown, in.worst, in.kelly_edge, in.tau_in);
+        v[POPART_PREV_MEAN_INDEX] = in.prev_mean;
+        v[POPART_PREV_SIGMA_INDEX] = in.prev_sigma;
+        v[POPART_MEAN_INDEX] = in.mean;
+        v[POPART_VAR_INDEX] = in.var;
+        v[RL_POPART_MAX_ABS_REWARD_EMA_INDEX] = in.max_ema;
+        v[POPART_SIGMA_INDEX] = in.sigma;
+        v[RL_REGIME_DEAD_ZONE_FLAG_INDEX] = flag;
+        v[RL_REGIME_DEAD_ZONE_DURATION_INDEX] = duration;
+        v[RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX] = to;
+        v[RL_REGIME_PREV_WORST_PNL_INDEX] = in.worst;
+        v[RL_REGIME_SESSION_PNL_VAR_MEAN_INDEX] = in.w_mean;
+        v[RL_REGIME_SESSION_PNL_VAR_M2_INDEX] = in.w_m2;
+        v[RL_REGIME_SESSION_PNL_VAR_COUNT_INDEX] = in.w_count;
+        v[RL_REGIME_SESSION_PNL_VARIANCE_EMA_INDEX] = in.variance;
+        v[RL_REGIME_TAIL_EVENT_RECENCY_INDEX] = in.recency;
+        v[RL_REGIME_RECOVERY_FACTOR_INDEX] = in.recovery_factor;
+        v[RL_KELLY_EPS_RECOVERY_LIVE_INDEX] = in.eps_live;
+        v[RL_IQN_TAU_MIN_EFFECTIVE_INDEX] = in.tau_min_eff;
+        v[RL_IQN_TAU_ACTION_INDEX] = in.tau_action;
+        v[RL_KELLY_ANALYTIC_INDEX] = in.f;
+        v[RL_KELLY_FRACTION_INDEX] = kelly;
+        v[RL_KELLY_SAFETY_FRAC_INDEX] = in.safety;
+        v[RL_REGIME_TRANSITION_REMAINING_INDEX] = in.remaining;
         float* out = stage.snap + l * N_SNAP;
 #define S(c) out[c] = v[SNAP_SLOT_##c];
         SNAP_SLOT_LIST
 #undef S
     }
     if (act && stage.norm != nullptr) {
-        stage.norm[l * 4 + 0] = mean;
-        stage.norm[l * 4 + 1] = sigma;
-        stage.norm[l * 4 + 2] = v[POPART_PREV_MEAN_INDEX];
-        stage.norm[l * 4 + 3] = v[POPART_PREV_SIGMA_INDEX];
+        stage.norm[l * 4 + 0] = in.mean;
+        stage.norm[l * 4 + 1] = in.sigma;
+        stage.norm[l * 4 + 2] = in.prev_mean;
+        stage.norm[l * 4 + 3] = in.prev_sigma;
     }
-#define X(i) st[i] = __shfl_sync(SCAN_FULL, v[i], e - 1);
-    CHAIN_SLOT_LIST
-#undef X
+    const int last = e - 1;
+    st[RL_REGIME_DEAD_ZONE_FLAG_INDEX] = __shfl_sync(SCAN_FULL, flag, last);
+    st[RL_REGIME_DEAD_ZONE_DURATION_INDEX] = __shfl_sync(SCAN_FULL, duration, last);
+    st[RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX] = __shfl_sync(SCAN_FULL, to, last);
+    st[RL_KELLY_FRACTION_INDEX] = __shfl_sync(SCAN_FULL, kelly, last);
 }
 
-extern "C" __global__ void __launch_bounds__(SCAN_BATCH) replay_scan_warp(
+// Write a batch's staged rows back ([T, N_SNAP] and [T, 4] are row-major, so
+// a batch's rows are one contiguous run).
+__device__ __forceinline__ void write_rows(float* snap, float* norm_params, const float* snap_stage,
+                                           const float* norm_stage, long long base, int n) {
+    const int lane = threadIdx.x;
+    if (snap != nullptr) {
+        float* dst = snap + base * N_SNAP;
+#pragma unroll 8
+        for (int i = lane; i < n * N_SNAP; i += SCAN_BATCH) dst[i] = snap_stage[i];
+    }
+    if (norm_params != nullptr) {
+        float* dst = norm_params + base * 4;
+        for (int i = lane; i < n * 4; i += SCAN_BATCH) dst[i] = norm_stage[i];
+    }
+}
+
+// The split chain pipelines whole batches without a boundary: while lane 0
+// runs batch k's PopArt and Welford recurrences it also runs batch k − 1's
+// dead-zone chain (the two are independent), and batch k − 1's rows are
+// staged after. -DSCAN_WARP_PIPELINE=0 runs each batch's chains one after the
+// other (for timing).
+#ifndef SCAN_WARP_PIPELINE
+#define SCAN_WARP_PIPELINE 1
+#endif
+
+// One warp a block, one block a scenario: all 255 registers are the warp's.
+extern "C" __global__ void __launch_bounds__(SCAN_BATCH, 1) replay_scan_warp(
     float* __restrict__ isv_rows,            // [S, ISV_SIZE] in/out
     const float* __restrict__ boot_rows,     // [S, ISV_SIZE]
     int n_scen,
@@ -494,10 +639,16 @@ extern "C" __global__ void __launch_bounds__(SCAN_BATCH) replay_scan_warp(
     const RegisterReset reset{boot, r_idx, r_code, r_src, n_reset};
     const int slot = keep_slot[s];
     float* snap = (slot >= 0) ? snap_out + (long long)slot * n_steps * N_SNAP : nullptr;
-    const int write_norm = do_norm && s == 0;
+    float* norm = (do_norm && s == 0) ? norm_params : nullptr;
     const ScanStage stage{snap != nullptr ? snap_stage : nullptr,
-                          write_norm ? norm_stage : nullptr};
+                          norm != nullptr ? norm_stage : nullptr};
     const int chain_b = SCAN_WARP_PREDIVIDE ? 1 : b_size;  // see warp_step_inputs
+
+    // split chain, pipelined: the batch whose dead-zone chain and rows are still to come
+    bool pending = false;
+    int pending_base = 0;
+    StepValues pending_values;
+    DeadZoneInputs pending_dzi;
 
     if (lane < n_steps) {
         batch.put(lane, warp_step_inputs(lane, b_size, stats, flat, cooldown, worst, kelly_edge,
@@ -509,57 +660,87 @@ extern "C" __global__ void __launch_bounds__(SCAN_BATCH) replay_scan_warp(
         // The next batch's inputs do not depend on the state: issue their loads
         // now, so they are in flight while this batch runs.
         const int t_next = base + SCAN_BATCH + lane;
-        ScanStepInputs pending;
+        ScanStepInputs next_inputs;
         if (t_next < n_steps) {
-            pending = warp_step_inputs(t_next, b_size, stats, flat, cooldown, worst,
-                                       kelly_edge, tau_action, boundary);
+            next_inputs = warp_step_inputs(t_next, b_size, stats, flat, cooldown, worst,
+                                           kelly_edge, tau_action, boundary);
         }
         if (scan_split) {
-            // segments between boundaries; a boundary step runs whole on lane 0
             const unsigned bounds = __ballot_sync(SCAN_FULL, lane < n && batch.boundary[lane] != 0);
-            int p = 0;
-            while (p < n) {
-                if ((bounds >> p) & 1u) {
-                    if (lane == 0) {
+            if (SCAN_WARP_PIPELINE && n == SCAN_BATCH && bounds == 0u) {
+                DeadZoneInputs dzi;
+                const StepValues values = produce_segment(st, split_values, batch, 0, SCAN_BATCH,
+                                                          chain_b, dzi,
+                                                          pending ? &pending_dzi : nullptr);
+                if (pending) {
+                    consume_segment(st, split_values, pending_values, 0, SCAN_BATCH, stage);
+                    __syncwarp();
+                    write_rows(snap, norm, snap_stage, norm_stage, pending_base, SCAN_BATCH);
+                }
+                pending = true;
+                pending_base = base;
+                pending_values = values;
+                pending_dzi = dzi;
+            } else {
+                if (pending) {
+                    dead_zone_loop(st, split_values, 0, SCAN_BATCH, pending_dzi);
+                    consume_segment(st, split_values, pending_values, 0, SCAN_BATCH, stage);
+                    __syncwarp();
+                    write_rows(snap, norm, snap_stage, norm_stage, pending_base, SCAN_BATCH);
+                    __syncwarp();
+                    pending = false;
+                }
+                // segments between boundaries; a boundary step runs whole on lane 0
+                int p = 0;
+                while (p < n) {
+                    if ((bounds >> p) & 1u) {
+                        if (lane == 0) {
 #define X(i) isv[i] = st[i];
+                            CHAIN_SLOT_LIST
+#undef X
+                            serial_step(isv, batch.get(p), p, chain_b, reset, stage);
+                        }
+#define X(i) st[i] = __shfl_sync(SCAN_FULL, isv[i], 0);
                         CHAIN_SLOT_LIST
 #undef X
-                        serial_step(isv, batch.get(p), p, chain_b, reset, stage);
+                        p += 1;
+                    } else {
+                        const unsigned later = bounds & lanes_from(p + 1);
+                        const int e = later ? min(__ffs(later) - 1, n) : n;
+                        DeadZoneInputs dzi;
+                        const StepValues values = produce_segment(st, split_values, batch, p, e,
+                                                                  chain_b, dzi, nullptr);
+                        dead_zone_loop(st, split_values, p, e, dzi);
+                        consume_segment(st, split_values, values, p, e, stage);
+                        __syncwarp();
+                        p = e;
                     }
-#define X(i) st[i] = __shfl_sync(SCAN_FULL, isv[i], 0);
-                    CHAIN_SLOT_LIST
-#undef X
-                    p += 1;
-                } else {
-                    const unsigned later = bounds & lanes_from(p + 1);
-                    const int e = later ? min(__ffs(later) - 1, n) : n;
-                    split_segment(st, split_values, batch, p, e, chain_b, stage);
-                    __syncwarp();
-                    p = e;
+                }
+                __syncwarp();
+                write_rows(snap, norm, snap_stage, norm_stage, base, n);
+            }
+        } else {
+            if (lane == 0) {
+                ScanStepInputs next = batch.get(0);
+                for (int j = 0; j < n; ++j) {
+                    const ScanStepInputs in = next;
+                    if (j + 1 < n) next = batch.get(j + 1);
+                    serial_step(isv, in, j, chain_b, reset, stage);
                 }
             }
-        } else if (lane == 0) {
-            ScanStepInputs next = batch.get(0);
-            for (int j = 0; j < n; ++j) {
-                const ScanStepInputs in = next;
-                if (j + 1 < n) next = batch.get(j + 1);
-                serial_step(isv, in, j, chain_b, reset, stage);
-            }
+            __syncwarp();
+            write_rows(snap, norm, snap_stage, norm_stage, base, n);
         }
         __syncwarp();
-        // this batch is done: park the next one, write this one's rows back
-        // ([T, N_SNAP] and [T, 4] are row-major, so a batch's rows are one contiguous run)
-        if (t_next < n_steps) batch.put(lane, pending);
-        if (snap != nullptr) {
-            float* dst = snap + (long long)base * N_SNAP;
-#pragma unroll 8
-            for (int i = lane; i < n * N_SNAP; i += SCAN_BATCH) dst[i] = snap_stage[i];
-        }
-        if (write_norm) {
-            float* dst = norm_params + (long long)base * 4;
-            for (int i = lane; i < n * 4; i += SCAN_BATCH) dst[i] = norm_stage[i];
-        }
+        // this batch's inputs are used: park the next one's
+        if (t_next < n_steps) batch.put(lane, next_inputs);
         __syncwarp();
+    }
+    if (pending) {
+        dead_zone_loop(st, split_values, 0, SCAN_BATCH, pending_dzi);
+        consume_segment(st, split_values, pending_values, 0, SCAN_BATCH, stage);
+        __syncwarp();
+        write_rows(snap, norm, snap_stage, norm_stage, pending_base, SCAN_BATCH);
     }
 
     if (lane == 0) {

@@ -9,8 +9,9 @@ The GPU rows of ``bench engines`` that issue 4's two GPU targets are computed
 from (``cuda`` per step, ``fast`` device-resident, ``fast phase 1``, the D2D
 copy), without the slow CPU and sweep rows, plus each phase-2 kernel alone on
 a single replay (S = 1, snapshot and norm params written): ``replay_scan_warp``
-(what ``fast_gpu.run`` launches: the split chain), the same built with
-``-DSCAN_WARP_SPLIT=0`` (the whole chain on lane 0) and with
+(what ``fast_gpu.run`` launches: the split chain, pipelined), the same built
+with ``-DSCAN_WARP_SPLIT=0`` (the whole chain on lane 0), with
+``-DSCAN_WARP_PIPELINE=0`` (the split chain one batch at a time) and with
 ``-DSCAN_WARP_PREDIVIDE=0``. With ``--before DIR`` (a directory holding older
 ``replay_scan.cu`` and ``replay_step_stats.cu`` with the same launch contract)
 their phase 1 and ``replay_scan_warp`` are timed in the same run, for a
@@ -148,8 +149,10 @@ def _measure(args, out: dict, say) -> None:
     mod = dev.mod
     scan_row("scan_warp", mod["replay_scan_warp"], (1,), (32,), (norm, i32(1)))
     # the same kernel in its other modes (replay_scan.cu): the whole chain on
-    # lane 0, and the two divisions by b left to the chain
+    # lane 0, the split chain one batch at a time, and the two divisions by b
+    # left to the chain
     for name, option in (("scan_warp_serial", "-DSCAN_WARP_SPLIT=0"),
+                         ("scan_warp_unpipelined", "-DSCAN_WARP_PIPELINE=0"),
                          ("scan_warp_no_predivide", "-DSCAN_WARP_PREDIVIDE=0")):
         variant = fast_gpu.module(layout, (*loader.PARITY_OPTIONS, option))
         scan_row(name, variant["replay_scan_warp"], (1,), (32,), (norm, i32(1)))
