@@ -9,6 +9,8 @@ import pandas as pd
 import pytest
 
 from regime_dash import RegimeConfig, scenarios
+from regime_dash.benchmarks import live_step
+from regime_dash.cli import main
 from regime_dash.engine import engine_status, initial_isv
 from regime_dash.engine.gpu_stepper import GpuStepper, available, default_rows, fastest_live_engine
 from regime_dash.engine.steppers import (KELLY_COL, BackendStepper, ReferenceStepper, block_inputs, live_engine,
@@ -192,3 +194,26 @@ def test_auto_picks_the_measured_faster_stepper(capsys):
     assert engine_status()["cuda"] is None
     run = LiveRun.of_stream(scenarios.make("tail_shock", steps=40, accounts=1024, seed=1), engine="auto")
     assert run.engine.name == chosen and isinstance(run.engine, GpuStepper) == (chosen == "cuda")
+
+
+def test_the_live_bench_rows_time_each_stepper_and_judge_the_target(tmp_path, capsys):
+    out = live_step.run((6,), steps=12)
+    (m,) = out["per_accounts"]
+    assert m["accounts"] == 6 and m["steps"] == 12
+    ref = m["rows"]["reference step"]
+    assert ref["calls"] == 12 and 0 < ref["median_us"] <= ref["p90_us"]
+    assert m["rows"]["market model"]["calls"] == 12 and m["rows"]["simulator reference"]["mean_us"] > 0
+    if NO_GPU is not None:
+        assert m["rows"]["gpu step"]["status"].startswith("unavailable")
+    else:
+        assert m["rows"]["gpu step"]["device_us"] > 0 and m["gpu_vs_reference_step"] > 0
+    assert out["target"]["met"] is None  # b = 1,024 was not measured: no verdict
+    assert live_step.format_lines(out)[-1].endswith("not measured (no GPU step at b = 1,024)")
+    path = tmp_path / "live.json"
+    assert main(["bench", "engines", "--live-only", "--live-accounts", "5", "--live-steps", "4",
+                 "--json", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "reference step" in text and "target <= 100 µs" in text and "replay engines" not in text
+    import json
+
+    assert json.loads(path.read_text())["live"]["per_accounts"][0]["accounts"] == 5
