@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from regime_dash.errors import SlotLayoutError
-from regime_dash.slots import DEFAULT_LAYOUT as L, SlotLayout, fnv1a64, import_rust
+from regime_dash.slots import DEFAULT_LAYOUT as L, TABLE_COLUMNS, SlotLayout, fnv1a64, import_rust, read_table
 
 # the spec's new slots: index, bootstrap (the spec's bootstrap list) and the policy of its
 # "Regime observer reset policy" (None where it names none)
@@ -151,6 +151,36 @@ def test_import_rust_errors_name_the_problem():
         import_rust("fn main() {}\n")
     with pytest.raises(SlotLayoutError, match="RL_KELLY_FRACTION_INDEX defined twice"):
         import_rust("pub const RL_KELLY_FRACTION_INDEX: usize = 1;\npub const RL_KELLY_FRACTION_INDEX: usize = 2;\n")
+
+
+def test_read_table_reads_a_row_and_skips_comments(tmp_path):
+    table = tmp_path / "slots.csv"
+    table.write_text("# a comment\n" + ",".join(TABLE_COLUMNS) + "\n# a section\n"
+                     'X_INDEX,7,state,1.5,align,p,a|b,Y_INDEX,true,"x, y"\n\n', encoding="utf-8")
+    (x,) = read_table(table)
+    assert (x.name, x.index, x.role, x.bootstrap, x.policy) == ("X_INDEX", 7, "state", 1.5, "align")
+    assert (x.producer, x.consumers, x.align_to, x.local, x.doc) == ("p", ("a", "b"), "Y_INDEX", True, "x, y")
+
+
+@pytest.mark.parametrize("row, match", [
+    ("X_INDEX,seven,state,0.0,keep,,,,false,d", r"slots.csv:3: index 'seven' is not a number"),
+    ("X_INDEX,7,state,zero,keep,,,,false,d", r"slots.csv:3: bootstrap 'zero' is not a number"),
+    ("X_INDEX,7,state,0.0,keep,,,,yes,d", r"slots.csv:3: local 'yes' is not true or false"),
+    ("X_INDEX,7,state,0.0,keep,,,,false", r"slots.csv:3: 9 cells, not 10"),
+])
+def test_read_table_errors_name_the_file_line_column_and_value(tmp_path, row, match):
+    table = tmp_path / "slots.csv"
+    table.write_text("# comment\n" + ",".join(TABLE_COLUMNS) + "\n" + row + "\n", encoding="utf-8")
+    with pytest.raises(SlotLayoutError, match=match):
+        read_table(table)
+
+
+def test_read_table_rejects_a_wrong_header(tmp_path):
+    table = tmp_path / "slots.csv"
+    table.write_text("name,index\n", encoding="utf-8")
+    with pytest.raises(SlotLayoutError, match="the header is") as err:
+        read_table(table)
+    assert err.value.field == "header"
 
 
 def test_replay_runs_on_an_imported_layout():
