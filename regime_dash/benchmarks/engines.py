@@ -17,6 +17,8 @@ On one synthetic stream (T = 25,000 steps × b = 1,024 accounts by default; see
 ``fast`` GPU end to end    ``fast_gpu.run``: host arrays in, host arrays out
 ``sweep``                  :func:`regime_dash.sweep` with S configs, on each device here
 D2D copy                   a device-to-device copy of the stream's rewards and lots: the roofline
+live                       one live step of the GPU and the reference stepper, the market apart
+                           (:mod:`regime_dash.benchmarks.live_step`; ``--live-only`` runs just these)
 
 Every figure is the median of up to ``--repeats`` runs taken after a warm-up run
 (so JIT and NVRTC compile time is not counted); a row stops repeating once its
@@ -344,7 +346,8 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
         repeats: int = 5, sweep_sizes: tuple[int, ...] = DEFAULT_SWEEP_SIZES, budget_s: float = 120.0,
         seed: int = 0, log: Callable[[str], None] | None = None,
         gpu_sweep_sizes: tuple[int, ...] = DEFAULT_GPU_SWEEP_SIZES,
-        scale_out_size: int = DEFAULT_SCALE_OUT_SIZE) -> dict[str, Any]:
+        scale_out_size: int = DEFAULT_SCALE_OUT_SIZE, live_accounts: tuple[int, ...] = (1_024, 64),
+        live_steps: int = 2_000, live_only: bool = False) -> dict[str, Any]:
     """Time every engine on one synthetic stream; return (and optionally write) the figures.
 
     Parameters
@@ -361,6 +364,8 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
         S of the scale-out rows: the GPU sweep in-process on one GPU, and through a
         local dask cluster of one worker per GPU (the cluster started before timing),
         where there are two GPUs or more and ``distributed`` imports; 0 skips them.
+    live_accounts, live_steps, live_only
+        b of the live rows (empty skips them), steps each times, and whether to run only them.
     budget_s
         A row stops repeating once its runs have taken this long (at least one run).
     seed
@@ -392,6 +397,18 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
         raise ValidationError(f"sweep sizes must be >= 1, got {sweep_sizes!r}", field="sweep_sizes",
                               value=sweep_sizes)
     say = log or (lambda line: None)
+    from regime_dash.benchmarks import live_step
+
+    live_accounts = tuple(int(b) for b in live_accounts if b)  # 0 leaves the live rows out
+    if live_accounts and (any(b < 0 for b in live_accounts) or live_steps < 1):
+        raise ValidationError(f"live accounts must be >= 0 and live steps >= 1, got {live_accounts!r}, "
+                              f"{live_steps!r}", field="live_accounts", value=(live_accounts, live_steps))
+    live = live_step.run(live_accounts, live_steps, seed, say) if live_accounts else None
+    if live_only:
+        return _write({"benchmark": "engines", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       "machine": machine_info(), "params": {"live_accounts": list(live_accounts),
+                                                             "live_steps": live_steps, "seed": seed},
+                       "rows": [], "ratios": {}, "live": live}, json_path)
     layout = DEFAULT_LAYOUT
     stream = bench_stream(steps, accounts, seed)
     warm = stream.slice(0, min(steps, 64))
@@ -563,7 +580,12 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
         "rows": rows,
         "bandwidth": bandwidth,
         "ratios": ratios,
+        "live": live,
     }
+    return _write(result, json_path)
+
+
+def _write(result: dict[str, Any], json_path: str | Path | None) -> dict[str, Any]:
     if json_path is not None:
         Path(json_path).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return result
@@ -576,6 +598,10 @@ def _cell(value: float | None, spec: str, width: int) -> str:
 
 def format_table(result: dict[str, Any]) -> str:
     """The figures as a text table, the ratios below it."""
+    from regime_dash.benchmarks import live_step
+
+    if not result["rows"]:  # --live-only
+        return "\n".join(live_step.format_lines(result.get("live"))).lstrip("\n")
     p = result["params"]
     m = result["machine"]
     lines = [f"replay engines, T = {p['steps']:,} × b = {p['accounts']:,}; median of up to "
@@ -602,6 +628,7 @@ def format_table(result: dict[str, Any]) -> str:
         target = "" if q["target"] is None else (
             f"  (target >= {q['target']:g}{unit}: {'met' if q['met'] else 'NOT met'})")
         lines.append(f"{key:28s} {q['value']:.3g}{unit}{target}")
+    lines += live_step.format_lines(result.get("live"))
     return "\n".join(lines)
 
 
@@ -610,7 +637,12 @@ def main(args: argparse.Namespace) -> int:
     """``bench engines``: run the benchmark and print its table (the JSON goes to ``--json``)."""
     result = run(args.steps, args.accounts, args.json, args.repeats, args.sweep_sizes, args.budget, args.seed,
                  log=lambda line: print(line, file=sys.stderr, flush=True),
-                 gpu_sweep_sizes=args.gpu_sweep_sizes, scale_out_size=args.scale_out_size)
+                 gpu_sweep_sizes=args.gpu_sweep_sizes, scale_out_size=args.scale_out_size,
+                 live_accounts=args.live_accounts, live_steps=args.live_steps, live_only=args.live_only)
+    if args.live_profile:
+        from regime_dash.benchmarks import live_step
+
+        Path(args.live_profile).write_text(live_step.profile(), encoding="utf-8")
     print(format_table(result))
     if args.json:
         print(f"wrote {args.json}", file=sys.stderr)
