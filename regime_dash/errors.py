@@ -10,7 +10,22 @@ from typing import Any
 
 
 class RegimeDashError(Exception):
-    """Base class of every error regime-dash raises on purpose."""
+    """Base class of every error regime-dash raises on purpose.
+
+    A subclass declares the data it carries as annotated class attributes with
+    their defaults; the keywords of the same names set them (every one lands on
+    the instance, in declaration order, so ``vars(error)`` lists them all), and
+    any other keyword is a :class:`TypeError`: a misspelt field must not vanish.
+    """
+
+    def __init__(self, message: str = "", **data: Any):
+        carried = [name for cls in reversed(type(self).__mro__) for name in vars(cls).get("__annotations__", {})]
+        unknown = sorted(set(data) - set(carried))
+        if unknown:
+            raise TypeError(f"{type(self).__name__} carries no {', '.join(unknown)}")
+        super().__init__(message)
+        for name in carried:
+            setattr(self, name, data[name] if name in data else getattr(type(self), name))
 
 
 class ValidationError(RegimeDashError, ValueError):
@@ -26,10 +41,8 @@ class ValidationError(RegimeDashError, ValueError):
         The value that was rejected.
     """
 
-    def __init__(self, message: str, *, field: str | None = None, value: Any = None):
-        super().__init__(message)
-        self.field = field
-        self.value = value
+    field: str | None = None
+    value: Any = None
 
 
 class ConfigError(ValidationError):
@@ -74,46 +87,39 @@ class ParseError(RegimeDashError):
         The source file, when known.
     """
 
+    line: int
+    reason: str
+    path: str | None = None
+
     def __init__(self, reason: str, *, line: int, path: str | None = None):
         where = f"{path}:{line}" if path else f"line {line}"
-        super().__init__(f"{where}: {reason}")
-        self.line = line
-        self.reason = reason
-        self.path = path
+        super().__init__(f"{where}: {reason}", line=line, reason=reason, path=path)
 
 
 class IngestError(RegimeDashError):
     """A whole file could not be ingested (unreadable, not JSONL at all)."""
 
-    def __init__(self, message: str, *, path: str | None = None):
-        super().__init__(message)
-        self.path = path
+    path: str | None = None
 
 
 class StoreError(RegimeDashError):
     """The run store refused an operation (unknown run, bad name, ...)."""
 
-    def __init__(self, message: str, *, run_id: str | None = None, path: str | None = None):
-        super().__init__(message)
-        self.run_id = run_id
-        self.path = path
+    run_id: str | None = None
+    path: str | None = None
 
 
 class EngineUnavailable(RegimeDashError):
     """The requested replay engine cannot run here (no cupy, no CUDA device, no numba)."""
 
-    def __init__(self, message: str, *, engine: str | None = None):
-        super().__init__(message)
-        self.engine = engine
+    engine: str | None = None
 
 
 class KernelCompileError(RegimeDashError):
     """NVRTC/nvcc rejected a kernel; the log cites the real ``kernels/*.cu`` file and line."""
 
-    def __init__(self, message: str, *, kernel: str | None = None, log: str = ""):
-        super().__init__(message)
-        self.kernel = kernel
-        self.log = log
+    kernel: str | None = None
+    log: str = ""
 
 
 class ExportError(RegimeDashError):
@@ -129,7 +135,5 @@ class ExportError(RegimeDashError):
         ``parquet`` or ``csv``.
     """
 
-    def __init__(self, message: str, *, column: str | None = None, format: str | None = None):
-        super().__init__(message)
-        self.column = column
-        self.format = format
+    column: str | None = None
+    format: str | None = None

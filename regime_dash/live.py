@@ -46,7 +46,7 @@ from regime_dash import diag
 from regime_dash.config import FIELD_SLOTS, RegimeConfig
 from regime_dash.engine import initial_isv
 from regime_dash.errors import ValidationError
-from regime_dash.engine.steppers import StepEngine, StepInputs, make_stepper
+from regime_dash.engine.steppers import StepEngine, make_stepper
 from regime_dash.simulator import RUN8_SHOCK_PNL, Market, Simulator
 from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
 from regime_dash.streams import Stream
@@ -304,8 +304,6 @@ class StreamRun(LiveRun):
         self.engine: StepEngine = make_stepper(engine, isv0, boot, self.layout, stream.accounts)
         self.changes = []
         self._t = 0
-        self._snap: list[np.ndarray] = []
-        self._flat: list[int] = []
         # edits of the inputs by stream index: the shocked accounts, the flat steps, the injected
         # boundaries; ``_offset`` is the shocks' offset on session_pnl_worst at the last step taken
         self._shocks: dict[int, list[int]] = {}
@@ -340,8 +338,7 @@ class StreamRun(LiveRun):
         return self.engine.isv
 
     def _switch(self, config: RegimeConfig) -> None:
-        isv, boot = reconfigured_isv(self.engine.isv, config, self.layout)
-        self.engine = make_stepper(self.engine.name, isv, boot, self.layout, self.stream.accounts)
+        self.engine.reconfigure(*reconfigured_isv(self.engine.isv, config, self.layout))
 
     # ---- injections: edits of the next step's inputs ----------------------------------
     def _next_index(self, what: str) -> int:
@@ -389,18 +386,31 @@ class StreamRun(LiveRun):
             lots = np.zeros_like(lots)
         return rewards, lots, boundary, offset
 
+    def _block(self, start: int, stop: int, offset: float) -> tuple[Stream, float]:
+        """Stream rows ``[start, stop)`` with the injections' edits, and the worst-pnl offset after them."""
+        s = self.stream.slice(start, stop)
+        rewards, lots, worst = s.rewards, s.lots, s.session_pnl_worst.copy()
+        edits = self._shocks.keys() | self._flat_steps
+        if any(start <= t < stop for t in edits):
+            rewards, lots = rewards.copy(), lots.copy()  # the recording itself stays as it was
+        for t in range(start, stop):
+            i = t - start
+            r, l_, _, offset = self._edited(t, rewards[i], lots[i], offset)
+            if t in edits:
+                rewards[i], lots[i] = r, l_
+            worst[i] = np.float32(worst[i] + np.float32(offset))
+        return Stream(rewards=rewards, lots=lots, kelly_analytic=s.kelly_analytic, cooldown=s.cooldown,
+                      session_pnl_worst=worst, tau_action=s.tau_action,
+                      boundary=self._boundary_mask(stop)[start:], step=s.step, v_pred=s.v_pred), offset
+
     def step(self, n: int = 1) -> int:
+        """Advance up to ``n`` steps: the inputs are known, so they go to the engine as one block."""
         n = min(_check_steps(n), self.total - self._t)
-        for _ in range(n):
-            t, s = self._t, self.stream
-            rewards, lots, boundary, self._offset = self._edited(t, s.rewards[t], s.lots[t], self._offset)
-            inputs = StepInputs(boundary, s.cooldown[t], np.float32(s.session_pnl_worst[t] + self._offset),
-                                s.kelly_analytic[t], s.tau_action[t], int(s.step[t]))
-            row, flat = self.engine.step(rewards, lots, inputs)
-            self._open = int(lots.shape[0] - flat)
-            self._snap.append(row)
-            self._flat.append(flat)
-            self._t += 1
+        if n:
+            block, self._offset = self._block(self._t, self._t + n, self._offset)
+            self.engine.steps(block)
+            self._open = int(np.count_nonzero(block.lots[-1]))
+            self._t += n
         return n
 
     def _boundary_mask(self, n: int) -> np.ndarray:
@@ -410,8 +420,8 @@ class StreamRun(LiveRun):
 
     def frame(self) -> pd.DataFrame:
         n = self._t
-        snap = np.vstack(self._snap) if n else np.empty((0, len(diag.SNAPSHOT_SLOTS)), np.float32)
-        frame = diag.frame_from_snapshot(snap, np.array(self._flat, np.int32), self.stream.accounts,
+        snap, flat = self.engine.trajectory()
+        frame = diag.frame_from_snapshot(snap, flat, self.stream.accounts,
                                          self.stream.step[:n], self._boundary_mask(n), self.config)
         frame.attrs["layout_fingerprint"] = self.layout.fingerprint_hex()
         frame.attrs["engine"] = self.engine.name
@@ -422,17 +432,7 @@ class StreamRun(LiveRun):
         n = self._t
         if n == 0:
             raise ValidationError("no step has been taken yet", field="steps", value=0)
-        s = self.stream.slice(0, n)
-        rewards, lots = s.rewards.copy(), s.lots.copy()
-        worst = s.session_pnl_worst.copy()
-        offset = 0.0
-        for t in range(n):
-            rewards[t], lots[t], _, offset = self._edited(t, rewards[t], lots[t], offset)
-            worst[t] = np.float32(worst[t] + np.float32(offset))
-        boundary = self._boundary_mask(n)
-        return Stream(rewards=rewards, lots=lots, kelly_analytic=s.kelly_analytic, cooldown=s.cooldown,
-                      session_pnl_worst=worst,
-                      tau_action=s.tau_action, boundary=boundary, step=s.step, v_pred=s.v_pred)
+        return self._block(0, n, 0.0)[0]
 
 
 class SimulatorRun(LiveRun):
@@ -475,8 +475,7 @@ class SimulatorRun(LiveRun):
 
     def _switch(self, config: RegimeConfig) -> None:
         sim = self.simulator
-        isv, boot = reconfigured_isv(sim.engine.isv, config, self.layout)
-        sim.engine = make_stepper(sim.engine.name, isv, boot, self.layout, sim.accounts)
+        sim.engine.reconfigure(*reconfigured_isv(sim.engine.isv, config, self.layout))
         sim.config = config
 
     def inject_tail_shock(self, account: int | None = None) -> Change:

@@ -50,8 +50,6 @@ from regime_dash.errors import ValidationError
 from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
 from regime_dash.streams import Stream
 
-#: Column of kelly_f in a snapshot row.
-KELLY_COL = diag.SNAPSHOT_SLOTS.index("RL_KELLY_FRACTION_INDEX")
 #: Run #8's tail: a $6484 loss, −19.45 after reward_scale 0.003 (Theorem 6).
 RUN8_SHOCK_PNL = 6484.0
 
@@ -349,8 +347,8 @@ class Simulator:
         The market model and what happens when; defaults are a calm market.
     engine
         ``reference`` (default), ``cuda`` (the GPU stepper), ``fast``, ``auto``
-        (the faster stepper here, measured), or a ready :class:`StepEngine` built
-        on the same config and layout.
+        (the faster stepper here, measured), or a fresh :class:`StepEngine` built
+        on the same config and layout (it keeps the trajectory :meth:`frame` reads).
     layout
         Slot layout; default :data:`regime_dash.slots.DEFAULT_LAYOUT`.
     keep_stream
@@ -393,8 +391,6 @@ class Simulator:
         self._pending_shock: int | None = None
         self._pending_flat = False
         self._pending_boundary = False
-        self._snap: list[np.ndarray] = []
-        self._flat: list[int] = []
         self._boundary: list[bool] = []
         self._market_rows: list[tuple] = []
         self._steps: list[MarketStep] = []
@@ -436,10 +432,7 @@ class Simulator:
         out = market_step(self.state, self.market, Draws.of(self.seed, t, self.accounts), p_true=p,
                           kelly_f=self.kelly_f, force_flat=self._pending_flat, shock_account=shock)
         inputs = StepInputs(bool(boundary), out.cooldown, out.worst, out.edge, out.tau_action, t)
-        row, flat = self.engine.step(out.rewards, out.lots, inputs)
-        self.kelly_f = float(row[KELLY_COL])
-        self._snap.append(row)
-        self._flat.append(flat)
+        self.kelly_f = self.engine.step(out.rewards, out.lots, inputs)  # the one value read back a step
         self._boundary.append(bool(boundary))
         if self.keep_stream:
             self._steps.append(out)
@@ -460,9 +453,9 @@ class Simulator:
     # ---- outputs -------------------------------------------------------------------------
     def frame(self) -> pd.DataFrame:
         """The trajectory so far, with exactly the columns :func:`regime_dash.replay` gives."""
-        n = len(self._snap)
-        snap = np.vstack(self._snap) if n else np.empty((0, len(diag.SNAPSHOT_SLOTS)), np.float32)
-        frame = diag.frame_from_snapshot(snap, np.array(self._flat, np.int32), self.accounts,
+        snap, flat = self.engine.trajectory()
+        n = len(flat)
+        frame = diag.frame_from_snapshot(snap, flat, self.accounts,
                                          np.arange(n, dtype=np.int64), np.array(self._boundary, bool), self.config)
         frame.attrs["layout_fingerprint"] = self.layout.fingerprint_hex()
         frame.attrs["engine"] = self.engine.name

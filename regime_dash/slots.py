@@ -1,7 +1,9 @@
 """The ISV slot registry: the single source of slot indices.
 
-Every slot the regime-observer spec reads or writes is declared here once, with
-its index, role, bootstrap value and boundary policy. Kernels get the indices as
+Every slot the regime-observer spec reads or writes is declared once, in the
+table ``slots.csv`` beside this module (read by :func:`read_table`, which also
+reads each controller module's own table), with its index, role, bootstrap
+value and boundary policy. Kernels get the indices as
 ``-D`` defines (:meth:`SlotLayout.defines`), the engines get bootstrap vectors
 and the reset plan from here, and a user can swap in their trainer's own
 ``isv_slots.rs`` layout with :func:`import_rust`.
@@ -31,8 +33,10 @@ The spec's "Regime observer reset policy" names four behaviours of
 """
 from __future__ import annotations
 
+import csv
 import re
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Iterable, Mapping
 
 import numpy as np
@@ -55,24 +59,26 @@ class Slot:
 
     Attributes
     ----------
-    name
-        The spec's constant name, e.g. ``RL_REGIME_DEAD_ZONE_FLAG_INDEX``.
-    index
-        Position in the float32 ISV buffer.
+    name, index
+        The spec's constant name (e.g. ``RL_REGIME_DEAD_ZONE_FLAG_INDEX``) and
+        the slot's position in the float32 ISV buffer.
     role
         ``signal`` (emitted each step), ``state`` (internal, carried between
         steps), ``config`` (set once, what-if knobs) or ``input`` (written from
         the replayed stream each step).
-    bootstrap
-        Value at training start (the spec's bootstrap list).
-    policy
-        Boundary policy, one of :data:`POLICIES`.
+    bootstrap, policy
+        Value at training start (the spec's bootstrap list) and the boundary
+        policy, one of :data:`POLICIES`.
     doc
         One line saying what the slot holds.
     local
         True when the spec reads the slot but does not number it.
     align_to
         For ``policy == "align"``: the slot whose value is copied.
+    producer, consumers
+        The kernel (or host side) that writes the slot and those that read it;
+        a slot with consumers and no producer is an orphan
+        (:func:`regime_dash.modules.orphan_slots`).
     """
 
     name: str
@@ -87,173 +93,73 @@ class Slot:
     consumers: tuple[str, ...] = ()
 
 
-def slot(name: str, index: int, role: str, bootstrap: float, policy: str, doc: str,
-         producer: str = "", consumers: Iterable[str] = (), *, local: bool = False,
-         align_to: str | None = None) -> Slot:
-    """A :class:`Slot` with a float bootstrap and a tuple of consumers (registry and modules)."""
-    return Slot(name, index, role, float(bootstrap), policy, doc, local, align_to,
-                producer, tuple(consumers))
+def slot_defines(slots: Iterable[Slot]) -> list[str]:
+    """``-D{name}={index}`` of each slot: how a kernel learns the indices it reads and writes."""
+    return [f"-D{s.name}={s.index}" for s in slots]
 
 
-_OBS = "rl_regime_observer"
-_KELLY = "rl_kelly_fraction_controller"
-_TAU = "rl_iqn_action_tau_controller"
-_POP = "rl_popart_normalize"
-_V9 = "eval_warmup_decay"
-_RESET = "reset_session_state"
-_HOST = "host (stream input)"
-_CFG = "host (config)"
+#: The columns of a slot table file, in order (see :func:`read_table`).
+TABLE_COLUMNS = ("name", "index", "role", "bootstrap", "policy", "producer", "consumers", "align_to", "local",
+                 "doc")
 
-SPEC_SLOTS: tuple[Slot, ...] = (
-    # regime_observer outputs (surface signals)
-    slot("RL_REGIME_DEAD_ZONE_FLAG_INDEX", 696, "signal", 0.0, "clear",
-       "1 while kelly_f(t-1)=0, every account is flat and there is no cooldown",
-       producer=_OBS, consumers=(_KELLY,)),
-    slot("RL_REGIME_DEAD_ZONE_DURATION_INDEX", 697, "signal", 0.0, "clear",
-       "consecutive dead-zone steps; 0 outside the dead zone", producer=_OBS),
-    slot("RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX", 698, "signal", 0.0, "clear",
-       "1 once DURATION (consecutive dead-zone steps) exceeds MAX_DURATION; under F2 the dead zone "
-       "cycles and DURATION stays <= 1, so it never fires (finding timeout_unreachable) unless the "
-       "model switch duration_across_cycles is on",
-       producer=_OBS, consumers=(_KELLY,)),
-    slot("RL_REGIME_RECOVERY_FACTOR_INDEX", 699, "signal", 1.0, "re-bootstrap",
-       "min(1, tail recency / N_recovery): the ε ramp position", producer=_OBS),
-    slot("RL_REGIME_SESSION_PNL_VARIANCE_EMA_INDEX", 700, "signal", 0.0, "keep",
-       "Welford sample variance of Δ session-pnl-worst", producer=_OBS, consumers=(_OBS,)),
-    slot("RL_REGIME_TAIL_EVENT_RECENCY_INDEX", 701, "signal", 1.0e6, "re-bootstrap",
-       "steps since the last |Δworst| > threshold·σ tail event (1e6 = none seen)",
-       producer=_OBS, consumers=(_TAU, _OBS)),
-    # regime_observer internal Welford state
-    slot("RL_REGIME_SESSION_PNL_VAR_M2_INDEX", 702, "state", 0.0, "keep",
-       "Welford M2 of Δ session-pnl-worst", producer=_OBS, consumers=(_OBS,)),
-    slot("RL_REGIME_SESSION_PNL_VAR_MEAN_INDEX", 703, "state", 0.0, "keep",
-       "Welford mean of Δ session-pnl-worst", producer=_OBS, consumers=(_OBS,)),
-    slot("RL_REGIME_SESSION_PNL_VAR_COUNT_INDEX", 704, "state", 0.0, "keep",
-       "Welford count (a float32 slot); tail detection waits for count >= 10",
-       producer=_OBS, consumers=(_OBS,)),
-    slot("RL_REGIME_PREV_WORST_PNL_INDEX", 705, "state", 0.0, "align",
-       "session-pnl-worst of the previous step (the Δ source)",
-       align_to="RL_SESSION_PNL_WORST_INDEX", producer=_OBS, consumers=(_OBS,)),
-    # Kelly resurrection
-    slot("RL_KELLY_EPS_RECOVERY_LIVE_INDEX", 706, "signal", 0.50, "re-bootstrap",
-       "ε_recovery = ε_min + (ε_max − ε_min)·recovery_factor", producer=_OBS,
-       consumers=(_KELLY,)),
-    slot("RL_KELLY_EPS_RECOVERY_MIN_INDEX", 707, "config", 0.05, "keep",
-       "ε at a fresh tail event", producer=_CFG, consumers=(_OBS,)),
-    slot("RL_KELLY_EPS_RECOVERY_MAX_INDEX", 708, "config", 0.50, "keep",
-       "ε once fully recovered", producer=_CFG, consumers=(_OBS,)),
-    slot("RL_KELLY_EPS_RECOVERY_N_RECOVERY_INDEX", 709, "config", 100.0, "keep",
-       "steps of tail-free time for a full ε ramp", producer=_CFG, consumers=(_OBS,)),
-    slot("RL_REGIME_DEAD_ZONE_MAX_DURATION_INDEX", 710, "config", 1000.0, "keep",
-       "consecutive dead-zone steps (DURATION) above which the timeout flag stops resurrection; "
-       "unreachable while resurrection cycles the flag", producer=_CFG,
-       consumers=(_OBS,)),
-    # IQN τ tail boost
-    slot("RL_IQN_TAU_TAIL_BOOST_FACTOR_INDEX", 711, "config", 1.5, "keep",
-       "τ_min multiplier while a tail event is recent", producer=_CFG, consumers=(_TAU,)),
-    slot("RL_IQN_TAU_TAIL_BOOST_N_WINDOW_INDEX", 712, "config", 100.0, "keep",
-       "steps after a tail event during which τ_min is boosted", producer=_CFG,
-       consumers=(_TAU,)),
-    slot("RL_REGIME_TAIL_SIGMA_THRESHOLD_INDEX", 713, "config", 3.0, "keep",
-       "tail event threshold in σ of Δ session-pnl-worst", producer=_CFG,
-       consumers=(_OBS,)),
-    # PopArt per-account max envelope (F4)
-    slot("RL_POPART_MAX_ABS_REWARD_EMA_INDEX", 714, "state", 0.0, "clear",
-       "fast-up, slow-down envelope of the per-step max |r_i| (σ floor)",
-       producer=_POP, consumers=(_POP,)),
-    slot("RL_POPART_MAX_DECAY_ALPHA_INDEX", 715, "config", 0.01, "keep",
-       "envelope decay α (0.01 ≈ 69-step half-life)", producer=_CFG, consumers=(_POP,)),
-)
 
-V9_SLOTS: tuple[Slot, ...] = (
-    slot("RL_REGIME_TRANSITION_REMAINING_INDEX", 685, "state", -1.0, "align",
-       "v9 transition steps left: N at a boundary, down to 0, then -1 (idle)",
-       align_to="RL_REGIME_TRANSITION_STEPS_CONFIG_INDEX", producer=_V9,
-       consumers=(_V9,)),
-    slot("RL_REGIME_TRANSITION_STEPS_CONFIG_INDEX", 686, "config", 500.0, "keep",
-       "v9 transition length after a boundary (was RL_EVAL_WARMUP_STEPS_CONFIG_INDEX)",
-       producer=_CFG, consumers=(_RESET,)),
-    slot("RL_REGIME_TRANSITION_DECAY_STEPS_CONFIG_INDEX", 687, "config", 250.0, "keep",
-       "v9 ramp length at the end of the transition (was RL_EVAL_WARMUP_DECAY_STEPS_CONFIG_INDEX)",
-       producer=_CFG, consumers=(_V9,)),
-    slot("RL_V9_KELLY_SAFETY_FRAC_DEFENSIVE_INDEX", 688, "config", 0.25, "keep",
-       "v9 target: Kelly safety_frac right after a boundary", producer=_CFG,
-       consumers=(_V9, _RESET)),
-    slot("RL_V9_KELLY_SAFETY_FRAC_NORMAL_INDEX", 689, "config", 0.50, "keep",
-       "v9 target: Kelly safety_frac once the transition is over", producer=_CFG,
-       consumers=(_V9,)),
-) + tuple(
-    slot(f"RL_V9_TARGET_{i}_INDEX", i, "config", 0.0, "keep",
-       "v9-owned target value; not modelled by regime-dash (kept for the layout)",
-       producer=_CFG)
-    for i in range(690, 696)
-)
+def _table_value(column: str, text: str):
+    if column == "index":
+        return int(text)
+    if column == "bootstrap":
+        return float(text)
+    if column == "consumers":
+        return tuple(c for c in text.split("|") if c)
+    if column == "align_to":
+        return text or None
+    if column == "local":
+        return {"true": True, "false": False}[text]
+    return text
 
-LOCAL_SLOTS: tuple[Slot, ...] = tuple(
-    replace(s, local=True)
-    for s in (
-        slot("RL_KELLY_FRACTION_INDEX", 665, "signal", 1.0, "keep",
-           "kelly_f after resurrection; the observer reads the prior step's value",
-           producer=_KELLY, consumers=(_OBS, "position sizing")),
-        slot("RL_KELLY_ANALYTIC_INDEX", 666, "signal", 1.0, "keep",
-           "analytic Kelly (model) before the resurrection override", producer=_KELLY),
-        slot("RL_KELLY_EDGE_INPUT_INDEX", 667, "input", 0.0, "keep",
-           "full-Kelly edge p − (1−p)·L/W of this step (stream kelly_analytic)",
-           producer=_HOST, consumers=(_KELLY,)),
-        slot("RL_KELLY_SAFETY_FRAC_INDEX", 668, "state", 0.50, "align",
-           "Kelly safety fraction; v9 sets it defensive at a boundary and ramps it back",
-           align_to="RL_V9_KELLY_SAFETY_FRAC_DEFENSIVE_INDEX", producer=_V9,
-           consumers=(_KELLY,)),
-        slot("RL_KELLY_CAP_INDEX", 669, "config", 1.0, "keep",
-           "upper clamp of the analytic Kelly fraction", producer=_CFG, consumers=(_KELLY,)),
-        slot("RL_COOLDOWN_REMAINING_STEPS_INDEX", 670, "input", 0.0, "keep",
-           "drawdown cooldown steps left (stream cooldown)", producer=_HOST,
-           consumers=(_OBS,)),
-        slot("RL_SESSION_PNL_WORST_INDEX", 671, "input", 0.0, "keep",
-           "worst session pnl across accounts (stream session_pnl_worst)",
-           producer=_HOST, consumers=(_OBS, _RESET)),
-        slot("RL_IQN_ACTION_TAU_MIN_INDEX", 672, "config", 0.10, "keep",
-           "IQN τ_min before the tail boost", producer=_CFG, consumers=(_TAU,)),
-        slot("RL_IQN_TAU_MIN_EFFECTIVE_INDEX", 673, "signal", 0.10, "keep",
-           "τ_min after the tail boost", producer=_TAU),
-        slot("RL_IQN_TAU_ACTION_INPUT_INDEX", 674, "input", 0.0, "keep",
-           "IQN τ chosen by the policy, before the clamp (stream tau_action)",
-           producer=_HOST, consumers=(_TAU,)),
-        slot("RL_IQN_TAU_ACTION_INDEX", 675, "signal", 0.0, "keep",
-           "IQN τ after the clamp max(τ, τ_min_eff)", producer=_TAU),
-        slot("POPART_MEAN_INDEX", 676, "state", 0.0, "keep",
-           "PopArt EMA mean μ", producer=_POP, consumers=(_POP, "rl_popart_v_correct")),
-        slot("POPART_VAR_INDEX", 677, "state", 1.0, "keep",
-           "PopArt EMA variance", producer=_POP, consumers=(_POP,)),
-        slot("POPART_SIGMA_INDEX", 678, "signal", 1.0, "keep",
-           "PopArt σ written after the envelope floor (σ_effective)", producer=_POP,
-           consumers=("rl_popart_v_correct", "c51 atom span")),
-        slot("POPART_ALPHA_INDEX", 679, "config", 0.001, "keep",
-           "PopArt EMA α", producer=_CFG, consumers=(_POP,)),
-        slot("POPART_PREV_MEAN_INDEX", 680, "state", 0.0, "keep",
-           "μ before this step's update (v_correct's μ_old)", producer=_POP,
-           consumers=("rl_popart_v_correct",)),
-        slot("POPART_PREV_SIGMA_INDEX", 681, "state", 1.0, "keep",
-           "σ before this step's update (v_correct's σ_old)", producer=_POP,
-           consumers=("rl_popart_v_correct",)),
-        slot("RL_REGIME_FEATURE_RESURRECTION_INDEX", 682, "config", 1.0, "keep",
-           "switch F2: 0 turns the Kelly resurrection block off", producer=_CFG,
-           consumers=(_KELLY,)),
-        slot("RL_REGIME_FEATURE_ENVELOPE_INDEX", 683, "config", 1.0, "keep",
-           "switch F4: 0 turns the PopArt max-|r| envelope floor off", producer=_CFG,
-           consumers=(_POP,)),
-        slot("RL_REGIME_FEATURE_TAU_BOOST_INDEX", 684, "config", 1.0, "keep",
-           "switch F5: 0 turns the IQN τ tail boost off", producer=_CFG,
-           consumers=(_TAU,)),
-        slot("RL_REGIME_MODEL_TAIL_ON_DEVIATION_INDEX", 664, "config", 0.0, "keep",
-           "model switch (not in the spec): 1 tests |Δworst − Welford mean| > threshold·σ "
-           "instead of the spec's |Δworst|", producer=_CFG, consumers=(_OBS,)),
-        slot("RL_REGIME_MODEL_DURATION_ACROSS_CYCLES_INDEX", 663, "config", 0.0, "keep",
-           "model switch (not in the spec): 1 keeps DURATION counting on the step after an F2 "
-           "override, so a cycling dead zone can reach MAX_DURATION", producer=_CFG,
-           consumers=(_OBS,)),
-    )
-)
+
+def read_table(path: str | Path) -> tuple[Slot, ...]:
+    """The slots of a slot table: a CSV file, one slot a row, in file order.
+
+    The header row names :data:`TABLE_COLUMNS`; lines starting with ``#`` are
+    comments. ``consumers`` are separated by ``|``, ``align_to`` is empty unless
+    the policy is ``align``, ``local`` is ``true`` or ``false``. Roles and
+    policies are checked where the slots become a :class:`SlotLayout`.
+
+    Raises
+    ------
+    SlotLayoutError
+        For a wrong header, a missing or extra cell, or a cell that is not of its
+        column's type; the message names the file, line, column and value.
+    """
+    path = Path(path)
+    numbered = [(n, line) for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+                if line.strip() and not line.startswith("#")]
+    rows = csv.reader([line for _, line in numbered])
+    header = next(rows, [])
+    if tuple(header) != TABLE_COLUMNS:
+        raise SlotLayoutError(f"{path.name}: the header is {header!r}, not {list(TABLE_COLUMNS)!r}",
+                              field="header", value=header)
+    out = []
+    for (line_no, _), row in zip(numbered[1:], rows):
+        if len(row) != len(TABLE_COLUMNS):
+            raise SlotLayoutError(f"{path.name}:{line_no}: {len(row)} cells, not {len(TABLE_COLUMNS)}",
+                                  field="row", value=row)
+        cells = {}
+        for column, text in zip(TABLE_COLUMNS, row):
+            try:
+                cells[column] = _table_value(column, text)
+            except (ValueError, KeyError):
+                raise SlotLayoutError(f"{path.name}:{line_no}: {column} {text!r} is not "
+                                      f"{'true or false' if column == 'local' else 'a number'}",
+                                      field=column, value=text) from None
+        out.append(Slot(**cells))
+    return tuple(out)
+
+
+def table_beside(module_file: str | Path) -> tuple[tuple[Slot, ...], dict[str, int]]:
+    """The slots of the ``slots.csv`` in the folder of ``module_file`` (a ``__file__``), and their indices by name."""
+    slots = read_table(Path(module_file).with_name("slots.csv"))
+    return slots, {s.name: s.index for s in slots}
 
 
 @dataclass(frozen=True)
@@ -381,7 +287,7 @@ class SlotLayout:
     def defines(self) -> list[str]:
         """The ``-D`` options every kernel compiles with (one per slot, plus ISV size)."""
         self.validate()
-        out = [f"-D{s.name}={s.index}" for s in self.slots]
+        out = slot_defines(self.slots)
         out.append(f"-DRL_SLOTS_END={RL_SLOTS_END}")
         out.append(f"-DISV_SIZE={self.size}")
         return out
@@ -430,7 +336,8 @@ class SlotLayout:
         ]
 
 
-DEFAULT_LAYOUT = SlotLayout(SPEC_SLOTS + V9_SLOTS + LOCAL_SLOTS)
+#: The spec's layout: the registry table ``slots.csv`` beside this module.
+DEFAULT_LAYOUT = SlotLayout(table_beside(__file__)[0])
 
 _RUST_CONST = re.compile(r"^\s*pub\s+const\s+([A-Za-z_][A-Za-z0-9_]*)\s*:\s*usize\s*=\s*([0-9][0-9_xXa-fA-F]*)\s*;")
 

@@ -9,11 +9,13 @@ The GPU rows of ``bench engines`` that issue 4's two GPU targets are computed
 from (``cuda`` per step, ``fast`` device-resident, ``fast phase 1``, the D2D
 copy), without the slow CPU and sweep rows, plus each phase-2 kernel alone on
 a single replay (S = 1, snapshot and norm params written): ``replay_scan_warp``
-(what ``fast_gpu.run`` launches), the same built with ``-DSCAN_WARP_PREDIVIDE=0``
-and ``replay_scan`` (one thread per scenario, what the sweep launches). With ``--before DIR`` (a directory holding older
+(what ``fast_gpu.run`` launches: the split chain, pipelined), the same built
+with ``-DSCAN_WARP_SPLIT=0`` (the whole chain on lane 0), with
+``-DSCAN_WARP_PIPELINE=0`` (the split chain one batch at a time) and with
+``-DSCAN_WARP_PREDIVIDE=0``. With ``--before DIR`` (a directory holding older
 ``replay_scan.cu`` and ``replay_step_stats.cu`` with the same launch contract)
-their phase 1 and scan are timed in the same run, for a before/after on one
-device. Every variant's snapshot and phase-1 stats must equal the engine's bit
+their phase 1 and ``replay_scan_warp`` are timed in the same run, for a
+before/after on one device. Every variant's snapshot and phase-1 stats must equal the engine's bit
 for bit, or the script fails instead of timing it.
 
 Figures are medians of CUDA-event timings on device-resident data after a
@@ -31,11 +33,11 @@ import numpy as np
 
 
 def _median_seconds(cp, launch, repeats: int, before=None) -> tuple[float, list[float]]:
-    from regime_dash.benchmarks import engines
+    from regime_dash.benchmarks import engines, timing
 
     once = engines._event_seconds(cp, launch, before=before)
     once()  # warm-up
-    runs = engines._repeat(once, repeats, budget_s=60.0)
+    runs = timing.repeat(once, repeats, budget_s=60.0)
     return statistics.median(runs), runs
 
 
@@ -126,7 +128,6 @@ def _measure(args, out: dict, say) -> None:
     snap = cp.empty((1, t_steps, len(snap_idx)), np.float32)
     norm = cp.empty((t_steps, 4), np.float32)
     keep = cp.zeros(1, i32)
-    no_acc = cp.zeros(1, np.float64)
     head = lambda: (isv_run, boot_d, i32(1), i32(t_steps), i32(b), r_idx, r_code, r_src,  # noqa: E731
                     i32(len(r_idx)), p1.stats, p1.flat, p1.cooldown, p1.worst, p1.kelly_edge,
                     p1.tau_action, p1.boundary, keep, snap)
@@ -147,18 +148,22 @@ def _measure(args, out: dict, say) -> None:
 
     mod = dev.mod
     scan_row("scan_warp", mod["replay_scan_warp"], (1,), (32,), (norm, i32(1)))
-    scan_row("scan_thread", mod["replay_scan"], (1,), (64,), (no_acc, i32(0), norm, i32(1)))
-    # the warp kernel with the two divisions by b left in the chain (replay_scan.cu)
-    mod_div = loader.load_module(fast_gpu.FILES, layout,
-                                 (*loader.PARITY_OPTIONS, "-DSCAN_WARP_PREDIVIDE=0"))
-    scan_row("scan_warp_no_predivide", mod_div["replay_scan_warp"], (1,), (32,), (norm, i32(1)))
+    # the same kernel in its other modes (replay_scan.cu): the whole chain on
+    # lane 0, the split chain one batch at a time, and the two divisions by b
+    # left to the chain
+    for name, option in (("scan_warp_serial", "-DSCAN_WARP_SPLIT=0"),
+                         ("scan_warp_unpipelined", "-DSCAN_WARP_PIPELINE=0"),
+                         ("scan_warp_no_predivide", "-DSCAN_WARP_PREDIVIDE=0")):
+        variant = fast_gpu.module(layout, (*loader.PARITY_OPTIONS, option))
+        scan_row(name, variant["replay_scan_warp"], (1,), (32,), (norm, i32(1)))
+    out["ratio_scan_serial_vs_split"] = out["scan_warp_serial_s"] / out["scan_warp_s"]
 
     if args.before is not None:
-        _time_before(cp, args, layout, dev, out, scan_row, no_acc, norm, say)
+        _time_before(cp, args, layout, dev, out, scan_row, norm, say)
 
 
-def _time_before(cp, args, layout, dev, out, scan_row, no_acc, norm, say) -> None:
-    """Phase 1 and the thread scan of the kernels in ``args.before``, checked against the current ones."""
+def _time_before(cp, args, layout, dev, out, scan_row, norm, say) -> None:
+    """Phase 1 and the warp scan of the kernels in ``args.before``, checked against the current ones."""
     from regime_dash.engine import fast_gpu
 
     i32 = np.int32
@@ -180,8 +185,8 @@ def _time_before(cp, args, layout, dev, out, scan_row, no_acc, norm, say) -> Non
     out["before_phase1_gb_per_s"] = dev.phase1_bytes / out["before_phase1_s"] / 1e9
     say(f"before phase 1: {out['before_phase1_s'] * 1e3:.4f} ms "
         f"({out['before_phase1_gb_per_s']:.0f} GB/s)")
-    scan_row("before_scan_thread", old.get_function("replay_scan"), (1,), (64,),
-             (no_acc, i32(0), norm, i32(1)))
+    scan_row("before_scan_warp", old.get_function("replay_scan_warp"), (1,), (32,), (norm, i32(1)))
+    out["ratio_scan_before_vs_now"] = out["before_scan_warp_s"] / out["scan_warp_s"]
 
 
 if __name__ == "__main__":

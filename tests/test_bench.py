@@ -21,7 +21,7 @@ ROWS = {("reference", "cpu"), ("fast phase 1", "cpu"), ("fast", "cpu"), ("cuda p
 def result(tmp_path_factory):
     path = tmp_path_factory.mktemp("bench") / "engines.json"
     out = engines.run(steps=48, accounts=8, json_path=path, repeats=2, sweep_sizes=(1, 3), budget_s=5.0,
-                      gpu_sweep_sizes=(1, 3), scale_out_size=5)
+                      gpu_sweep_sizes=(1, 3), scale_out_size=5, live_accounts=(4,), live_steps=10)
     return out, path
 
 
@@ -102,7 +102,8 @@ def test_table_lists_every_row(result):
 def test_cli_bench_engines(tmp_path, capsys):
     path = tmp_path / "b.json"
     rc = main(["bench", "engines", "--steps", "32", "--accounts", "4", "--repeats", "1",
-               "--sweep-sizes", "2", "--gpu-sweep-sizes", "2", "--scale-out-size", "0", "--json", str(path)])
+               "--sweep-sizes", "2", "--gpu-sweep-sizes", "2", "--scale-out-size", "0", "--json", str(path),
+               "--live-accounts", "3", "--live-steps", "5"])
     assert rc == 0
     assert "replay engines, T = 32 × b = 4" in capsys.readouterr().out
     assert json.loads(path.read_text())["params"]["sweep_sizes"] == [2]
@@ -148,7 +149,7 @@ def test_sweep_rows_carry_their_targets(result):
 def test_cli_bench_without_a_target_runs_engines(tmp_path, capsys):
     path = tmp_path / "b.json"
     rc = main(["bench", "--steps", "24", "--accounts", "3", "--repeats", "1", "--sweep-sizes", "1",
-               "--gpu-sweep-sizes", "1", "--scale-out-size", "0", "--json", str(path)])
+               "--gpu-sweep-sizes", "1", "--scale-out-size", "0", "--json", str(path), "--live-accounts", "0"])
     assert rc == 0
     assert "replay engines, T = 24 × b = 3" in capsys.readouterr().out
     assert json.loads(path.read_text())["params"]["accounts"] == 3

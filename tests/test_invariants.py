@@ -175,49 +175,58 @@ def assert_caught(frame, check_id, row, **opts):
     return res
 
 
-def test_flag_binary_catches_a_half_flag():
-    f = rich_frame()
-    k = row_where(f, col(f, v.FLAG) == 1)
-    res = assert_caught(plant(f, k, v.FLAG, 0.5), "flag_binary", k)
-    assert res.violations == 1
+# One planted cell, one check that must name its step: (id, clean frame, check, row of the
+# frame, column planted, value planted at that row, violations expected (None: any), detail).
+PLANTED = [
+    ("flag_binary_half_flag", rich_frame, "flag_binary",
+     lambda f: row_where(f, col(f, v.FLAG) == 1), v.FLAG, lambda f, k: 0.5, 1, ""),
+    ("flag_binary_non_binary_timeout_flag", timeout_frame, "flag_binary",
+     lambda f: row_where(f, col(f, v.TIMEOUT) == 1), v.TIMEOUT, lambda f, k: 2.0, 1, ""),
+    ("dead_zone_duration_skipped_count", timeout_frame, "dead_zone_duration",
+     lambda f: row_where(f, col(f, v.DURATION) > 5), v.DURATION, lambda f, k: col(f, v.DURATION)[k] + 1, None, ""),
+    ("dead_zone_duration_count_outside_the_dead_zone", rich_frame, "dead_zone_duration",
+     lambda f: row_where(f, col(f, v.FLAG) == 0, after=50), v.DURATION, lambda f, k: 3.0, 1, ""),
+    ("timeout_flag_early_timeout", timeout_frame, "timeout_flag",
+     lambda f: row_where(f, (col(f, v.DURATION) > 0) & (col(f, v.DURATION) < 80)), v.TIMEOUT, lambda f, k: 1.0, 1, ""),
+    ("timeout_flag_missing_timeout", timeout_frame, "timeout_flag",
+     lambda f: row_where(f, col(f, v.TIMEOUT) == 1), v.TIMEOUT, lambda f, k: 0.0, 1, ""),
+    ("recovery_factor_formula_small_error", rich_frame, "recovery_factor_formula",
+     lambda f: row_where(f, (col(f, v.FACTOR) > 0.1) & (col(f, v.FACTOR) < 0.9)), v.FACTOR,
+     lambda f, k: col(f, v.FACTOR)[k] + 1e-4, 1, ""),
+    ("eps_live_formula_wrong_live", rich_frame, "eps_live_formula",
+     lambda f: row_where(f, col(f, v.FACTOR) < 0.5), v.LIVE, lambda f, k: col(f, v.LIVE)[k] + 1e-3, 1, ""),
+    ("tail_recency_skipped_count", rich_frame, "tail_recency",
+     lambda f: row_where(f, (col(f, v.RECENCY) > 3) & (col(f, v.RECENCY) < 1e5)), v.RECENCY,
+     lambda f, k: col(f, v.RECENCY)[k] + 1, None, ""),
+    ("tail_recency_tail_before_the_welford_gate", rich_frame, "tail_recency",
+     lambda f: row_where(f, col(f, v.COUNT) < 10), v.RECENCY, lambda f, k: 0.0, None, "welford_count < 10"),
+    ("welford_count_monotone_drop", rich_frame, "welford_count_monotone",
+     lambda f: row_where(f, col(f, v.COUNT) > 50), v.COUNT, lambda f, k: col(f, v.COUNT)[k] - 2, None, ""),
+    # the spec keeps the Welford state across boundaries; a reset there is not excused
+    ("welford_count_reset_at_a_boundary", rich_frame, "welford_count_monotone",
+     lambda f: int(np.flatnonzero(col(f, "step") == STEP0 + BOUNDARIES[0])[0]), v.COUNT, lambda f, k: 1.0, None, ""),
+    ("finite_regime_fields_inf", rich_frame, "finite_regime_fields",
+     lambda f: row_where(f, col(f, v.VARIANCE) > 0), v.VARIANCE, lambda f, k: np.inf, 1, ""),
+    ("envelope_floor_sigma_below_the_envelope", rich_frame, "envelope_floor",
+     lambda f: row_where(f, col(f, v.ENVELOPE) > 2), v.SIGMA, lambda f, k: col(f, v.ENVELOPE)[k] * np.float32(0.999),
+     1, ""),
+    ("transition_ramp_stalled_countdown", rich_frame, "transition_ramp",
+     lambda f: row_where(f, (col(f, v.REMAINING) > 10) & (col(f, v.REMAINING) < 100)), v.REMAINING,
+     lambda f, k: col(f, v.REMAINING)[k] + 1, None, ""),
+    ("transition_ramp_never_goes_idle", rich_frame, "transition_ramp",  # the ramp's end: 0 then -1
+     lambda f: row_where(f, (col(f, v.REMAINING) == -1) & (np.r_[np.nan, col(f, v.REMAINING)[:-1]] == 0), after=800),
+     v.REMAINING, lambda f, k: 0.0, None, ""),
+]
 
 
-def test_flag_binary_catches_a_non_binary_timeout_flag():
-    f = timeout_frame()
-    k = row_where(f, col(f, v.TIMEOUT) == 1)
-    assert assert_caught(plant(f, k, v.TIMEOUT, 2.0), "flag_binary", k).violations == 1
-
-
-def test_dead_zone_duration_catches_a_skipped_count():
-    f = timeout_frame()
-    k = row_where(f, col(f, v.DURATION) > 5)
-    assert_caught(plant(f, k, v.DURATION, col(f, v.DURATION)[k] + 1), "dead_zone_duration", k)
-
-
-def test_dead_zone_duration_catches_a_count_outside_the_dead_zone():
-    f = rich_frame()
-    k = row_where(f, col(f, v.FLAG) == 0, after=50)
-    res = assert_caught(plant(f, k, v.DURATION, 3.0), "dead_zone_duration", k)
-    assert res.violations == 1
-
-
-def test_timeout_flag_catches_an_early_timeout():
-    f = timeout_frame()
-    k = row_where(f, (col(f, v.DURATION) > 0) & (col(f, v.DURATION) < 80))
-    assert assert_caught(plant(f, k, v.TIMEOUT, 1.0), "timeout_flag", k).violations == 1
-
-
-def test_timeout_flag_catches_a_missing_timeout():
-    f = timeout_frame()
-    k = row_where(f, col(f, v.TIMEOUT) == 1)
-    assert assert_caught(plant(f, k, v.TIMEOUT, 0.0), "timeout_flag", k).violations == 1
-
-
-def test_recovery_factor_formula_catches_a_small_error():
-    f = rich_frame()
-    k = row_where(f, (col(f, v.FACTOR) > 0.1) & (col(f, v.FACTOR) < 0.9))
-    bad = plant(f, k, v.FACTOR, col(f, v.FACTOR)[k] + 1e-4)
-    assert assert_caught(bad, "recovery_factor_formula", k).violations == 1
+@pytest.mark.parametrize("make, check_id, row, column, value, violations, detail",
+                         [case[1:] for case in PLANTED], ids=[case[0] for case in PLANTED])
+def test_a_planted_cell_is_caught_at_its_step(make, check_id, row, column, value, violations, detail):
+    f = make()
+    k = row(f)
+    res = assert_caught(plant(f, k, column, value(f, k)), check_id, k)
+    assert violations is None or res.violations == violations
+    assert detail in res.detail
 
 
 def test_recovery_factor_formula_tolerates_a_few_ulps_only():
@@ -228,39 +237,6 @@ def test_recovery_factor_formula_tolerates_a_few_ulps_only():
     assert result(plant(f, k, v.FACTOR, two_ulps), "recovery_factor_formula").status == "pass"
     far = x + np.float32(64) * np.spacing(x)
     assert result(plant(f, k, v.FACTOR, far), "recovery_factor_formula").status == "fail"
-
-
-def test_eps_live_formula_catches_a_wrong_live():
-    f = rich_frame()
-    k = row_where(f, col(f, v.FACTOR) < 0.5)
-    bad = plant(f, k, v.LIVE, col(f, v.LIVE)[k] + 1e-3)
-    assert assert_caught(bad, "eps_live_formula", k).violations == 1
-
-
-def test_tail_recency_catches_a_skipped_count():
-    f = rich_frame()
-    k = row_where(f, (col(f, v.RECENCY) > 3) & (col(f, v.RECENCY) < 1e5))
-    assert_caught(plant(f, k, v.RECENCY, col(f, v.RECENCY)[k] + 1), "tail_recency", k)
-
-
-def test_tail_recency_catches_a_tail_before_the_welford_gate():
-    f = rich_frame()
-    k = row_where(f, col(f, v.COUNT) < 10)
-    res = assert_caught(plant(f, k, v.RECENCY, 0.0), "tail_recency", k)
-    assert "welford_count < 10" in res.detail
-
-
-def test_welford_count_monotone_catches_a_drop():
-    f = rich_frame()
-    k = row_where(f, col(f, v.COUNT) > 50)
-    assert_caught(plant(f, k, v.COUNT, col(f, v.COUNT)[k] - 2), "welford_count_monotone", k)
-
-
-def test_welford_count_reset_at_a_boundary_is_a_violation():
-    """The spec keeps the Welford state across boundaries; a reset there is not excused."""
-    f = rich_frame()
-    k = int(np.flatnonzero(col(f, "step") == STEP0 + BOUNDARIES[0])[0])
-    assert_caught(plant(f, k, v.COUNT, 1.0), "welford_count_monotone", k)
 
 
 @pytest.mark.parametrize("field", [v.FACTOR, v.FLAG, v.DURATION, v.RECENCY, v.REMAINING, v.COUNT, v.ENVELOPE,
@@ -274,32 +250,6 @@ def test_finite_regime_fields_catches_one_nan(field):
     # the NaN is blamed once, not by every formula that reads it
     others = {r.id: r.status for r in run_checks(bad) if r.id != "finite_regime_fields"}
     assert "fail" not in others.values()
-
-
-def test_finite_regime_fields_catches_an_inf():
-    f = rich_frame()
-    k = row_where(f, col(f, v.VARIANCE) > 0)
-    assert assert_caught(plant(f, k, v.VARIANCE, np.inf), "finite_regime_fields", k).violations == 1
-
-
-def test_envelope_floor_catches_sigma_below_the_envelope():
-    f = rich_frame()
-    k = row_where(f, col(f, v.ENVELOPE) > 2)
-    bad = plant(f, k, v.SIGMA, col(f, v.ENVELOPE)[k] * np.float32(0.999))
-    assert assert_caught(bad, "envelope_floor", k).violations == 1
-
-
-def test_transition_ramp_catches_a_stalled_countdown():
-    f = rich_frame()
-    k = row_where(f, (col(f, v.REMAINING) > 10) & (col(f, v.REMAINING) < 100))
-    assert_caught(plant(f, k, v.REMAINING, col(f, v.REMAINING)[k] + 1), "transition_ramp", k)
-
-
-def test_transition_ramp_catches_a_ramp_that_never_goes_idle():
-    f = rich_frame()
-    rem = col(f, v.REMAINING)
-    k = row_where(f, (rem == -1) & (np.r_[np.nan, rem[:-1]] == 0), after=800)  # the ramp's end
-    assert_caught(plant(f, k, v.REMAINING, 0.0), "transition_ramp", k)
 
 
 def test_kelly_trap_catches_a_planted_trap_and_reports_its_span():

@@ -4,50 +4,41 @@ import numpy as np
 import pytest
 
 from regime_dash.errors import SlotLayoutError
-from regime_dash.slots import DEFAULT_LAYOUT as L, SlotLayout, fnv1a64, import_rust
+from regime_dash.slots import DEFAULT_LAYOUT as L, TABLE_COLUMNS, SlotLayout, fnv1a64, import_rust, read_table
 
+# the spec's new slots: index, bootstrap (the spec's bootstrap list) and the policy of its
+# "Regime observer reset policy" (None where it names none)
 SPEC_NEW = {
-    "RL_REGIME_DEAD_ZONE_FLAG_INDEX": 696, "RL_REGIME_DEAD_ZONE_DURATION_INDEX": 697,
-    "RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX": 698, "RL_REGIME_RECOVERY_FACTOR_INDEX": 699,
-    "RL_REGIME_SESSION_PNL_VARIANCE_EMA_INDEX": 700, "RL_REGIME_TAIL_EVENT_RECENCY_INDEX": 701,
-    "RL_REGIME_SESSION_PNL_VAR_M2_INDEX": 702, "RL_REGIME_SESSION_PNL_VAR_MEAN_INDEX": 703,
-    "RL_REGIME_SESSION_PNL_VAR_COUNT_INDEX": 704, "RL_REGIME_PREV_WORST_PNL_INDEX": 705,
-    "RL_KELLY_EPS_RECOVERY_LIVE_INDEX": 706, "RL_KELLY_EPS_RECOVERY_MIN_INDEX": 707,
-    "RL_KELLY_EPS_RECOVERY_MAX_INDEX": 708, "RL_KELLY_EPS_RECOVERY_N_RECOVERY_INDEX": 709,
-    "RL_REGIME_DEAD_ZONE_MAX_DURATION_INDEX": 710, "RL_IQN_TAU_TAIL_BOOST_FACTOR_INDEX": 711,
-    "RL_IQN_TAU_TAIL_BOOST_N_WINDOW_INDEX": 712, "RL_REGIME_TAIL_SIGMA_THRESHOLD_INDEX": 713,
-    "RL_POPART_MAX_ABS_REWARD_EMA_INDEX": 714, "RL_POPART_MAX_DECAY_ALPHA_INDEX": 715,
+    "RL_REGIME_DEAD_ZONE_FLAG_INDEX": (696, 0.0, "clear"),
+    "RL_REGIME_DEAD_ZONE_DURATION_INDEX": (697, 0.0, "clear"),
+    "RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX": (698, 0.0, "clear"),
+    "RL_REGIME_RECOVERY_FACTOR_INDEX": (699, 1.0, "re-bootstrap"),
+    "RL_REGIME_SESSION_PNL_VARIANCE_EMA_INDEX": (700, 0.0, None),
+    "RL_REGIME_TAIL_EVENT_RECENCY_INDEX": (701, 1.0e6, "re-bootstrap"),
+    "RL_REGIME_SESSION_PNL_VAR_M2_INDEX": (702, 0.0, "keep"),
+    "RL_REGIME_SESSION_PNL_VAR_MEAN_INDEX": (703, 0.0, "keep"),
+    "RL_REGIME_SESSION_PNL_VAR_COUNT_INDEX": (704, 0.0, "keep"),
+    "RL_REGIME_PREV_WORST_PNL_INDEX": (705, 0.0, "align"),
+    "RL_KELLY_EPS_RECOVERY_LIVE_INDEX": (706, 0.5, "re-bootstrap"),
+    "RL_KELLY_EPS_RECOVERY_MIN_INDEX": (707, 0.05, None),
+    "RL_KELLY_EPS_RECOVERY_MAX_INDEX": (708, 0.5, None),
+    "RL_KELLY_EPS_RECOVERY_N_RECOVERY_INDEX": (709, 100.0, None),
+    "RL_REGIME_DEAD_ZONE_MAX_DURATION_INDEX": (710, 1000.0, None),
+    "RL_IQN_TAU_TAIL_BOOST_FACTOR_INDEX": (711, 1.5, None),
+    "RL_IQN_TAU_TAIL_BOOST_N_WINDOW_INDEX": (712, 100.0, None),
+    "RL_REGIME_TAIL_SIGMA_THRESHOLD_INDEX": (713, 3.0, None),
+    "RL_POPART_MAX_ABS_REWARD_EMA_INDEX": (714, 0.0, "clear"),
+    "RL_POPART_MAX_DECAY_ALPHA_INDEX": (715, 0.01, None),
 }
-# the spec's bootstrap list
-BOOT = {
-    "RL_REGIME_DEAD_ZONE_FLAG_INDEX": 0.0, "RL_REGIME_DEAD_ZONE_DURATION_INDEX": 0.0,
-    "RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX": 0.0, "RL_REGIME_RECOVERY_FACTOR_INDEX": 1.0,
-    "RL_REGIME_SESSION_PNL_VARIANCE_EMA_INDEX": 0.0, "RL_REGIME_TAIL_EVENT_RECENCY_INDEX": 1.0e6,
-    "RL_REGIME_SESSION_PNL_VAR_M2_INDEX": 0.0, "RL_REGIME_SESSION_PNL_VAR_MEAN_INDEX": 0.0,
-    "RL_REGIME_SESSION_PNL_VAR_COUNT_INDEX": 0.0, "RL_REGIME_PREV_WORST_PNL_INDEX": 0.0,
-    "RL_KELLY_EPS_RECOVERY_LIVE_INDEX": 0.50, "RL_REGIME_DEAD_ZONE_MAX_DURATION_INDEX": 1000.0,
-    "RL_KELLY_EPS_RECOVERY_MIN_INDEX": 0.05, "RL_KELLY_EPS_RECOVERY_MAX_INDEX": 0.50,
-    "RL_KELLY_EPS_RECOVERY_N_RECOVERY_INDEX": 100.0, "RL_IQN_TAU_TAIL_BOOST_FACTOR_INDEX": 1.5,
-    "RL_IQN_TAU_TAIL_BOOST_N_WINDOW_INDEX": 100.0, "RL_REGIME_TAIL_SIGMA_THRESHOLD_INDEX": 3.0,
-    "RL_POPART_MAX_ABS_REWARD_EMA_INDEX": 0.0, "RL_POPART_MAX_DECAY_ALPHA_INDEX": 0.01,
-    "RL_KELLY_FRACTION_INDEX": 1.0, "POPART_MEAN_INDEX": 0.0, "POPART_VAR_INDEX": 1.0,
-}
-# the spec's "Regime observer reset policy"
-POLICY = {
-    "RL_REGIME_DEAD_ZONE_FLAG_INDEX": "clear", "RL_REGIME_DEAD_ZONE_DURATION_INDEX": "clear",
-    "RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX": "clear",
-    "RL_REGIME_TAIL_EVENT_RECENCY_INDEX": "re-bootstrap", "RL_REGIME_RECOVERY_FACTOR_INDEX": "re-bootstrap",
-    "RL_KELLY_EPS_RECOVERY_LIVE_INDEX": "re-bootstrap", "RL_REGIME_PREV_WORST_PNL_INDEX": "align",
-    "RL_POPART_MAX_ABS_REWARD_EMA_INDEX": "clear", "RL_REGIME_SESSION_PNL_VAR_M2_INDEX": "keep",
-    "RL_REGIME_SESSION_PNL_VAR_MEAN_INDEX": "keep", "RL_REGIME_SESSION_PNL_VAR_COUNT_INDEX": "keep",
-}
+# the spec's bootstraps of the slots it does not number
+BOOT_LOCAL = {"RL_KELLY_FRACTION_INDEX": 1.0, "POPART_MEAN_INDEX": 0.0, "POPART_VAR_INDEX": 1.0}
 LOCAL = ["RL_KELLY_FRACTION_INDEX", "RL_COOLDOWN_REMAINING_STEPS_INDEX", "RL_SESSION_PNL_WORST_INDEX",
          "RL_KELLY_SAFETY_FRAC_INDEX", "RL_IQN_ACTION_TAU_MIN_INDEX", "POPART_MEAN_INDEX",
          "POPART_VAR_INDEX", "POPART_SIGMA_INDEX"]
 
 
 def test_spec_new_slots_at_696_to_715():
-    for name, index in SPEC_NEW.items():
+    for name, (index, _boot, _policy) in SPEC_NEW.items():
         assert L.index(name) == index
     assert sorted(s.index for s in L if 696 <= s.index < 716) == list(range(696, 716))
 
@@ -76,10 +67,11 @@ def test_model_switch_slots_are_local_config_below_the_local_block_and_off_at_bo
 
 
 def test_bootstraps_and_policies_follow_the_spec():
-    for name, value in BOOT.items():
+    for name, (_index, value, policy) in SPEC_NEW.items():
         assert L[name].bootstrap == value, name
-    for name, policy in POLICY.items():
-        assert L[name].policy == policy, name
+        assert policy is None or L[name].policy == policy, name
+    for name, value in BOOT_LOCAL.items():
+        assert L[name].bootstrap == value, name
     assert L["RL_REGIME_PREV_WORST_PNL_INDEX"].align_to == "RL_SESSION_PNL_WORST_INDEX"
     assert all(s.role in ("signal", "state", "config", "input") and s.doc for s in L)
 
@@ -159,6 +151,36 @@ def test_import_rust_errors_name_the_problem():
         import_rust("fn main() {}\n")
     with pytest.raises(SlotLayoutError, match="RL_KELLY_FRACTION_INDEX defined twice"):
         import_rust("pub const RL_KELLY_FRACTION_INDEX: usize = 1;\npub const RL_KELLY_FRACTION_INDEX: usize = 2;\n")
+
+
+def test_read_table_reads_a_row_and_skips_comments(tmp_path):
+    table = tmp_path / "slots.csv"
+    table.write_text("# a comment\n" + ",".join(TABLE_COLUMNS) + "\n# a section\n"
+                     'X_INDEX,7,state,1.5,align,p,a|b,Y_INDEX,true,"x, y"\n\n', encoding="utf-8")
+    (x,) = read_table(table)
+    assert (x.name, x.index, x.role, x.bootstrap, x.policy) == ("X_INDEX", 7, "state", 1.5, "align")
+    assert (x.producer, x.consumers, x.align_to, x.local, x.doc) == ("p", ("a", "b"), "Y_INDEX", True, "x, y")
+
+
+@pytest.mark.parametrize("row, match", [
+    ("X_INDEX,seven,state,0.0,keep,,,,false,d", r"slots.csv:3: index 'seven' is not a number"),
+    ("X_INDEX,7,state,zero,keep,,,,false,d", r"slots.csv:3: bootstrap 'zero' is not a number"),
+    ("X_INDEX,7,state,0.0,keep,,,,yes,d", r"slots.csv:3: local 'yes' is not true or false"),
+    ("X_INDEX,7,state,0.0,keep,,,,false", r"slots.csv:3: 9 cells, not 10"),
+])
+def test_read_table_errors_name_the_file_line_column_and_value(tmp_path, row, match):
+    table = tmp_path / "slots.csv"
+    table.write_text("# comment\n" + ",".join(TABLE_COLUMNS) + "\n" + row + "\n", encoding="utf-8")
+    with pytest.raises(SlotLayoutError, match=match):
+        read_table(table)
+
+
+def test_read_table_rejects_a_wrong_header(tmp_path):
+    table = tmp_path / "slots.csv"
+    table.write_text("name,index\n", encoding="utf-8")
+    with pytest.raises(SlotLayoutError, match="the header is") as err:
+        read_table(table)
+    assert err.value.field == "header"
 
 
 def test_replay_runs_on_an_imported_layout():

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from regime_dash.analysis import view as v
-from regime_dash.analysis.view import FrameView, view
+from regime_dash.analysis.view import FrameView, as_view
 from regime_dash.errors import ValidationError
 
 #: Flag-off steps between two dead-zone runs that still make one recovery episode.
@@ -22,10 +22,6 @@ from regime_dash.errors import ValidationError
 #: observer reads the prior kelly_f); if no account opened, analytic Kelly is 0
 #: again and the flag is back at t+2.
 RESURRECTION_GAP = 1
-
-
-def _as_view(frame: pd.DataFrame | FrameView) -> FrameView:
-    return frame if isinstance(frame, FrameView) else view(frame)
 
 
 def _need(vw: FrameView, what: str, *cols: str) -> None:
@@ -66,7 +62,7 @@ def dead_zone_episodes(frame: pd.DataFrame | FrameView, merge_gap: int = RESURRE
         (``"timeout"`` when the timeout flag fired in it, ``"end_of_run"`` when the
         run ends inside it, else ``"exit"``), ``fold`` and ``phase`` at the start.
     """
-    vw = _as_view(frame)
+    vw = as_view(frame)
     _need(vw, "dead_zone_episodes", v.FLAG)
     if isinstance(merge_gap, bool) or not isinstance(merge_gap, (int, np.integer)) or merge_gap < 0:
         raise ValidationError(f"merge_gap must be a whole number >= 0, got {merge_gap!r}",
@@ -113,7 +109,7 @@ def tail_events(frame: pd.DataFrame | FrameView) -> pd.DataFrame:
         ``threshold`` = sigma_threshold·sigma, ``ratio`` = abs_dworst / sigma,
         ``popart_sigma`` (σ_effective at that step, success criterion 7).
     """
-    vw = _as_view(frame)
+    vw = as_view(frame)
     _need(vw, "tail_events", v.RECENCY)
     rows = np.flatnonzero(vw.f32(v.RECENCY) == 0)
     out = pd.DataFrame({"step": vw.step[rows].astype(np.int64)})
@@ -138,7 +134,7 @@ def tail_events(frame: pd.DataFrame | FrameView) -> pd.DataFrame:
 
 def timeouts(frame: pd.DataFrame | FrameView) -> pd.DataFrame:
     """Steps where the dead-zone timeout flag turned on: ``step``, ``duration``, ``max_duration``."""
-    vw = _as_view(frame)
+    vw = as_view(frame)
     _need(vw, "timeouts", v.TIMEOUT)
     rows = [a for a, _ in _runs(vw.f32(v.TIMEOUT) == 1)]
     return pd.DataFrame({
@@ -150,7 +146,7 @@ def timeouts(frame: pd.DataFrame | FrameView) -> pd.DataFrame:
 
 def floor_active(frame: pd.DataFrame | FrameView) -> np.ndarray:
     """Rows where the F4 floor sets σ: σ equals the envelope and the envelope is above the EMA σ."""
-    vw = _as_view(frame)
+    vw = as_view(frame)
     _need(vw, "floor_active", v.SIGMA, v.ENVELOPE, v.POPART_VAR)
     sig, env = vw.f32(v.SIGMA), vw.f32(v.ENVELOPE)
     ema_sigma = np.sqrt(vw.f32(v.POPART_VAR))  # float32 sqrt, as the kernel takes it
@@ -160,7 +156,7 @@ def floor_active(frame: pd.DataFrame | FrameView) -> np.ndarray:
 def floor_spans(frame: pd.DataFrame | FrameView) -> pd.DataFrame:
     """Spans where the envelope floor is active: ``start``, ``end``, ``steps``, ``peak_envelope``,
     ``ema_sigma`` (the PopArt EMA σ at the start, what σ would have been)."""
-    vw = _as_view(frame)
+    vw = as_view(frame)
     active = floor_active(vw)
     env = vw.f32(v.ENVELOPE)
     ema_sigma = np.sqrt(vw.f32(v.POPART_VAR))
@@ -172,7 +168,7 @@ def floor_spans(frame: pd.DataFrame | FrameView) -> pd.DataFrame:
 
 def boundaries(frame: pd.DataFrame | FrameView) -> pd.DataFrame:
     """Detected boundaries: ``step``, ``reasons`` (comma-joined, see :mod:`.view`), ``fold``, ``phase``."""
-    vw = _as_view(frame)
+    vw = as_view(frame)
     rows = np.flatnonzero(vw.boundary)
     reasons = [",".join(r for r, m in vw.boundary_reasons.items() if m[i]) for i in rows]
     return pd.DataFrame({"step": vw.step[rows].astype(np.int64), "reasons": reasons,
@@ -190,7 +186,7 @@ def transitions(frame: pd.DataFrame | FrameView) -> pd.DataFrame:
         row after: −1 when the ramp completed, else the last value when a new
         boundary or the end of the run cut it), ``completed``.
     """
-    vw = _as_view(frame)
+    vw = as_view(frame)
     _need(vw, "transitions", v.REMAINING)
     rem = vw.f32(v.REMAINING)
     active = rem >= 0
@@ -223,7 +219,7 @@ EVENT_FINDERS: dict[str, Callable[[FrameView], pd.DataFrame]] = {
 def find_all(frame: pd.DataFrame | FrameView) -> tuple[dict[str, pd.DataFrame], dict[str, pd.DataFrame],
                                                          dict[str, str]]:
     """``(episodes, events, skipped)``: every finder's table; ``skipped`` says why a finder did not run."""
-    vw = _as_view(frame)
+    vw = as_view(frame)
     skipped: dict[str, str] = {}
     episodes: dict[str, pd.DataFrame] = {}
     events: dict[str, pd.DataFrame] = {}
@@ -247,7 +243,7 @@ def summary(frame: pd.DataFrame | FrameView) -> dict:
     ``timeouts``, ``tail_events``, ``floor_active_steps``, ``kelly_min``,
     ``kelly_mean``, ``sigma_max``.
     """
-    vw = _as_view(frame)
+    vw = as_view(frame)
 
     def stat(col: str, fn) -> float | None:
         if not vw.has(col):

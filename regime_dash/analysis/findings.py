@@ -23,7 +23,7 @@ import pandas as pd
 from regime_dash.analysis import view as v
 from regime_dash.analysis.episodes import RESURRECTION_GAP, _runs, dead_zone_episodes
 from regime_dash.analysis.invariants import CheckOptions
-from regime_dash.analysis.view import FrameView
+from regime_dash.analysis.view import FrameView, as_view
 
 #: Finding severities, worst first. A ``fail`` finding makes ``check`` exit 1.
 SEVERITIES = ("fail", "warn", "info")
@@ -270,10 +270,7 @@ def find(frame: pd.DataFrame | FrameView, options: CheckOptions | None = None) -
     options
         The checks' shared options (``trap_steps`` is the limit a cycling dead zone is measured against).
     """
-    from regime_dash.analysis.view import view as make_view
-
-    vw = frame if isinstance(frame, FrameView) else make_view(frame)
-    opt = options or CheckOptions()
+    vw, opt = as_view(frame), options or CheckOptions()
     out: list[Finding] = []
     for _id, fn in FINDERS:
         out.extend(fn(vw, opt))

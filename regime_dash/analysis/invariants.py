@@ -34,7 +34,7 @@ import pandas as pd
 from regime_dash import diag
 from regime_dash.analysis import view as v
 from regime_dash.analysis.episodes import _runs
-from regime_dash.analysis.view import F32, ONE, FrameView, countdown_next
+from regime_dash.analysis.view import F32, ONE, FrameView, as_view, countdown_next
 from regime_dash.errors import ValidationError
 
 #: Violating steps listed per check.
@@ -795,10 +795,7 @@ def run_checks(frame_or_view: pd.DataFrame | FrameView, ids: Iterable[str] | Non
     ValidationError
         For an unknown check id.
     """
-    from regime_dash.analysis.view import view as make_view
-
-    vw = frame_or_view if isinstance(frame_or_view, FrameView) else make_view(frame_or_view)
-    opt = options or CheckOptions()
+    vw, opt = as_view(frame_or_view), options or CheckOptions()
     wanted = list(CHECK_IDS) if ids is None else list(ids)
     for i in wanted:
         if i not in _BY_ID:

@@ -15,8 +15,7 @@ import pandas as pd
 
 from regime_dash.analysis.findings import Finding, find
 from regime_dash.analysis.invariants import STATUSES, CheckOptions, CheckResult, run_checks
-from regime_dash.analysis.view import FrameView
-from regime_dash.analysis.view import view as make_view
+from regime_dash.analysis.view import FrameView, as_view
 
 
 @dataclass(frozen=True)
@@ -104,8 +103,7 @@ def verdict(frame: pd.DataFrame | FrameView, options: CheckOptions | None = None
     """
     from regime_dash.modules.integration import module_check_results, split_check_ids
 
-    vw = frame if isinstance(frame, FrameView) else make_view(frame)
-    opt = options or CheckOptions()
+    vw, opt = as_view(frame), options or CheckOptions()
     core_ids, module_ids = split_check_ids(None if ids is None else list(ids))
     checks = run_checks(vw, core_ids, opt)
     checks.extend(module_check_results(vw.frame, module_ids, options=opt))

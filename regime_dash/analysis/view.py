@@ -200,6 +200,11 @@ class FrameView:
         return self.step[np.asarray(mask, dtype=bool)]
 
 
+def as_view(frame: pd.DataFrame | FrameView) -> FrameView:
+    """``frame`` prepared by :func:`view`, or ``frame`` itself when it is already a :class:`FrameView`."""
+    return frame if isinstance(frame, FrameView) else view(frame)
+
+
 def view(frame: pd.DataFrame) -> FrameView:
     """Prepare ``frame`` (canonical column names) for analysis.
 

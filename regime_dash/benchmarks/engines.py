@@ -17,6 +17,8 @@ On one synthetic stream (T = 25,000 steps × b = 1,024 accounts by default; see
 ``fast`` GPU end to end    ``fast_gpu.run``: host arrays in, host arrays out
 ``sweep``                  :func:`regime_dash.sweep` with S configs, on each device here
 D2D copy                   a device-to-device copy of the stream's rewards and lots: the roofline
+live                       one live step of the GPU and the reference stepper, the market apart
+                           (:mod:`regime_dash.benchmarks.live_step`; ``--live-only`` runs just these)
 
 Every figure is the median of up to ``--repeats`` runs taken after a warm-up run
 (so JIT and NVRTC compile time is not counted); a row stops repeating once its
@@ -364,7 +366,8 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
         repeats: int = 5, sweep_sizes: tuple[int, ...] = DEFAULT_SWEEP_SIZES, budget_s: float = 120.0,
         seed: int = 0, log: Callable[[str], None] | None = None,
         gpu_sweep_sizes: tuple[int, ...] = DEFAULT_GPU_SWEEP_SIZES,
-        scale_out_size: int = DEFAULT_SCALE_OUT_SIZE, scale_out_steps: int = 0) -> dict[str, Any]:
+        scale_out_size: int = DEFAULT_SCALE_OUT_SIZE, live_accounts: tuple[int, ...] = (1_024, 64),
+        live_steps: int = 2_000, live_only: bool = False, scale_out_steps: int = 0) -> dict[str, Any]:
     """Time every engine on one synthetic stream; return (and optionally write) the figures.
 
     Parameters
@@ -384,6 +387,8 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
     scale_out_steps
         If > 0, the scale-out rows again on a stream of this many steps (extra rows,
         labelled with their T: where the GPUs' share of the sweep is larger).
+    live_accounts, live_steps, live_only
+        b of the live rows (empty skips them), steps each times, and whether to run only them.
     budget_s
         A row stops repeating once its runs have taken this long (at least one run).
     seed
@@ -415,6 +420,18 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
         raise ValidationError(f"sweep sizes must be >= 1, got {sweep_sizes!r}", field="sweep_sizes",
                               value=sweep_sizes)
     say = log or (lambda line: None)
+    from regime_dash.benchmarks import live_step
+
+    live_accounts = tuple(int(b) for b in live_accounts if b)  # 0 leaves the live rows out
+    if live_accounts and (any(b < 0 for b in live_accounts) or live_steps < 1):
+        raise ValidationError(f"live accounts must be >= 0 and live steps >= 1, got {live_accounts!r}, "
+                              f"{live_steps!r}", field="live_accounts", value=(live_accounts, live_steps))
+    live = live_step.run(live_accounts, live_steps, seed, say) if live_accounts else None
+    if live_only:
+        return _write({"benchmark": "engines", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       "machine": machine_info(), "params": {"live_accounts": list(live_accounts),
+                                                             "live_steps": live_steps, "seed": seed},
+                       "rows": [], "ratios": {}, "live": live}, json_path)
     layout = DEFAULT_LAYOUT
     stream = bench_stream(steps, accounts, seed)
     warm = stream.slice(0, min(steps, 64))
@@ -631,7 +648,12 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
         "rows": rows,
         "bandwidth": bandwidth,
         "ratios": ratios,
+        "live": live,
     }
+    return _write(result, json_path)
+
+
+def _write(result: dict[str, Any], json_path: str | Path | None) -> dict[str, Any]:
     if json_path is not None:
         Path(json_path).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return result
@@ -644,6 +666,10 @@ def _cell(value: float | None, spec: str, width: int) -> str:
 
 def format_table(result: dict[str, Any]) -> str:
     """The figures as a text table, the ratios below it."""
+    from regime_dash.benchmarks import live_step
+
+    if not result["rows"]:  # --live-only
+        return "\n".join(live_step.format_lines(result.get("live"))).lstrip("\n")
     p = result["params"]
     m = result["machine"]
     lines = [f"replay engines, T = {p['steps']:,} × b = {p['accounts']:,}; median of up to "
@@ -672,6 +698,7 @@ def format_table(result: dict[str, Any]) -> str:
         target = "" if q["target"] is None else (
             f"  (target >= {q['target']:g}{unit}: {'met' if q['met'] else 'NOT met'})")
         lines.append(f"{key:38s} {q['value']:.3g}{unit}{target}")
+    lines += live_step.format_lines(result.get("live"))
     return "\n".join(lines)
 
 
@@ -681,7 +708,12 @@ def main(args: argparse.Namespace) -> int:
     result = run(args.steps, args.accounts, args.json, args.repeats, args.sweep_sizes, args.budget, args.seed,
                  log=lambda line: print(line, file=sys.stderr, flush=True),
                  gpu_sweep_sizes=args.gpu_sweep_sizes, scale_out_size=args.scale_out_size,
+                 live_accounts=args.live_accounts, live_steps=args.live_steps, live_only=args.live_only,
                  scale_out_steps=args.scale_out_steps)
+    if args.live_profile:
+        from regime_dash.benchmarks import live_step
+
+        Path(args.live_profile).write_text(live_step.profile(), encoding="utf-8")
     print(format_table(result))
     if args.json:
         print(f"wrote {args.json}", file=sys.stderr)

@@ -49,6 +49,14 @@ def _engines_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
     p.add_argument("--budget", type=float, default=120.0, metavar="SECONDS",
                    help="stop repeating a row once its runs took this long (default 120)")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic stream (default 0)")
+    from regime_dash.benchmarks import live_step
+
+    p.add_argument("--live-accounts", type=_sizes, default=live_step.DEFAULT_LIVE_ACCOUNTS, metavar="B1,B2,...",
+                   help="b of the live stepper rows (default 1024,64; 0 skips them)")
+    p.add_argument("--live-steps", type=int, default=live_step.DEFAULT_LIVE_STEPS,
+                   help="steps timed per live row (default 2000)")
+    p.add_argument("--live-only", action="store_true", help="run only the live stepper rows")
+    p.add_argument("--live-profile", metavar="FILE", help="also write a cProfile of 2000 GPU live steps to FILE")
 
 
 def _ingest_options(p: argparse.ArgumentParser, m: ModuleType) -> None:

@@ -65,11 +65,8 @@ def fminf(a, b):
 
 @jitable
 def fmaxf(a, b):
-    if a != a:
-        return b
-    if b != b:
-        return a
-    return a if a > b else b
+    # fminf mirrored: negation is exact, so NaNs, signed zeros and ties come out as CUDA's fmaxf gives them
+    return -fminf(-a, -b)
 
 
 # ---- common.cuh: the one block reduction ----------------------------------------

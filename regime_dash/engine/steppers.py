@@ -8,10 +8,15 @@ feeds to step ``t`` depends on step ``t-1``'s output or on the user. A
 
 * :class:`ReferenceStepper`: the reference engine's step functions, called directly;
 * :class:`~regime_dash.engine.gpu_stepper.GpuStepper`: the ``cuda`` kernels, one
-  CUDA graph launch per step;
+  CUDA graph launch per step (or per block of steps);
 * :class:`BackendStepper`: any backend of :data:`regime_dash.engine.ENGINES`,
   chained over one-step streams through the same dispatch
   (:func:`regime_dash.engine.backend`) that :func:`regime_dash.engine.replay` uses.
+
+A step engine keeps its own trajectory (the diag snapshot rows and flat counts
+of every step, :meth:`StepEngine.trajectory`), and :meth:`StepEngine.step`
+returns only kelly_f, the one value the closed loop's market reads back each
+step; so the GPU stepper moves no more than that per step.
 """
 from __future__ import annotations
 
@@ -20,11 +25,15 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
+from regime_dash import diag
 from regime_dash.config import RegimeConfig
 from regime_dash.engine import backend, engine_status, initial_isv, reference, resolve_engine, snapshot_indices
-from regime_dash.errors import EngineUnavailable
+from regime_dash.errors import EngineUnavailable, ValidationError
 from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
 from regime_dash.streams import Stream
+
+#: Column of kelly_f in a snapshot row: what :meth:`StepEngine.step` returns.
+KELLY_COL = diag.SNAPSHOT_SLOTS.index("RL_KELLY_FRACTION_INDEX")
 
 
 @dataclass(frozen=True)
@@ -40,19 +49,92 @@ class StepInputs:
 
 
 class StepEngine(Protocol):
-    """Runs the spec's kernels for one step; the pluggable half of the closed loop."""
+    """Runs the spec's kernels step by step; the pluggable half of a live run.
+
+    Every engine keeps the trajectory of the steps it ran, so :meth:`step`
+    hands back only what a closed loop must see before the next step.
+    """
 
     name: str
 
-    def step(self, rewards: np.ndarray, lots: np.ndarray, inputs: StepInputs) -> tuple[np.ndarray, int]:
-        """Run one step; return (snapshot row float32[len(SNAPSHOT_SLOTS)], flat count)."""
+    def step(self, rewards: np.ndarray, lots: np.ndarray, inputs: StepInputs) -> float:
+        """Run one step; return its kelly_f (the value the market sizes the next step with)."""
+
+    def steps(self, block: Stream) -> None:
+        """Run every row of ``block`` in order (inputs known ahead: a recorded stream); nothing comes back."""
+
+    def trajectory(self) -> tuple[np.ndarray, np.ndarray]:
+        """(snapshot rows float32 [n, len(SNAPSHOT_SLOTS)], flat counts int32 [n]) of every step so far."""
+
+    def reconfigure(self, isv: np.ndarray, boot: np.ndarray) -> None:
+        """Go on from ``isv`` with ``boot`` as the bootstrap row (a config change); the trajectory stays."""
 
     @property
     def isv(self) -> np.ndarray:
         """The ISV buffer after the last step (a copy)."""
 
 
-class ReferenceStepper:
+def check_block(block: Any, accounts: int | None = None) -> Stream:
+    """``block`` if it is a :class:`Stream` (of ``accounts`` accounts, when given), else a ValidationError."""
+    if not isinstance(block, Stream):
+        raise ValidationError(f"a block of steps must be a regime_dash.Stream, got {type(block).__name__}",
+                              field="block", value=type(block).__name__)
+    if accounts is not None and block.accounts != accounts:
+        raise ValidationError(f"the block has {block.accounts} accounts, the stepper {accounts}",
+                              field="accounts", value=block.accounts)
+    return block
+
+
+def block_inputs(block: Stream, t: int) -> StepInputs:
+    """Row ``t`` of ``block``'s per-step scalars as :class:`StepInputs`."""
+    return StepInputs(bool(block.boundary[t]), block.cooldown[t], block.session_pnl_worst[t],
+                      block.kelly_analytic[t], block.tau_action[t], int(block.step[t]))
+
+
+class TrajectoryLog:
+    """The snapshot rows and flat counts a step engine has produced, kept as blocks."""
+
+    def __init__(self, n_snap: int):
+        self._n_snap = n_snap
+        self._snap: list[np.ndarray] = []
+        self._flat: list[np.ndarray] = []
+
+    def add(self, snap: np.ndarray, flat: np.ndarray) -> None:
+        """Append a block: snap float32 [k, n_snap], flat int32 [k] (kept, not copied)."""
+        self._snap.append(snap)
+        self._flat.append(flat)
+
+    def arrays(self, tail: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Every block, then ``tail`` (rows not yet added), as one (snap, flat) pair."""
+        snap, flat = list(self._snap), list(self._flat)
+        if tail is not None:
+            snap.append(tail[0])
+            flat.append(tail[1])
+        if not snap:
+            return np.empty((0, self._n_snap), np.float32), np.empty(0, np.int32)
+        return (np.concatenate(snap).astype(np.float32, copy=False),
+                np.concatenate(flat).astype(np.int32, copy=False))
+
+class _HostState:
+    """What the steppers that keep the ISV in host memory share: ``_isv``, ``_boot``, ``_log``."""
+
+    _isv: np.ndarray
+    _boot: np.ndarray
+    _log: TrajectoryLog
+
+    def trajectory(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._log.arrays()
+
+    def reconfigure(self, isv: np.ndarray, boot: np.ndarray) -> None:
+        self._isv = np.asarray(isv, dtype=np.float32).copy()
+        self._boot = np.asarray(boot, dtype=np.float32).copy()
+
+    @property
+    def isv(self) -> np.ndarray:
+        return self._isv.copy()
+
+
+class ReferenceStepper(_HostState):
     """The reference engine's step functions, called directly (no per-step Stream).
 
     Does what one iteration of :func:`regime_dash.engine.reference.run` does,
@@ -68,29 +150,31 @@ class ReferenceStepper:
         self._ix = reference.index_table(layout)
         self._plan = layout.reset_plan()
         self._snap_idx = snapshot_indices(layout)
+        self._log = TrajectoryLog(len(self._snap_idx))
 
-    def step(self, rewards: np.ndarray, lots: np.ndarray, inputs: StepInputs) -> tuple[np.ndarray, int]:
+    def step(self, rewards: np.ndarray, lots: np.ndarray, inputs: StepInputs) -> float:
         v_sum, v_ssq, v_max = reference.block_reduce_stats(rewards)
         flat = int(np.count_nonzero(lots == 0))  # rl_regime_flat_count
-        row = np.empty(self._snap_idx.shape[0], dtype=np.float32)
-        reference.scalar_step(self._isv, self._ix, self._boot, *self._plan, self._snap_idx, row,
+        row = np.empty((1, self._snap_idx.shape[0]), dtype=np.float32)
+        reference.scalar_step(self._isv, self._ix, self._boot, *self._plan, self._snap_idx, row[0],
                               bool(inputs.boundary), inputs.cooldown, inputs.worst, inputs.kelly_edge,
                               inputs.tau_action, v_sum, v_ssq, v_max, flat, rewards.shape[0])
-        return row, flat
+        self._log.add(row, np.array([flat], np.int32))
+        return float(row[0, KELLY_COL])
 
-    @property
-    def isv(self) -> np.ndarray:
-        return self._isv.copy()
+    def steps(self, block: Stream) -> None:
+        check_block(block)
+        for t in range(block.steps):
+            self.step(block.rewards[t], block.lots[t], block_inputs(block, t))
 
 
-class BackendStepper:
-    """Any replay backend, stepped through its ``run`` contract on one-step streams.
+class BackendStepper(_HostState):
+    """Any replay backend, stepped through its ``run`` contract on short streams.
 
     The whole pipeline state lives in the ISV, so chaining ``run`` over
-    one-step streams, each starting from the previous call's final ISV, is the
-    same computation as one long replay. This is how the ``cuda`` (or ``fast``)
-    engine drives the live run until it offers a stepping API of its own; the
-    per-step cost is the backend's per-call overhead.
+    one-step streams (or over the blocks :meth:`steps` is given), each starting
+    from the previous call's final ISV, is the same computation as one long
+    replay. The per-step cost is the backend's per-call overhead.
     """
 
     def __init__(self, engine: str, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout):
@@ -104,8 +188,9 @@ class BackendStepper:
         self._boot = boot
         self._layout = layout
         self._snap_idx = snapshot_indices(layout)
+        self._log = TrajectoryLog(len(self._snap_idx))
 
-    def step(self, rewards: np.ndarray, lots: np.ndarray, inputs: StepInputs) -> tuple[np.ndarray, int]:
+    def step(self, rewards: np.ndarray, lots: np.ndarray, inputs: StepInputs) -> float:
         one = Stream(rewards=rewards[None, :], lots=lots[None, :],
                      kelly_analytic=np.array([inputs.kelly_edge], np.float32),
                      cooldown=np.array([inputs.cooldown], np.float32),
@@ -113,13 +198,16 @@ class BackendStepper:
                      tau_action=np.array([inputs.tau_action], np.float32),
                      boundary=np.array([inputs.boundary], np.bool_),
                      step=np.array([inputs.step], np.int64))
-        snap, flat, _, _, isv = self._run(one, self._isv, self._boot, self._layout, self._snap_idx)
-        self._isv = np.asarray(isv, dtype=np.float32).copy()
-        return np.asarray(snap[0], dtype=np.float32), int(flat[0])
+        self.steps(one)
+        return self._last_kelly
 
-    @property
-    def isv(self) -> np.ndarray:
-        return self._isv.copy()
+    def steps(self, block: Stream) -> None:
+        check_block(block)
+        snap, flat, _, _, isv = self._run(block, self._isv, self._boot, self._layout, self._snap_idx)
+        self._isv = np.asarray(isv, dtype=np.float32).copy()
+        snap = np.asarray(snap, dtype=np.float32)
+        self._log.add(snap, np.asarray(flat, dtype=np.int32))
+        self._last_kelly = float(snap[-1, KELLY_COL])
 
 
 def live_engine(engine: str = "auto", *, accounts: int = 64, layout: SlotLayout | None = None) -> str:
@@ -158,4 +246,5 @@ def make_stepper(engine: str, isv0: np.ndarray, boot: np.ndarray, layout: SlotLa
     return BackendStepper(name, isv0, boot, layout)
 
 
-__all__ = ["BackendStepper", "ReferenceStepper", "StepEngine", "StepInputs", "live_engine", "make_stepper"]
+__all__ = ["BackendStepper", "KELLY_COL", "ReferenceStepper", "StepEngine", "StepInputs", "TrajectoryLog",
+           "block_inputs", "check_block", "live_engine", "make_stepper"]

@@ -8,8 +8,10 @@ builders and a demo stream for a first run.
 """
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import pandas as pd
 
@@ -84,6 +86,37 @@ class ControllerModule:
     core: bool = False
     summary_fn: Callable[[pd.DataFrame], dict] | None = None
     check_ids: tuple[str, ...] = ()
+
+    @classmethod
+    def of_package(cls, package: str, *, title: str, doc: str, stream_type: type,
+                   config_type: type) -> "ControllerModule":
+        """The record of a module package laid out by the convention every module follows.
+
+        ``cuda.FILES`` are its kernels; ``replay.run`` and ``replay.COLUMNS`` (a tuple, or a
+        mapping whose values are the columns) its replay; ``invariants`` gives ``invariants``,
+        ``summary``, ``CHECK_COLUMNS`` and ``CHECK_IDS``; ``figures.figures`` its panels;
+        ``demo.demo_stream`` its demo; ``slots`` (optional) its ``SLOTS`` and ``defines``.
+
+        Parameters
+        ----------
+        package
+            The package's dotted name (``__name__`` of its ``__init__``); its last part is the name.
+        title, doc, stream_type, config_type
+            As the attributes of the same names.
+        """
+        def part(name: str):
+            return importlib.import_module(f"{package}.{name}")
+
+        replay, checks = part("replay"), part("invariants")
+        slots = part("slots") if importlib.util.find_spec(f"{package}.slots") else None
+        columns = replay.COLUMNS.values() if isinstance(replay.COLUMNS, Mapping) else replay.COLUMNS
+        layout = {"slots": slots.SLOTS, "defines_fn": slots.defines} if slots else {"slots": ()}
+        return cls(
+            name=package.rpartition(".")[2], title=title, doc=doc, kernels=tuple(part("cuda").FILES),
+            stream_type=stream_type, config_type=config_type, columns=tuple(columns),
+            check_columns=checks.CHECK_COLUMNS, replay_fn=replay.run, invariants_fn=checks.invariants,
+            figures_fn=part("figures").figures, demo_stream_fn=part("demo").demo_stream,
+            summary_fn=checks.summary, check_ids=checks.CHECK_IDS, **layout)
 
     def summary(self, frame: pd.DataFrame) -> dict[str, float]:
         """Scalar metrics of a replay frame (``{}`` when the module defines none)."""

@@ -12,29 +12,9 @@ from __future__ import annotations
 
 from regime_dash.modules.base import ControllerModule
 from regime_dash.modules.pearl_c.config import PearlCConfig
-from regime_dash.modules.pearl_c.cuda import FILES
-from regime_dash.modules.pearl_c.demo import demo_stream
-from regime_dash.modules.pearl_c.figures import figures
-from regime_dash.modules.pearl_c.invariants import CHECK_COLUMNS, CHECK_IDS, invariants, summary
-from regime_dash.modules.pearl_c.replay import COLUMNS, run
 from regime_dash.modules.pearl_c.stream import PearlCStream
 
-MODULE = ControllerModule(
-    name="pearl_c",
-    title="Pearl C engagement rate",
-    doc=__doc__,
-    kernels=FILES,
-    stream_type=PearlCStream,
-    config_type=PearlCConfig,
-    slots=(),
-    columns=COLUMNS,
-    check_columns=CHECK_COLUMNS,
-    replay_fn=run,
-    invariants_fn=invariants,
-    figures_fn=figures,
-    demo_stream_fn=demo_stream,
-    summary_fn=summary,
-    check_ids=CHECK_IDS,
-)
+MODULE = ControllerModule.of_package(__name__, title="Pearl C engagement rate", doc=__doc__, stream_type=PearlCStream,
+                                     config_type=PearlCConfig)
 
 __all__ = ["MODULE", "PearlCConfig", "PearlCStream"]

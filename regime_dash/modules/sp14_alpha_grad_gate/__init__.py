@@ -10,31 +10,10 @@ LIMITATION); the ``var_aux_producer`` switch replays the missing producer as a w
 from __future__ import annotations
 
 from regime_dash.modules.base import ControllerModule
-from regime_dash.modules.sp14_alpha_grad_gate import slots
 from regime_dash.modules.sp14_alpha_grad_gate.config import Sp14Config
-from regime_dash.modules.sp14_alpha_grad_gate.demo import demo_stream
-from regime_dash.modules.sp14_alpha_grad_gate.figures import figures
-from regime_dash.modules.sp14_alpha_grad_gate.invariants import CHECK_COLUMNS, CHECK_IDS, invariants, summary
-from regime_dash.modules.sp14_alpha_grad_gate.replay import COLUMNS, run
 from regime_dash.modules.sp14_alpha_grad_gate.stream import Sp14Stream
 
-MODULE = ControllerModule(
-    name="sp14_alpha_grad_gate",
-    title="SP14 α-grad gate",
-    doc=__doc__,
-    kernels=("sp14_alpha_grad_gate.cu",),
-    stream_type=Sp14Stream,
-    config_type=Sp14Config,
-    slots=slots.SLOTS,
-    columns=tuple(COLUMNS.values()),
-    check_columns=CHECK_COLUMNS,
-    replay_fn=run,
-    invariants_fn=invariants,
-    figures_fn=figures,
-    demo_stream_fn=demo_stream,
-    defines_fn=slots.defines,
-    summary_fn=summary,
-    check_ids=CHECK_IDS,
-)
+MODULE = ControllerModule.of_package(__name__, title="SP14 α-grad gate", doc=__doc__, stream_type=Sp14Stream,
+                                     config_type=Sp14Config)
 
 __all__ = ["MODULE", "Sp14Config", "Sp14Stream"]

@@ -13,32 +13,10 @@ Kernels: ``kernels/sp18_*.cu``; twins: :mod:`.twin`.
 from __future__ import annotations
 
 from regime_dash.modules.base import ControllerModule
-from regime_dash.modules.sp18_hold import slots
 from regime_dash.modules.sp18_hold.config import Sp18Config
-from regime_dash.modules.sp18_hold.cuda import FILES
-from regime_dash.modules.sp18_hold.demo import demo_stream
-from regime_dash.modules.sp18_hold.figures import figures
-from regime_dash.modules.sp18_hold.invariants import CHECK_COLUMNS, CHECK_IDS, invariants, summary
-from regime_dash.modules.sp18_hold.replay import COLUMNS, run
 from regime_dash.modules.sp18_hold.stream import Sp18Stream
 
-MODULE = ControllerModule(
-    name="sp18_hold",
-    title="SP18 Hold reward & TD(λ) bootstrap",
-    doc=__doc__,
-    kernels=FILES,
-    stream_type=Sp18Stream,
-    config_type=Sp18Config,
-    slots=slots.SLOTS,
-    columns=COLUMNS,
-    check_columns=CHECK_COLUMNS,
-    replay_fn=run,
-    invariants_fn=invariants,
-    figures_fn=figures,
-    demo_stream_fn=demo_stream,
-    defines_fn=slots.defines,
-    summary_fn=summary,
-    check_ids=CHECK_IDS,
-)
+MODULE = ControllerModule.of_package(__name__, title="SP18 Hold reward & TD(λ) bootstrap", doc=__doc__, stream_type=Sp18Stream,
+                                     config_type=Sp18Config)
 
 __all__ = ["MODULE", "Sp18Config", "Sp18Stream"]
