@@ -5,6 +5,31 @@
 #ifndef REGIME_DASH_REPLAY_INPUTS_CUH
 #define REGIME_DASH_REPLAY_INPUTS_CUH
 
+// The launch contract the two scans share (replay_scan.cu's replay_scan_warp,
+// replay_sweep.cu's replay_sweep), as one parameter list: S scenarios' ISV rows
+// (in/out) and re-bootstrap rows, the layout's runtime reset plan, phase 1's
+// stats and the stream's per-step inputs, and each scenario's snapshot slot
+// (-1: none) into snap_out. Each kernel appends its own outputs.
+#define REPLAY_SCAN_PARAMS                                                   \
+    float* __restrict__ isv_rows,            /* [S, ISV_SIZE] in/out */      \
+    const float* __restrict__ boot_rows,     /* [S, ISV_SIZE] */             \
+    int n_scen,                                                              \
+    int n_steps,                                                             \
+    int b_size,                                                              \
+    const int* __restrict__ r_idx,                                           \
+    const int* __restrict__ r_code,                                          \
+    const int* __restrict__ r_src,                                           \
+    int n_reset,                                                             \
+    const float* __restrict__ stats,         /* [T, 3] Σr, Σr², max|r| */    \
+    const int* __restrict__ flat,            /* [T] phase 1: flat count */   \
+    const float* __restrict__ cooldown,      /* [T] */                       \
+    const float* __restrict__ worst,         /* [T] */                       \
+    const float* __restrict__ kelly_edge,    /* [T] */                       \
+    const float* __restrict__ tau_action,    /* [T] */                       \
+    const int* __restrict__ boundary,        /* [T] */                       \
+    const int* __restrict__ keep_slot,       /* [S] */                       \
+    float* __restrict__ snap_out             /* [K, T, N_SNAP] */
+
 // One step's inputs: phase-1 stats and the stream's per-step scalars.
 struct ScanStepInputs {
     int boundary, flat;

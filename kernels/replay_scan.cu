@@ -592,24 +592,7 @@ __device__ __forceinline__ void write_rows(float* snap, float* norm_params, cons
 
 // One warp a block, one block a scenario: all 255 registers are the warp's.
 extern "C" __global__ void __launch_bounds__(SCAN_BATCH, 1) replay_scan_warp(
-    float* __restrict__ isv_rows,            // [S, ISV_SIZE] in/out
-    const float* __restrict__ boot_rows,     // [S, ISV_SIZE]
-    int n_scen,
-    int n_steps,
-    int b_size,
-    const int* __restrict__ r_idx,
-    const int* __restrict__ r_code,
-    const int* __restrict__ r_src,
-    int n_reset,
-    const float* __restrict__ stats,         // [T, 3] phase 1: Σr, Σr², max|r|
-    const int* __restrict__ flat,            // [T]    phase 1: flat count
-    const float* __restrict__ cooldown,      // [T]
-    const float* __restrict__ worst,         // [T]
-    const float* __restrict__ kelly_edge,    // [T]
-    const float* __restrict__ tau_action,    // [T]
-    const int* __restrict__ boundary,        // [T]
-    const int* __restrict__ keep_slot,       // [S]
-    float* __restrict__ snap_out,            // [K, T, N_SNAP]
+    REPLAY_SCAN_PARAMS,
     float* __restrict__ norm_params,         // [T, 4]
     int do_norm
 ) {

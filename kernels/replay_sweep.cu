@@ -19,8 +19,8 @@
 //     floats, the kelly sum as a double: the same values summary.accumulate
 //     computes in float64, see SummaryAcc) and written once.
 //
-// rows [S, ISV_SIZE] holds each scenario's initial ISV on entry and its final
-// ISV on exit; boots [S, ISV_SIZE] its re-bootstrap row. keep_slot[s] >= 0:
+// isv_rows [S, ISV_SIZE] holds each scenario's initial ISV on entry and its final
+// ISV on exit; boot_rows [S, ISV_SIZE] its re-bootstrap row. keep_slot[s] >= 0:
 // also write scenario s's [T, N_SNAP] snapshot at snap_out[keep_slot[s]].
 // acc_init [N_SUMMARY + 1]: summary.init's row; acc_out [S, N_SUMMARY + 1].
 // Launch: <<<ceil(S / SWEEP_BLOCK), SWEEP_BLOCK>>>, SWEEP_BLOCK >= SWEEP_BATCH.
@@ -120,24 +120,7 @@ struct SummaryAcc {
 };
 
 extern "C" __global__ void __launch_bounds__(SWEEP_BLOCK) replay_sweep(
-    float* __restrict__ rows,                // [S, ISV_SIZE] in/out
-    const float* __restrict__ boots,         // [S, ISV_SIZE]
-    int n_scen,
-    int n_steps,
-    int b_size,
-    const int* __restrict__ r_idx,
-    const int* __restrict__ r_code,
-    const int* __restrict__ r_src,
-    int n_reset,
-    const float* __restrict__ stats,         // [T, 3] phase 1: Σr, Σr², max|r|
-    const int* __restrict__ flat,            // [T]    phase 1: flat count
-    const float* __restrict__ cooldown,      // [T]
-    const float* __restrict__ worst,         // [T]
-    const float* __restrict__ kelly_edge,    // [T]
-    const float* __restrict__ tau_action,    // [T]
-    const int* __restrict__ boundary,        // [T]
-    const int* __restrict__ keep_slot,       // [S]
-    float* __restrict__ snap_out,            // [K, T, N_SNAP]
+    REPLAY_SCAN_PARAMS,
     const double* __restrict__ acc_init,     // [N_SUMMARY + 1]
     double* __restrict__ acc_out             // [S, N_SUMMARY + 1]
 ) {
@@ -146,7 +129,7 @@ extern "C" __global__ void __launch_bounds__(SWEEP_BLOCK) replay_sweep(
     const bool active = s < n_scen;  // the others still load inputs and reach every barrier
     const int tid = threadIdx.x;
 
-    float* row = rows + (long long)(active ? s : 0) * ISV_SIZE;
+    float* row = isv_rows + (long long)(active ? s : 0) * ISV_SIZE;
     float isv[ISV_SIZE];  // constant indices only, chain slots only: registers
     SummaryAcc acc;
     float* snap = nullptr;
@@ -158,7 +141,7 @@ extern "C" __global__ void __launch_bounds__(SWEEP_BLOCK) replay_sweep(
         const int slot = keep_slot[s];
         if (slot >= 0) snap = snap_out + (long long)slot * n_steps * N_SNAP;
     }
-    const RowReset reset{row, boots + (long long)(active ? s : 0) * ISV_SIZE, r_idx, r_code, r_src,
+    const RowReset reset{row, boot_rows + (long long)(active ? s : 0) * ISV_SIZE, r_idx, r_code, r_src,
                          n_reset};
 
     ScanStepInputs pending;
