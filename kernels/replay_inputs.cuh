@@ -61,18 +61,20 @@ __device__ __forceinline__ ScanStepInputs load_step_inputs(
 // flat_count == b, and the chain calls the unchanged scalar_step with
 // (quotients, flag, b_size = 1): x / 1.0f == x exactly, and flag == 1 iff
 // flat_count == b.
-__device__ __forceinline__ ScanStepInputs predivided_step_inputs(
-    int t, int b_size, const float* __restrict__ stats, const int* __restrict__ flat,
-    const float* __restrict__ cooldown, const float* __restrict__ worst,
-    const float* __restrict__ kelly_edge, const float* __restrict__ tau_action,
-    const int* __restrict__ boundary) {
-    ScanStepInputs in = load_step_inputs(t, stats, flat, cooldown, worst, kelly_edge,
-                                         tau_action, boundary);
+__device__ __forceinline__ ScanStepInputs predivide_step_inputs(ScanStepInputs in, int b_size) {
     const float b = (float)b_size;  // as popart_stats_update
     in.v_sum = in.v_sum / b;
     in.v_ssq = in.v_ssq / b;
     in.flat = (in.flat == b_size) ? 1 : 0;
     return in;
+}
+__device__ __forceinline__ ScanStepInputs predivided_step_inputs(
+    int t, int b_size, const float* __restrict__ stats, const int* __restrict__ flat,
+    const float* __restrict__ cooldown, const float* __restrict__ worst,
+    const float* __restrict__ kelly_edge, const float* __restrict__ tau_action,
+    const int* __restrict__ boundary) {
+    return predivide_step_inputs(load_step_inputs(t, stats, flat, cooldown, worst, kelly_edge,
+                                                  tau_action, boundary), b_size);
 }
 
 // A batch of N steps' inputs in shared memory, one array per field (thread j

@@ -91,6 +91,16 @@ struct RegisterReset {
 #define SCAN_WARP_PREDIVIDE 1
 #endif
 
+// The same quotients on inputs already loaded (for a prefetch: its loads stay in
+// flight until the batch is parked).
+__device__ __forceinline__ ScanStepInputs parked_step_inputs(ScanStepInputs in, int b_size) {
+#if SCAN_WARP_PREDIVIDE
+    return predivide_step_inputs(in, b_size);
+#else
+    return in;
+#endif
+}
+
 __device__ __forceinline__ ScanStepInputs warp_step_inputs(
     int t, int b_size, const float* __restrict__ stats, const int* __restrict__ flat,
     const float* __restrict__ cooldown, const float* __restrict__ worst,
@@ -349,13 +359,13 @@ struct StepValues {
 // chain, from the state `st` (the chain's slots, the same on every lane). On
 // return, st holds the state after step e − 1 in every slot but the dead-zone
 // chain's (FLAG, DURATION, TIMEOUT, KELLY_FRACTION), and `dzi` what that chain
-// reads. Called by all 32 lanes; p and e are warp-uniform. With `pend` (only
+// reads. Called by all 32 lanes; p and e are warp-uniform. With `fuse` (only
 // for a whole batch, p = 0 and e = SCAN_BATCH), lane 0 also runs the dead-zone
 // chain of the batch before (inputs `pend`) in the same loop, interleaved.
 __device__ __forceinline__ StepValues produce_segment(float* st, SplitValues& sv,
                                                       const StepBatch<SCAN_BATCH>& batch, int p,
                                                       int e, int chain_b, DeadZoneInputs& dzi,
-                                                      const DeadZoneInputs* pend) {
+                                                      bool fuse, DeadZoneInputs pend) {
     const int l = threadIdx.x;
     const bool act = l >= p && l < e;
     const ScanStepInputs in = batch.get(act ? l : p);
@@ -386,12 +396,12 @@ __device__ __forceinline__ StepValues produce_segment(float* st, SplitValues& sv
     // ---- lane 0: PopArt's and Welford's recurrences (and the batch before's dead zone) ----
     if (l == 0) {
         MomentChain mc(st, sv, p, welford);
-        if (pend != nullptr) {
+        if (fuse) {
             DeadZoneChain dz(st);
 #pragma unroll 4
             for (int j = 0; j < SCAN_BATCH; ++j) {
                 mc.step(j, sv);
-                dz.step(j, *pend, sv);
+                dz.step(j, pend, sv);
             }
             dz.finish(sv);
         } else {
@@ -641,20 +651,20 @@ extern "C" __global__ void __launch_bounds__(SCAN_BATCH, 1) replay_scan_warp(
     for (int base = 0; base < n_steps; base += SCAN_BATCH) {
         const int n = min(SCAN_BATCH, n_steps - base);
         // The next batch's inputs do not depend on the state: issue their loads
-        // now, so they are in flight while this batch runs.
+        // now, so they are in flight while this batch runs (nothing uses them
+        // before the batch is parked: parked_step_inputs).
         const int t_next = base + SCAN_BATCH + lane;
         ScanStepInputs next_inputs;
         if (t_next < n_steps) {
-            next_inputs = warp_step_inputs(t_next, b_size, stats, flat, cooldown, worst,
-                                           kelly_edge, tau_action, boundary);
+            next_inputs = load_step_inputs(t_next, stats, flat, cooldown, worst, kelly_edge,
+                                           tau_action, boundary);
         }
         if (scan_split) {
             const unsigned bounds = __ballot_sync(SCAN_FULL, lane < n && batch.boundary[lane] != 0);
             if (SCAN_WARP_PIPELINE && n == SCAN_BATCH && bounds == 0u) {
                 DeadZoneInputs dzi;
                 const StepValues values = produce_segment(st, split_values, batch, 0, SCAN_BATCH,
-                                                          chain_b, dzi,
-                                                          pending ? &pending_dzi : nullptr);
+                                                          chain_b, dzi, pending, pending_dzi);
                 if (pending) {
                     consume_segment(st, split_values, pending_values, 0, SCAN_BATCH, stage);
                     __syncwarp();
@@ -692,7 +702,7 @@ extern "C" __global__ void __launch_bounds__(SCAN_BATCH, 1) replay_scan_warp(
                         const int e = later ? min(__ffs(later) - 1, n) : n;
                         DeadZoneInputs dzi;
                         const StepValues values = produce_segment(st, split_values, batch, p, e,
-                                                                  chain_b, dzi, nullptr);
+                                                                  chain_b, dzi, false, dzi);
                         dead_zone_loop(st, split_values, p, e, dzi);
                         consume_segment(st, split_values, values, p, e, stage);
                         __syncwarp();
@@ -716,7 +726,7 @@ extern "C" __global__ void __launch_bounds__(SCAN_BATCH, 1) replay_scan_warp(
         }
         __syncwarp();
         // this batch's inputs are used: park the next one's
-        if (t_next < n_steps) batch.put(lane, next_inputs);
+        if (t_next < n_steps) batch.put(lane, parked_step_inputs(next_inputs, b_size));
         __syncwarp();
     }
     if (pending) {
