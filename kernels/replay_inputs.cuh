@@ -30,29 +30,51 @@
     const int* __restrict__ keep_slot,       /* [S] */                       \
     float* __restrict__ snap_out             /* [K, T, N_SNAP] */
 
+// The layout's runtime reset plan for one scenario, with its re-bootstrap row:
+// what a boundary step applies to the scenario's slots (the scans' reset
+// functors choose where those slots sit while it runs).
+struct ResetPlan {
+    const float* __restrict__ boot;
+    const int* __restrict__ r_idx;
+    const int* __restrict__ r_code;
+    const int* __restrict__ r_src;
+    int n_reset;
+    __device__ __forceinline__ void apply(float* isv) const {
+        reset_session_state_apply(isv, boot, r_idx, r_code, r_src, n_reset);
+    }
+};
+
 // One step's inputs: phase-1 stats and the stream's per-step scalars.
 struct ScanStepInputs {
     int boundary, flat;
     float cooldown, worst, kelly_edge, tau_action, v_sum, v_ssq, v_max;
 };
 
-__device__ __forceinline__ ScanStepInputs load_step_inputs(
-    int t, const float* __restrict__ stats, const int* __restrict__ flat,
-    const float* __restrict__ cooldown, const float* __restrict__ worst,
-    const float* __restrict__ kelly_edge, const float* __restrict__ tau_action,
-    const int* __restrict__ boundary) {
-    ScanStepInputs in;
-    in.boundary = boundary[t];
-    in.flat = flat[t];
-    in.cooldown = cooldown[t];
-    in.worst = worst[t];
-    in.kelly_edge = kelly_edge[t];
-    in.tau_action = tau_action[t];
-    in.v_sum = stats[(long long)t * 3 + 0];
-    in.v_ssq = stats[(long long)t * 3 + 1];
-    in.v_max = stats[(long long)t * 3 + 2];
-    return in;
-}
+// The per-step input arrays a scan reads (REPLAY_SCAN_PARAMS's stats .. boundary).
+struct StepInputArrays {
+    const float* __restrict__ stats;       // [T, 3] phase 1: Σr, Σr², max|r|
+    const int* __restrict__ flat;          // [T]    phase 1: flat count
+    const float* __restrict__ cooldown;    // [T]
+    const float* __restrict__ worst;       // [T]
+    const float* __restrict__ kelly_edge;  // [T]
+    const float* __restrict__ tau_action;  // [T]
+    const int* __restrict__ boundary;      // [T]
+
+    // Step t's inputs as stored.
+    __device__ __forceinline__ ScanStepInputs load(int t) const {
+        ScanStepInputs in;
+        in.boundary = boundary[t];
+        in.flat = flat[t];
+        in.cooldown = cooldown[t];
+        in.worst = worst[t];
+        in.kelly_edge = kelly_edge[t];
+        in.tau_action = tau_action[t];
+        in.v_sum = stats[(long long)t * 3 + 0];
+        in.v_ssq = stats[(long long)t * 3 + 1];
+        in.v_max = stats[(long long)t * 3 + 2];
+        return in;
+    }
+};
 
 // The state-free part of a step, taken off the serial chain: popart_stats_update
 // starts with v_sum / b and v_ssq / b, and regime_observer_step uses b only in
@@ -67,14 +89,6 @@ __device__ __forceinline__ ScanStepInputs predivide_step_inputs(ScanStepInputs i
     in.v_ssq = in.v_ssq / b;
     in.flat = (in.flat == b_size) ? 1 : 0;
     return in;
-}
-__device__ __forceinline__ ScanStepInputs predivided_step_inputs(
-    int t, int b_size, const float* __restrict__ stats, const int* __restrict__ flat,
-    const float* __restrict__ cooldown, const float* __restrict__ worst,
-    const float* __restrict__ kelly_edge, const float* __restrict__ tau_action,
-    const int* __restrict__ boundary) {
-    return predivide_step_inputs(load_step_inputs(t, stats, flat, cooldown, worst, kelly_edge,
-                                                  tau_action, boundary), b_size);
 }
 
 // A batch of N steps' inputs in shared memory, one array per field (thread j

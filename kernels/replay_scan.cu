@@ -17,7 +17,7 @@
 // lane j. The 32 lanes load the next batch's inputs with coalesced loads,
 // issued into registers before the current batch starts so that they are in
 // flight while it runs (the registers are the second buffer), take each step's
-// state-free quotients (warp_step_inputs), and park them in shared memory once
+// state-free quotients (parked_step_inputs), and park them in shared memory once
 // the batch is done; each step's snapshot row and norm params are staged in
 // shared memory and the warp writes the batch's rows back with coalesced stores.
 //
@@ -62,17 +62,13 @@
 // The reset a boundary runs: spill the register-held slots to a scratch
 // array, apply the layout's runtime reset plan, read them back.
 struct RegisterReset {
-    const float* __restrict__ boot;
-    const int* __restrict__ r_idx;
-    const int* __restrict__ r_code;
-    const int* __restrict__ r_src;
-    int n_reset;
+    ResetPlan plan;
     __device__ __forceinline__ void operator()(float* v) const {
         float scratch[ISV_SIZE];
 #define X(i) scratch[i] = v[i];
         ISV_SLOT_LIST
 #undef X
-        reset_session_state_apply(scratch, boot, r_idx, r_code, r_src, n_reset);
+        plan.apply(scratch);
 #define X(i) v[i] = scratch[i];
         ISV_SLOT_LIST
 #undef X
@@ -84,7 +80,7 @@ struct RegisterReset {
 #define SCAN_FULL 0xffffffffu
 
 // The loading lanes take the state-free quotients off lane 0's chain
-// (predivided_step_inputs, replay_inputs.cuh): two divisions, each a long
+// (predivide_step_inputs, replay_inputs.cuh): two divisions, each a long
 // dependent sequence for one thread. -DSCAN_WARP_PREDIVIDE=0 keeps them in the
 // chain (for timing).
 #ifndef SCAN_WARP_PREDIVIDE
@@ -101,18 +97,6 @@ __device__ __forceinline__ ScanStepInputs parked_step_inputs(ScanStepInputs in, 
 #endif
 }
 
-__device__ __forceinline__ ScanStepInputs warp_step_inputs(
-    int t, int b_size, const float* __restrict__ stats, const int* __restrict__ flat,
-    const float* __restrict__ cooldown, const float* __restrict__ worst,
-    const float* __restrict__ kelly_edge, const float* __restrict__ tau_action,
-    const int* __restrict__ boundary) {
-#if SCAN_WARP_PREDIVIDE
-    return predivided_step_inputs(t, b_size, stats, flat, cooldown, worst, kelly_edge, tau_action,
-                                  boundary);
-#else
-    return load_step_inputs(t, stats, flat, cooldown, worst, kelly_edge, tau_action, boundary);
-#endif
-}
 
 // Where a step's snapshot row and norm params go (each pointer null when not wanted).
 struct ScanStage {
@@ -614,6 +598,7 @@ extern "C" __global__ void __launch_bounds__(SCAN_BATCH, 1) replay_scan_warp(
     const int s = blockIdx.x;
     if (s >= n_scen) return;
     const int lane = threadIdx.x;
+    const StepInputArrays inputs{stats, flat, cooldown, worst, kelly_edge, tau_action, boundary};
 
     float* row = isv_rows + (long long)s * ISV_SIZE;
     const float* boot = boot_rows + (long long)s * ISV_SIZE;
@@ -629,13 +614,13 @@ extern "C" __global__ void __launch_bounds__(SCAN_BATCH, 1) replay_scan_warp(
         CHAIN_SLOT_LIST
 #undef X
     }
-    const RegisterReset reset{boot, r_idx, r_code, r_src, n_reset};
+    const RegisterReset reset{{boot, r_idx, r_code, r_src, n_reset}};
     const int slot = keep_slot[s];
     float* snap = (slot >= 0) ? snap_out + (long long)slot * n_steps * N_SNAP : nullptr;
     float* norm = (do_norm && s == 0) ? norm_params : nullptr;
     const ScanStage stage{snap != nullptr ? snap_stage : nullptr,
                           norm != nullptr ? norm_stage : nullptr};
-    const int chain_b = SCAN_WARP_PREDIVIDE ? 1 : b_size;  // see warp_step_inputs
+    const int chain_b = SCAN_WARP_PREDIVIDE ? 1 : b_size;  // see parked_step_inputs
 
     // split chain, pipelined: the batch whose dead-zone chain and rows are still to come
     bool pending = false;
@@ -644,8 +629,7 @@ extern "C" __global__ void __launch_bounds__(SCAN_BATCH, 1) replay_scan_warp(
     DeadZoneInputs pending_dzi;
 
     if (lane < n_steps) {
-        batch.put(lane, warp_step_inputs(lane, b_size, stats, flat, cooldown, worst, kelly_edge,
-                                         tau_action, boundary));
+        batch.put(lane, parked_step_inputs(inputs.load(lane), b_size));
     }
     __syncwarp();
     for (int base = 0; base < n_steps; base += SCAN_BATCH) {
@@ -656,8 +640,7 @@ extern "C" __global__ void __launch_bounds__(SCAN_BATCH, 1) replay_scan_warp(
         const int t_next = base + SCAN_BATCH + lane;
         ScanStepInputs next_inputs;
         if (t_next < n_steps) {
-            next_inputs = load_step_inputs(t_next, stats, flat, cooldown, worst, kelly_edge,
-                                           tau_action, boundary);
+            next_inputs = inputs.load(t_next);
         }
         if (scan_split) {
             const unsigned bounds = __ballot_sync(SCAN_FULL, lane < n && batch.boundary[lane] != 0);

@@ -7,7 +7,7 @@
 // latency):
 //   * the step inputs are the same for every scenario, so a block loads each
 //     batch of SWEEP_BATCH steps once, cooperatively, into shared memory, with
-//     the state-free quotients already taken (predivided_step_inputs in
+//     the state-free quotients already taken (predivide_step_inputs in
 //     replay_inputs.cuh; scalar_step then runs with b_size = 1); the next
 //     batch's loads are issued into registers before the current batch runs;
 //   * only the slots the chain touches are held in registers (CHAIN_SLOT_LIST:
@@ -40,16 +40,12 @@
 // The reset a boundary runs, on the scenario's row in global memory.
 struct RowReset {
     float* __restrict__ row;
-    const float* __restrict__ boot;
-    const int* __restrict__ r_idx;
-    const int* __restrict__ r_code;
-    const int* __restrict__ r_src;
-    int n_reset;
+    ResetPlan plan;
     __device__ __forceinline__ void operator()(float* v) const {
 #define X(i) row[i] = v[i];
         CHAIN_SLOT_LIST
 #undef X
-        reset_session_state_apply(row, boot, r_idx, r_code, r_src, n_reset);
+        plan.apply(row);
 #define X(i) v[i] = row[i];
         CHAIN_SLOT_LIST
 #undef X
@@ -128,6 +124,7 @@ extern "C" __global__ void __launch_bounds__(SWEEP_BLOCK) replay_sweep(
     const int s = blockIdx.x * blockDim.x + threadIdx.x;
     const bool active = s < n_scen;  // the others still load inputs and reach every barrier
     const int tid = threadIdx.x;
+    const StepInputArrays inputs{stats, flat, cooldown, worst, kelly_edge, tau_action, boundary};
 
     float* row = isv_rows + (long long)(active ? s : 0) * ISV_SIZE;
     float isv[ISV_SIZE];  // constant indices only, chain slots only: registers
@@ -141,13 +138,12 @@ extern "C" __global__ void __launch_bounds__(SWEEP_BLOCK) replay_sweep(
         const int slot = keep_slot[s];
         if (slot >= 0) snap = snap_out + (long long)slot * n_steps * N_SNAP;
     }
-    const RowReset reset{row, boot_rows + (long long)(active ? s : 0) * ISV_SIZE, r_idx, r_code, r_src,
-                         n_reset};
+    const RowReset reset{row, {boot_rows + (long long)(active ? s : 0) * ISV_SIZE, r_idx, r_code, r_src,
+                                n_reset}};
 
     ScanStepInputs pending;
     if (tid < SWEEP_BATCH && tid < n_steps) {
-        batch.put(tid, predivided_step_inputs(tid, b_size, stats, flat, cooldown, worst, kelly_edge,
-                                              tau_action, boundary));
+        batch.put(tid, predivide_step_inputs(inputs.load(tid), b_size));
     }
     __syncthreads();
     for (int base = 0; base < n_steps; base += SWEEP_BATCH) {
@@ -155,8 +151,7 @@ extern "C" __global__ void __launch_bounds__(SWEEP_BLOCK) replay_sweep(
         const int t_next = base + SWEEP_BATCH + tid;
         const bool loads = tid < SWEEP_BATCH && t_next < n_steps;
         if (loads) {  // in flight while this batch runs
-            pending = predivided_step_inputs(t_next, b_size, stats, flat, cooldown, worst,
-                                             kelly_edge, tau_action, boundary);
+            pending = predivide_step_inputs(inputs.load(t_next), b_size);
         }
         if (active) {
             for (int j = 0; j < n; ++j) {
