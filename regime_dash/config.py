@@ -156,30 +156,6 @@ class RegimeConfig(ConfigFields):
                 raise _rule_error(names, values, why)
 
     @classmethod
-    def check_columns(cls, columns: Mapping[str, Any]) -> None:
-        """The checks of :class:`RegimeConfig` over whole columns, one config per row.
-
-        ``columns`` maps field names to equal-length arrays of values already
-        coerced (:func:`coerce_value`: float64, or bool for a switch); a rule
-        over a field not in ``columns`` is skipped. The rules are the ones each
-        object is checked with, in the same order, so a set of columns passes
-        exactly when every row would make a valid RegimeConfig.
-
-        Raises
-        ------
-        ConfigError
-            Naming the first rule's field and the first row's bad value.
-        """
-        for names, ok, why in _RULES:
-            if not all(n in columns for n in names):
-                continue
-            cols = [np.asarray(columns[n]) for n in names]
-            good = np.asarray(ok(*cols), dtype=bool)
-            if not good.all():
-                row = int(np.flatnonzero(~good)[0]) if good.ndim else 0
-                raise _rule_error(names, [c[row].item() if c.ndim else c.item() for c in cols], why)
-
-    @classmethod
     def first_invalid(cls, axes: Mapping[str, Sequence[Any]],
                       base: "RegimeConfig") -> tuple[tuple[int, ...], ConfigError] | None:
         """The first combination of the product of ``axes`` that is not a valid config, without expanding it.

@@ -212,7 +212,8 @@ def scatter_shared(client: Any, value: Any) -> Any:
     The futures of the last :data:`SCATTER_CACHE_SIZE` values are kept, keyed on
     the client and the content (:func:`content_key`), so the next sweep of the
     same stream reuses what its workers already hold instead of sending it again;
-    a changed array has another key, and the oldest entry is released first.
+    a changed array has another key, the oldest entry is dropped first, and the
+    entries of a closed client are dropped.
     Values pickling to more than :data:`SCATTER_CACHE_MAX_BYTES` are not kept.
     """
     data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
@@ -220,6 +221,8 @@ def scatter_shared(client: Any, value: Any) -> Any:
         return client.scatter([value], broadcast=True, hash=False)[0]
     key = (str(client.id), _digest(data))
     with _scatter_lock:
+        for stale in [k for k, f in _scattered.items() if getattr(f.client, "status", None) != "running"]:
+            del _scattered[stale]  # its client is closed: its workers' copies are gone with it
         fut = _scattered.get(key)
         if fut is not None and fut.status == "finished":
             _scattered.move_to_end(key)
@@ -228,9 +231,9 @@ def scatter_shared(client: Any, value: Any) -> Any:
         fut = client.scatter([value], broadcast=True, hash=False)[0]
         _scattered[key] = fut
         while len(_scattered) > SCATTER_CACHE_SIZE:
-            old = _scattered.popitem(last=False)[1]
-            with contextlib.suppress(Exception):  # its client may be closed already: nothing to release
-                old.release()
+            # dropped, not released: a caller may still hold this future for a submit,
+            # and dask releases the data once the last reference to it is gone
+            _scattered.popitem(last=False)
         return fut
 
 

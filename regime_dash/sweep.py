@@ -32,6 +32,7 @@ import concurrent.futures
 import functools
 import itertools
 import operator
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -164,6 +165,9 @@ class ConfigGrid:
             An unknown field (listing the valid ones), an empty value list, or a
             value that is not valid for its field (naming the field and the value).
         """
+        if base is not None and not isinstance(base, RegimeConfig):
+            raise ConfigError(f"the sweep grid's base must be a RegimeConfig, got {type(base).__name__} {base!r}",
+                              field="base", value=base)
         valid = field_names()
         unknown = [k for k in grid if k not in valid]
         if unknown:
@@ -308,7 +312,9 @@ class _SlotPlan:
         varying: list[tuple[str, np.ndarray]] = []
         for slot, name in _slot_sources().items():
             col = np.asarray(columns[name])
-            if col.ndim == 0 or (len(col) and (col == col[0]).all()):  # one value for every config
+            # one value for every config: the same float32 bits (0.0 and -0.0 differ)
+            bits = np.asarray(col, dtype=np.float64).astype(np.float32).view(np.uint32)
+            if col.ndim == 0 or (len(col) and (bits == bits[0]).all()):
                 boot[layout.index(slot)] = np.float32(float(col if col.ndim == 0 else col[0]))
             else:
                 varying.append((slot, col))
@@ -375,10 +381,12 @@ def _pack_metrics(metrics: np.ndarray) -> list[np.ndarray]:
     """
     out = []
     for col in metrics:
+        col = np.ascontiguousarray(col, dtype=np.float64)
         for dtype in (np.int32, np.float32):
             with np.errstate(invalid="ignore", over="ignore"):
                 small = col.astype(dtype)
-            if np.array_equal(small.astype(np.float64), col, equal_nan=dtype is np.float32):
+            # bit for bit: -0.0 does not survive int32, and a NaN's payload must come back
+            if np.array_equal(small.astype(np.float64).view(np.int64), col.view(np.int64)):
                 out.append(small)
                 break
         else:
@@ -463,18 +471,30 @@ def _fast_on_gpu(device: str, client: Any) -> bool:
     return device == "gpu" or all(client.run(_gpu_here).values())
 
 
-def _phase1_stats(stream: Stream):
-    """Phase 1 once for the whole sweep, here: on this GPU if there is one (the same bits as the CPU's).
+def _cuda_device() -> int | None:
+    """The calling thread's current CUDA device, if CuPy is in use here (phase 1's thread re-enters it)."""
+    cupy = sys.modules.get("cupy")
+    if cupy is None or not _gpu_here():
+        return None
+    return int(cupy.cuda.runtime.getDevice())
+
+
+def _phase1_stats(stream: Stream, device: str = "auto", device_id: int | None = None):
+    """Phase 1 once for the whole sweep, here: on this GPU (``device_id``, the caller's) if
+    there is one and ``device`` is not ``"cpu"`` (the same bits as the CPU's).
 
     On the GPU the [T, b] batch goes up in pinned chunks, each reduced as it lands
     (:mod:`regime_dash.engine.staged_phase1`), and only the [T] statistics come back.
     A GPU scan then reads only phase 1 and the per-step scalars, so its shards get no
     [T, b] batch; the CPU scan (``fast.sweep_cpu``) takes the whole stream.
     """
-    if _gpu_here():
+    if device != "cpu" and _gpu_here():
+        import cupy
+
         from regime_dash.engine import staged_phase1
 
-        return staged_phase1.step_stats(stream)
+        with cupy.cuda.Device(device_id):
+            return staged_phase1.step_stats(stream)
     from regime_dash.engine import fast
 
     return fast.step_stats(stream)
@@ -600,6 +620,9 @@ def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], e
     if not n_configs:
         raise ConfigError("the sweep has no configs", field="configs", value=configs)
     layout = (layout or DEFAULT_LAYOUT).validate()
+    if keep is not None and (isinstance(keep, (str, bytes)) or not isinstance(keep, Iterable)):
+        raise ValidationError(f"keep must be a sequence of config indices, got {type(keep).__name__} {keep!r}",
+                              field="keep", value=keep)
     keep = [] if keep is None else list(dict.fromkeys(keep))
     for k in keep:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k < n_configs:
@@ -628,7 +651,7 @@ def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], e
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         # phase 1 (the stream's upload and reduction on the GPU, or NumPy's threads) runs
         # while this thread plans the shards' initial rows and starts them
-        stats = pool.submit(_phase1_stats, stream) if name == "fast" else None
+        stats = pool.submit(_phase1_stats, stream, device, _cuda_device()) if name == "fast" else None
         source = _Source(grid, config_list)
         pool.submit(source.columns)  # the table's fields: next in that thread, while the shards run
         return _sweep_run(stream, source, n_configs, keep, layout, progress, isv, device, chunk_size,

@@ -17,11 +17,16 @@ ROWS = {("reference", "cpu"), ("fast phase 1", "cpu"), ("fast", "cpu"), ("cuda p
         ("phase 1 from host, pinned chunks", "gpu"), ("sweep S=3 (list)", "cpu"), ("sweep S=3 (list)", "gpu")}
 
 
+SMALL_TARGET = ">= 1 scenario-step/s (test)"
+
+
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
     path = tmp_path_factory.mktemp("bench") / "engines.json"
-    out = engines.run(steps=48, accounts=8, json_path=path, repeats=2, sweep_sizes=(1, 3), budget_s=5.0,
-                      gpu_sweep_sizes=(1, 3), scale_out_size=5, live_accounts=(4,), live_steps=10)
+    with pytest.MonkeyPatch.context() as mp:  # a target at a size this small run takes, to see it carried
+        mp.setitem(engines.SWEEP_ROW_TARGETS, ("cpu", 3), SMALL_TARGET)
+        out = engines.run(steps=48, accounts=8, json_path=path, repeats=2, sweep_sizes=(1, 3), budget_s=5.0,
+                          gpu_sweep_sizes=(1, 3), scale_out_size=5, live_accounts=(4,), live_steps=10)
     return out, path
 
 
@@ -138,6 +143,7 @@ def test_sweep_rows_carry_their_targets(result):
     by = {(r["name"], r["device"]): r for r in out["rows"]}
     assert by[("sweep S=3", "cpu")]["configs"] == "grid" and by[("sweep S=3 (list)", "cpu")]["configs"] == "list"
     rows = [r for r in out["rows"] if r.get("target")]
+    assert by[("sweep S=3", "cpu")]["target"] == SMALL_TARGET and by[("sweep S=3", "cpu")] in rows
     if by[("sweep S=5 (GPUs over dask)", "gpu")]["status"] == "ok":
         assert "1.8x" in by[("sweep S=5 (GPUs over dask)", "gpu")]["target"]
     text = engines.format_table(out)

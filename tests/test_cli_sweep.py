@@ -95,11 +95,11 @@ def test_the_sweep_progress_bar_counts_to_the_total(monkeypatch):
     import io
     import sys
 
-    from regime_dash.cli.sweep import _Bar
+    from regime_dash.cli.progress import ProgressBar
 
     err = io.StringIO()
     monkeypatch.setattr(sys, "stderr", err)
-    bar = _Bar()
+    bar = ProgressBar("sweep", unit="configs", scale=1)
     bar(3, 10)
     bar(10, 10)
     bar.close()

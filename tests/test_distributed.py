@@ -181,3 +181,18 @@ def test_shared_inputs_are_scattered_once_per_content_and_the_cache_is_bounded(s
         distributed.scatter_shared(client, np.full(10, k))
     assert len(distributed._scattered) == 3
     assert distributed.content_key(np.arange(4)) != distributed.content_key(np.arange(1, 5))
+    # an evicted entry is dropped, not released: a caller still holding its future can submit on it
+    held_future = distributed.scatter_shared(client, np.full(10, 99))
+    for k in range(5):
+        distributed.scatter_shared(client, np.full(10, 100 + k))
+    assert all(f is not held_future for f in distributed._scattered.values())
+    assert client.submit(np.sum, held_future).result(timeout=60) == 990
+    # a closed client's entries go with it
+    import distributed as dd
+
+    with dd.Client(client.scheduler.address) as other:
+        distributed.scatter_shared(other, np.arange(3))
+        other_id = str(other.id)
+        assert any(k[0] == other_id for k in distributed._scattered)
+    distributed.scatter_shared(client, np.arange(3))
+    assert not any(k[0] == other_id for k in distributed._scattered)

@@ -220,33 +220,6 @@ def test_grid_values_are_checked_once_per_axis_and_across_fields():
         expand_configs({"eps_min": [0.6]})
 
 
-def test_check_columns_agrees_with_the_constructor_row_by_row():
-    from regime_dash.config import SWITCHES, coerce_value
-
-    rng = np.random.default_rng(3)
-    base = RegimeConfig()
-    for trial in range(300):
-        fields = {}
-        for name in rng.choice(field_names(), size=3, replace=False):
-            if name in SWITCHES:
-                fields[name] = bool(rng.integers(2))
-            else:
-                default = getattr(base, name)
-                fields[name] = float(rng.choice([default, -1.0, 0.0, 0.5, 1.0, 1.5, 2.5, default * 3]))
-        try:
-            RegimeConfig(**fields)
-            ok = True
-        except ConfigError:
-            ok = False
-        columns = {n: np.array([coerce_value(n, v)]) for n, v in {**base.as_dict(), **fields}.items()}
-        try:
-            RegimeConfig.check_columns(columns)
-            got = True
-        except ConfigError:
-            got = False
-        assert got == ok, fields
-
-
 def test_config_slot_values_equal_to_isv_config_by_config():
     from regime_dash.sweep import ConfigGrid, config_slot_values
 
@@ -323,9 +296,11 @@ def test_packed_metrics_come_back_bit_for_bit():
                         rng.standard_normal(500).astype(np.float32).astype(np.float64),  # a float32 value
                         rng.standard_normal(500),                                # a float64 mean
                         np.full(500, np.nan),
-                        np.r_[rng.integers(0, 9, 499), 2.0 ** 40].astype(np.float64)])  # past int32
+                        np.r_[rng.integers(0, 9, 499), 2.0 ** 40].astype(np.float64),  # past int32
+                        np.r_[0.0, -0.0, rng.integers(0, 9, 498)].astype(np.float64)])  # -0.0: not int32
     packed = _pack_metrics(metrics)
-    assert [c.dtype for c in packed] == [np.int32, np.float32, np.float64, np.float32, np.float32]
+    assert [c.dtype for c in packed] == [np.int32, np.float32, np.float64, np.float32, np.float32, np.float32]
+    assert np.signbit(packed[-1][1]) and not np.signbit(packed[-1][0])
     back = _unpack_metrics(packed)
     np.testing.assert_array_equal(back.view(np.int64), metrics.view(np.int64))
     assert sum(c.nbytes for c in packed) < metrics.nbytes
@@ -337,7 +312,8 @@ def test_a_grid_shard_plans_its_rows_from_its_varying_axes_alone():
     isv = {"RL_KELLY_FRACTION_INDEX": 0.0, "RL_IQN_TAU_MIN_EFFECTIVE_INDEX": 0.3}
     grid = ConfigGrid.of({"eps_max": [0.6, 0.8], "tau_min": [0.2], "envelope": [True, False],
                           "max_duration": [5, 50, 500]}, RegimeConfig(kelly_cap=2.0))
-    want = initial_rows(grid.configs(), isv, DEFAULT_LAYOUT)
+    # each config's own rows, from the per-config path (not from the plan under test)
+    want = tuple(np.stack(rows) for rows in zip(*(initial_isv(c, isv, DEFAULT_LAYOUT) for c in grid.configs())))
     for start, stop in ((0, 12), (3, 10)):
         cols = grid.varying_columns(start, stop)
         assert np.ndim(cols["tau_min"]) == 0 and np.ndim(cols["kelly_cap"]) == 0 and len(cols["envelope"]) == stop - start
@@ -346,6 +322,29 @@ def test_a_grid_shard_plans_its_rows_from_its_varying_axes_alone():
         got = plan.rows(0, stop - start, isv, DEFAULT_LAYOUT)
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g.view(np.int32), w[start:stop].view(np.int32))
+
+
+def test_a_slot_plan_tells_minus_zero_from_zero():
+    from regime_dash.sweep import _SlotPlan
+
+    configs = [RegimeConfig(eps_min=0.0), RegimeConfig(eps_min=-0.0)]
+    cols = {n: np.array([getattr(c, n) for c in configs]) for n in field_names()}
+    plan = _SlotPlan.of(cols, 2, None, DEFAULT_LAYOUT)
+    got = plan.rows(0, 2, None, DEFAULT_LAYOUT)
+    for k, c in enumerate(configs):
+        for g, w in zip(got, initial_isv(c, None, DEFAULT_LAYOUT)):
+            np.testing.assert_array_equal(g[k].view(np.int32), w.view(np.int32))
+
+
+def test_bad_base_and_keep_get_our_errors_naming_them(stream):
+    from regime_dash.sweep import ConfigGrid
+
+    with pytest.raises(ConfigError, match="base must be a RegimeConfig, got str 'x'") as err:
+        ConfigGrid.of({"eps_min": [0.1]}, "x")
+    assert err.value.field == "base"
+    with pytest.raises(ValidationError, match="keep must be a sequence of config indices, got int 3") as err:
+        sweep(stream, {"eps_min": [0.1, 0.2]}, device="cpu", keep=3)
+    assert err.value.field == "keep" and err.value.value == 3
 
 
 def test_a_one_config_grid_sweeps(stream):

@@ -11,61 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
-from typing import TextIO
 
-from tqdm import tqdm
-
+from regime_dash.cli.progress import ProgressBar
 from regime_dash.errors import IngestError, StoreError
-
-
-def _screen(stream: TextIO) -> tuple[int, int]:
-    """The terminal's columns and rows; 80 x 24 where it reports none (a fresh pty says
-    0 x 0, and tqdm would then trim the line to nothing, or not draw it at all)."""
-    try:
-        size = os.get_terminal_size(stream.fileno())
-    except (AttributeError, OSError, ValueError):
-        return 80, 24
-    return size.columns or 80, size.lines or 24
-
-
-class ProgressBar:
-    """A one-line terminal progress bar on stderr (a :mod:`tqdm` bar; the caller draws
-    it only on a terminal): bytes read in MB, percent of the source, MB/s.
-
-    Parameters
-    ----------
-    label
-        Text before the bar (the file name).
-    stream
-        Where to draw; defaults to ``sys.stderr``.
-    width
-        Characters of the bar itself.
-    """
-
-    def __init__(self, label: str, stream: TextIO | None = None, width: int = 30):
-        self.label = label
-        self.stream = stream or sys.stderr
-        self.width = width
-        self._bar: tqdm | None = None
-
-    def __call__(self, done: int, total: int | None) -> None:
-        if self._bar is None:  # the first call says whether the size is known
-            fmt = (f"{{desc}} [{{bar:{self.width}}}] {{percentage:3.0f}}% {{n:8.1f}} MB {{rate_fmt}}" if total
-                   else "{desc} {n:8.1f} MB {rate_fmt}")
-            cols, rows = _screen(self.stream)
-            # count bytes (exact fractions), show MB; the average rate; at most ten redraws a second
-            self._bar = tqdm(total=total or None, desc=self.label, unit="MB", unit_scale=1e-6,
-                             file=self.stream, mininterval=0.1, smoothing=0, ascii="-#", bar_format=fmt,
-                             ncols=cols, nrows=rows)
-        self._bar.update(done - self._bar.n)
-
-    def close(self) -> None:
-        """Draw the final state and end the line."""
-        if self._bar is not None:
-            self._bar.close()
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from regime_dash.cli.progress import ProgressBar
 from regime_dash.errors import ConfigError, ValidationError
 
 OUT_SUFFIXES = (".csv", ".parquet")
@@ -71,25 +72,6 @@ def parse_grid(items: list[str]) -> dict[str, list[Any]]:
     return parse_config_grid(items)
 
 
-class _Bar:
-    """The sweep's progress on stderr: configs done of the total (per chunk or config), or shards (with a scheduler)."""
-
-    def __init__(self):
-        self._bar = None
-
-    def __call__(self, done: int, total: int) -> None:
-        if self._bar is None:
-            from tqdm import tqdm
-
-            self._bar = tqdm(total=total, desc="sweep", file=sys.stderr, mininterval=0.1,
-                             ascii="-#")
-        self._bar.update(done - self._bar.n)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-
-
 def load_stream(args: argparse.Namespace):
     """The stream the arguments name (a preset, or a file cut to --steps/--accounts)."""
     from regime_dash import scenarios
@@ -132,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         configs *= len(values)
     engine = warm.choose_engine(args.engine, stream.steps * configs, warm.SWEEP_KERNELS)
     device = args.device if engine in ("auto", "fast") else "auto"
-    bar = _Bar() if sys.stderr.isatty() else None
+    bar = ProgressBar("sweep", unit="configs", scale=1) if sys.stderr.isatty() else None
     try:
         with warm.announced(engine, kernels=warm.SWEEP_KERNELS):
             result = sweep(stream, grid, engine=engine, base=base, device=device, scheduler=args.scheduler,
