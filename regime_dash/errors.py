@@ -27,6 +27,20 @@ class RegimeDashError(Exception):
         for name in carried:
             setattr(self, name, data[name] if name in data else getattr(type(self), name))
 
+    def __reduce__(self):
+        # Exception's own reduce calls cls(*self.args), which a subclass with its own __init__
+        # signature (ParseError, StreamErrors) cannot take; errors cross processes (dask pickles
+        # them in distributed.gather_shards), so rebuild without calling __init__ at all.
+        return _rebuild, (type(self), self.args, dict(vars(self)))
+
+
+def _rebuild(cls: type[RegimeDashError], args: tuple, state: dict[str, Any]) -> RegimeDashError:
+    """Unpickle a :class:`RegimeDashError`: its args and carried data as they were, no ``__init__`` run."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
 
 class ValidationError(RegimeDashError, ValueError):
     """A value handed to regime-dash is not acceptable.

@@ -54,6 +54,22 @@ from regime_dash.streams import Stream
 RUN8_SHOCK_PNL = 6484.0
 
 
+def _check_fresh(engine: object) -> None:
+    """ValidationError unless ``engine`` is a step engine that has run no step yet.
+
+    :meth:`Simulator.frame` lines the engine's trajectory up with the
+    simulator's own per-step records, so an engine that already ran steps
+    would give a frame of mismatched columns.
+    """
+    if not all(callable(getattr(engine, m, None)) for m in ("step", "trajectory")):
+        raise ValidationError(f"engine must be an engine name or a StepEngine, got {type(engine).__name__}",
+                              field="engine", value=type(engine).__name__)
+    ran = len(engine.trajectory()[1])
+    if ran:
+        raise ValidationError(f"the engine has already run {ran} step(s); pass a fresh StepEngine "
+                              "(one that has run no step) to a new Simulator", field="engine", value=ran)
+
+
 # ---- the market model ------------------------------------------------------------
 @dataclass(frozen=True)
 class Market:
@@ -348,7 +364,8 @@ class Simulator:
     engine
         ``reference`` (default), ``cuda`` (the GPU stepper), ``fast``, ``auto``
         (the faster stepper here, measured), or a fresh :class:`StepEngine` built
-        on the same config and layout (it keeps the trajectory :meth:`frame` reads).
+        on the same config and layout (it keeps the trajectory :meth:`frame` reads;
+        one that has already run steps is a :class:`ValidationError`).
     layout
         Slot layout; default :data:`regime_dash.slots.DEFAULT_LAYOUT`.
     keep_stream
@@ -384,6 +401,8 @@ class Simulator:
         isv0, boot = initial_isv(self.config, None, self.layout)
         self.engine = engine if not isinstance(engine, str) else make_stepper(engine, isv0, boot, self.layout,
                                                                               self.accounts)
+        if not isinstance(engine, str):
+            _check_fresh(engine)
         self.kelly_f = float(isv0[self.layout.index("RL_KELLY_FRACTION_INDEX")])
         self.state = MarketState.start(self.market, self.accounts)
         self.t = 0

@@ -12,7 +12,8 @@ from regime_dash import RegimeConfig, scenarios
 from regime_dash.benchmarks import live_step
 from regime_dash.cli import main
 from regime_dash.engine import engine_status, initial_isv
-from regime_dash.engine.gpu_stepper import GpuStepper, available, default_rows, fastest_live_engine
+from regime_dash.engine.gpu_stepper import (MAX_GRAPH_STEPS, GpuStepper, available, block_plan, default_rows,
+                                            fastest_live_engine)
 from regime_dash.engine.steppers import (KELLY_COL, BackendStepper, ReferenceStepper, block_inputs, live_engine,
                                          make_stepper)
 from regime_dash.errors import ValidationError
@@ -196,6 +197,29 @@ def test_auto_picks_the_measured_faster_stepper(capsys):
     assert run.engine.name == chosen and isinstance(run.engine, GpuStepper) == (chosen == "cuda")
 
 
+def test_block_plan_splits_where_the_ring_wraps_and_at_the_graph_limit():
+    assert block_plan(1_020, 1_024, 20) == [(1_020, 4), (0, 16)]  # the wrap splits a tick
+    assert block_plan(1_024, 1_024, 20) == [(0, 20)]               # a full ring is emptied first
+    assert block_plan(0, 40, 20) == [(0, 20)]
+    for row, rows, total in ((0, 37, 159), (21, 37, 400), (5, 4_096, 200), (0, 1, 3)):
+        plan = block_plan(row, rows, total)
+        assert sum(k for _, k in plan) == total
+        assert all(1 <= k <= MAX_GRAPH_STEPS and r + k <= rows for r, k in plan)
+        assert all(b == (a + ka) % rows for (a, ka), (b, _) in zip(plan, plan[1:]))  # consecutive, wrapping to 0
+    assert block_plan(0, 37, 159)[:2] == [(0, 37), (0, 37)]
+
+
+def test_the_bench_block_row_launches_graphs_of_one_tick_only():
+    """The default ring at b = 1,024 (1,024 rows) splits ticks of 20 into k = 4, 16, 8, 12 where it
+    wraps, each a graph capture inside a timed call; the bench's ring holds whole ticks instead."""
+    tick = live_step.TICK
+    assert live_step.graph_lengths(default_rows(1_024), 200) == [4, 8, 12, 16, 20]
+    for b in (1_024, 64, 5, 3_000, 1 << 20):
+        rows = live_step.tick_rows(b)
+        assert rows % tick == 0 and tick <= rows <= default_rows(b) + tick
+        assert live_step.graph_lengths(rows, 3 * rows // tick + 7) == [tick]
+
+
 def test_the_live_bench_rows_time_each_stepper_and_judge_the_target(tmp_path, capsys):
     out = live_step.run((6,), steps=12)
     (m,) = out["per_accounts"]
@@ -207,6 +231,8 @@ def test_the_live_bench_rows_time_each_stepper_and_judge_the_target(tmp_path, ca
         assert m["rows"]["gpu step"]["status"].startswith("unavailable")
     else:
         assert m["rows"]["gpu step"]["device_us"] > 0 and m["gpu_vs_reference_step"] > 0
+        block = m["rows"][f"gpu block of {live_step.TICK}"]
+        assert block["ring_rows"] % live_step.TICK == 0 and block["graph_lengths"] == [live_step.TICK]
     assert out["target"]["met"] is None  # b = 1,024 was not measured: no verdict
     assert live_step.format_lines(out)[-1].endswith("not measured (no GPU step at b = 1,024)")
     path = tmp_path / "live.json"

@@ -111,6 +111,21 @@ def test_backend_stepper_matches_the_direct_reference_stepper():
     assert np.array_equal(a.isv, b.isv)
 
 
+def test_a_used_step_engine_is_refused_naming_the_steps_it_ran():
+    isv0, boot = initial_isv(RegimeConfig(), None, DEFAULT_LAYOUT)
+    for stepper in (ReferenceStepper(isv0, boot, DEFAULT_LAYOUT), BackendStepper("reference", isv0, boot,
+                                                                                  DEFAULT_LAYOUT)):
+        first = Simulator(accounts=8, seed=1, engine=stepper)
+        first.step(3)
+        with pytest.raises(ValidationError, match="already run 3 step.*fresh") as info:
+            Simulator(accounts=8, seed=1, engine=stepper)
+        assert (info.value.field, info.value.value) == ("engine", 3)
+        assert len(first.frame()) == 3  # the first simulator's frame is still whole
+    with pytest.raises(ValidationError, match="StepEngine, got int") as info:
+        Simulator(engine=42)
+    assert info.value.field == "engine"
+
+
 def test_backend_stepper_dispatches_through_the_engine_package():
     isv0, boot = initial_isv(RegimeConfig(), None, DEFAULT_LAYOUT)
     assert backend("reference") is reference.run

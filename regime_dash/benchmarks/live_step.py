@@ -7,7 +7,10 @@ inputs (step t's rewards, lots and scalars, prepared before the clock starts):
                       into the mapped ring, one graph launch, one synchronize, kelly_f
                       read) and CUDA events around each graph launch (the device's share)
 ``gpu block of 20``   :meth:`GpuStepper.steps` on blocks of 20 steps (the Live page's
-                      tick on a recorded stream: one graph of 20 steps), per step
+                      tick on a recorded stream: one graph of 20 steps), per step; its
+                      ring holds a whole number of ticks (:func:`tick_rows`) so no block
+                      splits where the ring wraps, and every graph length the timed
+                      blocks launch is captured before the clock starts
 ``reference step``    :meth:`ReferenceStepper.step` calls: the baseline, same inputs
 ``simulator ...``     :meth:`Simulator.step` with each stepper: the market model included
 ``market model``      :func:`regime_dash.simulator.market_step` alone, per step
@@ -35,6 +38,25 @@ DEFAULT_LIVE_ACCOUNTS = (1_024, 64)
 DEFAULT_LIVE_STEPS = 2_000
 #: Steps of a Live page tick.
 TICK = 20
+
+
+def tick_rows(accounts: int) -> int:
+    """Ring rows for the block row: the default ring rounded down to a whole number of ticks (at least one)."""
+    from regime_dash.engine.gpu_stepper import default_rows
+
+    return max(TICK, default_rows(accounts) // TICK * TICK)
+
+
+def graph_lengths(rows: int, blocks: int, tick: int = TICK) -> list[int]:
+    """The distinct k of the graphs that ``blocks`` blocks of ``tick`` steps launch on a fresh ring of ``rows``."""
+    from regime_dash.engine.gpu_stepper import block_plan
+
+    row, ks = 0, set()
+    for _ in range(blocks):
+        plan = block_plan(row, rows, tick)
+        ks.update(k for _, k in plan)
+        row = plan[-1][0] + plan[-1][1]
+    return sorted(ks)
 
 
 def _stats(seconds: list[float] | np.ndarray, per: int = 1) -> dict[str, float]:
@@ -93,13 +115,17 @@ def measure(accounts: int, steps: int = DEFAULT_LIVE_STEPS, seed: int = 0) -> di
         gpu.event_ms.clear()
         rows["gpu step"] = {**_stats(_call_seconds(call, steps, warm=False)),
                             "device_us": statistics.median(gpu.event_ms) * 1e3, "ring_rows": gpu.rows}
-        gpu = GpuStepper(isv0, boot, layout, accounts, events=True)
+        gpu = GpuStepper(isv0, boot, layout, accounts, rows=tick_rows(accounts), events=True)
         blocks = [stream.slice(t, t + TICK) for t in range(0, steps, TICK)]
+        lengths = graph_lengths(gpu.rows, len(blocks) + 1)  # the warm block, then the timed ones
+        for k in lengths:
+            gpu.capture(k)
         gpu.steps(blocks[0])
         gpu.event_ms.clear()
         rows[f"gpu block of {TICK}"] = {**_stats(_call_seconds(lambda i: gpu.steps(blocks[i]), len(blocks),
                                                                warm=False), per=TICK),
-                                        "device_us": statistics.median(gpu.event_ms) * 1e3 / TICK}
+                                        "device_us": statistics.median(gpu.event_ms) * 1e3 / TICK,
+                                        "ring_rows": gpu.rows, "graph_lengths": lengths}
         rows["simulator gpu"] = simulator(GpuStepper(isv0, boot, layout, accounts))
     else:
         for name in ("gpu step", f"gpu block of {TICK}", "simulator gpu"):
@@ -178,5 +204,5 @@ def format_lines(live: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-__all__ = ["DEFAULT_LIVE_ACCOUNTS", "DEFAULT_LIVE_STEPS", "LIVE_TARGET_US", "TICK", "format_lines", "measure",
-           "profile", "run"]
+__all__ = ["DEFAULT_LIVE_ACCOUNTS", "DEFAULT_LIVE_STEPS", "LIVE_TARGET_US", "TICK", "format_lines",
+           "graph_lengths", "measure", "profile", "run", "tick_rows"]

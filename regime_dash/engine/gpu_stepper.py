@@ -45,7 +45,8 @@ from typing import Any
 import numpy as np
 
 from regime_dash.engine import loader, snapshot_indices
-from regime_dash.engine.steppers import KELLY_COL, ReferenceStepper, StepInputs, TrajectoryLog, check_block
+from regime_dash.engine.steppers import (KELLY_COL, ReferenceStepper, StepEngine, StepInputs, TrajectoryLog,
+                                         check_block)
 from regime_dash.errors import EngineUnavailable, ValidationError
 from regime_dash.slots import SlotLayout
 from regime_dash.streams import Stream
@@ -68,6 +69,36 @@ def available() -> str | None:
 def default_rows(accounts: int) -> int:
     """Rows of the input/trajectory ring for b = ``accounts`` (see :data:`RING_BYTES`)."""
     return max(1, min(MAX_ROWS, RING_BYTES // (8 * int(accounts))))
+
+
+def block_plan(row: int, rows: int, total: int) -> list[tuple[int, int]]:
+    """The graph launches :meth:`GpuStepper.steps` makes for a block of ``total`` steps.
+
+    Parameters
+    ----------
+    row
+        The ring row the block starts at (``rows`` means the ring is full: it is emptied first).
+    rows
+        Rows of the ring.
+    total
+        Steps in the block.
+
+    Returns
+    -------
+    list of (int, int)
+        (ring row the launch starts at, k steps in its graph), in launch order.
+        A block splits where the ring wraps or at :data:`MAX_GRAPH_STEPS`, so a
+        block length that does not divide ``rows`` gives graphs of several k.
+    """
+    plan, done = [], 0
+    while done < total:
+        if row == rows:
+            row = 0
+        k = min(total - done, rows - row, MAX_GRAPH_STEPS)
+        plan.append((row, k))
+        row += k
+        done += k
+    return plan
 
 
 class _Mapped:
@@ -191,6 +222,16 @@ class GpuStepper:
             self._graphs.move_to_end(k)
         return g
 
+    def capture(self, k: int) -> None:
+        """Capture the graph of ``k`` consecutive steps now, so that no later :meth:`steps` call does.
+
+        The benchmark warms the graph lengths its timed blocks use this way
+        (:func:`block_plan` says which); at most :data:`GRAPH_CACHE` are kept.
+        """
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= MAX_GRAPH_STEPS:
+            raise ValidationError(f"k must be an int in [1, {MAX_GRAPH_STEPS}], got {k!r}", field="k", value=k)
+        self._graph(int(k))
+
     def _launch(self, g) -> None:
         s = self._stream
         if self._events is None:
@@ -235,12 +276,10 @@ class GpuStepper:
     def steps(self, block: Stream) -> None:
         """Run every row of ``block``: its rows go into the ring at once, then one graph of k steps runs."""
         check_block(block, self.accounts)
-        done, total = 0, block.steps
-        while done < total:
-            if self._r == self.rows:
+        done = 0
+        for r, k in block_plan(self._r, self.rows, block.steps):
+            if r != self._r:  # the plan wrapped: the ring is full
                 self._spill()
-            r = self._r
-            k = min(total - done, self.rows - r, MAX_GRAPH_STEPS)
             src = slice(done, done + k)
             dst = slice(r, r + k)
             self._rewards_h[dst] = block.rewards[src]
@@ -279,8 +318,26 @@ class GpuStepper:
         return out
 
 
-def time_steps(stepper, b: int, steps: int) -> float:
-    """Seconds a ``stepper.step`` call takes (median over ``steps`` calls after one warm step)."""
+def time_steps(stepper: StepEngine, b: int, steps: int) -> float:
+    """Seconds one ``stepper.step`` call takes: the median over ``steps`` calls after one untimed warm step.
+
+    Every call runs the same fixed inputs (seeded rewards and lots, no boundary),
+    so the stepper's state afterwards is of no use: pass a throwaway one.
+
+    Parameters
+    ----------
+    stepper
+        The step engine to time (it runs ``steps + 1`` steps).
+    b
+        Accounts of each step's rewards and lots (the stepper's batch width).
+    steps
+        Timed calls.
+
+    Returns
+    -------
+    float
+        The median wall seconds of one call.
+    """
     rng = np.random.default_rng(0)
     rewards = rng.standard_normal(b).astype(np.float32)
     lots = (rng.random(b) < 0.5).astype(np.int32)
@@ -318,5 +375,5 @@ def fastest_live_engine(isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout, 
     return _FASTEST[key]
 
 
-__all__ = ["GpuStepper", "MAX_GRAPH_STEPS", "TIMINGS", "available", "default_rows", "fastest_live_engine",
-           "time_steps"]
+__all__ = ["GpuStepper", "MAX_GRAPH_STEPS", "TIMINGS", "available", "block_plan", "default_rows",
+           "fastest_live_engine", "time_steps"]

@@ -23,10 +23,14 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from regime_dash.streams import Stream, check_arrays
+
+if TYPE_CHECKING:  # the annotation only: step_stats imports the engine modules when it runs
+    from regime_dash.engine.fast import StepStats
 
 #: Bytes of rewards (and as many of lots) per chunk: big enough that a copy runs
 #: at full PCIe speed, small enough that many chunks overlap.
@@ -41,7 +45,7 @@ def _threads(requested: int | None, chunks: int) -> int:
     return max(1, min(want, chunks))
 
 
-def step_stats(stream: Stream, *, threads: int | None = None, chunk_bytes: int = CHUNK_BYTES):
+def step_stats(stream: Stream, *, threads: int | None = None, chunk_bytes: int = CHUNK_BYTES) -> StepStats:
     """Phase 1 on the GPU from host arrays, through pinned chunks: ``fast.StepStats``.
 
     Parameters

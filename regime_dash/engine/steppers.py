@@ -115,6 +115,7 @@ class TrajectoryLog:
         return (np.concatenate(snap).astype(np.float32, copy=False),
                 np.concatenate(flat).astype(np.int32, copy=False))
 
+
 class _HostState:
     """What the steppers that keep the ISV in host memory share: ``_isv``, ``_boot``, ``_log``."""
 
