@@ -183,14 +183,15 @@ def explore_actions(ctx, base: str, run_id: str, other_id: str, repeat: int) -> 
 
 
 #: Counts, for ``ms`` milliseconds, the animation frames in which the chart's data differs from
-#: the frame before: the redraws the user sees.
+#: the frame before: the redraws the user sees (a frame with no chart drawn is not one).
 COUNT_REDRAWS_JS = """(ms) => new Promise(done => {
     const sig = """ + SIGNATURE_JS + """;
     let last = sig(), n = 0;
     const t0 = performance.now();
     const tick = () => {
         const now = sig();
-        if (now !== last) { n += 1; last = now; }
+        if (now !== last && now !== '') n += 1;
+        last = now;
         if (performance.now() - t0 < ms) requestAnimationFrame(tick); else done(n);
     };
     requestAnimationFrame(tick);
