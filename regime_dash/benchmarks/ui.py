@@ -15,7 +15,8 @@
    before, plus two animation frames):
 
    - Replay: a what-if slider moved one step (``eps_min`` by 0.01, 25k steps);
-   - Explore: the smoothing slider, the step window, a run added (25k and big);
+   - Explore: the smoothing slider, the step window, a run added (25k and big; from the
+     click on the run in the open list, and from the click that opens the list);
    - every page's first chart (or first table where a page has no chart), warm;
    - Live: chart redraws per second while the simulator plays (20 steps a tick).
 
@@ -42,8 +43,9 @@ from regime_dash.benchmarks.page_load import PAINTED_JS, chromium, make_run, ser
 #: Targets (seconds) of issue 13, by measurement name.
 TARGETS: dict[str, float] = {
     "replay_slider": 0.5,
-    "explore_smoothing": 0.7, "explore_window": 0.7, "explore_run_added": 0.7,
+    "explore_smoothing": 0.7, "explore_window": 0.7, "explore_run_added": 0.7, "explore_run_added_from_open": 0.7,
     "explore_big_smoothing": 1.5, "explore_big_window": 1.5, "explore_big_run_added": 1.5,
+    "explore_big_run_added_from_open": 1.5,
     "first_chart_runs": 2.0, "first_chart_explore": 2.0, "first_chart_replay": 2.0,
     "first_chart_live": 2.0, "first_chart_controllers": 2.0, "first_chart_slots": 2.0,
     "first_chart_compare": 2.0,
@@ -100,13 +102,25 @@ def _signature(page) -> str:
 
 def timed_change(page, action: Callable[[], None], timeout_ms: int = 120_000) -> float:
     """Seconds from ``action()`` until some chart on ``page`` shows other data, painted."""
+    return timed_steps(page, None, action, timeout_ms)[0]
+
+
+def timed_steps(page, prepare: Callable[[], None] | None, action: Callable[[], None],
+                timeout_ms: int = 120_000) -> tuple[float, float]:
+    """``prepare()`` (what a user does before the action itself, such as opening a list), then
+    ``action()``; seconds from the action, and from the start of ``prepare``, until some chart on
+    ``page`` shows other data, painted."""
     before = _signature(page)
+    t_prep = time.perf_counter()
+    if prepare is not None:
+        prepare()
     t0 = time.perf_counter()
     action()
     page.wait_for_function(f"(before) => ({SIGNATURE_JS})() !== before && ({SIGNATURE_JS})() !== ''",
                            arg=before, polling="raf", timeout=timeout_ms)
     page.evaluate(PAINTED_JS)
-    return time.perf_counter() - t0
+    end = time.perf_counter()
+    return end - t0, end - t_prep
 
 
 def _settle(page, quiet_ms: int = 600) -> None:
@@ -153,7 +167,7 @@ def replay_slider(ctx, base: str, steps: int, repeat: int) -> list[float]:
 def explore_actions(ctx, base: str, run_id: str, other_id: str, repeat: int) -> dict[str, list[float]]:
     """Explore with ``run_id``: smoothing and window moves, then ``other_id`` added to the view."""
     page = ctx.new_page()
-    out: dict[str, list[float]] = {"smoothing": [], "window": [], "run_added": []}
+    out: dict[str, list[float]] = {"smoothing": [], "window": [], "run_added": [], "run_added_from_open": []}
     try:
         page.goto(f"{base}/explore?runs={run_id}")
         page.locator(".js-plotly-plot").first.wait_for()
@@ -170,11 +184,16 @@ def explore_actions(ctx, base: str, run_id: str, other_id: str, repeat: int) -> 
             page.locator(".js-plotly-plot").first.wait_for()
             _settle(page)
             box = page.get_by_test_id("stMultiSelect").first
+            option = page.get_by_role("option").first
 
-            def add() -> None:
+            def open_list() -> None:
                 box.click()
-                page.get_by_role("option").first.click()
-            out["run_added"].append(timed_change(page, add))
+                option.wait_for()
+            # the run is added by the click on it in the open list: timed from that click; the
+            # figure from the click that opens the list (this benchmark's first method) is kept too
+            added, from_open = timed_steps(page, open_list, option.click)
+            out["run_added"].append(added)
+            out["run_added_from_open"].append(from_open)
             _settle(page)
             page.keyboard.press("Escape")
         return out
