@@ -184,7 +184,9 @@ def explore_actions(ctx, base: str, run_id: str, other_id: str, repeat: int) -> 
             page.locator(".js-plotly-plot").first.wait_for()
             _settle(page)
             box = page.get_by_test_id("stMultiSelect").first
-            option = page.get_by_role("option").first
+            # the list names each run "name · <the id's last 6 characters>"; the first option would
+            # be whichever run the store lists first (with three runs stored, the 1,000,000-step one)
+            option = page.get_by_role("option").filter(has_text=other_id[-6:]).first
 
             def open_list() -> None:
                 box.click()
