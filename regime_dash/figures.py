@@ -590,10 +590,10 @@ def live_figure(frame: pd.DataFrame, marks: Sequence[tuple[float, str, str]] = (
                 window: int = 2000, colour: str = RUN_COLOURS[0]) -> dict:
     """The Live page's chart of the last ``window`` steps of ``frame``, as a plain Plotly dict.
 
-    A dict, not a :class:`plotly.graph_objects.Figure`: it is rebuilt ten times a
-    second while a run plays, and skipping plotly's validation makes that a few
-    milliseconds. The layout carries a fixed ``uirevision``, so the browser
-    updates the traces in place rather than redrawing the chart.
+    A dict, not a :class:`plotly.graph_objects.Figure`: it is rebuilt every tick
+    while a run plays, and building it without plotly's validation takes a few
+    milliseconds. Flat stretches are thinned (:func:`thin_flat`) and values sent
+    as float32/int32 (:func:`compact`). The layout carries a fixed ``uirevision``.
 
     Parameters
     ----------
