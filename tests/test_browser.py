@@ -241,7 +241,10 @@ def test_live_plays_in_place_and_pauses(server, browser_page):
     page.get_by_role("button", name="Play").click()
     traces_with(page, "kelly_f")
     page.wait_for_function(f"() => ({STEP_JS})() >= 200")  # ten ticks of 20 steps and more
-    assert page.locator(".js-plotly-plot").count() == 1  # redrawn in place, never a second chart
+    # redrawn in place: never a second chart on screen (the tick before may linger in the page
+    # as a stale, collapsed element until the fragment's run ends; the new one may not be laid
+    # out yet in the frame sampled)
+    assert page.locator(".js-plotly-plot").filter(visible=True).count() <= 1
     page.get_by_role("button", name="Pause").click()
     page.get_by_role("button", name="Play").wait_for()
     page.wait_for_timeout(500)  # a tick in flight when Pause was pressed may still land

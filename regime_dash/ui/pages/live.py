@@ -81,6 +81,8 @@ def live_view() -> None:
             run.step(controls["speed"])
         draw(slots, note, chart)
         if run.done:
+            if controls["playing"] and state.fragment_rerun():
+                st.rerun()  # the whole page, once: it sees the end and stops the tick clock
             break
         due = max(due + TICK_S, time.monotonic())  # late: the next tick waits its full interval, no burst
         time.sleep(due - time.monotonic())
