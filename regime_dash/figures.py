@@ -69,6 +69,10 @@ RUN_COLOURS: tuple[str, ...] = ("#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FF
 #: Points per trace sent to the browser: about the plot width of a wide chart in pixels
 #: (1,100–1,200 px); more points than pixels only cost the browser time.
 DEFAULT_POINTS = 1200
+#: Of a stretch where a line is flat, every ``HOVER_STRIDE``-th point is kept (see
+#: :func:`thin_flat`): at about one point a pixel, a gap under plotly's 20 px hover
+#: distance, so every series stays in the unified hover wherever the pointer is.
+HOVER_STRIDE = 16
 
 
 def run_colour(i: int) -> str:
@@ -117,6 +121,41 @@ def ema_debiased(values: np.ndarray, weight: float) -> np.ndarray:
     if finite.any():
         out[finite] = pd.Series(v[finite]).ewm(alpha=1.0 - weight, adjust=True).mean().to_numpy()
     return out
+
+
+def thin_flat(x: np.ndarray, y: np.ndarray, stride: int = HOVER_STRIDE) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, y)`` without the inner points of stretches where ``y`` stays the same.
+
+    The polyline drawn through what is left is the same as through every point
+    (a flat stretch is one segment), so a step-shaped or constant series costs
+    the browser a few points instead of one a pixel. ``stride > 0`` keeps every
+    ``stride``-th inner point as well (for hover, see :data:`HOVER_STRIDE`);
+    ``stride=0`` keeps only each stretch's ends. NaN gaps are kept (NaN equals
+    nothing).
+    """
+    x, y = np.asarray(x), np.asarray(y)
+    if len(y) < 3:
+        return x, y
+    inner = np.zeros(len(y), dtype=bool)
+    inner[1:-1] = (y[1:-1] == y[:-2]) & (y[1:-1] == y[2:])
+    if stride > 0:
+        inner &= np.arange(len(y)) % stride != 0
+    return x[~inner], y[~inner]
+
+
+def compact(values: np.ndarray) -> np.ndarray:
+    """``values`` in the smallest exact-enough dtype for the browser: whole numbers in int32
+    range as int32, other floats as float32 (the diag slots are float32; the hover shows 6
+    digits). Plotly sends arrays as base64 of their bytes, which halves the chart's payload
+    and what the browser has to parse."""
+    a = np.asarray(values)
+    if a.dtype.kind not in "fiu" or a.size == 0:
+        return a
+    if a.dtype.kind in "iu" or (np.isfinite(a).all() and np.array_equal(a, np.round(a))):
+        if np.abs(a).max() < 2**31:
+            return a.astype(np.int32)
+        return a
+    return a.astype(np.float32)
 
 
 @dataclass(frozen=True)
@@ -329,6 +368,10 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
             return rows
         return np.sort(np.argsort(order)[rows])
 
+    def x_out(values):
+        """x values as sent: dates on a wall-clock axis, else the compact numbers."""
+        return _plot_x(values, x) if x == "wall_time" else compact(values)
+
     span_gap = (np.nanmax(xs) - np.nanmin(xs)) / max(n_out, 1) if len(xs) else 0.0
     first = [True]
 
@@ -342,18 +385,21 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
         if smooth and smoothing > 0:
             y = ema_debiased(y, smoothing)
         red = downsample(xs, y, n_out)
-        if band and len(red.band_x):
+        if band and len(red.band_x) and not np.array_equal(red.band_lo, red.band_hi):
             # one closed polygon (the maxima forward, the minima back), not two traces and a
-            # fill between them: half the traces for the browser to draw
-            bx = np.asarray(_plot_x(red.band_x, x))
-            fig.add_trace(dict(x=np.concatenate([bx, bx[::-1]]),
-                               y=np.concatenate([red.band_hi, red.band_lo[::-1]]), mode="lines",
+            # fill between them: half the traces for the browser to draw. A band as thin as
+            # the line (a series constant within every bucket) is left out.
+            hx, hy = thin_flat(red.band_x, red.band_hi, stride=0)
+            lx_, ly_ = thin_flat(red.band_x[::-1], red.band_lo[::-1], stride=0)
+            fig.add_trace(dict(x=x_out(np.concatenate([hx, lx_])), y=compact(np.concatenate([hy, ly_])),
+                               mode="lines",
                                line=dict(width=0, color=shade_colour), fill="toself",
                                fillcolor=_rgba(shade_colour, 0.15), hoverinfo="skip",
                                showlegend=False, legendgroup=label, name=f"{label} {name} min/max"),
                           row=row, col=1, secondary_y=secondary)
         lx, ly = break_at_nonfinite(red.x, red.y, xs, y)  # the line breaks at NaN/±Inf, never drawn through
-        fig.add_trace(dict(x=_plot_x(lx, x), y=ly, mode="lines",
+        lx, ly = thin_flat(lx, ly)
+        fig.add_trace(dict(x=x_out(lx), y=compact(ly), mode="lines",
                            line=dict(color=shade_colour, width=width * widen, **({"dash": dash} if dash else {})),
                            name=label if first[0] else f"{label} {name}",
                            legendgroup=label, showlegend=first[0],
@@ -391,7 +437,7 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
             return
         if len(pos) > n_out:  # thousands of events: keep an even sample, the band shows density
             pos = pos[np.linspace(0, len(pos) - 1, n_out).astype(np.int64)]
-        fig.add_trace(dict(x=_plot_x(xs[pos], x), y=y[pos] if y is not None else np.ones(len(pos)),
+        fig.add_trace(dict(x=x_out(xs[pos]), y=compact(y[pos] if y is not None else np.ones(len(pos))),
                            mode="markers", marker=dict(symbol=symbol, size=8, color=colour,
                                                        line=dict(width=1, color="black")),
                            name=f"{label} {name}", legendgroup=label, showlegend=False,
@@ -544,10 +590,10 @@ def live_figure(frame: pd.DataFrame, marks: Sequence[tuple[float, str, str]] = (
                 window: int = 2000, colour: str = RUN_COLOURS[0]) -> dict:
     """The Live page's chart of the last ``window`` steps of ``frame``, as a plain Plotly dict.
 
-    A dict, not a :class:`plotly.graph_objects.Figure`: it is rebuilt ten times a
-    second while a run plays, and skipping plotly's validation makes that a few
-    milliseconds. The layout carries a fixed ``uirevision``, so the browser
-    updates the traces in place rather than redrawing the chart.
+    A dict, not a :class:`plotly.graph_objects.Figure`: it is rebuilt every tick
+    while a run plays, and building it without plotly's validation takes a few
+    milliseconds. Flat stretches are thinned (:func:`thin_flat`) and values sent
+    as float32/int32 (:func:`compact`). The layout carries a fixed ``uirevision``.
 
     Parameters
     ----------
@@ -584,7 +630,8 @@ def live_figure(frame: pd.DataFrame, marks: Sequence[tuple[float, str, str]] = (
             if column not in tail.columns:
                 continue
             y = pd.to_numeric(tail[column], errors="coerce").to_numpy(dtype=np.float64)
-            data.append(dict(type="scatter", mode="lines", x=x, y=y, name=name, xaxis=f"x{ax}", yaxis=f"y{ax}",
+            tx, ty = thin_flat(x, y)  # flat stretches (ε min, a counter at rest) cost two points
+            data.append(dict(type="scatter", mode="lines", x=compact(tx), y=compact(ty), name=name, xaxis=f"x{ax}", yaxis=f"y{ax}",
                              line=dict(color=tone(colour, 2 * k), dash=dash, width=1.5 + (k == 0)),
                              showlegend=False, hovertemplate=f"{name}: %{{y:.6g}}<extra></extra>"))
     shown = [m for m in marks if len(x) and x[0] <= m[0] <= x[-1]]  # those in the trailing window

@@ -69,6 +69,25 @@ def test_short_trace_is_sent_whole():
     assert red.band_x.size == 0
 
 
+def test_thin_flat_keeps_the_drawn_line():
+    x = np.arange(100, dtype=float)
+    y = np.r_[np.zeros(40), np.arange(20, dtype=float), np.full(39, 5.0), np.nan]
+    tx, ty = figures.thin_flat(x, y, stride=0)
+    # the flat stretches keep their ends only, the ramp and the NaN gap stay whole
+    assert len(tx) < len(x) and tx[0] == 0 and tx[-1] == 99 and np.isnan(ty[-1])
+    np.testing.assert_array_equal(np.interp(x[:-1], tx[:-1], ty[:-1]), y[:-1])  # same polyline
+    sx, _ = figures.thin_flat(x, y, stride=16)
+    assert np.diff(sx).max() <= 16 and set(tx) <= set(sx)  # hover stays within reach everywhere
+
+
+def test_compact_halves_bytes_exactly_enough():
+    steps = figures.compact(np.array([0.0, 7.0, 2.0e9]))
+    assert steps.dtype == np.int32 and steps.tolist() == [0, 7, 2_000_000_000]
+    assert figures.compact(np.array([0.0, 3.0e9])).dtype == np.float64  # beyond int32: kept as is
+    vals = figures.compact(np.array([0.125, np.nan, 1e-5]))
+    assert vals.dtype == np.float32 and np.isnan(vals[1]) and vals[2] == pytest.approx(1e-5, rel=1e-6)
+
+
 def test_downsample_keeps_extremes_in_band(rng):
     n = 1_000_000
     x = np.arange(n, dtype=np.int64)
@@ -135,7 +154,8 @@ def test_smoothing_changes_continuous_signals_only(trap_frame):
     smooth = figures.signal_panels({"r": trap_frame}, smoothing=0.95)
     kelly_raw, = [t for t in raw.data if t.name == "r kelly_f"]
     kelly_s, = [t for t in smooth.data if t.name == "r kelly_f"]
-    assert not np.allclose(np.asarray(kelly_raw.y), np.asarray(kelly_s.y))
+    a, b = np.asarray(kelly_raw.y, dtype=float), np.asarray(kelly_s.y, dtype=float)
+    assert len(a) != len(b) or not np.allclose(a, b)  # flat stretches are thinned: lengths may differ
     # counters (duration, recency, transition) and flag-derived shapes are never smoothed
     for name in ("r", "r recency+1", "r transition remaining", "r dead-zone episode", "r timeout"):
         a, = [t for t in raw.data if t.name == name]
@@ -158,7 +178,11 @@ def test_million_steps_are_downsampled(trap_frame):
     assert len(big) >= 1_000_000
     assert max(len(t.x) for t in fig.data if t.mode == "lines" and t.fill is None) <= 2000
     (band,) = [t for t in fig.data if t.name == "big kelly_f min/max"]
-    assert band.fill == "toself" and len(band.x) == len(band.y) == 2 * (2000 // 4)
+    # 2000 // 4 buckets, each a maximum forward and a minimum back; flat stretches thinned
+    assert band.fill == "toself" and len(band.x) == len(band.y) <= 2 * (2000 // 4)
+    kelly = big[diag.KELLY].to_numpy(dtype=float)
+    assert np.nanmax(band.y) == pytest.approx(np.nanmax(kelly), rel=1e-6)
+    assert np.nanmin(band.y) == pytest.approx(np.nanmin(kelly), rel=1e-6, abs=1e-12)
     assert len(fig.to_json()) < 5_000_000  # what the browser receives stays small
 
 

@@ -277,6 +277,11 @@ def live_source(key: str) -> dict[str, Any] | None:
             "sim": {"preset": preset, "seed": seed, "accounts": accounts, "horizon": horizon}}
 
 
+#: Ticks a second while a live run plays (each one ``speed`` steps and one redraw): a little
+#: above the ten redraws a second the chart is to reach, so a late tick does not drop it below.
+LIVE_TICKS_PER_S = 12
+
+
 def live_controls(key: str) -> dict[str, Any]:
     """Play/pause, step, reset, speed and the three injections.
 
@@ -292,7 +297,7 @@ def live_controls(key: str) -> dict[str, Any]:
                 on_click=lambda: st.session_state.update({pk: not st.session_state[pk]}))
     step = c[1].button("Step", key=f"{key}.step", icon=":material/skip_next:")
     reset = c[2].button("Reset", key=f"{key}.reset", icon=":material/restart_alt:")
-    speed = c[3].slider("Speed (steps per tick, 10 ticks/s)", 1, 500, 20, key=f"{key}.speed")
+    speed = c[3].slider(f"Speed (steps per tick, {LIVE_TICKS_PER_S} ticks/s)", 1, 500, 20, key=f"{key}.speed")
     d = st.columns(3)
     shock = d[0].button("Inject tail shock", key=f"{key}.shock", icon=":material/bolt:")
     flat = d[1].button("Force every account flat", key=f"{key}.flat", icon=":material/block:")

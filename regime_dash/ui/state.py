@@ -138,3 +138,12 @@ def publish() -> None:
                 del st.query_params[param]
         elif st.query_params.get(param) != text:
             st.query_params[param] = text
+
+
+def fragment_rerun() -> bool:
+    """True while this script run is a fragment's own rerun (``run_every`` or a control inside
+    it), not a run of the whole page."""
+    from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return bool(ctx is not None and ctx.fragment_ids_this_run)

@@ -1,10 +1,12 @@
 """Live: play a recorded stream, a scenario or the closed-loop simulator step by step; reconfigure and inject while it plays."""
+import time
+
 import streamlit as st
 
 from regime_dash.config import RegimeConfig
 from regime_dash.errors import ConfigError, RegimeDashError
 from regime_dash.figures import live_figure
-from regime_dash.ui import sections, stores, widgets
+from regime_dash.ui import sections, state, stores, widgets
 
 st.title("Live")
 st.caption("Play the pipeline step by step on a recorded stream, a scenario or the closed-loop simulator. "
@@ -41,28 +43,49 @@ if controls["step"] or controls["shock"] or controls["flat"] or controls["bounda
     run.step(1)  # an injection takes effect at the next step: take it, so it shows at once
 
 
-#: Seconds between ticks while playing: ten redraws a second, each one step of `speed` steps.
-TICK_S = 0.1
+#: Seconds between ticks while playing, each one step of `speed` steps and one redraw.
+TICK_S = 1.0 / sections.LIVE_TICKS_PER_S
+#: Ticks one run of the fragment plays before it hands back (a rerun is then due at once).
+TICKS_PER_RUN = 20
+
+
+def draw(slots: list, note, chart) -> None:
+    """The run as it is now, written into the placeholders (the metrics, a note, the chart)."""
+    status = run.status()
+    slots[0].metric("step", f"{run.t:,}" + (f" of {run.total:,}" if run.total is not None else ""))
+    if "step" not in status:
+        note.info("Press Play or Step to start the live run.")
+        return
+    slots[1].metric("kelly_f", f"{status['kelly_f']:.4g}")
+    slots[2].metric("dead zone", "ON" if status["dead_zone"] else "off")
+    slots[3].metric("open accounts", f"{status['open_accounts']:,}")
+    slots[4].metric("changes", len(run.changes))
+    if run.done:
+        note.info("The stream has been played to its end. Reset to play it again.")
+    marks = [(ch.step, ch.kind, ch.label) for ch in run.changes]  # each config change and injection
+    chart.plotly_chart(live_figure(run.frame(), marks), config={"displaylogo": False})
 
 
 @st.fragment(run_every=TICK_S if controls["playing"] and not run.done else None)
 def live_view() -> None:
-    if controls["playing"]:
-        run.step(controls["speed"])
-    status = run.status()
-    c = st.columns(5)
-    c[0].metric("step", f"{run.t:,}" + (f" of {run.total:,}" if run.total is not None else ""))
-    if "step" not in status:
-        st.info("Press Play or Step to start the live run.")
-        return
-    c[1].metric("kelly_f", f"{status['kelly_f']:.4g}")
-    c[2].metric("dead zone", "ON" if status["dead_zone"] else "off")
-    c[3].metric("open accounts", f"{status['open_accounts']:,}")
-    c[4].metric("changes", len(run.changes))
-    if run.done:
-        st.info("The stream has been played to its end. Reset to play it again.")
-    marks = [(ch.step, ch.kind, ch.label) for ch in run.changes]  # each config change and injection
-    st.plotly_chart(live_figure(run.frame(), marks), key="live.chart", config={"displaylogo": False})
+    """While playing, one run of this plays up to TICKS_PER_RUN ticks on its own clock, each
+    redrawn in place: a rerun per tick (the browser asking, the server answering) left the
+    ticks late and uneven (six or seven a second). A click anywhere interrupts it."""
+    slots = [c.empty() for c in st.columns(5)]
+    note, chart = st.empty(), st.empty()
+    # a full run of the page (a button, a slider) draws one tick; the fragment's own reruns play on
+    ticks = TICKS_PER_RUN if controls["playing"] and state.fragment_rerun() else 1
+    due = time.monotonic()
+    for _ in range(ticks):
+        if controls["playing"]:
+            run.step(controls["speed"])
+        draw(slots, note, chart)
+        if run.done:
+            if controls["playing"] and state.fragment_rerun():
+                st.rerun()  # the whole page, once: it sees the end and stops the tick clock
+            break
+        due = max(due + TICK_S, time.monotonic())  # late: the next tick waits its full interval, no burst
+        time.sleep(due - time.monotonic())
 
 
 live_view()
