@@ -51,19 +51,21 @@ def live_run(key: str, source: Mapping[str, Any], config: RegimeConfig, *, reset
 
     Held in ``st.session_state[key]``; a new run starts on ``reset`` or when the
     source's key changes (``st.session_state[key + '.source']`` remembers it).
+    It steps on the faster stepper of this machine (``engine="auto"``: the GPU
+    stepper where it measures faster, else the reference; never a compile).
     """
     from regime_dash.live import LiveRun
     from regime_dash.simulator import PRESETS, Simulator
 
     if reset or key not in st.session_state or st.session_state.get(f"{key}.source") != source["key"]:
         if "stream" in source:
-            run = LiveRun.of_stream(source["stream"], config, source=source["key"])
+            run = LiveRun.of_stream(source["stream"], config, engine="auto", source=source["key"])
         else:
             setup = source["sim"]
             preset = PRESETS[setup["preset"]]
             run = LiveRun.of_simulator(Simulator(accounts=setup["accounts"], seed=setup["seed"], config=config,
                                                  market=preset.market, schedule=preset.schedule(setup["horizon"]),
-                                                 engine="reference"), source=source["key"])
+                                                 engine="auto"), source=source["key"])
         st.session_state[key] = run
         st.session_state[f"{key}.source"] = source["key"]
     return st.session_state[key]
