@@ -215,6 +215,18 @@ def scatter_shared(client: Any, value: Any) -> Any:
     a changed array has another key, the oldest entry is dropped first, and the
     entries of a closed client are dropped.
     Values pickling to more than :data:`SCATTER_CACHE_MAX_BYTES` are not kept.
+
+    Parameters
+    ----------
+    client
+        A ``distributed.Client``.
+    value
+        Any picklable value (a stream, a shard's shared inputs).
+
+    Returns
+    -------
+    distributed.Future
+        Of ``value``, held on every worker.
     """
     data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     if len(data) > SCATTER_CACHE_MAX_BYTES:
@@ -243,6 +255,22 @@ def submit_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *,
 
     Each ``shared`` value reaches every worker once (:func:`scatter_shared`). The
     caller can work while the shards run, then collect them with :func:`gather_shards`.
+
+    Parameters
+    ----------
+    fn
+        The work of one shard, ``fn(shard, *shared)``; it runs on a worker.
+    shards
+        One item per task, in the order the results are wanted.
+    client
+        A ``distributed.Client``.
+    shared
+        Values every shard needs, passed after the shard.
+
+    Returns
+    -------
+    list of distributed.Future
+        One per shard, in shard order.
     """
     handles = [scatter_shared(client, v) for v in shared]
     name = getattr(getattr(fn, "func", fn), "__name__", "shard")
@@ -256,6 +284,18 @@ def gather_shards(futures: Sequence[Any], progress: Progress | None = None) -> l
     """The results of :func:`submit_shards`' futures, in their order; ``progress(done, total)`` as each lands.
 
     A shard's exception is raised here (our errors keep their type across processes).
+
+    Parameters
+    ----------
+    futures
+        What :func:`submit_shards` returned.
+    progress
+        Called as ``progress(done, total)`` each time a shard's result arrives.
+
+    Returns
+    -------
+    list
+        The shards' results, in the order of ``futures``.
     """
     distributed = _require()
     index = {f.key: k for k, f in enumerate(futures)}
