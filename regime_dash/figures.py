@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import functools
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -241,7 +241,8 @@ def _plot_x(xs: np.ndarray, x: str):
 def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothing: float = 0.0,
                   n_out: int = DEFAULT_POINTS, x_range: Sequence[float] | None = None,
                   height: int = 1400, colours: Mapping[str, str] | None = None,
-                  x_offsets: Mapping[str, float] | None = None):
+                  x_offsets: Mapping[str, float] | None = None,
+                  traces_of: Callable[..., list[dict]] | None = None):
     """The seven regime panels of every run in ``runs``, on one shared, zoomable x axis.
 
     Parameters
@@ -266,6 +267,11 @@ def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothin
     x_offsets
         ``{label: step}`` subtracted from that run's steps (``x="step"`` only): with
         each run's first step, runs that started at different steps line up.
+    traces_of
+        Called as :func:`run_traces` is (same arguments) to get each run's traces;
+        default :func:`run_traces`. A caller that keeps a run's traces between
+        figures (the dashboard's cache: the baseline of a what-if chart does not
+        change when a slider moves) passes its own.
 
     Returns
     -------
@@ -277,18 +283,19 @@ def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothin
         raise ValidationError(f"runs can be aligned at their first step on the step axis only, not {x!r}",
                               field="x_offsets", value=x)
     x_title = "wall time" if x == "wall_time" else ("steps since each run's first step" if x_offsets else "step")
-    layout, axes = _panel_layout(height, x, x_title)
+    layout, _ = _panel_layout(height, x, x_title)
     n = len(runs)
-    batch = _TraceBatch(axes)
+    traces_of = traces_of or run_traces
+    data: list[dict] = []
     for i, (label, frame) in enumerate(runs.items()):
         colour = (colours or {}).get(label, run_colour(i))
         # earlier runs draw wider, so a later run drawn exactly on top leaves a rim of the earlier one
-        _add_run(batch, label, frame, colour, x=x, smoothing=smoothing, n_out=n_out,
-                 offset=float((x_offsets or {}).get(label, 0.0)), widen=1.0 + 0.7 * (n - 1 - i))
+        data += traces_of(label, frame, colour, x=x, smoothing=smoothing, n_out=n_out,
+                          offset=float((x_offsets or {}).get(label, 0.0)), widen=1.0 + 0.7 * (n - 1 - i))
     # the traces are plain dicts built from checked values, and the layout was validated
     # once when it was cached: plotly's per-property validation of ~60 traces was most
     # of a slider move's figure time
-    fig = go.Figure({"data": batch.data, "layout": copy.deepcopy(layout)}, _validate=False)
+    fig = go.Figure({"data": data, "layout": copy.deepcopy(layout)}, _validate=False)
     if x_range is not None:
         lo, hi = x_range
         fig.update_xaxes(range=list(_plot_x(np.array([lo, hi], dtype=np.float64), x)))
@@ -323,6 +330,36 @@ def _panel_layout(height: int, x: str, x_title: str) -> tuple[dict, dict[tuple[i
             fig.add_scatter(x=[], y=[], row=r, col=1, secondary_y=secondary)  # where plotly puts it
             axes[(r, secondary)] = {"xaxis": fig.data[-1].xaxis, "yaxis": fig.data[-1].yaxis}
     return fig.layout.to_plotly_json(), axes
+
+
+def run_traces(label: str, frame: pd.DataFrame, colour: str, *, x: str = "step", smoothing: float = 0.0,
+               n_out: int = DEFAULT_POINTS, offset: float = 0.0, widen: float = 1.0) -> list[dict]:
+    """One run's traces on the seven panels, as plain plotly dicts placed on their subplots' axes.
+
+    Parameters
+    ----------
+    label
+        The run's name in the legend and the hover.
+    frame
+        The run (``step`` or ``wall_time`` and the canonical diag columns it has).
+    colour
+        The run's colour.
+    x, smoothing, n_out
+        As :func:`signal_panels` takes them.
+    offset
+        Subtracted from the run's x values (its first step, to align runs).
+    widen
+        Line width factor (earlier runs of an overlay draw wider).
+
+    Returns
+    -------
+    list of dict
+        ``scatter`` traces, in drawing order; :func:`signal_panels` puts them on its layout.
+    """
+    # the axes' names do not depend on the height or the x axis: any cached layout gives them
+    batch = _TraceBatch(_panel_layout(1400, "step", "step")[1])
+    _add_run(batch, label, frame, colour, x=x, smoothing=smoothing, n_out=n_out, offset=offset, widen=widen)
+    return batch.data
 
 
 class _TraceBatch:

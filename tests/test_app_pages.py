@@ -369,6 +369,31 @@ def test_replay_max_duration_changes_timeouts(tmp_path, monkeypatch):
     assert names == {"baseline", "what-if"}
 
 
+def test_replay_slider_rebuilds_only_the_what_if_traces(tmp_path, monkeypatch):
+    """A what-if slider move builds the what-if run's traces; the baseline's come from the cache."""
+    from regime_dash import figures
+
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.switch_page(page("replay")).run()
+    at.slider(key="replay.whatif.eps_min").set_value(0.13).run()
+    no_exception(at, "eps_min 0.13")
+    built = []
+    real = figures.run_traces
+
+    def counting(label, *args, **kw):
+        built.append(label)
+        return real(label, *args, **kw)
+
+    monkeypatch.setattr(figures, "run_traces", counting)
+    at.slider(key="replay.whatif.eps_min").set_value(0.14).run()
+    no_exception(at, "eps_min 0.14")
+    assert built == ["what-if"]
+    spec = chart_spec(at)
+    assert {t.get("legendgroup") for t in spec["data"]} == {"baseline", "what-if"}
+    live = [t for t in spec["data"] if t.get("name") == "what-if ε live"]
+    assert len(live) == 1 and len(values(live[0]["y"])) <= 700  # about the chart's pixel width
+
+
 def test_replay_model_switch_toggle_lets_the_timeout_fire_with_resurrection_on(tmp_path, monkeypatch):
     """The duration_across_cycles toggle (from the config declaration) moves the timeout count with F2 on."""
     at = open_app(tmp_path / "store", monkeypatch)

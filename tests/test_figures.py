@@ -170,6 +170,25 @@ def test_runs_get_distinct_colours(trap_frame):
     assert len(set(colours.values())) == 3
 
 
+def test_traces_of_builds_each_run_once_and_the_same_figure(trap_frame):
+    """A caller's ``traces_of`` (the dashboard's per-run cache) gets each run once, with the
+    arguments :func:`run_traces` takes, and the figure is the one built without it."""
+    other = trap_frame.assign(**{diag.KELLY: trap_frame[diag.KELLY] * 0.5})
+    runs = {"baseline": trap_frame, "what-if": other}
+    calls = []
+
+    def traces_of(label, frame, colour, **kw):
+        calls.append((label, colour, kw["widen"], kw["n_out"]))
+        return figures.run_traces(label, frame, colour, **kw)
+
+    plain = figures.signal_panels(runs, smoothing=0.5, n_out=300, height=900)
+    hooked = figures.signal_panels(runs, smoothing=0.5, n_out=300, height=900, traces_of=traces_of)
+    assert plain.to_plotly_json() == hooked.to_plotly_json()
+    assert calls == [("baseline", figures.run_colour(0), 1.7, 300), ("what-if", figures.run_colour(1), 1.0, 300)]
+    kelly = [t for t in hooked.data if t.name == "what-if kelly_f"]
+    assert len(kelly) == 1 and len(kelly[0].y) <= 300  # the points per trace asked for, not the default
+
+
 def test_million_steps_are_downsampled(trap_frame):
     reps = 1_000_000 // len(trap_frame) + 1
     big = pd.concat([trap_frame] * reps, ignore_index=True)

@@ -111,26 +111,46 @@ def _summary(source_key: str, config: dict[str, Any], engine: str, layout_finger
 
 
 def signal_figure(key: str, _runs: dict, x: str, smoothing: float, x_range: tuple | None = None,
-                  height: int = 1400, x_offsets: tuple = ()):
+                  height: int = 1400, x_offsets: tuple = (), run_keys: tuple = (), points: int | None = None):
     """:func:`regime_dash.figures.signal_panels` of ``_runs`` (identified by ``key``).
 
     ``x_offsets`` is ``((label, step), ...)``: each run drawn against its steps since ``step``.
+    ``run_keys`` is ``((label, key), ...)``: a run named there has its traces cached on that
+    key (and the figure's other arguments), so a figure that shares a run with one drawn
+    before (a what-if chart's baseline) builds only the other runs' traces. ``points`` is the
+    points per trace (default :data:`regime_dash.figures.DEFAULT_POINTS`).
     The cache holds the figure's plotly JSON: a cached ``Figure`` object is pickled and
     re-validated on every hit (0.25 s for a two-run figure), its JSON dict is not.
     """
     import plotly.graph_objects as go
 
-    spec = _signal_spec(key, _runs, x, smoothing, x_range, height, x_offsets)
+    spec = _signal_spec(key, _runs, x, smoothing, x_range, height, x_offsets, run_keys, points)
     return go.Figure(spec, _validate=False)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def _signal_spec(key: str, _runs: dict, x: str, smoothing: float, x_range: tuple | None,
-                 height: int, x_offsets: tuple) -> dict:
-    from regime_dash.figures import signal_panels
+                 height: int, x_offsets: tuple, run_keys: tuple = (), points: int | None = None) -> dict:
+    from regime_dash.figures import DEFAULT_POINTS, run_traces, signal_panels
+
+    keys = dict(run_keys)
+
+    def traces_of(label, frame, colour, **kw) -> list[dict]:
+        if label not in keys:
+            return run_traces(label, frame, colour, **kw)
+        return _run_traces(keys[label], frame, label, colour, tuple(sorted(kw.items())))
 
     return signal_panels(_runs, x=x, smoothing=smoothing, x_range=x_range, height=height,
-                         x_offsets=dict(x_offsets) or None).to_plotly_json()
+                         n_out=points or DEFAULT_POINTS, x_offsets=dict(x_offsets) or None,
+                         traces_of=traces_of).to_plotly_json()
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _run_traces(key: str, _frame: pd.DataFrame, label: str, colour: str, options: tuple) -> list[dict]:
+    """:func:`regime_dash.figures.run_traces` of the run ``key`` names (``options`` as ``((name, value), ...)``)."""
+    from regime_dash.figures import run_traces
+
+    return run_traces(label, _frame, colour, **dict(options))
 
 
 def runs_frame(store) -> pd.DataFrame:

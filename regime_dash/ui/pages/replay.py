@@ -28,6 +28,11 @@ st.caption(f"Stream: {stream.steps:,} steps × {stream.accounts:,} accounts. Slo
            f"fingerprint {fp} (change it on the Slots page).")
 
 
+#: Points per trace: about the chart's plot width in pixels beside the sliders (650 px in a
+#: 1,600 px window, where Explore's full-width chart has 1,000); more only cost the browser time.
+CHART_POINTS = 700
+
+
 @st.fragment
 def what_if() -> None:
     """Sliders on the left, the chart on the right: a slider reruns only this."""
@@ -49,8 +54,11 @@ def what_if() -> None:
                                                                  fp, layout)
         st.caption(f"What-if replayed in {run['seconds'] * 1000:.1f} ms on the {run['engine']} engine.")
         metrics = st.container()  # above the chart, filled after it: the chart is not kept waiting
-        fig = cache.signal_figure(f"replay|{source_key}|{engine}|{fp}|{config}",
-                                  {"baseline": base["frame"], "what-if": run["frame"]}, "step", smoothing, height=900)
+        run_key = f"replay|{source_key}|{engine}|{fp}"
+        fig = cache.signal_figure(f"{run_key}|{config}", {"baseline": base["frame"], "what-if": run["frame"]},
+                                  "step", smoothing, height=900, points=CHART_POINTS,
+                                  run_keys=(("baseline", f"{run_key}|{RegimeConfig()}"),
+                                            ("what-if", f"{run_key}|{config}")))
         widgets.plotly_chart(fig, "replay.chart")
         with metrics:
             sections.summary_metrics("replay.summary",
