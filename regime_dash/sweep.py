@@ -312,15 +312,16 @@ class _SlotPlan:
         varying: list[tuple[str, np.ndarray]] = []
         for slot, name in _slot_sources().items():
             col = np.asarray(columns[name])
+            f32 = col.astype(np.float64).astype(np.float32).reshape(-1)  # as the slot holds it
             # one value for every config: the same float32 bits (0.0 and -0.0 differ)
-            bits = np.asarray(col, dtype=np.float64).astype(np.float32).view(np.uint32)
+            bits = f32.view(np.uint32)
             if col.ndim == 0 or (len(col) and (bits == bits[0]).all()):
-                boot[layout.index(slot)] = np.float32(float(col if col.ndim == 0 else col[0]))
+                boot[layout.index(slot)] = f32[0]
             else:
-                varying.append((slot, col))
+                varying.append((slot, f32))
         values = np.empty((len(varying), n), dtype=np.float32)
-        for k, (_, col) in enumerate(varying):
-            values[k] = np.asarray(col, dtype=np.float64)
+        for k, (_, f32) in enumerate(varying):
+            values[k] = f32
         return cls(isv0, boot, [s for s, _ in varying], np.ascontiguousarray(values.T))
 
     def rows(self, start: int, stop: int, isv: Mapping[str, float] | None,
