@@ -558,7 +558,17 @@ def test_compare_two_runs(loaded):
     at.switch_page(page("compare")).run()
     no_exception(at, "compare")
     assert any(w.value.startswith("differ: first at step") for w in at.warning)
-    assert int(metric(at, "differing fields")) > 0
+    n = int(metric(at, "differing fields"))
+    assert n > 0
+    # the fields table and the full report are built only once their expander is opened
+    assert not at.dataframe and not at.code
+    assert [e.label for e in at.expander] == [f"The {n} differing field(s)", "Full diff report"]
+    at.session_state["compare.fields.open"] = True
+    at.session_state["compare.report.open"] = True
+    at.run()
+    no_exception(at, "details open")
+    assert len(at.dataframe) == 1 and len(at.dataframe[0].value) == n
+    assert at.code[0].value.splitlines()[0].startswith("differ: first at step")
     at.selectbox(key="compare.b").set_value(run_ids()[0]).run()
     no_exception(at, "same run")
     assert any(s.value.startswith("identical") for s in at.success)
