@@ -347,12 +347,23 @@ def test_controllers_page_sliders_checks_figures_slots_and_sweep():
     assert not at.exception, [e.message for e in at.exception]
     at.selectbox(key="controllers.module").set_value("sp14_alpha_grad_gate").run()
     assert [e.value for e in at.error] == ["1 of 6 checks fail: sp14.var_aux_producer"]
+    assert len(at.get("plotly_chart")) == 3
+    # a new page load sends no table: the checks table waits for its expander, the other tabs for a click
+    assert not at.dataframe and not at.warning
+    at.session_state["controllers.checks.open"] = True
+    at.run()
+    checks = next(d.value for d in at.dataframe if "baseline" in d.value.columns)
+    assert checks.loc[checks["check"] == "sp14.var_aux_producer", "status"].item() == "fail"
+    at.session_state["controllers.tabs"] = "Slots"
+    at.run()
+    assert not at.get("plotly_chart")  # the Replay tab is not built while Slots is open
     assert any("AUX_DIR_ACC_VARIANCE_EMA_INDEX" in w.value for w in at.warning)  # the orphan flag
     slots = next(d.value for d in at.dataframe if "orphan" in d.value.columns)
     assert slots.loc[slots["name"] == "AUX_DIR_ACC_VARIANCE_EMA_INDEX", "orphan"].item()
     specs = MODULES["sp14_alpha_grad_gate"].field_specs()
     assert len(at.sidebar.slider) + len(at.sidebar.number_input) + len(at.sidebar.toggle) == len(specs)
-    assert len(at.get("plotly_chart")) == 3
+    at.session_state["controllers.tabs"] = "Replay"
+    at.run()
     at.sidebar.toggle(key="controllers.sp14_alpha_grad_gate.cfg.var_aux_producer").set_value(True).run()
     assert not at.error and [s.value for s in at.success] == ["0 of 6 checks fail"]
     k_aux = next(m for m in at.metric if m.label == "k aux min")
@@ -360,6 +371,8 @@ def test_controllers_page_sliders_checks_figures_slots_and_sweep():
     at.sidebar.slider(key="controllers.sp14_alpha_grad_gate.cfg.beta_base").set_value(0.99).run()
     assert any("beta_base=0.99" in e.value for e in at.error)
     at.sidebar.slider(key="controllers.sp14_alpha_grad_gate.cfg.beta_base").set_value(0.5).run()
+    at.session_state["controllers.tabs"] = "Sweep"
+    at.run()
     at.button(key="controllers.sp14_alpha_grad_gate.sweep.run").click().run()
     table = next(d.value for d in at.dataframe if "checks_failed" in d.value.columns)
     assert len(table) == 5 and not at.exception
@@ -373,6 +386,7 @@ def test_controllers_page_sliders_checks_figures_slots_and_sweep():
     axes = [json.loads(c.proto.spec)["layout"].get("yaxis", {}).get("title", {}).get("text")
             for c in at.get("plotly_chart")]
     assert other in axes
+    at.session_state["controllers.tabs"] = "Replay"
     for name in ("sp18_hold", "pearl_c"):
         at.selectbox(key="controllers.module").set_value(name).run()
         assert not at.exception and len(at.get("plotly_chart")) >= 3, name

@@ -100,75 +100,84 @@ except RegimeDashError as exc:
     st.error(f"Replay failed: {exc}")
     st.stop()
 
-tab_run, tab_sweep, tab_slots = st.tabs(["Replay", "Sweep", "Slots"])
-with tab_run:
-    frame = what_if["frame"]
-    st.caption(f"{len(frame):,} steps on {engine}, {what_if['seconds'] * 1000:.1f} ms.")
-    metrics = list(what_if["summary"].items())
-    cols = st.columns(4)
-    for i, (k, v) in enumerate(metrics):
-        b = base["summary"].get(k, float("nan"))
-        delta = v - b if math.isfinite(v) and math.isfinite(b) and v != b else None
-        cols[i % 4].metric(k.replace("_", " "), f"{v:.4g}", f"{delta:+.3g}" if delta is not None else None,
-                           delta_color="off")
-    failed = [c["id"] for c in what_if["checks"] if c["status"] == "fail"]
-    (st.error if failed else st.success)(f"{len(failed)} of {len(what_if['checks'])} checks fail"
-                                         + (f": {', '.join(failed)}" if failed else ""))
-    st.dataframe(_checks_table(what_if["checks"], base["checks"]), hide_index=True, key=f"{KEY}.checks")
-    changed = config != m.config_type()
-    for i, fig in enumerate(m.figures(frame, base["frame"] if changed else None)):
-        st.plotly_chart(fig, key=f"{KEY}.fig.{i}", config={"scrollZoom": True, "displaylogo": False})
-    st.download_button("Download the replay as CSV", frame.to_csv(index=False).encode(), f"{name}.csv",
-                       "text/csv", key=f"{KEY}.download")
+# only the open tab is built (a rerun when another is opened), and the checks table only when
+# its expander is opened: a new page load then sends no table, whose script the browser would
+# otherwise load and start before drawing the first chart
+tab_run, tab_sweep, tab_slots = st.tabs(["Replay", "Sweep", "Slots"], key=f"{KEY}.tabs", on_change="rerun")
+if tab_run.open:
+    with tab_run:
+        frame = what_if["frame"]
+        st.caption(f"{len(frame):,} steps on {engine}, {what_if['seconds'] * 1000:.1f} ms.")
+        metrics = list(what_if["summary"].items())
+        cols = st.columns(4)
+        for i, (k, v) in enumerate(metrics):
+            b = base["summary"].get(k, float("nan"))
+            delta = v - b if math.isfinite(v) and math.isfinite(b) and v != b else None
+            cols[i % 4].metric(k.replace("_", " "), f"{v:.4g}", f"{delta:+.3g}" if delta is not None else None,
+                               delta_color="off")
+        failed = [c["id"] for c in what_if["checks"] if c["status"] == "fail"]
+        (st.error if failed else st.success)(f"{len(failed)} of {len(what_if['checks'])} checks fail"
+                                             + (f": {', '.join(failed)}" if failed else ""))
+        checks = st.expander("Every check, beside the baseline's", key=f"{KEY}.checks.open", on_change="rerun")
+        if checks.open:
+            with checks:
+                st.dataframe(_checks_table(what_if["checks"], base["checks"]), hide_index=True, key=f"{KEY}.checks")
+        changed = config != m.config_type()
+        for i, fig in enumerate(m.figures(frame, base["frame"] if changed else None)):
+            st.plotly_chart(fig, key=f"{KEY}.fig.{i}", config={"scrollZoom": True, "displaylogo": False})
+        st.download_button("Download the replay as CSV", frame.to_csv(index=False).encode(), f"{name}.csv",
+                           "text/csv", key=f"{KEY}.download")
 
-with tab_sweep:
-    numeric = [s for s in m.field_specs() if s.kind != "bool"]
-    s1, s2, s3, s4 = st.columns(4)
-    field = s1.selectbox("Field", [s.name for s in numeric], key=f"{KEY}.{name}.sweep.field")
-    spec = next(s for s in numeric if s.name == field)
-    lo = s2.number_input("from", float(spec.lo), float(spec.hi), float(spec.lo), format="%g",
-                         key=f"{KEY}.{name}.sweep.lo.{field}")
-    hi = s3.number_input("to", float(spec.lo), float(spec.hi), float(spec.hi), format="%g",
-                         key=f"{KEY}.{name}.sweep.hi.{field}")
-    n = int(s4.number_input("values", 2, 50, 5, key=f"{KEY}.{name}.sweep.n"))
-    run_key = f"{KEY}.{name}.sweep.run"
-    # The button is True for one run only: the last sweep lives under the button's key + ".result",
-    # so a later rerun (another metric, a slider) keeps its table until "Run sweep" is pressed again.
-    result_key = f"{run_key}.result"
-    if st.button("Run sweep", key=run_key):
-        import numpy as np
+if tab_sweep.open:
+    with tab_sweep:
+        numeric = [s for s in m.field_specs() if s.kind != "bool"]
+        s1, s2, s3, s4 = st.columns(4)
+        field = s1.selectbox("Field", [s.name for s in numeric], key=f"{KEY}.{name}.sweep.field")
+        spec = next(s for s in numeric if s.name == field)
+        lo = s2.number_input("from", float(spec.lo), float(spec.hi), float(spec.lo), format="%g",
+                             key=f"{KEY}.{name}.sweep.lo.{field}")
+        hi = s3.number_input("to", float(spec.lo), float(spec.hi), float(spec.hi), format="%g",
+                             key=f"{KEY}.{name}.sweep.hi.{field}")
+        n = int(s4.number_input("values", 2, 50, 5, key=f"{KEY}.{name}.sweep.n"))
+        run_key = f"{KEY}.{name}.sweep.run"
+        # The button is True for one run only: the last sweep lives under the button's key + ".result",
+        # so a later rerun (another metric, a slider) keeps its table until "Run sweep" is pressed again.
+        result_key = f"{run_key}.result"
+        if st.button("Run sweep", key=run_key):
+            import numpy as np
 
-        grid = np.linspace(lo, hi, n)
-        grid = tuple(sorted({int(round(v)) for v in grid})) if spec.kind == "int" else tuple(float(v) for v in grid)
-        try:
-            table = cache.module_sweep(name, seed, steps, field, grid, config.as_dict(), engine)
-        except RegimeDashError as exc:
-            st.session_state.pop(result_key, None)
-            st.error(f"Sweep rejected: {exc}")
+            grid = np.linspace(lo, hi, n)
+            grid = tuple(sorted({int(round(v)) for v in grid})) if spec.kind == "int" else tuple(float(v) for v in grid)
+            try:
+                table = cache.module_sweep(name, seed, steps, field, grid, config.as_dict(), engine)
+            except RegimeDashError as exc:
+                st.session_state.pop(result_key, None)
+                st.error(f"Sweep rejected: {exc}")
+            else:
+                st.session_state[result_key] = {"field": field, "table": table, "config": config.as_dict()}
+        last = st.session_state.get(result_key)
+        if last is not None:
+            swept, table = last["field"], last["table"]
+            if last["config"] != config.as_dict() or swept != field:
+                st.caption(f"The last sweep ({swept}), made with the config then set; press Run sweep to redo it.")
+            st.dataframe(table, hide_index=True, key=f"{KEY}.sweep.table")
+            metric = st.selectbox("Metric", [c for c in table.columns if c != swept],
+                                  key=f"{KEY}.{name}.sweep.metric")
+            import plotly.express as px
+
+            st.plotly_chart(px.line(table, x=swept, y=metric, markers=True), key=f"{KEY}.sweep.chart")
+
+if tab_slots.open:
+    with tab_slots:
+        table = pd.DataFrame([{"index": s.index, "name": s.name, "role": s.role, "bootstrap": s.bootstrap,
+                               "policy": s.policy, "producer": s.producer, "consumers": ", ".join(s.consumers),
+                               "doc": s.doc} for s in m.slots])
+        if table.empty:
+            st.info("This module keeps its state outside the ISV (host-side buffers).")
         else:
-            st.session_state[result_key] = {"field": field, "table": table, "config": config.as_dict()}
-    last = st.session_state.get(result_key)
-    if last is not None:
-        swept, table = last["field"], last["table"]
-        if last["config"] != config.as_dict() or swept != field:
-            st.caption(f"The last sweep ({swept}), made with the config then set; press Run sweep to redo it.")
-        st.dataframe(table, hide_index=True, key=f"{KEY}.sweep.table")
-        metric = st.selectbox("Metric", [c for c in table.columns if c != swept],
-                              key=f"{KEY}.{name}.sweep.metric")
-        import plotly.express as px
-
-        st.plotly_chart(px.line(table, x=swept, y=metric, markers=True), key=f"{KEY}.sweep.chart")
-
-with tab_slots:
-    table = pd.DataFrame([{"index": s.index, "name": s.name, "role": s.role, "bootstrap": s.bootstrap,
-                           "policy": s.policy, "producer": s.producer, "consumers": ", ".join(s.consumers),
-                           "doc": s.doc} for s in m.slots])
-    if table.empty:
-        st.info("This module keeps its state outside the ISV (host-side buffers).")
-    else:
-        orphans = orphan_slots(m.slots)
-        table.insert(2, "orphan", table["name"].isin(orphans))
-        if orphans:
-            st.warning("Consumers but no producer (read, never written: stuck at the bootstrap): "
-                       + ", ".join(orphans))
-        st.dataframe(table, hide_index=True, key=f"{KEY}.slots")
+            orphans = orphan_slots(m.slots)
+            table.insert(2, "orphan", table["name"].isin(orphans))
+            if orphans:
+                st.warning("Consumers but no producer (read, never written: stuck at the bootstrap): "
+                           + ", ".join(orphans))
+            st.dataframe(table, hide_index=True, key=f"{KEY}.slots")
