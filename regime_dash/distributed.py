@@ -24,10 +24,13 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import hashlib
 import os
 import pickle
+import socket
 import threading
+import urllib.parse
 from typing import Any, Callable, Iterator, Sequence
 
 from regime_dash.errors import EngineUnavailable, ValidationError
@@ -156,6 +159,31 @@ def worker_count(client: Any) -> int:
     return max(1, len(client.scheduler_info().get("workers", {})))
 
 
+@functools.lru_cache(maxsize=1)
+def _local_hosts() -> frozenset[str]:
+    hosts = {"127.0.0.1", "localhost", "::1", socket.gethostname()}
+    with contextlib.suppress(OSError):
+        hosts.add(socket.gethostbyname(socket.gethostname()))
+    return frozenset(hosts)
+
+
+def local_gpus(client: Any) -> int:
+    """GPUs of this host a cluster's work may spread over: ``min(workers, GPUs here)`` when every
+    worker of ``client`` runs on this host, else 0.
+
+    What a GPU sweep's phase 1 (run here, on the client) uses: a cluster of this
+    host's GPUs has a PCIe link per GPU, and phase 1 is bound by those links.
+    """
+    workers = client.scheduler_info().get("workers", {})
+    if not workers:
+        return 0
+    local = _local_hosts()
+    hosts = {urllib.parse.urlsplit(addr).hostname for addr in workers}
+    if not hosts <= local:
+        return 0
+    return min(len(workers), gpu_count())
+
+
 def shard_bounds(n: int, parts: int) -> list[tuple[int, int]]:
     """``parts`` contiguous ``[start, stop)`` ranges covering ``0..n`` as evenly as possible (none empty)."""
     parts = max(1, min(int(parts), n))
@@ -265,14 +293,16 @@ def submit_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *,
     client
         A ``distributed.Client``.
     shared
-        Values every shard needs, passed after the shard.
+        Values every shard needs, passed after the shard (a ``distributed.Future``,
+        e.g. from :func:`scatter_shared` beforehand, is passed as it is).
 
     Returns
     -------
     list of distributed.Future
         One per shard, in shard order.
     """
-    handles = [scatter_shared(client, v) for v in shared]
+    future = _require().Future
+    handles = [v if isinstance(v, future) else scatter_shared(client, v) for v in shared]
     name = getattr(getattr(fn, "func", fn), "__name__", "shard")
     if hasattr(fn, "args"):  # a partial: name it after the function it wraps
         name = getattr(fn.args[0], "__name__", name) if fn.args else name
@@ -280,7 +310,8 @@ def submit_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *,
             for k, shard in enumerate(shards)]
 
 
-def gather_shards(futures: Sequence[Any], progress: Progress | None = None) -> list[Any]:
+def gather_shards(futures: Sequence[Any], progress: Progress | None = None,
+                  each: Callable[[int, Any], Any] | None = None) -> list[Any]:
     """The results of :func:`submit_shards`' futures, in their order; ``progress(done, total)`` as each lands.
 
     A shard's exception is raised here (our errors keep their type across processes).
@@ -291,22 +322,26 @@ def gather_shards(futures: Sequence[Any], progress: Progress | None = None) -> l
         What :func:`submit_shards` returned.
     progress
         Called as ``progress(done, total)`` each time a shard's result arrives.
+    each
+        Called as ``each(k, result)`` as shard k's result arrives (while the others
+        still run); what it returns is kept in the result's place.
 
     Returns
     -------
     list
-        The shards' results, in the order of ``futures``.
+        The shards' results (or what ``each`` made of them), in the order of ``futures``.
     """
     distributed = _require()
     index = {f.key: k for k, f in enumerate(futures)}
     out: list[Any] = [None] * len(futures)
     # with_results: each result is fetched as its shard finishes, concurrently with the others
     for done, (fut, result) in enumerate(distributed.as_completed(futures, with_results=True), start=1):
-        out[index[fut.key]] = result
+        k = index[fut.key]
+        out[k] = result if each is None else each(k, result)
         if progress is not None:
             progress(done, len(futures))
     return out
 
 
 __all__ = ["connect", "local_cluster", "map_shards", "submit_shards", "gather_shards", "scatter_shared",
-           "content_key", "shard_bounds", "worker_count", "gpu_count"]
+           "content_key", "shard_bounds", "worker_count", "gpu_count", "local_gpus"]

@@ -1,20 +1,32 @@
-"""Where the time of a GPU sweep goes: the host pieces, phase 1's upload variants, and the dask shards.
+"""Where the time of a GPU sweep goes: the host link, phase 1's upload variants, the pieces of a shard, and dask.
 
-    python scripts/sweep_breakdown.py [--steps T] [--sizes 65536,262144] [--json FILE]
+    python scripts/sweep_breakdown.py [--steps T] [--sizes 65536,262144] [--dask] [--json FILE]
 
-Times, on the bench stream (``benchmarks.engines.bench_stream``), each piece of
-``sweep(stream, grid, device="gpu")`` on its own (median of 5 after a warm-up):
-the grid check, its columns, the slot plan, phase 1 (``fast_gpu.step_stats``:
-pageable; ``staged_phase1.step_stats`` at several thread counts and chunk sizes),
-one shard on the device (``fast_gpu.sweep_values``), the table; then the whole
-sweep. With two GPUs or more, a local dask cluster of one worker per GPU: the
-whole sweep through it, and each shard's compute time on its worker (dask's task
-stream), so the client's share and the transfers are what is left.
+Times, on the bench stream (``benchmarks.engines.bench_stream``), median of 5
+after a warm-up unless said otherwise:
+
+- the host link: a pinned host→device copy of the stream's bytes to each GPU
+  alone and to all GPUs at once, and the host's pageable→pinned copy of the same
+  bytes on 1, 8 and 16 threads (what bounds phase 1's upload: the link or the host);
+- phase 1: pageable (``fast_gpu.step_stats``), pinned chunks
+  (``staged_phase1.step_stats``) at several thread counts and chunk sizes, and
+  spread over every GPU (``devices=``);
+- per sweep size: the grid check, its columns, the slot plan, the pieces of one
+  shard on the device (the per-step inputs up, the rows built, the kernel, the
+  metrics finalized and packed, the copy back; then the same shard in one call),
+  the table, and the whole in-process sweep;
+- with ``--dask`` and two GPUs or more, a local cluster of one worker per GPU:
+  the same shard pieces on each worker at once (half the configs each), a no-op
+  round trip, and the whole sweep through it with one and with two shards per
+  worker, each shard's compute time on its worker (dask's task stream).
+
 A diagnostic, not the benchmark: ``python -m regime_dash bench engines`` is.
 """
 from __future__ import annotations
 
+import importlib
 import argparse
+import concurrent.futures
 import json
 import statistics
 import time
@@ -32,6 +44,102 @@ def med(fn, n=5):
     return statistics.median(runs)
 
 
+def link_ms(stream, n_gpu: int) -> dict:
+    """Pinned H2D of the stream's rewards + lots bytes per GPU and on all at once; the host's pageable→pinned copy."""
+    import cupy as cp
+
+    nbytes = stream.rewards.nbytes + stream.lots.nbytes
+    host = np.concatenate([stream.rewards.reshape(-1).view(np.uint8), stream.lots.reshape(-1).view(np.uint8)])
+    mem = cp.cuda.alloc_pinned_memory(nbytes)
+    pinned = np.frombuffer(mem, np.uint8, nbytes)
+    pinned[...] = host
+    dev = []
+    for d in range(n_gpu):
+        with cp.cuda.Device(d):
+            dev.append(cp.empty(nbytes, np.uint8))
+    out = {"bytes": nbytes}
+
+    def h2d(d):
+        with cp.cuda.Device(d), cp.cuda.Stream(non_blocking=True) as s:
+            dev[d].data.copy_from_host_async(pinned.ctypes.data, nbytes, s)
+            s.synchronize()
+
+    for d in range(n_gpu):
+        out[f"pinned H2D, GPU {d} alone"] = 1e3 * med(lambda d=d: h2d(d))
+    if n_gpu > 1:
+        with concurrent.futures.ThreadPoolExecutor(n_gpu) as pool:
+            out["pinned H2D, all GPUs at once (each the same bytes)"] = 1e3 * med(
+                lambda: list(pool.map(h2d, range(n_gpu))))
+    for threads in (1, 8, 16):
+        parts = np.array_split(np.arange(nbytes // (4 << 20) + 1), threads)
+        step = 4 << 20
+
+        def copy_part(idx):
+            for k in idx:
+                np.copyto(pinned[k * step:(k + 1) * step], host[k * step:(k + 1) * step])
+
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+            out[f"host pageable->pinned copy, {threads} threads"] = 1e3 * med(
+                lambda: list(pool.map(copy_part, parts)))
+    out["GB/s"] = {k: round(nbytes / (v / 1e3) / 1e9, 1) for k, v in out.items() if k != "bytes"}
+    return out
+
+
+def shard_pieces(scalars, stats, accounts, grid, start, stop, repeats=3):
+    """Each piece of one GPU shard (``sweep._fast_shard`` on the device), synchronized after each: median ms."""
+    from regime_dash.engine import fast_gpu, loader, metric_pack
+    from regime_dash.slots import DEFAULT_LAYOUT as layout
+    from regime_dash.sweep import _SlotPlan
+
+    cp = loader.cupy_module()
+    runs: dict = {}
+
+    def tick(name, t0):
+        runs.setdefault(name, []).append(1e3 * (time.perf_counter() - t0))
+
+    none = np.zeros(0, np.int32)
+    for _ in range(repeats + 1):
+        t0 = time.perf_counter()
+        plan = _SlotPlan.of(grid.varying_columns(start, stop), stop - start, None, layout)
+        tick("slot plan", t0)
+        slot_idx = np.array([layout.index(s) for s in plan.slots], np.int32)
+        t0 = time.perf_counter()
+        mod = fast_gpu.module(layout)
+        tick("module lookup", t0)
+        with cp.cuda.Stream(non_blocking=True) as s:
+            t0 = time.perf_counter()
+            p1 = fast_gpu._Phase1(cp, mod, scalars, scalars.steps, accounts, stats=stats)
+            s.synchronize()
+            tick("per-step inputs + phase 1 up", t0)
+            t0 = time.perf_counter()
+            rows, boots = fast_gpu._device_rows(cp, plan.isv0, plan.boot, slot_idx, plan.values, none)
+            s.synchronize()
+            tick("rows built on the device", t0)
+            t0 = time.perf_counter()
+            acc, _ = fast_gpu._launch_sweep(cp, mod, p1, layout, rows, boots, [])
+            s.synchronize()
+            tick("kernel", t0)
+            del rows, boots
+            t0 = time.perf_counter()
+            cols = metric_pack.pack(cp, metric_pack.finalize(cp, acc, scalars.steps))
+            s.synchronize()
+            tick("metrics finalized + packed on the device", t0)
+            t0 = time.perf_counter()
+            metric_pack.device_to_host(cp, cols)
+            tick("packed metrics to host (one copy)", t0)
+            t0 = time.perf_counter()
+            host_acc = cp.asnumpy(acc)
+            tick("(before) accumulators to host", t0)
+            t0 = time.perf_counter()
+            metric_pack.pack(np, metric_pack.finalize(np, host_acc, scalars.steps))
+            tick("(before) finalize + pack on the host", t0)
+        t0 = time.perf_counter()
+        fast_gpu.sweep_values(scalars, stats, accounts, plan.isv0, plan.boot, slot_idx, plan.values, none,
+                              layout, packed=True)
+        tick("the shard in one call (sweep_values, packed)", t0)
+    return {k: round(statistics.median(v[1:]), 2) for k, v in runs.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=25_000)
@@ -43,73 +151,94 @@ def main() -> None:
     import pandas as pd
 
     from regime_dash import distributed
+
+    sweep_module = importlib.import_module("regime_dash.sweep")  # the package's `sweep` is the function
     from regime_dash.benchmarks.engines import bench_stream, sweep_grid
     from regime_dash.engine import fast_gpu, loader, staged_phase1, summary
     from regime_dash.slots import DEFAULT_LAYOUT
-    from regime_dash.sweep import ConfigGrid, _metric_columns, _scalar_stream, _SlotPlan, sweep
+    from regime_dash.sweep import ConfigGrid, _scalar_stream, _SlotPlan, sweep
 
+    reason = loader.available()
+    if reason is not None:
+        raise SystemExit(f"sweep_breakdown needs a GPU: {reason}")
+    cp = loader.cupy_module()
     stream = bench_stream(a.steps, a.accounts)
-    out: dict = {"steps": a.steps, "accounts": a.accounts}
+    n_gpu = distributed.gpu_count()
+    out: dict = {"steps": a.steps, "accounts": a.accounts, "gpus": n_gpu}
+    out["link_ms"] = link_ms(stream, n_gpu)
+    print("link", json.dumps(out["link_ms"], indent=1), flush=True)
     p1 = out["phase1_ms"] = {}
     p1["pageable"] = 1e3 * med(lambda: fast_gpu.step_stats(stream))
-    for threads in (1, 4, 8, 16):
-        for mb in (2, 8):
+    for threads in (4, 8, 16):
+        for mb in (4, 8):
             p1[f"staged t={threads} chunk={mb}MB"] = 1e3 * med(
                 lambda: staged_phase1.step_stats(stream, threads=threads, chunk_bytes=mb << 20))
-    print(json.dumps(p1, indent=1), flush=True)
+    if n_gpu > 1:
+        every = list(range(n_gpu))
+        for threads in (4, 8, 16):
+            for mb in (4, 8):
+                p1[f"staged over {n_gpu} GPUs, t={threads} per GPU, chunk={mb}MB"] = 1e3 * med(
+                    lambda: staged_phase1.step_stats(stream, threads=threads, chunk_bytes=mb << 20,
+                                                     devices=every))
+    print("phase 1", json.dumps(p1, indent=1), flush=True)
     stats = staged_phase1.step_stats(stream)
     scalars = _scalar_stream(stream)
     layout = DEFAULT_LAYOUT
-    cp = loader.cupy_module()
     for size in (int(s) for s in a.sizes.split(",")):
         g = sweep_grid(size)
         row: dict = {}
         grid = ConfigGrid.of(g)
         row["grid_check_ms"] = 1e3 * med(lambda: ConfigGrid.of(g))
         row["columns_ms"] = 1e3 * med(lambda: grid.columns())
-        cols = grid.columns()
         row["slot_plan_ms"] = 1e3 * med(lambda: _SlotPlan.of(grid.varying_columns(), size, None, layout))
-        plan = _SlotPlan.of(grid.varying_columns(), size, None, layout)
-        slot_idx = np.array([layout.index(s) for s in plan.slots], np.int32)
-        none = np.zeros(0, np.int32)
-        row["device_shard_ms"] = 1e3 * med(lambda: fast_gpu.sweep_values(
-            scalars, stats, stream.accounts, plan.isv0, plan.boot, slot_idx, plan.values, none, layout))
-        acc, _ = fast_gpu.sweep_values(scalars, stats, stream.accounts, plan.isv0, plan.boot, slot_idx,
-                                       plan.values, none, layout)
+        row["shard_pieces_ms"] = shard_pieces(scalars, stats, stream.accounts, grid, 0, size)
+        cols = grid.columns()
+        metrics = np.random.default_rng(0).random((summary.N_METRICS, size))
         row["table_ms"] = 1e3 * med(lambda: pd.DataFrame(
-            {**cols, **dict(zip(summary.METRICS, _metric_columns(acc, stream.steps)))}, copy=False))
+            {**cols, **dict(zip(summary.METRICS, metrics))}, copy=False))
         row["sweep_ms"] = 1e3 * med(lambda: sweep(stream, g, device="gpu"))
         out[f"S={size}"] = row
-        print(size, json.dumps(row), flush=True)
+        print(size, json.dumps(row, indent=1), flush=True)
     cp.get_default_memory_pool().free_all_blocks()
-    if a.dask and distributed.gpu_count() >= 2:
+    if a.dask and n_gpu >= 2:
         import distributed as dd
 
         with distributed.local_cluster() as cluster, dd.Client(cluster) as client:
-            client.wait_for_workers(distributed.gpu_count(), timeout=120)
+            client.wait_for_workers(n_gpu, timeout=120)
+            workers = list(client.scheduler_info()["workers"])
+            out["local_gpus"] = distributed.local_gpus(client)
             floor = out["dask_floor_ms"] = {}
             floor["round_trip_noop"] = 1e3 * med(lambda: client.submit(int, 1, pure=False).result())
-            floor["fetch_12.6MB_one_worker"] = 1e3 * med(
-                lambda: client.submit(np.zeros, (12, 131072), pure=False).result())
-            floor["fetch_2x6.6MB_two_workers"] = 1e3 * med(lambda: client.gather(
-                [client.submit(np.zeros, (13, 65536), pure=False, workers=[w])
-                 for w in client.scheduler_info()["workers"]]))
+            scal_f = distributed.scatter_shared(client, scalars)
+            stats_f = distributed.scatter_shared(client, stats)
+            floor["scatter_shared scalars (cached)"] = 1e3 * med(lambda: distributed.scatter_shared(client, scalars))
+            floor["scatter_shared stats (cached)"] = 1e3 * med(lambda: distributed.scatter_shared(client, stats))
             print("dask floor", json.dumps(floor), flush=True)
             for size in (int(s) for s in a.sizes.split(",")):
                 g = sweep_grid(size)
-                sweep(stream, g, device="gpu", scheduler=client)
-                walls, computes = [], []
-                for _ in range(5):
-                    with dd.get_task_stream(client=client) as ts:
-                        t0 = time.perf_counter()
-                        sweep(stream, g, device="gpu", scheduler=client)
-                        walls.append(time.perf_counter() - t0)
-                    tasks = [t for t in ts.data if str(t.get("key", "")).startswith("_fast_shard")]
-                    computes.append([{s["action"]: round(1e3 * (s["stop"] - s["start"]), 2)
-                                      for s in t["startstops"]} for t in tasks])
-                out[f"dask S={size}"] = {"wall_ms": [round(1e3 * w, 2) for w in walls],
-                                         "shard_compute_ms": computes}
-                print("dask", size, json.dumps(out[f"dask S={size}"]), flush=True)
+                grid = ConfigGrid.of(g)
+                bounds = distributed.shard_bounds(size, len(workers))
+                futs = [client.submit(shard_pieces, scal_f, stats_f, stream.accounts, grid, lo, hi, workers=[w],
+                                      pure=False) for w, (lo, hi) in zip(workers, bounds)]
+                out[f"dask S={size} shard pieces on each worker at once"] = client.gather(futs)
+                print("dask pieces", size, json.dumps(out[f"dask S={size} shard pieces on each worker at once"]),
+                      flush=True)
+                for per_worker in (1, 2):
+                    sweep_module.GPU_SHARDS_PER_WORKER = per_worker
+                    sweep(stream, g, device="gpu", scheduler=client)
+                    walls, computes = [], []
+                    for _ in range(5):
+                        with dd.get_task_stream(client=client) as ts:
+                            t0 = time.perf_counter()
+                            sweep(stream, g, device="gpu", scheduler=client)
+                            walls.append(time.perf_counter() - t0)
+                        tasks = [t for t in ts.data if str(t.get("key", "")).startswith("_fast_shard")]
+                        computes.append([{s["action"]: round(1e3 * (s["stop"] - s["start"]), 2)
+                                          for s in t["startstops"]} for t in tasks])
+                    key = f"dask S={size}, {per_worker} shard(s) per worker"
+                    out[key] = {"wall_ms": [round(1e3 * w, 2) for w in walls], "shard_compute_ms": computes}
+                    print(key, json.dumps(out[key]), flush=True)
+                sweep_module.GPU_SHARDS_PER_WORKER = 2
     if a.json:
         with open(a.json, "w", encoding="utf-8") as fh:
             json.dump(out, fh, indent=1)

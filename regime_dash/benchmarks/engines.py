@@ -40,7 +40,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -361,13 +361,61 @@ def _scale_out_rows(stream: Stream, size: int, repeats: int, budget_s: float, gp
     return one_row, add(_attempt(two_name, "gpu", two, size))
 
 
+def _steps_list(scale_out_steps: int | Sequence[int]) -> tuple[int, ...]:
+    """``scale_out_steps`` as a tuple of T > 0 (0 or an empty sequence: none)."""
+    from regime_dash.errors import ValidationError
+
+    values = (scale_out_steps,) if isinstance(scale_out_steps, int) else tuple(scale_out_steps)
+    if any(isinstance(t, bool) or not isinstance(t, int) or t < 0 for t in values):
+        raise ValidationError(f"scale-out steps must be ints >= 0, got {scale_out_steps!r}",
+                              field="scale_out_steps", value=scale_out_steps)
+    return tuple(t for t in values if t)
+
+
+def _ratio(key: str, num: dict[str, Any] | None, den: dict[str, Any] | None, field: str = "seconds",
+          invert: bool = True) -> dict[str, Any]:
+    """``num`` vs ``den`` as a ratio row (den/num of ``field``, or num/den with ``invert=False``),
+    with its target from :data:`RATIO_TARGETS`, or why it could not be computed."""
+    target = RATIO_TARGETS.get(key)
+    if num is None or den is None or num.get(field) is None or den.get(field) is None:
+        missing = [f"{r['name']} [{r['device']}]" for r in (num, den) if r is not None and r.get(field) is None]
+        return {"value": None, "target": target, "met": None,
+                "status": "not measured: no figure for " + (", ".join(missing) or "a row")}
+    value = den[field] / num[field] if invert else num[field] / den[field]
+    return {"value": value, "target": target, "met": None if target is None else value >= target,
+            "status": "ok"}
+
+
+def _scale_out_section(stream: Stream, extra_steps: Sequence[int], accounts: int, seed: int, size: int,
+                       repeats: int, budget_s: float, gpu_reason: str | None,
+                       add: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The scale-out rows at ``stream``'s T (the target's) and at each of ``extra_steps``; their ratios.
+
+    ``sweep_two_gpus_vs_one`` (target 1.8) is the ratio at ``stream``'s T;
+    ``sweep_two_gpus_vs_one_T=<T>`` the ratio at each extra T (no target).
+    """
+    if not size:
+        return {"sweep_two_gpus_vs_one": {"value": None, "target": RATIO_TARGETS.get("sweep_two_gpus_vs_one"),
+                                          "met": None, "status": "not measured: --scale-out-size 0"}}
+    out = {}
+    for t in (None, *extra_steps):
+        data = stream if t is None else bench_stream(t, accounts, seed)
+        one, two = _scale_out_rows(data, size, repeats, budget_s, gpu_reason, add,
+                                   label="" if t is None else f", T={t:,}")
+        del data
+        key = "sweep_two_gpus_vs_one" if t is None else f"sweep_two_gpus_vs_one_T={t}"
+        out[key] = _ratio(key, two, one)
+    return out
+
+
 # ---- the benchmark ------------------------------------------------------------------
 def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path: str | Path | None = None,
         repeats: int = 5, sweep_sizes: tuple[int, ...] = DEFAULT_SWEEP_SIZES, budget_s: float = 120.0,
         seed: int = 0, log: Callable[[str], None] | None = None,
         gpu_sweep_sizes: tuple[int, ...] = DEFAULT_GPU_SWEEP_SIZES,
         scale_out_size: int = DEFAULT_SCALE_OUT_SIZE, live_accounts: tuple[int, ...] = (1_024, 64),
-        live_steps: int = 2_000, live_only: bool = False, scale_out_steps: int = 0) -> dict[str, Any]:
+        live_steps: int = 2_000, live_only: bool = False, scale_out_steps: int | Sequence[int] = 0,
+        scale_out_only: bool = False) -> dict[str, Any]:
     """Time every engine on one synthetic stream; return (and optionally write) the figures.
 
     Parameters
@@ -385,8 +433,12 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
         local dask cluster of one worker per GPU (the cluster started before timing),
         where there are two GPUs or more and ``distributed`` imports; 0 skips them.
     scale_out_steps
-        If > 0, the scale-out rows again on a stream of this many steps (extra rows,
-        labelled with their T: where the GPUs' share of the sweep is larger).
+        T (or several), each > 0: the scale-out rows again on a stream of that many
+        steps (extra rows, labelled with their T: the per-call costs of a sweep grow
+        with S, its GPU work with S × T); 0 for none.
+    scale_out_only
+        Take only the scale-out rows (at ``steps`` and at ``scale_out_steps``) and
+        their ratios: no other engine row, no live rows.
     live_accounts, live_steps, live_only
         b of the live rows (empty skips them), steps each times, and whether to run only them.
     budget_s
@@ -420,6 +472,25 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
         raise ValidationError(f"sweep sizes must be >= 1, got {sweep_sizes!r}", field="sweep_sizes",
                               value=sweep_sizes)
     say = log or (lambda line: None)
+    extra_steps = _steps_list(scale_out_steps)
+    if scale_out_only:
+        rows_only: list[dict[str, Any]] = []
+
+        def keep_row(row: dict[str, Any]) -> dict[str, Any]:
+            rows_only.append(row)
+            say(f"{row['name']} [{row['device']}]: " + (f"{row['seconds']:.4g} s" if row["seconds"] is not None
+                                                        else row["status"]))
+            return row
+
+        ratios = _scale_out_section(bench_stream(steps, accounts, seed), extra_steps, accounts, seed,
+                                    scale_out_size, repeats, budget_s, loader.available(), keep_row)
+        return _write({"benchmark": "engines", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       "machine": machine_info(),
+                       "params": {"steps": steps, "accounts": accounts, "repeats": repeats,
+                                  "scale_out_size": scale_out_size, "scale_out_steps": list(extra_steps),
+                                  "scale_out_only": True, "budget_s": budget_s, "seed": seed,
+                                  "statistic": "median after warm-up"},
+                       "rows": rows_only, "ratios": ratios, "live": None}, json_path)
     from regime_dash.benchmarks import live_step
 
     live_accounts = tuple(int(b) for b in live_accounts if b)  # 0 leaves the live rows out
@@ -580,48 +651,28 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
         big_s = max(gpu_sizes)
         kernel = gpu_row(f"sweep kernel S={big_s}",
                          lambda: _sweep_kernel_row(stream, big_s, repeats, budget_s), big_s)
-    one_gpu = two_gpus = None
-    if scale_out_size:
-        one_gpu, two_gpus = _scale_out_rows(stream, scale_out_size, repeats, budget_s, gpu_reason, add)
-    long_one = long_two = None
-    if scale_out_size and scale_out_steps:
-        long_stream = bench_stream(scale_out_steps, accounts, seed)
-        long_one, long_two = _scale_out_rows(long_stream, scale_out_size, repeats, budget_s, gpu_reason, add,
-                                             label=f", T={scale_out_steps:,}")
-        del long_stream
+    scale_ratios = _scale_out_section(stream, extra_steps, accounts, seed, scale_out_size, repeats, budget_s,
+                                      gpu_reason, add)
 
     # ---- ratios, from this run's figures only ----
     by = {(r["name"], r["device"]): r for r in rows}
 
-    def ratio(key: str, num: dict[str, Any] | None, den: dict[str, Any] | None, field: str = "seconds",
-              invert: bool = True) -> dict[str, Any]:
-        target = RATIO_TARGETS.get(key)
-        if num is None or den is None or num.get(field) is None or den.get(field) is None:
-            missing = [f"{r['name']} [{r['device']}]" for r in (num, den) if r is not None and r.get(field) is None]
-            return {"value": None, "target": target, "met": None,
-                    "status": "not measured: no figure for " + (", ".join(missing) or "a row")}
-        value = den[field] / num[field] if invert else num[field] / den[field]
-        return {"value": value, "target": target, "met": None if target is None else value >= target,
-                "status": "ok"}
-
     ratios = {
-        "fast_cpu_vs_reference": ratio("fast_cpu_vs_reference", by.get(("fast", "cpu")),
-                                       by.get(("reference", "cpu"))),
-        "fast_gpu_vs_cuda_per_step": ratio("fast_gpu_vs_cuda_per_step", fast_dev, cuda_plain),
-        "fast_gpu_vs_cuda_graph": ratio("fast_gpu_vs_cuda_graph", fast_dev, cuda_graph),
-        "phase1_vs_copy_bandwidth": ratio("phase1_vs_copy_bandwidth", phase1_gpu, copy, field="gb_per_s",
-                                          invert=False),
-        "sweep_two_gpus_vs_one": ratio("sweep_two_gpus_vs_one", two_gpus, one_gpu),
+        "fast_cpu_vs_reference": _ratio("fast_cpu_vs_reference", by.get(("fast", "cpu")),
+                                        by.get(("reference", "cpu"))),
+        "fast_gpu_vs_cuda_per_step": _ratio("fast_gpu_vs_cuda_per_step", fast_dev, cuda_plain),
+        "fast_gpu_vs_cuda_graph": _ratio("fast_gpu_vs_cuda_graph", fast_dev, cuda_graph),
+        "phase1_vs_copy_bandwidth": _ratio("phase1_vs_copy_bandwidth", phase1_gpu, copy, field="gb_per_s",
+                                           invert=False),
+        **scale_ratios,
     }
-    if long_one is not None:
-        ratios["sweep_two_gpus_vs_one_long_T"] = ratio("sweep_two_gpus_vs_one_long_T", long_two, long_one)
-    ratios["phase1_pinned_vs_pageable"] = ratio(
+    ratios["phase1_pinned_vs_pageable"] = _ratio(
         "phase1_pinned_vs_pageable", by.get(("phase 1 from host, pinned chunks", "gpu")),
         by.get(("phase 1 from host, pageable", "gpu")))
     for dev_name, dev_sizes in (("cpu", sizes), ("gpu", gpu_sizes)):
         if dev_sizes:
             big_s = max(dev_sizes)
-            ratios[f"sweep_{dev_name}_grid_vs_list"] = ratio(
+            ratios[f"sweep_{dev_name}_grid_vs_list"] = _ratio(
                 f"sweep_{dev_name}_grid_vs_list", by.get((f"sweep S={big_s}", dev_name)),
                 by.get((f"sweep S={big_s} (list)", dev_name)))
     big = by.get((f"sweep S={max(gpu_sizes)}", "gpu")) if gpu_sizes else None
@@ -709,7 +760,7 @@ def main(args: argparse.Namespace) -> int:
                  log=lambda line: print(line, file=sys.stderr, flush=True),
                  gpu_sweep_sizes=args.gpu_sweep_sizes, scale_out_size=args.scale_out_size,
                  live_accounts=args.live_accounts, live_steps=args.live_steps, live_only=args.live_only,
-                 scale_out_steps=args.scale_out_steps)
+                 scale_out_steps=args.scale_out_steps, scale_out_only=args.scale_out_only)
     if args.live_profile:
         from regime_dash.benchmarks import live_step
 

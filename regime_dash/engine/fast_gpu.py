@@ -298,8 +298,8 @@ def step_stats(stream: Stream, *, options: tuple[str, ...] = loader.PARITY_OPTIO
 def sweep_values(scalars: Stream, stats, accounts: int, isv0: np.ndarray, boot: np.ndarray,
                  slot_idx: np.ndarray, values: np.ndarray, override_idx: np.ndarray,
                  layout: SlotLayout, keep: Sequence[int] = (),
-                 *, options: tuple[str, ...] = loader.PARITY_OPTIONS
-                 ) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+                 *, options: tuple[str, ...] = loader.PARITY_OPTIONS, packed: bool = False
+                 ) -> tuple[np.ndarray | list[np.ndarray], dict[int, np.ndarray]]:
     """A sweep from phase 1 and per-config slot values: the rows are built on the device.
 
     Scenario s's re-bootstrap row is ``boot`` with ``values[s]`` written to slots
@@ -323,10 +323,16 @@ def sweep_values(scalars: Stream, stats, accounts: int, isv0: np.ndarray, boot: 
         int32 slots taken from ``isv0`` after the values (may be empty).
     layout, keep
         As for :func:`sweep_summaries`.
+    packed
+        Return the table's metric columns instead of the raw accumulators: finalized
+        and packed on the device (:mod:`~regime_dash.engine.metric_pack`), and
+        brought back in one copy of about half the bytes.
 
     Returns
     -------
-    As :func:`sweep_summaries`.
+    As :func:`sweep_summaries`; with ``packed``, the accumulators are replaced by
+    ``metric_pack.pack(finalize(acc, T))``: one array per metric, each
+    int32 / float32 / float64, holding exactly the float64 values.
     """
     n_isv = layout.size
     values = np.ascontiguousarray(values, dtype=np.float32)
@@ -346,7 +352,16 @@ def sweep_values(scalars: Stream, stats, accounts: int, isv0: np.ndarray, boot: 
     with cp.cuda.Stream(non_blocking=True) as s:
         p1 = _Phase1(cp, mod, scalars, scalars.steps, int(accounts), stats=stats)
         rows, boots = _device_rows(cp, isv0, boot, slot_idx, values, overrides)
-        out = _sweep(cp, mod, p1, layout, rows, boots, keep)
+        if not packed:
+            out = _sweep(cp, mod, p1, layout, rows, boots, keep)
+        else:
+            from regime_dash.engine import metric_pack
+
+            acc, snap_out = _launch_sweep(cp, mod, p1, layout, rows, boots, keep)
+            del rows, boots  # [S, n_isv] each: back to the pool before the packing allocates
+            columns = metric_pack.pack(cp, metric_pack.finalize(cp, acc, scalars.steps))
+            out = (metric_pack.device_to_host(cp, columns),
+                   {k: cp.asnumpy(snap_out[i]) for i, k in enumerate(keep)})
         s.synchronize()
     return out
 

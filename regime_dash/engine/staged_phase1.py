@@ -15,6 +15,10 @@ The statistics are the kernel's, chunk or not: one block per step reduces that
 step's row in the same order, so the result is bit-identical to
 ``fast_gpu.step_stats`` and to the CPU's ``fast.step_stats`` (a GPU test checks it).
 
+With ``devices=[0, 1]`` the steps are split into one contiguous range per device,
+each staged by its own threads over its own PCIe link (what a sweep on a cluster
+of this host's GPUs does); the statistics are the same bits.
+
 The pinned buffers come from CuPy's pinned-memory pool: two chunk buffers per
 thread, returned to the pool after the call and reused by the next one, so the
 pinned memory held is bounded by ``threads × 2 × chunk`` whatever T is.
@@ -23,10 +27,12 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from regime_dash.distributed import shard_bounds
+from regime_dash.errors import ValidationError
 from regime_dash.streams import Stream, check_arrays
 
 if TYPE_CHECKING:  # the annotation only: step_stats imports the engine modules when it runs
@@ -45,7 +51,8 @@ def _threads(requested: int | None, chunks: int) -> int:
     return max(1, min(want, chunks))
 
 
-def step_stats(stream: Stream, *, threads: int | None = None, chunk_bytes: int = CHUNK_BYTES) -> StepStats:
+def step_stats(stream: Stream, *, threads: int | None = None, chunk_bytes: int = CHUNK_BYTES,
+               devices: Sequence[int] | None = None) -> StepStats:
     """Phase 1 on the GPU from host arrays, through pinned chunks: ``fast.StepStats``.
 
     Parameters
@@ -53,14 +60,25 @@ def step_stats(stream: Stream, *, threads: int | None = None, chunk_bytes: int =
     stream
         The stream; only its rewards and lots are read.
     threads
-        Host threads staging chunks (default: up to :data:`MAX_THREADS`, one per core).
+        Host threads staging chunks on each device (default: up to
+        :data:`MAX_THREADS` per device, one per core).
     chunk_bytes
         Bytes of rewards per chunk (a chunk is a whole number of steps, at least one).
+    devices
+        CUDA device ids to spread the steps over (each gets a contiguous range of
+        steps and its own staging threads, so each device's PCIe link carries its
+        share); the current device if None. A device may be named twice.
 
     Returns
     -------
     fast.StepStats
-        The same bits as ``fast_gpu.step_stats(stream)``.
+        The same bits as ``fast_gpu.step_stats(stream)``, whatever the devices:
+        each step is reduced by one block of the same kernel, wherever it runs.
+
+    Raises
+    ------
+    ValidationError
+        ``devices`` is empty or names a device that is not here.
     """
     from regime_dash.engine import fast_gpu, loader
     from regime_dash.engine.fast import StepStats
@@ -68,50 +86,90 @@ def step_stats(stream: Stream, *, threads: int | None = None, chunk_bytes: int =
 
     t_steps, b = check_arrays(stream)
     cp = loader.cupy_module()
-    kernel = fast_gpu.module(DEFAULT_LAYOUT)["replay_step_stats"]  # reads no slot: any layout's module
+    ids = [int(cp.cuda.runtime.getDevice())] if devices is None else [int(d) for d in devices]
+    n_dev = int(cp.cuda.runtime.getDeviceCount())
+    if not ids or any(not 0 <= d < n_dev for d in ids):
+        raise ValidationError(f"phase 1 devices must be CUDA device ids in 0..{n_dev - 1}, got {devices!r}",
+                              field="devices", value=devices)
+    # reads no slot: any layout's module; its RawKernel loads itself on each device it runs on
+    kernel = fast_gpu.module(DEFAULT_LAYOUT)["replay_step_stats"]
     rewards = np.ascontiguousarray(stream.rewards, dtype=np.float32)
     lots = np.ascontiguousarray(stream.lots, dtype=np.int32)
     rows = max(1, min(t_steps, int(chunk_bytes) // (b * 4)))  # a short stream pins no more than itself
     chunks = [(a, min(t_steps, a + rows)) for a in range(0, t_steps, rows)]
-    n_threads = _threads(threads, len(chunks))
-    dev_r = cp.empty((t_steps, b), np.float32)
-    dev_l = cp.empty((t_steps, b), np.int32)
-    stats = cp.empty((t_steps, 3), np.float32)
-    flat = cp.empty(t_steps, np.int32)
-    # as fast_gpu._Phase1: three float banks and the int bank of the flat count
-    shared = (fast_gpu.STATS_BLOCK * 3 + fast_gpu.STATS_BLOCK // 32) * 4
-    device = cp.cuda.Device()
-    i32 = np.int32
+    # contiguous runs of chunks, one per device (fewer chunks than devices: the last ones idle)
+    parts = [chunks[lo:hi] for lo, hi in shard_bounds(len(chunks), len(ids))]
+    sums = np.empty((t_steps, 3), np.float32)
+    flat = np.empty(t_steps, np.int32)
+    jobs = []
+    for device_id, part in zip(ids, parts):
+        jobs.append(_DevicePart(cp, device_id, part, b, _threads(threads, len(part))))
+    workers = sum(j.n_threads for j in jobs)
+    if workers == 1:
+        jobs[0].stage(0, rewards, lots, kernel)
+    else:
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            futs = [pool.submit(j.stage, k, rewards, lots, kernel) for j in jobs for k in range(j.n_threads)]
+            for fut in futs:
+                fut.result()
+    for j in jobs:
+        j.fetch(cp, sums, flat)
+    return StepStats(sums, flat)
 
-    def stage(k: int) -> None:
-        with device, cp.cuda.Stream(non_blocking=True) as s:
+
+class _DevicePart:
+    """One device's share of phase 1: steps ``first..last`` of its chunks, on arrays of its own."""
+
+    def __init__(self, cp, device_id: int, chunks: list[tuple[int, int]], b: int, n_threads: int):
+        from regime_dash.engine import fast_gpu
+
+        self.device_id, self.chunks, self.b, self.n_threads = device_id, chunks, b, n_threads
+        self.first, last = chunks[0][0], chunks[-1][1]
+        self.rows = max(z - a for a, z in chunks)
+        n = last - self.first
+        with cp.cuda.Device(device_id):
+            self.dev_r = cp.empty((n, b), np.float32)
+            self.dev_l = cp.empty((n, b), np.int32)
+            self.stats = cp.empty((n, 3), np.float32)
+            self.flat = cp.empty(n, np.int32)
+        # as fast_gpu._Phase1: three float banks and the int bank of the flat count
+        self.shared = (fast_gpu.STATS_BLOCK * 3 + fast_gpu.STATS_BLOCK // 32) * 4
+        self.cp = cp
+
+    def stage(self, k: int, rewards: np.ndarray, lots: np.ndarray, kernel) -> None:
+        """Thread ``k`` of this device: its chunks (every n_threads-th), staged through two pinned buffers."""
+        from regime_dash.engine import fast_gpu
+
+        cp, b, rows, i32 = self.cp, self.b, self.rows, np.int32
+        with cp.cuda.Device(self.device_id), cp.cuda.Stream(non_blocking=True) as s:
             bufs = []
             for _ in range(2):  # double-buffered: fill one while the other's copy is in flight
                 mem = cp.cuda.alloc_pinned_memory(2 * rows * b * 4)
                 bufs.append((mem, np.frombuffer(mem, np.float32, rows * b).reshape(rows, b),
                              np.frombuffer(mem, np.int32, rows * b, offset=rows * b * 4).reshape(rows, b),
                              None))
-            for j, (a, z) in enumerate(chunks[k::n_threads]):
+            for j, (a, z) in enumerate(self.chunks[k::self.n_threads]):
                 mem, host_r, host_l, done = bufs[j % 2]
                 if done is not None:
                     done.synchronize()  # this buffer's last copy has left it
-                n = z - a
+                n, lo, hi = z - a, a - self.first, z - self.first
                 np.copyto(host_r[:n], rewards[a:z])
                 np.copyto(host_l[:n], lots[a:z])
-                dev_r[a:z].data.copy_from_host_async(host_r.ctypes.data, n * b * 4, s)
-                dev_l[a:z].data.copy_from_host_async(host_l.ctypes.data, n * b * 4, s)
-                kernel((n,), (fast_gpu.STATS_BLOCK,), (dev_r[a:z], dev_l[a:z], i32(b), i32(n), stats[a:z],
-                                                      flat[a:z]), shared_mem=shared)
+                self.dev_r[lo:hi].data.copy_from_host_async(host_r.ctypes.data, n * b * 4, s)
+                self.dev_l[lo:hi].data.copy_from_host_async(host_l.ctypes.data, n * b * 4, s)
+                kernel((n,), (fast_gpu.STATS_BLOCK,), (self.dev_r[lo:hi], self.dev_l[lo:hi], i32(b), i32(n),
+                                                      self.stats[lo:hi], self.flat[lo:hi]),
+                       shared_mem=self.shared)
                 bufs[j % 2] = (mem, host_r, host_l, s.record())
             s.synchronize()
 
-    if n_threads == 1:
-        stage(0)
-    else:
-        with concurrent.futures.ThreadPoolExecutor(n_threads) as pool:
-            for fut in [pool.submit(stage, k) for k in range(n_threads)]:
-                fut.result()
-    return StepStats(cp.asnumpy(stats), cp.asnumpy(flat))
+    def fetch(self, cp, sums: np.ndarray, flat: np.ndarray) -> None:
+        """This device's statistics into their steps of ``sums`` and ``flat``; its arrays freed."""
+        last = self.first + self.stats.shape[0]
+        with cp.cuda.Device(self.device_id):
+            sums[self.first:last] = cp.asnumpy(self.stats)
+            flat[self.first:last] = cp.asnumpy(self.flat)
+        self.dev_r = self.dev_l = self.stats = self.flat = None
 
 
 __all__ = ["step_stats", "CHUNK_BYTES", "MAX_THREADS"]
