@@ -277,6 +277,66 @@ def scatter_shared(client: Any, value: Any) -> Any:
         return fut
 
 
+#: Seconds a task waits in :meth:`Later.result` for its client to publish the value.
+LATER_TIMEOUT_S = 600.0
+
+
+class Later:
+    """A value a client publishes after it has submitted the tasks that need it (see :func:`later`).
+
+    Passed to a task as an argument; :meth:`result`, on the worker, waits until
+    the client has published the value and returns it. So a task can start (and
+    do what does not need the value) while the client is still computing it.
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def result(self, timeout: float = LATER_TIMEOUT_S) -> Any:
+        """The published value (from this worker's memory: it is broadcast); waits for it.
+
+        Raises
+        ------
+        EngineUnavailable
+            The client stopped before publishing it.
+        """
+        distributed = _require()
+        future = distributed.Variable(self.name).get(timeout=timeout)
+        if future is None:
+            raise EngineUnavailable(f"the client of {self.name} stopped before publishing it",
+                                    engine="distributed")
+        with contextlib.suppress(ValueError, KeyError):  # not in a worker, or not held here: fetch it
+            return distributed.get_worker().data[future.key]
+        return future.result()
+
+
+@contextlib.contextmanager
+def later(client: Any) -> Iterator[tuple[Later, Callable[[Any], None]]]:
+    """``(handle, publish)``: tasks given ``handle`` wait in ``handle.result()`` until ``publish(value)`` runs here.
+
+    ``publish`` sends the value to every worker once (:func:`scatter_shared`)
+    and tells the waiting tasks where it is (a ``distributed.Variable``). If the
+    block exits before ``publish`` ran (an error here), the tasks are told so and
+    raise instead of waiting; the variable is deleted once published and done.
+    """
+    distributed = _require()
+    variable = distributed.Variable(f"regime-dash-later-{os.urandom(8).hex()}", client=client)
+    published = False
+
+    def publish(value: Any) -> None:
+        nonlocal published
+        variable.set(scatter_shared(client, value))
+        published = True
+
+    try:
+        yield Later(variable.name), publish
+    finally:
+        if published:
+            variable.delete()
+        else:  # kept, holding None: a task that starts later must not wait either
+            variable.set(None)
+
+
 def submit_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *,
                   shared: Sequence[Any] = ()) -> list[Any]:
     """Submit ``fn(shard, *shared)`` per shard to ``client``'s workers; the futures, in shard order.
@@ -294,7 +354,7 @@ def submit_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *,
         A ``distributed.Client``.
     shared
         Values every shard needs, passed after the shard (a ``distributed.Future``,
-        e.g. from :func:`scatter_shared` beforehand, is passed as it is).
+        e.g. from :func:`scatter_shared` beforehand, or a :class:`Later`, is passed as it is).
 
     Returns
     -------
@@ -302,7 +362,7 @@ def submit_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *,
         One per shard, in shard order.
     """
     future = _require().Future
-    handles = [v if isinstance(v, future) else scatter_shared(client, v) for v in shared]
+    handles = [v if isinstance(v, (future, Later)) else scatter_shared(client, v) for v in shared]
     name = getattr(getattr(fn, "func", fn), "__name__", "shard")
     if hasattr(fn, "args"):  # a partial: name it after the function it wraps
         name = getattr(fn.args[0], "__name__", name) if fn.args else name
@@ -344,4 +404,4 @@ def gather_shards(futures: Sequence[Any], progress: Progress | None = None,
 
 
 __all__ = ["connect", "local_cluster", "map_shards", "submit_shards", "gather_shards", "scatter_shared",
-           "content_key", "shard_bounds", "worker_count", "gpu_count", "local_gpus"]
+           "content_key", "shard_bounds", "worker_count", "gpu_count", "local_gpus", "later", "Later"]

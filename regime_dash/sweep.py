@@ -29,6 +29,7 @@ that config, exactly: both fold the same snapshot with the same
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import functools
 import itertools
 import operator
@@ -400,8 +401,10 @@ class _Shard:
 
 
 def _resolved(value: Any) -> Any:
-    """``value``, or its result if it is a future."""
-    return value.result() if isinstance(value, concurrent.futures.Future) else value
+    """``value``, or its result if it is a future (in-process) or a :class:`distributed.Later` (on a worker)."""
+    from regime_dash import distributed
+
+    return value.result() if isinstance(value, (concurrent.futures.Future, distributed.Later)) else value
 
 
 def _scalar_stream(stream: Stream) -> Stream:
@@ -469,7 +472,8 @@ def _fast_shard(shard: _Shard, scalars: Stream, stats: Any, accounts: int, layou
     batch, :func:`_scalar_stream`), ``stats`` its phase 1 (in-process: maybe the
     future of it, waited for only once the rows are planned), ``accounts`` its b.
     On the GPU the metric columns come finalized and packed from the device (one
-    array per metric, :func:`metric_pack.pack`); on the CPU as float64 [N, n].
+    array per metric, :func:`metric_pack.pack`; in several chunks, float64 [N, n]);
+    on the CPU as float64 [N, n].
     """
     from regime_dash.engine import fast
 
@@ -485,18 +489,19 @@ def _fast_shard(shard: _Shard, scalars: Stream, stats: Any, accounts: int, layou
         # and the initial rows are built there (chunk_size bounds device memory if given)
         slot_idx = np.array([layout.index(s) for s in plan.slots], np.int32)
         override_idx = np.array([layout.index(name) for name in (isv or {})], np.int32)
-        pieces = []
-        for start, stop in _chunks(n, chunk_size or n):
+        bounds = list(_chunks(n, chunk_size or n))
+        # one chunk (the default): its packed columns as they came; several: filled into one block
+        block = np.empty((summary.N_METRICS, n), dtype=np.float64) if len(bounds) > 1 else None
+        for start, stop in bounds:
             local = [k - start for k in shard.keep if start <= k < stop]
             cols, snaps = fast_gpu.sweep_values(scalars, stats, accounts, plan.isv0, plan.boot, slot_idx,
                                                 plan.values[start:stop], override_idx, layout, local, packed=True)
-            pieces.append(cols)
+            if block is not None:
+                metric_pack.fill(block, start, stop, cols)
             kept.update({start + k: s for k, s in snaps.items()})
             if progress is not None:
                 progress(stop, n)
-        # chunks may pack a metric differently: concatenate promotes to a type holding both exactly
-        columns = pieces[0] if len(pieces) == 1 else [np.concatenate(c) for c in zip(*pieces)]
-        return columns, kept, "fast-gpu"
+        return (cols if block is None else block), kept, "fast-gpu"
     acc = np.empty((n, summary.N_METRICS + 1), dtype=np.float64)
     snap_idx = snapshot_indices(layout)
     for start, stop in _chunks(n, chunk_size or CPU_CHUNK):
@@ -645,43 +650,29 @@ class _Source:
         return _Shard(start, stop, local, table={n: c[start:stop] for n, c in self.columns().items()})
 
 
-#: A GPU shard of at least this many configs fills an H200 (one wave of ``replay_sweep``'s blocks).
-GPU_SHARD_MIN = 65_536
-#: Shards per GPU worker of a large sweep (each at least :data:`GPU_SHARD_MIN` configs): the
-#: next shard computes while the last one's metrics travel back and are written into the table.
-GPU_SHARDS_PER_WORKER = 2
-
-
-def _shard_count(n_configs: int, workers: int, gpu: bool) -> int:
-    """Shards of a sweep over ``workers``: one each, or for large GPU sweeps up to :data:`GPU_SHARDS_PER_WORKER`."""
-    if not gpu:
-        return workers
-    return workers * max(1, min(GPU_SHARDS_PER_WORKER, n_configs // (workers * GPU_SHARD_MIN)))
-
-
 def _sweep_run(stream, source: _Source, n_configs, keep, layout, progress, isv, device, chunk_size, scheduler,
                name, options, pool, t0) -> SweepResult:
     """:func:`sweep` once its arguments are checked: shard, run (here or on the workers), assemble.
 
     ``pool`` is a one-thread executor: phase 1 runs in it (the stream's upload and
     reduction on the GPU, or NumPy's threads) while this thread plans the shard's
-    rows or sends the cluster what it can; the table's field columns are built in
-    it next, while the shards run.
+    rows, or, on a cluster, sends the workers everything else and starts the
+    shards, which plan their rows and wait for phase 1 (:class:`distributed.Later`);
+    the table's field columns are built in that thread next, while the shards run.
     """
     from regime_dash import distributed
 
-    with distributed.connect(scheduler) as client:
-        workers = 1 if client is None else distributed.worker_count(client)
+    with distributed.connect(scheduler) as client, contextlib.ExitStack() as stack:
+        parts = 1 if client is None else distributed.worker_count(client)
         gpu = name == "fast" and _fast_on_gpu(device, client)
         stats = None
         if name == "fast":
             # on a cluster of this host's GPUs, phase 1 spreads over them (a PCIe link each)
             n_local = 0 if client is None or not gpu else distributed.local_gpus(client)
-            devices = list(range(n_local)) if n_local > 1 else None
-            stats = pool.submit(_phase1_stats, stream, device, _cuda_device(), devices)
+            stats = pool.submit(_phase1_stats, stream, device, _cuda_device(),
+                                list(range(n_local)) if n_local > 1 else None)
         pool.submit(source.columns)
-        bounds = distributed.shard_bounds(n_configs, _shard_count(n_configs, workers, gpu and client is not None))
-        shards = [source.shard(a, b, keep) for a, b in bounds]
+        shards = [source.shard(a, b, keep) for a, b in distributed.shard_bounds(n_configs, parts)]
         if name == "fast":
             device = "gpu" if gpu else "cpu"
             shared = [_scalar_stream(stream) if gpu else stream, stats, stream.accounts, layout, isv, device,
@@ -693,21 +684,22 @@ def _sweep_run(stream, source: _Source, n_configs, keep, layout, progress, isv, 
         metrics = np.empty((summary.N_METRICS, n_configs), dtype=np.float64)
         if client is None:  # one shard, with phase 1 maybe still running: its own progress, per chunk or per config
             columns, kept, ran = fn(shards[0], *shared, progress)
-            metric_pack.fill(metrics, 0, columns)
+            metric_pack.fill(metrics, 0, n_configs, columns)
             results = [(kept, ran)]
         else:
-            if stats is not None:
-                # everything but phase 1 goes to the workers while it runs (once per content)
-                shared = [distributed.scatter_shared(client, v) if v is not stats else v for v in shared]
-                shared[1] = stats.result()
+            publish = None
+            if stats is not None:  # the shards start now and wait for phase 1 once their rows are planned
+                shared[1], publish = stack.enter_context(distributed.later(client))
 
             def land(k: int, result: Any) -> tuple:  # as each shard arrives: its metrics into the table
                 columns, kept, ran = result
-                metric_pack.fill(metrics, shards[k].start, columns)
+                metric_pack.fill(metrics, shards[k].start, shards[k].stop, columns)
                 return kept, ran
 
             futures = distributed.submit_shards(functools.partial(_packed_shard, fn), shards, client,
                                                 shared=shared)
+            if publish is not None:
+                publish(stats.result())
             results = distributed.gather_shards(futures, progress=progress, each=land)
     fields = source.columns()
     trajectories: dict[int, pd.DataFrame] = {}

@@ -1,6 +1,6 @@
 """Where the time of a GPU sweep goes: the host link, phase 1's upload variants, the pieces of a shard, and dask.
 
-    python scripts/sweep_breakdown.py [--steps T] [--sizes 65536,262144] [--dask] [--json FILE]
+    python scripts/sweep_breakdown.py [--steps T] [--sizes 65536,262144] [--dask] [--phase1-steps T2] [--json FILE]
 
 Times, on the bench stream (``benchmarks.engines.bench_stream``), median of 5
 after a warm-up unless said otherwise:
@@ -8,23 +8,24 @@ after a warm-up unless said otherwise:
 - the host link: a pinned host→device copy of the stream's bytes to each GPU
   alone and to all GPUs at once, and the host's pageable→pinned copy of the same
   bytes on 1, 8 and 16 threads (what bounds phase 1's upload: the link or the host);
-- phase 1: pageable (``fast_gpu.step_stats``), pinned chunks
-  (``staged_phase1.step_stats``) at several thread counts and chunk sizes, and
-  spread over every GPU (``devices=``);
+  and the rewards page-locked in place (cudaHostRegister) and copied from there;
+- phase 1: pageable (``fast_gpu.step_stats``), and staged through pinned chunks
+  (``staged_phase1.step_stats``) on 8, 16 and 24 threads, waiting by spinning or
+  sleeping, on one GPU or spread over every GPU (``devices=``); with
+  ``--phase1-steps``, the staged variants again at that T;
 - per sweep size: the grid check, its columns, the slot plan, the pieces of one
   shard on the device (the per-step inputs up, the rows built, the kernel, the
-  metrics finalized and packed, the copy back; then the same shard in one call),
-  the table, and the whole in-process sweep;
+  metrics finalized and packed, the copy back, and what the host packing cost
+  before; then the same shard in one call), the table, and the whole in-process sweep;
 - with ``--dask`` and two GPUs or more, a local cluster of one worker per GPU:
   the same shard pieces on each worker at once (half the configs each), a no-op
-  round trip, and the whole sweep through it with one and with two shards per
-  worker, each shard's compute time on its worker (dask's task stream).
+  round trip, and the whole sweep through it, each shard's compute time on its
+  worker (dask's task stream; it includes the wait for phase 1).
 
 A diagnostic, not the benchmark: ``python -m regime_dash bench engines`` is.
 """
 from __future__ import annotations
 
-import importlib
 import argparse
 import concurrent.futures
 import json
@@ -83,6 +84,60 @@ def link_ms(stream, n_gpu: int) -> dict:
                 lambda: list(pool.map(copy_part, parts)))
     out["GB/s"] = {k: round(nbytes / (v / 1e3) / 1e9, 1) for k, v in out.items() if k != "bytes"}
     return out
+
+
+def register_ms(stream) -> dict:
+    """Page-locking the stream's rewards in place (cudaHostRegister) and copying straight from them: the
+    alternative to staging through pinned buffers (no host copy), timed piece by piece."""
+    import cupy as cp
+
+    arr = stream.rewards
+    out: dict = {"bytes": arr.nbytes}
+    dev = cp.empty(arr.shape, np.float32)
+    try:
+        regs, copies, unregs = [], [], []
+        for _ in range(4):
+            t0 = time.perf_counter()
+            cp.cuda.runtime.hostRegister(arr.ctypes.data, arr.nbytes, 0)
+            t1 = time.perf_counter()
+            with cp.cuda.Stream(non_blocking=True) as s:
+                dev.data.copy_from_host_async(arr.ctypes.data, arr.nbytes, s)
+                s.synchronize()
+            t2 = time.perf_counter()
+            cp.cuda.runtime.hostUnregister(arr.ctypes.data)
+            t3 = time.perf_counter()
+            regs.append(t1 - t0)
+            copies.append(t2 - t1)
+            unregs.append(t3 - t2)
+        out.update({"register": 1e3 * statistics.median(regs[1:]), "copy from it": 1e3 * statistics.median(copies[1:]),
+                    "unregister": 1e3 * statistics.median(unregs[1:])})
+    except Exception as exc:  # a diagnostic: say what failed and go on
+        out["error"] = f"{type(exc).__name__}: {exc}"
+    return out
+
+
+def phase1_variants(stream, n_gpu: int, pageable: bool = True) -> dict:
+    """Phase 1 from host memory: pageable, and staged at several thread counts, sync modes and devices."""
+    from regime_dash.engine import fast_gpu, staged_phase1
+
+    p1: dict = {}
+    if pageable:
+        p1["pageable"] = 1e3 * med(lambda: fast_gpu.step_stats(stream))
+    default = staged_phase1.BLOCKING_SYNC
+    for blocking in (False, True):
+        staged_phase1.BLOCKING_SYNC = blocking
+        wait = "sleep" if blocking else "spin"
+        for devices in ([None] + ([list(range(n_gpu))] if n_gpu > 1 else [])):
+            where = "1 GPU" if devices is None else f"{n_gpu} GPUs"
+            for threads in (8, 16, 24):
+                per_device = threads if devices is None else max(1, threads // n_gpu)
+                p1[f"staged, {where}, {threads} threads, 4 MB chunks, {wait}"] = 1e3 * med(
+                    lambda: staged_phase1.step_stats(stream, threads=per_device, devices=devices))
+    staged_phase1.BLOCKING_SYNC = default
+    for mb in (2, 8):
+        p1[f"staged, default threads and sync, {mb} MB chunks"] = 1e3 * med(
+            lambda: staged_phase1.step_stats(stream, chunk_bytes=mb << 20))
+    return p1
 
 
 def shard_pieces(scalars, stats, accounts, grid, start, stop, repeats=3):
@@ -146,15 +201,15 @@ def main() -> None:
     ap.add_argument("--accounts", type=int, default=1_024)
     ap.add_argument("--sizes", default="65536,262144")
     ap.add_argument("--dask", action="store_true")
+    ap.add_argument("--phase1-steps", type=int, default=0, help="also time phase 1's variants at this T")
     ap.add_argument("--json")
     a = ap.parse_args()
     import pandas as pd
 
     from regime_dash import distributed
 
-    sweep_module = importlib.import_module("regime_dash.sweep")  # the package's `sweep` is the function
     from regime_dash.benchmarks.engines import bench_stream, sweep_grid
-    from regime_dash.engine import fast_gpu, loader, staged_phase1, summary
+    from regime_dash.engine import loader, staged_phase1, summary
     from regime_dash.slots import DEFAULT_LAYOUT
     from regime_dash.sweep import ConfigGrid, _scalar_stream, _SlotPlan, sweep
 
@@ -167,20 +222,14 @@ def main() -> None:
     out: dict = {"steps": a.steps, "accounts": a.accounts, "gpus": n_gpu}
     out["link_ms"] = link_ms(stream, n_gpu)
     print("link", json.dumps(out["link_ms"], indent=1), flush=True)
-    p1 = out["phase1_ms"] = {}
-    p1["pageable"] = 1e3 * med(lambda: fast_gpu.step_stats(stream))
-    for threads in (4, 8, 16):
-        for mb in (4, 8):
-            p1[f"staged t={threads} chunk={mb}MB"] = 1e3 * med(
-                lambda: staged_phase1.step_stats(stream, threads=threads, chunk_bytes=mb << 20))
-    if n_gpu > 1:
-        every = list(range(n_gpu))
-        for threads in (4, 8, 16):
-            for mb in (4, 8):
-                p1[f"staged over {n_gpu} GPUs, t={threads} per GPU, chunk={mb}MB"] = 1e3 * med(
-                    lambda: staged_phase1.step_stats(stream, threads=threads, chunk_bytes=mb << 20,
-                                                     devices=every))
-    print("phase 1", json.dumps(p1, indent=1), flush=True)
+    out["register_ms"] = register_ms(stream)
+    print("register", json.dumps(out["register_ms"]), flush=True)
+    out["phase1_ms"] = phase1_variants(stream, n_gpu)
+    print("phase 1", json.dumps(out["phase1_ms"], indent=1), flush=True)
+    if a.phase1_steps:
+        out[f"phase1_ms T={a.phase1_steps}"] = phase1_variants(bench_stream(a.phase1_steps, a.accounts), n_gpu,
+                                                               pageable=False)
+        print("phase 1 long", json.dumps(out[f"phase1_ms T={a.phase1_steps}"], indent=1), flush=True)
     stats = staged_phase1.step_stats(stream)
     scalars = _scalar_stream(stream)
     layout = DEFAULT_LAYOUT
@@ -223,22 +272,20 @@ def main() -> None:
                 out[f"dask S={size} shard pieces on each worker at once"] = client.gather(futs)
                 print("dask pieces", size, json.dumps(out[f"dask S={size} shard pieces on each worker at once"]),
                       flush=True)
-                for per_worker in (1, 2):
-                    sweep_module.GPU_SHARDS_PER_WORKER = per_worker
-                    sweep(stream, g, device="gpu", scheduler=client)
-                    walls, computes = [], []
-                    for _ in range(5):
-                        with dd.get_task_stream(client=client) as ts:
-                            t0 = time.perf_counter()
-                            sweep(stream, g, device="gpu", scheduler=client)
-                            walls.append(time.perf_counter() - t0)
-                        tasks = [t for t in ts.data if str(t.get("key", "")).startswith("_fast_shard")]
-                        computes.append([{s["action"]: round(1e3 * (s["stop"] - s["start"]), 2)
-                                          for s in t["startstops"]} for t in tasks])
-                    key = f"dask S={size}, {per_worker} shard(s) per worker"
-                    out[key] = {"wall_ms": [round(1e3 * w, 2) for w in walls], "shard_compute_ms": computes}
-                    print(key, json.dumps(out[key]), flush=True)
-                sweep_module.GPU_SHARDS_PER_WORKER = 2
+                sweep(stream, g, device="gpu", scheduler=client)
+                walls, computes = [], []
+                for _ in range(5):
+                    with dd.get_task_stream(client=client) as ts:
+                        t0 = time.perf_counter()
+                        sweep(stream, g, device="gpu", scheduler=client)
+                        walls.append(time.perf_counter() - t0)
+                    tasks = [t for t in ts.data if str(t.get("key", "")).startswith("_fast_shard")]
+                    # compute includes the wait for phase 1 (the shards start before it is done)
+                    computes.append([{s["action"]: round(1e3 * (s["stop"] - s["start"]), 2)
+                                      for s in t["startstops"]} for t in tasks])
+                key = f"dask S={size}"
+                out[key] = {"wall_ms": [round(1e3 * w, 2) for w in walls], "shard_compute_ms": computes}
+                print(key, json.dumps(out[key]), flush=True)
     if a.json:
         with open(a.json, "w", encoding="utf-8") as fh:
             json.dump(out, fh, indent=1)

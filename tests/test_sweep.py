@@ -1,7 +1,6 @@
 """regime_dash.sweep: one row per config, equal to the single replay's summary, memory bounded."""
 from __future__ import annotations
 
-import importlib
 import tracemalloc
 
 import numpy as np
@@ -284,7 +283,7 @@ def test_staged_phase1_names_a_device_that_is_not_here():
 
 
 @pytest.mark.gpu
-def test_gpu_sweep_over_a_cluster_of_this_hosts_gpus_equals_in_process(stream, monkeypatch):
+def test_gpu_sweep_over_a_cluster_of_this_hosts_gpus_equals_in_process(stream):
     reason = _two_gpus_reason()
     if reason is not None:
         pytest.skip(reason)
@@ -293,10 +292,6 @@ def test_gpu_sweep_over_a_cluster_of_this_hosts_gpus_equals_in_process(stream, m
 
     from regime_dash import distributed
 
-    sweep_module = importlib.import_module("regime_dash.sweep")  # the package's `sweep` is the function
-
-    # small shards, so each worker runs two of them one after the other, as a large sweep does
-    monkeypatch.setattr(sweep_module, "GPU_SHARD_MIN", 1)
     grid = {"max_duration": [15, 60, 400, 900], "eps_min": [0.0, 0.05, 0.2, 0.3], "resurrection": [True, False]}
     local = sweep(stream, grid, device="gpu", keep=[0, 9, 31])
     with distributed.local_cluster() as cluster, dd.Client(cluster) as client:
@@ -306,8 +301,7 @@ def test_gpu_sweep_over_a_cluster_of_this_hosts_gpus_equals_in_process(stream, m
         seen = []
         remote = sweep(stream, grid, device="gpu", keep=[0, 9, 31], scheduler=client,
                        progress=lambda d, t: seen.append((d, t)))
-    shards = 2 * workers
-    assert seen == [(k, shards) for k in range(1, shards + 1)]
+    assert seen == [(k, workers) for k in range(1, workers + 1)]
     assert remote.engine == local.engine == "fast-gpu"
     pd.testing.assert_frame_equal(remote.table, local.table, check_exact=True)
     for k in (0, 9, 31):
@@ -353,20 +347,25 @@ def test_packed_metrics_come_back_bit_for_bit():
     from regime_dash.engine import metric_pack
 
     rng = np.random.default_rng(2)
-    metrics = np.stack([rng.integers(0, 25_000, 500).astype(np.float64),        # a count
+    metrics = np.stack([rng.integers(0, 25_000, 500).astype(np.float64),        # a count past int8
+                        rng.integers(0, 9, 500).astype(np.float64),             # a small count
                         rng.standard_normal(500).astype(np.float32).astype(np.float64),  # a float32 value
                         rng.standard_normal(500),                                # a float64 mean
-                        np.full(500, np.nan),
+                        np.full(500, np.nan),                                    # one value for every config
                         np.r_[rng.integers(0, 9, 499), 2.0 ** 40].astype(np.float64),  # past int32
-                        np.r_[0.0, -0.0, rng.integers(0, 9, 498)].astype(np.float64)])  # -0.0: not int32
+                        np.r_[0.0, -0.0, rng.integers(0, 9, 498)].astype(np.float64),  # -0.0: not an int
+                        np.r_[np.full(499, 3.0), -3.0],                          # all but one equal
+                        np.r_[0.0, np.full(499, -0.0)]])                         # equal, but not the same bits
     packed = metric_pack.pack(np, metrics)
-    assert [c.dtype for c in packed] == [np.int32, np.float32, np.float64, np.float32, np.float32, np.float32]
-    assert np.signbit(packed[-1][1]) and not np.signbit(packed[-1][0])
+    assert [c.dtype for c in packed] == [np.int16, np.int8, np.float32, np.float64, np.float64, np.float32,
+                                         np.float32, np.int8, np.float32]
+    assert [c.ndim for c in packed] == [1, 1, 1, 1, 0, 1, 1, 1, 1]
+    assert np.signbit(packed[6][1]) and not np.signbit(packed[6][0])
     back = np.full((metrics.shape[0], 700), 7.0)
-    metric_pack.fill(back, 200, packed)
+    metric_pack.fill(back, 200, 700, packed)
     np.testing.assert_array_equal(back[:, 200:].view(np.int64), metrics.view(np.int64))
     assert (back[:, :200] == 7.0).all()
-    assert sum(c.nbytes for c in packed) < metrics.nbytes
+    assert sum(c.nbytes for c in packed) < metrics.nbytes / 2
 
 
 def test_a_grid_shard_plans_its_rows_from_its_varying_axes_alone():

@@ -19,9 +19,11 @@ With ``devices=[0, 1]`` the steps are split into one contiguous range per device
 each staged by its own threads over its own PCIe link (what a sweep on a cluster
 of this host's GPUs does); the statistics are the same bits.
 
-The pinned buffers come from CuPy's pinned-memory pool: two chunk buffers per
-thread, returned to the pool after the call and reused by the next one, so the
-pinned memory held is bounded by ``threads × 2 × chunk`` whatever T is.
+The pinned buffers come from CuPy's pinned-memory pool: :data:`BUFFERS` chunk
+buffers per thread, returned to the pool after the call and reused by the next
+one, so the pinned memory held is bounded by ``threads × BUFFERS × chunk``
+whatever T is. A thread waiting for a buffer sleeps instead of spinning
+(:data:`BLOCKING_SYNC`), so waiting threads leave the cores to the copying ones.
 """
 from __future__ import annotations
 
@@ -41,14 +43,21 @@ if TYPE_CHECKING:  # the annotation only: step_stats imports the engine modules 
 #: Bytes of rewards (and as many of lots) per chunk: big enough that a copy runs
 #: at full PCIe speed, small enough that many chunks overlap.
 CHUNK_BYTES = 4 << 20
-#: Host threads copying chunks into pinned memory (capped by the cores and the chunks).
-MAX_THREADS = 8
+#: Host threads copying chunks into pinned memory, over all devices (capped by the cores and the chunks).
+MAX_THREADS = 16
+#: Pinned chunk buffers per thread: one fills while the others' copies are in flight.
+BUFFERS = 2
+#: Wait for a buffer's copy with a blocking sync (the thread sleeps) rather than a spin:
+#: a spinning waiter takes a core from the threads that are copying.
+BLOCKING_SYNC = True
 
 
-def _threads(requested: int | None, chunks: int) -> int:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    want = min(MAX_THREADS, cores) if requested is None else int(requested)
-    return max(1, min(want, chunks))
+def _threads(requested: int | None, chunks: int, devices: int = 1) -> int:
+    """Threads of one device's share: ``requested`` (or the default's share of the cores), at most one per chunk."""
+    if requested is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        requested = max(1, min(MAX_THREADS, cores) // devices)
+    return max(1, min(int(requested), chunks))
 
 
 def step_stats(stream: Stream, *, threads: int | None = None, chunk_bytes: int = CHUNK_BYTES,
@@ -60,8 +69,8 @@ def step_stats(stream: Stream, *, threads: int | None = None, chunk_bytes: int =
     stream
         The stream; only its rewards and lots are read.
     threads
-        Host threads staging chunks on each device (default: up to
-        :data:`MAX_THREADS` per device, one per core).
+        Host threads staging chunks on each device (default: :data:`MAX_THREADS`,
+        at most one per core, shared between the devices).
     chunk_bytes
         Bytes of rewards per chunk (a chunk is a whole number of steps, at least one).
     devices
@@ -103,7 +112,7 @@ def step_stats(stream: Stream, *, threads: int | None = None, chunk_bytes: int =
     flat = np.empty(t_steps, np.int32)
     jobs = []
     for device_id, part in zip(ids, parts):
-        jobs.append(_DevicePart(cp, device_id, part, b, _threads(threads, len(part))))
+        jobs.append(_DevicePart(cp, device_id, part, b, _threads(threads, len(part), len(ids))))
     workers = sum(j.n_threads for j in jobs)
     if workers == 1:
         jobs[0].stage(0, rewards, lots, kernel)
@@ -115,6 +124,13 @@ def step_stats(stream: Stream, *, threads: int | None = None, chunk_bytes: int =
     for j in jobs:
         j.fetch(cp, sums, flat)
     return StepStats(sums, flat)
+
+
+def _recorded(cp, stream):
+    """An event recorded on ``stream`` now; waiting for it sleeps (:data:`BLOCKING_SYNC`) or spins."""
+    event = cp.cuda.Event(block=BLOCKING_SYNC, disable_timing=True)
+    event.record(stream)
+    return event
 
 
 class _DevicePart:
@@ -137,21 +153,21 @@ class _DevicePart:
         self.cp = cp
 
     def stage(self, k: int, rewards: np.ndarray, lots: np.ndarray, kernel) -> None:
-        """Thread ``k`` of this device: its chunks (every n_threads-th), staged through two pinned buffers."""
+        """Thread ``k`` of this device: its chunks (every n_threads-th), staged through :data:`BUFFERS` pinned buffers."""
         from regime_dash.engine import fast_gpu
 
         cp, b, rows, i32 = self.cp, self.b, self.rows, np.int32
         with cp.cuda.Device(self.device_id), cp.cuda.Stream(non_blocking=True) as s:
             bufs = []
-            for _ in range(2):  # double-buffered: fill one while the other's copy is in flight
+            for _ in range(BUFFERS):
                 mem = cp.cuda.alloc_pinned_memory(2 * rows * b * 4)
                 bufs.append((mem, np.frombuffer(mem, np.float32, rows * b).reshape(rows, b),
-                             np.frombuffer(mem, np.int32, rows * b, offset=rows * b * 4).reshape(rows, b),
-                             None))
+                             np.frombuffer(mem, np.int32, rows * b, offset=rows * b * 4).reshape(rows, b)))
+            in_flight: list = [None] * BUFFERS
             for j, (a, z) in enumerate(self.chunks[k::self.n_threads]):
-                mem, host_r, host_l, done = bufs[j % 2]
-                if done is not None:
-                    done.synchronize()  # this buffer's last copy has left it
+                _, host_r, host_l = bufs[j % BUFFERS]
+                if in_flight[j % BUFFERS] is not None:
+                    in_flight[j % BUFFERS].synchronize()  # this buffer's last copy has left it
                 n, lo, hi = z - a, a - self.first, z - self.first
                 np.copyto(host_r[:n], rewards[a:z])
                 np.copyto(host_l[:n], lots[a:z])
@@ -160,8 +176,8 @@ class _DevicePart:
                 kernel((n,), (fast_gpu.STATS_BLOCK,), (self.dev_r[lo:hi], self.dev_l[lo:hi], i32(b), i32(n),
                                                       self.stats[lo:hi], self.flat[lo:hi]),
                        shared_mem=self.shared)
-                bufs[j % 2] = (mem, host_r, host_l, s.record())
-            s.synchronize()
+                in_flight[j % BUFFERS] = _recorded(cp, s)
+            _recorded(cp, s).synchronize()  # the pinned buffers go back to the pool only once read
 
     def fetch(self, cp, sums: np.ndarray, flat: np.ndarray) -> None:
         """This device's statistics into their steps of ``sums`` and ``flat``; its arrays freed."""
