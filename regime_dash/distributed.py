@@ -314,7 +314,8 @@ class Later:
 def later(client: Any) -> Iterator[tuple[Later, Callable[[Any], None]]]:
     """``(handle, publish)``: tasks given ``handle`` wait in ``handle.result()`` until ``publish(value)`` runs here.
 
-    ``publish`` sends the value to every worker once (:func:`scatter_shared`)
+    ``publish`` sends the value to every worker (not hashed and kept as
+    :func:`scatter_shared` does: it is on the critical path, and the value is new)
     and tells the waiting tasks where it is (a ``distributed.Variable``). If the
     block exits before ``publish`` ran (an error here), the tasks are told so and
     raise instead of waiting; the variable is deleted once published and done.
@@ -325,7 +326,7 @@ def later(client: Any) -> Iterator[tuple[Later, Callable[[Any], None]]]:
 
     def publish(value: Any) -> None:
         nonlocal published
-        variable.set(scatter_shared(client, value))
+        variable.set(client.scatter([value], broadcast=True, hash=False)[0])
         published = True
 
     try:

@@ -9,10 +9,9 @@ after a warm-up unless said otherwise:
   alone and to all GPUs at once, and the host's pageable→pinned copy of the same
   bytes on 1, 8 and 16 threads (what bounds phase 1's upload: the link or the host);
   and the rewards page-locked in place (cudaHostRegister) and copied from there;
-- phase 1: pageable (``fast_gpu.step_stats``), and staged through pinned chunks
-  (``staged_phase1.step_stats``) on 8, 16 and 24 threads, waiting by spinning or
-  sleeping, on one GPU or spread over every GPU (``devices=``); with
-  ``--phase1-steps``, the staged variants again at that T;
+- phase 1: pageable (``fast_gpu.step_stats``), and ``staged_phase1.step_stats``
+  staged through pinned chunks or registered in place, on 2 to 16 threads, on one
+  GPU or spread over every GPU (``devices=``); with ``--phase1-steps``, again at that T;
 - per sweep size: the grid check, its columns, the slot plan, the pieces of one
   shard on the device (the per-step inputs up, the rows built, the kernel, the
   metrics finalized and packed, the copy back, and what the host packing cost
@@ -117,26 +116,20 @@ def register_ms(stream) -> dict:
 
 
 def phase1_variants(stream, n_gpu: int, pageable: bool = True) -> dict:
-    """Phase 1 from host memory: pageable, and staged at several thread counts, sync modes and devices."""
+    """Phase 1 from host memory: pageable; staged through pinned chunks and registered in place, at several
+    thread counts, on one GPU and spread over every GPU."""
     from regime_dash.engine import fast_gpu, staged_phase1
 
     p1: dict = {}
     if pageable:
         p1["pageable"] = 1e3 * med(lambda: fast_gpu.step_stats(stream))
-    default = staged_phase1.BLOCKING_SYNC
-    for blocking in (False, True):
-        staged_phase1.BLOCKING_SYNC = blocking
-        wait = "sleep" if blocking else "spin"
-        for devices in ([None] + ([list(range(n_gpu))] if n_gpu > 1 else [])):
-            where = "1 GPU" if devices is None else f"{n_gpu} GPUs"
-            for threads in (8, 16, 24):
+    for devices in ([None] + ([list(range(n_gpu))] if n_gpu > 1 else [])):
+        where = "1 GPU" if devices is None else f"{n_gpu} GPUs"
+        for upload, counts in (("staged", (8, 16)), ("registered", (2, 4, 8, 16))):
+            for threads in counts:
                 per_device = threads if devices is None else max(1, threads // n_gpu)
-                p1[f"staged, {where}, {threads} threads, 4 MB chunks, {wait}"] = 1e3 * med(
-                    lambda: staged_phase1.step_stats(stream, threads=per_device, devices=devices))
-    staged_phase1.BLOCKING_SYNC = default
-    for mb in (2, 8):
-        p1[f"staged, default threads and sync, {mb} MB chunks"] = 1e3 * med(
-            lambda: staged_phase1.step_stats(stream, chunk_bytes=mb << 20))
+                p1[f"{upload}, {where}, {threads} threads"] = 1e3 * med(
+                    lambda: staged_phase1.step_stats(stream, threads=per_device, devices=devices, upload=upload))
     return p1
 
 
