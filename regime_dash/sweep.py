@@ -469,8 +469,9 @@ def _fast_shard(shard: _Shard, scalars: Stream, stats: Any, accounts: int, layou
     """Run one shard of a fast sweep: ``(metric columns, {index: snapshot}, engine)``.
 
     ``scalars`` is the stream (on the GPU: its per-step fields over a [T, 1] zero
-    batch, :func:`_scalar_stream`), ``stats`` its phase 1 (in-process: maybe the
-    future of it, waited for only once the rows are planned), ``accounts`` its b.
+    batch, :func:`_scalar_stream`), ``stats`` its phase 1 (in-process a future of
+    it, on a cluster a :class:`distributed.Later`: waited for only once the rows are
+    planned, and on the GPU built on the device), ``accounts`` its b.
     On the GPU the metric columns come finalized and packed from the device (one
     array per metric, :func:`metric_pack.pack`; in several chunks, float64 [N, n]);
     on the CPU as float64 [N, n].
@@ -480,7 +481,6 @@ def _fast_shard(shard: _Shard, scalars: Stream, stats: Any, accounts: int, layou
     gpu = fast.use_gpu(device)
     n = shard.stop - shard.start
     plan = _SlotPlan.of(shard.plan_columns(), n, isv, layout)
-    stats = _resolved(stats)  # in-process, phase 1 may still be running until here
     kept: dict[int, np.ndarray] = {}
     if gpu:
         from regime_dash.engine import fast_gpu
@@ -490,18 +490,24 @@ def _fast_shard(shard: _Shard, scalars: Stream, stats: Any, accounts: int, layou
         slot_idx = np.array([layout.index(s) for s in plan.slots], np.int32)
         override_idx = np.array([layout.index(name) for name in (isv or {})], np.int32)
         bounds = list(_chunks(n, chunk_size or n))
+
+        def prepare(start: int, stop: int):
+            return fast_gpu.prepare_sweep(scalars, accounts, plan.isv0, plan.boot, slot_idx, plan.values[start:stop],
+                                          override_idx, layout, [k - start for k in shard.keep if start <= k < stop])
+
+        prepared = prepare(*bounds[0])  # the per-step inputs up and the rows built while phase 1 may still run
+        stats = _resolved(stats)
         # one chunk (the default): its packed columns as they came; several: filled into one block
         block = np.empty((summary.N_METRICS, n), dtype=np.float64) if len(bounds) > 1 else None
-        for start, stop in bounds:
-            local = [k - start for k in shard.keep if start <= k < stop]
-            cols, snaps = fast_gpu.sweep_values(scalars, stats, accounts, plan.isv0, plan.boot, slot_idx,
-                                                plan.values[start:stop], override_idx, layout, local, packed=True)
+        for i, (start, stop) in enumerate(bounds):
+            cols, snaps = fast_gpu.run_prepared(prepared if i == 0 else prepare(start, stop), stats, packed=True)
             if block is not None:
                 metric_pack.fill(block, start, stop, cols)
             kept.update({start + k: s for k, s in snaps.items()})
             if progress is not None:
                 progress(stop, n)
         return (cols if block is None else block), kept, "fast-gpu"
+    stats = _resolved(stats)  # in-process, phase 1 may still be running until here
     acc = np.empty((n, summary.N_METRICS + 1), dtype=np.float64)
     snap_idx = snapshot_indices(layout)
     for start, stop in _chunks(n, chunk_size or CPU_CHUNK):

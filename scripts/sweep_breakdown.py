@@ -8,10 +8,11 @@ after a warm-up unless said otherwise:
 - the host link: a pinned host→device copy of the stream's bytes to each GPU
   alone and to all GPUs at once, and the host's pageable→pinned copy of the same
   bytes on 1, 8 and 16 threads (what bounds phase 1's upload: the link or the host);
-  and the rewards page-locked in place (cudaHostRegister) and copied from there;
-- phase 1: pageable (``fast_gpu.step_stats``), and ``staged_phase1.step_stats``
-  staged through pinned chunks or registered in place, on 2 to 16 threads, on one
-  GPU or spread over every GPU (``devices=``); with ``--phase1-steps``, again at that T;
+  and the rewards page-locked in place (cudaHostRegister, whole and in four pieces
+  on four threads) and copied from there;
+- phase 1: pageable (``fast_gpu.step_stats``), and staged through pinned chunks
+  (``staged_phase1.step_stats``) on 4, 8 and 12 threads, on one GPU or spread over
+  every GPU (``devices=``); with ``--phase1-steps``, again at that T;
 - per sweep size: the grid check, its columns, the slot plan, the pieces of one
   shard on the device (the per-step inputs up, the rows built, the kernel, the
   metrics finalized and packed, the copy back, and what the host packing cost
@@ -110,14 +111,27 @@ def register_ms(stream) -> dict:
             unregs.append(t3 - t2)
         out.update({"register": 1e3 * statistics.median(regs[1:]), "copy from it": 1e3 * statistics.median(copies[1:]),
                     "unregister": 1e3 * statistics.median(unregs[1:])})
+        # does registering scale over threads? four page-disjoint pieces, registered at once
+        page = 4096
+        lo = -(-arr.ctypes.data // page) * page
+        size = (arr.ctypes.data + arr.nbytes - lo) // page // 4 * page
+        pieces = [(lo + k * size, size) for k in range(4)]
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            t0 = time.perf_counter()
+            list(pool.map(lambda r: cp.cuda.runtime.hostRegister(r[0], r[1], 0), pieces))
+            t1 = time.perf_counter()
+            list(pool.map(lambda r: cp.cuda.runtime.hostUnregister(r[0]), pieces))
+            t2 = time.perf_counter()
+        out.update({"register, 4 threads, 4 pieces": 1e3 * (t1 - t0), "unregister, 4 threads": 1e3 * (t2 - t1),
+                    "bytes in the pieces": 4 * size})
     except Exception as exc:  # a diagnostic: say what failed and go on
         out["error"] = f"{type(exc).__name__}: {exc}"
     return out
 
 
 def phase1_variants(stream, n_gpu: int, pageable: bool = True) -> dict:
-    """Phase 1 from host memory: pageable; staged through pinned chunks and registered in place, at several
-    thread counts, on one GPU and spread over every GPU."""
+    """Phase 1 from host memory: pageable, and staged through pinned chunks at several thread counts,
+    on one GPU and spread over every GPU."""
     from regime_dash.engine import fast_gpu, staged_phase1
 
     p1: dict = {}
@@ -125,11 +139,10 @@ def phase1_variants(stream, n_gpu: int, pageable: bool = True) -> dict:
         p1["pageable"] = 1e3 * med(lambda: fast_gpu.step_stats(stream))
     for devices in ([None] + ([list(range(n_gpu))] if n_gpu > 1 else [])):
         where = "1 GPU" if devices is None else f"{n_gpu} GPUs"
-        for upload, counts in (("staged", (8, 16)), ("registered", (2, 4, 8, 16))):
-            for threads in counts:
-                per_device = threads if devices is None else max(1, threads // n_gpu)
-                p1[f"{upload}, {where}, {threads} threads"] = 1e3 * med(
-                    lambda: staged_phase1.step_stats(stream, threads=per_device, devices=devices, upload=upload))
+        for threads in (4, 8, 12):
+            per_device = threads if devices is None else max(1, threads // n_gpu)
+            p1[f"staged, {where}, {threads} threads"] = 1e3 * med(
+                lambda: staged_phase1.step_stats(stream, threads=per_device, devices=devices))
     return p1
 
 

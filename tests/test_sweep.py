@@ -248,14 +248,13 @@ def _two_gpus_reason() -> str | None:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("upload", ["registered", "staged"])
 @pytest.mark.parametrize("threads, chunk_steps, devices", [
     (1, 7, None), (3, 7, None), (None, 1000, None),
     (2, 7, [0, 0]),       # two step ranges, each with its own threads and arrays (on one GPU here)
     (1, 500, [0, 0, 0]),  # three chunks over three ranges: one each
     (1, 1000, [0, 0, 0]),  # two chunks over three ranges: the last one idle
     (None, 7, "all")])    # every GPU of the machine
-def test_staged_phase1_is_the_same_bits_as_phase1(threads, chunk_steps, devices, upload):
+def test_staged_phase1_is_the_same_bits_as_phase1(threads, chunk_steps, devices):
     from regime_dash import distributed
     from regime_dash.engine import fast, fast_gpu, staged_phase1
 
@@ -263,42 +262,11 @@ def test_staged_phase1_is_the_same_bits_as_phase1(threads, chunk_steps, devices,
         devices = list(range(distributed.gpu_count()))
     s = regime_stream(np.random.default_rng(11), 1003, 37, v_pred=False)
     want = fast.step_stats(s)
-    for got in (staged_phase1.step_stats(s, threads=threads, chunk_bytes=chunk_steps * 37 * 4, devices=devices,
-                                         upload=upload),
+    for got in (staged_phase1.step_stats(s, threads=threads, chunk_bytes=chunk_steps * 37 * 4, devices=devices),
                 fast_gpu.step_stats(s)):
         np.testing.assert_array_equal(got.sums.view(np.int32), want.sums.view(np.int32))
         np.testing.assert_array_equal(got.flat, want.flat)
     assert want.flat.max() > 0 and np.abs(want.sums).max() > 0
-
-
-@pytest.mark.gpu
-def test_registered_phase1_falls_back_to_staging_where_it_cannot_page_lock():
-    from regime_dash.engine import fast, loader, staged_phase1
-
-    cp = loader.cupy_module()
-    s = regime_stream(np.random.default_rng(12), 3000, 300, v_pred=False)  # arrays of several pages each
-    want = fast.step_stats(s)
-
-    def same(got):
-        np.testing.assert_array_equal(got.sums.view(np.int32), want.sums.view(np.int32))
-        np.testing.assert_array_equal(got.flat, want.flat)
-
-    same(staged_phase1.step_stats(s, upload="registered"))
-    # memory already page-locked (registering it again fails): staged instead, same bits
-    cp.cuda.runtime.hostRegister(s.rewards.ctypes.data, s.rewards.nbytes, 0)
-    try:
-        same(staged_phase1.step_stats(s, upload="registered"))
-    finally:
-        cp.cuda.runtime.hostUnregister(s.rewards.ctypes.data)
-    # read-only arrays are not registered
-    s.rewards.flags.writeable = False
-    same(staged_phase1.step_stats(s, upload="registered"))
-    # and the stream's memory is left unregistered: registering it now succeeds
-    s.rewards.flags.writeable = True
-    cp.cuda.runtime.hostRegister(s.lots.ctypes.data, s.lots.nbytes, 0)
-    cp.cuda.runtime.hostUnregister(s.lots.ctypes.data)
-    with pytest.raises(ValidationError, match="upload must be"):
-        staged_phase1.step_stats(s, upload="pinned")
 
 
 @pytest.mark.gpu

@@ -1,49 +1,37 @@
-"""Phase 1 of a GPU sweep straight from host memory: chunked, overlapped, without a pageable copy.
+"""Phase 1 of a GPU sweep straight from host memory: chunked, pinned, overlapped.
 
 A sweep needs only phase 1 of its stream (the per-step Σr, Σr², max|r| and flat
 count of ``kernels/replay_step_stats.cu``), so the [T, b] rewards and lots go to
 the device once, and never come back. ``cupy.asarray`` of pageable memory moves
 them in one synchronous copy through the driver's own small staging buffer
 (about 5 GB/s measured for the 200 MB of the benchmark stream). Here the batch is
-cut into chunks of steps, each chunk goes to the device with an asynchronous copy
-on a host thread's CUDA stream, and phase 1 runs on that chunk as soon as it has
-landed (a step's statistics read only that step's row), so the transfers and the
-reductions of different chunks overlap. Two ways to make the copies asynchronous
-(:data:`UPLOAD`):
-
-``registered`` (the default)
-    the stream's own arrays are page-locked in place for the call
-    (cudaHostRegister, in page-disjoint pieces on the threads, undone before the
-    call returns), and the chunks are copied straight from them: the host memory
-    is read once, by the DMA engines. Where that is refused (memory already
-    page-locked, read-only or file-backed memory, two arrays sharing a page), the
-    call stages instead.
-``staged``
-    host threads copy chunks into pinned buffers (NumPy releases the GIL while it
-    copies) and the copies go from there: the host memory is read, written and
-    read again, which bounds it (about 17-27 GB/s measured on 8 threads, and more
-    threads measured slower).
+cut into chunks of steps; host threads copy chunks into pinned buffers (NumPy
+releases the GIL while it copies), each chunk goes to the device with an
+asynchronous copy on its thread's CUDA stream, and phase 1 runs on that chunk
+as soon as it has landed (a step's statistics read only that step's row), so the
+host copies, the PCIe transfers and the reductions of different chunks overlap.
+The host's memory bandwidth bounds it (each byte is read, written and read again
+by the DMA): about 17 GB/s at T = 25,000 and 27 GB/s at T = 200,000 were measured
+on 8 threads, against 54 GB/s for the link, and more threads measured slower.
 
 The statistics are the kernel's, chunk or not: one block per step reduces that
 step's row in the same order, so the result is bit-identical to
-``fast_gpu.step_stats`` and to the CPU's ``fast.step_stats`` (GPU tests check it,
-both ways).
+``fast_gpu.step_stats`` and to the CPU's ``fast.step_stats`` (a GPU test checks it).
 
 With ``devices=[0, 1]`` the steps are split into one contiguous range per device,
-each sent by its own threads over its own PCIe link (what a sweep on a cluster
-of this host's GPUs does); the statistics are the same bits.
+each staged by its own threads over its own PCIe link (what a sweep on a cluster
+of this host's GPUs does); the statistics are the same bits. Being host-bound,
+it measured no faster than one device, but not slower.
 
-The pinned buffers of ``staged`` come from CuPy's pinned-memory pool: :data:`BUFFERS`
-chunk buffers per thread, returned to the pool after the call and reused by the
-next one, so the pinned memory held is bounded by ``threads × BUFFERS × chunk``
+The pinned buffers come from CuPy's pinned-memory pool: :data:`BUFFERS` chunk
+buffers per thread, returned to the pool after the call and reused by the next
+one, so the pinned memory held is bounded by ``threads × BUFFERS × chunk``
 whatever T is. A thread waiting for a buffer sleeps instead of spinning
-(:data:`BLOCKING_SYNC`; measured 13.4 vs 15.4 ms at T = 25,000), so waiting
-threads leave the cores to the copying ones.
+(:data:`BLOCKING_SYNC`; measured 13.4 vs 15.4 ms at T = 25,000).
 """
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import os
 from typing import TYPE_CHECKING, Sequence
 
@@ -62,13 +50,7 @@ CHUNK_BYTES = 4 << 20
 #: Host threads copying chunks into pinned memory, over all devices (capped by the cores and the chunks):
 #: more measured slower (the host's memory bandwidth, not the threads, bounds a staged upload).
 MAX_THREADS = 8
-#: How the batch reaches the devices: ``"registered"`` page-locks the stream's own arrays
-#: in place for the call (cudaHostRegister) and copies straight from them, so the host
-#: memory is read once instead of read, written and read again; ``"staged"`` copies
-#: chunks through pinned buffers. Registering falls back to staging where it fails.
-UPLOAD = "registered"
-#: The page size cudaHostRegister works in.
-PAGE = 4096
+
 #: Pinned chunk buffers per thread: one fills while the others' copies are in flight.
 BUFFERS = 2
 #: Wait for a copy with a blocking sync (the thread sleeps) rather than a spin.
@@ -84,15 +66,15 @@ def _threads(requested: int | None, chunks: int, devices: int = 1) -> int:
 
 
 def step_stats(stream: Stream, *, threads: int | None = None, chunk_bytes: int = CHUNK_BYTES,
-               devices: Sequence[int] | None = None, upload: str | None = None) -> StepStats:
-    """Phase 1 on the GPU from host arrays, in chunks: ``fast.StepStats``.
+               devices: Sequence[int] | None = None) -> StepStats:
+    """Phase 1 on the GPU from host arrays, through pinned chunks: ``fast.StepStats``.
 
     Parameters
     ----------
     stream
         The stream; only its rewards and lots are read.
     threads
-        Host threads sending chunks to each device (default: :data:`MAX_THREADS`,
+        Host threads staging chunks on each device (default: :data:`MAX_THREADS`,
         at most one per core, shared between the devices).
     chunk_bytes
         Bytes of rewards per chunk (a chunk is a whole number of steps, at least one).
@@ -100,8 +82,6 @@ def step_stats(stream: Stream, *, threads: int | None = None, chunk_bytes: int =
         CUDA device ids to spread the steps over (each gets a contiguous range of
         steps and its own staging threads, so each device's PCIe link carries its
         share); the current device if None. A device may be named twice.
-    upload
-        ``"registered"`` or ``"staged"`` (see :data:`UPLOAD`, the default).
 
     Returns
     -------
@@ -118,9 +98,6 @@ def step_stats(stream: Stream, *, threads: int | None = None, chunk_bytes: int =
     from regime_dash.engine.fast import StepStats
     from regime_dash.slots import DEFAULT_LAYOUT
 
-    if upload not in (None, "registered", "staged"):
-        raise ValidationError(f"upload must be 'registered' or 'staged', got {upload!r}", field="upload",
-                              value=upload)
     t_steps, b = check_arrays(stream)
     cp = loader.cupy_module()
     ids = [int(cp.cuda.runtime.getDevice())] if devices is None else [int(d) for d in devices]
@@ -143,54 +120,13 @@ def step_stats(stream: Stream, *, threads: int | None = None, chunk_bytes: int =
         jobs.append(_DevicePart(cp, device_id, part, b, _threads(threads, len(part), len(ids))))
     workers = sum(j.n_threads for j in jobs)
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        with contextlib.ExitStack() as pinned:
-            # in place if the arrays can be page-locked: each thread then only issues its chunks' copies
-            direct = (upload or UPLOAD) == "registered" and pinned.enter_context(
-                _registered(cp, pool, workers, (rewards, lots)))
-            step = _DevicePart.send if direct else _DevicePart.stage
-            futs = [pool.submit(step, j, k, rewards, lots, kernel) for j in jobs for k in range(j.n_threads)]
-            for fut in futs:
-                fut.result()
+        futs = [pool.submit(j.stage, k, rewards, lots, kernel) for j in jobs for k in range(j.n_threads)]
+        concurrent.futures.wait(futs)  # every thread done with its buffers before any error is raised
+        for fut in futs:
+            fut.result()
     for j in jobs:
         j.fetch(cp, sums, flat)
     return StepStats(sums, flat)
-
-
-@contextlib.contextmanager
-def _registered(cp, pool, pieces: int, arrays: Sequence[np.ndarray]):
-    """Page-lock ``arrays`` in place for the block (True), or do nothing (False) where that fails.
-
-    Each array's pages are registered in ``pieces`` page-disjoint ranges, on
-    ``pool``'s threads, and unregistered the same way on exit. Arrays that share
-    a page, read-only or file-backed memory, or memory already page-locked are
-    not registered (the caller stages through pinned buffers instead).
-    """
-    ranges = []
-    for arr in arrays:
-        lo = arr.ctypes.data // PAGE * PAGE
-        hi = -(-(arr.ctypes.data + arr.nbytes) // PAGE) * PAGE
-        pages = (hi - lo) // PAGE
-        ranges += [(lo + a * PAGE, (z - a) * PAGE) for a, z in shard_bounds(pages, pieces)]
-    covers = sorted((r[0], r[0] + r[1]) for r in ranges)
-    if (any(not a.flags.writeable for a in arrays)
-            or any(covers[k][1] > covers[k + 1][0] for k in range(len(covers) - 1))):
-        yield False
-        return
-    portable = 1  # cudaHostRegisterPortable: page-locked for every device's context
-
-    def register(r):
-        try:
-            cp.cuda.runtime.hostRegister(r[0], r[1], portable)
-            return r
-        except cp.cuda.runtime.CUDARuntimeError:
-            return None
-
-    done = list(pool.map(register, ranges))
-    ok = [r for r in done if r is not None]
-    try:
-        yield len(ok) == len(ranges)
-    finally:
-        list(pool.map(lambda r: cp.cuda.runtime.hostUnregister(r[0]), ok))
 
 
 def _recorded(cp, stream):
@@ -245,21 +181,6 @@ class _DevicePart:
                        shared_mem=self.shared)
                 in_flight[j % BUFFERS] = _recorded(cp, s)
             _recorded(cp, s).synchronize()  # the pinned buffers go back to the pool only once read
-
-    def send(self, k: int, rewards: np.ndarray, lots: np.ndarray, kernel) -> None:
-        """Thread ``k`` of this device, the arrays page-locked in place: its chunks' copies and reductions."""
-        from regime_dash.engine import fast_gpu
-
-        cp, b, i32 = self.cp, self.b, np.int32
-        with cp.cuda.Device(self.device_id), cp.cuda.Stream(non_blocking=True) as s:
-            for a, z in self.chunks[k::self.n_threads]:
-                n, lo, hi = z - a, a - self.first, z - self.first
-                self.dev_r[lo:hi].data.copy_from_host_async(rewards[a:z].ctypes.data, n * b * 4, s)
-                self.dev_l[lo:hi].data.copy_from_host_async(lots[a:z].ctypes.data, n * b * 4, s)
-                kernel((n,), (fast_gpu.STATS_BLOCK,), (self.dev_r[lo:hi], self.dev_l[lo:hi], i32(b), i32(n),
-                                                      self.stats[lo:hi], self.flat[lo:hi]),
-                       shared_mem=self.shared)
-            _recorded(cp, s).synchronize()  # the copies have read the arrays: they may be unregistered
 
     def fetch(self, cp, sums: np.ndarray, flat: np.ndarray) -> None:
         """This device's statistics into their steps of ``sums`` and ``flat``; its arrays freed."""
