@@ -56,6 +56,8 @@ def test_cluster_has_two_worker_processes(client):
     assert distributed.worker_count(client) == 2
     pids = client.run(lambda: __import__("os").getpid())
     assert len(set(pids.values())) == 2
+    # both on this host: phase 1 may use as many of this host's GPUs as there are workers
+    assert distributed.local_gpus(client) == min(2, distributed.gpu_count())
 
 
 def test_fast_sweep_over_two_processes_equals_in_process(stream, client):
