@@ -270,6 +270,50 @@ def test_staged_phase1_is_the_same_bits_as_phase1(threads, chunk_steps, devices)
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("chunk_steps, devices", [(7, None), (1000, None), (7, [0, 0]), (500, [0, 0, 0]),
+                                                  (7, "all")])
+def test_a_pinned_stream_goes_straight_over_the_link_with_the_same_bits(chunk_steps, devices):
+    from regime_dash import distributed
+    from regime_dash.engine import fast, loader, staged_phase1
+
+    cp = loader.cupy_module()
+    if devices == "all":
+        devices = list(range(distributed.gpu_count()))
+    s = regime_stream(np.random.default_rng(12), 1003, 37, v_pred=False)
+    p = staged_phase1.pinned(s)
+    assert staged_phase1._is_pinned(cp, p.rewards) and staged_phase1._is_pinned(cp, p.lots)
+    assert not staged_phase1._is_pinned(cp, s.rewards)
+    np.testing.assert_array_equal(p.rewards, s.rewards)
+    np.testing.assert_array_equal(p.lots, s.lots)
+    want = fast.step_stats(s)
+    got = staged_phase1.step_stats(p, chunk_bytes=chunk_steps * 37 * 4, devices=devices)
+    np.testing.assert_array_equal(got.sums.view(np.int32), want.sums.view(np.int32))
+    np.testing.assert_array_equal(got.flat, want.flat)
+
+
+@pytest.mark.gpu
+def test_a_sweep_of_a_pinned_stream_is_the_same_table():
+    from regime_dash.engine import staged_phase1
+
+    s = regime_stream(np.random.default_rng(13), 400, 16, v_pred=False)
+    grid = {"max_duration": [50.0, 200.0, 800.0], "eps_min": [0.01, 0.05]}
+    want = sweep(s, grid, engine="fast", device="gpu").table
+    got = sweep(staged_phase1.pinned(s), grid, engine="fast", device="gpu").table
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+
+
+def test_pinning_a_stream_without_a_gpu_says_why():
+    from regime_dash.engine import loader, staged_phase1
+    from regime_dash.errors import EngineUnavailable
+
+    if loader.available() is None:
+        pytest.skip("a CUDA device is here: pinning works (the GPU tests above check it)")
+    s = regime_stream(np.random.default_rng(13), 20, 4, v_pred=False)
+    with pytest.raises(EngineUnavailable, match="cannot run here"):
+        staged_phase1.pinned(s)
+
+
+@pytest.mark.gpu
 def test_staged_phase1_names_a_device_that_is_not_here():
     from regime_dash import distributed
     from regime_dash.engine import staged_phase1

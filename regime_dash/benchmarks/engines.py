@@ -391,8 +391,9 @@ def _scale_out_section(stream: Stream, extra_steps: Sequence[int], accounts: int
                        add: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The scale-out rows at ``stream``'s T (the target's) and at each of ``extra_steps``; their ratios.
 
-    ``sweep_two_gpus_vs_one`` (target 1.8) is the ratio at ``stream``'s T;
-    ``sweep_two_gpus_vs_one_T=<T>`` the ratio at each extra T (no target).
+    ``sweep_two_gpus_vs_one`` is the ratio at ``stream``'s T, ``sweep_two_gpus_vs_one_T=<T>``
+    the ratio at each extra T; ``..._pinned...`` the same with the stream pinned once
+    (:func:`regime_dash.engine.staged_phase1.pinned`). Each is shown against the target, 1.8.
     """
     if not size:
         return {"sweep_two_gpus_vs_one": {"value": None, "target": RATIO_TARGETS.get("sweep_two_gpus_vs_one"),
@@ -400,12 +401,33 @@ def _scale_out_section(stream: Stream, extra_steps: Sequence[int], accounts: int
     out = {}
     for t in (None, *extra_steps):
         data = stream if t is None else bench_stream(t, accounts, seed)
-        one, two = _scale_out_rows(data, size, repeats, budget_s, gpu_reason, add,
-                                   label="" if t is None else f", T={t:,}")
+        label = "" if t is None else f", T={t:,}"
+        suffix = "" if t is None else f"_T={t}"
+        one, two = _scale_out_rows(data, size, repeats, budget_s, gpu_reason, add, label=label)
+        out[f"sweep_two_gpus_vs_one{suffix}"] = _ratio("sweep_two_gpus_vs_one", two, one)
+        # the same sweeps of the stream pinned once (staged_phase1.pinned): phase 1 then reads it
+        # over the PCIe links with no staging copy, which is what bounds it otherwise
+        pin_row = _attempt(f"pin the stream once{label}", "gpu", lambda: _pinned_stream(data, label))
+        add({k: v for k, v in pin_row.items() if k != "stream"})
+        if pin_row.get("stream") is not None:
+            data = pin_row["stream"]
+            one, two = _scale_out_rows(data, size, repeats, budget_s, gpu_reason, add,
+                                       label=f"{label}, pinned stream")
+            out[f"sweep_two_gpus_vs_one_pinned{suffix}"] = _ratio("sweep_two_gpus_vs_one", two, one)
+        else:
+            out[f"sweep_two_gpus_vs_one_pinned{suffix}"] = _ratio("sweep_two_gpus_vs_one", None, None)
         del data
-        key = "sweep_two_gpus_vs_one" if t is None else f"sweep_two_gpus_vs_one_T={t}"
-        out[key] = _ratio(key, two, one)
     return out
+
+
+def _pinned_stream(stream: Stream, label: str) -> dict[str, Any]:
+    """The row of how long pinning ``stream`` took (:func:`staged_phase1.pinned`), the pinned stream under ``stream``."""
+    from regime_dash.engine import staged_phase1
+
+    t0 = time.perf_counter()
+    out = staged_phase1.pinned(stream)
+    return _row(f"pin the stream once{label}", "gpu", [time.perf_counter() - t0], stream.steps,
+                timing="copy of rewards and lots into page-locked memory, once per stream", stream=out)
 
 
 # ---- the benchmark ------------------------------------------------------------------
