@@ -33,6 +33,7 @@ step. Phase 1 at 100 % of copy bandwidth moves bytes as fast as the copy does.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -313,12 +314,12 @@ def _sweep_kernel_row(stream: Stream, size: int, repeats: int, budget_s: float) 
 
 
 def _scale_out_rows(stream: Stream, size: int, repeats: int, budget_s: float, gpu_reason: str | None,
-                    add: Callable[[dict[str, Any]], dict[str, Any]], label: str = ""):
+                    add: Callable[[dict[str, Any]], dict[str, Any]], label: str = "", client: Any = None):
     """``sweep S=size`` of a grid on one GPU in-process, then through a local cluster of one worker per GPU.
 
     Both rows must give the same table (checked once); the cluster is started
-    and warmed up before its runs are timed, and stays up across them (as a
-    client a user keeps open would). ``label`` tells rows of another T apart.
+    (or ``client``'s is used) and warmed up before its runs are timed, and stays up
+    across them (as a client a user keeps open would). ``label`` tells rows of another T apart.
     """
     from regime_dash import distributed
     from regime_dash.sweep import sweep
@@ -345,7 +346,11 @@ def _scale_out_rows(stream: Stream, size: int, repeats: int, budget_s: float, gp
     def two():
         import distributed as dd
 
-        with distributed.local_cluster() as cluster, dd.Client(cluster) as client:
+        with contextlib.ExitStack() as stack:
+            nonlocal client
+            if client is None:
+                cluster = stack.enter_context(distributed.local_cluster())
+                client = stack.enter_context(dd.Client(cluster))
             client.wait_for_workers(n_gpu, timeout=120)
             want = sweep(stream, small, engine="fast", device="gpu").table
             got = sweep(stream, small, engine="fast", device="gpu", scheduler=client).table
@@ -398,12 +403,36 @@ def _scale_out_section(stream: Stream, extra_steps: Sequence[int], accounts: int
     if not size:
         return {"sweep_two_gpus_vs_one": {"value": None, "target": RATIO_TARGETS.get("sweep_two_gpus_vs_one"),
                                           "met": None, "status": "not measured: --scale-out-size 0"}}
+    with contextlib.ExitStack() as stack:
+        # one cluster for every two-GPU row: a cluster started per row measured erratic in its first rows
+        client = _cluster_client(stack) if gpu_reason is None else None
+        return _scale_out_ratios(stream, extra_steps, accounts, seed, size, repeats, budget_s, gpu_reason, add,
+                                 client)
+
+
+def _cluster_client(stack: contextlib.ExitStack) -> Any:
+    """A client of a local cluster of one worker per GPU, closed with ``stack``; None with fewer than two GPUs."""
+    from regime_dash import distributed
+
+    if distributed.gpu_count() < 2:
+        return None
+    try:
+        import distributed as dd
+
+        return stack.enter_context(dd.Client(stack.enter_context(distributed.local_cluster())))
+    except Exception:  # each two-GPU row then starts its own and reports why it could not
+        return None
+
+
+def _scale_out_ratios(stream, extra_steps, accounts, seed, size, repeats, budget_s, gpu_reason, add,
+                      client) -> dict[str, dict[str, Any]]:
+    """:func:`_scale_out_section`'s rows and ratios, the two-GPU rows on ``client`` (each its own cluster if None)."""
     out = {}
     for t in (None, *extra_steps):
         data = stream if t is None else bench_stream(t, accounts, seed)
         label = "" if t is None else f", T={t:,}"
         suffix = "" if t is None else f"_T={t}"
-        one, two = _scale_out_rows(data, size, repeats, budget_s, gpu_reason, add, label=label)
+        one, two = _scale_out_rows(data, size, repeats, budget_s, gpu_reason, add, label=label, client=client)
         out[f"sweep_two_gpus_vs_one{suffix}"] = _ratio("sweep_two_gpus_vs_one", two, one)
         # the same sweeps of the stream pinned once (staged_phase1.pinned): phase 1 then reads it
         # over the PCIe links with no staging copy, which is what bounds it otherwise
@@ -412,7 +441,7 @@ def _scale_out_section(stream: Stream, extra_steps: Sequence[int], accounts: int
         if pin_row.get("stream") is not None:
             data = pin_row["stream"]
             one, two = _scale_out_rows(data, size, repeats, budget_s, gpu_reason, add,
-                                       label=f"{label}, pinned stream")
+                                       label=f"{label}, pinned stream", client=client)
             out[f"sweep_two_gpus_vs_one_pinned{suffix}"] = _ratio("sweep_two_gpus_vs_one", two, one)
         else:
             out[f"sweep_two_gpus_vs_one_pinned{suffix}"] = _ratio("sweep_two_gpus_vs_one", None, None)
