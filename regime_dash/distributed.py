@@ -340,7 +340,8 @@ def later(client: Any) -> Iterator[tuple[Later, Callable[[Any], None]]]:
 
 def submit_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *,
                   shared: Sequence[Any] = ()) -> list[Any]:
-    """Submit ``fn(shard, *shared)`` per shard to ``client``'s workers; the futures, in shard order.
+    """Submit ``fn(shard, *shared)`` per shard to ``client``'s workers, shard k to worker k (round
+    robin); the futures, in shard order.
 
     Each ``shared`` value reaches every worker once (:func:`scatter_shared`). The
     caller can work while the shards run, then collect them with :func:`gather_shards`.
@@ -367,7 +368,12 @@ def submit_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *,
     name = getattr(getattr(fn, "func", fn), "__name__", "shard")
     if hasattr(fn, "args"):  # a partial: name it after the function it wraps
         name = getattr(fn.args[0], "__name__", name) if fn.args else name
-    return [client.submit(fn, shard, *handles, pure=False, key=f"{name}-{k}-{os.urandom(4).hex()}")
+    # Shard k goes to worker k (round robin): left to itself the scheduler measured placing both
+    # shards of a two-GPU sweep on one worker in some calls (its one thread then ran them one
+    # after the other: a one-GPU time). Loose, so a shard still runs if its worker is gone.
+    workers = sorted(client.scheduler_info().get("workers", {}))
+    return [client.submit(fn, shard, *handles, pure=False, key=f"{name}-{k}-{os.urandom(4).hex()}",
+                          workers=[workers[k % len(workers)]] if workers else None, allow_other_workers=True)
             for k, shard in enumerate(shards)]
 
 

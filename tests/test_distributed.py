@@ -250,3 +250,20 @@ def test_a_later_value_reaches_a_task_that_started_before_it(client):
 
     with pytest.raises(EngineUnavailable, match="stopped before publishing"):
         orphan.result(timeout=60)
+
+
+
+def _where_it_ran(shard, data):
+    import distributed as dd
+
+    return dd.get_worker().address
+
+
+def test_each_shard_runs_on_its_own_worker_wherever_its_inputs_are(client):
+    # the bug this guards: shards of a two-GPU sweep placed together on one worker (run one after
+    # the other there: a one-GPU time); data held by one worker alone draws the scheduler to it
+    workers = sorted(client.scheduler_info()["workers"])
+    held = client.scatter(np.arange(1000.0), workers=[workers[0]], broadcast=False)
+    for _ in range(3):
+        futures = distributed.submit_shards(_where_it_ran, [0, 1, 2, 3], client, shared=[held])
+        assert distributed.gather_shards(futures) == [workers[0], workers[1], workers[0], workers[1]]
