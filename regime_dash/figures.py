@@ -75,6 +75,16 @@ DEFAULT_POINTS = 1200
 HOVER_STRIDE = 16
 
 
+#: The signal panels' margins in pixels, wide enough for what the browser puts in them: the y
+#: tick labels and titles (74 px left, 70 px right as drawn in chromium with the app's theme),
+#: the legend above the top panel (65 px) and the x-axis title below it (67 px). Where a margin
+#: is narrower than what it holds, plotly.js widens it and draws the whole figure a second
+#: time (its ``automargin``): on every chart the browser draws, 0.1 s of a Replay slider move.
+SIGNAL_MARGIN = {"l": 84, "r": 76, "t": 72, "b": 72}
+#: The Live chart's margins, for the same reason (its legend row is empty; 74 px left, 67 px below).
+LIVE_MARGIN = {"l": 80, "r": 20, "t": 30, "b": 70}
+
+
 def run_colour(i: int) -> str:
     """Colour of the ``i``-th overlaid run."""
     return RUN_COLOURS[i % len(RUN_COLOURS)]
@@ -316,7 +326,7 @@ def _panel_layout(height: int, x: str, x_title: str) -> tuple[dict, dict[tuple[i
         fig.update_yaxes(title_text=left, **kw, **({"secondary_y": False} if right else {}))
         if right:
             fig.update_yaxes(title_text=right, secondary_y=True, **kw)
-    fig.update_layout(height=height, margin=dict(l=70, r=70, t=40, b=40), hovermode="x unified",
+    fig.update_layout(height=height, margin=SIGNAL_MARGIN, hovermode="x unified",
                       legend=dict(orientation="h", yanchor="bottom", y=1.01, x=0, title_text="runs: "),
                       uirevision="signals")
     for ann in fig.layout.annotations:  # subplot titles: smaller and left-aligned
@@ -650,7 +660,7 @@ def live_figure(frame: pd.DataFrame, marks: Sequence[tuple[float, str, str]] = (
     gap = 0.04
     height = (1.0 - gap * (n - 1)) / n
     data: list[dict] = []
-    layout: dict = {"height": 760, "margin": dict(l=70, r=20, t=30, b=40), "hovermode": "x unified",
+    layout: dict = {"height": 760, "margin": dict(LIVE_MARGIN), "hovermode": "x unified",
                     "uirevision": "live", "showlegend": True,
                     "legend": dict(orientation="h", yanchor="bottom", y=1.01, x=0), "annotations": []}
     for i, (title, ytitle, series) in enumerate(LIVE_PANELS):
