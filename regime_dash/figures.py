@@ -286,9 +286,47 @@ def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothin
     Returns
     -------
     plotly.graph_objects.Figure
+        :func:`signal_spec` as a figure, with ``x_range`` applied.
     """
     import plotly.graph_objects as go
 
+    # the traces are plain dicts built from checked values, and the layout was validated
+    # once when it was cached: plotly's per-property validation of ~60 traces was most
+    # of a slider move's figure time
+    fig = go.Figure(_signal_dict(runs, x=x, smoothing=smoothing, n_out=n_out, height=height, colours=colours,
+                                 x_offsets=x_offsets, traces_of=traces_of), _validate=False)
+    if x_range is not None:
+        lo, hi = x_range
+        fig.update_xaxes(range=list(_plot_x(np.array([lo, hi], dtype=np.float64), x)))
+    return fig
+
+
+def signal_spec(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothing: float = 0.0,
+                n_out: int = DEFAULT_POINTS, height: int = 1400, colours: Mapping[str, str] | None = None,
+                x_offsets: Mapping[str, float] | None = None,
+                traces_of: Callable[..., list[dict]] | None = None) -> dict:
+    """:func:`signal_panels` (without ``x_range``) as a plain plotly figure dict, ``{"data", "layout"}``.
+
+    The dashboard hands this to ``st.plotly_chart`` as it is: a
+    :class:`~plotly.graph_objects.Figure` is copied into a dict there again
+    (``to_dict``), 10–15 ms of a Replay slider move for the same JSON.
+    Parameters as :func:`signal_panels` takes them.
+    """
+    # numpy arrays as plotly's typed-array JSON (base64 of their bytes), as a Figure sends them;
+    # on copies of the trace dicts, which the caller's traces_of may keep
+    from _plotly_utils.utils import convert_to_base64
+
+    spec = _signal_dict(runs, x=x, smoothing=smoothing, n_out=n_out, height=height, colours=colours,
+                        x_offsets=x_offsets, traces_of=traces_of)
+    spec["data"] = [dict(trace) for trace in spec["data"]]
+    convert_to_base64(spec)
+    return spec
+
+
+def _signal_dict(runs: Mapping[str, pd.DataFrame], *, x: str, smoothing: float, n_out: int, height: int,
+                 colours: Mapping[str, str] | None, x_offsets: Mapping[str, float] | None,
+                 traces_of: Callable[..., list[dict]] | None) -> dict:
+    """The figure of :func:`signal_panels` as a dict, its arrays still numpy arrays."""
     if x_offsets and x != "step":
         raise ValidationError(f"runs can be aligned at their first step on the step axis only, not {x!r}",
                               field="x_offsets", value=x)
@@ -302,14 +340,7 @@ def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothin
         # earlier runs draw wider, so a later run drawn exactly on top leaves a rim of the earlier one
         data += traces_of(label, frame, colour, x=x, smoothing=smoothing, n_out=n_out,
                           offset=float((x_offsets or {}).get(label, 0.0)), widen=1.0 + 0.7 * (n - 1 - i))
-    # the traces are plain dicts built from checked values, and the layout was validated
-    # once when it was cached: plotly's per-property validation of ~60 traces was most
-    # of a slider move's figure time
-    fig = go.Figure({"data": data, "layout": copy.deepcopy(layout)}, _validate=False)
-    if x_range is not None:
-        lo, hi = x_range
-        fig.update_xaxes(range=list(_plot_x(np.array([lo, hi], dtype=np.float64), x)))
-    return fig
+    return {"data": data, "layout": copy.deepcopy(layout)}
 
 
 @functools.lru_cache(maxsize=16)

@@ -314,7 +314,8 @@ def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: 
 
 
 def plotly_chart(fig, key: str, **kwargs):
-    """``st.plotly_chart`` with the dashboard's defaults (full width, scroll zoom)."""
+    """``st.plotly_chart`` of a figure or its plotly JSON dict, with the dashboard's defaults (full width,
+    scroll zoom)."""
     return st.plotly_chart(fig, key=key, config={"scrollZoom": True, "displaylogo": False}, **kwargs)
 
 
