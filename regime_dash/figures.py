@@ -80,6 +80,7 @@ HOVER_STRIDE = 16
 #: the legend above the top panel (65 px) and the x-axis title below it (67 px). Where a margin
 #: is narrower than what it holds, plotly.js widens it and draws the whole figure a second
 #: time (its ``automargin``): on every chart the browser draws, 0.1 s of a Replay slider move.
+#: (A legend of so many runs that it wraps to a second row still widens the top margin.)
 SIGNAL_MARGIN = {"l": 84, "r": 76, "t": 72, "b": 72}
 #: The Live chart's margins, for the same reason (its legend row is empty; 74 px left, 67 px below).
 LIVE_MARGIN = {"l": 80, "r": 20, "t": 30, "b": 70}
