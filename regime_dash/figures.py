@@ -75,6 +75,17 @@ DEFAULT_POINTS = 1200
 HOVER_STRIDE = 16
 
 
+#: The signal panels' margins in pixels, wide enough for what the browser puts in them: the y
+#: tick labels and titles (74 px left, 70 px right as drawn in chromium with the app's theme),
+#: the legend above the top panel (65 px) and the x-axis title below it (67 px). Where a margin
+#: is narrower than what it holds, plotly.js widens it and draws the whole figure a second
+#: time (its ``automargin``): on every chart the browser draws, 0.1 s of a Replay slider move.
+#: (A legend of so many runs that it wraps to a second row still widens the top margin.)
+SIGNAL_MARGIN = {"l": 84, "r": 76, "t": 72, "b": 72}
+#: The Live chart's margins, for the same reason (its legend row is empty; 74 px left, 67 px below).
+LIVE_MARGIN = {"l": 80, "r": 20, "t": 30, "b": 70}
+
+
 def run_colour(i: int) -> str:
     """Colour of the ``i``-th overlaid run."""
     return RUN_COLOURS[i % len(RUN_COLOURS)]
@@ -276,9 +287,47 @@ def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothin
     Returns
     -------
     plotly.graph_objects.Figure
+        :func:`signal_spec` as a figure, with ``x_range`` applied.
     """
     import plotly.graph_objects as go
 
+    # the traces are plain dicts built from checked values, and the layout was validated
+    # once when it was cached: plotly's per-property validation of ~60 traces was most
+    # of a slider move's figure time
+    fig = go.Figure(_signal_dict(runs, x=x, smoothing=smoothing, n_out=n_out, height=height, colours=colours,
+                                 x_offsets=x_offsets, traces_of=traces_of), _validate=False)
+    if x_range is not None:
+        lo, hi = x_range
+        fig.update_xaxes(range=list(_plot_x(np.array([lo, hi], dtype=np.float64), x)))
+    return fig
+
+
+def signal_spec(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothing: float = 0.0,
+                n_out: int = DEFAULT_POINTS, height: int = 1400, colours: Mapping[str, str] | None = None,
+                x_offsets: Mapping[str, float] | None = None,
+                traces_of: Callable[..., list[dict]] | None = None) -> dict:
+    """:func:`signal_panels` (without ``x_range``) as a plain plotly figure dict, ``{"data", "layout"}``.
+
+    The dashboard hands this to ``st.plotly_chart`` as it is: a
+    :class:`~plotly.graph_objects.Figure` is copied into a dict there again
+    (``to_dict``), 10–15 ms of a Replay slider move for the same JSON.
+    Parameters as :func:`signal_panels` takes them.
+    """
+    # numpy arrays as plotly's typed-array JSON (base64 of their bytes), as a Figure sends them;
+    # on copies of the trace dicts, which the caller's traces_of may keep
+    from _plotly_utils.utils import convert_to_base64
+
+    spec = _signal_dict(runs, x=x, smoothing=smoothing, n_out=n_out, height=height, colours=colours,
+                        x_offsets=x_offsets, traces_of=traces_of)
+    spec["data"] = [dict(trace) for trace in spec["data"]]
+    convert_to_base64(spec)
+    return spec
+
+
+def _signal_dict(runs: Mapping[str, pd.DataFrame], *, x: str, smoothing: float, n_out: int, height: int,
+                 colours: Mapping[str, str] | None, x_offsets: Mapping[str, float] | None,
+                 traces_of: Callable[..., list[dict]] | None) -> dict:
+    """The figure of :func:`signal_panels` as a dict, its arrays still numpy arrays."""
     if x_offsets and x != "step":
         raise ValidationError(f"runs can be aligned at their first step on the step axis only, not {x!r}",
                               field="x_offsets", value=x)
@@ -292,14 +341,7 @@ def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothin
         # earlier runs draw wider, so a later run drawn exactly on top leaves a rim of the earlier one
         data += traces_of(label, frame, colour, x=x, smoothing=smoothing, n_out=n_out,
                           offset=float((x_offsets or {}).get(label, 0.0)), widen=1.0 + 0.7 * (n - 1 - i))
-    # the traces are plain dicts built from checked values, and the layout was validated
-    # once when it was cached: plotly's per-property validation of ~60 traces was most
-    # of a slider move's figure time
-    fig = go.Figure({"data": data, "layout": copy.deepcopy(layout)}, _validate=False)
-    if x_range is not None:
-        lo, hi = x_range
-        fig.update_xaxes(range=list(_plot_x(np.array([lo, hi], dtype=np.float64), x)))
-    return fig
+    return {"data": data, "layout": copy.deepcopy(layout)}
 
 
 @functools.lru_cache(maxsize=16)
@@ -316,7 +358,7 @@ def _panel_layout(height: int, x: str, x_title: str) -> tuple[dict, dict[tuple[i
         fig.update_yaxes(title_text=left, **kw, **({"secondary_y": False} if right else {}))
         if right:
             fig.update_yaxes(title_text=right, secondary_y=True, **kw)
-    fig.update_layout(height=height, margin=dict(l=70, r=70, t=40, b=40), hovermode="x unified",
+    fig.update_layout(height=height, margin=SIGNAL_MARGIN, hovermode="x unified",
                       legend=dict(orientation="h", yanchor="bottom", y=1.01, x=0, title_text="runs: "),
                       uirevision="signals")
     for ann in fig.layout.annotations:  # subplot titles: smaller and left-aligned
@@ -650,7 +692,7 @@ def live_figure(frame: pd.DataFrame, marks: Sequence[tuple[float, str, str]] = (
     gap = 0.04
     height = (1.0 - gap * (n - 1)) / n
     data: list[dict] = []
-    layout: dict = {"height": 760, "margin": dict(l=70, r=20, t=30, b=40), "hovermode": "x unified",
+    layout: dict = {"height": 760, "margin": dict(LIVE_MARGIN), "hovermode": "x unified",
                     "uirevision": "live", "showlegend": True,
                     "legend": dict(orientation="h", yanchor="bottom", y=1.01, x=0), "annotations": []}
     for i, (title, ytitle, series) in enumerate(LIVE_PANELS):

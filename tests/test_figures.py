@@ -189,6 +189,27 @@ def test_traces_of_builds_each_run_once_and_the_same_figure(trap_frame):
     assert len(kelly) == 1 and len(kelly[0].y) <= 300  # the points per trace asked for, not the default
 
 
+def test_signal_spec_is_the_figure_as_plotly_json(trap_frame):
+    """The dict the Replay page draws is the figure's JSON, arrays as base64 typed arrays, and
+    building it leaves the traces a caller's ``traces_of`` handed in as they were."""
+    import json
+
+    import plotly.io as pio
+
+    other = trap_frame.assign(**{diag.KELLY: trap_frame[diag.KELLY] * 0.5})
+    runs = {"baseline": trap_frame, "what-if": other}
+    kept = figures.run_traces("baseline", trap_frame, figures.run_colour(0), smoothing=0.3, n_out=300, widen=1.7)
+
+    def traces_of(label, frame, colour, **kw):
+        return kept if label == "baseline" else figures.run_traces(label, frame, colour, **kw)
+
+    spec = figures.signal_spec(runs, smoothing=0.3, n_out=300, height=900, traces_of=traces_of)
+    fig = figures.signal_panels(runs, smoothing=0.3, n_out=300, height=900)
+    assert json.loads(pio.to_json(spec, validate=False)) == json.loads(pio.to_json(fig, validate=False))
+    assert set(spec["data"][1]["y"]) == {"dtype", "bdata"}  # sent as bytes, not as a list of numbers
+    assert all(isinstance(t["y"], np.ndarray) for t in kept if "y" in t and not isinstance(t["y"], list))
+
+
 def test_million_steps_are_downsampled(trap_frame):
     reps = 1_000_000 // len(trap_frame) + 1
     big = pd.concat([trap_frame] * reps, ignore_index=True)
