@@ -22,6 +22,7 @@ naming a scheduler without them raises :class:`EngineUnavailable` saying so.
 """
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import functools
@@ -154,9 +155,18 @@ def connect(scheduler: Any) -> Iterator[Any]:
                           field="scheduler", value=type(scheduler).__name__)
 
 
+def _workers(client: Any) -> list[str]:
+    """The addresses of every worker the client's scheduler has now, sorted.
+
+    From ``client.nthreads()``: ``scheduler_info()`` lists at most five workers in some
+    releases of distributed (2025.4 to 2026.6) unless asked for more.
+    """
+    return sorted(client.nthreads())
+
+
 def worker_count(client: Any) -> int:
     """Workers the client's scheduler has now (at least 1)."""
-    return max(1, len(client.scheduler_info().get("workers", {})))
+    return max(1, len(_workers(client)))
 
 
 @functools.lru_cache(maxsize=1)
@@ -174,7 +184,7 @@ def local_gpus(client: Any) -> int:
     What a GPU sweep's phase 1 (run here, on the client) uses: a cluster of this
     host's GPUs has a PCIe link per GPU, and phase 1 is bound by those links.
     """
-    workers = client.scheduler_info().get("workers", {})
+    workers = _workers(client)
     if not workers:
         return 0
     local = _local_hosts()
@@ -298,14 +308,19 @@ class Later:
         Raises
         ------
         EngineUnavailable
-            The client stopped before publishing it.
+            The client stopped before publishing it, or did not publish it within ``timeout`` seconds.
         """
         distributed = _require()
-        future = distributed.Variable(self.name).get(timeout=timeout)
+        try:
+            future = distributed.Variable(self.name).get(timeout=timeout)
+        except (TimeoutError, asyncio.TimeoutError) as exc:
+            raise EngineUnavailable(f"the client of {self.name} did not publish it within {timeout:g} s",
+                                    engine="distributed") from exc
         if future is None:
             raise EngineUnavailable(f"the client of {self.name} stopped before publishing it",
                                     engine="distributed")
-        with contextlib.suppress(ValueError, KeyError):  # not in a worker, or not held here: fetch it
+        # the worker's own copy (it is broadcast) without a round trip; anything else: fetch it
+        with contextlib.suppress(ValueError, KeyError, AttributeError):
             return distributed.get_worker().data[future.key]
         return future.result()
 
@@ -318,7 +333,10 @@ def later(client: Any) -> Iterator[tuple[Later, Callable[[Any], None]]]:
     :func:`scatter_shared` does: it is on the critical path, and the value is new)
     and tells the waiting tasks where it is (a ``distributed.Variable``). If the
     block exits before ``publish`` ran (an error here), the tasks are told so and
-    raise instead of waiting; the variable is deleted once published and done.
+    raise instead of waiting. The variable is deleted once published and the block
+    is done without an error (every task then has read it); after an error it is
+    left published, so that a task still on its way to it does not wait for a value
+    that would never come.
     """
     distributed = _require()
     variable = distributed.Variable(f"regime-dash-later-{os.urandom(8).hex()}", client=client)
@@ -331,11 +349,15 @@ def later(client: Any) -> Iterator[tuple[Later, Callable[[Any], None]]]:
 
     try:
         yield Later(variable.name), publish
-    finally:
-        if published:
-            variable.delete()
-        else:  # kept, holding None: a task that starts later must not wait either
-            variable.set(None)
+    except BaseException:
+        if not published:  # kept, holding None: a task that starts later must not wait either
+            with contextlib.suppress(Exception):  # the client may be what failed: the error raised is the first
+                variable.set(None)
+        raise
+    if published:
+        variable.delete()
+    else:
+        variable.set(None)
 
 
 def submit_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *,
@@ -371,7 +393,7 @@ def submit_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *,
     # Shard k goes to worker k (round robin): left to itself the scheduler measured placing both
     # shards of a two-GPU sweep on one worker in some calls (its one thread then ran them one
     # after the other: a one-GPU time). Loose, so a shard still runs if its worker is gone.
-    workers = sorted(client.scheduler_info().get("workers", {}))
+    workers = _workers(client)
     return [client.submit(fn, shard, *handles, pure=False, key=f"{name}-{k}-{os.urandom(4).hex()}",
                           workers=[workers[k % len(workers)]] if workers else None, allow_other_workers=True)
             for k, shard in enumerate(shards)]

@@ -581,9 +581,11 @@ def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], e
         ``distributed.Client`` (see :mod:`regime_dash.distributed`): the configs
         are split into one contiguous shard per worker (a grid's shard is the grid
         and its index range, a list's its field columns). The table is the same
-        as in-process, value for value. A fast sweep sends each worker only
-        phase 1 and the per-step scalars (computed once here), not the [T, b] batch,
-        and a client keeps them on its workers for the next sweep of the same stream.
+        as in-process, value for value. A fast sweep on GPU workers sends each
+        worker phase 1 (computed once here, published as the shards start) and the
+        per-step scalars, not the [T, b] batch; a client keeps the scalars on its
+        workers for the next sweep of the same stream. On CPU workers the whole
+        stream goes, once per content, kept the same way.
     **options
         Backend options of the per-replay engines (e.g. ``graph=True`` for ``cuda``).
 

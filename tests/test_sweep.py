@@ -320,7 +320,7 @@ def test_staged_phase1_names_a_device_that_is_not_here():
 
     s = regime_stream(np.random.default_rng(11), 50, 8, v_pred=False)
     n = distributed.gpu_count()
-    for bad in ([n], [], [0, -1]):
+    for bad in ([n], [], [0, -1], ["0"], [True], "0"):
         with pytest.raises(ValidationError, match="phase 1 devices") as info:
             staged_phase1.step_stats(s, devices=bad)
         assert info.value.value == bad

@@ -21,7 +21,7 @@ def _sizes(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(v) for v in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--sweep-sizes {text!r} is not a comma-separated list of ints") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of ints") from None
 
 
 def _before_literal(doc: str) -> str:

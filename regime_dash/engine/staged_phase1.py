@@ -38,6 +38,7 @@ rather than by the host's memory bandwidth.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import os
 from typing import TYPE_CHECKING, Sequence
@@ -95,13 +96,15 @@ def pinned(stream: Stream) -> Stream:
 
 def _is_pinned(cp, array: np.ndarray) -> bool:
     """Whether ``array``'s memory is page-locked for the CUDA driver (cudaHostAlloc'd or registered)."""
-    if array.size == 0:
+    if array.size == 0 or not array.flags.c_contiguous:
         return False
-    try:
-        kind = cp.cuda.runtime.pointerGetAttributes(array.ctypes.data).type
+    ends = (array.ctypes.data, array.ctypes.data + array.nbytes - 1)
+    try:  # both ends: an array page-locked only in part is staged instead (an array of
+        # pinned(), one allocation, is locked throughout)
+        kinds = [cp.cuda.runtime.pointerGetAttributes(p).type for p in ends]
     except cp.cuda.runtime.CUDARuntimeError:
         return False
-    return kind == cp.cuda.runtime.memoryTypeHost
+    return all(k == cp.cuda.runtime.memoryTypeHost for k in kinds)
 
 
 def _threads(requested: int | None, chunks: int, devices: int = 1) -> int:
@@ -147,8 +150,14 @@ def step_stats(stream: Stream, *, threads: int | None = None, chunk_bytes: int =
 
     t_steps, b = check_arrays(stream)
     cp = loader.cupy_module()
-    ids = [int(cp.cuda.runtime.getDevice())] if devices is None else [int(d) for d in devices]
     n_dev = int(cp.cuda.runtime.getDeviceCount())
+    if devices is None:
+        ids = [int(cp.cuda.runtime.getDevice())]
+    elif isinstance(devices, (str, bytes)) or not all(
+            isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in devices):
+        ids = []
+    else:
+        ids = [int(d) for d in devices]
     if not ids or any(not 0 <= d < n_dev for d in ids):
         raise ValidationError(f"phase 1 devices must be CUDA device ids in 0..{n_dev - 1}, got {devices!r}",
                               field="devices", value=devices)
@@ -209,34 +218,42 @@ class _DevicePart:
     def stage(self, k: int, rewards: np.ndarray, lots: np.ndarray, kernel) -> None:
         """Thread ``k`` of this device: its chunks (every n_threads-th), staged through :data:`BUFFERS` pinned
         buffers, or, from a page-locked source, copied straight from it."""
+        with self.cp.cuda.Device(self.device_id), self.cp.cuda.Stream(non_blocking=True) as s:
+            try:
+                self._stage(k, rewards, lots, kernel, s)
+            finally:  # even after an error, no buffer or array is freed while a copy still reads it
+                with contextlib.suppress(Exception):
+                    s.synchronize()
+
+    def _stage(self, k: int, rewards: np.ndarray, lots: np.ndarray, kernel, s) -> None:
+        """:meth:`stage`'s work, on CUDA stream ``s``."""
         cp, b, rows = self.cp, self.b, self.rows
-        with cp.cuda.Device(self.device_id), cp.cuda.Stream(non_blocking=True) as s:
-            if self.direct:
-                for a, z in self.chunks[k::self.n_threads]:
-                    n, lo, hi = z - a, a - self.first, z - self.first
-                    self.dev_r[lo:hi].data.copy_from_host_async(rewards[a:z].ctypes.data, n * b * 4, s)
-                    self.dev_l[lo:hi].data.copy_from_host_async(lots[a:z].ctypes.data, n * b * 4, s)
-                    self._reduce(kernel, lo, hi)
-                _recorded(cp, s).synchronize()
-                return
-            bufs = []
-            for _ in range(BUFFERS):
-                mem = cp.cuda.alloc_pinned_memory(2 * rows * b * 4)
-                bufs.append((mem, np.frombuffer(mem, np.float32, rows * b).reshape(rows, b),
-                             np.frombuffer(mem, np.int32, rows * b, offset=rows * b * 4).reshape(rows, b)))
-            in_flight: list = [None] * BUFFERS
-            for j, (a, z) in enumerate(self.chunks[k::self.n_threads]):
-                _, host_r, host_l = bufs[j % BUFFERS]
-                if in_flight[j % BUFFERS] is not None:
-                    in_flight[j % BUFFERS].synchronize()  # this buffer's last copy has left it
+        if self.direct:
+            for a, z in self.chunks[k::self.n_threads]:
                 n, lo, hi = z - a, a - self.first, z - self.first
-                np.copyto(host_r[:n], rewards[a:z])
-                np.copyto(host_l[:n], lots[a:z])
-                self.dev_r[lo:hi].data.copy_from_host_async(host_r.ctypes.data, n * b * 4, s)
-                self.dev_l[lo:hi].data.copy_from_host_async(host_l.ctypes.data, n * b * 4, s)
+                self.dev_r[lo:hi].data.copy_from_host_async(rewards[a:z].ctypes.data, n * b * 4, s)
+                self.dev_l[lo:hi].data.copy_from_host_async(lots[a:z].ctypes.data, n * b * 4, s)
                 self._reduce(kernel, lo, hi)
-                in_flight[j % BUFFERS] = _recorded(cp, s)
-            _recorded(cp, s).synchronize()  # the pinned buffers go back to the pool only once read
+            _recorded(cp, s).synchronize()
+            return
+        bufs = []
+        for _ in range(BUFFERS):
+            mem = cp.cuda.alloc_pinned_memory(2 * rows * b * 4)
+            bufs.append((mem, np.frombuffer(mem, np.float32, rows * b).reshape(rows, b),
+                         np.frombuffer(mem, np.int32, rows * b, offset=rows * b * 4).reshape(rows, b)))
+        in_flight: list = [None] * BUFFERS
+        for j, (a, z) in enumerate(self.chunks[k::self.n_threads]):
+            _, host_r, host_l = bufs[j % BUFFERS]
+            if in_flight[j % BUFFERS] is not None:
+                in_flight[j % BUFFERS].synchronize()  # this buffer's last copy has left it
+            n, lo, hi = z - a, a - self.first, z - self.first
+            np.copyto(host_r[:n], rewards[a:z])
+            np.copyto(host_l[:n], lots[a:z])
+            self.dev_r[lo:hi].data.copy_from_host_async(host_r.ctypes.data, n * b * 4, s)
+            self.dev_l[lo:hi].data.copy_from_host_async(host_l.ctypes.data, n * b * 4, s)
+            self._reduce(kernel, lo, hi)
+            in_flight[j % BUFFERS] = _recorded(cp, s)
+        _recorded(cp, s).synchronize()  # the pinned buffers go back to the pool only once read
 
     def _reduce(self, kernel, lo: int, hi: int) -> None:
         """Phase 1 of this part's rows ``lo..hi`` (landed, or queued behind their copy on the current stream)."""
