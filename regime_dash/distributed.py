@@ -22,12 +22,16 @@ naming a scheduler without them raises :class:`EngineUnavailable` saying so.
 """
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
+import functools
 import hashlib
 import os
 import pickle
+import socket
 import threading
+import urllib.parse
 from typing import Any, Callable, Iterator, Sequence
 
 from regime_dash.errors import EngineUnavailable, ValidationError
@@ -151,9 +155,43 @@ def connect(scheduler: Any) -> Iterator[Any]:
                           field="scheduler", value=type(scheduler).__name__)
 
 
+def _workers(client: Any) -> list[str]:
+    """The addresses of every worker the client's scheduler has now, sorted.
+
+    From ``client.nthreads()``: ``scheduler_info()`` lists at most five workers in some
+    releases of distributed (2025.4 to 2026.6) unless asked for more.
+    """
+    return sorted(client.nthreads())
+
+
 def worker_count(client: Any) -> int:
     """Workers the client's scheduler has now (at least 1)."""
-    return max(1, len(client.scheduler_info().get("workers", {})))
+    return max(1, len(_workers(client)))
+
+
+@functools.lru_cache(maxsize=1)
+def _local_hosts() -> frozenset[str]:
+    hosts = {"127.0.0.1", "localhost", "::1", socket.gethostname()}
+    with contextlib.suppress(OSError):
+        hosts.add(socket.gethostbyname(socket.gethostname()))
+    return frozenset(hosts)
+
+
+def local_gpus(client: Any) -> int:
+    """GPUs of this host a cluster's work may spread over: ``min(workers, GPUs here)`` when every
+    worker of ``client`` runs on this host, else 0.
+
+    What a GPU sweep's phase 1 (run here, on the client) uses: a cluster of this
+    host's GPUs has a PCIe link per GPU, and phase 1 is bound by those links.
+    """
+    workers = _workers(client)
+    if not workers:
+        return 0
+    local = _local_hosts()
+    hosts = {urllib.parse.urlsplit(addr).hostname for addr in workers}
+    if not hosts <= local:
+        return 0
+    return min(len(workers), gpu_count())
 
 
 def shard_bounds(n: int, parts: int) -> list[tuple[int, int]]:
@@ -249,9 +287,83 @@ def scatter_shared(client: Any, value: Any) -> Any:
         return fut
 
 
+#: Seconds a task waits in :meth:`Later.result` for its client to publish the value.
+LATER_TIMEOUT_S = 600.0
+
+
+class Later:
+    """A value a client publishes after it has submitted the tasks that need it (see :func:`later`).
+
+    Passed to a task as an argument; :meth:`result`, on the worker, waits until
+    the client has published the value and returns it. So a task can start (and
+    do what does not need the value) while the client is still computing it.
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def result(self, timeout: float = LATER_TIMEOUT_S) -> Any:
+        """The published value (from this worker's memory: it is broadcast); waits for it.
+
+        Raises
+        ------
+        EngineUnavailable
+            The client stopped before publishing it, or did not publish it within ``timeout`` seconds.
+        """
+        distributed = _require()
+        try:
+            future = distributed.Variable(self.name).get(timeout=timeout)
+        except (TimeoutError, asyncio.TimeoutError) as exc:
+            raise EngineUnavailable(f"the client of {self.name} did not publish it within {timeout:g} s",
+                                    engine="distributed") from exc
+        if future is None:
+            raise EngineUnavailable(f"the client of {self.name} stopped before publishing it",
+                                    engine="distributed")
+        # the worker's own copy (it is broadcast) without a round trip; anything else: fetch it
+        with contextlib.suppress(ValueError, KeyError, AttributeError):
+            return distributed.get_worker().data[future.key]
+        return future.result()
+
+
+@contextlib.contextmanager
+def later(client: Any) -> Iterator[tuple[Later, Callable[[Any], None]]]:
+    """``(handle, publish)``: tasks given ``handle`` wait in ``handle.result()`` until ``publish(value)`` runs here.
+
+    ``publish`` sends the value to every worker (not hashed and kept as
+    :func:`scatter_shared` does: it is on the critical path, and the value is new)
+    and tells the waiting tasks where it is (a ``distributed.Variable``). If the
+    block exits before ``publish`` ran (an error here), the tasks are told so and
+    raise instead of waiting. The variable is deleted once published and the block
+    is done without an error (every task then has read it); after an error it is
+    left published, so that a task still on its way to it does not wait for a value
+    that would never come.
+    """
+    distributed = _require()
+    variable = distributed.Variable(f"regime-dash-later-{os.urandom(8).hex()}", client=client)
+    published = False
+
+    def publish(value: Any) -> None:
+        nonlocal published
+        variable.set(client.scatter([value], broadcast=True, hash=False)[0])
+        published = True
+
+    try:
+        yield Later(variable.name), publish
+    except BaseException:
+        if not published:  # kept, holding None: a task that starts later must not wait either
+            with contextlib.suppress(Exception):  # the client may be what failed: the error raised is the first
+                variable.set(None)
+        raise
+    if published:
+        variable.delete()
+    else:
+        variable.set(None)
+
+
 def submit_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *,
                   shared: Sequence[Any] = ()) -> list[Any]:
-    """Submit ``fn(shard, *shared)`` per shard to ``client``'s workers; the futures, in shard order.
+    """Submit ``fn(shard, *shared)`` per shard to ``client``'s workers, shard k to worker k (round
+    robin); the futures, in shard order.
 
     Each ``shared`` value reaches every worker once (:func:`scatter_shared`). The
     caller can work while the shards run, then collect them with :func:`gather_shards`.
@@ -265,22 +377,30 @@ def submit_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *,
     client
         A ``distributed.Client``.
     shared
-        Values every shard needs, passed after the shard.
+        Values every shard needs, passed after the shard (a ``distributed.Future``,
+        e.g. from :func:`scatter_shared` beforehand, or a :class:`Later`, is passed as it is).
 
     Returns
     -------
     list of distributed.Future
         One per shard, in shard order.
     """
-    handles = [scatter_shared(client, v) for v in shared]
+    future = _require().Future
+    handles = [v if isinstance(v, (future, Later)) else scatter_shared(client, v) for v in shared]
     name = getattr(getattr(fn, "func", fn), "__name__", "shard")
     if hasattr(fn, "args"):  # a partial: name it after the function it wraps
         name = getattr(fn.args[0], "__name__", name) if fn.args else name
-    return [client.submit(fn, shard, *handles, pure=False, key=f"{name}-{k}-{os.urandom(4).hex()}")
+    # Shard k goes to worker k (round robin): left to itself the scheduler measured placing both
+    # shards of a two-GPU sweep on one worker in some calls (its one thread then ran them one
+    # after the other: a one-GPU time). Loose, so a shard still runs if its worker is gone.
+    workers = _workers(client)
+    return [client.submit(fn, shard, *handles, pure=False, key=f"{name}-{k}-{os.urandom(4).hex()}",
+                          workers=[workers[k % len(workers)]] if workers else None, allow_other_workers=True)
             for k, shard in enumerate(shards)]
 
 
-def gather_shards(futures: Sequence[Any], progress: Progress | None = None) -> list[Any]:
+def gather_shards(futures: Sequence[Any], progress: Progress | None = None,
+                  each: Callable[[int, Any], Any] | None = None) -> list[Any]:
     """The results of :func:`submit_shards`' futures, in their order; ``progress(done, total)`` as each lands.
 
     A shard's exception is raised here (our errors keep their type across processes).
@@ -291,22 +411,26 @@ def gather_shards(futures: Sequence[Any], progress: Progress | None = None) -> l
         What :func:`submit_shards` returned.
     progress
         Called as ``progress(done, total)`` each time a shard's result arrives.
+    each
+        Called as ``each(k, result)`` as shard k's result arrives (while the others
+        still run); what it returns is kept in the result's place.
 
     Returns
     -------
     list
-        The shards' results, in the order of ``futures``.
+        The shards' results (or what ``each`` made of them), in the order of ``futures``.
     """
     distributed = _require()
     index = {f.key: k for k, f in enumerate(futures)}
     out: list[Any] = [None] * len(futures)
     # with_results: each result is fetched as its shard finishes, concurrently with the others
     for done, (fut, result) in enumerate(distributed.as_completed(futures, with_results=True), start=1):
-        out[index[fut.key]] = result
+        k = index[fut.key]
+        out[k] = result if each is None else each(k, result)
         if progress is not None:
             progress(done, len(futures))
     return out
 
 
 __all__ = ["connect", "local_cluster", "map_shards", "submit_shards", "gather_shards", "scatter_shared",
-           "content_key", "shard_bounds", "worker_count", "gpu_count"]
+           "content_key", "shard_bounds", "worker_count", "gpu_count", "local_gpus", "later", "Later"]

@@ -14,10 +14,12 @@ every step, so an episode one step long still shows.
 """
 from __future__ import annotations
 
+import base64
+
 import copy
 import functools
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -73,6 +75,17 @@ DEFAULT_POINTS = 1200
 #: :func:`thin_flat`): at about one point a pixel, a gap under plotly's 20 px hover
 #: distance, so every series stays in the unified hover wherever the pointer is.
 HOVER_STRIDE = 16
+
+
+#: The signal panels' margins in pixels, wide enough for what the browser puts in them: the y
+#: tick labels and titles (74 px left, 70 px right as drawn in chromium with the app's theme),
+#: the legend above the top panel (65 px) and the x-axis title below it (67 px). Where a margin
+#: is narrower than what it holds, plotly.js widens it and draws the whole figure a second
+#: time (its ``automargin``): on every chart the browser draws, 0.1 s of a Replay slider move.
+#: (A legend of so many runs that it wraps to a second row still widens the top margin.)
+SIGNAL_MARGIN = {"l": 84, "r": 76, "t": 72, "b": 72}
+#: The Live chart's margins, for the same reason (its legend row is empty; 74 px left, 67 px below).
+LIVE_MARGIN = {"l": 80, "r": 20, "t": 30, "b": 70}
 
 
 def run_colour(i: int) -> str:
@@ -276,9 +289,61 @@ def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothin
     Returns
     -------
     plotly.graph_objects.Figure
+        :func:`signal_spec` as a figure, with ``x_range`` applied.
     """
     import plotly.graph_objects as go
 
+    # the traces are plain dicts built from checked values, and the layout was validated
+    # once when it was cached: plotly's per-property validation of ~60 traces was most
+    # of a slider move's figure time
+    fig = go.Figure(_signal_dict(runs, x=x, smoothing=smoothing, n_out=n_out, height=height, colours=colours,
+                                 x_offsets=x_offsets, traces_of=traces_of), _validate=False)
+    if x_range is not None:
+        lo, hi = x_range
+        fig.update_xaxes(range=list(_plot_x(np.array([lo, hi], dtype=np.float64), x)))
+    return fig
+
+
+def signal_spec(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothing: float = 0.0,
+                n_out: int = DEFAULT_POINTS, height: int = 1400, colours: Mapping[str, str] | None = None,
+                x_offsets: Mapping[str, float] | None = None,
+                traces_of: Callable[..., list[dict]] | None = None) -> dict:
+    """:func:`signal_panels` (without ``x_range``) as a plain plotly figure dict, ``{"data", "layout"}``.
+
+    The Replay page hands this to ``st.plotly_chart``, which builds a Figure
+    from it (validating it) and takes its dict: measured at 0.6–4.8 ms a slider
+    move, against 7.8–16.7 ms for a :class:`~plotly.graph_objects.Figure`, whose
+    ``to_dict`` deep-copies every array (2026-11-30, docs/BENCHMARKS.md). Arrays
+    go as plotly's typed arrays (base64 of their bytes), which plotly reads from 6.0 on.
+    Parameters as :func:`signal_panels` takes them.
+    """
+    spec = _signal_dict(runs, x=x, smoothing=smoothing, n_out=n_out, height=height, colours=colours,
+                        x_offsets=x_offsets, traces_of=traces_of)
+    # on copies of the trace dicts, which the caller's traces_of may keep
+    spec["data"] = [{k: _typed_array(v) for k, v in trace.items()} for trace in spec["data"]]
+    return spec
+
+
+#: NumPy dtypes plotly.js reads as typed arrays, and their codes in its ``{"dtype", "bdata"}`` JSON.
+TYPED_ARRAY_CODES = {np.dtype(t): code for t, code in (
+    ("<f8", "f8"), ("<f4", "f4"), ("<i4", "i4"), ("<u4", "u4"), ("<i2", "i2"), ("<u2", "u2"),
+    ("i1", "i1"), ("u1", "u1"))}
+
+
+def _typed_array(value: Any) -> Any:
+    """A 1-D numpy array as plotly's typed-array JSON (the base64 of its bytes), as a Figure sends it; else ``value``."""
+    if not isinstance(value, np.ndarray) or value.ndim != 1:
+        return value
+    code = TYPED_ARRAY_CODES.get(value.dtype)
+    if code is None:
+        return value  # (datetime64, int64, bool, object): left to plotly's own JSON encoder
+    return {"dtype": code, "bdata": base64.b64encode(np.ascontiguousarray(value).tobytes()).decode("ascii")}
+
+
+def _signal_dict(runs: Mapping[str, pd.DataFrame], *, x: str, smoothing: float, n_out: int, height: int,
+                 colours: Mapping[str, str] | None, x_offsets: Mapping[str, float] | None,
+                 traces_of: Callable[..., list[dict]] | None) -> dict:
+    """The figure of :func:`signal_panels` as a dict, its arrays still numpy arrays."""
     if x_offsets and x != "step":
         raise ValidationError(f"runs can be aligned at their first step on the step axis only, not {x!r}",
                               field="x_offsets", value=x)
@@ -292,14 +357,7 @@ def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothin
         # earlier runs draw wider, so a later run drawn exactly on top leaves a rim of the earlier one
         data += traces_of(label, frame, colour, x=x, smoothing=smoothing, n_out=n_out,
                           offset=float((x_offsets or {}).get(label, 0.0)), widen=1.0 + 0.7 * (n - 1 - i))
-    # the traces are plain dicts built from checked values, and the layout was validated
-    # once when it was cached: plotly's per-property validation of ~60 traces was most
-    # of a slider move's figure time
-    fig = go.Figure({"data": data, "layout": copy.deepcopy(layout)}, _validate=False)
-    if x_range is not None:
-        lo, hi = x_range
-        fig.update_xaxes(range=list(_plot_x(np.array([lo, hi], dtype=np.float64), x)))
-    return fig
+    return {"data": data, "layout": copy.deepcopy(layout)}
 
 
 @functools.lru_cache(maxsize=16)
@@ -316,7 +374,7 @@ def _panel_layout(height: int, x: str, x_title: str) -> tuple[dict, dict[tuple[i
         fig.update_yaxes(title_text=left, **kw, **({"secondary_y": False} if right else {}))
         if right:
             fig.update_yaxes(title_text=right, secondary_y=True, **kw)
-    fig.update_layout(height=height, margin=dict(l=70, r=70, t=40, b=40), hovermode="x unified",
+    fig.update_layout(height=height, margin=SIGNAL_MARGIN, hovermode="x unified",
                       legend=dict(orientation="h", yanchor="bottom", y=1.01, x=0, title_text="runs: "),
                       uirevision="signals")
     for ann in fig.layout.annotations:  # subplot titles: smaller and left-aligned
@@ -650,7 +708,7 @@ def live_figure(frame: pd.DataFrame, marks: Sequence[tuple[float, str, str]] = (
     gap = 0.04
     height = (1.0 - gap * (n - 1)) / n
     data: list[dict] = []
-    layout: dict = {"height": 760, "margin": dict(l=70, r=20, t=30, b=40), "hovermode": "x unified",
+    layout: dict = {"height": 760, "margin": dict(LIVE_MARGIN), "hovermode": "x unified",
                     "uirevision": "live", "showlegend": True,
                     "legend": dict(orientation="h", yanchor="bottom", y=1.01, x=0), "annotations": []}
     for i, (title, ytitle, series) in enumerate(LIVE_PANELS):

@@ -29,6 +29,7 @@ that config, exactly: both fold the same snapshot with the same
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import functools
 import itertools
 import operator
@@ -45,7 +46,7 @@ from regime_dash import diag
 from regime_dash.config import FIELD_SLOTS, SWITCHES, RegimeConfig, coerce_value, field_names
 from regime_dash.engine import (initial_isv, replay_trajectory, resolve_engine,
                                 snapshot_indices)
-from regime_dash.engine import summary
+from regime_dash.engine import metric_pack, summary
 from regime_dash.errors import ConfigError, StreamError, ValidationError
 from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
 from regime_dash.streams import Stream
@@ -364,45 +365,13 @@ def _trajectory_frame(snap: np.ndarray, flat: np.ndarray, accounts: int, stream_
     return frame
 
 
-def _metric_columns(acc: np.ndarray, steps: int) -> np.ndarray:
-    """float64 [N_METRICS, S]: :func:`summary.finalize` of every accumulator row at once, metric-major
-    (each metric one contiguous column of the table)."""
-    out = np.ascontiguousarray(acc[:, :summary.N_METRICS].T)
-    k = summary.METRICS.index("kelly_mean")
-    out[k] = acc[:, k] / steps if steps else np.nan
-    return out
-
-
-def _pack_metrics(metrics: np.ndarray) -> list[np.ndarray]:
-    """Metric-major float64 columns, each in the narrowest of int32 / float32 / float64 that holds it exactly.
-
-    Most metrics are counts or float32 values carried in float64, so a shard's
-    result crosses the network in about half the bytes; a column that does not
-    survive the round trip bit for bit stays float64 (checked, not assumed).
-    """
-    out = []
-    for col in metrics:
-        col = np.ascontiguousarray(col, dtype=np.float64)
-        for dtype in (np.int32, np.float32):
-            with np.errstate(invalid="ignore", over="ignore"):
-                small = col.astype(dtype)
-            # bit for bit: -0.0 does not survive int32, and a NaN's payload must come back
-            if np.array_equal(small.astype(np.float64).view(np.int64), col.view(np.int64)):
-                out.append(small)
-                break
-        else:
-            out.append(col)
-    return out
-
-
-def _unpack_metrics(columns: Sequence[np.ndarray]) -> np.ndarray:
-    return np.stack([np.asarray(c, dtype=np.float64) for c in columns])
-
-
 def _packed_shard(fn: Callable[..., Any], shard: "_Shard", *shared: Any):
-    """``fn(shard, *shared)`` on a worker, its metrics packed for the trip back (:func:`_pack_metrics`)."""
+    """``fn(shard, *shared)`` on a worker, its metrics packed for the trip back (:func:`metric_pack.pack`;
+    a GPU shard's come packed from the device)."""
     metrics, kept, engine = fn(shard, *shared)
-    return _pack_metrics(metrics), kept, engine
+    if isinstance(metrics, np.ndarray):
+        metrics = metric_pack.pack(np, metrics)
+    return metrics, kept, engine
 
 
 @dataclass
@@ -432,17 +401,10 @@ class _Shard:
 
 
 def _resolved(value: Any) -> Any:
-    """``value``, or its result if it is a future."""
-    return value.result() if isinstance(value, concurrent.futures.Future) else value
+    """``value``, or its result if it is a future (in-process) or a :class:`distributed.Later` (on a worker)."""
+    from regime_dash import distributed
 
-
-@dataclass
-class _FastInputs:
-    """What every shard of a fast sweep needs: phase 1 and the stream (on the GPU, without its [T, b] batch)."""
-
-    scalars: Stream  # the stream; for the GPU its per-step fields over a [T, 1] zero batch (_scalar_stream)
-    stats: Any       # fast.StepStats of the real stream (in-process: maybe its future)
-    accounts: int
+    return value.result() if isinstance(value, (concurrent.futures.Future, distributed.Later)) else value
 
 
 def _scalar_stream(stream: Stream) -> Stream:
@@ -480,9 +442,10 @@ def _cuda_device() -> int | None:
     return int(cupy.cuda.runtime.getDevice())
 
 
-def _phase1_stats(stream: Stream, device: str = "auto", device_id: int | None = None):
-    """Phase 1 once for the whole sweep, here: on this GPU (``device_id``, the caller's) if
-    there is one and ``device`` is not ``"cpu"`` (the same bits as the CPU's).
+def _phase1_stats(stream: Stream, device: str = "auto", device_id: int | None = None,
+                  devices: Sequence[int] | None = None):
+    """Phase 1 once for the whole sweep, here: on this GPU (``device_id``, the caller's), or
+    spread over ``devices``, if there is one and ``device`` is not ``"cpu"`` (the same bits as the CPU's).
 
     On the GPU the [T, b] batch goes up in pinned chunks, each reduced as it lands
     (:mod:`regime_dash.engine.staged_phase1`), and only the [T] statistics come back.
@@ -495,22 +458,29 @@ def _phase1_stats(stream: Stream, device: str = "auto", device_id: int | None = 
         from regime_dash.engine import staged_phase1
 
         with cupy.cuda.Device(device_id):
-            return staged_phase1.step_stats(stream)
+            return staged_phase1.step_stats(stream, devices=devices)
     from regime_dash.engine import fast
 
     return fast.step_stats(stream)
 
 
-def _fast_shard(shard: _Shard, inputs: _FastInputs, layout: SlotLayout, isv, device: str,
-                chunk_size: int | None, progress: Progress | None = None):
-    """Run one shard of a fast sweep; ``(metrics [n, N_METRICS], {index: snapshot}, engine)``."""
+def _fast_shard(shard: _Shard, scalars: Stream, stats: Any, accounts: int, layout: SlotLayout, isv,
+                device: str, chunk_size: int | None, progress: Progress | None = None):
+    """Run one shard of a fast sweep: ``(metric columns, {index: snapshot}, engine)``.
+
+    ``scalars`` is the stream (on the GPU: its per-step fields over a [T, 1] zero
+    batch, :func:`_scalar_stream`), ``stats`` its phase 1 (in-process a future of
+    it, on a cluster a :class:`distributed.Later`: waited for only once the rows are
+    planned, and on the GPU built on the device), ``accounts`` its b.
+    On the GPU the metric columns come finalized and packed from the device (one
+    array per metric, :func:`metric_pack.pack`; in several chunks, float64 [N, n]);
+    on the CPU as float64 [N, n].
+    """
     from regime_dash.engine import fast
 
     gpu = fast.use_gpu(device)
     n = shard.stop - shard.start
     plan = _SlotPlan.of(shard.plan_columns(), n, isv, layout)
-    stats = _resolved(inputs.stats)  # in-process, phase 1 may still be running until here
-    acc = np.empty((n, summary.N_METRICS + 1), dtype=np.float64)
     kept: dict[int, np.ndarray] = {}
     if gpu:
         from regime_dash.engine import fast_gpu
@@ -519,26 +489,36 @@ def _fast_shard(shard: _Shard, inputs: _FastInputs, layout: SlotLayout, isv, dev
         # and the initial rows are built there (chunk_size bounds device memory if given)
         slot_idx = np.array([layout.index(s) for s in plan.slots], np.int32)
         override_idx = np.array([layout.index(name) for name in (isv or {})], np.int32)
-        for start, stop in _chunks(n, chunk_size or n):
-            local = [k - start for k in shard.keep if start <= k < stop]
-            a, snaps = fast_gpu.sweep_values(inputs.scalars, stats, inputs.accounts, plan.isv0, plan.boot,
-                                             slot_idx, plan.values[start:stop], override_idx, layout, local)
-            acc[start:stop] = a
+        bounds = list(_chunks(n, chunk_size or n))
+
+        def prepare(start: int, stop: int):
+            return fast_gpu.prepare_sweep(scalars, accounts, plan.isv0, plan.boot, slot_idx, plan.values[start:stop],
+                                          override_idx, layout, [k - start for k in shard.keep if start <= k < stop])
+
+        prepared = prepare(*bounds[0])  # the per-step inputs up and the rows built while phase 1 may still run
+        stats = _resolved(stats)
+        # one chunk (the default): its packed columns as they came; several: filled into one block
+        block = np.empty((summary.N_METRICS, n), dtype=np.float64) if len(bounds) > 1 else None
+        for i, (start, stop) in enumerate(bounds):
+            cols, snaps = fast_gpu.run_prepared(prepared if i == 0 else prepare(start, stop), stats, packed=True)
+            if block is not None:
+                metric_pack.fill(block, start, stop, cols)
             kept.update({start + k: s for k, s in snaps.items()})
             if progress is not None:
                 progress(stop, n)
-    else:
-        snap_idx = snapshot_indices(layout)
-        for start, stop in _chunks(n, chunk_size or CPU_CHUNK):
-            isv0s, boot_rows = plan.rows(start, stop, isv, layout)
-            local = [k - start for k in shard.keep if start <= k < stop]
-            a, snaps = fast.sweep_cpu(inputs.scalars, isv0s, boot_rows, layout, local,
-                                      stats=stats, snap_idx=snap_idx)
-            acc[start:stop] = a
-            kept.update({start + k: s for k, s in snaps.items()})
-            if progress is not None:
-                progress(stop, n)
-    return _metric_columns(acc, inputs.scalars.steps), kept, "fast-gpu" if gpu else "fast-cpu"
+        return (cols if block is None else block), kept, "fast-gpu"
+    stats = _resolved(stats)  # in-process, phase 1 may still be running until here
+    acc = np.empty((n, summary.N_METRICS + 1), dtype=np.float64)
+    snap_idx = snapshot_indices(layout)
+    for start, stop in _chunks(n, chunk_size or CPU_CHUNK):
+        isv0s, boot_rows = plan.rows(start, stop, isv, layout)
+        local = [k - start for k in shard.keep if start <= k < stop]
+        a, snaps = fast.sweep_cpu(scalars, isv0s, boot_rows, layout, local, stats=stats, snap_idx=snap_idx)
+        acc[start:stop] = a
+        kept.update({start + k: s for k, s in snaps.items()})
+        if progress is not None:
+            progress(stop, n)
+    return metric_pack.finalize(np, acc, scalars.steps), kept, "fast-cpu"
 
 
 def _replay_shard(shard: _Shard, stream: Stream, layout: SlotLayout, isv, engine: str,
@@ -601,9 +581,11 @@ def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], e
         ``distributed.Client`` (see :mod:`regime_dash.distributed`): the configs
         are split into one contiguous shard per worker (a grid's shard is the grid
         and its index range, a list's its field columns). The table is the same
-        as in-process, value for value. A fast sweep sends each worker only
-        phase 1 and the per-step scalars (computed once here), not the [T, b] batch,
-        and a client keeps them on its workers for the next sweep of the same stream.
+        as in-process, value for value. A fast sweep on GPU workers sends each
+        worker phase 1 (computed once here, published as the shards start) and the
+        per-step scalars, not the [T, b] batch; a client keeps the scalars on its
+        workers for the next sweep of the same stream. On CPU workers the whole
+        stream goes, once per content, kept the same way.
     **options
         Backend options of the per-replay engines (e.g. ``graph=True`` for ``cuda``).
 
@@ -650,13 +632,8 @@ def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], e
         if scheduler is None or device not in fast.DEVICES:
             fast.use_gpu(device)  # the device's name, and in-process that a GPU asked for is here
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        # phase 1 (the stream's upload and reduction on the GPU, or NumPy's threads) runs
-        # while this thread plans the shards' initial rows and starts them
-        stats = pool.submit(_phase1_stats, stream, device, _cuda_device()) if name == "fast" else None
-        source = _Source(grid, config_list)
-        pool.submit(source.columns)  # the table's fields: next in that thread, while the shards run
-        return _sweep_run(stream, source, n_configs, keep, layout, progress, isv, device, chunk_size,
-                          scheduler, name, options, stats, t0)
+        return _sweep_run(stream, _Source(grid, config_list), n_configs, keep, layout, progress, isv, device,
+                          chunk_size, scheduler, name, options, pool, t0)
 
 
 class _Source:
@@ -682,46 +659,70 @@ class _Source:
 
 
 def _sweep_run(stream, source: _Source, n_configs, keep, layout, progress, isv, device, chunk_size, scheduler,
-               name, options, stats, t0) -> SweepResult:
-    """:func:`sweep` once its arguments are checked: shard, run (here or on the workers), assemble."""
+               name, options, pool, t0) -> SweepResult:
+    """:func:`sweep` once its arguments are checked: shard, run (here or on the workers), assemble.
+
+    ``pool`` is a one-thread executor: phase 1 runs in it (the stream's upload and
+    reduction on the GPU, or NumPy's threads) while this thread plans the shard's
+    rows, or, on a cluster, sends the workers everything else and starts the
+    shards, which plan their rows and wait for phase 1 (:class:`distributed.Later`);
+    the table's field columns are built in that thread next, while the shards run.
+    """
     from regime_dash import distributed
 
-    with distributed.connect(scheduler) as client:
+    with distributed.connect(scheduler) as client, contextlib.ExitStack() as stack:
         parts = 1 if client is None else distributed.worker_count(client)
+        gpu = name == "fast" and _fast_on_gpu(device, client)
+        stats = None
+        if name == "fast":
+            # on a cluster of this host's GPUs, phase 1 spreads over them (a PCIe link each)
+            n_local = 0 if client is None or not gpu else distributed.local_gpus(client)
+            stats = pool.submit(_phase1_stats, stream, device, _cuda_device(),
+                                list(range(n_local)) if n_local > 1 else None)
+        pool.submit(source.columns)
         shards = [source.shard(a, b, keep) for a, b in distributed.shard_bounds(n_configs, parts)]
         if name == "fast":
-            gpu = _fast_on_gpu(device, client)
-            # in-process the shard waits for phase 1 only once its initial rows are planned
-            inputs = _FastInputs(_scalar_stream(stream) if gpu else stream,
-                                 stats if client is None else stats.result(), stream.accounts)
             device = "gpu" if gpu else "cpu"
-            shared = (inputs, layout, isv, device, chunk_size)
+            shared = [_scalar_stream(stream) if gpu else stream, stats, stream.accounts, layout, isv, device,
+                      chunk_size]
             fn = _fast_shard
         else:
-            shared = (stream, layout, isv, name, options)
+            shared = [stream, layout, isv, name, options]
             fn = _replay_shard
-        if client is None:  # one shard: its own progress, per chunk or per config
-            results = [fn(shards[0], *shared, progress)]
+        metrics = np.empty((summary.N_METRICS, n_configs), dtype=np.float64)
+        if client is None:  # one shard, with phase 1 maybe still running: its own progress, per chunk or per config
+            columns, kept, ran = fn(shards[0], *shared, progress)
+            metric_pack.fill(metrics, 0, n_configs, columns)
+            results = [(kept, ran)]
         else:
+            publish = None
+            if stats is not None:  # the shards start now and wait for phase 1 once their rows are planned
+                shared[1], publish = stack.enter_context(distributed.later(client))
+
+            def land(k: int, result: Any) -> tuple:  # as each shard arrives: its metrics into the table
+                columns, kept, ran = result
+                metric_pack.fill(metrics, shards[k].start, shards[k].stop, columns)
+                return kept, ran
+
             futures = distributed.submit_shards(functools.partial(_packed_shard, fn), shards, client,
                                                 shared=shared)
-            results = [(_unpack_metrics(m), kept, ran)
-                       for m, kept, ran in distributed.gather_shards(futures, progress=progress)]
+            if publish is not None:
+                publish(stats.result())
+            results = distributed.gather_shards(futures, progress=progress, each=land)
     fields = source.columns()
-    metrics = np.concatenate([r[0] for r in results], axis=1) if len(results) > 1 else results[0][0]
     trajectories: dict[int, pd.DataFrame] = {}
-    for shard, (_, kept, _) in zip(shards, results):
+    for shard, (kept, _) in zip(shards, results):
         for k, item in kept.items():
             i = shard.start + k
             if isinstance(item, pd.DataFrame):
                 trajectories[i] = item
             else:
                 config = {n: c[i].item() for n, c in fields.items()}  # its F2/F4/F5 switches become columns
-                trajectories[i] = _trajectory_frame(item, _resolved(inputs.stats).flat, stream.accounts, stream.step,
+                trajectories[i] = _trajectory_frame(item, _resolved(stats).flat, stream.accounts, stream.step,
                                                     stream.boundary, layout, "fast", config)
     trajectories = {k: trajectories[k] for k in keep}
-    ran = results[0][2]
-    # copy=False: every column is already its own contiguous array, owned by this table
+    ran = results[0][1]
+    # copy=False: every column is already a contiguous array (a row of the metrics block) owned by this table
     out = pd.DataFrame({**fields, **dict(zip(summary.METRICS, metrics))}, copy=False)
     out.attrs.update(engine=ran, steps=stream.steps, accounts=stream.accounts,
                      layout_fingerprint=layout.fingerprint_hex())

@@ -43,7 +43,8 @@ def test_json_has_machine_params_rows_and_ratios(result):
     assert {("sweep S=5 (1 GPU)", "gpu"), ("sweep S=5 (GPUs over dask)", "gpu"), ("sweep kernel S=3", "gpu")} <= names
     assert set(on_disk["ratios"]) == {"fast_cpu_vs_reference", "fast_gpu_vs_cuda_per_step",
                                       "fast_gpu_vs_cuda_graph", "phase1_vs_copy_bandwidth",
-                                      "sweep_two_gpus_vs_one", "gpu_sweep_scenario_steps_per_s",
+                                      "sweep_two_gpus_vs_one", "sweep_two_gpus_vs_one_pinned",
+                                      "gpu_sweep_scenario_steps_per_s",
                                       "gpu_sweep_kernel_scenario_steps_per_s", "phase1_pinned_vs_pageable",
                                       "sweep_cpu_grid_vs_list", "sweep_gpu_grid_vs_list"}
     assert on_disk["ratios"]["sweep_two_gpus_vs_one"]["target"] == 1.8

@@ -43,6 +43,20 @@ TRACES_JS = """(name) => {
 }"""
 
 
+#: For each Plotly graph on the page, how many pixels plotly.js added to each margin
+#: (left, right, top, bottom) to fit what sits in it. A margin widened means the whole figure
+#: was drawn twice (plotly.js's automargin redraw).
+WIDENED_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).filter(gd => gd._fullLayout)
+    .map(gd => { const L = gd._fullLayout;
+        return ['l', 'r', 't', 'b'].map(k => Math.round(L._size[k] - L.margin[k])); })"""
+
+
+def assert_drawn_once(page) -> None:
+    """No Plotly graph on ``page`` had a margin widened (so none was drawn a second time)."""
+    widened = page.evaluate(WIDENED_JS)
+    assert widened and all(w == [0, 0, 0, 0] for w in widened), widened
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """``streamlit run app.py`` on a free port with an empty temporary store; yields the base URL."""
@@ -89,6 +103,7 @@ def test_upload_explore_and_what_if(server, browser_page):
     assert {"diag", "diag kelly_f", "diag σ", "diag τ_min effective"} <= set(traces)
     assert page.locator(".js-plotly-plot").count() == 1
     assert page.locator(".js-plotly-plot .subplot").count() >= 7  # the seven panels, drawn
+    assert_drawn_once(page)
     shot(page, "2-explore")
 
     page.get_by_role("link", name="Replay & what-if").click()
@@ -108,6 +123,7 @@ def test_upload_explore_and_what_if(server, browser_page):
     assert slider.get_attribute("aria-valuetext") == "0"
     assert after["what-if kelly_f"] != before["what-if kelly_f"]
     assert after["baseline kelly_f"] == before["baseline kelly_f"]  # only the what-if run moved
+    assert_drawn_once(page)
     timeouts_after = page.get_by_test_id("stMetric").filter(has_text="timeouts").first.inner_text()
     assert timeouts_after != timeouts_before
     shot(page, "4-replay-after-slider")
@@ -233,6 +249,19 @@ STEP_JS = """() => {
 }"""
 
 
+#: Over ``ms`` milliseconds of animation frames, how many had a laid-out Plotly graph hidden.
+HIDDEN_FRAMES_JS = """(ms) => new Promise(done => {
+    let hidden = 0;
+    const t0 = performance.now();
+    const tick = () => {
+        hidden += Array.from(document.querySelectorAll('.js-plotly-plot')).some(gd =>
+            gd.getBoundingClientRect().height > 0 && getComputedStyle(gd).visibility === 'hidden') ? 1 : 0;
+        if (performance.now() - t0 < ms) requestAnimationFrame(tick); else done(hidden);
+    };
+    requestAnimationFrame(tick);
+})"""
+
+
 def test_live_plays_in_place_and_pauses(server, browser_page):
     """While playing, one fragment run plays tick after tick, each drawn in place; Pause
     interrupts it at once and the step stays where it stopped."""
@@ -245,6 +274,10 @@ def test_live_plays_in_place_and_pauses(server, browser_page):
     # as a stale, collapsed element until the fragment's run ends; the new one may not be laid
     # out yet in the frame sampled)
     assert page.locator(".js-plotly-plot").filter(visible=True).count() <= 1
+    # each tick's new chart is shown from its first drawing, not hidden until streamlit has
+    # measured it (a blank frame: the chart blinked)
+    assert page.evaluate(HIDDEN_FRAMES_JS, 1500) == 0
+    assert_drawn_once(page)
     page.get_by_role("button", name="Pause").click()
     page.get_by_role("button", name="Play").wait_for()
     page.wait_for_timeout(500)  # a tick in flight when Pause was pressed may still land

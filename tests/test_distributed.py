@@ -56,6 +56,8 @@ def test_cluster_has_two_worker_processes(client):
     assert distributed.worker_count(client) == 2
     pids = client.run(lambda: __import__("os").getpid())
     assert len(set(pids.values())) == 2
+    # both on this host: phase 1 may use as many of this host's GPUs as there are workers
+    assert distributed.local_gpus(client) == min(2, distributed.gpu_count())
 
 
 def test_fast_sweep_over_two_processes_equals_in_process(stream, client):
@@ -196,3 +198,72 @@ def test_shared_inputs_are_scattered_once_per_content_and_the_cache_is_bounded(s
         assert any(k[0] == other_id for k in distributed._scattered)
     distributed.scatter_shared(client, np.arange(3))
     assert not any(k[0] == other_id for k in distributed._scattered)
+
+
+def test_shards_wait_for_phase_1_and_are_released_when_it_fails(stream, client, monkeypatch):
+    import importlib
+    import time
+
+    from regime_dash.errors import StreamError
+
+    sweep_module = importlib.import_module("regime_dash.sweep")  # the package's `sweep` is the function
+    real = sweep_module._phase1_stats
+
+    def slow(*args, **kwargs):  # the shards are on the workers before phase 1 is done
+        time.sleep(0.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sweep_module, "_phase1_stats", slow)
+    want = sweep(stream, GRID, engine="fast", device="cpu").table
+    pd.testing.assert_frame_equal(sweep(stream, GRID, engine="fast", device="cpu", scheduler=client).table, want,
+                                  check_exact=True)
+
+    def broken(*args, **kwargs):
+        time.sleep(0.5)
+        raise StreamError("phase 1 failed here", field="rewards", value=None)
+
+    monkeypatch.setattr(sweep_module, "_phase1_stats", broken)
+    with pytest.raises(StreamError, match="phase 1 failed here"):
+        sweep(stream, GRID, engine="fast", device="cpu", scheduler=client)
+    # the waiting shards were told, not left holding the workers' one thread each
+    monkeypatch.setattr(sweep_module, "_phase1_stats", real)
+    t0 = time.perf_counter()
+    again = sweep(stream, GRID, engine="fast", device="cpu", scheduler=client).table
+    assert time.perf_counter() - t0 < 60
+    pd.testing.assert_frame_equal(again, want, check_exact=True)
+
+
+def test_a_later_value_reaches_a_task_that_started_before_it(client):
+    import time
+
+    with distributed.later(client) as (handle, publish):
+        future = client.submit(lambda h: float(np.sum(h.result())), handle, pure=False)
+        time.sleep(0.3)
+        assert not future.done()  # it waits for the value
+        publish(np.arange(5.0))
+        assert future.result(timeout=60) == 10.0
+    with pytest.raises(RuntimeError):
+        with distributed.later(client) as (handle, publish):
+            orphan = client.submit(lambda h: h.result(), handle, pure=False)
+            raise RuntimeError("the client fails before publishing")
+    from regime_dash.errors import EngineUnavailable
+
+    with pytest.raises(EngineUnavailable, match="stopped before publishing"):
+        orphan.result(timeout=60)
+
+
+
+def _where_it_ran(shard, data):
+    import distributed as dd
+
+    return dd.get_worker().address
+
+
+def test_each_shard_runs_on_its_own_worker_wherever_its_inputs_are(client):
+    # the bug this guards: shards of a two-GPU sweep placed together on one worker (run one after
+    # the other there: a one-GPU time); data held by one worker alone draws the scheduler to it
+    workers = sorted(client.scheduler_info()["workers"])
+    held = client.scatter(np.arange(1000.0), workers=[workers[0]], broadcast=False)
+    for _ in range(3):
+        futures = distributed.submit_shards(_where_it_ran, [0, 1, 2, 3], client, shared=[held])
+        assert distributed.gather_shards(futures) == [workers[0], workers[1], workers[0], workers[1]]

@@ -165,3 +165,33 @@ def test_fast_gpu_run_needs_the_layouts_snapshot_slots():
     snap = snapshot_indices(L)[::-1].copy()
     with pytest.raises(ValidationError, match="snap_idx .* is not snapshot_indices"):
         fast_gpu.run(stream, isv0, boot, L, snap)
+
+
+@pytest.mark.gpu
+def test_sweep_values_packed_on_the_device_are_the_host_finalized_metrics():
+    from regime_dash.engine import fast, metric_pack
+    from regime_dash.sweep import _scalar_stream
+
+    stream = random_stream(np.random.default_rng(3), T_STEPS, 64)
+    rows = _scenarios()
+    boot = rows[0][1]
+    slot_idx = np.array([L.index("RL_REGIME_DEAD_ZONE_MAX_DURATION_INDEX"),
+                         L.index("RL_KELLY_EPS_RECOVERY_MIN_INDEX")], np.int32)
+    values = np.stack([np.repeat(np.float32([20, 60, 400]), 70)[:200],
+                       np.tile(np.float32([0.0, 0.01, 0.05, 0.2]), 50)], axis=1)
+    stats = fast.step_stats(stream)
+    args = (_scalar_stream(stream), stats, stream.accounts, boot, boot, slot_idx, values,
+            np.zeros(0, np.int32), L, [1, 150])
+    acc, snaps = fast_gpu.sweep_values(*args)
+    cols, snaps_packed = fast_gpu.sweep_values(*args, packed=True)
+    want = metric_pack.finalize(np, acc, stream.steps)
+    got = np.full_like(want, np.nan)
+    metric_pack.fill(got, 0, want.shape[1], cols)
+    np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
+    # the device packs as the host does
+    assert [(c.dtype, c.ndim) for c in cols] == [(c.dtype, c.ndim) for c in metric_pack.pack(np, want)]
+    assert sum(c.nbytes for c in cols) < want.nbytes / 2
+    assert sorted(snaps_packed) == [1, 150]
+    for k in (1, 150):
+        np.testing.assert_array_equal(snaps_packed[k], snaps[k])
+    assert len({tuple(r) for r in want.T}) > 1

@@ -189,6 +189,52 @@ def test_traces_of_builds_each_run_once_and_the_same_figure(trap_frame):
     assert len(kelly) == 1 and len(kelly[0].y) <= 300  # the points per trace asked for, not the default
 
 
+def test_signal_spec_is_the_figure_as_plotly_json(trap_frame):
+    """The dict the Replay page draws is the figure's JSON, arrays as base64 typed arrays, and
+    building it leaves the traces a caller's ``traces_of`` handed in as they were."""
+    import json
+
+    import plotly.io as pio
+
+    other = trap_frame.assign(**{diag.KELLY: trap_frame[diag.KELLY] * 0.5})
+    runs = {"baseline": trap_frame, "what-if": other}
+    kept = figures.run_traces("baseline", trap_frame, figures.run_colour(0), smoothing=0.3, n_out=300, widen=1.7)
+
+    def traces_of(label, frame, colour, **kw):
+        return kept if label == "baseline" else figures.run_traces(label, frame, colour, **kw)
+
+    spec = figures.signal_spec(runs, smoothing=0.3, n_out=300, height=900, traces_of=traces_of)
+    fig = figures.signal_panels(runs, smoothing=0.3, n_out=300, height=900)
+    assert json.loads(pio.to_json(spec, validate=False)) == json.loads(pio.to_json(fig, validate=False))
+    assert set(spec["data"][1]["y"]) == {"dtype", "bdata"}  # sent as bytes, not as a list of numbers
+    assert all(isinstance(t["y"], np.ndarray) for t in kept if "y" in t and not isinstance(t["y"], list))
+
+
+def test_signal_spec_on_the_wall_time_axis_is_the_figure_as_plotly_json(trap_frame):
+    """Datetimes are not typed arrays: they go as plotly writes them (dates, not nanosecond integers)."""
+    import json
+
+    import plotly.io as pio
+
+    frame = trap_frame.copy()
+    frame["wall_time"] = 1.7e9 + frame["step"] * 0.5
+    spec = figures.signal_spec({"w": frame}, x="wall_time", n_out=200, height=900)
+    fig = figures.signal_panels({"w": frame}, x="wall_time", n_out=200, height=900)
+    got = json.loads(pio.to_json(spec, validate=False))
+    assert got == json.loads(pio.to_json(fig, validate=False))
+    xs = next(t["x"] for t in got["data"] if isinstance(t.get("x"), list))
+    assert isinstance(xs[0], str) and xs[0].startswith("2023-11-14")
+
+
+def test_a_signal_spec_passes_plotly_validation(trap_frame):
+    """st.plotly_chart validates a dict figure (``return_figure_from_figure_or_data``): the typed arrays pass."""
+    import plotly.tools
+
+    spec = figures.signal_spec({"a": trap_frame}, n_out=200, height=900)
+    checked = plotly.tools.return_figure_from_figure_or_data(spec, validate_figure=True)
+    assert len(checked["data"]) == len(spec["data"])
+
+
 def test_million_steps_are_downsampled(trap_frame):
     reps = 1_000_000 // len(trap_frame) + 1
     big = pd.concat([trap_frame] * reps, ignore_index=True)

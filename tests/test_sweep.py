@@ -240,18 +240,117 @@ def test_gpu_grid_sweep_equals_the_list_sweep(stream):
     pd.testing.assert_frame_equal(by_grid.trajectories[5], by_list.trajectories[5], check_exact=True)
 
 
+def _two_gpus_reason() -> str | None:
+    from regime_dash import distributed
+
+    n = distributed.gpu_count()
+    return None if n >= 2 else f"needs two GPUs, {n} here"
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("threads, chunk_steps", [(1, 7), (3, 7), (None, 1000)])
-def test_staged_phase1_is_the_same_bits_as_phase1(threads, chunk_steps):
+@pytest.mark.parametrize("threads, chunk_steps, devices", [
+    (1, 7, None), (3, 7, None), (None, 1000, None),
+    (2, 7, [0, 0]),       # two step ranges, each with its own threads and arrays (on one GPU here)
+    (1, 500, [0, 0, 0]),  # three chunks over three ranges: one each
+    (1, 1000, [0, 0, 0]),  # two chunks over three ranges: the last one idle
+    (None, 7, "all")])    # every GPU of the machine
+def test_staged_phase1_is_the_same_bits_as_phase1(threads, chunk_steps, devices):
+    from regime_dash import distributed
     from regime_dash.engine import fast, fast_gpu, staged_phase1
 
+    if devices == "all":
+        devices = list(range(distributed.gpu_count()))
     s = regime_stream(np.random.default_rng(11), 1003, 37, v_pred=False)
     want = fast.step_stats(s)
-    for got in (staged_phase1.step_stats(s, threads=threads, chunk_bytes=chunk_steps * 37 * 4),
+    for got in (staged_phase1.step_stats(s, threads=threads, chunk_bytes=chunk_steps * 37 * 4, devices=devices),
                 fast_gpu.step_stats(s)):
         np.testing.assert_array_equal(got.sums.view(np.int32), want.sums.view(np.int32))
         np.testing.assert_array_equal(got.flat, want.flat)
     assert want.flat.max() > 0 and np.abs(want.sums).max() > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("chunk_steps, devices", [(7, None), (1000, None), (7, [0, 0]), (500, [0, 0, 0]),
+                                                  (7, "all")])
+def test_a_pinned_stream_goes_straight_over_the_link_with_the_same_bits(chunk_steps, devices):
+    from regime_dash import distributed
+    from regime_dash.engine import fast, loader, staged_phase1
+
+    cp = loader.cupy_module()
+    if devices == "all":
+        devices = list(range(distributed.gpu_count()))
+    s = regime_stream(np.random.default_rng(12), 1003, 37, v_pred=False)
+    p = staged_phase1.pinned(s)
+    assert staged_phase1._is_pinned(cp, p.rewards) and staged_phase1._is_pinned(cp, p.lots)
+    assert not staged_phase1._is_pinned(cp, s.rewards)
+    np.testing.assert_array_equal(p.rewards, s.rewards)
+    np.testing.assert_array_equal(p.lots, s.lots)
+    want = fast.step_stats(s)
+    got = staged_phase1.step_stats(p, chunk_bytes=chunk_steps * 37 * 4, devices=devices)
+    np.testing.assert_array_equal(got.sums.view(np.int32), want.sums.view(np.int32))
+    np.testing.assert_array_equal(got.flat, want.flat)
+
+
+@pytest.mark.gpu
+def test_a_sweep_of_a_pinned_stream_is_the_same_table():
+    from regime_dash.engine import staged_phase1
+
+    s = regime_stream(np.random.default_rng(13), 400, 16, v_pred=False)
+    grid = {"max_duration": [50.0, 200.0, 800.0], "eps_min": [0.01, 0.05]}
+    want = sweep(s, grid, engine="fast", device="gpu").table
+    got = sweep(staged_phase1.pinned(s), grid, engine="fast", device="gpu").table
+    pd.testing.assert_frame_equal(got, want, check_exact=True)
+
+
+def test_pinning_a_stream_without_a_gpu_says_why():
+    from regime_dash.engine import loader, staged_phase1
+    from regime_dash.errors import EngineUnavailable
+
+    if loader.available() is None:
+        pytest.skip("a CUDA device is here: pinning works (the GPU tests above check it)")
+    s = regime_stream(np.random.default_rng(13), 20, 4, v_pred=False)
+    with pytest.raises(EngineUnavailable, match="cannot run here"):
+        staged_phase1.pinned(s)
+
+
+@pytest.mark.gpu
+def test_staged_phase1_names_a_device_that_is_not_here():
+    from regime_dash import distributed
+    from regime_dash.engine import staged_phase1
+
+    s = regime_stream(np.random.default_rng(11), 50, 8, v_pred=False)
+    n = distributed.gpu_count()
+    for bad in ([n], [], [0, -1], ["0"], [True], "0"):
+        with pytest.raises(ValidationError, match="phase 1 devices") as info:
+            staged_phase1.step_stats(s, devices=bad)
+        assert info.value.value == bad
+
+
+@pytest.mark.gpu
+def test_gpu_sweep_over_a_cluster_of_this_hosts_gpus_equals_in_process(stream):
+    reason = _two_gpus_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    pytest.importorskip("distributed", reason="dask.distributed is in requirements-test.txt; not installed here")
+    import distributed as dd
+
+    from regime_dash import distributed
+
+    grid = {"max_duration": [15, 60, 400, 900], "eps_min": [0.0, 0.05, 0.2, 0.3], "resurrection": [True, False]}
+    local = sweep(stream, grid, device="gpu", keep=[0, 9, 31])
+    with distributed.local_cluster() as cluster, dd.Client(cluster) as client:
+        client.wait_for_workers(2, timeout=120)
+        workers = distributed.worker_count(client)
+        assert distributed.local_gpus(client) == min(workers, distributed.gpu_count()) >= 2
+        seen = []
+        remote = sweep(stream, grid, device="gpu", keep=[0, 9, 31], scheduler=client,
+                       progress=lambda d, t: seen.append((d, t)))
+    assert seen == [(k, workers) for k in range(1, workers + 1)]
+    assert remote.engine == local.engine == "fast-gpu"
+    pd.testing.assert_frame_equal(remote.table, local.table, check_exact=True)
+    for k in (0, 9, 31):
+        pd.testing.assert_frame_equal(remote.trajectories[k], local.trajectories[k], check_exact=True)
+    assert len(local.table[list(summary.METRICS)].drop_duplicates()) > 1
 
 
 def test_a_bad_grid_names_the_first_failing_config_as_building_them_one_by_one_would():
@@ -289,21 +388,28 @@ def test_a_bad_grid_names_the_first_failing_config_as_building_them_one_by_one_w
 
 
 def test_packed_metrics_come_back_bit_for_bit():
-    from regime_dash.sweep import _pack_metrics, _unpack_metrics
+    from regime_dash.engine import metric_pack
 
     rng = np.random.default_rng(2)
-    metrics = np.stack([rng.integers(0, 25_000, 500).astype(np.float64),        # a count
+    metrics = np.stack([rng.integers(0, 25_000, 500).astype(np.float64),        # a count past int8
+                        rng.integers(0, 9, 500).astype(np.float64),             # a small count
                         rng.standard_normal(500).astype(np.float32).astype(np.float64),  # a float32 value
                         rng.standard_normal(500),                                # a float64 mean
-                        np.full(500, np.nan),
+                        np.full(500, np.nan),                                    # one value for every config
                         np.r_[rng.integers(0, 9, 499), 2.0 ** 40].astype(np.float64),  # past int32
-                        np.r_[0.0, -0.0, rng.integers(0, 9, 498)].astype(np.float64)])  # -0.0: not int32
-    packed = _pack_metrics(metrics)
-    assert [c.dtype for c in packed] == [np.int32, np.float32, np.float64, np.float32, np.float32, np.float32]
-    assert np.signbit(packed[-1][1]) and not np.signbit(packed[-1][0])
-    back = _unpack_metrics(packed)
-    np.testing.assert_array_equal(back.view(np.int64), metrics.view(np.int64))
-    assert sum(c.nbytes for c in packed) < metrics.nbytes
+                        np.r_[0.0, -0.0, rng.integers(0, 9, 498)].astype(np.float64),  # -0.0: not an int
+                        np.r_[np.full(499, 3.0), -3.0],                          # all but one equal
+                        np.r_[0.0, np.full(499, -0.0)]])                         # equal, but not the same bits
+    packed = metric_pack.pack(np, metrics)
+    assert [c.dtype for c in packed] == [np.int16, np.int8, np.float32, np.float64, np.float64, np.float32,
+                                         np.float32, np.int8, np.float32]
+    assert [c.ndim for c in packed] == [1, 1, 1, 1, 0, 1, 1, 1, 1]
+    assert np.signbit(packed[6][1]) and not np.signbit(packed[6][0])
+    back = np.full((metrics.shape[0], 700), 7.0)
+    metric_pack.fill(back, 200, 700, packed)
+    np.testing.assert_array_equal(back[:, 200:].view(np.int64), metrics.view(np.int64))
+    assert (back[:, :200] == 7.0).all()
+    assert sum(c.nbytes for c in packed) < metrics.nbytes / 2
 
 
 def test_a_grid_shard_plans_its_rows_from_its_varying_axes_alone():

@@ -33,6 +33,7 @@ step. Phase 1 at 100 % of copy bandwidth moves bytes as fast as the copy does.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -40,7 +41,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -313,12 +314,12 @@ def _sweep_kernel_row(stream: Stream, size: int, repeats: int, budget_s: float) 
 
 
 def _scale_out_rows(stream: Stream, size: int, repeats: int, budget_s: float, gpu_reason: str | None,
-                    add: Callable[[dict[str, Any]], dict[str, Any]], label: str = ""):
+                    add: Callable[[dict[str, Any]], dict[str, Any]], label: str = "", client: Any = None):
     """``sweep S=size`` of a grid on one GPU in-process, then through a local cluster of one worker per GPU.
 
     Both rows must give the same table (checked once); the cluster is started
-    and warmed up before its runs are timed, and stays up across them (as a
-    client a user keeps open would). ``label`` tells rows of another T apart.
+    (or ``client``'s is used) and warmed up before its runs are timed, and stays up
+    across them (as a client a user keeps open would). ``label`` tells rows of another T apart.
     """
     from regime_dash import distributed
     from regime_dash.sweep import sweep
@@ -345,7 +346,11 @@ def _scale_out_rows(stream: Stream, size: int, repeats: int, budget_s: float, gp
     def two():
         import distributed as dd
 
-        with distributed.local_cluster() as cluster, dd.Client(cluster) as client:
+        with contextlib.ExitStack() as stack:
+            nonlocal client
+            if client is None:
+                cluster = stack.enter_context(distributed.local_cluster())
+                client = stack.enter_context(dd.Client(cluster))
             client.wait_for_workers(n_gpu, timeout=120)
             want = sweep(stream, small, engine="fast", device="gpu").table
             got = sweep(stream, small, engine="fast", device="gpu", scheduler=client).table
@@ -361,13 +366,107 @@ def _scale_out_rows(stream: Stream, size: int, repeats: int, budget_s: float, gp
     return one_row, add(_attempt(two_name, "gpu", two, size))
 
 
+def _steps_list(scale_out_steps: int | Sequence[int]) -> tuple[int, ...]:
+    """``scale_out_steps`` as a tuple of T > 0 (0 or an empty sequence: none)."""
+    from regime_dash.errors import ValidationError
+
+    values = (scale_out_steps,) if isinstance(scale_out_steps, int) else tuple(scale_out_steps)
+    if any(isinstance(t, bool) or not isinstance(t, int) or t < 0 for t in values):
+        raise ValidationError(f"scale-out steps must be ints >= 0, got {scale_out_steps!r}",
+                              field="scale_out_steps", value=scale_out_steps)
+    return tuple(t for t in values if t)
+
+
+def _ratio(key: str, num: dict[str, Any] | None, den: dict[str, Any] | None, field: str = "seconds",
+          invert: bool = True) -> dict[str, Any]:
+    """``num`` vs ``den`` as a ratio row (den/num of ``field``, or num/den with ``invert=False``),
+    with its target from :data:`RATIO_TARGETS`, or why it could not be computed."""
+    target = RATIO_TARGETS.get(key)
+    if num is None or den is None or num.get(field) is None or den.get(field) is None:
+        missing = [f"{r['name']} [{r['device']}]" for r in (num, den) if r is not None and r.get(field) is None]
+        return {"value": None, "target": target, "met": None,
+                "status": "not measured: no figure for " + (", ".join(missing) or "a row")}
+    value = den[field] / num[field] if invert else num[field] / den[field]
+    return {"value": value, "target": target, "met": None if target is None else value >= target,
+            "status": "ok"}
+
+
+def _scale_out_section(stream: Stream, extra_steps: Sequence[int], accounts: int, seed: int, size: int,
+                       repeats: int, budget_s: float, gpu_reason: str | None,
+                       add: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The scale-out rows at ``stream``'s T (the target's) and at each of ``extra_steps``; their ratios.
+
+    ``sweep_two_gpus_vs_one`` is the ratio at ``stream``'s T, ``sweep_two_gpus_vs_one_T=<T>``
+    the ratio at each extra T; ``..._pinned...`` the same with the stream pinned once
+    (:func:`regime_dash.engine.staged_phase1.pinned`). Each is shown against the target, 1.8.
+    """
+    if not size:
+        return {"sweep_two_gpus_vs_one": {"value": None, "target": RATIO_TARGETS.get("sweep_two_gpus_vs_one"),
+                                          "met": None, "status": "not measured: --scale-out-size 0"}}
+    with contextlib.ExitStack() as stack:
+        # one cluster for every two-GPU row: a cluster started per row measured erratic in its first rows
+        client = _cluster_client(stack) if gpu_reason is None else None
+        return _scale_out_ratios(stream, extra_steps, accounts, seed, size, repeats, budget_s, gpu_reason, add,
+                                 client)
+
+
+def _cluster_client(stack: contextlib.ExitStack) -> Any:
+    """A client of a local cluster of one worker per GPU, closed with ``stack``; None with fewer than two GPUs."""
+    from regime_dash import distributed
+
+    if distributed.gpu_count() < 2:
+        return None
+    try:
+        import distributed as dd
+
+        return stack.enter_context(dd.Client(stack.enter_context(distributed.local_cluster())))
+    except Exception:  # each two-GPU row then starts its own and reports why it could not
+        return None
+
+
+def _scale_out_ratios(stream, extra_steps, accounts, seed, size, repeats, budget_s, gpu_reason, add,
+                      client) -> dict[str, dict[str, Any]]:
+    """:func:`_scale_out_section`'s rows and ratios, the two-GPU rows on ``client`` (each its own cluster if None)."""
+    out = {}
+    for t in (None, *extra_steps):
+        data = stream if t is None else bench_stream(t, accounts, seed)
+        label = "" if t is None else f", T={t:,}"
+        suffix = "" if t is None else f"_T={t}"
+        one, two = _scale_out_rows(data, size, repeats, budget_s, gpu_reason, add, label=label, client=client)
+        out[f"sweep_two_gpus_vs_one{suffix}"] = _ratio("sweep_two_gpus_vs_one", two, one)
+        # the same sweeps of the stream pinned once (staged_phase1.pinned): phase 1 then reads it
+        # over the PCIe links with no staging copy, which is what bounds it otherwise
+        pin_row = _attempt(f"pin the stream once{label}", "gpu", lambda: _pinned_stream(data, label))
+        add({k: v for k, v in pin_row.items() if k != "stream"})
+        if pin_row.get("stream") is not None:
+            data = pin_row["stream"]
+            one, two = _scale_out_rows(data, size, repeats, budget_s, gpu_reason, add,
+                                       label=f"{label}, pinned stream", client=client)
+            out[f"sweep_two_gpus_vs_one_pinned{suffix}"] = _ratio("sweep_two_gpus_vs_one", two, one)
+        else:
+            out[f"sweep_two_gpus_vs_one_pinned{suffix}"] = _ratio("sweep_two_gpus_vs_one", None, None)
+        del data
+    return out
+
+
+def _pinned_stream(stream: Stream, label: str) -> dict[str, Any]:
+    """The row of how long pinning ``stream`` took (:func:`staged_phase1.pinned`), the pinned stream under ``stream``."""
+    from regime_dash.engine import staged_phase1
+
+    t0 = time.perf_counter()
+    out = staged_phase1.pinned(stream)
+    return _row(f"pin the stream once{label}", "gpu", [time.perf_counter() - t0], stream.steps,
+                timing="copy of rewards and lots into page-locked memory, once per stream", stream=out)
+
+
 # ---- the benchmark ------------------------------------------------------------------
 def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path: str | Path | None = None,
         repeats: int = 5, sweep_sizes: tuple[int, ...] = DEFAULT_SWEEP_SIZES, budget_s: float = 120.0,
         seed: int = 0, log: Callable[[str], None] | None = None,
         gpu_sweep_sizes: tuple[int, ...] = DEFAULT_GPU_SWEEP_SIZES,
         scale_out_size: int = DEFAULT_SCALE_OUT_SIZE, live_accounts: tuple[int, ...] = (1_024, 64),
-        live_steps: int = 2_000, live_only: bool = False, scale_out_steps: int = 0) -> dict[str, Any]:
+        live_steps: int = 2_000, live_only: bool = False, scale_out_steps: int | Sequence[int] = 0,
+        scale_out_only: bool = False) -> dict[str, Any]:
     """Time every engine on one synthetic stream; return (and optionally write) the figures.
 
     Parameters
@@ -385,8 +484,12 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
         local dask cluster of one worker per GPU (the cluster started before timing),
         where there are two GPUs or more and ``distributed`` imports; 0 skips them.
     scale_out_steps
-        If > 0, the scale-out rows again on a stream of this many steps (extra rows,
-        labelled with their T: where the GPUs' share of the sweep is larger).
+        T (or several), each > 0: the scale-out rows again on a stream of that many
+        steps (extra rows, labelled with their T: the per-call costs of a sweep grow
+        with S, its GPU work with S × T); 0 for none.
+    scale_out_only
+        Take only the scale-out rows (at ``steps`` and at ``scale_out_steps``) and
+        their ratios: no other engine row, no live rows.
     live_accounts, live_steps, live_only
         b of the live rows (empty skips them), steps each times, and whether to run only them.
     budget_s
@@ -420,6 +523,25 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
         raise ValidationError(f"sweep sizes must be >= 1, got {sweep_sizes!r}", field="sweep_sizes",
                               value=sweep_sizes)
     say = log or (lambda line: None)
+    extra_steps = _steps_list(scale_out_steps)
+    if scale_out_only:
+        rows_only: list[dict[str, Any]] = []
+
+        def keep_row(row: dict[str, Any]) -> dict[str, Any]:
+            rows_only.append(row)
+            say(f"{row['name']} [{row['device']}]: " + (f"{row['seconds']:.4g} s" if row["seconds"] is not None
+                                                        else row["status"]))
+            return row
+
+        ratios = _scale_out_section(bench_stream(steps, accounts, seed), extra_steps, accounts, seed,
+                                    scale_out_size, repeats, budget_s, loader.available(), keep_row)
+        return _write({"benchmark": "engines", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       "machine": machine_info(),
+                       "params": {"steps": steps, "accounts": accounts, "repeats": repeats,
+                                  "scale_out_size": scale_out_size, "scale_out_steps": list(extra_steps),
+                                  "scale_out_only": True, "budget_s": budget_s, "seed": seed,
+                                  "statistic": "median after warm-up"},
+                       "rows": rows_only, "ratios": ratios, "live": None}, json_path)
     from regime_dash.benchmarks import live_step
 
     live_accounts = tuple(int(b) for b in live_accounts if b)  # 0 leaves the live rows out
@@ -580,48 +702,28 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
         big_s = max(gpu_sizes)
         kernel = gpu_row(f"sweep kernel S={big_s}",
                          lambda: _sweep_kernel_row(stream, big_s, repeats, budget_s), big_s)
-    one_gpu = two_gpus = None
-    if scale_out_size:
-        one_gpu, two_gpus = _scale_out_rows(stream, scale_out_size, repeats, budget_s, gpu_reason, add)
-    long_one = long_two = None
-    if scale_out_size and scale_out_steps:
-        long_stream = bench_stream(scale_out_steps, accounts, seed)
-        long_one, long_two = _scale_out_rows(long_stream, scale_out_size, repeats, budget_s, gpu_reason, add,
-                                             label=f", T={scale_out_steps:,}")
-        del long_stream
+    scale_ratios = _scale_out_section(stream, extra_steps, accounts, seed, scale_out_size, repeats, budget_s,
+                                      gpu_reason, add)
 
     # ---- ratios, from this run's figures only ----
     by = {(r["name"], r["device"]): r for r in rows}
 
-    def ratio(key: str, num: dict[str, Any] | None, den: dict[str, Any] | None, field: str = "seconds",
-              invert: bool = True) -> dict[str, Any]:
-        target = RATIO_TARGETS.get(key)
-        if num is None or den is None or num.get(field) is None or den.get(field) is None:
-            missing = [f"{r['name']} [{r['device']}]" for r in (num, den) if r is not None and r.get(field) is None]
-            return {"value": None, "target": target, "met": None,
-                    "status": "not measured: no figure for " + (", ".join(missing) or "a row")}
-        value = den[field] / num[field] if invert else num[field] / den[field]
-        return {"value": value, "target": target, "met": None if target is None else value >= target,
-                "status": "ok"}
-
     ratios = {
-        "fast_cpu_vs_reference": ratio("fast_cpu_vs_reference", by.get(("fast", "cpu")),
-                                       by.get(("reference", "cpu"))),
-        "fast_gpu_vs_cuda_per_step": ratio("fast_gpu_vs_cuda_per_step", fast_dev, cuda_plain),
-        "fast_gpu_vs_cuda_graph": ratio("fast_gpu_vs_cuda_graph", fast_dev, cuda_graph),
-        "phase1_vs_copy_bandwidth": ratio("phase1_vs_copy_bandwidth", phase1_gpu, copy, field="gb_per_s",
-                                          invert=False),
-        "sweep_two_gpus_vs_one": ratio("sweep_two_gpus_vs_one", two_gpus, one_gpu),
+        "fast_cpu_vs_reference": _ratio("fast_cpu_vs_reference", by.get(("fast", "cpu")),
+                                        by.get(("reference", "cpu"))),
+        "fast_gpu_vs_cuda_per_step": _ratio("fast_gpu_vs_cuda_per_step", fast_dev, cuda_plain),
+        "fast_gpu_vs_cuda_graph": _ratio("fast_gpu_vs_cuda_graph", fast_dev, cuda_graph),
+        "phase1_vs_copy_bandwidth": _ratio("phase1_vs_copy_bandwidth", phase1_gpu, copy, field="gb_per_s",
+                                           invert=False),
+        **scale_ratios,
     }
-    if long_one is not None:
-        ratios["sweep_two_gpus_vs_one_long_T"] = ratio("sweep_two_gpus_vs_one_long_T", long_two, long_one)
-    ratios["phase1_pinned_vs_pageable"] = ratio(
+    ratios["phase1_pinned_vs_pageable"] = _ratio(
         "phase1_pinned_vs_pageable", by.get(("phase 1 from host, pinned chunks", "gpu")),
         by.get(("phase 1 from host, pageable", "gpu")))
     for dev_name, dev_sizes in (("cpu", sizes), ("gpu", gpu_sizes)):
         if dev_sizes:
             big_s = max(dev_sizes)
-            ratios[f"sweep_{dev_name}_grid_vs_list"] = ratio(
+            ratios[f"sweep_{dev_name}_grid_vs_list"] = _ratio(
                 f"sweep_{dev_name}_grid_vs_list", by.get((f"sweep S={big_s}", dev_name)),
                 by.get((f"sweep S={big_s} (list)", dev_name)))
     big = by.get((f"sweep S={max(gpu_sizes)}", "gpu")) if gpu_sizes else None
@@ -709,7 +811,7 @@ def main(args: argparse.Namespace) -> int:
                  log=lambda line: print(line, file=sys.stderr, flush=True),
                  gpu_sweep_sizes=args.gpu_sweep_sizes, scale_out_size=args.scale_out_size,
                  live_accounts=args.live_accounts, live_steps=args.live_steps, live_only=args.live_only,
-                 scale_out_steps=args.scale_out_steps)
+                 scale_out_steps=args.scale_out_steps, scale_out_only=args.scale_out_only)
     if args.live_profile:
         from regime_dash.benchmarks import live_step
 

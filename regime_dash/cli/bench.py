@@ -21,7 +21,7 @@ def _sizes(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(v) for v in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--sweep-sizes {text!r} is not a comma-separated list of ints") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of ints") from None
 
 
 def _before_literal(doc: str) -> str:
@@ -44,8 +44,10 @@ def _engines_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
                    help="config counts of the GPU sweep rows (default 1024,16384,65536)")
     p.add_argument("--scale-out-size", type=int, default=m.DEFAULT_SCALE_OUT_SIZE, metavar="S",
                    help="configs of the one-GPU vs dask-over-all-GPUs rows (default 262144; 0 skips)")
-    p.add_argument("--scale-out-steps", type=int, default=0, metavar="T",
-                   help="also take the scale-out rows on a stream of T steps (default 0: not)")
+    p.add_argument("--scale-out-steps", type=_sizes, default=(0,), metavar="T1,T2,...",
+                   help="also take the scale-out rows on streams of these many steps (default 0: not)")
+    p.add_argument("--scale-out-only", action="store_true",
+                   help="take only the scale-out rows (at --steps and --scale-out-steps) and their ratios")
     p.add_argument("--budget", type=float, default=120.0, metavar="SECONDS",
                    help="stop repeating a row once its runs took this long (default 120)")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic stream (default 0)")

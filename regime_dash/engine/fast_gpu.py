@@ -21,7 +21,9 @@ step's snapshot row into register accumulators (the twin of
 materialize trajectories, except the scenarios named in ``keep``.
 :func:`sweep_values` builds the S initial rows on the device from each config's
 slot values and takes phase 1 from the caller, so a sweep shard needs neither
-[S, n_isv] host arrays nor the [T, b] batch.
+[S, n_isv] host arrays nor the [T, b] batch; its two halves (:func:`prepare_sweep`,
+which needs no phase 1, and :func:`run_prepared`) let a shard build its rows while
+phase 1 is still running elsewhere.
 
 CuPy is imported only inside functions.
 """
@@ -78,7 +80,7 @@ def available() -> str | None:
 class _Phase1:
     """The per-step inputs on the device and their phase-1 stats (run here, or given)."""
 
-    def __init__(self, cp, mod, stream: Stream, t_steps: int, b: int, stats=None):
+    def __init__(self, cp, mod, stream: Stream, t_steps: int, b: int, stats=None, batch: bool = True):
         i32 = np.int32
         self.t_steps, self.b = t_steps, b
         self.cooldown = cp.asarray(stream.cooldown)
@@ -86,10 +88,10 @@ class _Phase1:
         self.kelly_edge = cp.asarray(stream.kelly_analytic)
         self.tau_action = cp.asarray(stream.tau_action)
         self.boundary = cp.asarray(stream.boundary.astype(i32))
-        if stats is not None:  # phase 1 was run before (fast.StepStats): only [T]-sized inputs move
+        if stats is not None or not batch:  # phase 1 runs elsewhere (fast.StepStats): only [T]-sized inputs move
             self.rewards = None
-            self.stats = cp.asarray(np.ascontiguousarray(stats.sums, dtype=np.float32))
-            self.flat = cp.asarray(np.ascontiguousarray(stats.flat, dtype=np.int32))
+            if stats is not None:
+                self.set_stats(cp, stats)
             return
         self.rewards = cp.asarray(stream.rewards)
         lots = cp.asarray(stream.lots)
@@ -99,6 +101,11 @@ class _Phase1:
         shared = (STATS_BLOCK * 3 + STATS_BLOCK // 32) * 4
         mod["replay_step_stats"]((t_steps,), (STATS_BLOCK,), (
             self.rewards, lots, i32(b), i32(t_steps), self.stats, self.flat), shared_mem=shared)
+
+    def set_stats(self, cp, stats) -> None:
+        """Phase 1's statistics (``fast.StepStats``, run elsewhere) to the device."""
+        self.stats = cp.asarray(np.ascontiguousarray(stats.sums, dtype=np.float32))
+        self.flat = cp.asarray(np.ascontiguousarray(stats.flat, dtype=np.int32))
 
     def inputs(self) -> tuple:
         """The scan kernels' per-step arguments, in their order."""
@@ -298,8 +305,8 @@ def step_stats(stream: Stream, *, options: tuple[str, ...] = loader.PARITY_OPTIO
 def sweep_values(scalars: Stream, stats, accounts: int, isv0: np.ndarray, boot: np.ndarray,
                  slot_idx: np.ndarray, values: np.ndarray, override_idx: np.ndarray,
                  layout: SlotLayout, keep: Sequence[int] = (),
-                 *, options: tuple[str, ...] = loader.PARITY_OPTIONS
-                 ) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+                 *, options: tuple[str, ...] = loader.PARITY_OPTIONS, packed: bool = False
+                 ) -> tuple[np.ndarray | list[np.ndarray], dict[int, np.ndarray]]:
     """A sweep from phase 1 and per-config slot values: the rows are built on the device.
 
     Scenario s's re-bootstrap row is ``boot`` with ``values[s]`` written to slots
@@ -323,11 +330,38 @@ def sweep_values(scalars: Stream, stats, accounts: int, isv0: np.ndarray, boot: 
         int32 slots taken from ``isv0`` after the values (may be empty).
     layout, keep
         As for :func:`sweep_summaries`.
+    packed
+        Return the table's metric columns instead of the raw accumulators: finalized
+        and packed on the device (:mod:`~regime_dash.engine.metric_pack`), and
+        brought back in one copy of a fraction of the bytes.
 
     Returns
     -------
-    As :func:`sweep_summaries`.
+    As :func:`sweep_summaries`; with ``packed``, the accumulators are replaced by
+    ``metric_pack.pack(finalize(acc, T))``: one array per metric (one value, or
+    int8 / int16 / int32 / float32 / float64), holding exactly the float64 values.
     """
+    prepared = prepare_sweep(scalars, accounts, isv0, boot, slot_idx, values, override_idx, layout, keep,
+                             options=options)
+    return run_prepared(prepared, stats, packed=packed)
+
+
+class PreparedSweep:
+    """A sweep's device work that needs no phase 1: the per-step inputs and the initial rows on the device.
+
+    Made by :func:`prepare_sweep` (while phase 1 may still run elsewhere), run once
+    by :func:`run_prepared`.
+    """
+
+    def __init__(self, cp, mod, stream, p1: _Phase1, rows, boots, layout: SlotLayout, keep: list[int]):
+        self.cp, self.mod, self.stream, self.p1 = cp, mod, stream, p1
+        self.rows, self.boots, self.layout, self.keep = rows, boots, layout, keep
+
+
+def prepare_sweep(scalars: Stream, accounts: int, isv0: np.ndarray, boot: np.ndarray, slot_idx: np.ndarray,
+                  values: np.ndarray, override_idx: np.ndarray, layout: SlotLayout, keep: Sequence[int] = (),
+                  *, options: tuple[str, ...] = loader.PARITY_OPTIONS) -> PreparedSweep:
+    """The first half of :func:`sweep_values` (same arguments, no phase 1): inputs up, rows built, on a stream."""
     n_isv = layout.size
     values = np.ascontiguousarray(values, dtype=np.float32)
     slot_idx = np.ascontiguousarray(slot_idx, dtype=np.int32)
@@ -343,10 +377,31 @@ def sweep_values(scalars: Stream, stats, accounts: int, isv0: np.ndarray, boot: 
     overrides = np.ascontiguousarray(override_idx, dtype=np.int32)
     cp = loader.cupy_module()
     mod = module(layout, options)
-    with cp.cuda.Stream(non_blocking=True) as s:
-        p1 = _Phase1(cp, mod, scalars, scalars.steps, int(accounts), stats=stats)
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        p1 = _Phase1(cp, mod, scalars, scalars.steps, int(accounts), stats=None, batch=False)
         rows, boots = _device_rows(cp, isv0, boot, slot_idx, values, overrides)
-        out = _sweep(cp, mod, p1, layout, rows, boots, keep)
+    return PreparedSweep(cp, mod, stream, p1, rows, boots, layout, keep)
+
+
+def run_prepared(prepared: PreparedSweep, stats, *, packed: bool = False
+                 ) -> tuple[np.ndarray | list[np.ndarray], dict[int, np.ndarray]]:
+    """The second half of :func:`sweep_values`: phase 1's ``stats`` up, the launch, the results back."""
+    cp, mod, p1, layout, keep = prepared.cp, prepared.mod, prepared.p1, prepared.layout, prepared.keep
+    rows, boots = prepared.rows, prepared.boots
+    prepared.rows = prepared.boots = None  # run once: the rows are updated in place
+    with prepared.stream as s:
+        p1.set_stats(cp, stats)
+        if not packed:
+            out = _sweep(cp, mod, p1, layout, rows, boots, keep)
+        else:
+            from regime_dash.engine import metric_pack
+
+            acc, snap_out = _launch_sweep(cp, mod, p1, layout, rows, boots, keep)
+            del rows, boots  # [S, n_isv] each: back to the pool before the packing allocates
+            columns = metric_pack.pack(cp, metric_pack.finalize(cp, acc, p1.t_steps))
+            out = (metric_pack.device_to_host(cp, columns),
+                   {k: cp.asnumpy(snap_out[i]) for i, k in enumerate(keep)})
         s.synchronize()
     return out
 

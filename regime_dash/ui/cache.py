@@ -128,10 +128,17 @@ def signal_figure(key: str, _runs: dict, x: str, smoothing: float, x_range: tupl
     return go.Figure(spec, _validate=False)
 
 
+def signal_spec(key: str, _runs: dict, x: str, smoothing: float, height: int = 1400, x_offsets: tuple = (),
+                run_keys: tuple = (), points: int | None = None) -> dict:
+    """:func:`signal_figure` as its plotly JSON dict, for a page that draws it as it is
+    (``st.plotly_chart`` takes the dict; a ``Figure`` costs it a copy into one)."""
+    return _signal_spec(key, _runs, x, smoothing, None, height, x_offsets, run_keys, points)
+
+
 @st.cache_data(show_spinner=False, max_entries=32)
 def _signal_spec(key: str, _runs: dict, x: str, smoothing: float, x_range: tuple | None,
                  height: int, x_offsets: tuple, run_keys: tuple = (), points: int | None = None) -> dict:
-    from regime_dash.figures import DEFAULT_POINTS, run_traces, signal_panels
+    from regime_dash.figures import DEFAULT_POINTS, run_traces, signal_panels, signal_spec
 
     keys = dict(run_keys)
 
@@ -140,9 +147,11 @@ def _signal_spec(key: str, _runs: dict, x: str, smoothing: float, x_range: tuple
             return run_traces(label, frame, colour, **kw)
         return _run_traces(keys[label], frame, label, colour, tuple(sorted(kw.items())))
 
-    return signal_panels(_runs, x=x, smoothing=smoothing, x_range=x_range, height=height,
-                         n_out=points or DEFAULT_POINTS, x_offsets=dict(x_offsets) or None,
-                         traces_of=traces_of).to_plotly_json()
+    kw = dict(x=x, smoothing=smoothing, height=height, n_out=points or DEFAULT_POINTS,
+              x_offsets=dict(x_offsets) or None, traces_of=traces_of)
+    if x_range is None:
+        return signal_spec(_runs, **kw)
+    return signal_panels(_runs, x_range=x_range, **kw).to_plotly_json()
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

@@ -314,8 +314,26 @@ def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: 
 
 
 def plotly_chart(fig, key: str, **kwargs):
-    """``st.plotly_chart`` with the dashboard's defaults (full width, scroll zoom)."""
+    """``st.plotly_chart`` of a figure or its plotly JSON dict, with the dashboard's defaults (full width,
+    scroll zoom)."""
     return st.plotly_chart(fig, key=key, config={"scrollZoom": True, "displaylogo": False}, **kwargs)
+
+
+#: Streamlit hides a newly mounted Plotly chart (``visibility: hidden``) until it has measured
+#: the chart's container, then has plotly.js draw it again at that width. plotly.js has already
+#: sized the first drawing to the container, so it is shown at once.
+_SHOW_CHARTS_WHILE_SIZED = ("<style>[data-testid=stPlotlyChart] .js-plotly-plot "
+                            "{ visibility: visible !important; }</style>")
+
+
+def show_charts_while_sized() -> None:
+    """Show each new Plotly chart from its first drawing, not from its second (call once per page).
+
+    A page that replaces its chart many times a second (Live) otherwise shows no chart in
+    every frame between a new chart's two drawings: it blinks.
+    """
+    st.html(_SHOW_CHARTS_WHILE_SIZED)
+
 
 # ---- Explore and Compare -----------------------------------------------------------
 def page_path(file: str) -> str:

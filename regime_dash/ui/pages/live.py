@@ -12,6 +12,7 @@ st.title("Live")
 st.caption("Play the pipeline step by step on a recorded stream, a scenario or the closed-loop simulator. "
            "A config change or an injection acts from the current step on, with the state carried over, and "
            "is marked on the chart. Pick a source, then press Play or Step.")
+widgets.show_charts_while_sized()  # a new chart every tick: no blank frame while it is sized
 source = sections.live_source("live.source")
 if source is None:
     st.stop()

@@ -55,10 +55,10 @@ def what_if() -> None:
         st.caption(f"What-if replayed in {run['seconds'] * 1000:.1f} ms on the {run['engine']} engine.")
         metrics = st.container()  # above the chart, filled after it: the chart is not kept waiting
         run_key = f"replay|{source_key}|{engine}|{fp}"
-        fig = cache.signal_figure(f"{run_key}|{config}", {"baseline": base["frame"], "what-if": run["frame"]},
-                                  "step", smoothing, height=900, points=CHART_POINTS,
-                                  run_keys=(("baseline", f"{run_key}|{RegimeConfig()}"),
-                                            ("what-if", f"{run_key}|{config}")))
+        fig = cache.signal_spec(f"{run_key}|{config}", {"baseline": base["frame"], "what-if": run["frame"]},
+                                "step", smoothing, height=900, points=CHART_POINTS,
+                                run_keys=(("baseline", f"{run_key}|{RegimeConfig()}"),
+                                          ("what-if", f"{run_key}|{config}")))
         widgets.plotly_chart(fig, "replay.chart")
         with metrics:
             sections.summary_metrics("replay.summary",
