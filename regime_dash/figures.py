@@ -14,17 +14,16 @@ every step, so an episode one step long still shows.
 """
 from __future__ import annotations
 
-import base64
 
 import copy
 import functools
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from regime_dash import diag
+from regime_dash import diag, plotly_arrays
 from regime_dash.errors import ValidationError
 from regime_dash.figures_overlay import NONFINITE_COLOUR, break_at_nonfinite, nonfinite_points
 
@@ -320,24 +319,8 @@ def signal_spec(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothing:
     spec = _signal_dict(runs, x=x, smoothing=smoothing, n_out=n_out, height=height, colours=colours,
                         x_offsets=x_offsets, traces_of=traces_of)
     # on copies of the trace dicts, which the caller's traces_of may keep
-    spec["data"] = [{k: _typed_array(v) for k, v in trace.items()} for trace in spec["data"]]
+    spec["data"] = [{k: plotly_arrays.encode(v) for k, v in trace.items()} for trace in spec["data"]]
     return spec
-
-
-#: NumPy dtypes plotly.js reads as typed arrays, and their codes in its ``{"dtype", "bdata"}`` JSON.
-TYPED_ARRAY_CODES = {np.dtype(t): code for t, code in (
-    ("<f8", "f8"), ("<f4", "f4"), ("<i4", "i4"), ("<u4", "u4"), ("<i2", "i2"), ("<u2", "u2"),
-    ("i1", "i1"), ("u1", "u1"))}
-
-
-def _typed_array(value: Any) -> Any:
-    """A 1-D numpy array as plotly's typed-array JSON (the base64 of its bytes), as a Figure sends it; else ``value``."""
-    if not isinstance(value, np.ndarray) or value.ndim != 1:
-        return value
-    code = TYPED_ARRAY_CODES.get(value.dtype)
-    if code is None:
-        return value  # (datetime64, int64, bool, object): left to plotly's own JSON encoder
-    return {"dtype": code, "bdata": base64.b64encode(np.ascontiguousarray(value).tobytes()).decode("ascii")}
 
 
 def _signal_dict(runs: Mapping[str, pd.DataFrame], *, x: str, smoothing: float, n_out: int, height: int,

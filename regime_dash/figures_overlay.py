@@ -19,7 +19,7 @@ from typing import Mapping
 
 import numpy as np
 
-from regime_dash import diag
+from regime_dash import diag, plotly_arrays
 from regime_dash.analysis.verdict import Verdict
 
 P, R = diag.P, diag.R
@@ -65,11 +65,8 @@ def _panel_axes(fig) -> list[tuple[str, str]]:
 def _numbers(values) -> np.ndarray:
     """A trace's y as float64: a sequence (``None`` as NaN), or plotly's typed-array form
     ``{"dtype", "bdata"}`` that a figure restored from JSON or a cache holds."""
-    if isinstance(values, Mapping) or hasattr(values, "keys"):
-        import base64
-
-        raw = np.frombuffer(base64.b64decode(values["bdata"]), dtype=np.dtype(values["dtype"]))
-        return raw.astype(np.float64)
+    if plotly_arrays.is_typed(values):
+        return plotly_arrays.decode(values).astype(np.float64)
     try:
         return np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError):
