@@ -125,7 +125,8 @@ def step_stats(stream: Stream, *, threads: int | None = None, chunk_bytes: int =
         The stream; only its rewards and lots are read.
     threads
         Host threads staging chunks on each device (default: :data:`MAX_THREADS`,
-        at most one per core, shared between the devices).
+        at most one per core, shared between the devices). A pinned stream
+        (:func:`pinned`) is not staged: it takes :data:`DIRECT_THREADS` per device.
     chunk_bytes
         Bytes of rewards per chunk (a chunk is a whole number of steps, at least one).
     devices
