@@ -268,7 +268,7 @@ def scatter_shared(client: Any, value: Any) -> Any:
     """
     data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     if len(data) > SCATTER_CACHE_MAX_BYTES:
-        return client.scatter([value], broadcast=True, hash=False)[0]
+        return _broadcast(client, value)
     key = (str(client.id), _digest(data))
     with _scatter_lock:
         for stale in [k for k, f in _scattered.items() if getattr(f.client, "status", None) != "running"]:
@@ -277,14 +277,19 @@ def scatter_shared(client: Any, value: Any) -> Any:
         if fut is not None and fut.status == "finished":
             _scattered.move_to_end(key)
             return fut
-        # in a one-item list, so a dict or a sequence is scattered as one value
-        fut = client.scatter([value], broadcast=True, hash=False)[0]
+        fut = _broadcast(client, value)
         _scattered[key] = fut
         while len(_scattered) > SCATTER_CACHE_SIZE:
             # dropped, not released: a caller may still hold this future for a submit,
             # and dask releases the data once the last reference to it is gone
             _scattered.popitem(last=False)
         return fut
+
+
+def _broadcast(client: Any, value: Any) -> Any:
+    """A future of ``value``, sent to every worker of ``client`` (not hashed by dask)."""
+    # in a one-item list, so a dict or a sequence is scattered as one value
+    return client.scatter([value], broadcast=True, hash=False)[0]
 
 
 #: Seconds a task waits in :meth:`Later.result` for its client to publish the value.
@@ -344,7 +349,7 @@ def later(client: Any) -> Iterator[tuple[Later, Callable[[Any], None]]]:
 
     def publish(value: Any) -> None:
         nonlocal published
-        variable.set(client.scatter([value], broadcast=True, hash=False)[0])
+        variable.set(_broadcast(client, value))
         published = True
 
     try:
