@@ -319,6 +319,17 @@ def plotly_chart(fig, key: str, **kwargs):
     return st.plotly_chart(fig, key=key, config={"scrollZoom": True, "displaylogo": False}, **kwargs)
 
 
+def lazy_expander(label: str, key: str):
+    """A collapsed expander that reruns the page when opened: the expander while it is open, else None.
+
+    What it holds is built only while it is open: streamlit sends and mounts a collapsed
+    expander's content all the same, and a table or code block in it loads its own script
+    chunk on a new page load before the page's first chart is drawn.
+    """
+    box = st.expander(label, key=key, on_change="rerun")
+    return box if box.open else None
+
+
 #: Streamlit hides a newly mounted Plotly chart (``visibility: hidden``) until it has measured
 #: the chart's container, then has plotly.js draw it again at that width. plotly.js has already
 #: sized the first drawing to the container, so it is shown at once.

@@ -4,13 +4,6 @@ import streamlit as st
 
 from regime_dash.ui import cache, widgets
 
-
-def details(label: str, key: str):
-    """A collapsed expander that reruns the page when opened; the expander while it is open, else None."""
-    box = st.expander(label, key=key, on_change="rerun")
-    return box if box.open else None
-
-
 st.title("Compare")
 st.caption("Where do two runs part? Rows are matched by step and every shared field is compared by value; "
            "pick run A and run B (it starts on two runs that cover the same steps).")
@@ -43,11 +36,12 @@ c[3].metric("steps in one run only", f"{diff.steps_only_a + diff.steps_only_b:,}
 # the details are built only while their expander is open (a rerun when it opens): a table
 # and a code block each start a sizeable script in the browser, and a new page load would
 # pay for them before the chart is drawn
-fields = details(f"The {len(diff.fields)} differing field(s)", "compare.fields.open") if diff.fields else None
+fields = (widgets.lazy_expander(f"The {len(diff.fields)} differing field(s)", "compare.fields.open")
+          if diff.fields else None)
 if fields is not None:
     with fields:
         st.dataframe(pd.DataFrame([f.to_dict() for f in diff.fields]), hide_index=True, key="compare.fields")
-report = details("Full diff report", "compare.report.open")
+report = widgets.lazy_expander("Full diff report", "compare.report.open")
 if report is not None:
     with report:
         st.code("\n".join(diff.lines()), language=None)

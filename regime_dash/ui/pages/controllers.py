@@ -15,7 +15,7 @@ import streamlit as st
 
 from regime_dash.errors import RegimeDashError
 from regime_dash.modules import MODULES, orphan_slots
-from regime_dash.ui import cache
+from regime_dash.ui import cache, widgets
 
 KEY = "controllers"
 
@@ -118,13 +118,13 @@ if tab_run.open:
         failed = [c["id"] for c in what_if["checks"] if c["status"] == "fail"]
         (st.error if failed else st.success)(f"{len(failed)} of {len(what_if['checks'])} checks fail"
                                              + (f": {', '.join(failed)}" if failed else ""))
-        checks = st.expander("Every check, beside the baseline's", key=f"{KEY}.checks.open", on_change="rerun")
-        if checks.open:
+        checks = widgets.lazy_expander("Every check, beside the baseline's", f"{KEY}.checks.open")
+        if checks is not None:
             with checks:
                 st.dataframe(_checks_table(what_if["checks"], base["checks"]), hide_index=True, key=f"{KEY}.checks")
         changed = config != m.config_type()
         for i, fig in enumerate(m.figures(frame, base["frame"] if changed else None)):
-            st.plotly_chart(fig, key=f"{KEY}.fig.{i}", config={"scrollZoom": True, "displaylogo": False})
+            widgets.plotly_chart(fig, f"{KEY}.fig.{i}")
         st.download_button("Download the replay as CSV", frame.to_csv(index=False).encode(), f"{name}.csv",
                            "text/csv", key=f"{KEY}.download")
 
