@@ -23,7 +23,6 @@ import argparse
 import contextlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -92,19 +91,10 @@ def serve_stamped(store: str, tmp: Path):
     app, log = tmp / "stamped_app.py", tmp / "script_runs.jsonl"
     app.write_text(WRAPPER)
     log.touch()
-    port = page_load.free_port()
-    env = dict(os.environ, REGIME_DASH_STORE=store, TIMELINE_LOG=str(log), TIMELINE_ROOT=str(ROOT),
+    env = dict(TIMELINE_LOG=str(log), TIMELINE_ROOT=str(ROOT),
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(port),
-                             "--server.headless", "true"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        page_load.wait_healthy(base, proc)
+    with page_load.serve(store, app=app, env=env) as base:
         yield base, log
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 def one_load(ctx, url: str, selector: str, log: Path) -> dict:

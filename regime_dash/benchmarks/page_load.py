@@ -87,12 +87,14 @@ def wait_healthy(base_url: str, proc: subprocess.Popen, timeout: float = 120.0) 
 
 
 @contextlib.contextmanager
-def serve(store: str | os.PathLike, log: str | os.PathLike | None = None) -> Iterator[str]:
-    """``streamlit run app.py`` on a free port against ``store``; yields the base URL, stops the server after."""
+def serve(store: str | os.PathLike, log: str | os.PathLike | None = None, *, app: str | os.PathLike = "app.py",
+          env: dict[str, str] | None = None) -> Iterator[str]:
+    """``streamlit run app.py`` (or ``app``) on a free port against ``store``, with ``env`` added to the
+    environment; yields the base URL, stops the server after."""
     port = free_port()
-    env = dict(os.environ, REGIME_DASH_STORE=str(store))
+    env = dict(os.environ, REGIME_DASH_STORE=str(store), **(env or {}))
     out = open(log, "w") if log else subprocess.DEVNULL
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(port),
                              "--server.headless", "true"], cwd=ROOT, env=env, stdout=out,
                             stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
