@@ -252,6 +252,35 @@ def test_a_later_value_reaches_a_task_that_started_before_it(client):
         orphan.result(timeout=60)
 
 
+    # published, then the client fails: a task that comes to it afterwards raises at once too
+    with pytest.raises(RuntimeError):
+        with distributed.later(client) as (handle, publish):
+            publish(np.arange(3.0))
+            raise RuntimeError("the client fails after publishing")
+    late = client.submit(lambda h: h.result(timeout=30), handle, pure=False)
+    with pytest.raises(EngineUnavailable, match="stopped before publishing"):
+        late.result(timeout=60)
+
+
+def _held_keys(dask_worker=None):
+    return set(dask_worker.data)
+
+
+def test_a_published_value_is_a_copy_on_each_worker_read_where_it_runs(client):
+    workers = sorted(client.nthreads())
+    copies = distributed._copies(client, np.arange(4.0))
+    assert sorted(copies) == workers  # one for every worker ...
+    assert len({f.key for f in copies.values()}) == len(workers)  # ... each its own
+    held = client.run(_held_keys)
+    for worker, future in copies.items():
+        assert future.key in held[worker]
+    with distributed.later(client) as (handle, publish):
+        futures = [client.submit(lambda h, _k: (__import__("distributed").get_worker().address,
+                                                float(np.sum(h.result()))), handle, k,
+                                 workers=[w], pure=False) for k, w in enumerate(workers)]
+        publish(np.arange(5.0))
+        assert sorted(f.result(timeout=60) for f in futures) == [(w, 10.0) for w in workers]
+
 
 def _where_it_ran(shard, data):
     import distributed as dd
