@@ -21,8 +21,18 @@
 //
 // isv_rows [S, ISV_SIZE] holds each scenario's initial ISV on entry and its final
 // ISV on exit; boot_rows [S, ISV_SIZE] its re-bootstrap row. keep_slot[s] >= 0:
-// also write scenario s's [T, N_SNAP] snapshot at snap_out[keep_slot[s]].
-// acc_init [N_SUMMARY + 1]: summary.init's row; acc_out [S, N_SUMMARY + 1].
+// also write scenario s's snapshot at snap_out[keep_slot[s]] ([K, snap_steps, N_SNAP],
+// this launch's steps at rows t0 .. t0 + n_steps).
+// acc_in: summary.init's row [N_SUMMARY + 1] (acc_in_stride 0), or each scenario's
+// accumulators so far [S, N_SUMMARY + 1] (acc_in_stride N_SUMMARY + 1); acc_out
+// [S, N_SUMMARY + 1] (may be acc_in: a thread reads its own row before it writes it).
+//
+// A sweep may run as one launch over all T steps, or as several over consecutive
+// pieces of steps (the per-step input pointers offset to the piece, t0 its first
+// step): the state a step leaves is the row (chain slots written back, the others
+// never left it) and the accumulators (ints, floats and the double sum, exact in
+// double), so the pieces give the same bits as one launch; a piece can then start
+// while phase 1 still works on the next.
 // Launch: <<<ceil(S / SWEEP_BLOCK), SWEEP_BLOCK>>>, SWEEP_BLOCK >= SWEEP_BATCH.
 #include "regime_step.cuh"
 #include "replay_inputs.cuh"
@@ -117,8 +127,11 @@ struct SummaryAcc {
 
 extern "C" __global__ void __launch_bounds__(SWEEP_BLOCK) replay_sweep(
     REPLAY_SCAN_PARAMS,
-    const double* __restrict__ acc_init,     // [N_SUMMARY + 1]
-    double* __restrict__ acc_out             // [S, N_SUMMARY + 1]
+    const double* acc_in,                    // [N_SUMMARY + 1] or [S, N_SUMMARY + 1] (may alias acc_out)
+    int acc_in_stride,                       // 0 or N_SUMMARY + 1
+    double* acc_out,                         // [S, N_SUMMARY + 1]
+    int t0,                                  // this launch's first step in the stream
+    int snap_steps                           // T: the snapshot's rows
 ) {
     __shared__ StepBatch<SWEEP_BATCH> batch;
     const int s = blockIdx.x * blockDim.x + threadIdx.x;
@@ -134,9 +147,9 @@ extern "C" __global__ void __launch_bounds__(SWEEP_BLOCK) replay_sweep(
 #define X(i) isv[i] = row[i];
         CHAIN_SLOT_LIST
 #undef X
-        acc.init(acc_init);
+        acc.init(acc_in + (long long)s * acc_in_stride);
         const int slot = keep_slot[s];
-        if (slot >= 0) snap = snap_out + (long long)slot * n_steps * N_SNAP;
+        if (slot >= 0) snap = snap_out + ((long long)slot * snap_steps + t0) * N_SNAP;
     }
     const RowReset reset{row, {boot_rows + (long long)(active ? s : 0) * ISV_SIZE, r_idx, r_code, r_src,
                                 n_reset}};

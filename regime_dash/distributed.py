@@ -432,7 +432,8 @@ def submit_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *,
         A ``distributed.Client``.
     shared
         Values every shard needs, passed after the shard (a ``distributed.Future``,
-        e.g. from :func:`scatter_shared` beforehand, or a :class:`Later`, is passed as it is).
+        e.g. from :func:`scatter_shared` beforehand, or a :class:`Later` or a list of
+        them, is passed as it is).
 
     Returns
     -------
@@ -440,7 +441,12 @@ def submit_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *,
         One per shard, in shard order.
     """
     future = _require().Future
-    handles = [v if isinstance(v, (future, Later)) else scatter_shared(client, v) for v in shared]
+
+    def as_is(v: Any) -> bool:
+        return isinstance(v, (future, Later)) or (isinstance(v, list) and bool(v)
+                                                    and all(isinstance(x, Later) for x in v))
+
+    handles = [v if as_is(v) else scatter_shared(client, v) for v in shared]
     name = getattr(getattr(fn, "func", fn), "__name__", "shard")
     if hasattr(fn, "args"):  # a partial: name it after the function it wraps
         name = getattr(fn.args[0], "__name__", name) if fn.args else name

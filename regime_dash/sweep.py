@@ -15,7 +15,10 @@ checked once per axis value and once on the unexpanded product, and no
 built from the few slots its configs vary (the others go into one base row). A
 list of RegimeConfig objects is read into the same columns in one C-level pass,
 and gives the same table. On the GPU, phase 1 uploads the [T, b] batch in pinned
-chunks, each reduced as it lands (:mod:`regime_dash.engine.staged_phase1`).
+chunks, each reduced as it lands (:mod:`regime_dash.engine.staged_phase1`), in
+pieces of steps that grow (:func:`phase1_pieces`): the scan of a piece starts as
+soon as that piece's phase 1 is done (and, on a cluster, published), while phase 1
+works on the next, so phase 1 is hidden behind the scan but for its first piece.
 
 ``scheduler=`` shards the configs over dask.distributed workers
 (:mod:`regime_dash.distributed`), one contiguous shard per worker (a grid's shard
@@ -56,6 +59,29 @@ from regime_dash.streams import Stream
 CPU_CHUNK = 4096
 
 Progress = Callable[[int, int], None]
+
+#: A GPU sweep's first phase-1 piece: this many steps, or T / 64 if more (a stream
+#: shorter than two of it is one piece). Small, so the scan starts early; each next
+#: piece is :data:`PHASE1_PIECE_GROWTH` times the last, so that phase 1 (and its
+#: publishing, on a cluster) of the next piece takes less time than the scan of this one.
+PHASE1_FIRST_PIECE = 16_384
+PHASE1_PIECE_GROWTH = 3
+
+
+def phase1_pieces(steps: int) -> list[tuple[int, int]]:
+    """The ``(t0, t1)`` pieces a GPU sweep of ``steps`` steps computes phase 1 in, in order.
+
+    The first is :data:`PHASE1_FIRST_PIECE` steps (or ``steps // 64``), each next
+    :data:`PHASE1_PIECE_GROWTH` times the last; a remainder shorter than two of the
+    next size goes into the last piece.
+    """
+    out: list[tuple[int, int]] = []
+    start, size = 0, max(PHASE1_FIRST_PIECE, steps // 64)
+    while start < steps:
+        stop = steps if steps - start < 2 * size else start + size
+        out.append((start, stop))
+        start, size = stop, size * PHASE1_PIECE_GROWTH
+    return out
 
 
 @dataclass
@@ -443,9 +469,10 @@ def _cuda_device() -> int | None:
 
 
 def _phase1_stats(stream: Stream, device: str = "auto", device_id: int | None = None,
-                  devices: Sequence[int] | None = None):
-    """Phase 1 once for the whole sweep, here: on this GPU (``device_id``, the caller's), or
-    spread over ``devices``, if there is one and ``device`` is not ``"cpu"`` (the same bits as the CPU's).
+                  devices: Sequence[int] | None = None, steps: tuple[int, int] | None = None):
+    """Phase 1 for the sweep (of steps ``t0..t1`` if ``steps``), here: on this GPU (``device_id``,
+    the caller's), or spread over ``devices``, if there is one and ``device`` is not ``"cpu"``
+    (the same bits as the CPU's; the CPU takes every step).
 
     On the GPU the [T, b] batch goes up in pinned chunks, each reduced as it lands
     (:mod:`regime_dash.engine.staged_phase1`), and only the [T] statistics come back.
@@ -458,10 +485,53 @@ def _phase1_stats(stream: Stream, device: str = "auto", device_id: int | None = 
         from regime_dash.engine import staged_phase1
 
         with cupy.cuda.Device(device_id):
-            return staged_phase1.step_stats(stream, devices=devices)
+            return staged_phase1.step_stats(stream, devices=devices, steps=steps)
     from regime_dash.engine import fast
 
     return fast.step_stats(stream)
+
+
+def _phase1_in_pieces(stream: Stream, device: str, device_id: int | None, devices: Sequence[int] | None,
+                      bounds: Sequence[tuple[int, int]], pieces: Sequence[concurrent.futures.Future]) -> None:
+    """Phase 1 piece by piece: ``pieces[k]`` gets ``(t0, t1, StepStats)`` of ``bounds[k]`` when it is done.
+
+    After an error every piece not done yet gets it, so that nothing waits for them.
+    """
+    for k, ((t0, t1), piece) in enumerate(zip(bounds, pieces)):
+        try:
+            steps = None if (t0, t1) == (0, stream.steps) else (t0, t1)
+            piece.set_result((t0, t1, _phase1_stats(stream, device, device_id, devices, steps)))
+        except BaseException as exc:
+            for rest in pieces[k:]:
+                rest.set_exception(exc)
+            return
+
+
+def _whole(pieces: Sequence[tuple[int, int, Any]]):
+    """Phase 1 of every step from its resolved pieces (one piece: itself)."""
+    from regime_dash.engine.fast import StepStats
+
+    if len(pieces) == 1:
+        return pieces[0][2]
+    return StepStats(np.concatenate([p[2].sums for p in pieces]), np.concatenate([p[2].flat for p in pieces]))
+
+
+class _Pieces:
+    """A sweep's phase-1 pieces (futures in-process, :class:`distributed.Later` on a cluster),
+    each resolved once, in order, when first needed."""
+
+    def __init__(self, handles: Sequence[Any]):
+        self.handles, self.got = list(handles), []
+
+    def __iter__(self):
+        for k, handle in enumerate(self.handles):
+            if k == len(self.got):
+                self.got.append(_resolved(handle))
+            yield self.got[k]
+
+    def whole(self):
+        """Phase 1 of every step (waits for every piece)."""
+        return _whole(list(self))
 
 
 def _fast_shard(shard: _Shard, scalars: Stream, stats: Any, accounts: int, layout: SlotLayout, isv,
@@ -469,9 +539,11 @@ def _fast_shard(shard: _Shard, scalars: Stream, stats: Any, accounts: int, layou
     """Run one shard of a fast sweep: ``(metric columns, {index: snapshot}, engine)``.
 
     ``scalars`` is the stream (on the GPU: its per-step fields over a [T, 1] zero
-    batch, :func:`_scalar_stream`), ``stats`` its phase 1 (in-process a future of
-    it, on a cluster a :class:`distributed.Later`: waited for only once the rows are
-    planned, and on the GPU built on the device), ``accounts`` its b.
+    batch, :func:`_scalar_stream`), ``stats`` its phase 1 as a list of pieces
+    (:func:`phase1_pieces`; in-process futures, on a cluster
+    :class:`distributed.Later` handles, each resolving to ``(t0, t1, StepStats)``:
+    waited for only once the rows are planned; on the GPU each piece's steps are
+    launched as it comes), ``accounts`` its b.
     On the GPU the metric columns come finalized and packed from the device (one
     array per metric, :func:`metric_pack.pack`; in several chunks, float64 [N, n]);
     on the CPU as float64 [N, n].
@@ -482,6 +554,7 @@ def _fast_shard(shard: _Shard, scalars: Stream, stats: Any, accounts: int, layou
     n = shard.stop - shard.start
     plan = _SlotPlan.of(shard.plan_columns(), n, isv, layout)
     kept: dict[int, np.ndarray] = {}
+    pieces = _Pieces(stats)
     if gpu:
         from regime_dash.engine import fast_gpu
 
@@ -496,18 +569,19 @@ def _fast_shard(shard: _Shard, scalars: Stream, stats: Any, accounts: int, layou
                                           override_idx, layout, [k - start for k in shard.keep if start <= k < stop])
 
         prepared = prepare(*bounds[0])  # the per-step inputs up and the rows built while phase 1 may still run
-        stats = _resolved(stats)
         # one chunk (the default): its packed columns as they came; several: filled into one block
         block = np.empty((summary.N_METRICS, n), dtype=np.float64) if len(bounds) > 1 else None
         for i, (start, stop) in enumerate(bounds):
-            cols, snaps = fast_gpu.run_prepared(prepared if i == 0 else prepare(start, stop), stats, packed=True)
+            # the first chunk launches each phase-1 piece as it comes; the next ones find them all here
+            cols, snaps = fast_gpu.run_prepared(prepared if i == 0 else prepare(start, stop), iter(pieces),
+                                                packed=True)
             if block is not None:
                 metric_pack.fill(block, start, stop, cols)
             kept.update({start + k: s for k, s in snaps.items()})
             if progress is not None:
                 progress(stop, n)
         return (cols if block is None else block), kept, "fast-gpu"
-    stats = _resolved(stats)  # in-process, phase 1 may still be running until here
+    stats = pieces.whole()  # in-process, phase 1 may still be running until here
     acc = np.empty((n, summary.N_METRICS + 1), dtype=np.float64)
     snap_idx = snapshot_indices(layout)
     for start, stop in _chunks(n, chunk_size or CPU_CHUNK):
@@ -667,6 +741,8 @@ def _sweep_run(stream, source: _Source, n_configs, keep, layout, progress, isv, 
     rows, or, on a cluster, sends the workers everything else and starts the
     shards, which plan their rows and wait for phase 1 (:class:`distributed.Later`);
     the table's field columns are built in that thread next, while the shards run.
+    On the GPU phase 1 comes in pieces (:func:`phase1_pieces`), each published (on a
+    cluster) as it is done, and each piece's scan starts as it arrives.
     """
     from regime_dash import distributed
 
@@ -677,8 +753,10 @@ def _sweep_run(stream, source: _Source, n_configs, keep, layout, progress, isv, 
         if name == "fast":
             # on a cluster of this host's GPUs, phase 1 spreads over them (a PCIe link each)
             n_local = 0 if client is None or not gpu else distributed.local_gpus(client)
-            stats = pool.submit(_phase1_stats, stream, device, _cuda_device(),
-                                list(range(n_local)) if n_local > 1 else None)
+            bounds = phase1_pieces(stream.steps) if gpu else [(0, stream.steps)]
+            stats = [concurrent.futures.Future() for _ in bounds]
+            pool.submit(_phase1_in_pieces, stream, device, _cuda_device(),
+                        list(range(n_local)) if n_local > 1 else None, bounds, stats)
         pool.submit(source.columns)
         shards = [source.shard(a, b, keep) for a, b in distributed.shard_bounds(n_configs, parts)]
         if name == "fast":
@@ -695,9 +773,10 @@ def _sweep_run(stream, source: _Source, n_configs, keep, layout, progress, isv, 
             metric_pack.fill(metrics, 0, n_configs, columns)
             results = [(kept, ran)]
         else:
-            publish = None
+            publishers = []
             if stats is not None:  # the shards start now and wait for phase 1 once their rows are planned
-                shared[1], publish = stack.enter_context(distributed.later(client))
+                later = [stack.enter_context(distributed.later(client)) for _ in stats]
+                shared[1], publishers = [h for h, _ in later], [p for _, p in later]
 
             def land(k: int, result: Any) -> tuple:  # as each shard arrives: its metrics into the table
                 columns, kept, ran = result
@@ -706,11 +785,12 @@ def _sweep_run(stream, source: _Source, n_configs, keep, layout, progress, isv, 
 
             futures = distributed.submit_shards(functools.partial(_packed_shard, fn), shards, client,
                                                 shared=shared)
-            if publish is not None:
-                publish(stats.result())
+            for piece, publish in zip(stats or (), publishers):  # each piece as it is done
+                publish(piece.result())
             results = distributed.gather_shards(futures, progress=progress, each=land)
     fields = source.columns()
     trajectories: dict[int, pd.DataFrame] = {}
+    flat = functools.cache(lambda: _Pieces(stats).whole().flat)  # once, if a snapshot was kept
     for shard, (kept, _) in zip(shards, results):
         for k, item in kept.items():
             i = shard.start + k
@@ -718,7 +798,7 @@ def _sweep_run(stream, source: _Source, n_configs, keep, layout, progress, isv, 
                 trajectories[i] = item
             else:
                 config = {n: c[i].item() for n, c in fields.items()}  # its F2/F4/F5 switches become columns
-                trajectories[i] = _trajectory_frame(item, _resolved(stats).flat, stream.accounts, stream.step,
+                trajectories[i] = _trajectory_frame(item, flat(), stream.accounts, stream.step,
                                                     stream.boundary, layout, "fast", config)
     trajectories = {k: trajectories[k] for k in keep}
     ran = results[0][1]

@@ -195,3 +195,55 @@ def test_sweep_values_packed_on_the_device_are_the_host_finalized_metrics():
     for k in (1, 150):
         np.testing.assert_array_equal(snaps_packed[k], snaps[k])
     assert len({tuple(r) for r in want.T}) > 1
+
+
+def _pieces(stats, cuts):
+    """``stats`` cut into ``(t0, t1, StepStats)`` pieces at ``cuts``."""
+    from regime_dash.engine.fast import StepStats
+
+    edges = [0, *cuts, stats.flat.shape[0]]
+    return [(a, z, StepStats(stats.sums[a:z].copy(), stats.flat[a:z].copy())) for a, z in zip(edges, edges[1:])]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cuts", [[1], [31], [1, 2, 1500], [T_STEPS - 1], list(range(100, T_STEPS, 100))])
+def test_a_sweep_launched_piece_by_piece_is_the_same_bits_as_one_launch(cuts):
+    from regime_dash.config import FIELD_SLOTS
+    from regime_dash.engine import fast
+
+    stream = random_stream(np.random.default_rng(12), T_STEPS, 31)
+    stats = fast.step_stats(stream)
+    isv0, boot = initial_isv(RegimeConfig(), None, L)
+    fields = ("max_duration", "eps_min", "n_recovery")
+    slot_idx = np.array([L.index(FIELD_SLOTS[f]) for f in fields], np.int32)
+    rng = np.random.default_rng(3)
+    values = np.stack([rng.choice([15.0, 60.0, 400.0], 133), rng.choice([0.0, 0.05, 0.2], 133),
+                       rng.choice([5.0, 30.0, 200.0], 133)], axis=1).astype(np.float32)
+    args = (stream, stream.accounts, isv0, boot, slot_idx, values, np.zeros(0, np.int32), L, [0, 7, 132])
+    want_acc, want_snaps = fast_gpu.sweep_values(args[0], stats, *args[1:])
+    got_acc, got_snaps = fast_gpu.sweep_values(args[0], iter(_pieces(stats, cuts)), *args[1:])
+    assert np.array_equal(got_acc.view(np.int64), want_acc.view(np.int64))
+    for k in (0, 7, 132):
+        assert np.array_equal(_bits(got_snaps[k]), _bits(want_snaps[k]))
+    assert len(np.unique(want_acc, axis=0)) > 1  # the scenarios really differ
+    # pieces out of order, overlapping or short of T are refused, naming them
+    for bad in (_pieces(stats, [5])[::-1], _pieces(stats, [5])[:1]):
+        with pytest.raises(ValidationError, match="piece|pieces cover"):
+            fast_gpu.sweep_values(args[0], iter(bad), *args[1:])
+
+
+@pytest.mark.gpu
+def test_staged_phase1_of_a_range_of_steps_is_that_range_of_the_whole():
+    from regime_dash.engine import fast, staged_phase1
+
+    stream = random_stream(np.random.default_rng(13), T_STEPS, 37)
+    want = fast.step_stats(stream)
+    pinned = staged_phase1.pinned(stream)
+    for s in (stream, pinned):
+        for a, z in ((0, 1), (1, 32), (31, 1531), (T_STEPS - 1, T_STEPS)):
+            got = staged_phase1.step_stats(s, steps=(a, z), chunk_bytes=7 * 37 * 4)
+            assert np.array_equal(_bits(got.sums), _bits(want.sums[a:z]))
+            assert np.array_equal(got.flat, want.flat[a:z])
+    for bad in ((5, 5), (-1, 3), (0, T_STEPS + 1), (3,), [0, 3], (0.0, 3)):
+        with pytest.raises(ValidationError, match="phase 1 steps"):
+            staged_phase1.step_stats(stream, steps=bad)

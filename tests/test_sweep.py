@@ -302,6 +302,37 @@ def test_a_sweep_of_a_pinned_stream_is_the_same_table():
     pd.testing.assert_frame_equal(got, want, check_exact=True)
 
 
+def test_phase1_pieces_cover_the_steps_in_order_and_grow():
+    from regime_dash.sweep import PHASE1_FIRST_PIECE, PHASE1_PIECE_GROWTH, phase1_pieces
+
+    assert phase1_pieces(1) == [(0, 1)]
+    assert phase1_pieces(2 * PHASE1_FIRST_PIECE - 1) == [(0, 2 * PHASE1_FIRST_PIECE - 1)]
+    for steps in (2 * PHASE1_FIRST_PIECE, 400_000, 800_000, 10_000_000):
+        pieces = phase1_pieces(steps)
+        assert pieces[0][0] == 0 and pieces[-1][1] == steps and len(pieces) > 1
+        assert all(a < z for a, z in pieces) and all(p[1] == q[0] for p, q in zip(pieces, pieces[1:]))
+        sizes = [z - a for a, z in pieces]
+        assert sizes[0] == max(PHASE1_FIRST_PIECE, steps // 64)
+        assert all(q >= PHASE1_PIECE_GROWTH * p for p, q in zip(sizes[:-2], sizes[1:-1]))
+        assert len(pieces) <= 8  # a few launches and publishes, whatever T
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("first", [7, 100])
+def test_a_gpu_sweep_with_phase1_in_pieces_is_the_same_table(stream, monkeypatch, first):
+    import importlib
+
+    sweep_module = importlib.import_module("regime_dash.sweep")
+    grid = {"max_duration": [15, 60, 400], "eps_min": [0.0, 0.05, 0.2], "resurrection": [True, False]}
+    want = sweep(stream, grid, engine="fast", device="cpu", keep=[0, 17])
+    monkeypatch.setattr(sweep_module, "PHASE1_FIRST_PIECE", first)
+    assert len(sweep_module.phase1_pieces(stream.steps)) > 1
+    got = sweep(stream, grid, engine="fast", device="gpu", keep=[0, 17])
+    pd.testing.assert_frame_equal(got.table, want.table, check_exact=True)
+    for k in (0, 17):
+        pd.testing.assert_frame_equal(got.trajectories[k], want.trajectories[k], check_exact=True)
+
+
 def test_pinning_a_stream_without_a_gpu_says_why():
     from regime_dash.engine import loader, staged_phase1
     from regime_dash.errors import EngineUnavailable
@@ -327,7 +358,7 @@ def test_staged_phase1_names_a_device_that_is_not_here():
 
 
 @pytest.mark.gpu
-def test_gpu_sweep_over_a_cluster_of_this_hosts_gpus_equals_in_process(stream):
+def test_gpu_sweep_over_a_cluster_of_this_hosts_gpus_equals_in_process(stream, monkeypatch):
     reason = _two_gpus_reason()
     if reason is not None:
         pytest.skip(reason)
@@ -338,6 +369,9 @@ def test_gpu_sweep_over_a_cluster_of_this_hosts_gpus_equals_in_process(stream):
 
     grid = {"max_duration": [15, 60, 400, 900], "eps_min": [0.0, 0.05, 0.2, 0.3], "resurrection": [True, False]}
     local = sweep(stream, grid, device="gpu", keep=[0, 9, 31])
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module("regime_dash.sweep"), "PHASE1_FIRST_PIECE", 20)  # 3 pieces
     with distributed.local_cluster() as cluster, dd.Client(cluster) as client:
         client.wait_for_workers(2, timeout=120)
         workers = distributed.worker_count(client)

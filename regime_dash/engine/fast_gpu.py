@@ -150,23 +150,50 @@ def _sweep(cp, mod, p1: _Phase1, layout: SlotLayout, rows, boots, keep: Sequence
 
 
 def _launch_sweep(cp, mod, p1: _Phase1, layout: SlotLayout, rows, boots, keep: Sequence[int]):
-    """Launch ``replay_sweep`` (no sync); the device ``(acc [S, N+1], snapshots [K, T, n])``."""
-    i32 = np.int32
-    n_scen = int(rows.shape[0])
-    keep_slot = np.full(n_scen, -1, np.int32)
-    keep_slot[list(keep)] = np.arange(len(keep), dtype=np.int32)
-    from regime_dash.engine import snapshot_indices
+    """Launch ``replay_sweep`` over every step (no sync); the device ``(acc [S, N+1], snapshots [K, T, n])``."""
+    launch = _SweepLaunch(cp, mod, p1, layout, rows, boots, keep)
+    launch.steps(0, p1.t_steps)
+    return launch.acc, launch.snap_out
 
-    n_snap = len(snapshot_indices(layout))
-    snap_out = cp.empty((max(len(keep), 1), p1.t_steps, n_snap), np.float32)
-    init = np.empty(summary.N_METRICS + 1, np.float64)
-    summary.init(init)
-    acc = cp.empty((n_scen, summary.N_METRICS + 1), np.float64)
-    grid = ((n_scen + SWEEP_BLOCK - 1) // SWEEP_BLOCK,)
-    mod["replay_sweep"](grid, (SWEEP_BLOCK,), (
-        rows, boots, i32(n_scen), i32(p1.t_steps), i32(p1.b), *_reset_args(cp, layout), *p1.inputs(),
-        cp.asarray(keep_slot), snap_out, cp.asarray(init), acc))
-    return acc, snap_out
+
+class _SweepLaunch:
+    """``replay_sweep`` over ``rows`` (updated in place), launched over consecutive pieces of steps.
+
+    :meth:`steps` launches steps ``t0..t1`` (no sync), each launch carrying on from
+    the rows and accumulators the last one left: the same bits as one launch over
+    all of them (``replay_sweep.cu``).
+    """
+
+    def __init__(self, cp, mod, p1: _Phase1, layout: SlotLayout, rows, boots, keep: Sequence[int]):
+        from regime_dash.engine import snapshot_indices
+
+        self.cp, self.mod, self.p1, self.rows, self.boots = cp, mod, p1, rows, boots
+        self.n_scen = int(rows.shape[0])
+        keep_slot = np.full(self.n_scen, -1, np.int32)
+        keep_slot[list(keep)] = np.arange(len(keep), dtype=np.int32)
+        self.keep_slot = cp.asarray(keep_slot)
+        self.snap_out = cp.empty((max(len(keep), 1), p1.t_steps, len(snapshot_indices(layout))), np.float32)
+        init = np.empty(summary.N_METRICS + 1, np.float64)
+        summary.init(init)
+        self.init = cp.asarray(init)
+        self.acc = cp.empty((self.n_scen, summary.N_METRICS + 1), np.float64)
+        self.reset = _reset_args(cp, layout)
+        self.done = 0  # steps launched so far
+
+    def steps(self, t0: int, t1: int) -> None:
+        """Launch steps ``t0..t1`` (``t0`` is where the last launch stopped)."""
+        if t0 != self.done or not t0 < t1 <= self.p1.t_steps:
+            raise ValidationError(f"sweep steps {t0}..{t1} do not follow the {self.done} launched "
+                                  f"(of {self.p1.t_steps})", field="steps", value=(t0, t1))
+        i32 = np.int32
+        first = t0 == 0  # from summary.init's row, else from each scenario's own accumulators
+        acc_in, stride = (self.init, 0) if first else (self.acc, summary.N_METRICS + 1)
+        grid = ((self.n_scen + SWEEP_BLOCK - 1) // SWEEP_BLOCK,)
+        inputs = [a[t0:t1] for a in self.p1.inputs()]  # views: the pointers offset to the piece
+        self.mod["replay_sweep"](grid, (SWEEP_BLOCK,), (
+            self.rows, self.boots, i32(self.n_scen), i32(t1 - t0), i32(self.p1.b), *self.reset, *inputs,
+            self.keep_slot, self.snap_out, acc_in, i32(stride), self.acc, i32(t0), i32(self.p1.t_steps)))
+        self.done = t1
 
 
 def _device_rows(cp, isv0: np.ndarray, boot: np.ndarray, slot_idx: np.ndarray, values: np.ndarray,
@@ -386,24 +413,64 @@ def prepare_sweep(scalars: Stream, accounts: int, isv0: np.ndarray, boot: np.nda
 
 def run_prepared(prepared: PreparedSweep, stats, *, packed: bool = False
                  ) -> tuple[np.ndarray | list[np.ndarray], dict[int, np.ndarray]]:
-    """The second half of :func:`sweep_values`: phase 1's ``stats`` up, the launch, the results back."""
+    """The second half of :func:`sweep_values`: phase 1's ``stats`` up, the launch, the results back.
+
+    ``stats`` is phase 1 of every step (``fast.StepStats``), or an iterable of
+    ``(t0, t1, StepStats of steps t0..t1)`` pieces, in step order and covering every
+    step: each piece goes up and its steps are launched as it comes, so the scan of
+    one piece runs while the next is still being computed (or sent). The same bits
+    either way.
+    """
     cp, mod, p1, layout, keep = prepared.cp, prepared.mod, prepared.p1, prepared.layout, prepared.keep
     rows, boots = prepared.rows, prepared.boots
     prepared.rows = prepared.boots = None  # run once: the rows are updated in place
     with prepared.stream as s:
-        p1.set_stats(cp, stats)
+        from regime_dash.engine.fast import StepStats
+
+        launch = _SweepLaunch(cp, mod, p1, layout, rows, boots, keep)
+        if isinstance(stats, StepStats):
+            p1.set_stats(cp, stats)
+            launch.steps(0, p1.t_steps)
+        else:
+            _launch_pieces(cp, p1, launch, stats, s)
+        del rows, boots  # [S, n_isv] each: back to the pool once the launches are done
+        launch.rows = launch.boots = None
         if not packed:
-            out = _sweep(cp, mod, p1, layout, rows, boots, keep)
+            out = (cp.asnumpy(launch.acc), {k: cp.asnumpy(launch.snap_out[i]) for i, k in enumerate(keep)})
         else:
             from regime_dash.engine import metric_pack
 
-            acc, snap_out = _launch_sweep(cp, mod, p1, layout, rows, boots, keep)
-            del rows, boots  # [S, n_isv] each: back to the pool before the packing allocates
-            columns = metric_pack.pack(cp, metric_pack.finalize(cp, acc, p1.t_steps))
+            columns = metric_pack.pack(cp, metric_pack.finalize(cp, launch.acc, p1.t_steps))
             out = (metric_pack.device_to_host(cp, columns),
-                   {k: cp.asnumpy(snap_out[i]) for i, k in enumerate(keep)})
+                   {k: cp.asnumpy(launch.snap_out[i]) for i, k in enumerate(keep)})
         s.synchronize()
     return out
+
+
+def _launch_pieces(cp, p1: _Phase1, launch: _SweepLaunch, pieces, scan_stream) -> None:
+    """Each phase-1 piece up on a stream of its own, and its steps launched after it on ``scan_stream``.
+
+    The upload has its own stream because a copy from pageable memory first waits
+    for everything queued before it on its stream: on the scan's, for the last
+    piece's scan.
+    """
+    p1.stats = cp.empty((p1.t_steps, 3), np.float32)
+    p1.flat = cp.empty(p1.t_steps, np.int32)
+    upload = cp.cuda.Stream(non_blocking=True)
+    for t0, t1, piece in pieces:
+        if not launch.done == t0 < t1 <= p1.t_steps or piece.sums.shape != (t1 - t0, 3) \
+                or piece.flat.shape != (t1 - t0,):
+            raise ValidationError(f"phase 1 piece {t0}..{t1} (sums {piece.sums.shape}) does not follow the "
+                                  f"{launch.done} steps launched (of {p1.t_steps})", field="stats", value=(t0, t1))
+        p1.stats[t0:t1].set(np.ascontiguousarray(piece.sums, dtype=np.float32), upload)
+        p1.flat[t0:t1].set(np.ascontiguousarray(piece.flat, dtype=np.int32), upload)
+        landed = cp.cuda.Event(disable_timing=True)
+        landed.record(upload)
+        scan_stream.wait_event(landed)
+        launch.steps(t0, t1)
+    if launch.done != p1.t_steps:
+        raise ValidationError(f"phase 1's pieces cover {launch.done} of {p1.t_steps} steps", field="stats",
+                              value=launch.done)
 
 
 def _check_keep(keep: Sequence[int], n_scen: int) -> list[int]:

@@ -121,7 +121,7 @@ def _threads(requested: int | None, chunks: int, devices: int = 1) -> int:
 
 
 def step_stats(stream: Stream, *, threads: int | None = None, chunk_bytes: int | None = None,
-               devices: Sequence[int] | None = None) -> StepStats:
+               devices: Sequence[int] | None = None, steps: tuple[int, int] | None = None) -> StepStats:
     """Phase 1 on the GPU from host arrays, through pinned chunks: ``fast.StepStats``.
 
     Parameters
@@ -139,17 +139,21 @@ def step_stats(stream: Stream, *, threads: int | None = None, chunk_bytes: int |
         CUDA device ids to spread the steps over (each gets a contiguous range of
         steps and its own staging threads, so each device's PCIe link carries its
         share); the current device if None. A device may be named twice.
+    steps
+        ``(t0, t1)``: phase 1 of steps ``t0..t1`` only (a sweep computes it piece by
+        piece, its scan starting on the first piece); every step if None.
 
     Returns
     -------
     fast.StepStats
-        The same bits as ``fast_gpu.step_stats(stream)``, whatever the devices:
-        each step is reduced by one block of the same kernel, wherever it runs.
+        The same bits as ``fast_gpu.step_stats(stream)`` (of those steps), whatever
+        the devices: each step is reduced by one block of the same kernel, wherever it runs.
 
     Raises
     ------
     ValidationError
-        ``devices`` is empty or names a device that is not here.
+        ``devices`` is empty or names a device that is not here, or ``steps`` is not a
+        non-empty range of the stream's steps.
     """
     from regime_dash.engine import fast_gpu, loader
     from regime_dash.engine.fast import StepStats
@@ -170,8 +174,18 @@ def step_stats(stream: Stream, *, threads: int | None = None, chunk_bytes: int |
                               field="devices", value=devices)
     # reads no slot: any layout's module; its RawKernel loads itself on each device it runs on
     kernel = fast_gpu.module(DEFAULT_LAYOUT)["replay_step_stats"]
-    rewards = np.ascontiguousarray(stream.rewards, dtype=np.float32)
-    lots = np.ascontiguousarray(stream.lots, dtype=np.int32)
+    if steps is not None:
+        if (not isinstance(steps, tuple) or len(steps) != 2
+                or not all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) for t in steps)
+                or not 0 <= steps[0] < steps[1] <= t_steps):
+            raise ValidationError(f"phase 1 steps must be (t0, t1) with 0 <= t0 < t1 <= {t_steps}, got {steps!r}",
+                                  field="steps", value=steps)
+        first, t_steps = int(steps[0]), int(steps[1]) - int(steps[0])
+    else:
+        first = 0
+    # a range of a C-contiguous [T, b] array is contiguous: a view (a pinned stream stays pinned)
+    rewards = np.ascontiguousarray(stream.rewards[first:first + t_steps], dtype=np.float32)
+    lots = np.ascontiguousarray(stream.lots[first:first + t_steps], dtype=np.int32)
     direct = _is_pinned(cp, rewards) and _is_pinned(cp, lots)  # already page-locked: no staging copy
     if chunk_bytes is None:
         chunk_bytes = DIRECT_CHUNK_BYTES if direct else CHUNK_BYTES
