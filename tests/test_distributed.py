@@ -183,6 +183,14 @@ def test_shared_inputs_are_scattered_once_per_content_and_the_cache_is_bounded(s
         distributed.scatter_shared(client, np.full(10, k))
     assert len(distributed._scattered) == 3
     assert distributed.content_key(np.arange(4)) != distributed.content_key(np.arange(1, 5))
+    # large buffers (hashed on threads of their own): one value changed anywhere changes the key
+    big = {"a": np.zeros(400_000), "b": np.ones(300_000, np.float32), "c": np.arange(5)}
+    key = distributed.content_key(big)
+    assert distributed.content_key({k: v.copy() for k, v in big.items()}) == key
+    for name, at in (("a", 399_999), ("b", 0)):
+        changed = {k: v.copy() for k, v in big.items()}
+        changed[name][at] += 1
+        assert distributed.content_key(changed) != key
     # an evicted entry is dropped, not released: a caller still holding its future can submit on it
     held_future = distributed.scatter_shared(client, np.full(10, 99))
     for k in range(5):
