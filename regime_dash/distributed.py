@@ -506,19 +506,31 @@ def gather_shards(futures: Sequence[Any], progress: Progress | None = None,
     list
         The shards' results (or what ``each`` made of them), in the order of ``futures``.
     """
-    distributed = _require()
-    index = {f.key: k for k, f in enumerate(futures)}
+    _require()
     out: list[Any] = [None] * len(futures)
-    client = futures[0].client if futures else None
-    # from this host's workers straight to here (one hop, not through the scheduler)
-    direct = client is not None and _all_local(_workers(client))
-    for done, fut in enumerate(distributed.as_completed(futures), start=1):
-        k = index[fut.key]
-        result = client.gather(fut, direct=direct)
-        out[k] = result if each is None else each(k, result)
-        if progress is not None:
-            progress(done, len(futures))
+    if not futures:
+        return out
+    client = futures[0].client
+    # from this host's workers straight to here (one hop, not through the scheduler), each
+    # shard's on a thread of its own, so that results that land together are fetched together
+    fetch = functools.partial(client.gather, direct=_all_local(_workers(client)))
+    pool = concurrent.futures.ThreadPoolExecutor(min(len(futures), GATHER_THREADS),
+                                                 thread_name_prefix="regime-dash-gather")
+    try:
+        pending = {pool.submit(fetch, fut): k for k, fut in enumerate(futures)}
+        for done, landed in enumerate(concurrent.futures.as_completed(pending), start=1):
+            k = pending[landed]
+            result = landed.result()  # a shard's error is raised here, the others left running
+            out[k] = result if each is None else each(k, result)
+            if progress is not None:
+                progress(done, len(futures))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
     return out
+
+
+#: Threads fetching shards' results at once (:func:`gather_shards`).
+GATHER_THREADS = 32
 
 
 __all__ = ["connect", "local_cluster", "map_shards", "submit_shards", "gather_shards", "scatter_shared",

@@ -304,3 +304,26 @@ def test_each_shard_runs_on_its_own_worker_wherever_its_inputs_are(client):
     for _ in range(3):
         futures = distributed.submit_shards(_where_it_ran, [0, 1, 2, 3], client, shared=[held])
         assert distributed.gather_shards(futures) == [workers[0], workers[1], workers[0], workers[1]]
+
+
+def _fails_or_sleeps(shard):
+    import time
+
+    if shard == "bad":
+        raise ValidationError("shard 'bad' is bad", field="shard", value=shard)
+    time.sleep(float(shard))
+    return shard
+
+
+def test_a_shards_error_is_raised_with_its_type_without_waiting_for_the_others(client):
+    import time
+
+    t0 = time.perf_counter()
+    with pytest.raises(ValidationError, match="shard 'bad' is bad") as info:
+        distributed.map_shards(_fails_or_sleeps, ["bad", "5"], client)
+    assert info.value.value == "bad"
+    assert time.perf_counter() - t0 < 4  # the other shard (5 s) still runs; nobody waited for it
+    seen = []
+    assert distributed.map_shards(_fails_or_sleeps, ["0.2", "0"], client,
+                                  progress=lambda d, t: seen.append((d, t))) == ["0.2", "0"]
+    assert seen == [(1, 2), (2, 2)]
