@@ -199,7 +199,8 @@ def local_gpus(client: Any) -> int:
 def _all_local(workers: Sequence[str]) -> bool:
     """Whether every one of these worker addresses is on this host (and there is one)."""
     local = _local_hosts()
-    return bool(workers) and all(urllib.parse.urlsplit(addr).hostname in local for addr in workers)
+    return bool(workers) and all((urllib.parse.urlsplit(addr).hostname or "").split("%")[0] in local
+                                 for addr in workers)
 
 
 def shard_bounds(n: int, parts: int) -> list[tuple[int, int]]:
@@ -291,15 +292,19 @@ def _digest(head: bytes, buffers: Sequence[memoryview] = ()) -> str:
     return digest.hexdigest()
 
 
-def scatter_shared(client: Any, value: Any) -> Any:
-    """A future of ``value`` on every worker of ``client``, scattered once per content.
+def scatter_shared(client: Any, value: Any, workers: Sequence[str] | None = None) -> dict[str, Any]:
+    """``{worker address: future}``: a copy of ``value`` on every worker of ``client``, scattered
+    once per content.
 
-    The futures of the last :data:`SCATTER_CACHE_SIZE` values are kept, keyed on
+    The copies of the last :data:`SCATTER_CACHE_SIZE` values are kept, keyed on
     the client and the content (:func:`content_key`), so the next sweep of the
     same stream reuses what its workers already hold instead of sending it again;
-    a changed array has another key, the oldest entry is dropped first, and the
-    entries of a closed client are dropped.
+    a changed array has another key, the oldest entry is dropped first, the
+    entries of a closed client are dropped, and an entry some worker has no copy
+    in (it joined later, or its copy was lost) is sent again.
     Values pickling to more than :data:`SCATTER_CACHE_MAX_BYTES` are not kept.
+    Each worker holds a key of its own (:func:`_copies`), which dask's active memory
+    manager leaves alone (it trims the replicas of one key to one).
 
     Parameters
     ----------
@@ -307,55 +312,76 @@ def scatter_shared(client: Any, value: Any) -> Any:
         A ``distributed.Client``.
     value
         Any picklable value (a stream, a shard's shared inputs).
+    workers
+        The workers' addresses, if the caller has them (else asked for).
 
     Returns
     -------
-    distributed.Future
-        Of ``value``, held on every worker.
+    dict
+        ``{worker address: distributed.Future}`` of each worker's copy.
     """
+    workers = _workers(client) if workers is None else list(workers)
     head, buffers = _pickled(value)  # no copy of an array's bytes: its size is known and it is hashed in place
     if len(head) + sum(b.nbytes for b in buffers) > SCATTER_CACHE_MAX_BYTES:
-        return _broadcast(client, value)
+        return _copies(client, value, workers)
     key = (str(client.id), _digest(head, buffers))
     with _scatter_lock:
-        for stale in [k for k, f in _scattered.items() if getattr(f.client, "status", None) != "running"]:
+        for stale in [k for k, c in _scattered.items()
+                      if getattr(next(iter(c.values())).client, "status", None) != "running"]:
             del _scattered[stale]  # its client is closed: its workers' copies are gone with it
-        fut = _scattered.get(key)
-        if fut is not None and fut.status == "finished":
+        copies = _scattered.get(key)
+        if (copies is not None and set(workers) <= set(copies)
+                and all(f.status == "finished" for f in copies.values())):
             _scattered.move_to_end(key)
-            return fut
-        fut = _broadcast(client, value)
-        _scattered[key] = fut
+            return copies
+        copies = _copies(client, value, workers)
+        _scattered[key] = copies
         while len(_scattered) > SCATTER_CACHE_SIZE:
-            # dropped, not released: a caller may still hold this future for a submit,
+            # dropped, not released: a caller may still hold these futures for a submit,
             # and dask releases the data once the last reference to it is gone
             _scattered.popitem(last=False)
-        return fut
+        return copies
 
 
-def _broadcast(client: Any, value: Any) -> Any:
-    """A future of ``value``, sent to every worker of ``client`` (not hashed by dask)."""
-    # in a one-item list, so a dict or a sequence is scattered as one value
-    return client.scatter([value], broadcast=True, hash=False)[0]
+#: Seconds :func:`_copies` waits for a worker when the cluster has none yet.
+WORKER_WAIT_S = 60.0
 
 
-def _copies(client: Any, value: Any) -> dict[str, Any]:
-    """``{worker address: future}``: a copy of ``value`` for every worker of ``client``.
+def _copies(client: Any, value: Any, workers: Sequence[str] | None = None) -> dict[str, Any]:
+    """``{worker address: future}``: a copy of ``value`` of its own for every worker of ``client``.
 
-    Workers on this host each get their own copy, sent straight from here, all at
-    once: one hop each. A broadcast goes through the scheduler, to one worker, then
-    from it to the next (three hops in a row for two workers): on two GPU workers,
-    12.8 MB (a sweep's phase 1 at T = 800,000) took 25–26 ms that way and 12–13 ms
-    this way. Elsewhere (the client may not reach the workers) it is broadcast, one
-    future for all.
+    Workers on this host get theirs straight from here, all at once: one hop each
+    (a scatter with ``broadcast=True`` goes to the scheduler, then to one worker,
+    then from it to the next: on two GPU workers, 12.8 MB, a sweep's phase 1 at
+    T = 800,000, took 25–26 ms that way and 12–13 ms this way). Elsewhere the
+    client may not reach the workers: the copies go through the scheduler, as they
+    do if a direct send fails. A key per worker, not one key replicated: dask's
+    active memory manager trims a key's replicas to one when no task waits on it,
+    and a task reads its worker's copy only once it needs it.
+
+    Raises
+    ------
+    EngineUnavailable
+        The cluster has no worker within :data:`WORKER_WAIT_S` seconds.
     """
-    workers = _workers(client)
-    if _all_local(workers):
-        futures = client.scatter([value] * len(workers), workers=workers, direct=True, hash=False)
-        where = client.who_has(futures)  # dask deals them out round robin: one each, but which is whose
-        return {addrs[0]: f for f in futures for addrs in [where.get(f.key) or ()] if addrs}
-    future = _broadcast(client, value)
-    return {w: future for w in workers}
+    workers = _workers(client) if workers is None else list(workers)
+    if not workers:
+        try:
+            client.wait_for_workers(1, timeout=WORKER_WAIT_S)
+        except (TimeoutError, asyncio.TimeoutError) as exc:
+            raise EngineUnavailable(f"the cluster at {client.scheduler.address} has no worker "
+                                    f"(waited {WORKER_WAIT_S:g} s)", engine="distributed") from exc
+        workers = _workers(client)
+    data = [value] * len(workers)  # dask deals them out round robin: one each
+    direct = _all_local(workers)
+    try:
+        futures = client.scatter(data, workers=workers, direct=direct, hash=False)
+    except (OSError, TimeoutError, asyncio.TimeoutError):
+        if not direct:
+            raise
+        futures = client.scatter(data, workers=workers, direct=False, hash=False)  # through the scheduler
+    where = client.who_has(futures)  # which is whose
+    return {addrs[0]: f for f in futures for addrs in [where.get(f.key) or ()] if addrs}
 
 
 #: Seconds a task waits in :meth:`Later.result` for its client to publish the value.
@@ -390,20 +416,36 @@ class Later:
         except (TimeoutError, asyncio.TimeoutError) as exc:
             raise EngineUnavailable(f"the client of {self.name} did not publish it within {timeout:g} s",
                                     engine="distributed") from exc
+        if where == _FAILED:
+            raise EngineUnavailable(f"the client of {self.name} failed; its work was abandoned",
+                                    engine="distributed")
         if not where:
             raise EngineUnavailable(f"the client of {self.name} stopped before publishing it",
                                     engine="distributed")
         worker = distributed.get_worker()
         key = where.get(worker.address)
-        with contextlib.suppress(KeyError):
-            return worker.data[key]
-        # no copy here (a worker that joined later, or a task moved off its own worker): another's
-        key = key if key is not None else next(iter(where.values()))
+        if key is not None:
+            with contextlib.suppress(KeyError):
+                return worker.data[key]
+        # no copy here (a worker that joined or was restarted since, or was paused): another's
+        client = distributed.get_client()
+        # bound to this worker's client, as distributed.Variable binds the futures it returns
+        futures = [distributed.Future(k, client=client, state="memory")
+                   for k in dict.fromkeys([key, *where.values()]) if k is not None]
+        held = client.who_has(futures)
+        alive = [f for f in futures if held.get(f.key)]
+        if not alive:
+            raise EngineUnavailable(f"{self.name} was published, but every copy of it is gone",
+                                    engine="distributed")
         try:
-            return distributed.Future(key).result(timeout=LATER_FETCH_TIMEOUT_S)
+            return alive[0].result(timeout=LATER_FETCH_TIMEOUT_S)
         except (TimeoutError, asyncio.TimeoutError) as exc:
             raise EngineUnavailable(f"{self.name} was published, but no copy of it could be fetched "
                                     f"within {LATER_FETCH_TIMEOUT_S:g} s", engine="distributed") from exc
+
+
+#: What a :func:`later` variable holds once its client has failed.
+_FAILED = "failed"
 
 
 @contextlib.contextmanager
@@ -415,10 +457,11 @@ def later(client: Any) -> Iterator[tuple[Later, Callable[[Any], None]]]:
     the value is new) and tells the waiting tasks which key is theirs (a
     ``distributed.Variable`` holding ``{worker: key}``). The copies are held here
     until the block exits: the tasks that need them have finished by then. If the
-    block exits with an error, published or not, the variable is left holding
-    None, so that a task still on its way to it raises instead of waiting for a
-    value that would never come (or that is gone). Without an error the variable is
-    deleted once published (every task then has read it).
+    block exits with an error, published or not, the variable is left saying so
+    (not deleted), so that a task still on its way to it raises instead of waiting
+    for a value that would never come (or that is gone). If it exits without
+    publishing, it says that; published and without an error, the variable is
+    deleted (every task then has read it).
     """
     distributed = _require()
     variable = distributed.Variable(f"regime-dash-later-{os.urandom(8).hex()}", client=client)
@@ -432,7 +475,7 @@ def later(client: Any) -> Iterator[tuple[Later, Callable[[Any], None]]]:
         yield Later(variable.name), publish
     except BaseException:
         with contextlib.suppress(Exception):  # the client may be what failed: the error raised is the first
-            variable.set(None)
+            variable.set(_FAILED)
         raise
     if held:
         variable.delete()
@@ -457,9 +500,10 @@ def submit_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *,
     client
         A ``distributed.Client``.
     shared
-        Values every shard needs, passed after the shard (a ``distributed.Future``,
-        e.g. from :func:`scatter_shared` beforehand, or a :class:`Later` or a list of
-        them, is passed as it is).
+        Values every shard needs, passed after the shard: each worker's copy of it
+        (:func:`scatter_shared`); a ``distributed.Future``, a :class:`Later` or a list
+        of them is passed as it is, and ``{worker: future}`` (from
+        :func:`scatter_shared` beforehand) as the shard's worker's future.
 
     Returns
     -------
@@ -472,17 +516,27 @@ def submit_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *,
         return isinstance(v, (future, Later)) or (isinstance(v, list) and bool(v)
                                                     and all(isinstance(x, Later) for x in v))
 
-    handles = [v if as_is(v) else scatter_shared(client, v) for v in shared]
+    workers = _workers(client)
+    handles = [v if as_is(v) else scatter_shared(client, v, workers) for v in shared]
     name = getattr(getattr(fn, "func", fn), "__name__", "shard")
     if hasattr(fn, "args"):  # a partial: name it after the function it wraps
         name = getattr(fn.args[0], "__name__", name) if fn.args else name
+
+    def on(worker: str | None, handle: Any) -> Any:  # a worker's own copy (any copy if it has none)
+        if not isinstance(handle, dict):
+            return handle
+        return handle.get(worker) or next(iter(handle.values()))
+
     # Shard k goes to worker k (round robin): left to itself the scheduler measured placing both
     # shards of a two-GPU sweep on one worker in some calls (its one thread then ran them one
     # after the other: a one-GPU time). Loose, so a shard still runs if its worker is gone.
-    workers = _workers(client)
-    return [client.submit(fn, shard, *handles, pure=False, key=f"{name}-{k}-{os.urandom(4).hex()}",
-                          workers=[workers[k % len(workers)]] if workers else None, allow_other_workers=True)
-            for k, shard in enumerate(shards)]
+    out = []
+    for k, shard in enumerate(shards):
+        worker = workers[k % len(workers)] if workers else None
+        out.append(client.submit(fn, shard, *(on(worker, h) for h in handles), pure=False,
+                                 key=f"{name}-{k}-{os.urandom(4).hex()}",
+                                 workers=[worker] if worker else None, allow_other_workers=True))
+    return out
 
 
 def gather_shards(futures: Sequence[Any], progress: Progress | None = None,
@@ -520,10 +574,16 @@ def gather_shards(futures: Sequence[Any], progress: Progress | None = None,
         pending = {pool.submit(fetch, fut): k for k, fut in enumerate(futures)}
         for done, landed in enumerate(concurrent.futures.as_completed(pending), start=1):
             k = pending[landed]
-            result = landed.result()  # a shard's error is raised here, the others left running
+            result = landed.result()  # a shard's error is raised here
             out[k] = result if each is None else each(k, result)
             if progress is not None:
                 progress(done, len(futures))
+    except BaseException:
+        # the other shards are cancelled: nothing waits for them, and their fetching threads
+        # (which the interpreter joins before it exits) end now, not when the shards would
+        with contextlib.suppress(Exception):
+            client.cancel([f for f in futures if not f.done()])
+        raise
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     return out

@@ -273,7 +273,7 @@ def main() -> None:
                 g = sweep_grid(size)
                 grid = ConfigGrid.of(g)
                 bounds = distributed.shard_bounds(size, len(workers))
-                futs = [client.submit(shard_pieces, scal_f, stats_f, stream.accounts, grid, lo, hi, workers=[w],
+                futs = [client.submit(shard_pieces, scal_f[w], stats_f[w], stream.accounts, grid, lo, hi, workers=[w],
                                       pure=False) for w, (lo, hi) in zip(workers, bounds)]
                 out[f"dask S={size} shard pieces on each worker at once"] = client.gather(futs)
                 print("dask pieces", size, json.dumps(out[f"dask S={size} shard pieces on each worker at once"]),

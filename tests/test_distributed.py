@@ -11,7 +11,7 @@ import pytest
 from regime_dash import RegimeConfig, distributed
 from regime_dash.check_all import COLUMNS, check_all, store_check, summary_row
 from regime_dash.cli import main
-from regime_dash.errors import ValidationError
+from regime_dash.errors import EngineUnavailable, ValidationError
 from regime_dash.samples import SAMPLE_DIR
 from regime_dash.sweep import sweep
 from test_fast_engine import regime_stream
@@ -196,7 +196,8 @@ def test_shared_inputs_are_scattered_once_per_content_and_the_cache_is_bounded(s
     for k in range(5):
         distributed.scatter_shared(client, np.full(10, 100 + k))
     assert all(f is not held_future for f in distributed._scattered.values())
-    assert client.submit(np.sum, held_future).result(timeout=60) == 990
+    assert sorted(held_future) == sorted(client.nthreads())  # a copy of its own for every worker
+    assert client.submit(np.sum, next(iter(held_future.values()))).result(timeout=60) == 990
     # a closed client's entries go with it
     import distributed as dd
 
@@ -254,19 +255,20 @@ def test_a_later_value_reaches_a_task_that_started_before_it(client):
         with distributed.later(client) as (handle, publish):
             orphan = client.submit(lambda h: h.result(), handle, pure=False)
             raise RuntimeError("the client fails before publishing")
-    from regime_dash.errors import EngineUnavailable
-
-    with pytest.raises(EngineUnavailable, match="stopped before publishing"):
+    with pytest.raises(EngineUnavailable, match="failed; its work was abandoned"):
         orphan.result(timeout=60)
-
-
+    # the block ends without publishing (and without an error): the task is told that
+    with distributed.later(client) as (handle, publish):
+        unpublished = client.submit(lambda h: h.result(), handle, pure=False)
+    with pytest.raises(EngineUnavailable, match="stopped before publishing"):
+        unpublished.result(timeout=60)
     # published, then the client fails: a task that comes to it afterwards raises at once too
     with pytest.raises(RuntimeError):
         with distributed.later(client) as (handle, publish):
             publish(np.arange(3.0))
             raise RuntimeError("the client fails after publishing")
     late = client.submit(lambda h: h.result(timeout=30), handle, pure=False)
-    with pytest.raises(EngineUnavailable, match="stopped before publishing"):
+    with pytest.raises(EngineUnavailable, match="failed; its work was abandoned"):
         late.result(timeout=60)
 
 
@@ -274,7 +276,20 @@ def _held_keys(dask_worker=None):
     return set(dask_worker.data)
 
 
+def _read_later(handle, name):
+    """(worker, sum of the value, whether it is this worker's own copy, as held in its memory)."""
+    import distributed as dd
+
+    worker = dd.get_worker()
+    value = handle.result(timeout=30)
+    where = dd.Variable(name).get(timeout=30)
+    own = where.get(worker.address) in worker.data and worker.data[where[worker.address]] is value
+    return worker.address, float(np.sum(value)), own
+
+
 def test_a_published_value_is_a_copy_on_each_worker_read_where_it_runs(client):
+    import distributed as dd
+
     workers = sorted(client.nthreads())
     copies = distributed._copies(client, np.arange(4.0))
     assert sorted(copies) == workers  # one for every worker ...
@@ -283,11 +298,21 @@ def test_a_published_value_is_a_copy_on_each_worker_read_where_it_runs(client):
     for worker, future in copies.items():
         assert future.key in held[worker]
     with distributed.later(client) as (handle, publish):
-        futures = [client.submit(lambda h, _k: (__import__("distributed").get_worker().address,
-                                                float(np.sum(h.result()))), handle, k,
-                                 workers=[w], pure=False) for k, w in enumerate(workers)]
+        futures = [client.submit(_read_later, handle, handle.name, workers=[w], pure=False) for w in workers]
         publish(np.arange(5.0))
-        assert sorted(f.result(timeout=60) for f in futures) == [(w, 10.0) for w in workers]
+        assert sorted(f.result(timeout=60) for f in futures) == [(w, 10.0, True) for w in workers]
+    # a worker the map does not name (one that joined or was restarted since) fetches another's copy
+    with distributed.later(client) as (handle, publish):
+        publish(np.arange(5.0))
+        variable = dd.Variable(handle.name, client=client)
+        variable.set({workers[0]: variable.get()[workers[0]]})
+        futures = [client.submit(_read_later, handle, handle.name, workers=[w], pure=False) for w in workers]
+        assert [f.result(timeout=60)[:2] for f in futures] == [(w, 10.0) for w in workers]
+        # and with every copy gone, it says so at once
+        variable.set({workers[0]: "regime-dash-no-such-key"})
+        lost = client.submit(_read_later, handle, handle.name, workers=[workers[1]], pure=False)
+        with pytest.raises(EngineUnavailable, match="every copy of it is gone"):
+            lost.result(timeout=60)
 
 
 def _where_it_ran(shard, data):
@@ -319,10 +344,12 @@ def test_a_shards_error_is_raised_with_its_type_without_waiting_for_the_others(c
     import time
 
     t0 = time.perf_counter()
+    futures = distributed.submit_shards(_fails_or_sleeps, ["bad", "5"], client)
     with pytest.raises(ValidationError, match="shard 'bad' is bad") as info:
-        distributed.map_shards(_fails_or_sleeps, ["bad", "5"], client)
+        distributed.gather_shards(futures)
     assert info.value.value == "bad"
-    assert time.perf_counter() - t0 < 4  # the other shard (5 s) still runs; nobody waited for it
+    assert time.perf_counter() - t0 < 4  # nobody waited for the other shard (5 s) ...
+    assert futures[1].status == "cancelled"  # ... which was cancelled: its fetching thread has ended
     seen = []
     assert distributed.map_shards(_fails_or_sleeps, ["0.2", "0"], client,
                                   progress=lambda d, t: seen.append((d, t))) == ["0.2", "0"]
