@@ -43,6 +43,22 @@ def chart_spec(at: AppTest, i: int = 0) -> dict:
     return json.loads(at.get("plotly_chart")[i].proto.spec)
 
 
+def drawn_in_place(at: AppTest, key: str) -> dict:
+    """What the page gave its in-place chart under ``key`` (``regime_dash.ui.plotly_react``): the
+    component's data, ``{"figure", "config", "bundle", "events"}``."""
+    from regime_dash.ui import plotly_react
+
+    (chart,) = [e.proto for e in at.get("bidi_component")
+                if e.proto.component_name == plotly_react.NAME and e.proto.id.endswith(f"-{key}")]
+    return json.loads(chart.json if chart.WhichOneof("data") == "json" else chart.mixed.json)
+
+
+def replay_chart(at: AppTest) -> dict:
+    """The Replay page's what-if chart: the figure its component was given."""
+    assert not at.get("plotly_chart"), "the Replay page's first view loads no st.plotly_chart"
+    return drawn_in_place(at, "replay.chart")["figure"]
+
+
 def values(v) -> np.ndarray:
     """A plotly JSON array: a list, or plotly's typed-array form ``{"bdata", "dtype"}``."""
     if isinstance(v, dict) and "bdata" in v:
@@ -365,7 +381,7 @@ def test_replay_max_duration_changes_timeouts(tmp_path, monkeypatch):
     assert metric(at, "timeouts") == "1"
     assert float(metric(at, "timeout steps")) > long_steps
     assert any(c.value.startswith("What-if replayed in ") and " ms on the " in c.value for c in at.caption)
-    names = {t.get("legendgroup") for t in chart_spec(at)["data"]}
+    names = {t.get("legendgroup") for t in replay_chart(at)["data"]}
     assert names == {"baseline", "what-if"}
 
 
@@ -388,7 +404,7 @@ def test_replay_slider_rebuilds_only_the_what_if_traces(tmp_path, monkeypatch):
     at.slider(key="replay.whatif.eps_min").set_value(0.14).run()
     no_exception(at, "eps_min 0.14")
     assert built == ["what-if"]
-    spec = chart_spec(at)
+    spec = replay_chart(at)
     assert {t.get("legendgroup") for t in spec["data"]} == {"baseline", "what-if"}
     live = [t for t in spec["data"] if t.get("name") == "what-if ε live"]
     assert len(live) == 1 and len(values(live[0]["y"])) <= 700  # about the chart's pixel width
@@ -497,7 +513,7 @@ def test_replay_sources_stream_file_and_simulator(tmp_path, monkeypatch):
     at.number_input(key="replay.source.simsteps").set_value(300).run()
     no_exception(at, "simulator")
     assert any(c.value.startswith("Stream: 300 steps") for c in at.caption)
-    assert {t.get("legendgroup") for t in chart_spec(at)["data"]} == {"baseline", "what-if"}
+    assert {t.get("legendgroup") for t in replay_chart(at)["data"]} == {"baseline", "what-if"}
 
 
 # ---- Slots ---------------------------------------------------------------------------------
