@@ -342,12 +342,14 @@ def test_controllers_page_sliders_checks_figures_slots_and_sweep():
 
     from streamlit.testing.v1 import AppTest
 
+    from tests.test_app_pages import charts
+
     page = Path(__file__).resolve().parents[1] / "regime_dash" / "ui" / "pages" / "controllers.py"
     at = AppTest.from_file(str(page), default_timeout=180).run()
     assert not at.exception, [e.message for e in at.exception]
     at.selectbox(key="controllers.module").set_value("sp14_alpha_grad_gate").run()
     assert [e.value for e in at.error] == ["1 of 6 checks fail: sp14.var_aux_producer"]
-    assert len(at.get("plotly_chart")) == 3
+    assert len(charts(at)) == 3 and not at.get("plotly_chart")  # drawn in place: no st.plotly_chart
     # a new page load sends no table: the checks table waits for its expander, the other tabs for a click
     assert not at.dataframe and not at.warning
     at.session_state["controllers.checks.open"] = True
@@ -356,7 +358,7 @@ def test_controllers_page_sliders_checks_figures_slots_and_sweep():
     assert checks.loc[checks["check"] == "sp14.var_aux_producer", "status"].item() == "fail"
     at.session_state["controllers.tabs"] = "Slots"
     at.run()
-    assert not at.get("plotly_chart")  # the Replay tab is not built while Slots is open
+    assert not charts(at)  # the Replay tab is not built while Slots is open
     assert any("AUX_DIR_ACC_VARIANCE_EMA_INDEX" in w.value for w in at.warning)  # the orphan flag
     slots = next(d.value for d in at.dataframe if "orphan" in d.value.columns)
     assert slots.loc[slots["name"] == "AUX_DIR_ACC_VARIANCE_EMA_INDEX", "orphan"].item()
@@ -389,7 +391,7 @@ def test_controllers_page_sliders_checks_figures_slots_and_sweep():
     at.session_state["controllers.tabs"] = "Replay"
     for name in ("sp18_hold", "pearl_c"):
         at.selectbox(key="controllers.module").set_value(name).run()
-        assert not at.exception and len(at.get("plotly_chart")) >= 3, name
+        assert not at.exception and len(charts(at)) >= 3, name
 
 
 @pytest.mark.parametrize("name", CONTROLLERS)

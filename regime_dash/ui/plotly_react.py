@@ -44,14 +44,25 @@ _mount = components_v2.component(NAME, js=(ASSETS / "plotly_react.js").read_text
                                  css=_CSS, isolate_styles=False)
 
 
-def trace_types(figure: Mapping[str, Any]) -> set[str]:
-    """The trace types of a plotly figure dict (``scatter`` where a trace names none)."""
-    return {str(t.get("type") or "scatter") for t in figure.get("data") or ()}
+def trace_types(figure: Any) -> set[str]:
+    """The trace types of a plotly figure or figure dict (``scatter`` where a trace names none)."""
+    traces = figure.get("data") or () if isinstance(figure, Mapping) else figure.data
+    return {str((t.get("type") if isinstance(t, Mapping) else t.type) or "scatter") for t in traces}
 
 
-def drawable(figure: Mapping[str, Any]) -> bool:
-    """Whether the vendored bundle draws every trace of ``figure`` (a plotly figure dict)."""
+def drawable(figure: Any) -> bool:
+    """Whether the vendored bundle draws every trace of ``figure`` (a plotly figure or figure dict)."""
     return trace_types(figure) <= TRACE_TYPES
+
+
+def figure_json(figure: Any) -> Mapping[str, Any] | str:
+    """What the component is given: a figure dict as it is, a plotly ``Figure`` as its JSON text
+    (plotly's own encoder, arrays as typed arrays; the browser parses it, no dict is built here)."""
+    if isinstance(figure, Mapping):
+        return figure
+    import plotly.io
+
+    return plotly.io.to_json(figure, validate=False)
 
 
 def bundle_url() -> str:
@@ -60,14 +71,15 @@ def bundle_url() -> str:
     return f"component/{route.name}/{BUNDLE}"
 
 
-def plotly_chart(figure: Mapping[str, Any], key: str, *, config: Mapping[str, Any] | None = None,
+def plotly_chart(figure: Any, key: str, *, config: Mapping[str, Any] | None = None,
                  on_select: Callable[[], None] | None = None) -> Any:
-    """Draw ``figure`` (a plotly figure dict, ``{"data", "layout"}``) in the chart kept under ``key``.
+    """Draw ``figure`` in the chart kept under ``key``.
 
     Parameters
     ----------
     figure
-        The figure as plotly JSON (numeric arrays may be typed arrays, ``{"dtype", "bdata"}``).
+        A plotly figure dict, ``{"data", "layout"}`` (numeric arrays may be typed arrays,
+        ``{"dtype", "bdata"}``), or a plotly ``Figure``.
     key
         The chart's key: the same key on the next rerun redraws the same graph in place.
     config
@@ -82,11 +94,12 @@ def plotly_chart(figure: Mapping[str, Any], key: str, *, config: Mapping[str, An
     figure the bundle cannot draw.
     """
     if not drawable(figure):
-        return st.plotly_chart(dict(figure), key=key, config=dict(config or CONFIG),
+        return st.plotly_chart(figure, key=key, config=dict(config or CONFIG),
                                **({"on_select": on_select, "selection_mode": "box"} if on_select else {}))
-    data = {"figure": figure, "config": dict(config or CONFIG), "bundle": bundle_url(),
+    data = {"figure": figure_json(figure), "config": dict(config or CONFIG), "bundle": bundle_url(),
             "events": ["selection"] if on_select else []}
     return _mount(key=key, data=data, **({"on_selection_change": on_select} if on_select else {}))
 
 
-__all__ = ["ASSETS", "BUNDLE", "CONFIG", "NAME", "TRACE_TYPES", "bundle_url", "drawable", "plotly_chart", "trace_types"]
+__all__ = ["ASSETS", "BUNDLE", "CONFIG", "NAME", "TRACE_TYPES", "bundle_url", "drawable", "figure_json", "plotly_chart",
+           "trace_types"]

@@ -4,7 +4,7 @@ import streamlit as st
 from regime_dash.config import RegimeConfig
 from regime_dash.engine import warm
 from regime_dash.errors import ConfigError
-from regime_dash.ui import cache, plotly_react, sections, state, stores, widgets
+from regime_dash.ui import cache, sections, state, stores, widgets
 from regime_dash.ui.sensitivity_tab import sensitivity_tab
 
 st.title("Replay & what-if")
@@ -59,7 +59,7 @@ def what_if() -> None:
                                 "step", smoothing, height=900, points=CHART_POINTS,
                                 run_keys=(("baseline", f"{run_key}|{RegimeConfig()}"),
                                           ("what-if", f"{run_key}|{config}")))
-        plotly_react.plotly_chart(fig, "replay.chart")  # redrawn in place: one drawing a slider move
+        widgets.plotly_chart(fig, "replay.chart")
         with metrics:
             sections.summary_metrics("replay.summary",
                                     cache.replay_summary(source_key, stream, config.as_dict(), engine, fp, layout),

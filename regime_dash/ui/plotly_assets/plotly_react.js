@@ -76,7 +76,13 @@ async function drain(chart, setTriggerValue) {
       // only the newest figure is drawn: figures that came while one was drawing are skipped
       const data = chart.next;
       chart.next = null;
-      const figure = data.figure || {};
+      let figure = data.figure || {};
+      try {
+        if (typeof figure === "string") figure = JSON.parse(figure);  // a Figure's JSON text
+      } catch (err) {
+        say(chart, `The chart could not be drawn: its figure is not JSON (${message(err)}).`, true);
+        continue;
+      }
       const layout = figure.layout || {};
       if (!chart.drawn && layout.height) chart.gd.style.minHeight = `${layout.height}px`;
       let Plotly;
