@@ -334,3 +334,22 @@ def test_replay_slider_redraws_the_chart_in_place_with_the_small_bundle(server, 
         shot(page, "replay-redrawn-in-place")
     finally:
         page.remove_listener("request", on_request)
+
+
+def test_a_chart_whose_plotly_js_cannot_load_says_so(server, browser_page):
+    """With the bundle's request refused, the Replay chart's place says why, in words (no traceback)."""
+    from regime_dash.ui import plotly_react
+
+    page = browser_page
+    pattern = "**/" + plotly_react.BUNDLE
+    page.route(pattern, lambda route: route.abort())
+    try:
+        page.goto(server + "/replay")
+        status = page.get_by_text("The chart could not be drawn: plotly.js did not load")
+        status.wait_for()
+        assert "Reload the page" in status.inner_text()
+        assert not page.locator(".js-plotly-plot").count()
+        assert not page.get_by_text("BidiComponent Error").count()  # streamlit's error box, with a stack
+        shot(page, "replay-bundle-refused")
+    finally:
+        page.unroute(pattern)
