@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 import subprocess
 import sys
@@ -385,8 +384,7 @@ def test_controllers_page_sliders_checks_figures_slots_and_sweep():
     assert not at.exception and at.selectbox(key="controllers.sp14_alpha_grad_gate.sweep.metric").value == other
     kept = next(d.value for d in at.dataframe if "checks_failed" in d.value.columns)
     pd.testing.assert_frame_equal(kept, table)
-    axes = [json.loads(c.proto.spec)["layout"].get("yaxis", {}).get("title", {}).get("text")
-            for c in at.get("plotly_chart")]
+    axes = [c["layout"].get("yaxis", {}).get("title", {}).get("text") for c in charts(at)]
     assert other in axes
     at.session_state["controllers.tabs"] = "Replay"
     for name in ("sp18_hold", "pearl_c"):
