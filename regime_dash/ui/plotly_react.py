@@ -25,7 +25,7 @@ from streamlit.components import v2 as components_v2
 ASSETS = Path(__file__).resolve().parent / "plotly_assets"
 #: The vendored plotly.js bundle (npm ``plotly.js-cartesian-dist-min``; the version is in the name).
 BUNDLE = "plotly-cartesian-4.1.1.min.js"
-#: The trace types that bundle draws (its README's list).
+#: The trace types that bundle draws (its README's list; a test reads them from the bundle).
 TRACE_TYPES = frozenset({"bar", "box", "contour", "heatmap", "histogram", "histogram2d", "histogram2dcontour",
                          "image", "pie", "scatter", "scatterternary", "violin"})
 #: The dashboard's chart config: scroll zoom, no plotly logo.
@@ -46,7 +46,7 @@ _mount = components_v2.component(NAME, js=(ASSETS / "plotly_react.js").read_text
 
 def trace_types(figure: Any) -> set[str]:
     """The trace types of a plotly figure or figure dict (``scatter`` where a trace names none)."""
-    traces = figure.get("data") or () if isinstance(figure, Mapping) else figure.data
+    traces = (figure.get("data") or ()) if isinstance(figure, Mapping) else figure.data
     return {str((t.get("type") if isinstance(t, Mapping) else t.type) or "scatter") for t in traces}
 
 
@@ -101,5 +101,5 @@ def plotly_chart(figure: Any, key: str, *, config: Mapping[str, Any] | None = No
     return _mount(key=key, data=data, **({"on_selection_change": on_select} if on_select else {}))
 
 
-__all__ = ["ASSETS", "BUNDLE", "CONFIG", "NAME", "TRACE_TYPES", "bundle_url", "drawable", "figure_json", "plotly_chart",
-           "trace_types"]
+__all__ = ["ASSETS", "BUNDLE", "CONFIG", "NAME", "TRACE_TYPES", "bundle_url", "drawable", "figure_json",
+           "plotly_chart", "trace_types"]
