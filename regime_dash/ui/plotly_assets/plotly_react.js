@@ -57,7 +57,7 @@ function watchWidth(chart, Plotly) {
   chart.observer.observe(chart.root);
 }
 
-function listen(chart, Plotly, setTriggerValue) {
+function listen(chart, setTriggerValue) {
   if (chart.listening || typeof chart.gd.on !== "function") return;
   chart.listening = true;
   // a box dragged on the chart, as st.plotly_chart's selection reports it: {box: [{x: [a, b]}]}
@@ -97,10 +97,9 @@ async function drain(chart, setTriggerValue) {
         await Plotly.react(chart.gd, figure.data || [], layout, data.config || {});
         chart.drawn = true;
         chart.gd.style.minHeight = "";
-        chart.gd.dataset.revision = String(data.revision ?? "");
         say(chart, "", false);
         watchWidth(chart, Plotly);
-        listen(chart, Plotly, setTriggerValue);
+        listen(chart, setTriggerValue);
       } catch (err) {
         say(chart, `The chart could not be drawn: ${message(err)}`, true);
       }
