@@ -39,8 +39,31 @@ def no_exception(at: AppTest, where: str) -> None:
     assert not at.exception, f"{where}: {[e.message for e in at.exception]}"
 
 
+def drawn_in_place(at: AppTest) -> dict[str, dict]:
+    """``{key: data}`` of every chart drawn in place (``regime_dash.ui.plotly_react``): what the page
+    gave each component element, ``{"figure", "config", "bundle", "events"}``, the figure parsed."""
+    from regime_dash.ui import plotly_react
+
+    out = {}
+    for e in at.get("bidi_component"):
+        if e.proto.component_name != plotly_react.NAME:
+            continue
+        data = json.loads(e.proto.json if e.proto.WhichOneof("data") == "json" else e.proto.mixed.json)
+        if isinstance(data["figure"], str):  # a Figure is sent as its JSON text
+            data["figure"] = json.loads(data["figure"])
+        out[e.proto.id.rsplit("-", 1)[-1]] = data  # the element id ends with the chart's key
+    return out
+
+
+def charts(at: AppTest) -> list[dict]:
+    """Every chart's figure on the page: each ``st.plotly_chart``'s spec, then each in-place chart's."""
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")] + [
+        d["figure"] for d in drawn_in_place(at).values()]
+
+
 def chart_spec(at: AppTest, i: int = 0) -> dict:
-    return json.loads(at.get("plotly_chart")[i].proto.spec)
+    """The ``i``-th chart's figure (see :func:`charts`)."""
+    return charts(at)[i]
 
 
 def values(v) -> np.ndarray:
@@ -204,9 +227,9 @@ def test_every_page_renders_on_a_loaded_store(loaded):
         at.switch_page(page(name)).run()
         no_exception(at, name)
     at.switch_page(page("explore")).run()
-    assert len(at.get("plotly_chart")) == 1
+    assert len(charts(at)) == 1
     at.switch_page(page("compare")).run()
-    assert len(at.get("plotly_chart")) == 1
+    assert len(charts(at)) == 1
 
 
 # ---- Explore -------------------------------------------------------------------------------
@@ -388,7 +411,14 @@ def test_replay_slider_rebuilds_only_the_what_if_traces(tmp_path, monkeypatch):
     at.slider(key="replay.whatif.eps_min").set_value(0.14).run()
     no_exception(at, "eps_min 0.14")
     assert built == ["what-if"]
-    spec = chart_spec(at)
+    # the chart is the in-place component under its key (the page loads no st.plotly_chart), given
+    # the figure, the dashboard's config and the vendored bundle's URL
+    from regime_dash.ui import plotly_react
+
+    assert not at.get("plotly_chart")
+    chart = drawn_in_place(at)["replay.chart"]
+    assert chart["config"] == plotly_react.CONFIG and chart["bundle"].endswith("/" + plotly_react.BUNDLE)
+    spec = chart["figure"]
     assert {t.get("legendgroup") for t in spec["data"]} == {"baseline", "what-if"}
     live = [t for t in spec["data"] if t.get("name") == "what-if ε live"]
     assert len(live) == 1 and len(values(live[0]["y"])) <= 700  # about the chart's pixel width
@@ -465,7 +495,7 @@ def test_replay_sweep_and_open_a_cell(tmp_path, monkeypatch):
     at.selectbox(key="replay.sweep.metric").set_value("timeouts").run()
     at.button(key="replay.sweep.run").click().run()
     no_exception(at, "sweep")
-    line = [c for c in (chart_spec(at, i) for i in range(len(at.get("plotly_chart"))))
+    line = [c for c in (chart_spec(at, i) for i in range(len(charts(at))))
             if c["data"][0].get("mode") == "lines+markers"][0]
     assert list(values(line["data"][0]["x"])) == [1000.0, 2000.0, 3000.0, 4000.0]
     # the trap's one dead zone lasts 2649 steps: it times out below that, not above
@@ -478,7 +508,7 @@ def test_replay_sweep_and_open_a_cell(tmp_path, monkeypatch):
     at.number_input(key="replay.sweep.n2").set_value(2).run()
     at.button(key="replay.sweep.run").click().run()
     no_exception(at, "heatmap")
-    heat = [c for c in (chart_spec(at, i) for i in range(len(at.get("plotly_chart"))))
+    heat = [c for c in (chart_spec(at, i) for i in range(len(charts(at))))
             if c["data"][0].get("type") == "heatmap"]
     assert len(heat) == 1
     z = heat[0]["data"][0]["z"]

@@ -13,6 +13,7 @@ CI (``.ci/run``) installs chromium with apt; Playwright drives that binary
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -286,3 +287,69 @@ def test_live_plays_in_place_and_pauses(server, browser_page):
     assert page.evaluate(STEP_JS) == stopped
     assert stopped % 20 == 0  # whole ticks of the default speed
     shot(page, "live-paused")
+
+
+def test_replay_slider_redraws_the_chart_in_place_with_the_small_bundle(server, browser_page):
+    """A what-if slider move redraws the Replay chart in its graph div (same element, new data,
+    one drawing: ``Plotly.react``), on the vendored cartesian bundle, without streamlit's plotly.js."""
+    from regime_dash.ui import plotly_react
+
+    page = browser_page
+    requested: list[str] = []
+
+    def on_request(request) -> None:
+        requested.append(request.url)
+
+    page.on("request", on_request)
+    try:
+        page.goto(server + "/replay")
+        before = traces_with(page, "what-if kelly_f")
+        page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')")
+        page.wait_for_timeout(500)
+        # mark the graph div and count its drawings from here on
+        page.evaluate("""() => {
+            const gd = document.querySelector('.js-plotly-plot');
+            window.__replayGraph = gd;
+            window.__drawings = 0;
+            gd.on('plotly_afterplot', () => { window.__drawings += 1; });
+        }""")
+        slider = page.locator("input[type=range][aria-label=eps_min], [role=slider][aria-label=eps_min]").first
+        slider.focus()
+        slider.press("ArrowRight")  # eps_min one step up: the what-if run's ε floor moves
+        page.wait_for_function(f"(before) => JSON.stringify(({TRACES_JS})('what-if kelly_f')) !== before",
+                               arg=json.dumps(before))
+        page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')")
+        page.wait_for_timeout(500)
+        after = traces_with(page, "what-if kelly_f")
+        moved = {name for name in after if after[name] != before.get(name)}
+        assert moved and all(name.startswith("what-if") for name in moved), moved  # only the what-if run
+        assert page.evaluate("() => document.querySelectorAll('.js-plotly-plot').length") == 1
+        assert page.evaluate("() => document.querySelector('.js-plotly-plot') === window.__replayGraph")
+        assert page.evaluate("() => window.__drawings") == 1  # one drawing of the new figure
+        assert_drawn_once(page)
+        assert len([u for u in requested if u.endswith("/" + plotly_react.BUNDLE)]) == 1  # once a page
+        assert not [u for u in requested if "PlotlyChart" in u]  # streamlit's plotly.js chunk: not loaded
+        assert page.evaluate("() => window.Plotly.version") == "4.1.1"
+        assert not page.get_by_text("The chart could not be drawn").count()
+        shot(page, "replay-redrawn-in-place")
+    finally:
+        page.remove_listener("request", on_request)
+
+
+def test_a_chart_whose_plotly_js_cannot_load_says_so(server, browser_page):
+    """With the bundle's request refused, the Replay chart's place says why, in words (no traceback)."""
+    from regime_dash.ui import plotly_react
+
+    page = browser_page
+    pattern = "**/" + plotly_react.BUNDLE
+    page.route(pattern, lambda route: route.abort())
+    try:
+        page.goto(server + "/replay")
+        status = page.get_by_text("The chart could not be drawn: plotly.js did not load")
+        status.wait_for()
+        assert "Reload the page" in status.inner_text()
+        assert not page.locator(".js-plotly-plot").count()
+        assert not page.get_by_text("BidiComponent Error").count()  # streamlit's error box, with a stack
+        shot(page, "replay-bundle-refused")
+    finally:
+        page.unroute(pattern)

@@ -19,7 +19,7 @@ from regime_dash.analysis import diff_runs  # noqa: E402
 from regime_dash.errors import ConfigError, ExportError  # noqa: E402
 from regime_dash.export import settle, to_bytes  # noqa: E402
 from regime_dash.sweep import expand_configs  # noqa: E402
-from tests.test_app_pages import chart_spec, no_exception, open_app, page, run_ids, values  # noqa: E402
+from tests.test_app_pages import chart_spec, charts, no_exception, open_app, page, run_ids, values  # noqa: E402
 
 @pytest.fixture(scope="module")
 def diag_lines(tmp_path_factory) -> list[dict]:
@@ -133,7 +133,7 @@ def test_replay_sweeps_eps_min_over_its_range_and_names_bad_combinations(tmp_pat
     at.button(key="replay.sweep.run").click().run()
     no_exception(at, "eps_min sweep")
     assert not at.error
-    (line,) = [c for c in (chart_spec(at, i) for i in range(len(at.get("plotly_chart"))))
+    (line,) = [c for c in (chart_spec(at, i) for i in range(len(charts(at))))
                if c["data"][0].get("mode") == "lines+markers"]
     assert list(values(line["data"][0]["x"])) == [0.0, 0.25, 0.5]
     # both ends of the ε range swept against each other: some pairs are invalid, and the page says which
@@ -155,7 +155,7 @@ def test_heatmap_cells_are_clickable_points_naming_their_row(tmp_path, monkeypat
     at.number_input(key="replay.sweep.n2").set_value(2)
     at.button(key="replay.sweep.run").click().run()
     no_exception(at, "heatmap")
-    (heat,) = [c for c in (chart_spec(at, i) for i in range(len(at.get("plotly_chart"))))
+    (heat,) = [c for c in (chart_spec(at, i) for i in range(len(charts(at))))
                if c["data"][0].get("type") == "heatmap"]
     heatmap, cells = heat["data"]
     assert cells["type"] == "scatter" and cells["mode"] == "markers" and heat["layout"]["clickmode"] == \
@@ -212,4 +212,4 @@ def test_runs_offers_explore_after_the_sample_loads(tmp_path, monkeypatch):
     assert at.button(key="runs.explore").label == "Next: look at the run on Explore"
     at.button(key="runs.explore").click().run()
     no_exception(at, "explore")
-    assert at.title[0].value == "Explore" and len(at.get("plotly_chart")) == 1
+    assert at.title[0].value == "Explore" and len(charts(at)) == 1

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 import subprocess
 import sys
@@ -342,12 +341,14 @@ def test_controllers_page_sliders_checks_figures_slots_and_sweep():
 
     from streamlit.testing.v1 import AppTest
 
+    from tests.test_app_pages import charts
+
     page = Path(__file__).resolve().parents[1] / "regime_dash" / "ui" / "pages" / "controllers.py"
     at = AppTest.from_file(str(page), default_timeout=180).run()
     assert not at.exception, [e.message for e in at.exception]
     at.selectbox(key="controllers.module").set_value("sp14_alpha_grad_gate").run()
     assert [e.value for e in at.error] == ["1 of 6 checks fail: sp14.var_aux_producer"]
-    assert len(at.get("plotly_chart")) == 3
+    assert len(charts(at)) == 3 and not at.get("plotly_chart")  # drawn in place: no st.plotly_chart
     # a new page load sends no table: the checks table waits for its expander, the other tabs for a click
     assert not at.dataframe and not at.warning
     at.session_state["controllers.checks.open"] = True
@@ -356,7 +357,7 @@ def test_controllers_page_sliders_checks_figures_slots_and_sweep():
     assert checks.loc[checks["check"] == "sp14.var_aux_producer", "status"].item() == "fail"
     at.session_state["controllers.tabs"] = "Slots"
     at.run()
-    assert not at.get("plotly_chart")  # the Replay tab is not built while Slots is open
+    assert not charts(at)  # the Replay tab is not built while Slots is open
     assert any("AUX_DIR_ACC_VARIANCE_EMA_INDEX" in w.value for w in at.warning)  # the orphan flag
     slots = next(d.value for d in at.dataframe if "orphan" in d.value.columns)
     assert slots.loc[slots["name"] == "AUX_DIR_ACC_VARIANCE_EMA_INDEX", "orphan"].item()
@@ -383,13 +384,12 @@ def test_controllers_page_sliders_checks_figures_slots_and_sweep():
     assert not at.exception and at.selectbox(key="controllers.sp14_alpha_grad_gate.sweep.metric").value == other
     kept = next(d.value for d in at.dataframe if "checks_failed" in d.value.columns)
     pd.testing.assert_frame_equal(kept, table)
-    axes = [json.loads(c.proto.spec)["layout"].get("yaxis", {}).get("title", {}).get("text")
-            for c in at.get("plotly_chart")]
+    axes = [c["layout"].get("yaxis", {}).get("title", {}).get("text") for c in charts(at)]
     assert other in axes
     at.session_state["controllers.tabs"] = "Replay"
     for name in ("sp18_hold", "pearl_c"):
         at.selectbox(key="controllers.module").set_value(name).run()
-        assert not at.exception and len(at.get("plotly_chart")) >= 3, name
+        assert not at.exception and len(charts(at)) >= 3, name
 
 
 @pytest.mark.parametrize("name", CONTROLLERS)

@@ -1,7 +1,6 @@
 """The Replay page's Sensitivity tab under streamlit's AppTest: run, tornado charts, no-effect list, a field's sweep."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -11,14 +10,11 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from regime_dash.ui.sensitivity_tab import clicked_field  # noqa: E402
+from tests.test_app_pages import charts  # noqa: E402
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"  # gitignored; screenshots for a person
 KEY = "replay.sensitivity"
-
-
-def charts(at: AppTest) -> list[dict]:
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
 
 
 def tornado_titles(at: AppTest) -> dict[str, dict]:

@@ -131,7 +131,8 @@ def signal_figure(key: str, _runs: dict, x: str, smoothing: float, x_range: tupl
 def signal_spec(key: str, _runs: dict, x: str, smoothing: float, height: int = 1400, x_offsets: tuple = (),
                 run_keys: tuple = (), points: int | None = None) -> dict:
     """:func:`signal_figure` as its plotly JSON dict, for a page that draws it as it is
-    (``st.plotly_chart`` takes the dict; a ``Figure`` costs it a copy into one)."""
+    (the in-place chart, :mod:`regime_dash.ui.plotly_react`, sends the dict as it is; a ``Figure``
+    costs a JSON encoding of its own)."""
     return _signal_spec(key, _runs, x, smoothing, None, height, x_offsets, run_keys, points)
 
 

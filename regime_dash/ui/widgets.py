@@ -14,6 +14,7 @@ import streamlit as st
 
 from regime_dash.config import SWITCHES, RegimeConfig
 from regime_dash.params import FieldSpec
+from regime_dash.ui import plotly_react
 
 #: Toggle labels: the spec's feature numbers of F2/F4/F5, "model:" for the model switches.
 SWITCH_LABELS = {"resurrection": "F2 Kelly resurrection", "envelope": "F4 PopArt σ envelope",
@@ -308,15 +309,21 @@ def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: 
         c[2].button("Whole run", icon=":material/zoom_out_map:", key=f"{key}.out", on_click=set_window,
                     args=(bounds,))
         c[3].caption("Drag across the chart to zoom in: the window is redrawn from every step of the run.")
-    st.plotly_chart(fig, key=chart_key, on_select=zoom if zoomable else "ignore",
-                    selection_mode="box",
-                    config={"scrollZoom": not zoomable, "displaylogo": False})
+    plotly_react.plotly_chart(fig, chart_key, on_select=zoom if zoomable else None,
+                              config={**plotly_react.CONFIG, "scrollZoom": not zoomable})
 
 
 def plotly_chart(fig, key: str, **kwargs):
-    """``st.plotly_chart`` of a figure or its plotly JSON dict, with the dashboard's defaults (full width,
-    scroll zoom)."""
-    return st.plotly_chart(fig, key=key, config={"scrollZoom": True, "displaylogo": False}, **kwargs)
+    """A figure or its plotly JSON dict with the dashboard's defaults (full width, scroll zoom).
+
+    Drawn in place (:func:`regime_dash.ui.plotly_react.plotly_chart`: redrawn with
+    ``Plotly.react``, the small plotly.js bundle) unless ``kwargs`` ask for selection
+    events (``on_select``, ``selection_mode``): those charts are ``st.plotly_chart``'s,
+    whose return value they read.
+    """
+    if not kwargs:
+        return plotly_react.plotly_chart(fig, key)
+    return st.plotly_chart(fig, key=key, config=dict(plotly_react.CONFIG), **kwargs)
 
 
 def lazy_expander(label: str, key: str):

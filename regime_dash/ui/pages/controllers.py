@@ -165,7 +165,7 @@ if tab_sweep.open:
                                   key=f"{KEY}.{name}.sweep.metric")
             import plotly.express as px
 
-            st.plotly_chart(px.line(table, x=swept, y=metric, markers=True), key=f"{KEY}.sweep.chart")
+            widgets.plotly_chart(px.line(table, x=swept, y=metric, markers=True), f"{KEY}.sweep.chart")
 
 if tab_slots.open:
     with tab_slots:

@@ -86,7 +86,7 @@ def live_view() -> None:
                 st.rerun()  # the whole page, once: it sees the end and stops the tick clock
             break
         due = max(due + TICK_S, time.monotonic())  # late: the next tick waits its full interval, no burst
-        time.sleep(due - time.monotonic())
+        time.sleep(max(0.0, due - time.monotonic()))  # due may be now: the clock has moved on since
 
 
 live_view()

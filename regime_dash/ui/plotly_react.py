@@ -1,0 +1,105 @@
+"""A Plotly chart kept on the page and redrawn in place: a streamlit components v2 element.
+
+``st.plotly_chart`` mounts a new chart element for every new figure (its element id hashes
+the figure), so each change is drawn from nothing (``newPlot``), hidden, then themed and
+drawn again once its width is known; and any page with one loads streamlit's 4.7 MB
+plotly.js chunk. :func:`plotly_chart` instead keeps one graph div per ``key`` across
+reruns and draws each new figure into it with ``Plotly.react`` (one drawing), sized to
+its column; plotly.js is the partial bundle in ``plotly_assets/`` (the cartesian traces,
+1.5 MB; see its README), loaded once per page. The figure is drawn with its own template.
+A figure with a trace type that bundle lacks (``scattergl``) goes to ``st.plotly_chart``.
+
+The bundle is served through streamlit's component file route (components v1's
+``declare_component(path=...)``): components v2 serve files only from the ``asset_dir``
+of an installed package's manifest, and the app runs from a checkout.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import streamlit as st
+from streamlit.components import v1 as components_v1
+from streamlit.components import v2 as components_v2
+
+ASSETS = Path(__file__).resolve().parent / "plotly_assets"
+#: The vendored plotly.js bundle (npm ``plotly.js-cartesian-dist-min``; the version is in the name).
+BUNDLE = "plotly-cartesian-4.1.1.min.js"
+#: The trace types that bundle draws (its README's list; a test reads them from the bundle).
+TRACE_TYPES = frozenset({"bar", "box", "contour", "heatmap", "histogram", "histogram2d", "histogram2dcontour",
+                         "image", "pie", "scatter", "scatterternary", "violin"})
+#: The dashboard's chart config: scroll zoom, no plotly logo.
+CONFIG = {"scrollZoom": True, "displaylogo": False}
+#: The component's name (streamlit's element carries it).
+NAME = "regime_dash.plotly_react"
+#: Name of the file route the bundle is served under (``component/<name>/<file>``).
+_ROUTE_NAME = "plotly_bundle"
+
+_CSS = """
+.rd-plotly-status { font-size: 0.875rem; opacity: 0.75; padding: 0.25rem 0; }
+.rd-plotly-status.rd-plotly-problem { opacity: 1; color: var(--st-red-text-color, #b91c1c); }
+"""
+
+_mount = components_v2.component(NAME, js=(ASSETS / "plotly_react.js").read_text(),
+                                 css=_CSS, isolate_styles=False)
+
+
+def trace_types(figure: Any) -> set[str]:
+    """The trace types of a plotly figure or figure dict (``scatter`` where a trace names none)."""
+    traces = (figure.get("data") or ()) if isinstance(figure, Mapping) else figure.data
+    return {str((t.get("type") if isinstance(t, Mapping) else t.type) or "scatter") for t in traces}
+
+
+def drawable(figure: Any) -> bool:
+    """Whether the vendored bundle draws every trace of ``figure`` (a plotly figure or figure dict)."""
+    return trace_types(figure) <= TRACE_TYPES
+
+
+def figure_json(figure: Any) -> Mapping[str, Any] | str:
+    """What the component is given: a figure dict as it is, a plotly ``Figure`` as its JSON text
+    (plotly's own encoder, arrays as typed arrays; the browser parses it, no dict is built here)."""
+    if isinstance(figure, Mapping):
+        return figure
+    import plotly.io
+
+    return plotly.io.to_json(figure, validate=False)
+
+
+def bundle_url() -> str:
+    """The bundle's URL relative to the app's pages (registers its file route with this server)."""
+    route = components_v1.declare_component(_ROUTE_NAME, path=str(ASSETS))
+    return f"component/{route.name}/{BUNDLE}"
+
+
+def plotly_chart(figure: Any, key: str, *, config: Mapping[str, Any] | None = None,
+                 on_select: Callable[[], None] | None = None) -> Any:
+    """Draw ``figure`` in the chart kept under ``key``.
+
+    Parameters
+    ----------
+    figure
+        A plotly figure dict, ``{"data", "layout"}`` (numeric arrays may be typed arrays,
+        ``{"dtype", "bdata"}``), or a plotly ``Figure``.
+    key
+        The chart's key: the same key on the next rerun redraws the same graph in place.
+    config
+        plotly.js config; the dashboard's :data:`CONFIG` by default.
+    on_select
+        Called when a box is dragged on the chart; the box is then the component's
+        ``selection`` (``{"box": [{"x": [a, b], "y": [c, d]}]}``, as ``st.plotly_chart``'s).
+
+    Returns
+    -------
+    The component's result (its ``selection`` trigger value), or ``st.plotly_chart``'s for a
+    figure the bundle cannot draw.
+    """
+    if not drawable(figure):
+        return st.plotly_chart(figure, key=key, config=dict(config or CONFIG),
+                               **({"on_select": on_select, "selection_mode": "box"} if on_select else {}))
+    data = {"figure": figure_json(figure), "config": dict(config or CONFIG), "bundle": bundle_url(),
+            "events": ["selection"] if on_select else []}
+    return _mount(key=key, data=data, **({"on_selection_change": on_select} if on_select else {}))
+
+
+__all__ = ["ASSETS", "BUNDLE", "CONFIG", "NAME", "TRACE_TYPES", "bundle_url", "drawable", "figure_json",
+           "plotly_chart", "trace_types"]
