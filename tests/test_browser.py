@@ -361,3 +361,31 @@ def test_a_chart_whose_plotly_js_cannot_load_says_so(server, browser_page):
         shot(page, "replay-bundle-refused")
     finally:
         page.unroute(pattern)
+
+
+THEME_JS = """() => {
+    const gd = document.querySelector('.js-plotly-plot');
+    const fl = gd && gd._fullLayout;
+    return fl ? {paper: fl.paper_bgcolor.replace(/ /g, ''), plot: fl.plot_bgcolor.replace(/ /g, ''),
+                 font: fl.font.color.toLowerCase(),
+                 text: getComputedStyle(gd).getPropertyValue('--st-text-color').trim().toLowerCase()} : null;
+}"""
+
+
+def test_in_place_charts_follow_the_pages_light_or_dark_theme(server, browser_page):
+    """The chart is drawn over the page's own background in the page's text colour, in the dark
+    theme as in the light one (not a white box on a dark page)."""
+    page = browser_page
+    seen = {}
+    try:
+        for scheme in ("dark", "light"):
+            page.emulate_media(color_scheme=scheme)
+            page.goto(server + "/replay")
+            traces_with(page, "what-if kelly_f")
+            got = page.evaluate(THEME_JS)
+            assert got["paper"] == got["plot"] == "rgba(0,0,0,0)", got
+            assert got["text"] and got["font"] == got["text"], got
+            seen[scheme] = got["text"]
+    finally:
+        page.emulate_media(color_scheme="light")
+    assert seen["dark"] != seen["light"]  # the theme really changed between the two

@@ -63,3 +63,21 @@ def test_figure_json_sends_a_dict_as_it_is_and_a_figure_as_its_json():
     decoded = json.loads(text)
     assert decoded["data"][0]["type"] == "scatter"
     assert set(decoded["data"][0]["y"]) == {"dtype", "bdata"}  # typed arrays, as plotly encodes them
+
+
+def test_figure_json_sends_a_dict_json_cannot_hold_through_plotlys_encoder():
+    # NumPy arrays and scalars, datetimes and NaN: streamlit would send the dict's str(), and a
+    # NaN would break the browser's parse of the whole message
+    steps = np.arange(3, dtype=np.int64)
+    for spec in ({"data": [{"type": "scatter", "x": steps, "y": [1.0, 2.0, 3.0]}], "layout": {}},
+                 {"data": [{"type": "scatter", "x": [1, 2], "y": [np.int64(3), 4]}], "layout": {}},
+                 {"data": [{"type": "scatter", "x": [1, 2], "y": [float("nan"), 4.0]}], "layout": {}},
+                 {"data": [{"type": "scatter", "x": np.array(["2026-11-30T10:00", "2026-11-30T11:00"],
+                                                             dtype="datetime64[m]"), "y": [1, 2]}],
+                  "layout": {}}):
+        text = plotly_react.figure_json(spec)
+        assert isinstance(text, str)
+        decoded = json.loads(text)  # strict JSON: what the browser parses
+        assert decoded["data"][0]["type"] == "scatter" and len(decoded["data"]) == 1
+    nan = json.loads(plotly_react.figure_json({"data": [{"y": [float("nan"), 4.0]}], "layout": {}}))
+    assert nan["data"][0]["y"] == [None, 4.0]

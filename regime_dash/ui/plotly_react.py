@@ -6,7 +6,10 @@ drawn again once its width is known; and any page with one loads streamlit's 4.7
 plotly.js chunk. :func:`plotly_chart` instead keeps one graph div per ``key`` across
 reruns and draws each new figure into it with ``Plotly.react`` (one drawing), sized to
 its column; plotly.js is the partial bundle in ``plotly_assets/`` (the cartesian traces,
-1.5 MB; see its README), loaded once per page. The figure is drawn with its own template.
+1.5 MB; see its README), loaded once per page. The figure is drawn with its own template,
+over which the page's theme (streamlit's text colour, font and border colour, and a
+transparent background) is laid, so that a chart follows the light or dark theme as
+``st.plotly_chart``'s did.
 A figure with a trace type that bundle lacks (``scattergl``) goes to ``st.plotly_chart``.
 
 The bundle is served through streamlit's component file route (components v1's
@@ -15,6 +18,7 @@ of an installed package's manifest, and the app runs from a checkout.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -56,12 +60,21 @@ def drawable(figure: Any) -> bool:
 
 
 def figure_json(figure: Any) -> Mapping[str, Any] | str:
-    """What the component is given: a figure dict as it is, a plotly ``Figure`` as its JSON text
-    (plotly's own encoder, arrays as typed arrays; the browser parses it, no dict is built here)."""
-    if isinstance(figure, Mapping):
-        return figure
+    """What the component is given: a figure dict that is plain JSON as it is; a plotly ``Figure``,
+    or a dict holding what JSON cannot (NumPy arrays or scalars, datetimes, NaN), as its JSON
+    text from plotly's own encoder (arrays as typed arrays, NaN as null; the browser parses it).
+
+    Streamlit sends a component's data as JSON: a dict it cannot encode would reach the
+    browser as its ``str()``, and a NaN would break the browser's parse of the whole message.
+    """
     import plotly.io
 
+    if isinstance(figure, Mapping):
+        try:
+            json.dumps(figure, allow_nan=False)
+        except (TypeError, ValueError):
+            return plotly.io.json.to_json_plotly(figure)
+        return figure
     return plotly.io.to_json(figure, validate=False)
 
 

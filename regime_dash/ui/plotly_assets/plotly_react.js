@@ -68,6 +68,27 @@ function listen(chart, setTriggerValue) {
   });
 }
 
+// The page's theme laid over the figure's template, as st.plotly_chart's "streamlit" theme
+// does: its text colour, font and border colour (streamlit's CSS variables on the page) and a
+// transparent background. In the template, so that what the figure's layout sets still wins.
+function themed(layout, root) {
+  const css = getComputedStyle(root);
+  const value = (name) => css.getPropertyValue(name).trim();
+  const text = value("--st-text-color"), family = value("--st-font"), border = value("--st-border-color");
+  const theme = {paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)"};
+  if (text || family) theme.font = Object.assign({}, text ? {color: text} : {}, family ? {family} : {});
+  const template = Object.assign({}, layout.template || {});
+  const base = Object.assign({}, template.layout || {}, theme);
+  if (border) {
+    for (const axis of ["xaxis", "yaxis"]) {
+      base[axis] = Object.assign({}, base[axis] || {}, {gridcolor: border, zerolinecolor: border});
+    }
+  }
+  if (text) base.legend = Object.assign({}, base.legend || {}, {font: {color: text}});
+  template.layout = base;
+  return Object.assign({}, layout, {template});
+}
+
 async function drain(chart, setTriggerValue) {
   if (chart.busy) return;
   chart.busy = true;
@@ -83,7 +104,11 @@ async function drain(chart, setTriggerValue) {
         say(chart, `The chart could not be drawn: its figure is not JSON (${message(err)}).`, true);
         continue;
       }
-      const layout = figure.layout || {};
+      if (!figure || typeof figure !== "object" || typeof data.bundle !== "string") {
+        say(chart, "The chart could not be drawn: it was sent no figure.", true);
+        continue;
+      }
+      const layout = themed(figure.layout || {}, chart.root);
       if (!chart.drawn && layout.height) chart.gd.style.minHeight = `${layout.height}px`;
       let Plotly;
       try {
