@@ -289,7 +289,10 @@ def test_live_plays_in_place_and_pauses(server, browser_page):
     assert_drawn_once(page)
     page.get_by_role("button", name="Pause").click()
     page.get_by_role("button", name="Play").wait_for()
-    page.wait_for_timeout(500)  # a tick in flight when Pause was pressed may still land
+    # the pausing run has ended (its controls come before its draw of the step, which a loaded
+    # machine sent seconds later), and a tick in flight when Pause was pressed has landed
+    page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')")
+    page.wait_for_timeout(500)
     stopped = page.evaluate(STEP_JS)
     page.wait_for_timeout(1500)
     assert stopped > 0 and page.evaluate(STEP_JS) == stopped
