@@ -191,9 +191,7 @@ def local_gpus(client: Any) -> int:
     host's GPUs has a PCIe link per GPU, and phase 1 is bound by those links.
     """
     workers = _workers(client)
-    if not workers or not _all_local(workers):
-        return 0
-    return min(len(workers), gpu_count())
+    return min(len(workers), gpu_count()) if _all_local(workers) else 0
 
 
 def _all_local(workers: Sequence[str]) -> bool:
@@ -539,6 +537,10 @@ def submit_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *,
     return out
 
 
+#: Threads fetching shards' results at once (:func:`gather_shards`).
+GATHER_THREADS = 32
+
+
 def gather_shards(futures: Sequence[Any], progress: Progress | None = None,
                   each: Callable[[int, Any], Any] | None = None) -> list[Any]:
     """The results of :func:`submit_shards`' futures, in their order; ``progress(done, total)`` as each lands.
@@ -587,10 +589,6 @@ def gather_shards(futures: Sequence[Any], progress: Progress | None = None,
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     return out
-
-
-#: Threads fetching shards' results at once (:func:`gather_shards`).
-GATHER_THREADS = 32
 
 
 __all__ = ["connect", "local_cluster", "map_shards", "submit_shards", "gather_shards", "scatter_shared",

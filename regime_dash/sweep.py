@@ -507,15 +507,6 @@ def _phase1_in_pieces(stream: Stream, device: str, device_id: int | None, device
             return
 
 
-def _whole(pieces: Sequence[tuple[int, int, Any]]):
-    """Phase 1 of every step from its resolved pieces (one piece: itself)."""
-    from regime_dash.engine.fast import StepStats
-
-    if len(pieces) == 1:
-        return pieces[0][2]
-    return StepStats(np.concatenate([p[2].sums for p in pieces]), np.concatenate([p[2].flat for p in pieces]))
-
-
 class _Pieces:
     """A sweep's phase-1 pieces (futures in-process, :class:`distributed.Later` on a cluster),
     each resolved once, in order, when first needed."""
@@ -530,8 +521,13 @@ class _Pieces:
             yield self.got[k]
 
     def whole(self):
-        """Phase 1 of every step (waits for every piece)."""
-        return _whole(list(self))
+        """Phase 1 of every step (waits for every piece; one piece: itself)."""
+        from regime_dash.engine.fast import StepStats
+
+        pieces = list(self)
+        if len(pieces) == 1:
+            return pieces[0][2]
+        return StepStats(np.concatenate([p[2].sums for p in pieces]), np.concatenate([p[2].flat for p in pieces]))
 
 
 def _fast_shard(shard: _Shard, scalars: Stream, stats: Any, accounts: int, layout: SlotLayout, isv,

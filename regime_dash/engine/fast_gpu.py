@@ -180,11 +180,15 @@ class _SweepLaunch:
         self.reset = _reset_args(cp, layout)
         self.done = 0  # steps launched so far
 
+    def check(self, t0: int, t1: int, what: str = "sweep step range") -> None:
+        """Raise unless steps ``t0..t1`` follow the ones launched so far (and are some)."""
+        if t0 != self.done or not t0 < t1 <= self.p1.t_steps:
+            raise ValidationError(f"{what} {t0}..{t1} does not follow the {self.done} steps launched "
+                                  f"(of {self.p1.t_steps})", field="steps", value=(t0, t1))
+
     def steps(self, t0: int, t1: int) -> None:
         """Launch steps ``t0..t1`` (``t0`` is where the last launch stopped)."""
-        if t0 != self.done or not t0 < t1 <= self.p1.t_steps:
-            raise ValidationError(f"sweep steps {t0}..{t1} do not follow the {self.done} launched "
-                                  f"(of {self.p1.t_steps})", field="steps", value=(t0, t1))
+        self.check(t0, t1)
         i32 = np.int32
         first = t0 == 0  # from summary.init's row, else from each scenario's own accumulators
         acc_in, stride = (self.init, 0) if first else (self.acc, summary.N_METRICS + 1)
@@ -424,27 +428,25 @@ def run_prepared(prepared: PreparedSweep, stats, *, packed: bool = False
     cp, mod, p1, layout, keep = prepared.cp, prepared.mod, prepared.p1, prepared.layout, prepared.keep
     rows, boots = prepared.rows, prepared.boots
     prepared.rows = prepared.boots = None  # run once: the rows are updated in place
-    with prepared.stream as s:
-        from regime_dash.engine.fast import StepStats
+    from regime_dash.engine.fast import StepStats
 
+    if isinstance(stats, StepStats):  # every step: one piece
+        stats = [(0, p1.t_steps, stats)]
+    with prepared.stream as s:
         launch = _SweepLaunch(cp, mod, p1, layout, rows, boots, keep)
-        if isinstance(stats, StepStats):
-            p1.set_stats(cp, stats)
-            launch.steps(0, p1.t_steps)
-        else:
-            _launch_pieces(cp, p1, launch, stats, s)
+        _launch_pieces(cp, p1, launch, stats, s)
         del rows, boots  # [S, n_isv] each: back to the pool once the launches are done
         launch.rows = launch.boots = None
-        if not packed:
-            out = (cp.asnumpy(launch.acc), {k: cp.asnumpy(launch.snap_out[i]) for i, k in enumerate(keep)})
-        else:
+        if packed:
             from regime_dash.engine import metric_pack
 
-            columns = metric_pack.pack(cp, metric_pack.finalize(cp, launch.acc, p1.t_steps))
-            out = (metric_pack.device_to_host(cp, columns),
-                   {k: cp.asnumpy(launch.snap_out[i]) for i, k in enumerate(keep)})
+            acc = metric_pack.device_to_host(cp, metric_pack.pack(cp, metric_pack.finalize(cp, launch.acc,
+                                                                                          p1.t_steps)))
+        else:
+            acc = cp.asnumpy(launch.acc)
+        snaps = {k: cp.asnumpy(launch.snap_out[i]) for i, k in enumerate(keep)}
         s.synchronize()
-    return out
+    return acc, snaps
 
 
 def _launch_pieces(cp, p1: _Phase1, launch: _SweepLaunch, pieces, scan_stream) -> None:
@@ -458,10 +460,10 @@ def _launch_pieces(cp, p1: _Phase1, launch: _SweepLaunch, pieces, scan_stream) -
     p1.flat = cp.empty(p1.t_steps, np.int32)
     upload = cp.cuda.Stream(non_blocking=True)
     for t0, t1, piece in pieces:
-        if not launch.done == t0 < t1 <= p1.t_steps or piece.sums.shape != (t1 - t0, 3) \
-                or piece.flat.shape != (t1 - t0,):
-            raise ValidationError(f"phase 1 piece {t0}..{t1} (sums {piece.sums.shape}) does not follow the "
-                                  f"{launch.done} steps launched (of {p1.t_steps})", field="stats", value=(t0, t1))
+        launch.check(t0, t1, "phase 1 piece")
+        if piece.sums.shape != (t1 - t0, 3) or piece.flat.shape != (t1 - t0,):
+            raise ValidationError(f"phase 1 piece {t0}..{t1} holds sums {piece.sums.shape} and flat "
+                                  f"{piece.flat.shape}, not {t1 - t0} steps", field="stats", value=(t0, t1))
         p1.stats[t0:t1].set(np.ascontiguousarray(piece.sums, dtype=np.float32), upload)
         p1.flat[t0:t1].set(np.ascontiguousarray(piece.flat, dtype=np.int32), upload)
         landed = cp.cuda.Event(disable_timing=True)
