@@ -110,6 +110,14 @@ META_COLUMNS = ("step", "fold", "phase", "wall_time")
 #: a file that carries them says which features and readings ran, and the checks need not infer it from
 #: the rows (as the controller modules write their ``<prefix>config.*`` constants).
 SWITCH_COLUMNS: dict[str, str] = {name: P + "config." + name for name in SWITCHES}
+#: Config columns a replay writes, one constant per row: the switches, then the config slots the spec's
+#: diag block does not log (PopArt's α, the v9 targets, the Kelly cap), which re-derivation needs.
+CONFIG_COLUMNS: dict[str, str] = {**SWITCH_COLUMNS, **{name: P + "config." + name for name in (
+    "popart_alpha", "safety_frac_defensive", "safety_frac_normal", "kelly_cap")}}
+#: Inputs a replay can log beside the slots (``replay(..., log_inputs=True)``): the stream's analytic-Kelly
+#: edge and IQN τ before its clamp, and each step's batch sums of rl_popart_normalize.
+INPUT_COLUMNS: dict[str, str] = {name: P + "inputs." + name for name in (
+    "kelly_edge", "tau_action_input", "batch_sum", "batch_sumsq", "batch_max_abs")}
 
 #: Columns that are integers in a frame (the rest of the diag columns are float32, like the ISV).
 INT_COLUMNS = {"step": np.int64, "fold": np.int32, FLAT_COUNT: np.int32, B_SIZE: np.int32}
@@ -156,11 +164,33 @@ def frame_from_snapshot(snap: np.ndarray, flat_count: np.ndarray, b_size: int, s
     cols[B_SIZE] = np.full(len(step), b_size, dtype=np.int32)
     ordered = ["step", "fold", "phase"] + [c for c, _ in DIAG_FIELDS]
     if config is not None:
-        for name, col in SWITCH_COLUMNS.items():
-            on = config[name] if isinstance(config, Mapping) else getattr(config, name)
-            cols[col] = np.full(len(step), float(bool(on)), dtype=np.float32)
+        for name, col in CONFIG_COLUMNS.items():
+            if isinstance(config, Mapping) and name not in config:
+                continue
+            value = config[name] if isinstance(config, Mapping) else getattr(config, name)
+            cols[col] = np.full(len(step), config_value(name, value), dtype=np.float32)
             ordered.append(col)
     return pd.DataFrame({c: cols[c] for c in ordered})
+
+
+def config_value(name: str, value: Any) -> np.float32:
+    """The float32 a config column holds for ``value``: 0/1 for a switch, the number otherwise."""
+    return np.float32(bool(value)) if name in SWITCH_COLUMNS else np.float32(value)
+
+
+def input_columns(stream: Any) -> dict[str, np.ndarray]:
+    """The :data:`INPUT_COLUMNS` of ``stream``: its edge and τ inputs, and each step's (Σr, Σr², max|r|)
+    in rl_popart_normalize's reduction order (:func:`regime_dash.engine.reference.block_reduce_stats`)."""
+    from regime_dash.engine.reference import block_reduce_stats
+
+    t_steps = stream.rewards.shape[0]
+    sums = np.empty((t_steps, 3), dtype=np.float32)
+    chunk = max(1, (1 << 22) // max(1, stream.rewards.shape[1]))  # ~16 MB of rewards at a time
+    for a in range(0, t_steps, chunk):
+        s, q, m = block_reduce_stats(np.asarray(stream.rewards[a:a + chunk], dtype=np.float32))
+        sums[a:a + chunk, 0], sums[a:a + chunk, 1], sums[a:a + chunk, 2] = s, q, m
+    values = (stream.kelly_analytic, stream.tau_action, sums[:, 0], sums[:, 1], sums[:, 2])
+    return {col: np.asarray(v, dtype=np.float32) for col, v in zip(INPUT_COLUMNS.values(), values)}
 
 
 def coerce(frame: pd.DataFrame) -> pd.DataFrame:
@@ -169,7 +199,7 @@ def coerce(frame: pd.DataFrame) -> pd.DataFrame:
     Columns this module does not know are left as they are.
     """
     out = frame.copy()
-    known = set(SNAPSHOT_COLUMNS) | set(SWITCH_COLUMNS.values())
+    known = set(SNAPSHOT_COLUMNS) | set(CONFIG_COLUMNS.values()) | set(INPUT_COLUMNS.values())
     for col in out.columns:
         if col in INT_COLUMNS and out[col].notna().all():
             out[col] = out[col].astype(INT_COLUMNS[col])

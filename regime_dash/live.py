@@ -211,11 +211,11 @@ class LiveRun(ABC):
                                              for k, v in diff.items()))
 
     def _switch_columns(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """``frame`` with its F2/F4/F5 switch columns per row: a config change switches them from its step on."""
+        """``frame`` with its config columns per row: a config change sets them from its step on."""
         for t, config in getattr(self, "_config_history", []):
-            for name, col in diag.SWITCH_COLUMNS.items():
+            for name, col in diag.CONFIG_COLUMNS.items():
                 if col in frame.columns:
-                    frame.iloc[t:, frame.columns.get_loc(col)] = np.float32(bool(getattr(config, name)))
+                    frame.iloc[t:, frame.columns.get_loc(col)] = diag.config_value(name, getattr(config, name))
         return frame
 
     def _log(self, kind: str, label: str) -> Change:

@@ -70,6 +70,9 @@ class CheckOptions:
     ulps
         Tolerance of the recomputed continuous formulas in float32 ulps (default
         :data:`ULPS`); raise it for a trainer that logs floats with fewer digits.
+    rederive_ulps
+        Slack of the re-derived formulas that hold a multiply-add, in float32 ulps (default 0: exact, as
+        the kernels are built with ``--fmad=false``); 1 or 2 for a trainer built with FMA contraction.
     """
 
     trap_steps: int = TRAP_STEPS
@@ -77,6 +80,7 @@ class CheckOptions:
     baseline_sps: float | None = None
     throughput_window: int = 1000
     ulps: float = ULPS
+    rederive_ulps: float = 0.0
 
     def __post_init__(self):
         if isinstance(self.trap_steps, bool) or not isinstance(self.trap_steps, (int, np.integer)) \
@@ -93,6 +97,11 @@ class CheckOptions:
                 or not np.isfinite(self.ulps) or self.ulps < 0:
             raise ValidationError(f"ulps must be a finite number >= 0, got {self.ulps!r}", field="ulps",
                                   value=self.ulps)
+        if isinstance(self.rederive_ulps, bool) or not isinstance(self.rederive_ulps, (int, float, np.integer,
+                                                                                       np.floating)) \
+                or not np.isfinite(self.rederive_ulps) or self.rederive_ulps < 0:
+            raise ValidationError(f"rederive_ulps must be a finite number >= 0, got {self.rederive_ulps!r}",
+                                  field="rederive_ulps", value=self.rederive_ulps)
         if isinstance(self.throughput_window, bool) or not isinstance(self.throughput_window, (int, np.integer)) \
                 or self.throughput_window < 2:
             raise ValidationError(f"throughput_window must be a whole number >= 2, got {self.throughput_window!r}",

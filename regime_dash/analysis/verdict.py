@@ -15,7 +15,10 @@ import pandas as pd
 
 from regime_dash.analysis.findings import Finding, find
 from regime_dash.analysis.invariants import STATUSES, CheckOptions, CheckResult, run_checks
+from regime_dash.analysis.rederive import checks as rederive_checks
+from regime_dash.analysis.rederive_formulas import FORMULAS
 from regime_dash.analysis.view import FrameView, as_view
+from regime_dash.errors import ValidationError
 
 
 @dataclass(frozen=True)
@@ -104,10 +107,33 @@ def verdict(frame: pd.DataFrame | FrameView, options: CheckOptions | None = None
     from regime_dash.modules.integration import module_check_results, split_check_ids
 
     vw, opt = as_view(frame), options or CheckOptions()
-    core_ids, module_ids = split_check_ids(None if ids is None else list(ids))
+    wanted, rederived = rederive_ids(ids)
+    core_ids, module_ids = split_check_ids(wanted)
     checks = run_checks(vw, core_ids, opt)
+    if rederived is None or rederived:
+        checks.extend(r for r in rederive_checks(vw, opt.rederive_ulps) if rederived is None or r.id in rederived)
     checks.extend(module_check_results(vw.frame, module_ids, options=opt))
     return Verdict(checks, find(vw, opt))
+
+
+def rederive_ids(ids: Iterable[str] | None) -> tuple[list[str] | None, list[str] | None]:
+    """``ids`` split into (the others, the ``rederive.*`` ids); ``(None, None)`` for every check.
+
+    Raises
+    ------
+    ValidationError
+        For a ``rederive.*`` id no formula has.
+    """
+    if ids is None:
+        return None, None
+    ids = list(ids)
+    ours = [i for i in ids if str(i).startswith("rederive.")]
+    known = {f.check_id for f in FORMULAS}
+    for i in ours:
+        if i not in known:
+            raise ValidationError(f"unknown check id {i!r}; re-derivation ids: {', '.join(sorted(known))}",
+                                  field="check", value=i)
+    return [i for i in ids if i not in ours], ours
 
 
 def flat_sweep_note(values, fields, judged: Verdict) -> str | None:

@@ -133,7 +133,7 @@ def snapshot_indices(layout: SlotLayout) -> np.ndarray:
 
 def replay_trajectory(stream: Stream, config: RegimeConfig | None = None, engine: str = "reference",
                       isv: Mapping[str, float] | None = None, layout: SlotLayout | None = None,
-                      **options: Any) -> Trajectory:
+                      log_inputs: bool = False, **options: Any) -> Trajectory:
     """Like :func:`replay`, returning the full :class:`Trajectory`."""
     if not isinstance(stream, Stream):
         raise StreamError(f"stream must be a regime_dash.Stream, got {type(stream).__name__}",
@@ -151,6 +151,9 @@ def replay_trajectory(stream: Stream, config: RegimeConfig | None = None, engine
                                                   **options)
     seconds = time.perf_counter() - t0
     frame = diag.frame_from_snapshot(snap, flat, stream.accounts, stream.step, stream.boundary, config)
+    if log_inputs:
+        for col, values in diag.input_columns(stream).items():
+            frame[col] = values
     frame.attrs["layout_fingerprint"] = layout.fingerprint_hex()
     frame.attrs["engine"] = name
     return Trajectory(frame, normalized, v_pred, isv_end, name, seconds)
@@ -158,7 +161,7 @@ def replay_trajectory(stream: Stream, config: RegimeConfig | None = None, engine
 
 def replay(stream: Stream, config: RegimeConfig | None = None, engine: str = "reference",
            isv: Mapping[str, float] | None = None, layout: SlotLayout | None = None,
-           **options: Any) -> pd.DataFrame:
+           log_inputs: bool = False, **options: Any) -> pd.DataFrame:
     """Replay the regime pipeline over ``stream``; one frame row per step.
 
     Parameters
@@ -174,6 +177,9 @@ def replay(stream: Stream, config: RegimeConfig | None = None, engine: str = "re
         Initial slot values by slot name, applied after bootstrap and config.
     layout
         Slot layout (e.g. from :func:`regime_dash.slots.import_rust`).
+    log_inputs
+        Also log the inputs a diag does not carry (:data:`regime_dash.diag.INPUT_COLUMNS`: the Kelly edge,
+        IQN τ before its clamp, each step's batch sums), so every output can be re-derived from the file.
     **options
         Backend options, e.g. ``graph=True`` for ``cuda``.
 
@@ -184,4 +190,4 @@ def replay(stream: Stream, config: RegimeConfig | None = None, engine: str = "re
         (:data:`regime_dash.diag.SWITCH_COLUMNS`). ``attrs``
         carries ``layout_fingerprint`` and ``engine``.
     """
-    return replay_trajectory(stream, config, engine, isv, layout, **options).frame
+    return replay_trajectory(stream, config, engine, isv, layout, log_inputs, **options).frame
