@@ -106,8 +106,14 @@ def _make_loop(fingerprint: str):
         if j >= 0:
             isv[k] = logged[t, j]
 
+    def keep(isv, logged, col_of, t, k, resync):
+        # re-synced: the logged value replaces the unit's; free-running: the unit's value stays, unless
+        # it could not be computed (an input the diag does not log), where the logged one stands in
+        if resync or isv[k] != isv[k]:
+            put(isv, logged, col_of, t, k)
+
     def loop(logged, col_of, cfg_pos, flat, bsz, extra, start, skip, boundary, boot, r_idx, r_code, r_src,
-             first, isv, chain_io, exp, chain_ok):
+             first, isv, chain_io, exp, chain_ok, resync):
         fingerprint  # noqa: B018 - keeps the dependency hash in numba's cache key
         n_out = exp.shape[1]
         chain = chain_io[0]
@@ -123,7 +129,7 @@ def _make_loop(fingerprint: str):
                 for k in range(isv.shape[0]):
                     isv[k] = boot[k]
                 chain = True
-            else:
+            elif resync or t == first:
                 for k in range(isv.shape[0]):
                     put(isv, logged, col_of, t - 1, k)
                 isv[_P_PREV_WORST] = logged[t - 1, j_worst]
@@ -140,67 +146,67 @@ def _make_loop(fingerprint: str):
             moments(isv, ix, extra[t, 2], extra[t, 3], b)
             exp[t, 0] = isv[_O_MEAN]
             exp[t, 1] = isv[_O_VAR]
-            put(isv, logged, col_of, t, _O_MEAN)
-            put(isv, logged, col_of, t, _O_VAR)
+            keep(isv, logged, col_of, t, _O_MEAN, resync)
+            keep(isv, logged, col_of, t, _O_VAR, resync)
             envelope(isv, ix, extra[t, 4])
             exp[t, 2] = isv[_O_ENV]
-            put(isv, logged, col_of, t, _O_ENV)
+            keep(isv, logged, col_of, t, _O_ENV, resync)
             sigma_fn(isv, ix, isv[_O_VAR])
             exp[t, 3] = isv[_O_SIGMA]
-            put(isv, logged, col_of, t, _O_SIGMA)
+            keep(isv, logged, col_of, t, _O_SIGMA, resync)
             # rl_regime_observer
             obs_flag(isv, ix, f, b)
             exp[t, 4] = isv[_O_FLAG]
-            put(isv, logged, col_of, t, _O_FLAG)
+            keep(isv, logged, col_of, t, _O_FLAG, resync)
             obs_dur(isv, ix, 1 if isv[_O_FLAG] != 0 else 0, prev_flag, prev_timeout, f, b)
             exp[t, 5] = isv[_O_DUR]
-            put(isv, logged, col_of, t, _O_DUR)
+            keep(isv, logged, col_of, t, _O_DUR, resync)
             obs_timeout(isv, ix, isv[_O_DUR])
             exp[t, 6] = isv[_O_TIMEOUT]
-            put(isv, logged, col_of, t, _O_TIMEOUT)
+            keep(isv, logged, col_of, t, _O_TIMEOUT, resync)
             dx, mean, count = obs_welford(isv, ix)
             exp[t, 7] = isv[_O_COUNT]
             exp[t, 8] = isv[_O_VARIANCE]
-            put(isv, logged, col_of, t, _O_COUNT)
-            put(isv, logged, col_of, t, _O_VARIANCE)
+            keep(isv, logged, col_of, t, _O_COUNT, resync)
+            keep(isv, logged, col_of, t, _O_VARIANCE, resync)
             obs_tail(isv, ix, dx, mean, isv[_O_COUNT])
             exp[t, 9] = isv[_O_RECENCY]
-            put(isv, logged, col_of, t, _O_RECENCY)
+            keep(isv, logged, col_of, t, _O_RECENCY, resync)
             obs_factor(isv, ix, isv[_O_RECENCY])
             exp[t, 10] = isv[_O_FACTOR]
-            put(isv, logged, col_of, t, _O_FACTOR)
+            keep(isv, logged, col_of, t, _O_FACTOR, resync)
             obs_live(isv, ix, isv[_O_FACTOR])
             exp[t, 11] = isv[_O_LIVE]
-            put(isv, logged, col_of, t, _O_LIVE)
+            keep(isv, logged, col_of, t, _O_LIVE, resync)
             # rl_iqn_action_tau_controller
             tau_eff_fn(isv, ix)
             exp[t, 12] = isv[_O_TAU_EFF]
-            put(isv, logged, col_of, t, _O_TAU_EFF)
+            keep(isv, logged, col_of, t, _O_TAU_EFF, resync)
             tau_clamp(isv, ix, isv[_O_TAU_EFF])
             exp[t, 13] = isv[_O_TAU]
-            put(isv, logged, col_of, t, _O_TAU)
+            keep(isv, logged, col_of, t, _O_TAU, resync)
             # rl_kelly_fraction_controller: the override reads the fraction the analytic part wrote
             analytic_fn(isv, ix)
             exp[t, 14] = isv[_O_ANALYTIC]
-            put(isv, logged, col_of, t, _O_ANALYTIC)
+            keep(isv, logged, col_of, t, _O_ANALYTIC, resync)
             isv[_O_KELLY] = isv[_O_ANALYTIC]
             if _whole(isv[_O_FLAG]) and _whole(isv[_O_TIMEOUT]):  # the override reads them with int()
                 resurrect(isv, ix)
                 exp[t, 15] = isv[_O_KELLY]
             else:
                 exp[t, 15] = _NAN
-            put(isv, logged, col_of, t, _O_KELLY)
+            keep(isv, logged, col_of, t, _O_KELLY, resync)
             # eval_warmup_decay
             countdown(isv, ix, r_before)
             exp[t, 16] = isv[_O_REM]
-            put(isv, logged, col_of, t, _O_REM)
+            keep(isv, logged, col_of, t, _O_REM, resync)
             safety_fn(isv, ix, r_before, isv[_O_REM])
             exp[t, 17] = isv[_O_SAFETY]
-            put(isv, logged, col_of, t, _O_SAFETY)
+            keep(isv, logged, col_of, t, _O_SAFETY, resync)
             chain_ok[t] = chain
         chain_io[0] = chain
 
-    return loop, put
+    return loop, (put, keep)
 
 
 def _fingerprint() -> str:
@@ -226,8 +232,9 @@ def compiled():
         with _LOCK:
             loop = _COMPILED.get("loop")
             if loop is None:
-                raw, put = _make_loop(_fingerprint())
-                register_jitable(forceinline=True)(put)
+                raw, helpers = _make_loop(_fingerprint())
+                for helper in helpers:
+                    register_jitable(forceinline=True)(helper)
                 try:
                     loop = njit(cache=True, nogil=True, error_model="numpy")(raw)
                 except RuntimeError:  # no writable cache location: compile per process
@@ -250,7 +257,7 @@ def fresh_state(boot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def run(logged, col_of, cfg_pos, flat, bsz, extra, start, skip, boundary, boot, plan, first=0, state=None,
-        compiled_loop=None):
+        compiled_loop=None, resync=True):
     """Expected value of every output in :data:`OUTPUTS` for rows ``first`` on, and whether the carried
     Welford state is known there.
 
@@ -276,7 +283,13 @@ def run(logged, col_of, cfg_pos, flat, bsz, extra, start, skip, boundary, boot, 
     state
         ``(isv, chain)`` from the rows before (:func:`fresh_state` when ``None``); updated in place.
     compiled_loop
-        Run compiled (True), as Python (False), or by size (None: Python below :data:`PYTHON_ROWS` rows).
+        Run compiled (True), as Python (False), or by size (None: Python below :data:`PYTHON_ROWS` rows
+        until the compiled loop is loaded in this process).
+    resync
+        True: each row starts from the logged state (the re-derivation). False: a local replay that
+        starts from the logged state at row ``first − 1`` and then runs free on the logged inputs and
+        config, each output taken from the step functions (the logged value only where an input the
+        diag does not log leaves it uncomputable).
 
     Returns
     -------
@@ -286,12 +299,14 @@ def run(logged, col_of, cfg_pos, flat, bsz, extra, start, skip, boundary, boot, 
     exp = np.full((t_rows, len(OUTPUTS)), np.nan, dtype=np.float32)
     chain_ok = np.zeros(t_rows, dtype=np.bool_)
     isv, chain = fresh_state(boot) if state is None else state
-    use = (HAVE_NUMBA and t_rows - first >= PYTHON_ROWS) if compiled_loop is None else compiled_loop
+    if compiled_loop is None:  # compiled once it is loaded here, or when the frame is worth the compile
+        compiled_loop = HAVE_NUMBA and (is_compiled() or t_rows - first >= PYTHON_ROWS)
+    use = compiled_loop
     fn = compiled() if use else _PYTHON_LOOP
     r_idx, r_code, r_src = plan
     with np.errstate(all="ignore"):
         fn(logged, col_of, cfg_pos, flat, bsz, extra, start, skip, boundary, boot, r_idx, r_code, r_src,
-           int(first), isv, chain, exp, chain_ok)
+           int(first), isv, chain, exp, chain_ok, bool(resync))
     return exp, chain_ok, (isv, chain)
 
 
