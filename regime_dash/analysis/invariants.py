@@ -229,6 +229,15 @@ def _flag_binary(view: FrameView, _opt: CheckOptions):
     return bad, _first(view, bad, what)
 
 
+def _flat_count_range(view: FrameView, _opt: CheckOptions):
+    flat, b = view.f32(v.FLAT), view.f32(v.B_SIZE)
+    finite = _finite(flat, b)
+    bad = finite & ~((flat >= 0) & (flat <= b) & (flat == np.floor(flat)))
+    if not bad.any():
+        return bad, "flat_count is a whole number in [0, b_size] on every row" + _note_unverified(view, finite)
+    return bad, _first(view, bad, lambda i: f"flat_count={_fmt(flat[i])} with b_size={_fmt(b[i])}")
+
+
 def _select(view: FrameView, step, gap, boundary_step, boundary_gap, first) -> np.ndarray:
     """Pick each row's rule by its kind: consecutive, after a gap, boundary (either), or a
     restart (row 0, or a step that does not increase), where only per-row rules apply."""
@@ -720,6 +729,8 @@ def _throughput(view: FrameView, opt: CheckOptions):
 
 CHECKS: tuple[Check, ...] = (
     Check("flag_binary", "dead-zone flag and timeout flag are 0 or 1", (v.FLAG,), _flag_binary, column=v.FLAG),
+    Check("flat_count_range", "0 <= flat_count <= b_size, a whole number (its input, the lots, is not logged)",
+          (v.FLAT, v.B_SIZE), _flat_count_range, column=v.FLAT),
     Check("dead_zone_duration", "duration = flag ? prev+1 : 0", (v.FLAG, v.DURATION), _dead_zone_duration,
           column=v.DURATION),
     Check("timeout_flag", "timeout = duration > max_duration", (v.DURATION, v.TIMEOUT, v.MAX_DURATION),

@@ -66,6 +66,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ulps", type=float, default=None, metavar="N",
                    help="tolerance of recomputed float formulas in float32 ulps (default 4); raise it "
                    "for files that log floats with fewer digits")
+    p.add_argument("--rederive-ulps", type=float, default=None, metavar="N",
+                   help="slack of the re-derived formulas with a multiply-add, in float32 ulps (default 0: "
+                   "exact, as kernels built with --fmad=false give); 1 or 2 for a trainer built with FMA "
+                   "contraction")
     p.set_defaults(func=run_check)
 
     d = sub.add_parser("diff", help="compare two runs step by step (F3 byte-identical check)",
@@ -183,6 +187,8 @@ def run_check(args: argparse.Namespace) -> int:
         opts["baseline_sps"] = args.baseline_sps
     if args.ulps is not None:
         opts["ulps"] = args.ulps
+    if args.rederive_ulps is not None:
+        opts["rederive_ulps"] = args.rederive_ulps
     options = CheckOptions(**opts)
     frame, source = _prepared(args.target, args.store, _user_aliases(args.aliases))
     report = diagnose(frame, _split(args.only), options)  # core, module checks and findings: one verdict
@@ -219,6 +225,8 @@ def run_check_all(args: argparse.Namespace) -> int:
 
 def report_lines(report, source: dict) -> list[str]:
     """The human form of a check report."""
+    from regime_dash.analysis.coverage import counts as coverage_counts
+
     name = source.get("run_id") or source.get("file")
     s = report.summary
     out = [f"{name}: {s['rows']} rows, steps {s['first_step']}..{s['last_step']}, "
@@ -252,6 +260,11 @@ def report_lines(report, source: dict) -> list[str]:
         out.append(f"{name_}: {len(table)}")
     for name_, why in report.skipped.items():
         out.append(f"{name_}: skipped ({why})")
+    if report.coverage:
+        c = coverage_counts(report.coverage)
+        out.append(f"coverage of {len(report.coverage)} logged field(s): {c['rederived']} re-derived, "
+                   f"{c['bounded only']} bounded only, {c['not checkable']} not checkable, {c['input']} input(s)"
+                   " (--json lists each)")
     failed, bad_findings = report.failed, report.verdict.failing_findings
     warned = report.verdict.counts.get("warn", 0)
     out.append("")

@@ -78,7 +78,7 @@ def produce(args: argparse.Namespace) -> pd.DataFrame:
               f"{stream.steps:,} steps on the reference engine instead (--engine fast compiles it)",
               file=sys.stderr)
     with warm.announced(engine):
-        return replay(stream, config, engine=engine)
+        return replay(stream, config, engine=engine, log_inputs=True)  # so every output can be re-derived
 
 
 def write(frame: pd.DataFrame, out: str | Path) -> Path:
