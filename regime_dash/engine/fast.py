@@ -34,33 +34,17 @@ import hashlib
 import inspect
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 from regime_dash.engine import reference, summary
 from regime_dash.engine._jit import HAVE_NUMBA
+from regime_dash.engine.step_stats import StepStats
 from regime_dash.errors import EngineUnavailable, ValidationError
 from regime_dash.slots import SlotLayout
 
 DEVICES = ("auto", "cpu", "gpu")
-
-
-@dataclass(frozen=True)
-class StepStats:
-    """Phase 1 of a stream: what the state machine needs from the [T, b] arrays.
-
-    Attributes
-    ----------
-    sums
-        float32 [T, 3]: Σr, Σr², max|r| of each step, in rl_popart_normalize's order.
-    flat
-        int32 [T]: accounts with zero lots (rl_regime_flat_count).
-    """
-
-    sums: np.ndarray
-    flat: np.ndarray
 
 
 # ---- compiled kernels -------------------------------------------------------------
