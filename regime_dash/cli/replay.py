@@ -21,6 +21,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
+from regime_dash.cli import help_of
 from regime_dash.cli import replay_live
 from regime_dash.cli.frame_out import check_out, write
 from regime_dash.errors import ValidationError
@@ -34,7 +35,7 @@ def register(subparsers) -> None:
     from regime_dash.simulator import PRESETS
 
     p = subparsers.add_parser(
-        "replay", help="replay a stream, a scenario preset or a closed-loop live run; write its diag",
+        "replay", help=help_of("replay"),
         description=__doc__.split("\n", 1)[1].replace("::\n", "").strip(),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
