@@ -46,7 +46,8 @@ from regime_dash import diag
 from regime_dash.config import FIELD_SLOTS, RegimeConfig
 from regime_dash.engine import initial_isv
 from regime_dash.errors import ValidationError
-from regime_dash.engine.steppers import StepEngine, make_stepper
+from regime_dash.engine.stepper_choice import make_stepper
+from regime_dash.engine.steppers import StepEngine
 from regime_dash.simulator import RUN8_SHOCK_PNL, Market, Simulator
 from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
 from regime_dash.streams import Stream
@@ -275,7 +276,7 @@ class StreamRun(LiveRun):
         The config of the first step (the spec's defaults if None).
     engine
         ``reference`` (default), ``cuda``, ``fast`` or ``auto``, as
-        :func:`regime_dash.engine.steppers.make_stepper` takes it.
+        :func:`regime_dash.engine.stepper_choice.make_stepper` takes it.
     layout
         Slot layout; default :data:`regime_dash.slots.DEFAULT_LAYOUT`.
     source

@@ -21,6 +21,8 @@ from regime_dash import RegimeConfig, diag, replay, scenarios  # noqa: E402
 from regime_dash.engine import engine_status  # noqa: E402
 from regime_dash.samples import DIAG_NAME, SAMPLE_DIR  # noqa: E402
 
+import apptest_protos as protos  # noqa: E402
+
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PAGES = ("runs", "explore", "replay", "live", "slots", "compare")
 TIMEOUT = 300  # a cold checkout compiles the fast engine (numba) in the first replay
@@ -46,18 +48,18 @@ def drawn_in_place(at: AppTest) -> dict[str, dict]:
 
     out = {}
     for e in at.get("bidi_component"):
-        if e.proto.component_name != plotly_react.NAME:
+        name, element_id, data = protos.component(e)
+        if name != plotly_react.NAME:
             continue
-        data = json.loads(e.proto.json if e.proto.WhichOneof("data") == "json" else e.proto.mixed.json)
         if isinstance(data["figure"], str):  # a Figure is sent as its JSON text
             data["figure"] = json.loads(data["figure"])
-        out[e.proto.id.rsplit("-", 1)[-1]] = data  # the element id ends with the chart's key
+        out[element_id.rsplit("-", 1)[-1]] = data  # the element id ends with the chart's key
     return out
 
 
 def charts(at: AppTest) -> list[dict]:
     """Every chart's figure on the page: each ``st.plotly_chart``'s spec, then each in-place chart's."""
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")] + [
+    return [protos.plotly_spec(c) for c in at.get("plotly_chart")] + [
         d["figure"] for d in drawn_in_place(at).values()]
 
 
@@ -368,7 +370,7 @@ def test_explore_downloads_the_view(loaded):
     at.button(key="explore.download.prepare").click().run()
     no_exception(at, "prepare")
     (button,) = at.get("download_button")
-    assert button.proto.label.startswith("Download regime-dash-view.csv (1,200 rows, ")
+    assert protos.label(button).startswith("Download regime-dash-view.csv (1,200 rows, ")
 
 
 # ---- Replay & what-if ----------------------------------------------------------------------
@@ -690,7 +692,7 @@ def test_first_replay_answers_while_the_fast_engine_compiles(tmp_path, monkeypat
                for c in at.caption)
     assert at.selectbox(key="replay.engine").options[0] == "auto (→ reference)"
     progress = at.get("progress")
-    assert progress and "Compiling the fast engine in the background" in progress[0].proto.text
+    assert progress and "Compiling the fast engine in the background" in protos.progress(progress[0])[1]
     assert metric(at, "timeouts") in ("0", "1")  # the replay answered: its summary is on the page
 
 

@@ -24,9 +24,12 @@ import hashlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+from regime_dash.cli import help_of
+
+if TYPE_CHECKING:  # the annotations only: pandas loads when the command runs
+    import pandas as pd
 
 _STORE_HELP = "run store directory (default: $REGIME_DASH_STORE or ./data/store)"
 _ALIAS_HELP = "JSON file {canonical column: alias or [aliases]} extending the alias table"
@@ -43,7 +46,7 @@ def _emit(doc: dict, lines, as_json: bool) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("check", help="check a run against the spec's invariants and success criteria",
+    p = sub.add_parser("check", help=help_of("check"),
                        description="Check a run against the spec's invariants, success criteria and module "
                        "checks, and report findings. Exit status: 0 nothing failed, 1 a check failed or a "
                        "finding has severity fail, 2 bad input (a file that is not a diag included).")
@@ -72,7 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "contraction")
     p.set_defaults(func=run_check)
 
-    d = sub.add_parser("diff", help="compare two runs step by step (F3 byte-identical check)",
+    d = sub.add_parser("diff", help=help_of("diff"),
                        description="Compare two runs step by step. Exit status: 0 identical, "
                        "1 different, 2 bad input.")
     d.add_argument("a", metavar="A", help="run id or name, or file")

@@ -14,12 +14,13 @@ import json
 import sys
 from pathlib import Path
 
+from regime_dash.cli import help_of
 from regime_dash.cli.progress import ProgressBar
 from regime_dash.errors import IngestError, StoreError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ingest", help="store diag.jsonl files (plain or .gz) as runs",
+    p = sub.add_parser("ingest", help=help_of("ingest"),
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("paths", nargs="+", metavar="PATH", help="diag.jsonl or diag.jsonl.gz files")
     p.add_argument("--store", metavar="DIR", default=None,

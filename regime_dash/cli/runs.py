@@ -5,15 +5,17 @@ import argparse
 import json
 import sys
 
+from regime_dash.cli import help_of
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("runs", help="list the runs in the store")
+    p = sub.add_parser("runs", help=help_of("runs"))
     p.add_argument("--store", metavar="DIR", default=None,
                    help="run store directory (default: $REGIME_DASH_STORE or ./data/store)")
     p.add_argument("--json", action="store_true", help="print a JSON array")
     p.set_defaults(func=run_list)
 
-    r = sub.add_parser("rm", help="delete a run from the store")
+    r = sub.add_parser("rm", help=help_of("rm"))
     r.add_argument("run_ids", nargs="+", metavar="RUN",
                    help="run id, or the name given at ingest when one run has it (see `runs`)")
     r.add_argument("--store", metavar="DIR", default=None,
