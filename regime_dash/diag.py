@@ -178,21 +178,6 @@ def config_value(name: str, value: Any) -> np.float32:
     return np.float32(bool(value)) if name in SWITCH_COLUMNS else np.float32(value)
 
 
-def input_columns(stream: Any) -> dict[str, np.ndarray]:
-    """The :data:`INPUT_COLUMNS` of ``stream``: its edge and τ inputs, and each step's (Σr, Σr², max|r|)
-    in rl_popart_normalize's reduction order (:func:`regime_dash.engine.reference.block_reduce_stats`)."""
-    from regime_dash.engine.reference import block_reduce_stats
-
-    t_steps = stream.rewards.shape[0]
-    sums = np.empty((t_steps, 3), dtype=np.float32)
-    chunk = max(1, (1 << 22) // max(1, stream.rewards.shape[1]))  # ~16 MB of rewards at a time
-    for a in range(0, t_steps, chunk):
-        s, q, m = block_reduce_stats(np.asarray(stream.rewards[a:a + chunk], dtype=np.float32))
-        sums[a:a + chunk, 0], sums[a:a + chunk, 1], sums[a:a + chunk, 2] = s, q, m
-    values = (stream.kelly_analytic, stream.tau_action, sums[:, 0], sums[:, 1], sums[:, 2])
-    return {col: np.asarray(v, dtype=np.float32) for col, v in zip(INPUT_COLUMNS.values(), values)}
-
-
 def coerce(frame: pd.DataFrame) -> pd.DataFrame:
     """Cast known diag columns to the dtypes a replay frame has (float32 slots, int counters).
 

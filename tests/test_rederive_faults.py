@@ -19,7 +19,7 @@ import pytest
 from regime_dash import diag, scenarios
 from regime_dash.analysis.rederive import rederive
 from regime_dash.config import RegimeConfig
-from regime_dash.engine import initial_isv, reference, snapshot_indices
+from regime_dash.engine import initial_isv, input_columns, reference, snapshot_indices
 from regime_dash.slots import DEFAULT_LAYOUT
 
 STEPS = 3000
@@ -38,7 +38,7 @@ def replay_with(mod, stream, config: RegimeConfig):
     isv0, boot = initial_isv(config, None, DEFAULT_LAYOUT)
     snap, flat, _, _, _ = mod.run(stream, isv0, boot, DEFAULT_LAYOUT, snapshot_indices(DEFAULT_LAYOUT))
     frame = diag.frame_from_snapshot(snap, flat, stream.accounts, stream.step, stream.boundary, config)
-    for col, values in diag.input_columns(stream).items():
+    for col, values in input_columns(stream).items():
         frame[col] = values
     return frame
 
