@@ -747,3 +747,21 @@ def test_runs_delete_refuses_a_run_picked_after_the_tick(loaded, tmp_path):
     assert not at.checkbox(key="runs.delete.sure").value
     assert any(first in w.value and "nothing was deleted" in w.value for w in at.warning)
     assert len(store.list_runs()) == 2
+
+
+def test_explore_draws_the_good_run_beside_a_damaged_one(loaded, tmp_path):
+    """A damaged part file (here emptied) in one picked run: the page says which run, in one
+    notice, and still draws the other."""
+    from regime_dash.store import RunStore
+
+    at = loaded
+    store = RunStore(tmp_path / "store")
+    good, bad = [r["run_id"] for r in store.list_runs()]
+    for part in store.parts(bad):
+        part.write_bytes(b"")
+    at.switch_page(page("explore")).run()
+    at.multiselect(key="explore.runs").set_value([good, bad]).run()
+    no_exception(at, "explore with a damaged run")
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "damaged" in errors[0] and bad[-6:] in errors[0], errors
+    assert charts(at) or drawn_in_place(at)

@@ -193,6 +193,32 @@ def test_a_read_only_store_is_refused_in_one_line(tmp_path):
     assert [r["run_id"] for r in store.list_runs()] == [first.run_id]
 
 
+def _no_root_override() -> list[str]:
+    """A command prefix under which file permissions hold, root or not (root without
+    CAP_DAC_OVERRIDE: CI runs as root)."""
+    if os.geteuid() != 0:
+        return []
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0 and not shutil.which("setpriv"), reason="root without setpriv "
+                    "writes through file permissions")
+def test_rm_on_a_read_only_store_is_refused_in_one_line(tmp_path):
+    store = RunStore(tmp_path / "s")
+    first = store.ingest(SAMPLE)
+    store.staging_dir()
+    os.chmod(store.root, 0o555)
+    try:
+        out = subprocess.run([*_no_root_override(), *cli("rm", first.run_id, "--store", str(store.root))],
+                             capture_output=True, text=True, env=child_env(), cwd=REPO, timeout=120)
+    finally:
+        os.chmod(store.root, 0o755)
+    assert out.returncode == 2, out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith("error: cannot delete run") and "Permission denied" in line, line
+    assert [r["run_id"] for r in store.list_runs()] == [first.run_id]
+
+
 # ------------------------------------------------------------------- the Runs page
 
 

@@ -12,7 +12,7 @@ import importlib
 import sys
 
 #: Command modules, in the order ``--help`` lists them.
-COMMANDS = ("ingest", "runs", "check", "replay", "sweep", "sensitivity", "bench", "modules")
+COMMANDS = ("ingest", "runs", "check", "doctor", "replay", "sweep", "sensitivity", "bench", "modules")
 
 
 def build_parser() -> argparse.ArgumentParser:
