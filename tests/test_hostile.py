@@ -38,6 +38,7 @@ from hostile import (
     cli,
     finish_measured,
     good_lines,
+    record_figure,
     run_measured,
     start_measured,
     write_bomb,
@@ -50,13 +51,7 @@ ARTIFACTS = REPO / "test-artifacts"
 SAMPLE = REPO / "data" / "samples" / "diag.jsonl"
 
 
-def record(key: str, value) -> None:
-    """Keep a measured figure in test-artifacts/hostile.json (for docs/BENCHMARKS.md)."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    path = ARTIFACTS / "hostile.json"
-    data = json.loads(path.read_text()) if path.exists() else {}
-    data[key] = value
-    path.write_text(json.dumps(data, indent=1) + "\n")
+record = record_figure
 
 
 def mb(n: int) -> float:

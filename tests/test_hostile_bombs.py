@@ -1,0 +1,77 @@
+"""Memory and time bombs: a stream ``.npz`` that inflates to gigabytes, an ``isv_slots.rs``
+with huge slot indices, a diag file with tens of thousands of keys. Each is refused (or
+ingested) with a clear message, and the peak RSS of the child process that meets it stays
+under the 1 GB bound (``os.wait4``: the kernel's figure for that process)."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from regime_dash.errors import StreamError
+
+from hostile import REPO, RSS_BOUND, cli, record_figure, run_measured, write_npz_bomb
+
+SAMPLE_STREAM = REPO / "data" / "samples" / "recorded_stream.npz"
+
+
+def _load_child(path: Path) -> list[str]:
+    return [sys.executable, "-c", "import sys; from regime_dash.streams import load\n"
+            "from regime_dash.errors import StreamError\n"
+            "try:\n    load(sys.argv[1])\nexcept StreamError as e:\n    print('refused:', e); sys.exit(2)\n",
+            str(path)]
+
+
+@pytest.mark.slow  # deflates 3 GiB of zeros into a 14 MB file: a few seconds
+def test_an_npz_bomb_of_unknown_members_is_refused_before_it_inflates(tmp_path):
+    bomb = write_npz_bomb(tmp_path / "bomb.npz", {"junk.npy": ((3 << 28,), "<f4"), "rewards.npy": ((10, 2), "<f4")})
+    t0 = time.perf_counter()
+    rc, out, err, rss = run_measured(_load_child(bomb))
+    record_figure("npz_bomb", {"file_mb": round(bomb.stat().st_size / 1e6, 1), "inflates_gib": (3 << 28) * 4 / 2**30,
+                               "peak_rss_mb": round(rss / 1e6, 1), "seconds": round(time.perf_counter() - t0, 2)})
+    assert rc == 2, err
+    assert "unknown stream field 'junk'" in out
+    assert rss < RSS_BOUND, rss
+
+
+def test_an_npz_whose_headers_declare_gigabytes_is_refused_from_the_headers(tmp_path):
+    from regime_dash.streams import MAX_STREAM_BYTES, load
+
+    bomb = write_npz_bomb(tmp_path / "big.npz", {"rewards.npy": ((1 << 26, 64), "<f4"),
+                                                   "lots.npy": ((1 << 26, 64), "<i4")}, fill_mb=1)
+    with pytest.raises(StreamError, match="over the .*-byte limit") as e:
+        load(bomb)
+    assert e.value.value > MAX_STREAM_BYTES
+    rc, out, err, rss = run_measured(_load_child(bomb))
+    assert rc == 2 and "limit" in out
+    assert rss < RSS_BOUND
+
+
+@pytest.mark.parametrize("members, match", [
+    ({"rewards.npy": ((10, 2, 3), "<f4")}, "3 dimension"),
+    ({"rewards.npy": ((10, 2), "|O")}, "not a number"),
+    ({"rewards.npy": ((10, 2), "<f4"), "lots.npy": ((11, 2), "<i4")}, "disagree on the step count"),
+])
+def test_an_npz_with_bad_headers_names_the_field(tmp_path, members, match):
+    from regime_dash.streams import load
+
+    path = write_npz_bomb(tmp_path / "bad.npz", members)
+    with pytest.raises(StreamError, match=match):
+        load(path)
+
+
+def test_an_npz_whose_data_is_shorter_than_its_header_says(tmp_path):
+    from regime_dash.streams import load
+
+    path = write_npz_bomb(tmp_path / "short.npz", {"rewards.npy": ((1 << 20, 64), "<f4")}, fill_mb=1)
+    with pytest.raises(StreamError, match="rewards: cannot be read"):
+        load(path)
+
+
+def test_the_sample_stream_still_loads():
+    from regime_dash.streams import load
+
+    assert load(SAMPLE_STREAM).rewards.shape == (1200, 64)
