@@ -75,3 +75,45 @@ def test_the_sample_stream_still_loads():
     from regime_dash.streams import load
 
     assert load(SAMPLE_STREAM).rewards.shape == (1200, 64)
+
+
+# ------------------------------------------------------------- isv_slots.rs
+
+_SLOT_CHILD = """import sys
+from regime_dash import RegimeConfig, replay, scenarios
+from regime_dash.errors import SlotLayoutError
+from regime_dash.slots import import_rust
+try:
+    layout = import_rust(open(sys.argv[1]).read()).layout
+except SlotLayoutError as e:
+    print("refused:", e); sys.exit(2)
+replay(scenarios.make("tail_shock", steps=50, accounts=4), RegimeConfig(), engine="reference", layout=layout)
+"""
+
+
+@pytest.mark.parametrize("index", ["250_000_000", "9" * 200, "9" * 10_000], ids=["250M", "200-digits", "10000-digits"])
+def test_a_slot_index_bomb_is_refused_in_a_short_message(tmp_path, index):
+    rs = tmp_path / "isv_slots.rs"
+    rs.write_text(f"pub const RL_REGIME_DEAD_ZONE_FLAG_INDEX: usize = {index};\n")
+    rc, out, err, rss = run_measured([sys.executable, "-c", _SLOT_CHILD, str(rs)])
+    record_figure(f"slot_bomb_{len(index)}_chars", {"peak_rss_mb": round(rss / 1e6, 1), "exit": rc})
+    assert rc == 2, err[-2000:]
+    assert "past the largest slot index 65,535" in out
+    assert len(out) < 300  # the value is cut, not echoed whole
+    assert rss < RSS_BOUND
+
+
+def test_the_slots_page_refuses_a_huge_index_and_replay_still_works(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("REGIME_DASH_STORE", str(tmp_path / "store"))
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=300).run()
+    at.switch_page("regime_dash/ui/pages/slots.py").run()
+    at.file_uploader(key="slots.upload").set_value(
+        ("isv_slots.rs", b"pub const RL_REGIME_DEAD_ZONE_FLAG_INDEX: usize = " + b"9" * 200 + b";\n",
+         "text/plain")).run()
+    assert not at.exception, [e.message for e in at.exception]
+    (err,) = [e.value for e in at.error]
+    assert "past the largest slot index" in err and len(err) < 300
+    at.switch_page("regime_dash/ui/pages/replay.py").run()
+    assert not at.exception, [e.message for e in at.exception]
