@@ -90,7 +90,7 @@ from regime_dash.ingest import (
     unify_types,
 )
 
-__all__ = ["ENV_VAR", "IngestResult", "RunStore", "default_store", "resolve_target", "sanitize_name"]
+__all__ = ["ENV_VAR", "IngestResult", "MAX_COLUMNS", "RunStore", "default_store", "resolve_target", "sanitize_name"]
 
 #: Environment variable naming the default store directory.
 ENV_VAR = "REGIME_DASH_STORE"
@@ -246,6 +246,20 @@ def _stale_work_dir(p: Path, host: str) -> bool:
         return time.time() - p.stat().st_mtime >= 24 * 3600
     except OSError:
         return True
+
+
+#: The most columns one run may have. The diag contract has about a hundred fields; a file
+#: with tens of thousands of keys is refused (its parse cost grows with the key count, and
+#: every reader of the run pays for each column again).
+MAX_COLUMNS = 4096
+
+
+def _check_width(report: IngestReport, source_name: str | None) -> None:
+    if len(report.columns) > MAX_COLUMNS:
+        extra = list(report.columns)[MAX_COLUMNS]
+        raise IngestError(f"{source_name or 'input'}: more than {MAX_COLUMNS:,} columns (the "
+                          f"{MAX_COLUMNS + 1:,}th is {extra[:60]!r}); a run holds at most {MAX_COLUMNS:,}. "
+                          "Nothing was stored", path=source_name)
 
 
 def _errno_name(e: OSError) -> str:
@@ -616,6 +630,7 @@ class RunStore:
                                           report=report, types=types,
                                           max_line_bytes=self.max_line_bytes):
                     table = batch.table
+                    _check_width(report, source_name)
                     if PARTITION in table.column_names:
                         # the hive key names the run; a source field of that name moves over
                         table = table.rename_columns(

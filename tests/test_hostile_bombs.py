@@ -117,3 +117,62 @@ def test_the_slots_page_refuses_a_huge_index_and_replay_still_works(tmp_path, mo
     assert "past the largest slot index" in err and len(err) < 300
     at.switch_page("regime_dash/ui/pages/replay.py").run()
     assert not at.exception, [e.message for e in at.exception]
+
+
+# ------------------------------------------------------------- wide files
+
+_WIDE_CHILD = """import sys, time
+from regime_dash.errors import IngestError
+from regime_dash.store import RunStore
+t = time.perf_counter()
+try:
+    res = RunStore(sys.argv[1]).ingest(sys.argv[2])
+    print("stored", len(res.columns), round(time.perf_counter() - t, 2))
+except IngestError as e:
+    print("refused:", e, round(time.perf_counter() - t, 2)); sys.exit(2)
+"""
+
+
+def _wide(path: Path, keys: int, per_line: int) -> Path:
+    lines = [json.dumps({"step": i, **{f"k{i * per_line + j}": 1.0 for j in range(per_line)}})
+             for i in range(keys // per_line)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("per_line", [20_000, 10], ids=["one-line", "2000-lines"])
+def test_a_file_of_20000_keys_is_refused_quickly_and_bounded(tmp_path, per_line):
+    src = _wide(tmp_path / "wide.jsonl", 20_000, per_line)
+    t0 = time.perf_counter()
+    rc, out, err, rss = run_measured([sys.executable, "-c", _WIDE_CHILD, str(tmp_path / "store"), str(src)])
+    seconds = time.perf_counter() - t0
+    record_figure(f"wide_20000_keys_{per_line}_per_line", {"file_kb": round(src.stat().st_size / 1e3),
+                                                           "seconds": round(seconds, 2), "peak_rss_mb": round(rss / 1e6, 1)})
+    assert rc == 2, err[-2000:]
+    assert "more than 4,096 columns" in out
+    assert rss < RSS_BOUND
+    assert seconds < 30  # was 43 s (one line) and 66 s (2,000 lines) on two cores
+
+
+def test_ingest_time_grows_linearly_with_the_key_count(tmp_path):
+    """Twice the keys (spread over twice the lines) costs about twice the time, not four times."""
+    from regime_dash.store import RunStore
+
+    def best(keys: int) -> float:
+        src = _wide(tmp_path / f"w{keys}.jsonl", keys, 10)
+        times = []
+        for k in range(3):
+            t = time.perf_counter()
+            RunStore(tmp_path / f"s{keys}-{k}").ingest(src)
+            times.append(time.perf_counter() - t)
+        return min(times)
+
+    small, large = best(1000), best(4000)
+    assert large / small < 8, (small, large)  # quadratic gave 16-25x (0.25 s -> 6.1 s)
+
+
+def test_a_run_at_the_column_cap_is_stored(tmp_path):
+    from regime_dash.store import MAX_COLUMNS, RunStore
+
+    src = _wide(tmp_path / "cap.jsonl", MAX_COLUMNS - 1, 5)  # plus step: exactly the cap
+    assert len(RunStore(tmp_path / "s").ingest(src).columns) == MAX_COLUMNS
