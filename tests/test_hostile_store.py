@@ -173,3 +173,26 @@ def test_readers_during_concurrent_rm_get_the_stores_own_error(tmp_path):
         for t in threads:
             t.join()
     assert not raw, f"{len(raw)} raw errors, first: {raw[0]!r}"
+
+
+# ------------------------------------------------------------- escape sequences
+
+
+def test_escape_sequences_in_names_and_keys_are_printed_escaped(tmp_path):
+    src = tmp_path / "evil\x1b[31mred.jsonl"
+    src.write_text("\n".join(json.dumps({"step": i, "x\x1b[2Jy": 1.0, "k": "v"}) for i in range(5)) + "\n"
+                   + json.dumps({"step": 9, "x\x1b[2Jy": "text"}) + "\n")
+    store = tmp_path / "store"
+    out = cli("ingest", str(src), store=store)
+    assert out.returncode == 0, out.stderr
+    assert "\x1b" not in out.stdout and "\\x1b[31mred" in out.stdout
+    assert "\\x1b[2Jy" in out.stdout  # the key, in the set-aside value's line
+    listed = cli("runs", store=store)
+    assert "\x1b" not in listed.stdout and "\\x1b[31mred" in listed.stdout
+
+
+def test_runs_says_when_folders_are_hidden(two_runs):
+    store, good, first, _ = two_runs
+    (store.root / f"run={first}" / "_meta.json").unlink()
+    out = cli("runs", store=store.root)
+    assert "1 run folder(s) without a readable _meta.json" in out.stderr and "doctor --repair" in out.stderr
