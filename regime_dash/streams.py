@@ -370,7 +370,7 @@ def _npz_headers(z, name: str) -> tuple[str, np.dtype, tuple[int, ...]]:
     member = z.getinfo(name)
     field = name[:-4] if name.endswith(".npy") else name
     if field not in SCHEMA:
-        raise StreamError(f"unknown stream field {field[:80]!r}; expected {list(SCHEMA)}", field=field[:80],
+        raise StreamError(f"unknown stream field(s) [{field[:80]!r}]; expected {list(SCHEMA)}", field=field[:80],
                           value=field[:80])
     try:
         with z.open(member) as fh:
