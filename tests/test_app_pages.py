@@ -716,3 +716,54 @@ def test_explore_aligns_runs_at_their_first_step(tmp_path, monkeypatch, replay_d
     assert list(values(kelly[0]["x"])) == list(values(kelly[1]["x"])) and values(kelly[0]["x"])[0] == 0
     assert at.slider(key="explore.window").value == (0, 399)
     assert at.slider(key="explore.window").label == "Steps in view (since each run's first step)"
+
+
+def test_runs_delete_refuses_when_the_confirmed_run_is_gone(loaded, tmp_path):
+    """A run deleted elsewhere (another tab, ``rm``) between the tick and the click: the list falls
+    back to another run, and that run must not be deleted in its place."""
+    from regime_dash.store import RunStore
+
+    at = loaded
+    store = RunStore(tmp_path / "store")
+    first, second = [r["run_id"] for r in store.list_runs()]
+    at.selectbox(key="runs.delete.run").set_value(second).run()
+    at.checkbox(key="runs.delete.sure").check().run()
+    assert second in at.checkbox(key="runs.delete.sure").label  # the tick names its run
+    store.delete(second)  # the other tab's delete
+    at.button(key="runs.delete.go").click().run()
+    no_exception(at, "delete after the run went")
+    assert [r["run_id"] for r in store.list_runs()] == [first]
+    assert any(second in w.value and "nothing was deleted" in w.value for w in at.warning)
+    assert not at.checkbox(key="runs.delete.sure").value
+
+
+def test_runs_delete_refuses_a_run_picked_after_the_tick(loaded, tmp_path):
+    from regime_dash.store import RunStore
+
+    at = loaded
+    store = RunStore(tmp_path / "store")
+    first, second = [r["run_id"] for r in store.list_runs()]
+    at.checkbox(key="runs.delete.sure").check().run()
+    at.selectbox(key="runs.delete.run").set_value(second).run()
+    assert at.button(key="runs.delete.go").disabled  # the tick was for the first run: it is cleared
+    assert not at.checkbox(key="runs.delete.sure").value
+    assert any(first in w.value and "nothing was deleted" in w.value for w in at.warning)
+    assert len(store.list_runs()) == 2
+
+
+def test_explore_draws_the_good_run_beside_a_damaged_one(loaded, tmp_path):
+    """A damaged part file (here emptied) in one picked run: the page says which run, in one
+    notice, and still draws the other."""
+    from regime_dash.store import RunStore
+
+    at = loaded
+    store = RunStore(tmp_path / "store")
+    good, bad = [r["run_id"] for r in store.list_runs()]
+    for part in store.parts(bad):
+        part.write_bytes(b"")
+    at.switch_page(page("explore")).run()
+    at.multiselect(key="explore.runs").set_value([good, bad]).run()
+    no_exception(at, "explore with a damaged run")
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "damaged" in errors[0] and bad[-6:] in errors[0], errors
+    assert charts(at) or drawn_in_place(at)

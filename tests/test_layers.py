@@ -50,8 +50,9 @@ class Layer:
 
 #: What may import what: a layer imports its own layer and the layers it names, never one below it.
 LAYERS: tuple[Layer, ...] = (
-    Layer("base", ("errors", "shards", "params", "config", "streams", "slots", "diag", "aliases"), ordered=True),
-    Layer("edge", ("ingest", "store", "export"), ("base",)),
+    Layer("base", ("errors", "text", "shards", "params", "config", "streams", "slots", "diag", "aliases"),
+          ordered=True),
+    Layer("edge", ("ingest", "store", "store_doctor", "export"), ("base",)),
     Layer("engines", ("engine",), ("base",)),
     Layer("sources and runs", (ROOT_MODULE, "scenarios", "simulator", "samples", "live", "distributed", "sweep"),
           ("base", "engines")),

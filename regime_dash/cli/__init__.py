@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rm": ("runs", "delete a run from the store"),
     "check": ("check", "check a run against the spec's invariants and success criteria"),
     "diff": ("check", "compare two runs step by step (F3 byte-identical check)"),
+    "doctor": ("doctor", "list what is damaged or stray in the run store (--repair moves it aside)"),
     "replay": ("replay", "replay a stream, a scenario preset or a closed-loop live run; write its diag"),
     "sweep": ("sweep", "replay a stream under a grid of configs; one summary row per config"),
     "sensitivity": ("sensitivity", "sweep every config field around a base config: what moves which metric"),

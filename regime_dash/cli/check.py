@@ -55,7 +55,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument("--list", action="store_true", help="list the check ids and what each checks, then exit")
     p.add_argument("--all", action="store_true",
-                   help="check every run of the store; print one summary row per run (exit 1 if any failed)")
+                   help="check every run of the store; print one summary row per run (exit 1 if any failed, "
+                   "2 if any could not be read)")
     p.add_argument("--scheduler", metavar="local|ADDRESS", default=None,
                    help="with --all: check the runs over dask.distributed (default: in-process)")
     p.add_argument("--only", metavar="ID[,ID...]", default=None,
@@ -223,6 +224,8 @@ def run_check_all(args: argparse.Namespace) -> int:
     lines = [table.to_string(index=False) if len(table) else "the store has no runs",
              f"{(table['status'] != 'ok').sum()} of {len(table)} run(s) failed or could not be checked"]
     _emit(doc, lines, args.json)
+    if (table["status"] == "error").any():
+        return 2  # a run that could not be read (damaged, deleted meanwhile): bad input, as for `check RUN`
     return 0 if (table["status"] == "ok").all() else 1
 
 

@@ -73,6 +73,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_human(path: str, res) -> None:
+    from regime_dash.text import terminal_safe
+
+    def print(text: str) -> None:  # file names, keys and values: no escape sequence reaches the terminal
+        sys.stdout.write(terminal_safe(text) + "\n")
+
     if res.duplicate_of:
         print(f"{path}: already stored as {res.duplicate_of} ({res.rows} rows)")
         return

@@ -26,7 +26,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_list(args: argparse.Namespace) -> int:
     from regime_dash.store import RunStore
 
-    runs = RunStore(args.store).list_runs()
+    store = RunStore(args.store)
+    runs = store.list_runs()
+    orphans = store.orphan_dirs()
+    if orphans:  # folders every glob reads but no listing shows: say so, and what removes them
+        print(f"note: {len(orphans)} run folder(s) without a readable _meta.json are not listed; "
+              "`python -m regime_dash doctor --repair` moves them to _quarantine/", file=sys.stderr)
     if args.json:
         json.dump(runs, sys.stdout, indent=1, default=str)
         sys.stdout.write("\n")
@@ -38,6 +43,9 @@ def run_list(args: argparse.Namespace) -> int:
     rows = [(r["run_id"], str(r["name"] or ""), str(r["rows"]), str(r["rejected"]),
              "" if r["first_step"] is None else f"{r['first_step']}..{r['last_step']}",
              str(r["ingested_at"] or ""), str(r["source"] or "")) for r in runs]
+    from regime_dash.text import terminal_safe
+
+    rows = [tuple(terminal_safe(x) for x in row) for row in rows]  # names and sources come from files
     widths = [max(len(x[i]) for x in [head, *rows]) for i in range(len(head))]
     for line in [head, *rows]:
         print("  ".join(x.ljust(w) for x, w in zip(line, widths)).rstrip())
