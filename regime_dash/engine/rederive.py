@@ -90,6 +90,23 @@ def _whole(x):
 PYTHON_ROWS = 4000
 
 
+@jitable
+def _put(isv, logged, col_of, t, k):
+    """Slot ``k`` takes its logged value of row ``t``, where the diag logs it."""
+    j = col_of[k]
+    if j >= 0:
+        isv[k] = logged[t, j]
+
+
+@jitable
+def _keep(isv, logged, col_of, t, k, resync):
+    """After a unit wrote slot ``k``: re-synced, the logged value replaces the unit's; free-running, the
+    unit's value stays, unless it could not be computed (an input the diag does not log), where the
+    logged one stands in."""
+    if resync or isv[k] != isv[k]:
+        _put(isv, logged, col_of, t, k)
+
+
 def _make_loop(fingerprint: str):
     obs_flag, obs_dur, obs_timeout = R.observer_dead_zone_flag, R.observer_duration, R.observer_timeout
     obs_welford, obs_tail = R.observer_welford, R.observer_tail
@@ -100,17 +117,7 @@ def _make_loop(fingerprint: str):
     countdown, safety_fn = R.v9_countdown, R.v9_safety_frac
     inputs, reset = R.write_step_inputs, R.reset_session_state
     ix = _IX
-
-    def put(isv, logged, col_of, t, k):
-        j = col_of[k]
-        if j >= 0:
-            isv[k] = logged[t, j]
-
-    def keep(isv, logged, col_of, t, k, resync):
-        # re-synced: the logged value replaces the unit's; free-running: the unit's value stays, unless
-        # it could not be computed (an input the diag does not log), where the logged one stands in
-        if resync or isv[k] != isv[k]:
-            put(isv, logged, col_of, t, k)
+    put, keep = _put, _keep
 
     def loop(logged, col_of, cfg_pos, flat, bsz, extra, start, skip, boundary, boot, r_idx, r_code, r_src,
              first, isv, chain_io, exp, chain_ok, resync):
@@ -206,7 +213,7 @@ def _make_loop(fingerprint: str):
             chain_ok[t] = chain
         chain_io[0] = chain
 
-    return loop, (put, keep)
+    return loop
 
 
 def _fingerprint() -> str:
@@ -226,19 +233,13 @@ def compiled():
     """The numba-compiled loop (compiled, or loaded from numba's disk cache, on first call)."""
     loop = _COMPILED.get("loop")
     if loop is None:
-        from numba import njit
-        from numba.extending import register_jitable
+        from regime_dash.engine.numba_adapter import njit_kernel
 
         with _LOCK:
             loop = _COMPILED.get("loop")
             if loop is None:
-                raw, helpers = _make_loop(_fingerprint())
-                for helper in helpers:
-                    register_jitable(forceinline=True)(helper)
-                try:
-                    loop = njit(cache=True, nogil=True, error_model="numpy")(raw)
-                except RuntimeError:  # no writable cache location: compile per process
-                    loop = njit(cache=False, nogil=True, error_model="numpy")(raw)
+                raw = _make_loop(_fingerprint())
+                loop = njit_kernel(raw, cache=True, nogil=True, error_model="numpy")
                 _COMPILED["loop"] = loop
     return loop
 
@@ -248,7 +249,7 @@ def is_compiled() -> bool:
     return "loop" in _COMPILED
 
 
-_PYTHON_LOOP = _make_loop("python")[0]
+_PYTHON_LOOP = _make_loop("python")
 
 
 def fresh_state(boot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
