@@ -116,6 +116,22 @@ class IngestError(RegimeDashError):
     path: str | None = None
 
 
+class NotDiagError(IngestError):
+    """A file, an upload or a stored run is not a diag (:mod:`regime_dash.ingest.diag_rows`).
+
+    Parameters
+    ----------
+    message
+        ``'<name>' is not a diag file: <reason>``, in one line.
+    path
+        The file, upload or run it names.
+    reason
+        Why, in words (no lines; no JSON object line; no diag field; no ``step``).
+    """
+
+    reason: str | None = None
+
+
 class StoreError(RegimeDashError):
     """The run store refused an operation (unknown run, bad name, ...)."""
 

@@ -77,6 +77,7 @@ import pyarrow.parquet as pq
 from filelock import FileLock
 
 from regime_dash.errors import IngestError, StoreError
+from regime_dash.ingest.diag_rows import meta_reason
 from regime_dash.ingest import (
     CANONICAL_TYPES,
     DEFAULT_CHUNK_BYTES,
@@ -86,6 +87,8 @@ from regime_dash.ingest import (
     IngestReport,
     conform_column,
     iter_batches,
+    report_reason,
+    require_diag,
     unify_tables,
     unify_types,
 )
@@ -536,7 +539,10 @@ class RunStore:
         Raises
         ------
         IngestError
-            The source cannot be read, or it holds no JSON object line at all.
+            The source cannot be read; :class:`~regime_dash.errors.NotDiagError` when it is
+            not a diag (:mod:`regime_dash.ingest.diag_rows`: no JSON object line, no line
+            with a diag field, no ``step``). A diag's JSON object lines without a diag
+            field are quarantined as rejected lines.
         StoreError
             The store cannot be written (its message says what failed, where, and how
             much space the run needed); the store is left as it was.
@@ -563,15 +569,7 @@ class RunStore:
                     progress(done, total)
 
             report = self._write_run(path_or_bytes, tmp, source_name, tick, state)
-            if report.rows == 0:
-                detail = ""
-                if report.rejected:
-                    r = report.rejected[0]
-                    detail = f"; line {r.line}: {r.reason}"
-                raise IngestError(
-                    f"{source_name or 'input'}: no JSON object lines "
-                    f"({report.lines} lines, {report.rejected_count} rejected{detail})",
-                    path=source_name)
+            require_diag(source_name, report_reason(report))  # nothing is stored: tmp goes below
             with self._locked():
                 self._quarantine_copies_of(report.sha256 or "")
                 dup = self._find_sha(report.sha256 or "")
@@ -628,7 +626,7 @@ class RunStore:
             try:
                 for batch in iter_batches(source, chunk_bytes=self.chunk_bytes, path=source_name,
                                           report=report, types=types,
-                                          max_line_bytes=self.max_line_bytes):
+                                          max_line_bytes=self.max_line_bytes, diag_only=True):
                     table = batch.table
                     _check_width(report, source_name)
                     if PARTITION in table.column_names:
@@ -730,7 +728,9 @@ class RunStore:
         -------
         list of dict
             ``name``, ``run_id``, ``rows``, ``rejected``, ``first_step``, ``last_step``,
-            ``ingested_at``, ``source``, ``sha256``.
+            ``ingested_at``, ``source``, ``sha256``, and ``not_diag``: why the run is not a
+            diag (:func:`regime_dash.ingest.diag_rows.meta_reason`; a run an older version
+            stored can be none), ``None`` for a diag.
         """
         out = []
         for d in self._run_dirs():
@@ -748,6 +748,7 @@ class RunStore:
                 "ingested_at": m.get("ingested_at"),
                 "source": m.get("source"),
                 "sha256": m.get("sha256"),
+                "not_diag": meta_reason(m),
             })
         out.sort(key=lambda r: (r["ingested_at"] or "", r["run_id"]))
         return out

@@ -6,8 +6,10 @@ the file has columns for, then the findings (where the spec's promises do not
 hold in this run), and lists what it found (dead-zone episodes, tail events,
 timeouts, floor spans, v9 transitions, boundaries). It exits 1 when a check
 fails or a finding has severity ``fail``, 0 otherwise (skips and warnings do not
-fail), so a trainer's CI can gate on it; 2 on bad input, a file that is not a
-diag (no JSON rows, no ``step`` column, unreadable) included.
+fail), so a trainer's CI can gate on it; 2 on bad input, a file or run that is not
+a diag (:mod:`regime_dash.ingest.diag_rows`: no JSON object line, no line with a diag
+field, no ``step``) or is unreadable included. ``check --all`` gives such a run the
+status ``not a diag`` and exits 2.
 
 ``diff`` compares two runs step by step (the spec's F3 byte-identical check)
 and exits 0 when they are identical, 1 when they differ.
@@ -56,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--list", action="store_true", help="list the check ids and what each checks, then exit")
     p.add_argument("--all", action="store_true",
                    help="check every run of the store; print one summary row per run (exit 1 if any failed, "
-                   "2 if any could not be read)")
+                   "2 if one could not be read or is not a diag)")
     p.add_argument("--scheduler", metavar="local|ADDRESS", default=None,
                    help="with --all: check the runs over dask.distributed (default: in-process)")
     p.add_argument("--only", metavar="ID[,ID...]", default=None,
@@ -102,11 +104,15 @@ def _user_aliases(path: str | None) -> dict | None:
     return parse_alias_json(text)
 
 
-def load_target(target: str, store: str | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
+def load_target(target: str, store: str | None = None,
+                aliases: dict | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Read a run: a file when ``target`` is one, else a run id or unique run name in the
     store (:func:`regime_dash.store.resolve_target`).
 
-    Returns the frame (raw column names) and a small ``source`` dict for the report.
+    Returns the frame (raw column names) and a small ``source`` dict for the report. A
+    diag.jsonl is read as the store reads it: its JSON object lines without a diag field
+    are rejected (:mod:`regime_dash.ingest.diag_rows`), and ``source["not_diag"]`` says why
+    the file is not a diag (``None`` when it is one).
     """
     from regime_dash.errors import IngestError
     from regime_dash.store import RunStore, resolve_target
@@ -128,37 +134,34 @@ def load_target(target: str, store: str | None = None) -> tuple[pd.DataFrame, di
             return frame, {"file": path.name}
         from regime_dash import ingest
 
-        table, report = ingest.parse(path)
+        table, report = ingest.parse(path, diag_only=True, aliases=aliases)
         frame = table.to_pandas()
         frame.attrs[NULL_ROWS_ATTR] = null_rows(table)
         if ingest.LINE_COLUMN in frame.columns:
             frame = frame.drop(columns=[ingest.LINE_COLUMN])
-        return frame, {"file": path.name, "rejected_lines": report.rejected_count}
+        return frame, {"file": path.name, "rejected_lines": report.rejected_count,
+                       "not_diag": ingest.report_reason(report, aliases)}
     frame = RunStore(store).load(ref)
     drop = [c for c in ("_line", "run") if c in frame.columns]
     return frame.drop(columns=drop), {"run_id": ref}
 
 
 def require_diag(frame: pd.DataFrame, target: str, source: dict) -> None:
-    """Raise :class:`~regime_dash.errors.IngestError` naming ``target`` unless ``frame`` is a diag:
-    at least one JSON row with a ``step`` column."""
-    from regime_dash.errors import IngestError
+    """Raise :class:`~regime_dash.errors.NotDiagError` naming ``target`` unless it is a diag
+    (:mod:`regime_dash.ingest.diag_rows`, the one definition ingest and the store use)."""
+    from regime_dash.ingest.diag_rows import frame_reason, require_diag as refuse
 
-    rejected = source.get("rejected_lines", 0)
-    if len(frame) == 0:
-        why = f"no JSON object line ({rejected} line(s) rejected)" if rejected else "no rows"
-        raise IngestError(f"{target!r} is not a diag file: {why}", path=target)
-    if "step" not in frame.columns:
-        raise IngestError(f"{target!r} is not a diag file: no 'step' field in its {len(frame)} row(s) "
-                          f"(columns: {', '.join(map(str, list(frame.columns)[:6]))})", path=target)
+    reason = source["not_diag"] if "not_diag" in source else frame_reason(frame)
+    refuse(target, reason)
 
 
 def _prepared(target: str, store: str | None, aliases: dict | None) -> tuple[pd.DataFrame, dict]:
     from regime_dash.aliases import canonical_frame
 
-    frame, source = load_target(target, store)
+    frame, source = load_target(target, store, aliases)
     frame = canonical_frame(frame, aliases)
     require_diag(frame, target, source)
+    source.pop("not_diag", None)
     return frame, source
 
 
@@ -224,9 +227,18 @@ def run_check_all(args: argparse.Namespace) -> int:
     lines = [table.to_string(index=False) if len(table) else "the store has no runs",
              f"{(table['status'] != 'ok').sum()} of {len(table)} run(s) failed or could not be checked"]
     _emit(doc, lines, args.json)
-    if (table["status"] == "error").any():
-        return 2  # a run that could not be read (damaged, deleted meanwhile): bad input, as for `check RUN`
-    return 0 if (table["status"] == "ok").all() else 1
+    return check_all_exit_code(table["status"])
+
+
+def check_all_exit_code(statuses) -> int:
+    """``check --all``'s exit status: 2 when a run could not be read (damaged, deleted meanwhile) or is
+    not a diag (as ``check RUN`` exits for it), else 1 when a run failed, else 0."""
+    from regime_dash.check_all import NOT_DIAG
+
+    statuses = list(statuses)
+    if NOT_DIAG in statuses or "error" in statuses:
+        return 2
+    return 0 if all(s == "ok" for s in statuses) else 1
 
 
 def report_lines(report, source: dict) -> list[str]:

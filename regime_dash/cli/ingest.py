@@ -2,9 +2,11 @@
 
 Stores each diag.jsonl (plain or gzip) as a run. Exit status: 0 when every file was
 stored (or was already stored); rejected lines and values set aside are reported, not
-a failure. 2 when a file could not be read (missing, unreadable, corrupt gzip, no JSON
-object line at all) or the store could not be written (disk full, permission denied);
-the other files are still ingested. ``check``, ``diff`` and ``rm`` then accept the
+a failure. 2 when a file could not be read (missing, unreadable, corrupt gzip) or is not
+a diag (no JSON object line, no line with ``step`` or a ``risk_stack.*`` field, no
+``step``: the answer ``check FILE`` gives), or the store could not be written (disk full,
+permission denied); the other files are still ingested. In a diag, the JSON object lines
+without a diag field are rejected lines, with their line numbers. ``check``, ``diff`` and ``rm`` then accept the
 ``--name`` given here when one run has it, and the full run id always.
 """
 from __future__ import annotations
