@@ -10,6 +10,7 @@ alone. The demos and other correct runs give no re-derivation failure.
 from __future__ import annotations
 
 import inspect
+import sys
 import types
 
 import numpy as np
@@ -28,7 +29,11 @@ def copy_of(module, edits=(), **names) -> types.ModuleType:
         assert src.count(old) == 1, f"{old!r} occurs {src.count(old)} times in {module.__name__}"
         src = src.replace(old, new)
     copy = types.ModuleType(module.__name__ + "__faulty_copy")
-    exec(compile(src, f"<copy of {module.__name__}>", "exec"), copy.__dict__)
+    sys.modules[copy.__name__] = copy  # dataclasses look their module up while the class is made
+    try:
+        exec(compile(src, f"<copy of {module.__name__}>", "exec"), copy.__dict__)
+    finally:
+        del sys.modules[copy.__name__]
     for k, v in names.items():
         assert hasattr(copy, k), k
         setattr(copy, k, v)
@@ -180,3 +185,107 @@ def test_sp14_coverage_names_every_logged_field():
     ids = {i for c in cov for i in c["checks"]}
     assert ids <= set(SP14.check_ids)
     assert {r.id for r in SP14.invariants(frame) if ".rederive." in r.id} <= ids
+
+
+# ---- Pearl C ------------------------------------------------------------------------------------
+PEARL = MODULES["pearl_c"]
+
+
+def pearl_faulty_frame(stream, config, where, edits):
+    """Replay Pearl C with one formula changed in a copy of ``where`` (``twin``, ``f32`` or ``config``)."""
+    from regime_dash.modules import f32
+    from regime_dash.modules.pearl_c import config as config_mod
+    from regime_dash.modules.pearl_c import replay, twin
+
+    if where == "config":
+        config = copy_of(config_mod, edits).PearlCConfig(**config.as_dict())
+        return copy_of(replay).run(stream, config, "reference")
+    if where == "f32":
+        bad_twin = copy_of(twin, pearls_ad_update=copy_of(f32, edits).pearls_ad_update)
+    else:
+        bad_twin = copy_of(twin, edits)
+    return copy_of(replay, twin=bad_twin).run(stream, config, "reference")
+
+
+PEARL_FAULTS = {
+    "count_drops_a_block": ("twin", [("np.sum(per_block_counts, dtype=np.int64)", "np.sum(per_block_counts[1:], dtype=np.int64)")],
+                            {"count": "engage.count"}),
+    "block_max_is_the_min": ("twin", [(".max(axis=-1)", ".min(axis=-1)")], {"block_max": "engage.block_max"}),
+    "grid_rounds_up_always": ("config", [("max(1, -(-n // block))", "max(1, n // block + 1)")],
+                              {"blocks": "engage.blocks"}),
+    "rate_over_n_plus_one": ("twin", [("F32(total) / F32(n_params)", "F32(total) / F32(n_params + 1)")],
+                             {"rate": "rate"}),
+    "deficit_sign": ("twin", [("return rate - TARGET_RATE", "return TARGET_RATE - rate")],
+                     {"rate_deficit": "rate_deficit"}),
+    "bump_on_negative_ema": ("twin", [("return ema > 0", "return ema < 0")], {"force_bump": "force_bump"}),
+    "count_steps_by_two": ("f32", [("return count + ONE", "return count + F32(2.0)")], {"ad_count": "ad.count"}),
+    "welford_mean_over_count_plus_one": ("f32", [("return mean + d / count", "return mean + d / (count + ONE)")],
+                                         {"ad_obs_mean": "ad.obs_mean", "ad_diff_mean": "ad.diff_mean"}),
+    "welford_m2_about_the_old_mean": ("f32", [("return m2 + d * (x - mean)", "return m2 + d * (x - mean_before)")],
+                                      {"ad_obs_m2": "ad.obs_m2", "ad_diff_m2": "ad.diff_m2"}),
+    "difference_reversed": ("f32", [("diff = obs - prev\n    nd = count - ONE", "diff = prev - obs\n    nd = count - ONE")],
+                            {"ad_diff_mean": "ad.diff_mean"}),
+    "noise_not_halved": ("f32", [("noise = var_diff * F32(0.5)", "noise = var_diff")], {"ema_alpha": "ema_alpha"}),
+    "ema_weights_swapped": ("f32", [("return ema + alpha * (obs - ema)", "return obs + alpha * (ema - obs)")],
+                            {"rate_deficit_ema": "rate_deficit_ema"}),
+    "prev_obs_halved": ("f32", [("return F32(obs)\n", "return F32(obs) * F32(0.5)\n")],
+                        {"ad_prev_obs": "ad.prev_obs"}),
+}
+
+
+@pytest.mark.parametrize("fault", list(PEARL_FAULTS))
+def test_pearl_c_each_wrong_formula_is_caught_at_its_first_step_and_alone(fault):
+    where, edits, outputs = PEARL_FAULTS[fault]
+    stream = PEARL.demo_stream(seed=1, steps=300)
+    config = PEARL.config_type()
+    good = PEARL.replay(stream, config)
+    assert not rederive_failures(PEARL, good)
+    bad = pearl_faulty_frame(stream, config, where, edits)
+    assert_caught(PEARL, good, bad, {f"pearl_c.rederive.{o}": "pearl_c." + c for o, c in outputs.items()})
+
+
+def test_pearl_c_a_count_that_never_matches_its_blocks_passes_the_old_checks_but_not_the_rederivation():
+    where, edits, _ = PEARL_FAULTS["count_drops_a_block"]
+    bad = pearl_faulty_frame(PEARL.demo_stream(seed=0), PEARL.config_type(), where, edits)
+    res = by_id(PEARL.invariants(bad))
+    assert all(res[i].status == "pass" for i in PEARL.check_ids if ".rederive." not in i)
+    assert res["pearl_c.rederive.count"].status == "fail"
+
+
+@pytest.mark.parametrize("column", ["engage.count", "engage.block_max", "rate", "rate_deficit", "rate_deficit_ema",
+                                    "ema_alpha", "ad.obs_mean", "ad.obs_m2", "ad.diff_mean", "ad.diff_m2",
+                                    "ad.prev_obs", "ad.count"])
+def test_pearl_c_one_perturbed_logged_value_is_flagged_at_its_step_and_field_alone(column):
+    good = PEARL.replay(PEARL.demo_stream(seed=2, steps=200))
+    col, row = "pearl_c." + column, 120
+    v = good[col].iloc[row]
+    new = v + 1 if np.issubdtype(good[col].dtype, np.integer) else np.nextafter(np.float32(v), np.float32(9))
+    failed = rederive_failures(PEARL, corrupt(good, col, row, new))
+    from regime_dash.modules.pearl_c.rederive import FORMULAS
+
+    cid = next(f.check_id("pearl_c.") for f in FORMULAS if f.column == col)
+    assert list(failed) == [cid]
+    assert failed[cid].steps == [int(good["step"].iloc[row])]
+
+
+@pytest.mark.parametrize("seed,steps", [(0, None), (3, 97), (4, 1200)])
+def test_pearl_c_correct_runs_give_no_rederivation_failure(seed, steps):
+    for cfg in ({}, {"clamp": 0.5, "block": 64}, {"tracking": False}, {"alpha_min": 0.2}, {"block": 32}):
+        frame = PEARL.replay(PEARL.demo_stream(seed, steps), PEARL.config_type(**cfg))
+        res = [r for r in PEARL.invariants(frame) if ".rederive." in r.id]
+        assert len(res) == 14 and all(r.status == "pass" for r in res), [(r.id, r.detail) for r in res]
+
+
+def test_pearl_c_coverage_and_the_skip_without_block_columns():
+    from regime_dash.modules.pearl_c import coverage
+
+    frame = PEARL.replay(PEARL.demo_stream(steps=30))
+    cov = {c["field"]: c for c in coverage(frame)}
+    assert list(cov) == [c for c in frame.columns if c not in ("step", "fold", "phase")]
+    assert cov["pearl_c.block.000"]["status"] == "not checkable" and "update" in cov["pearl_c.block.000"]["needs"][0]
+    assert cov["pearl_c.engage.count"]["status"] == "rederived"
+    assert cov["pearl_c.engage.n_params"]["status"] == "input"
+    assert not [c for c in cov.values() if "does not know" in " ".join(c["needs"])]
+    bare = frame.drop(columns=[c for c in frame.columns if c.startswith("pearl_c.block.")])
+    res = by_id(PEARL.invariants(bare))["pearl_c.rederive.count"]
+    assert res.status == "skip" and "per-block counts" in res.detail
