@@ -289,3 +289,132 @@ def test_pearl_c_coverage_and_the_skip_without_block_columns():
     bare = frame.drop(columns=[c for c in frame.columns if c.startswith("pearl_c.block.")])
     res = by_id(PEARL.invariants(bare))["pearl_c.rederive.count"]
     assert res.status == "skip" and "per-block counts" in res.detail
+
+
+# ---- SP18 ---------------------------------------------------------------------------------------
+SP18 = MODULES["sp18_hold"]
+
+
+def sp18_faulty_frame(stream, config, where, edits):
+    """Replay SP18 with one formula changed in a copy of ``where`` (``replay``, ``twin`` or ``f32``)."""
+    from regime_dash.modules import f32
+    from regime_dash.modules.sp18_hold import replay, twin
+
+    if where == "replay":
+        return copy_of(replay, edits).run(stream, config, "reference")
+    if where == "f32":
+        bad_twin = copy_of(twin, pearls_ad_update=copy_of(f32, edits).pearls_ad_update)
+    else:
+        bad_twin = copy_of(twin, edits)
+    return copy_of(replay, twin=bad_twin).run(stream, config, "reference")
+
+
+SP18_FAULTS = {
+    "hold_cost_sign": ("twin", [("np.maximum(MINUS_TWO * vol_norm, neg)", "np.maximum(-MINUS_TWO * vol_norm, neg)")],
+                       {"hold_opp": "reward.hold_opp", "hold_opp_chosen": "reward.hold_opp_chosen"}),
+    "cap_obs_without_safety": ("twin", [("return p99_nearest_rank(closes) * F32(safety_factor)",
+                                         "return p99_nearest_rank(closes)")], {"cap_obs": "cap.obs"}),
+    "p99_rank_one_low": ("twin", [("k = (99 * n + 99) // 100 - 1", "k = (99 * n) // 100 - 1")], {"cap_obs": "cap.obs"}),
+    "pos_clamped_at_half_its_max": ("twin", [("return clampf(ema, F32(pos_min), F32(pos_max))",
+                                              "return clampf(ema, F32(pos_min), F32(pos_max) * F32(0.5))")],
+                                    {"cap_pos": "cap.pos"}),
+    "neg_not_mirrored": ("twin", [("return -F32(neg_ratio) * pos", "return -pos")], {"cap_neg": "cap.neg"}),
+    "td_trace_decays_by_gamma_not_gamma_lambda": ("twin", [("(ONE - lam) * q[e, kk] + lam * g[live]",
+                                                            "(ONE - lam) * q[e, kk] + g[live]")],
+                                                  {"return_defect": "td.return_defect", "return_fixed": "td.return_fixed"}),
+    "cap_ema_weights_swapped": ("f32", [("return ema + alpha * (obs - ema)", "return obs + alpha * (ema - obs)")],
+                                {"cap_ema": "cap.ema"}),
+    "cap_alpha_noise_not_halved": ("f32", [("noise = var_diff * F32(0.5)", "noise = var_diff")],
+                                   {"cap_alpha": "cap.alpha"}),
+    "cap_count_by_two": ("f32", [("return count + ONE", "return count + F32(2.0)")], {"cap_count": "cap.count"}),
+    "cap_welford_mean": ("f32", [("return mean + d / count", "return mean + d / (count + ONE)")],
+                         {"cap_obs_mean": "cap.obs_mean", "cap_diff_mean": "cap.diff_mean"}),
+    "cap_welford_m2": ("f32", [("return m2 + d * (x - mean)", "return m2 + d * (x - mean_before)")],
+                       {"cap_obs_m2": "cap.obs_m2", "cap_diff_m2": "cap.diff_m2"}),
+    "vol_norm_multiplies": ("replay", [("(ret.astype(np.float32) / np.maximum(", "(ret.astype(np.float32) * np.maximum(")],
+                            {"vol_norm_return": "bar.vol_norm_return"}),
+    "position_floor_shrunk": ("replay", [("np.clip(x, np.float32(neg_cap), np.float32(pos_cap))",
+                                          "np.clip(x, np.float32(neg_cap) * np.float32(0.1), np.float32(pos_cap))")],
+                              {"long": "reward.long", "short": "reward.short"}),
+    "chosen_long_pays_short": ("replay", [("np.where(action == S.DIR_LONG, r_long,", "np.where(action == S.DIR_LONG, r_short,")],
+                               {"chosen": "reward.chosen"}),
+    "last_bar_not_done": ("replay", [("dones[-1] = 1.0", "dones[-1] = 0.0")], {"done": "td.done"}),
+    "td_error_signed_sum": ("replay", [("np.abs(returns - taken)", "np.abs(returns + taken)")],
+                            {"abs_err_defect": "td.abs_err_defect", "abs_err_fixed": "td.abs_err_fixed"}),
+}
+
+
+@pytest.mark.parametrize("fault", list(SP18_FAULTS))
+def test_sp18_each_wrong_formula_is_caught_at_its_first_step_and_alone(fault):
+    where, edits, outputs = SP18_FAULTS[fault]
+    stream = SP18.demo_stream(seed=1, steps=1200)
+    config = SP18.config_type(cap_update_every=40)
+    good = SP18.replay(stream, config)
+    assert not rederive_failures(SP18, good)
+    bad = sp18_faulty_frame(stream, config, where, edits)
+    assert_caught(SP18, good, bad, {f"sp18.rederive.{o}": "sp18." + c for o, c in outputs.items()})
+
+
+@pytest.mark.parametrize("fault", ["hold_cost_sign", "td_trace_decays_by_gamma_not_gamma_lambda"])
+def test_sp18_faults_that_pass_every_old_check_fail_the_rederivation(fault):
+    where, edits, outputs = SP18_FAULTS[fault]
+    stream = SP18.demo_stream(seed=0)
+    bad = sp18_faulty_frame(stream, SP18.config_type(), where, edits)
+    res = by_id(SP18.invariants(bad))
+    old = [i for i in SP18.check_ids if ".rederive." not in i and res[i].status == "fail"]
+    assert not old or fault == "hold_cost_sign"  # a Hold sign may also break the width gate; the bounds hold
+    assert res["sp18.hold_reward_bounds"].status == "pass"
+    assert all(res[f"sp18.rederive.{o}"].status == "fail" for o in outputs)
+
+
+SP18_CORRUPT = ["bar.vol_norm_return", "reward.hold_opp", "reward.hold_opp_chosen", "reward.long", "reward.short",
+                "reward.chosen", "cap.pos", "cap.neg", "td.done", "td.return_defect", "td.return_fixed",
+                "td.abs_err_defect", "td.abs_err_fixed"]
+SP18_CAP_STATE = ["cap.obs", "cap.count", "cap.obs_mean", "cap.obs_m2", "cap.diff_mean", "cap.diff_m2", "cap.alpha",
+                  "cap.ema", "cap.updated"]
+
+
+@pytest.mark.parametrize("column,row", [(c, 517) for c in SP18_CORRUPT + SP18_CAP_STATE]
+                         + [(c, 559) for c in SP18_CAP_STATE])  # 517 inside a window, 559 the end of one
+def test_sp18_one_perturbed_logged_value_is_flagged_at_its_step_and_field_alone(column, row):
+    from regime_dash.modules.sp18_hold.rederive import FORMULAS
+
+    good = SP18.replay(SP18.demo_stream(seed=2, steps=1000), SP18.config_type(cap_update_every=40))
+    col = "sp18." + column
+    v = good[col].iloc[row]
+    new = (not v) if good[col].dtype == bool else (1.0 - v if column == "td.done"
+                                                   else np.nextafter(np.float32(v), np.float32(9)) * np.float32(1.01))
+    failed = rederive_failures(SP18, corrupt(good, col, row, new))
+    cid = next(f.check_id("sp18.") for f in FORMULAS if f.column == col)
+    assert list(failed) == [cid], {k: v.detail for k, v in failed.items()}
+    assert failed[cid].steps == [int(good["step"].iloc[row])]
+
+
+@pytest.mark.parametrize("seed,steps", [(0, None), (3, 211), (4, 12000)])
+def test_sp18_correct_runs_give_no_rederivation_failure(seed, steps):
+    for cfg in ({}, {"cap_update_every": 7}, {"pos_min": 0.0, "safety_factor": 3.0},
+                {"td_lambda": 0.5, "max_trace": 30, "gamma": 0.99}, {"cap_update_every": 1}):
+        frame = SP18.replay(SP18.demo_stream(seed, steps), SP18.config_type(**cfg))
+        res = [r for r in SP18.invariants(frame) if ".rederive." in r.id]
+        assert len(res) == 22 and all(r.status == "pass" for r in res), [(r.id, r.detail) for r in res]
+
+
+def test_sp18_coverage_names_the_q_tables_and_every_field():
+    from regime_dash.modules.sp18_hold import coverage
+
+    frame = SP18.replay(SP18.demo_stream(steps=50))
+    cov = {c["field"]: c for c in coverage(frame)}
+    assert list(cov) == [c for c in frame.columns if c not in ("step", "fold", "phase")]
+    assert cov["sp18.td.q_next_target"]["status"] == "not checkable"
+    assert "Q tables" in cov["sp18.td.q_taken"]["needs"][0]
+    assert cov["sp18.td.return_fixed"]["status"] == "rederived"
+    assert {c["status"] for c in cov.values()} == {"rederived", "input", "not checkable"}
+    assert not [c for c in cov.values() if "does not know" in " ".join(c["needs"])]
+
+
+def test_sp18_a_frame_without_the_cadence_skips_naming_it():
+    frame = SP18.replay(SP18.demo_stream(steps=50)).drop(columns=["sp18.config.cap_update_every"])
+    frame.attrs = {}
+    res = by_id(SP18.invariants(frame))
+    assert res["sp18.rederive.cap_pos"].status == "skip"
+    assert "sp18.config.cap_update_every" in res["sp18.rederive.cap_pos"].detail

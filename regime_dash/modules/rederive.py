@@ -177,6 +177,40 @@ def _recompute(frame: pd.DataFrame, u: Unit, cols: list[np.ndarray], starts: np.
     return explain
 
 
+def results_repaired(prefix: str, frame: pd.DataFrame, derive: Callable[[pd.DataFrame], list[Derived | CheckResult]],
+                     ulps: float = 0.0) -> list[CheckResult]:
+    """The results of ``derive(frame)``, each divergence explained where its input diverges itself.
+
+    For formulas whose inputs are not one row apart (windows, traces ahead): ``derive`` runs again
+    on the frame with every divergent logged value replaced by its expected one. A divergence that
+    is gone then, compared with the logged value, was caused by a wrong input, not by its formula,
+    and is listed under ``evidence["explained"]``; a wrong formula still diverges, since its inputs
+    were right. One wrong logged value is so reported once, at its step and field.
+    """
+    first = derive(frame)
+    derived = [d for d in first if isinstance(d, Derived) and d.formula.column in frame.columns]
+    bad = {d.formula.column: _divergent(frame, d, ulps) for d in derived}
+    if not any(m.any() for m in bad.values()):
+        return [d if isinstance(d, CheckResult) else result(prefix, frame, d, ulps) for d in first]
+    repaired = frame.copy()
+    for d in derived:
+        m = bad[d.formula.column]
+        if m.any():
+            col = repaired[d.formula.column].to_numpy(dtype=np.float64).copy()
+            col[m] = np.asarray(d.expected, dtype=np.float64)[m]
+            repaired[d.formula.column] = col
+    again = {d.formula.column: d for d in derive(repaired) if isinstance(d, Derived)}
+    out = []
+    for d in first:
+        if isinstance(d, CheckResult) or d.formula.column not in frame.columns:
+            out.append(d if isinstance(d, CheckResult) else result(prefix, frame, d, ulps))
+            continue
+        still = _divergent(frame, again[d.formula.column], ulps) if d.formula.column in again else bad[d.formula.column]
+        gone = bad[d.formula.column] & ~still
+        out.append(result(prefix, frame, d, ulps, {"an input that diverges itself": gone} if gone.any() else None))
+    return out
+
+
 def _divergent(frame: pd.DataFrame, d: Derived, ulps: float) -> np.ndarray:
     logged = frame[d.formula.column].to_numpy(dtype=np.float64)
     return np.asarray(d.rows, dtype=bool) & ~_equal(np.asarray(d.expected), logged, ulps if d.formula.fma else 0.0)
@@ -358,4 +392,4 @@ def coverage(frame: pd.DataFrame, prefix: str, formulas: Iterable[Formula], inpu
 
 
 __all__ = ["Derived", "Formula", "MAX_DIVERGENCES", "Unit", "config_of", "coverage", "lagged", "result", "results",
-           "run_units", "skip", "spans"]
+           "results_repaired", "run_units", "skip", "spans"]
