@@ -68,6 +68,24 @@ def assert_caught(module, good, bad, expect: dict[str, str]):
         assert res.spans and res.spans[0][0] == step
 
 
+def assert_clean(module, seed, steps, configs, n_checks):
+    """Every re-derivation check of ``module`` passes on its demo under each config."""
+    for cfg in configs:
+        frame = module.replay(module.demo_stream(seed, steps), module.config_type(**cfg))
+        res = [r for r in module.invariants(frame) if ".rederive." in r.id]
+        assert len(res) == n_checks and all(r.status == "pass" for r in res), (cfg, [(r.id, r.detail) for r in res])
+
+
+def coverage_by_field(module, coverage, steps):
+    """``coverage``'s entries on a demo frame by field, once it is seen to list every logged field in order."""
+    frame = module.replay(module.demo_stream(steps=steps))
+    cov = {c["field"]: c for c in coverage(frame)}
+    assert list(cov) == [c for c in frame.columns if c not in ("step", "fold", "phase")]
+    assert not [c for c in cov.values() if "does not know" in " ".join(c["needs"])]
+    assert {i for c in cov.values() for i in c["checks"]} <= set(module.check_ids)
+    return frame, cov
+
+
 def corrupt(frame, column, row, value):
     out = frame.copy()
     out.attrs = dict(frame.attrs)
@@ -168,23 +186,15 @@ SP14_CONFIGS = [{}, {"var_aux_producer": True}, {"warmup_steps": 0, "hysteresis"
 
 @pytest.mark.parametrize("seed,steps", [(0, None), (1, 257), (5, 3000)])
 def test_sp14_correct_runs_give_no_rederivation_failure(seed, steps):
-    for cfg in SP14_CONFIGS:
-        frame = SP14.replay(SP14.demo_stream(seed, steps), SP14.config_type(**cfg))
-        res = [r for r in SP14.invariants(frame) if ".rederive." in r.id]
-        assert len(res) == 9 and all(r.status == "pass" for r in res), [(r.id, r.detail) for r in res]
+    assert_clean(SP14, seed, steps, SP14_CONFIGS, 9)
 
 
 def test_sp14_coverage_names_every_logged_field():
     from regime_dash.modules.sp14_alpha_grad_gate import coverage
 
-    frame = SP14.replay(SP14.demo_stream(steps=20))
-    cov = coverage(frame)
-    assert [c["field"] for c in cov] == [c for c in frame.columns if c not in ("step", "fold", "phase")]
-    status = {c["field"]: c["status"] for c in cov}
-    assert status["sp14.gate1.value"] == "rederived" and status["sp14.inputs.var_aux"] == "input"
-    ids = {i for c in cov for i in c["checks"]}
-    assert ids <= set(SP14.check_ids)
-    assert {r.id for r in SP14.invariants(frame) if ".rederive." in r.id} <= ids
+    frame, cov = coverage_by_field(SP14, coverage, 20)
+    assert cov["sp14.gate1.value"]["status"] == "rederived" and cov["sp14.inputs.var_aux"]["status"] == "input"
+    assert {r.id for r in SP14.invariants(frame) if ".rederive." in r.id} <= {i for c in cov.values() for i in c["checks"]}
 
 
 # ---- Pearl C ------------------------------------------------------------------------------------
@@ -270,22 +280,17 @@ def test_pearl_c_one_perturbed_logged_value_is_flagged_at_its_step_and_field_alo
 
 @pytest.mark.parametrize("seed,steps", [(0, None), (3, 97), (4, 1200)])
 def test_pearl_c_correct_runs_give_no_rederivation_failure(seed, steps):
-    for cfg in ({}, {"clamp": 0.5, "block": 64}, {"tracking": False}, {"alpha_min": 0.2}, {"block": 32}):
-        frame = PEARL.replay(PEARL.demo_stream(seed, steps), PEARL.config_type(**cfg))
-        res = [r for r in PEARL.invariants(frame) if ".rederive." in r.id]
-        assert len(res) == 14 and all(r.status == "pass" for r in res), [(r.id, r.detail) for r in res]
+    assert_clean(PEARL, seed, steps, ({}, {"clamp": 0.5, "block": 64}, {"tracking": False}, {"alpha_min": 0.2},
+                                      {"block": 32}), 14)
 
 
 def test_pearl_c_coverage_and_the_skip_without_block_columns():
     from regime_dash.modules.pearl_c import coverage
 
-    frame = PEARL.replay(PEARL.demo_stream(steps=30))
-    cov = {c["field"]: c for c in coverage(frame)}
-    assert list(cov) == [c for c in frame.columns if c not in ("step", "fold", "phase")]
+    frame, cov = coverage_by_field(PEARL, coverage, 30)
     assert cov["pearl_c.block.000"]["status"] == "not checkable" and "update" in cov["pearl_c.block.000"]["needs"][0]
     assert cov["pearl_c.engage.count"]["status"] == "rederived"
     assert cov["pearl_c.engage.n_params"]["status"] == "input"
-    assert not [c for c in cov.values() if "does not know" in " ".join(c["needs"])]
     bare = frame.drop(columns=[c for c in frame.columns if c.startswith("pearl_c.block.")])
     res = by_id(PEARL.invariants(bare))["pearl_c.rederive.count"]
     assert res.status == "skip" and "per-block counts" in res.detail
@@ -392,24 +397,18 @@ def test_sp18_one_perturbed_logged_value_is_flagged_at_its_step_and_field_alone(
 
 @pytest.mark.parametrize("seed,steps", [(0, None), (3, 211), (4, 12000)])
 def test_sp18_correct_runs_give_no_rederivation_failure(seed, steps):
-    for cfg in ({}, {"cap_update_every": 7}, {"pos_min": 0.0, "safety_factor": 3.0},
-                {"td_lambda": 0.5, "max_trace": 30, "gamma": 0.99}, {"cap_update_every": 1}):
-        frame = SP18.replay(SP18.demo_stream(seed, steps), SP18.config_type(**cfg))
-        res = [r for r in SP18.invariants(frame) if ".rederive." in r.id]
-        assert len(res) == 22 and all(r.status == "pass" for r in res), [(r.id, r.detail) for r in res]
+    assert_clean(SP18, seed, steps, ({}, {"cap_update_every": 7}, {"pos_min": 0.0, "safety_factor": 3.0},
+                                     {"td_lambda": 0.5, "max_trace": 30, "gamma": 0.99}, {"cap_update_every": 1}), 22)
 
 
 def test_sp18_coverage_names_the_q_tables_and_every_field():
     from regime_dash.modules.sp18_hold import coverage
 
-    frame = SP18.replay(SP18.demo_stream(steps=50))
-    cov = {c["field"]: c for c in coverage(frame)}
-    assert list(cov) == [c for c in frame.columns if c not in ("step", "fold", "phase")]
+    _frame, cov = coverage_by_field(SP18, coverage, 50)
     assert cov["sp18.td.q_next_target"]["status"] == "not checkable"
     assert "Q tables" in cov["sp18.td.q_taken"]["needs"][0]
     assert cov["sp18.td.return_fixed"]["status"] == "rederived"
     assert {c["status"] for c in cov.values()} == {"rederived", "input", "not checkable"}
-    assert not [c for c in cov.values() if "does not know" in " ".join(c["needs"])]
 
 
 def test_sp18_a_frame_without_the_cadence_skips_naming_it():
