@@ -378,7 +378,12 @@ def test_controllers_page_sliders_checks_figures_slots_and_sweep():
     at = AppTest.from_file(str(page), default_timeout=180).run()
     assert not at.exception, [e.message for e in at.exception]
     at.selectbox(key="controllers.module").set_value("sp14_alpha_grad_gate").run()
-    assert [e.value for e in at.error] == ["1 of 6 checks fail: sp14.var_aux_producer"]
+    n_checks = len(MODULES["sp14_alpha_grad_gate"].check_ids)
+    assert [e.value for e in at.error] == [f"1 of {n_checks} checks fail: sp14.var_aux_producer"]
+    # the demo fails it on purpose, and the page says so beside the verdict
+    assert [i.value for i in at.info] == ["sp14.var_aux_producer fails "
+                                          + MODULES["sp14_alpha_grad_gate"].demo_failures["sp14.var_aux_producer"]]
+    assert "388" in at.info[0].value
     assert len(charts(at)) == 3 and not at.get("plotly_chart")  # drawn in place: no st.plotly_chart
     # a new page load sends no table: the checks table waits for its expander, the other tabs for a click
     assert not at.dataframe and not at.warning
@@ -397,7 +402,8 @@ def test_controllers_page_sliders_checks_figures_slots_and_sweep():
     at.session_state["controllers.tabs"] = "Replay"
     at.run()
     at.sidebar.toggle(key="controllers.sp14_alpha_grad_gate.cfg.var_aux_producer").set_value(True).run()
-    assert not at.error and [s.value for s in at.success] == ["0 of 6 checks fail"]
+    assert not at.error and [s.value for s in at.success] == [f"0 of {n_checks} checks fail"]
+    assert not at.info  # nothing fails, nothing to explain
     k_aux = next(m for m in at.metric if m.label == "k aux min")
     assert float(k_aux.value) < 20.0 and k_aux.delta  # moved from the baseline's pinned K_BASE_AUX
     at.sidebar.slider(key="controllers.sp14_alpha_grad_gate.cfg.beta_base").set_value(0.99).run()
@@ -487,3 +493,14 @@ def test_app_navigation_has_the_controllers_page_and_slots_flag_orphans(tmp_path
     assert table.loc[table["orphan"], "name"].tolist() == ["AUX_DIR_ACC_VARIANCE_EMA_INDEX"]
     assert {383, 393, 483, 484} <= set(table["index"])
     assert any("AUX_DIR_ACC_VARIANCE_EMA_INDEX" in w.value for w in at.warning)
+
+
+def test_every_demo_passes_its_checks_or_names_why_it_fails():
+    from regime_dash.analysis.verdict import verdict
+
+    for name, m in MODULES.items():
+        frame = m.replay(m.demo_stream())
+        failed = {c.id for c in verdict(frame).checks if c.status == "fail"}
+        assert failed == set(m.demo_failures), (name, failed)
+        assert all(m.demo_failures[i].startswith("on purpose") for i in failed)
+

@@ -33,6 +33,7 @@ MAX_DIVERGENCES = 200
 _SLOT_COLUMN = {src: col for col, src in diag.DIAG_FIELDS if src.endswith("_INDEX")}
 _SLOT_COLUMN.update({FIELD_SLOTS[name]: col for name, col in diag.CONFIG_COLUMNS.items()})
 _CONFIG_SLOTS = {s.name for s in engine.COMPACT.slots if s.role == "config"}
+_ALWAYS_READ = ("RL_SESSION_PNL_WORST_INDEX", "RL_COOLDOWN_REMAINING_STEPS_INDEX")
 
 
 @dataclass
@@ -87,11 +88,13 @@ def prepare(view: FrameView) -> Prepared:
     """The engine loop's arrays for ``view``."""
     present = {s: c for s, c in _SLOT_COLUMN.items() if view.has(c)}
     cols = list(present.values())
-    logged = np.empty((view.n, len(cols)), dtype=np.float32)
+    # the loop reads the session worst and the cooldown of every row: absent, they are NaN (not checkable)
+    unlogged = [s for s in _ALWAYS_READ if s not in present]
+    logged = np.full((view.n, len(cols) + len(unlogged)), np.nan, dtype=np.float32)
     for j, c in enumerate(cols):
         logged[:, j] = view.f32(c)
     col_of = np.full(len(SLOT_ORDER), -1, dtype=np.int32)
-    for j, slot in enumerate(present):
+    for j, slot in enumerate((*present, *unlogged)):
         col_of[SLOT_ORDER.index(slot)] = j
     cfg_pos = np.array([SLOT_ORDER.index(s) for s in present if s in _CONFIG_SLOTS], dtype=np.int32)
     extra = np.full((view.n, len(engine.EXTRA)), np.nan, dtype=np.float32)
