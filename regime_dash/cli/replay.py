@@ -87,7 +87,16 @@ def write(frame: pd.DataFrame, out: str | Path) -> Path:
 
     out = Path(out)
     if out.suffix == ".jsonl":
-        return diag.write_jsonl(frame, out)
+        bar = None
+        if sys.stderr.isatty():
+            from regime_dash.cli.progress import ProgressBar
+
+            bar = ProgressBar(out.name, unit="steps", scale=1)
+        try:
+            return diag.write_jsonl(frame, out, progress=bar)
+        finally:
+            if bar is not None:
+                bar.close()
     if out.suffix == ".parquet":
         frame.to_parquet(out, index=False)
         return out
