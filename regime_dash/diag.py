@@ -14,9 +14,8 @@ module turns that into the frame.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -217,45 +216,21 @@ def unflatten(flat: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, (np.floating, float)):
-        return float(value)
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return value
-
-
-def iter_records(frame: pd.DataFrame) -> Iterable[dict[str, Any]]:
-    """The frame's rows as nested diag objects (NaN kept as float NaN)."""
-    cols = list(frame.columns)
-    arrays = [frame[c].to_numpy() for c in cols]
-    for i in range(len(frame)):
-        flat = {}
-        for c, a in zip(cols, arrays):
-            v = _plain(a[i])
-            if v is None or (isinstance(v, float) and math.isnan(v) and c in META_COLUMNS):
-                continue
-            flat[c] = v
-        yield unflatten(flat)
-
-
-def write_jsonl(frame: pd.DataFrame, path: str | Path) -> Path:
+def write_jsonl(frame: pd.DataFrame, path: str | Path, *,
+                progress: Callable[[int, int], None] | None = None) -> Path:
     """Write ``frame`` as a diag.jsonl: one nested object per step, the spec's structure.
 
-    Floats are written as the exact float64 value of the float32 slot, so
-    :func:`read_jsonl` restores them bit for bit. NaN and ±inf are written as
-    Python's json writes them (``NaN``, ``Infinity``).
+    The nesting is :func:`unflatten`'s of the dotted column names. Floats are written as
+    the exact float64 value of the float32 slot, so :func:`read_jsonl` restores them bit
+    for bit; NaN and ±inf as Python's json writes them (``NaN``, ``Infinity``); a
+    ``None``, or a NaN in a :data:`META_COLUMNS` column, leaves the key out of that row.
+    The file is built column by column a chunk of rows at a time
+    (:mod:`regime_dash.diag_jsonl`) and renamed into place once complete;
+    ``progress(rows_done, rows)`` follows the chunks.
     """
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-        for rec in iter_records(frame):
-            fh.write(json.dumps(rec, separators=(",", ":")))
-            fh.write("\n")
-    tmp.replace(path)
-    return path
+    from regime_dash import diag_jsonl
+
+    return diag_jsonl.write(frame, path, skip_nan=META_COLUMNS, progress=progress)
 
 
 def read_jsonl(path: str | Path) -> pd.DataFrame:

@@ -50,11 +50,11 @@ class Layer:
 
 #: What may import what: a layer imports its own layer and the layers it names, never one below it.
 LAYERS: tuple[Layer, ...] = (
-    Layer("base", ("errors", "text", "shards", "params", "config", "streams", "slots", "diag", "aliases"),
+    Layer("base", ("errors", "text", "diag_jsonl", "shards", "params", "config", "streams", "slots", "diag", "aliases"),
           ordered=True),
     Layer("edge", ("ingest", "store", "store_doctor", "export"), ("base",)),
     Layer("engines", ("engine",), ("base",)),
-    Layer("sources and runs", (ROOT_MODULE, "scenarios", "simulator", "samples", "live", "distributed", "sweep"),
+    Layer("sources and runs", (ROOT_MODULE, "market_jit", "scenarios", "simulator", "samples", "live", "distributed", "sweep"),
           ("base", "engines")),
     Layer("analysis", ("analysis", "sensitivity", "check_all"), ("base", "engines"),
           also=(("sensitivity", ("sources and runs",)), ("check_all", ("edge", "sources and runs")))),

@@ -125,6 +125,15 @@ def _startup_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
     p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON")
 
 
+def _long_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
+    p.add_argument("--steps", type=int, default=m.DEFAULT_STEPS, help=f"T (default {m.DEFAULT_STEPS:,})")
+    p.add_argument("--accounts", type=int, default=m.DEFAULT_ACCOUNTS, help=f"b (default {m.DEFAULT_ACCOUNTS})")
+    p.add_argument("--sim-steps", type=int, default=None, help="steps of the simulator run (default: T)")
+    p.add_argument("--workdir", default=None, help="scratch directory (default: system tmp)")
+    p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON")
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)  # one stage, in a child process
+
+
 @dataclass(frozen=True)
 class TargetSpec:
     """How ``bench <target>`` is offered: its one-line help, its description (from the
@@ -153,6 +162,8 @@ TARGET_SPECS: dict[str, TargetSpec] = {
                      _ui_options, handler="_main", raw=False),
     "startup": TargetSpec("start-up of python -m regime_dash --help vs python -c pass", _before_literal,
                           _startup_options),
+    "long": TargetSpec("a 1M-step run through every stage: generate, write, ingest, check, draw, what-if",
+                       _before_literal, _long_options),
 }
 
 

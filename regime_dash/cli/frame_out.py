@@ -5,6 +5,7 @@ Both commands write through here, so ``replay`` can hand ``--live`` over to
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,15 @@ def write(frame: pd.DataFrame, out: str | Path) -> Path:
 
     out = check_out(out)
     if out.suffix == ".jsonl":
-        return diag.write_jsonl(frame, out)
+        bar = None
+        if sys.stderr.isatty():
+            from regime_dash.cli.progress import ProgressBar
+
+            bar = ProgressBar(out.name, unit="steps", scale=1)
+        try:
+            return diag.write_jsonl(frame, out, progress=bar)
+        finally:
+            if bar is not None:
+                bar.close()
     frame.to_parquet(out, index=False)
     return out
