@@ -114,7 +114,33 @@ def available() -> str | None:
         return f"no usable CUDA device ({type(exc).__name__}: {exc})"
     if n < 1:
         return "no CUDA device (cupy sees 0 devices)"
-    return None
+    return _compile_problem()
+
+
+#: Why a device that is present cannot compile, once probed (the probe runs once a process).
+_COMPILE_PROBE: list[str | None] = []
+#: What the probe compiles: no headers, so only NVRTC itself is tested.
+_PROBE_SOURCE = 'extern "C" __global__ void regime_dash_probe(float* x) { x[0] = 1.0f; }'
+
+
+def _compile_problem() -> str | None:
+    """None when NVRTC compiles here, else what is missing, in words (a GPU is present).
+
+    cupy from the registry brings NVRTC only with its ``ctk`` extra, so a machine with the
+    driver and no CUDA toolkit has a device that cannot build the kernels.
+    """
+    if not _COMPILE_PROBE:
+        import cupy
+
+        try:
+            cupy.RawModule(code=_PROBE_SOURCE).compile()
+            _COMPILE_PROBE.append(None)
+        except Exception as exc:  # NVRTC missing (OSError, RuntimeError, ...) or rejecting
+            _COMPILE_PROBE.append(
+                "GPU found but NVRTC cannot compile: pip install -r requirements-gpu.txt "
+                "(cupy-cuda12x[ctk], the CUDA toolkit's compiler) or install a CUDA 12 toolkit "
+                f"({type(exc).__name__}: {str(exc)[:200]})")
+    return _COMPILE_PROBE[0]
 
 
 def cupy_module() -> Any:
