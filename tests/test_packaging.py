@@ -163,7 +163,7 @@ def _check_resources(bin_dir: Path, cwd: Path, site: Path) -> None:
 
 
 def _app_answers(bin_dir: Path, cwd: Path, store: Path) -> None:
-    from regime_dash.benchmarks.page_load import free_port, wait_healthy
+    from regime_dash.benchmarks.page_load import free_port, stop, wait_healthy
 
     port = free_port()
     log = open(cwd / "app.log", "w")
@@ -174,14 +174,8 @@ def _app_answers(bin_dir: Path, cwd: Path, store: Path) -> None:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as r:
             assert r.status == 200 and b"<html" in r.read(2000).lower()
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         log.close()
-    assert proc.returncode is not None
 
 
 @pytest.mark.slow  # a wheel build, a venv, four CLI runs and a streamlit start: ~30 s on 2 cores
