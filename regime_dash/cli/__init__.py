@@ -1,4 +1,4 @@
-"""``python -m regime_dash <command>``: the command-line shell.
+"""``regime-dash <command>`` (or ``python -m regime_dash <command>``): the command-line shell.
 
 Each command lives in a module under ``regime_dash/cli/`` that exposes
 ``register(subparsers)``, which adds its parser (or parsers) and sets ``func`` to a
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import Sequence
 
@@ -30,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sensitivity": ("sensitivity", "sweep every config field around a base config: what moves which metric"),
     "bench": ("bench", "run a benchmark (ingest, ...) and print its figures"),
     "modules": ("modules", "list, replay and sweep the controller modules (SP14, SP18, Pearl C, ...)"),
+    "app": ("app", "start the dashboard (streamlit) in the browser"),
 }
 
 
@@ -44,11 +46,17 @@ def _chosen(argv: Sequence[str]) -> str | None:
     return first if first in COMMANDS else None
 
 
+def _prog() -> str:
+    """The name the CLI was started by: ``regime-dash`` (the console script) or ``python -m regime_dash``."""
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return "regime-dash" if name.startswith("regime-dash") else "python -m regime_dash"
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser for ``argv`` (default ``sys.argv[1:]``): the chosen command's module registers
     its parsers in full, every other command is its name and help line."""
     parser = argparse.ArgumentParser(
-        prog="python -m regime_dash",
+        prog=_prog(),
         description="Diagnose the regime-observer risk stack: ingest diag.jsonl runs, "
         "replay the kernel pipeline, check runs against the spec.",
     )

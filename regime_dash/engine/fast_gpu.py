@@ -1,9 +1,9 @@
 """The GPU half of the fast engine: a two-phase replay, and sweeps over many scenarios.
 
-Phase 1 (``kernels/replay_step_stats.cu``) reduces every step's [b] batch in
+Phase 1 (``regime_dash/kernels/replay_step_stats.cu``) reduces every step's [b] batch in
 parallel, one 256-thread block per step, to the flat count and Σr, Σr², max|r|,
 with common.cuh's reduction in rl_popart_normalize's order. Phase 2
-(``kernels/replay_scan.cu``) runs the scalar state machine over the shared
+(``regime_dash/kernels/replay_scan.cu``) runs the scalar state machine over the shared
 phase-1 stats with the same float operations as regime_step.cuh's functions
 (which the per-step kernels call), with the ISV held in registers (the slot and
 snapshot lists are compiled in from the registry, so ``run`` accepts only the
@@ -13,7 +13,7 @@ recurrences, which lane 0 runs, and everything that hangs off them, which the
 32 lanes evaluate for 32 steps at once; it writes the [T, n] snapshot and each
 step's PopArt (μ, σ) pairs, and ``replay_normalize.cu`` then applies Pass 3
 (and rl_popart_v_correct) to all steps at once. For a sweep
-(``kernels/replay_sweep.cu``: one thread per scenario, one launch for all S) each
+(``regime_dash/kernels/replay_sweep.cu``: one thread per scenario, one launch for all S) each
 block loads every batch of step inputs once into shared memory, the threads keep
 only the slots the chain touches in registers (:func:`chain_slots`) and fold each
 step's snapshot row into register accumulators (the twin of

@@ -7,7 +7,7 @@ every constant is an ``np.float32`` so neither NumPy nor numba widens to
 float64, and every ``a * b + c`` is a separate multiply and add, which is what
 the kernels compile to with ``--fmad=false``.
 
-The batch sums follow the GPU block reduction of ``kernels/common.cuh``: 256
+The batch sums follow the GPU block reduction of ``regime_dash/kernels/common.cuh``: 256
 threads stride over the batch, each warp reduces with shuffle-down, and the
 first warp reduces the warp partials (:func:`block_reduce_stats`).
 

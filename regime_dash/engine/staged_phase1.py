@@ -1,7 +1,7 @@
 """Phase 1 of a GPU sweep straight from host memory: chunked, pinned, overlapped.
 
 A sweep needs only phase 1 of its stream (the per-step Σr, Σr², max|r| and flat
-count of ``kernels/replay_step_stats.cu``), so the [T, b] rewards and lots go to
+count of ``regime_dash/kernels/replay_step_stats.cu``), so the [T, b] rewards and lots go to
 the device once, and never come back. ``cupy.asarray`` of pageable memory moves
 them in one synchronous copy through the driver's own small staging buffer
 (about 5 GB/s measured for the 200 MB of the benchmark stream). Here the batch is

@@ -2,7 +2,7 @@
 
 It bundles what the app, the CLI, the sweep and ``check`` need to treat a
 controller like the regime observer: its kernels (file names under
-``kernels/``), an input stream type, a config dataclass, the ISV slots it reads
+``regime_dash/kernels/``), an input stream type, a config dataclass, the ISV slots it reads
 and writes, the diag columns its replay emits, its invariants, its figure
 builders and a demo stream for a first run.
 """
@@ -38,7 +38,7 @@ class ControllerModule:
     doc
         A paragraph: what the controller does and what is modelled.
     kernels
-        ``.cu`` file names under ``kernels/``.
+        ``.cu`` file names under ``regime_dash/kernels/``.
     stream_type
         The input stream dataclass (a :class:`ModuleStream`).
     config_type
