@@ -113,3 +113,18 @@ def test_gpu_engines_runs_rederive_without_a_failure(engine, name):
     _passes(frame)
     np.testing.assert_array_equal(frame[diag.SIGMA].to_numpy(),
                                   rd.replay(stream, engine="reference")[diag.SIGMA].to_numpy())
+
+
+def test_the_loop_run_in_chunks_equals_one_pass_with_a_fault_across_chunk_edges(monkeypatch):
+    from regime_dash.analysis import rederive as module
+
+    stream = scenarios.make("fold_boundary", seed=1, steps=5000)
+    frame = rd.replay(stream, engine="reference", log_inputs=True)
+    frame.loc[2999, diag.RECENCY] += 3  # a divergence on a chunk's last row and its next row
+    whole = rederive(frame, compiled=False)
+    monkeypatch.setattr(module, "CHUNK_ROWS", 1000)
+    parts = rederive(frame, compiled=False)
+    assert [r.to_dict() for r in parts.results] == [r.to_dict() for r in whole.results]
+    for k in whole.expected:
+        np.testing.assert_array_equal(parts.expected[k], whole.expected[k])
+    assert {r.id for r in parts.results if r.status == "fail"} == {"rederive.recency"}

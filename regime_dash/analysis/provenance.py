@@ -18,7 +18,6 @@ import pandas as pd
 from regime_dash.analysis import rederive as rd
 from regime_dash.analysis.rederive_formulas import BY_OUTPUT, FORMULAS, Formula
 from regime_dash.analysis.view import as_view
-from regime_dash.engine import rederive as engine
 from regime_dash.errors import ValidationError
 
 #: Steps either side of the failing step that the local replay covers.
@@ -77,15 +76,10 @@ def _row_dict(frame: pd.DataFrame, i: int) -> dict:
     return out
 
 
-def _local_replay(view, p: rd.Prepared, k: int, row: int, half: int) -> tuple[np.ndarray, int, int]:
-    a, b = max(1, row - half), min(view.n, row + half + 1)
-    plan = engine.COMPACT.reset_plan()
+def _local_replay(p: rd.Prepared, k: int, row: int, half: int) -> tuple[np.ndarray, int, int]:
+    a, b = max(1, row - half), min(p.n, row + half + 1)
     # the carried Welford state at the window's start comes from the re-derivation up to it
-    _, _, state = engine.run(p.logged[:a], p.col_of, p.cfg_pos, p.flat[:a], p.bsz[:a], p.extra[:a],
-                             p.start[:a], p.skip[:a], p.boundary[:a], p.boot, plan)
-    sl = slice(a - 1, b)
-    exp, _, _ = engine.run(p.logged[sl], p.col_of, p.cfg_pos, p.flat[sl], p.bsz[sl], p.extra[sl], p.start[sl],
-                           p.skip[sl], p.boundary[sl], p.boot, plan, first=1, state=state, resync=False)
+    exp, _, _ = p.run(a - 1, b, first=1, state=p.state_at(a), resync=False)
     return exp[1:, k], a, b
 
 
@@ -108,12 +102,12 @@ def provenance(frame_or_view, check_id: str, step: int, half_window: int = HALF_
         raise ValidationError(f"step {step} cannot be re-derived: the row before it is not step {step - 1}",
                               field="step", value=step)
     k = [x.output for x in FORMULAS].index(f.output)
-    exp_all, _, _ = engine.run(p.logged[:row + 1], p.col_of, p.cfg_pos, p.flat[:row + 1], p.bsz[:row + 1],
-                               p.extra[:row + 1], p.start[:row + 1], p.skip[:row + 1], p.boundary[:row + 1],
-                               p.boot, engine.COMPACT.reset_plan())
+    pair, _, _ = p.run(row - 1, row + 1, first=1, state=p.state_at(row)) if row else p.run(0, 1)
+    expected = np.full(view.n, np.nan, dtype=np.float32)
+    expected[row] = pair[-1, k]
     got = view.f32(f.column)
-    div = rd._divergence(view, p, f, exp_all[:, k], got, row)
-    replayed, a, b = _local_replay(view, p, k, row, int(half_window))
+    div = rd._divergence(view, p, f, expected, got, row)
+    replayed, a, b = _local_replay(p, k, row, int(half_window))
     window = pd.DataFrame({"step": view.step[a:b], "logged": got[a:b], "replayed": replayed})
     parted = ~((window["logged"] == window["replayed"]) | (window["logged"].isna() & window["replayed"].isna()))
     split = int(window["step"][parted].iloc[0]) if parted.any() else None
