@@ -134,6 +134,13 @@ def _long_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)  # one stage, in a child process
 
 
+def _check_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
+    p.add_argument("--steps", type=int, default=1_000_000, help="steps of the diag (default 1000000)")
+    p.add_argument("--accounts", type=int, default=128, help="accounts (default 128)")
+    p.add_argument("--repeats", type=int, default=3, help="timed runs of each process, interleaved (median; 3)")
+    p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON")
+
+
 @dataclass(frozen=True)
 class TargetSpec:
     """How ``bench <target>`` is offered: its one-line help, its description (from the
@@ -162,6 +169,8 @@ TARGET_SPECS: dict[str, TargetSpec] = {
                      _ui_options, handler="_main", raw=False),
     "startup": TargetSpec("start-up of python -m regime_dash --help vs python -c pass", _before_literal,
                           _startup_options),
+    "check": TargetSpec("check of a 1M-step diag (every check and re-derivation) vs reading it; peak RSS",
+                        _before_literal, _check_options),
     "long": TargetSpec("a 1M-step run through every stage: generate, write, ingest, check, draw, what-if",
                        _before_literal, _long_options),
 }
