@@ -31,6 +31,7 @@ import pandas as pd
 
 from regime_dash.analysis.coverage import counts as coverage_counts
 from regime_dash.analysis.coverage import coverage
+from regime_dash.analysis.coverage import merge as merge_coverage
 from regime_dash.analysis.diff import FieldDiff, RunDiff, diff_runs
 from regime_dash.analysis.episodes import (boundaries, dead_zone_episodes, find_all, floor_active,
                                            floor_spans, summary, tail_events, timeouts, transitions)
@@ -127,4 +128,15 @@ def diagnose(frame: pd.DataFrame, ids: Iterable[str] | None = None,
     judged = verdict(vw, options, ids)
     episodes, events, skipped = find_all(vw)
     return Report(judged, episodes, events, skipped, summary(vw),
-                  dict(frame.attrs.get("aliases_applied", {})), coverage(vw.frame.columns, judged.checks))
+                  dict(frame.attrs.get("aliases_applied", {})), field_coverage(vw, judged))
+
+
+def field_coverage(vw, judged: Verdict) -> list[dict]:
+    """One coverage entry per logged field: the core's, with each check provider's (the modules') over it."""
+    from regime_dash.analysis import registry
+
+    entries = coverage(vw.frame.columns, judged.checks)
+    for provider in registry.providers():
+        if provider.coverage is not None:
+            entries = merge_coverage(entries, provider.coverage(vw.frame))
+    return entries

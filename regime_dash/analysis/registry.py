@@ -36,11 +36,15 @@ class CheckProvider:
     results
         ``results(frame, ids, options)``: the CheckResults of the checks that apply to
         ``frame`` (only ``ids`` when not ``None``) under the shared options.
+    coverage
+        ``coverage(frame)``: coverage entries (:mod:`regime_dash.analysis.coverage`) of the fields
+        its checks own, which replace the core's entries of the same fields; ``None`` for none.
     """
 
     name: str
     check_ids: Callable[[], list[str]]
     results: Callable[["pd.DataFrame", "list[str] | None", "CheckOptions"], "list[CheckResult]"]
+    coverage: "Callable[[pd.DataFrame], list[dict]] | None" = None
 
 
 def load(entry: str) -> CheckProvider:

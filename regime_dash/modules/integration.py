@@ -48,8 +48,21 @@ def module_check_results(frame: pd.DataFrame, ids: Iterable[str] | None = None, 
 
 #: The module checks as :func:`regime_dash.analysis.verdict.verdict` runs them: named in
 #: :data:`regime_dash.analysis.registry.PROVIDERS`, so the analysis layer never imports this one.
+def module_coverage(frame: pd.DataFrame) -> list[dict]:
+    """The coverage entries of every module whose columns ``frame`` has (each package's ``coverage``)."""
+    import importlib
+
+    out: list[dict] = []
+    for m in applicable(frame):
+        package = importlib.import_module(f"regime_dash.modules.{m.name}")
+        if hasattr(package, "coverage"):
+            out.extend(package.coverage(frame))
+    return out
+
+
 MODULE_CHECKS = CheckProvider("the controller modules", module_check_ids,
-                              lambda frame, ids, options: module_check_results(frame, ids, options=options))
+                              lambda frame, ids, options: module_check_results(frame, ids, options=options),
+                              module_coverage)
 
 
 def expand_grid(module: ControllerModule, grid: Mapping[str, Sequence[Any]], base: Any = None) -> list:
