@@ -198,11 +198,21 @@ def run_check(args: argparse.Namespace) -> int:
         opts["rederive_ulps"] = args.rederive_ulps
     options = CheckOptions(**opts)
     frame, source = _prepared(args.target, args.store, _user_aliases(args.aliases))
+    _announce_rederivation(len(frame))
     report = diagnose(frame, _split(args.only), options)  # core, module checks and findings: one verdict
     doc = report.to_dict()
     doc["source"] = source
     _emit(doc, report_lines(report, source), args.json)
     return report.verdict.exit_code
+
+
+def _announce_rederivation(rows: int) -> None:
+    """Say so before a long run's re-derivation loads its compiled loop (a compile, the first time)."""
+    from regime_dash.engine import rederive
+
+    if rows >= rederive.PYTHON_ROWS and rederive.HAVE_NUMBA and not rederive.is_compiled():
+        print(f"re-deriving {rows:,} rows: loading the compiled re-derivation loop (the first time in a "
+              "checkout it compiles, about 10 s)", file=sys.stderr, flush=True)
 
 
 def run_check_all(args: argparse.Namespace) -> int:

@@ -244,6 +244,16 @@ def compiled():
     return loop
 
 
+def warm() -> None:
+    """Compile the loop (or load it from numba's disk cache) by running it once on two empty rows."""
+    n = len(R.SLOT_ORDER)
+    boot = COMPACT.bootstrap_vector()[:n].copy()
+    run(np.full((2, 1), np.nan, np.float32), np.full(n, -1, np.int32), np.zeros(0, np.int32),
+        np.zeros(2, np.int64), np.ones(2, np.int64), np.full((2, len(EXTRA)), np.nan, np.float32),
+        np.array([True, False]), np.zeros(2, bool), np.zeros(2, bool), boot, COMPACT.reset_plan(),
+        compiled_loop=True)
+
+
 def is_compiled() -> bool:
     """Whether this process already holds the compiled loop."""
     return "loop" in _COMPILED
@@ -311,4 +321,4 @@ def run(logged, col_of, cfg_pos, flat, bsz, extra, start, skip, boundary, boot, 
     return exp, chain_ok, (isv, chain)
 
 
-__all__ = ["OUTPUTS", "OUTPUT_NAMES", "EXTRA", "COMPACT", "PYTHON_ROWS", "run", "fresh_state", "compiled", "is_compiled"]
+__all__ = ["OUTPUTS", "OUTPUT_NAMES", "EXTRA", "COMPACT", "PYTHON_ROWS", "run", "fresh_state", "compiled", "is_compiled", "warm"]
