@@ -36,6 +36,14 @@ _CONFIG_SLOTS = {s.name for s in engine.COMPACT.slots if s.role == "config"}
 _ALWAYS_READ = ("RL_SESSION_PNL_WORST_INDEX", "RL_COOLDOWN_REMAINING_STEPS_INDEX")
 
 
+def _stack(columns: list[np.ndarray | None], a: int, b: int) -> np.ndarray:
+    out = np.full((b - a, len(columns)), np.nan, dtype=np.float32)
+    for j, col in enumerate(columns):
+        if col is not None:
+            out[:, j] = col[a:b]
+    return out
+
+
 #: Rows the loop takes at a time: the logged matrix of one chunk is all that is laid out at once.
 CHUNK_ROWS = 1 << 17
 
@@ -62,18 +70,11 @@ class Prepared:
 
     def logged(self, a: int, b: int) -> np.ndarray:
         """float32 [b − a, columns]: the logged slot values of rows ``a..b−1`` (NaN where not logged)."""
-        out = np.full((b - a, len(self.columns)), np.nan, dtype=np.float32)
-        for j, col in enumerate(self.columns):
-            if col is not None:
-                out[:, j] = col[a:b]
-        return out
+        return _stack(self.columns, a, b)
 
     def extra(self, a: int, b: int) -> np.ndarray:
-        out = np.full((b - a, len(self.extras)), np.nan, dtype=np.float32)
-        for j, col in enumerate(self.extras):
-            if col is not None:
-                out[:, j] = col[a:b]
-        return out
+        """float32 [b − a, len(EXTRA)]: the logged inputs of rows ``a..b−1`` (NaN where not logged)."""
+        return _stack(self.extras, a, b)
 
     def run(self, a: int, b: int, first: int = 0, state=None, resync: bool = True, compiled: bool | None = None):
         """The engine loop over rows ``a..b−1``, deriving from row ``a + first`` on (see :func:`engine.run`)."""
