@@ -151,8 +151,8 @@ class Follower:
                 self._event = piece.event  # the commit below starts the new segment
                 out.extend(self._flush())
                 continue
-            if not piece.data:
-                break
+            if not piece.data or self.clock() - self._last_commit >= self.commit_every:
+                break  # a writer that never pauses still gets its commits on time
         due = self.clock() - self._last_commit >= self.commit_every
         if (force or due) and self.stopped is None:
             out.extend(self._flush())
@@ -338,3 +338,59 @@ def follow(fset: FollowSet, *, until_idle: float | None = None, poll_every: floa
         on_commit(c)
     return why
 
+
+
+class RunWatch:
+    """A run of the store read as it grows (``check NAME --follow``): each new part is judged once.
+
+    Parameters
+    ----------
+    store, run_id
+        The run.
+    options
+        The check options.
+    """
+
+    def __init__(self, store: RunStore, run_id: str, options: CheckOptions | None = None):
+        self.store, self.run_id = store, run_id
+        self.read = 0  # parts judged
+        self.verdict = IncrementalVerdict(options, reload=self._read_all)
+
+    def _read_all(self):
+        return self._frame(self.store.parts(self.run_id)[: self.read])
+
+    @staticmethod
+    def _frame(parts):
+        import pandas as pd
+        import pyarrow.parquet as pq
+
+        from regime_dash.aliases import canonical_frame
+        from regime_dash.ingest import unify_tables
+
+        if not parts:
+            return pd.DataFrame()
+        frame = unify_tables([pq.read_table(p) for p in parts]).to_pandas()
+        return canonical_frame(frame.drop(columns=[c for c in (LINE_COLUMN, PARTITION) if c in frame.columns]))
+
+    def poll(self):
+        """The verdict after the parts committed since the last call, or ``None`` when there are none."""
+        parts = self.store.parts(self.run_id)
+        if len(parts) <= self.read:
+            return None
+        frame = self._frame(parts[self.read:])
+        self.read = len(parts)
+        return self.verdict.update(frame)
+
+    def following(self) -> bool:
+        """A follower is still writing the run (its metadata says so, and its process is alive here)."""
+        import socket
+
+        from regime_dash.store import _pid_alive
+        from regime_dash.store_append import FOLLOW_KEY
+
+        f = self.store.meta(self.run_id).get(FOLLOW_KEY)
+        if not f or not f.get("active"):
+            return False
+        if f.get("host") == socket.gethostname() and f.get("pid"):
+            return _pid_alive(int(f["pid"]))
+        return True
