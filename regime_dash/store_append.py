@@ -53,7 +53,7 @@ from regime_dash.store import (
     sanitize_name,
 )
 
-__all__ = ["FOLLOW_KEY", "FollowState", "FollowedRun", "follow_run_id"]
+__all__ = ["FOLLOW_KEY", "FollowState", "FollowedRun", "follow_run_id", "follow_status"]
 
 #: The ``_meta.json`` key of a followed run's state.
 FOLLOW_KEY = "follow"
@@ -290,3 +290,31 @@ class FollowedRun:
             meta = self._meta(self.read_meta(), active=False)
             meta.update(extra or {})
             _write_meta(self.dir / _META, meta)
+
+
+def follow_status(store: RunStore) -> dict[str, dict[str, Any]]:
+    """``{run_id: {"live", "last_step", "last_line_at", "alerts", "version"}}`` of every followed run.
+
+    ``live``: a follower is writing it (its metadata says so and, on this host, its process
+    runs); ``alerts``: the checks failing since they were alerted; ``version`` changes with
+    every commit (a cache key for the run's rows).
+    """
+    from regime_dash.store import _pid_alive
+
+    out: dict[str, dict[str, Any]] = {}
+    host = socket.gethostname()
+    for d in store._run_dirs():
+        try:
+            meta = json.loads((d / _META).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        f = meta.get(FOLLOW_KEY)
+        if not f:
+            continue
+        live = bool(f.get("active")) and (f.get("host") != host or not f.get("pid") or _pid_alive(int(f["pid"])))
+        out[meta.get("run_id") or d.name.split("=", 1)[1]] = {
+            "live": live, "last_step": meta.get("last_step"), "last_line_at": f.get("last_line_at"),
+            "alerts": sorted(meta.get("alerts", {}).get("open", {})),
+            "alert_details": list(meta.get("alerts", {}).get("open", {}).values()),
+            "version": f"{f.get('parts')}:{f.get('lines')}:{f.get('committed_at')}"}
+    return out
