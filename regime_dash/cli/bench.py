@@ -118,6 +118,16 @@ def _ui_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
     p.add_argument("--out", help="also write the JSON result to this file")
 
 
+def _follow_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
+    p.add_argument("--files", type=int, default=8, help="files written at once (default 8)")
+    p.add_argument("--rate", type=float, default=1000.0, help="lines a second per file (default 1000)")
+    p.add_argument("--seconds", type=float, default=60.0, help="how long the writer writes (default 60; "
+                   "1800 for the RSS target)")
+    p.add_argument("--workdir", default=None, help="scratch directory (default: system tmp)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON only")
+    p.add_argument("--out", default=None, help="also write the JSON figures to this file")
+
+
 @dataclass(frozen=True)
 class TargetSpec:
     """How ``bench <target>`` is offered: its one-line help, its description (from the
@@ -144,6 +154,8 @@ TARGET_SPECS: dict[str, TargetSpec] = {
                               _sensitivity_options),
     "ui": TargetSpec("dashboard latencies (action → updated chart) in headless chromium", _first_paragraph,
                      _ui_options, handler="_main", raw=False),
+    "follow": TargetSpec("ingest --follow keeping up with 8 files at 1000 lines/s: latency, CPU, RSS",
+                         lambda doc: doc, _follow_options),
 }
 
 
