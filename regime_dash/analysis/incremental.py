@@ -63,8 +63,28 @@ class Carry:
         raise NotImplementedError
 
 
-def _skip_or_found(check: inv.Check, vw: FrameView, opt: CheckOptions):
-    return inv.evaluate(check, vw, opt)
+class _CheckCarry(Carry):
+    """A check's carry: a batch is judged (:meth:`judge`) unless the check skips on it (a field missing)."""
+
+    def __init__(self, check: inv.Check, opt: CheckOptions):
+        self.check, self.opt = check, opt
+        self.skip: CheckResult | None = None
+        self.judged = False
+
+    def update(self, vw: FrameView, ctx: int) -> None:
+        found = inv.evaluate(self.check, vw, self.opt)
+        if isinstance(found, CheckResult):
+            self.skip = found
+            return
+        self.judged = True
+        self.judge(vw, ctx, found)
+
+    def judge(self, vw: FrameView, ctx: int, found: Found) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def skipped(self) -> CheckResult:
+        return self.skip or CheckResult(self.check.id, "skip", 0, None, [], "the frame has no rows",
+                                        column=self.check.column)
 
 
 class _Steps:
@@ -84,24 +104,18 @@ class _Steps:
         return self.steps[0] if self.steps else None
 
 
-class RowLocal(Carry):
+class RowLocal(_CheckCarry):
     """The generic carry: the check run on ``lookback`` rows of context plus the new rows, the new
     rows' violations merged into the run's."""
 
     def __init__(self, check: inv.Check, opt: CheckOptions, lookback: int = 1):
-        self.check, self.opt, self.lookback = check, opt, lookback
+        super().__init__(check, opt)
+        self.lookback = lookback
         self.bad, self.rows = _Steps(), 0
-        self.skip: CheckResult | None = None
-        self.judged = False
         self.detail = ""
         self.column = check.column
 
-    def update(self, vw: FrameView, ctx: int) -> None:
-        found = _skip_or_found(self.check, vw, self.opt)
-        if isinstance(found, CheckResult):
-            self.skip = found
-            return
-        self.judged = True
+    def judge(self, vw: FrameView, ctx: int, found: Found) -> None:
         self.rows += vw.n - ctx
         steps = vw.step[ctx:][np.asarray(found.bad, dtype=bool)[ctx:]]
         if len(steps) and not self.bad.count:
@@ -111,8 +125,7 @@ class RowLocal(Carry):
 
     def result(self) -> CheckResult:
         if not self.judged:
-            return self.skip or CheckResult(self.check.id, "skip", 0, None, [], "the frame has no rows",
-                                            column=self.check.column)
+            return self.skipped()
         detail = self.detail if self.bad.count else f"no violation in {self.rows} rows, checked as they arrived"
         return CheckResult(self.check.id, "fail" if self.bad.count else "pass", self.bad.count, self.bad.first,
                            list(self.bad.steps), detail, column=self.column)
@@ -142,22 +155,16 @@ class Columns(Carry):
         return self.run(view(frame))
 
 
-class _TrapCarry(Carry):
+class _TrapCarry(_CheckCarry):
     """``kelly_trap``: the open trap (first and last step, timeout inside) and the closed ones."""
 
     def __init__(self, check: inv.Check, opt: CheckOptions):
-        self.check, self.opt = check, opt
+        super().__init__(check, opt)
         self.open: list | None = None  # [first step, last step, timed out]
         self.failing, self.excused, self.longest = [], [], 0
-        self.skip: CheckResult | None = None
         self.has_timeout = True
 
-    def update(self, vw: FrameView, ctx: int) -> None:
-        found = _skip_or_found(self.check, vw, self.opt)
-        if isinstance(found, CheckResult):
-            self.skip = found
-            return
-        self.skip = None
+    def judge(self, vw: FrameView, ctx: int, found: Found) -> None:
         self.has_timeout = vw.has(v.TIMEOUT)
         timeout = vw.f32(v.TIMEOUT) == 1 if self.has_timeout else np.zeros(vw.n, dtype=bool)
         trapped = np.zeros(vw.n, dtype=bool)
@@ -190,8 +197,8 @@ class _TrapCarry(Carry):
         return length
 
     def result(self) -> CheckResult:
-        if self.skip is not None:
-            return self.skip
+        if not self.judged:
+            return self.skipped()
         failing, excused = list(self.failing), list(self.excused)
         longest = max(self.longest, self._close((failing, excused)))
         evidence = {"limit": self.opt.trap_steps, "longest": longest,
@@ -206,26 +213,20 @@ class _TrapCarry(Carry):
                            evidence=evidence)
 
 
-class _FiniteCarry(Carry):
+class _FiniteCarry(_CheckCarry):
     """``finite_*``: which fields have been seen (leading NaNs are "not recorded") and the bad rows."""
 
     lookback = 0
 
     def __init__(self, check: inv.Check, opt: CheckOptions, prefix: str, exclude: str | None = None):
-        self.check, self.opt, self.prefix, self.exclude = check, opt, prefix, exclude
+        super().__init__(check, opt)
+        self.prefix, self.exclude = prefix, exclude
         self.seen: set[str] = set()
         self.bad = _Steps()
         self.worst: dict[str, int] = {}
         self.order: list[str] = []
-        self.skip: CheckResult | None = None
-        self.judged = False
 
-    def update(self, vw: FrameView, ctx: int) -> None:
-        found = _skip_or_found(self.check, vw, self.opt)
-        if isinstance(found, CheckResult):
-            self.skip = found
-            return
-        self.judged = True
+    def judge(self, vw: FrameView, ctx: int, found: Found) -> None:
         bad = np.zeros(vw.n - ctx, dtype=bool)
         cols = inv._numeric_columns(vw, self.prefix, self.exclude)
         self.order = cols
@@ -245,7 +246,7 @@ class _FiniteCarry(Carry):
 
     def result(self) -> CheckResult:
         if not self.judged:
-            return self.skip
+            return self.skipped()
         if not self.bad.count:
             return CheckResult(self.check.id, "pass", 0, None, [], f"{len(self.seen)} {self.prefix}* field(s) "
                                f"finite on every recorded row", column=self.check.column)
@@ -295,7 +296,7 @@ class _EvalPnlCarry(Carry):
                            f"{self.opt.eval_pnl_baseline:,.0f}", column=self.check.column)
 
 
-class _ResurrectionCarry(Carry):
+class _ResurrectionCarry(_CheckCarry):
     """``kelly_resurrection``: where the file carries F2 it is row-local; where it does not, whether
     F2 was on is inferred from the whole run, so the rows of each possible verdict are carried."""
 
@@ -303,19 +304,12 @@ class _ResurrectionCarry(Carry):
     _SETS = ("switch", "inferred_on", "plain", "kept")
 
     def __init__(self, check: inv.Check, opt: CheckOptions):
-        self.check, self.opt = check, opt
+        super().__init__(check, opt)
         self.sets = {k: _Steps() for k in self._SETS}
         self.n_over, self.n_kept = 0, 0
         self.has_switch = False
-        self.skip: CheckResult | None = None
-        self.judged = False
 
-    def update(self, vw: FrameView, ctx: int) -> None:
-        found = _skip_or_found(self.check, vw, self.opt)
-        if isinstance(found, CheckResult):
-            self.skip = found
-            return
-        self.judged = True
+    def judge(self, vw: FrameView, ctx: int, found: Found) -> None:
         r = {k: m[ctx:] for k, m in inv.resurrection_rows(vw).items()}
         steps = vw.step[ctx:]
         switch = v.diag.SWITCH_COLUMNS["resurrection"]
@@ -333,7 +327,7 @@ class _ResurrectionCarry(Carry):
 
     def result(self) -> CheckResult:
         if not self.judged:
-            return self.skip
+            return self.skipped()
         status = None
         if self.has_switch:
             got = self.sets["switch"]
