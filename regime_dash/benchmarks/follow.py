@@ -44,7 +44,7 @@ while time.monotonic() - t0 < seconds:
             fh.write(raw)
         times.append(now); step += 1
     time.sleep(0.01)
-json.dump(times, sys.stdout)
+json.dump(times, open(f"{folder}/../write-times.json", "w"))  # a file: a pipe this big would block
 """
 
 
@@ -88,7 +88,7 @@ def measure(files: int, rate: float, seconds: float, workdir: Path, warmup: floa
     time.sleep(3)  # its start (imports) is not a follow cost
     cpu0, t0 = _cpu_seconds(follower.pid), time.monotonic()
     writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(src), str(folder), str(files), str(rate),
-                               str(seconds)], stdout=subprocess.PIPE, text=True)
+                               str(seconds)])
     rss: list[tuple[float, float]] = []
     while writer.poll() is None:
         rss.append((time.monotonic() - t0, _rss_mb(follower.pid)))
@@ -97,7 +97,7 @@ def measure(files: int, rate: float, seconds: float, workdir: Path, warmup: floa
               file=sys.stderr, flush=True)
         time.sleep(1.0)
     wall, cpu = time.monotonic() - t0, _cpu_seconds(follower.pid) - cpu0
-    times = json.loads(writer.stdout.read())
+    times = json.loads((workdir / "write-times.json").read_text())
     follower.wait(120)
     print(file=sys.stderr)
     lat = _latencies(store, times)
