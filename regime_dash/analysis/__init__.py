@@ -29,6 +29,8 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from regime_dash.analysis.coverage import counts as coverage_counts
+from regime_dash.analysis.coverage import coverage
 from regime_dash.analysis.diff import FieldDiff, RunDiff, diff_runs
 from regime_dash.analysis.episodes import (boundaries, dead_zone_episodes, find_all, floor_active,
                                            floor_spans, summary, tail_events, timeouts, transitions)
@@ -75,6 +77,8 @@ class Report:
     skipped: dict[str, str]
     summary: dict
     aliases_applied: dict[str, str] = field(default_factory=dict)
+    #: One entry per logged field: rederived, bounded only, not checkable or input (:mod:`.coverage`).
+    coverage: list[dict] = field(default_factory=list)
 
     @property
     def checks(self) -> list[CheckResult]:
@@ -101,6 +105,7 @@ class Report:
             "skipped": dict(self.skipped),
             "summary": {k: _plain(x) for k, x in self.summary.items()},
             "aliases_applied": dict(self.aliases_applied),
+            "coverage": {"counts": coverage_counts(self.coverage), "fields": list(self.coverage)},
         })
         return doc
 
@@ -122,4 +127,4 @@ def diagnose(frame: pd.DataFrame, ids: Iterable[str] | None = None,
     judged = verdict(vw, options, ids)
     episodes, events, skipped = find_all(vw)
     return Report(judged, episodes, events, skipped, summary(vw),
-                  dict(frame.attrs.get("aliases_applied", {})))
+                  dict(frame.attrs.get("aliases_applied", {})), coverage(vw.frame.columns, judged.checks))

@@ -2,8 +2,10 @@
 import pandas as pd
 import streamlit as st
 
+from regime_dash.errors import RegimeDashError
 from regime_dash.figures_overlay import overlay
 from regime_dash.ui import cache, live_alerts, sections, state, widgets
+from regime_dash.ui.errors import show_error
 from regime_dash.ui.verdict_strip import verdict_strip
 
 st.title("Explore")
@@ -29,7 +31,16 @@ if not picked:
 root, alias_key = cache.store_root(), widgets.alias_key(aliases)
 labels = widgets.run_labels(runs, picked)
 live = live_alerts.live_versions(picked)  # runs a follower is writing now: redrawn as they grow
-frames = {labels[rid]: cache.load_run(root, rid, alias_key, live.get(rid, "")) for rid in picked}
+frames = {}
+for rid in list(picked):
+    try:  # a damaged run (or one deleted meanwhile) is said and left out; the others are drawn
+        frames[labels[rid]] = cache.load_run(root, rid, alias_key, live.get(rid, ""))
+    except RegimeDashError as exc:
+        show_error(exc, context=f"{labels[rid]}: not shown. ")
+        picked.remove(rid)
+if not picked:
+    state.publish()
+    st.stop()
 for label, frame in frames.items():
     if frame.attrs.get("step_from_row"):
         st.caption(f"{label} has no step field: drawn against its row number.")
