@@ -378,8 +378,9 @@ class RunWatch:
         if len(parts) <= self.read:
             return None
         frame = self._frame(parts[self.read:])
+        verdict = self.verdict.update(frame)  # reload gives the parts before these
         self.read = len(parts)
-        return self.verdict.update(frame)
+        return verdict
 
     def following(self) -> bool:
         """A follower is still writing the run (its metadata says so, and its process is alive here)."""

@@ -1,10 +1,12 @@
 """The incremental verdict equals a full verdict of the same rows, at every cut point.
 
 The contract of regime_dash.analysis.incremental: after each batch, every check's id, status,
-violations, first step, steps, spans and column, and every finding's id, severity, steps and
-spans, are those of ``verdict`` on all the rows so far. Frames: clean replays, each planted
-violation of test_invariants, a cycling dead zone, a broken resurrection without its switch,
-a trap that outlives a batch, the committed sample.
+violations, first step, steps, spans and column (a ``rederive.*`` check's evidence too: rows
+compared, the divergences up to their cap), and every finding's id, severity, steps and spans,
+are those of ``verdict`` on all the rows so far. Frames: clean replays, each planted violation
+of test_invariants, a cycling dead zone, a broken resurrection without its switch, a trap that
+outlives a batch, the committed sample, replays from step 0 with every input logged (planted
+divergences across batches, a switch turned on late), a controller module's run.
 """
 from __future__ import annotations
 
@@ -26,7 +28,8 @@ SAMPLE = Path(__file__).resolve().parent.parent / "data" / "samples" / "diag.jso
 
 
 def key(vd):
-    checks = [(c.id, c.status, c.violations, c.first_step, list(c.steps), [tuple(s) for s in c.spans], c.column)
+    checks = [(c.id, c.status, c.violations, c.first_step, list(c.steps), [tuple(s) for s in c.spans], c.column,
+               c.evidence if c.id.startswith("rederive.") else None, c.detail if c.id.startswith("rederive.") else None)
               for c in vd.checks]
     finds = [(f.id, f.severity, list(f.steps), [tuple(s) for s in f.spans]) for f in vd.findings]
     return checks, finds
@@ -120,3 +123,54 @@ def test_the_committed_sample():
     table, _ = ingest.parse(SAMPLE)
     frame = canonical_frame(table.to_pandas().drop(columns=["_line"]))
     assert_equal_at_cuts(frame, (1, 100, 333, 600, 601, 1000))
+
+
+def _logged_replay(name="fold_boundary", seed=2, steps=2400, **cfg):
+    import regime_dash as rdash
+    from regime_dash import scenarios
+    from regime_dash.config import RegimeConfig
+
+    return rdash.replay(scenarios.make(name, seed=seed, steps=steps), RegimeConfig(**cfg), engine="reference",
+                        log_inputs=True)
+
+
+def _rederived(vd):
+    return {c.id: c for c in vd.checks if c.id.startswith("rederive.")}
+
+
+def test_rederivation_from_step_zero_with_every_input_logged():
+    frame = _logged_replay(tail_on_deviation=True)
+    inc = assert_equal_at_cuts(frame, CUTS)
+    got = _rederived(inc.current)
+    assert got and all(c.status == "pass" for c in got.values()), [(c.id, c.status) for c in got.values()]
+    assert got["rederive.variance"].evidence["compared"] >= len(frame) - 1  # the Welford chain carried over
+
+
+def test_rederivation_divergences_across_batches_up_to_the_cap():
+    from regime_dash.analysis.rederive import MAX_DIVERGENCES
+
+    frame = _logged_replay("tail_shock", seed=0, steps=2000)
+    frame[v.SIGMA] = frame[v.SIGMA].astype(np.float32)
+    frame.loc[400:400 + MAX_DIVERGENCES + 49, v.SIGMA] *= np.float32(1.001)  # one span over several batches
+    frame.loc[1500, v.SIGMA] *= np.float32(0.999)
+    inc = assert_equal_at_cuts(frame, (1, 401, 450, 451, 620, 649, 650, 651, 1500, 1501))
+    sigma = _rederived(inc.current)["rederive.sigma"]
+    assert sigma.status == "fail" and len(sigma.evidence["divergences"]) == MAX_DIVERGENCES
+    assert sigma.spans[0] == (int(frame["step"][400]), int(frame["step"][649]))
+
+
+def test_a_chain_switch_turned_on_late_re_reads_the_earlier_batches():
+    frame = _logged_replay(tail_on_deviation=True, steps=1500)
+    col = "risk_stack.config.tail_on_deviation"
+    frame[col] = 0.0
+    frame.loc[1200:, col] = 1.0
+    assert_equal_at_cuts(frame, (300, 900, 1201, 1300))
+
+
+def test_a_controller_modules_checks_from_the_registry():
+    from regime_dash.modules import MODULES
+
+    module = MODULES["pearl_c"]
+    frame = module.replay(module.demo_stream(0, 600), module.config_type())
+    inc = assert_equal_at_cuts(frame, (1, 150, 151, 400))
+    assert any(c.id in set(module.check_ids) for c in inc.current.checks)

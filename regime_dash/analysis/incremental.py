@@ -16,12 +16,17 @@ the state it keeps between batches:
 * :class:`Columns` re-runs a check on the columns it reads, kept for every row
   (a few bytes a row): the fallback of a result that depends on the whole run
   (``envelope_decay_horizon``'s largest capture, ``throughput``'s windows).
+* the ``rederive.*`` checks (:mod:`regime_dash.analysis.rederive`) run the engine loop
+  on one context row plus the new rows from the carried ``(isv, chain)``, and tally
+  each formula's comparisons as the whole-prefix run does (its bootstrap kept from
+  the first batch).
 
 Two things make an update re-judge the whole run once (``reload`` gives the
 rows stored so far): a column seen for the first time (whether a field is
 there changes how earlier rows are read) and a step lower than the last one (a
 trainer restarted from a checkpoint: the rows sort in among the earlier ones).
-Module checks, when a controller's columns are present, run on the whole run.
+Module checks (the providers of :mod:`regime_dash.analysis.registry`, as ``verdict``
+takes them), when a controller's columns are present, run on the whole run.
 
 The contract, which ``tests/test_incremental.py`` asserts at several cut points:
 every check's id, status, violations, first step, steps, spans and column, and
@@ -37,14 +42,19 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from regime_dash import diag
 from regime_dash.analysis import findings as fd
 from regime_dash.analysis import invariants as inv
+from regime_dash.analysis import registry
+from regime_dash.analysis import rederive as rd
 from regime_dash.analysis import view as v
 from regime_dash.analysis.episodes import RESURRECTION_GAP, _runs
 from regime_dash.analysis.findings import Finding
 from regime_dash.analysis.invariants import MAX_STEPS, CheckOptions, CheckResult, Found
 from regime_dash.analysis.verdict import Verdict
+from regime_dash.analysis.rederive_formulas import FORMULAS
 from regime_dash.analysis.view import FrameView, view
+from regime_dash.engine import rederive as engine
 
 __all__ = ["CARRIES", "Carry", "Columns", "IncrementalVerdict", "RowLocal", "register_carry"]
 
@@ -108,9 +118,10 @@ class RowLocal(_CheckCarry):
     """The generic carry: the check run on ``lookback`` rows of context plus the new rows, the new
     rows' violations merged into the run's."""
 
-    def __init__(self, check: inv.Check, opt: CheckOptions, lookback: int = 1):
+    def __init__(self, check: inv.Check, opt: CheckOptions, lookback: int = 1, sticky_skip: bool = False):
         super().__init__(check, opt)
         self.lookback = lookback
+        self.sticky_skip = sticky_skip  # a skip on any batch is the run's (the rows that made it are in the run)
         self.bad, self.rows = _Steps(), 0
         self.detail = ""
         self.column = check.column
@@ -124,7 +135,7 @@ class RowLocal(_CheckCarry):
         self.column = found.column or self.check.column
 
     def result(self) -> CheckResult:
-        if not self.judged:
+        if not self.judged or (self.sticky_skip and self.skip is not None):
             return self.skipped()
         detail = self.detail if self.bad.count else f"no violation in {self.rows} rows, checked as they arrived"
         return CheckResult(self.check.id, "fail" if self.bad.count else "pass", self.bad.count, self.bad.first,
@@ -137,13 +148,17 @@ class Columns(Carry):
 
     lookback = 0
 
-    def __init__(self, reads: tuple[str, ...], run: Callable[[FrameView], object], dtype=np.float32):
-        self.reads, self.run, self.dtype = reads, run, dtype
+    def __init__(self, reads: tuple[str, ...], run: Callable[[FrameView], object], dtype=np.float32,
+                 raw: tuple[str, ...] = ()):
+        self.reads, self.run, self.dtype, self.raw = reads, run, dtype, raw  # raw: kept as they are (labels)
         self.parts: list[pd.DataFrame] = []
 
     def update(self, vw: FrameView, ctx: int) -> None:
         cols = [c for c in self.reads if vw.has(c)]
         part = vw.frame.iloc[ctx:][cols].apply(pd.to_numeric, errors="coerce").astype(self.dtype)
+        for c in self.raw:
+            if vw.has(c):
+                part[c] = vw.frame[c].iloc[ctx:].to_numpy()
         part.insert(0, "step", vw.step[ctx:])
         self.parts.append(part)
         if len(self.parts) > 8:  # few pieces to concatenate at each result
@@ -346,6 +361,58 @@ class _ResurrectionCarry(_CheckCarry):
                            column=self.check.column)
 
 
+class _RederiveCarry(Carry):
+    """The ``rederive.*`` checks: the engine loop run on one context row plus the new rows from the
+    carried ``(isv, chain)``, each formula's comparisons tallied (:class:`rederive.Tally`).
+
+    What a whole-prefix run decides from its first row is kept from the first batch: the bootstrap
+    (the config a diag logs at row 0). Boundaries, skips and the rows compared read a row and the
+    one before it, which the context row gives. A formula whose chain a switch turns on anywhere in
+    the run (:data:`rederive.SWITCHED_CHAIN`) is tallied both ways and picked at the result.
+    """
+
+    lookback = 1
+
+    def __init__(self, opt: CheckOptions):
+        self.ulps = opt.rederive_ulps
+        self.state = None  # (isv, chain) after the last row
+        self.boot: np.ndarray | None = None
+        self.tallies: dict[tuple[int, bool], rd.Tally] = {}
+        self.absent: dict[int, list[str]] = {}
+        self.switched = {name: False for name in rd.SWITCHED_CHAIN.values()}
+        self.inferred = True
+
+    def update(self, vw: FrameView, ctx: int) -> None:
+        p = rd.prepare(vw)
+        if self.boot is None and vw.n:
+            self.boot = p.boot
+        if self.boot is not None:
+            p.boot = self.boot
+        self.inferred = p.inferred_boundaries
+        exp, chain_ok, self.state = engine.run(p.logged, p.col_of, p.cfg_pos, p.flat, p.bsz, p.extra, p.start,
+                                               p.skip, p.boundary, p.boot, engine.COMPACT.reset_plan(),
+                                               first=ctx, state=self.state)
+        for name in self.switched:
+            self.switched[name] = self.switched[name] or rd.switch_on(vw, name)
+        self.absent = {k: a for k, f in enumerate(FORMULAS) if (a := rd.missing(vw, f))}
+        for k, f in enumerate(FORMULAS):
+            if k in self.absent:
+                continue
+            for chain in ((True,) if f.chain else (False, True) if f.output in rd.SWITCHED_CHAIN else (False,)):
+                rows = rd.compared(vw, p, f, chain_ok, chain)
+                self.tallies.setdefault((k, chain), rd.Tally()).add(vw, p, f, exp[:, k], rows, self.ulps, ctx)
+
+    def result(self) -> list[CheckResult]:
+        out = []
+        for k, f in enumerate(FORMULAS):
+            if k in self.absent:
+                out.append(rd.skipped(f, self.absent[k]))
+                continue
+            chain = f.chain or (f.output in rd.SWITCHED_CHAIN and self.switched[rd.SWITCHED_CHAIN[f.output]])
+            out.append(self.tallies.get((k, chain), rd.Tally()).result(f, self.ulps, self.inferred))
+        return out
+
+
 # ---- findings -----------------------------------------------------------------------------------
 class _EpisodeCarry(Carry):
     """``timeout_unreachable``: the dead-zone episodes (runs of the flag a resurrection gap apart),
@@ -358,6 +425,8 @@ class _EpisodeCarry(Carry):
         self.done: list[Finding] = []
         self.open: dict | None = None
         self.after: dict = self._blank()  # flag-off rows since the open episode's last flagged row
+        self.after_rows = 0  # how many
+        self.last_step = 0
         self.applies = False
 
     @staticmethod
@@ -373,6 +442,8 @@ class _EpisodeCarry(Carry):
         to = vw.f32(v.TIMEOUT) == 1 if vw.has(v.TIMEOUT) else np.zeros(vw.n, dtype=bool)
         sw = vw.switch("duration_across_cycles")
         carried = sw if sw is not None else (vw.f32(v.FLAG) == 0) & (dur > 0)
+        if vw.n:
+            self.last_step = int(vw.step[-1])
         for i in range(ctx, vw.n):  # per row: a few comparisons (vectorizing costs more at commit sizes)
             step = int(vw.step[i])
             if on[i]:
@@ -386,9 +457,10 @@ class _EpisodeCarry(Carry):
                     self._absorb(self.after)
                 self.open["end"], self.open["end_row_on"] = step, True
                 self._absorb({"dur": dur[i], "mx": mx[i], "to": to[i], "carried": carried[i]})
-                self.after = self._blank()
+                self.after, self.after_rows = self._blank(), 0
             elif self.open is not None:
                 self.open["end_row_on"] = False
+                self.after_rows += 1
                 a = self.after
                 a["dur"], a["mx"] = np.fmax(a["dur"], dur[i]), np.fmax(a["mx"], mx[i])
                 a["to"], a["carried"] = a["to"] or bool(to[i]), a["carried"] or bool(carried[i])
@@ -398,30 +470,27 @@ class _EpisodeCarry(Carry):
         o["dur"], o["mx"] = np.fmax(o["dur"], rows["dur"]), np.fmax(o["mx"], rows["mx"])
         o["to"], o["carried"] = o["to"] or bool(rows["to"]), o["carried"] or bool(rows["carried"])
 
-    def _finding(self, o: dict) -> Finding | None:
+    def _finding(self, o: dict, open_at_end: bool = False) -> Finding | None:
         steps, seen = o["end"] - o["start"] + 1, float(o["dur"])
         limit = float(o["mx"]) if np.isfinite(o["mx"]) else math.nan
         if o["cycles"] < 2 or o["to"] or steps <= self.opt.trap_steps or not seen < limit or o["carried"]:
             return None
-        outlived = steps > limit
-        return Finding("timeout_unreachable", "fail" if outlived else "warn",
-                       f"The dead zone cycled {o['cycles']} times over steps {o['start']}–{o['end']} and DURATION "
-                       f"never exceeded {seen:g}, so TIMEOUT_FLAG (max_duration {limit:g}) could not fire.",
-                       [o["start"]], [(o["start"], o["end"])],
-                       {"cycles": o["cycles"], "max_DURATION": seen, "max_duration": limit, "steps": steps,
-                        "outlived_max_duration": bool(outlived)}, v.DURATION, ("max_duration",))
+        return fd.timeout_finding(o["start"], o["end"], o["cycles"], steps, seen, limit, open_at_end)
 
     def _close(self) -> None:
         if self.open is not None:
             f = self._finding(self.open)
             if f is not None:
                 self.done.append(f)
-        self.open, self.after = None, self._blank()
+        self.open, self.after, self.after_rows = None, self._blank(), 0
 
     def result(self) -> list[Finding]:
         if not self.applies:
             return []
-        tail = self._finding(self.open) if self.open is not None else None
+        # the run ends inside the open episode unless more than a resurrection gap of flag-off rows follow it
+        at_end = self.open is not None and (self.after_rows == 0 or (
+            self.after_rows <= RESURRECTION_GAP and self.last_step - self.open["end"] <= RESURRECTION_GAP))
+        tail = self._finding(self.open, at_end) if self.open is not None else None
         return self.done + ([tail] if tail is not None else [])
 
 
@@ -477,7 +546,8 @@ class _DriftCarry(_RunsCarry):
             return []
         spans = [(a, b) for a, b, _n in runs]
         longest = max(n for *_x, n in runs)
-        return [Finding("tail_on_drift", "warn", f"A tail event fired on {longest} consecutive steps (from step "
+        # info, as the full finder: the spec's code and G22's words define this test
+        return [Finding("tail_on_drift", "info", f"A tail event fired on {longest} consecutive steps (from step "
                         f"{spans[0][0]}): a steady drift reads as a tail every step.", [a for a, _ in spans], spans,
                         {"runs": len(runs), "tail_steps": sum(n for *_x, n in runs), "longest": longest},
                         v.RECENCY)]
@@ -545,6 +615,8 @@ def _check_carry(check: inv.Check, opt: CheckOptions) -> Carry:
         "finite_regime_fields": lambda: _FiniteCarry(check, opt, v.R),
         "finite_risk_stack_fields": lambda: _FiniteCarry(check, opt, v.P, exclude=v.R),
         "eval_pnl_baseline": lambda: _EvalPnlCarry(check, opt),
+        # a batch with a phase/fold change and no field to check the reset with: the run has that change
+        "boundary_reset": lambda: RowLocal(check, opt, sticky_skip=True),
         "kelly_resurrection": lambda: _ResurrectionCarry(check, opt),
         "throughput": lambda: (RowLocal(check, opt) if opt.baseline_sps is None else  # a skip, row after row
                                Columns(("wall_time",), lambda vw: inv._result(check, vw, opt), np.float64)),
@@ -554,13 +626,18 @@ def _check_carry(check: inv.Check, opt: CheckOptions) -> Carry:
     return special.get(check.id, lambda: RowLocal(check, opt))()
 
 
+_ENVELOPE_READS = (v.ENVELOPE, v.DECAY_ALPHA, diag.INPUT_COLUMNS["batch_max_abs"], diag.SWITCH_COLUMNS["envelope"],
+                   v.RECENCY, v.REMAINING, v.STEPS_CONFIG)
+
+
 def _finder_carries(opt: CheckOptions) -> dict[str, Carry]:
     return {
         "timeout_unreachable": _EpisodeCarry(opt),
         "tail_on_drift": _DriftCarry(),
         "tail_at_boundary": _BoundaryTailCarry(),
-        "envelope_decay_horizon": Columns((v.ENVELOPE, v.DECAY_ALPHA),
-                                          lambda vw: fd._envelope_decay_horizon(vw, opt)),
+        # the finding reads the envelope's rows, its switch and batch max, and the boundaries' signatures
+        "envelope_decay_horizon": Columns(_ENVELOPE_READS, lambda vw: fd._envelope_decay_horizon(vw, opt),
+                                          raw=("phase", "fold")),
         "tau_unclamped": _TauCarry(),
     }
 
@@ -583,8 +660,9 @@ class IncrementalVerdict:
     options
         The check options, as for :func:`~regime_dash.analysis.verdict.verdict`.
     reload
-        Returns the run's rows stored so far (canonical columns): used when an update must
-        re-judge the whole run (a new column, a step going back) and for module checks.
+        Returns the run's rows stored before the batch being folded in (canonical columns): used
+        when an update must re-judge the whole run (a new column, a step going back) and for the
+        module checks. Without it, the rows are kept here (their memory grows with the run).
     """
 
     def __init__(self, options: CheckOptions | None = None,
@@ -593,17 +671,23 @@ class IncrementalVerdict:
         self.reload = reload
         self.current: Verdict | None = None
         self.rebuilds = 0
+        self.providers = registry.providers()  # the module checks, as verdict takes them
         self._reset()
 
     def _reset(self) -> None:
         self.checks = {c.id: _check_carry(c, self.options) for c in inv.CHECKS}
+        self.rederived = _RederiveCarry(self.options)
         self.finders = _finder_carries(self.options)
-        self.lookback = max(c.lookback for c in (*self.checks.values(), *self.finders.values()))
+        self.lookback = max(c.lookback for c in self._carries())
         self.tail = pd.DataFrame()
         self.columns: list[str] = []
         self.last_step: int | None = None
         self.rows = 0
-        self.modules = False
+        self.modules = [False] * len(self.providers)  # a provider's checks apply: they run on the whole run
+        self.kept: list[pd.DataFrame] = []  # every batch, where there is no reload
+
+    def _carries(self) -> tuple[Carry, ...]:
+        return (*self.checks.values(), self.rederived, *self.finders.values())
 
     def update(self, new: pd.DataFrame) -> Verdict:
         """Fold ``new`` rows (canonical column names, file order) in; the verdict of every row so far."""
@@ -612,37 +696,51 @@ class IncrementalVerdict:
         steps = pd.to_numeric(new["step"], errors="coerce") if "step" in new.columns else None
         fresh = [c for c in new.columns if c not in set(self.columns)]
         back = steps is not None and self.last_step is not None and bool((steps < self.last_step).any())
-        if self.rows and (fresh or back) and self.reload is not None:
-            whole = pd.concat([self.reload(), new], ignore_index=True)
+        if self.rows and (fresh or back):
+            whole = pd.concat([self._before(), new], ignore_index=True)
             self.rebuilds += 1
             self._reset()
-            return self._fold(whole)
+            return self._fold(whole, whole)
         return self._fold(new)
 
-    def _fold(self, new: pd.DataFrame) -> Verdict:
+    def _before(self) -> pd.DataFrame:
+        """The rows folded in before the batch at hand."""
+        if self.reload is not None:
+            return self.reload()
+        return pd.concat(self.kept, ignore_index=True) if self.kept else pd.DataFrame()
+
+    def _fold(self, new: pd.DataFrame, whole: pd.DataFrame | None = None) -> Verdict:
         self.columns += [c for c in new.columns if c not in set(self.columns)]
         ctx = len(self.tail)
         window = pd.concat([self.tail.reindex(columns=self.columns), new.reindex(columns=self.columns)],
                            ignore_index=True) if ctx else new.reindex(columns=self.columns)
         vw = view(window)
         ctx = min(ctx, vw.n)
-        for carry in (*self.checks.values(), *self.finders.values()):
+        for carry in self._carries():
             carry.update(vw, ctx)  # more context than a carry's lookback changes none of its new rows
+        module_checks = self._module_checks(vw, new, whole)
+        if self.reload is None:
+            self.kept.append(new)
         self.rows += vw.n - ctx
         if vw.n:
             self.last_step = int(vw.step[-1])
         self.tail = vw.frame.iloc[max(0, vw.n - self.lookback):]
-        self.current = self._verdict(vw)
+        checks = [self.checks[i].result() for i in inv.CHECK_IDS] + self.rederived.result() + module_checks
+        self.current = Verdict(checks, [f for i in fd.FINDING_IDS for f in self.finders[i].result()])
         return self.current
 
-    def _verdict(self, vw: FrameView) -> Verdict:
-        from regime_dash.modules.integration import applicable, module_check_results
-
-        checks = [self.checks[i].result() for i in inv.CHECK_IDS]
-        if self.modules or applicable(vw.frame):
-            self.modules = True  # a controller's columns: its checks run on the whole run
-            whole = self.reload() if self.reload is not None else vw.frame
-            checks.extend(module_check_results(whole, options=self.options))
-        findings = [f for i in fd.FINDING_IDS for f in self.finders[i].result()]
-        return Verdict(checks, findings)
-
+    def _module_checks(self, vw: FrameView, new: pd.DataFrame, whole: pd.DataFrame | None) -> list[CheckResult]:
+        """Each provider's checks: none while they apply to no column of the run (the window's columns are
+        the run's), else on the whole run."""
+        out: list[CheckResult] = []
+        run: FrameView | None = None
+        for k, provider in enumerate(self.providers):
+            if not self.modules[k]:
+                found = provider.results(vw.frame, None, self.options)
+                self.modules[k] = bool(found)
+                if not found:
+                    continue
+            if run is None:
+                run = view(whole if whole is not None else pd.concat([self._before(), new], ignore_index=True))
+            out.extend(provider.results(run.frame, None, self.options))
+        return out
