@@ -19,7 +19,8 @@ def _options(args: argparse.Namespace):
     from regime_dash.analysis import CheckOptions
 
     opts = {k: v for k, v in (("trap_steps", args.trap_steps), ("baseline_sps", args.baseline_sps),
-                              ("ulps", args.ulps)) if v is not None}
+                              ("ulps", args.ulps), ("rederive_ulps", getattr(args, "rederive_ulps", None)))
+            if v is not None}
     return CheckOptions(**opts)
 
 
