@@ -8,6 +8,9 @@ a diag (no JSON object line, no line with ``step`` or a ``risk_stack.*`` field, 
 permission denied); the other files are still ingested. In a diag, the JSON object lines
 without a diag field are rejected lines, with their line numbers. ``check``, ``diff`` and ``rm`` then accept the
 ``--name`` given here when one run has it, and the full run id always.
+
+``--follow`` tails files a trainer is still writing (see ``regime_dash.cli.ingest_follow``):
+``ingest FILE --follow --name NAME``, or ``ingest --follow DIR --glob '*.diag.jsonl'``.
 """
 from __future__ import annotations
 
@@ -32,10 +35,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="print one JSON array with an object per file")
     p.add_argument("--max-line-mb", type=float, default=None, metavar="MB",
                    help="reject lines longer than this, unread (default 64)")
+    from regime_dash.cli.ingest_follow import add_follow_arguments
+
+    add_follow_arguments(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.follow:
+        from regime_dash.cli.ingest_follow import run_follow
+
+        return run_follow(args)
     from regime_dash.store import RunStore
 
     from regime_dash.errors import ValidationError
