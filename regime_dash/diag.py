@@ -2,7 +2,7 @@
 
 One JSON object per step. The ``risk_stack.regime`` block is exactly the spec's
 "Diag emit structure" (six groups); around it sit the kelly, positions,
-session_pnl, popart and iqn blocks of DESIGN.md. Flattened, a column is the
+session_pnl, popart and iqn blocks of docs/CONTRACTS.md. Flattened, a column is the
 dotted path, e.g. ``risk_stack.regime.tail.recency``.
 
 Every diag value is read straight from an ISV slot (the spec's drift-free
