@@ -141,7 +141,7 @@ def iter_batches(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: s
     fixed = {**(types or {}), **CANONICAL_TYPES}
     raw, total, to_close = _open(source, path)
     report.source_bytes = total
-    if total is None or total >= shapes.MIN_SOURCE_BYTES:
+    if shapes.worth_loading(total):
         shapes.start_loading()  # numba, on a thread: later chunks may take the shape path
     hints = _Hints()
     workers = workers or _default_workers()

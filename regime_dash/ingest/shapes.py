@@ -20,8 +20,9 @@ Floats are converted by Arrow's string-to-double cast (correctly rounded, as Pyt
 (:mod:`regime_dash.ingest.arrow`), so the result never depends on this path.
 
 numba loads on a background thread the first time a large source is read
-(:func:`start_loading`); until its kernels are ready (cached on disk after the first
-compile), chunks go the usual way, so a small ingest or a first run never waits.
+(:func:`worth_loading`, :func:`start_loading`); until its kernels are ready (cached on
+disk after the first compile), chunks go the usual way, so a small ingest or a first
+run never waits.
 """
 from __future__ import annotations
 
@@ -44,8 +45,14 @@ NUMBER, BOOL, STRING, NULL = 0, 1, 2, 3
 #: Fewest candidate lines in a chunk worth a template.
 MIN_LINES = 64
 
-#: Sources smaller than this never load numba (Arrow reads them as fast as it loads).
-MIN_SOURCE_BYTES = 16 << 20
+#: Sources smaller than this load no numba into a process that has none: importing it
+#: (and the scipy it brings) costs about what the scanner saves on a few hundred MB. A
+#: process that has numba already (the app, whose engines use it) reads any large source
+#: the shape way.
+MIN_SOURCE_BYTES = 512 << 20
+
+#: Sources smaller than this never take the shape path (Arrow reads them as fast).
+MIN_WARM_BYTES = 16 << 20
 
 _state: dict[str, Any] = {"kernels": None, "thread": None, "failed": False}
 _lock = threading.Lock()
@@ -65,6 +72,15 @@ def _load() -> None:
         _state["kernels"] = k
     except Exception:  # noqa: BLE001 - no numba, or it cannot compile here: the usual way
         _state["failed"] = True
+
+
+def worth_loading(total: int | None) -> bool:
+    """Whether a source of ``total`` bytes (``None``: unknown) should load the kernels."""
+    import sys
+
+    if total is None:
+        return "numba" in sys.modules
+    return total >= MIN_SOURCE_BYTES or ("numba" in sys.modules and total >= MIN_WARM_BYTES)
 
 
 def start_loading() -> None:
