@@ -183,29 +183,28 @@ def gather(buf, vs, ve, fl, rows, cols, zero):
     n = len(rows)
     off = np.empty(len(cols) * n + 1, np.int32)
     off[0] = 0
-    total = 0
-    for j in range(len(cols)):
-        c = cols[j]
+    for j in range(len(cols)):  # first the sizes (so the offsets), then the bytes
         for t in range(n):
-            r = rows[t]
-            f = fl[c, r]
-            if zero[j] and f >= 2:
-                total += 1
-            elif f != 5:
-                total += ve[c, r] - vs[c, r]
-            off[j * n + t + 1] = total
-    out = np.empty(total, np.uint8)
-    q = 0
+            a, b = _span(vs, ve, fl, cols[j], rows[t], zero[j])
+            off[j * n + t + 1] = off[j * n + t] + max(b - a, 0) + (b < 0)
+    out = np.empty(off[-1], np.uint8)
     for j in range(len(cols)):
-        c = cols[j]
         for t in range(n):
-            r = rows[t]
-            f = fl[c, r]
-            if zero[j] and f >= 2:
-                out[q] = 48
-                q += 1
-            elif f != 5:
-                for p in range(vs[c, r], ve[c, r]):
-                    out[q] = buf[p]
-                    q += 1
+            a, b = _span(vs, ve, fl, cols[j], rows[t], zero[j])
+            q = off[j * n + t]
+            if b < 0:
+                out[q] = 48  # "0"
+            else:
+                out[q:q + b - a] = buf[a:b]
     return off, out
+
+
+@njit(nogil=True, cache=True)
+def _span(vs, ve, fl, c, r, zero):
+    """The bytes of value (c, r) in the source; (0, -1) where it stands as ``0``."""
+    f = fl[c, r]
+    if zero and f >= 2:
+        return 0, -1
+    if f == 5:
+        return 0, 0
+    return vs[c, r], ve[c, r]
