@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas loads where a frame is built: ingest's field list needs none
+    import pandas as pd
 
 from regime_dash.config import SWITCHES
 
@@ -169,6 +171,8 @@ def frame_from_snapshot(snap: np.ndarray, flat_count: np.ndarray, b_size: int, s
             value = config[name] if isinstance(config, Mapping) else getattr(config, name)
             cols[col] = np.full(len(step), config_value(name, value), dtype=np.float32)
             ordered.append(col)
+    import pandas as pd
+
     return pd.DataFrame({c: cols[c] for c in ordered})
 
 
@@ -182,6 +186,8 @@ def coerce(frame: pd.DataFrame) -> pd.DataFrame:
 
     Columns this module does not know are left as they are.
     """
+    import pandas as pd
+
     out = frame.copy()
     known = set(SNAPSHOT_COLUMNS) | set(CONFIG_COLUMNS.values()) | set(INPUT_COLUMNS.values())
     for col in out.columns:
@@ -254,4 +260,6 @@ def read_jsonl(path: str | Path) -> pd.DataFrame:
             if not isinstance(obj, dict):
                 raise ParseError(f"JSON {type(obj).__name__}, not an object", line=lineno, path=str(path))
             rows.append(flatten(obj))
+    import pandas as pd
+
     return coerce(pd.DataFrame(rows))

@@ -20,7 +20,6 @@ import sys
 from pathlib import Path
 
 from regime_dash.cli import help_of
-from regime_dash.cli.progress import ProgressBar
 from regime_dash.errors import IngestError, StoreError
 
 
@@ -60,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
     results = []
     rc = 0
     tty = sys.stderr.isatty()
+    if tty:  # tqdm loads only where a bar is drawn
+        from regime_dash.cli.progress import ProgressBar
     for path in args.paths:
         bar = ProgressBar(Path(path).name) if tty else None
         try:
