@@ -30,7 +30,9 @@ Atomic
     readers skip and the next ingest removes (when its process is gone).
 Idempotent
     Runs are keyed by the sha256 of the decompressed content: ingesting the same bytes
-    again (under any name, plain or gzip) returns the existing run as ``duplicate_of``.
+    again (under any name, plain or gzip) returns the existing run as ``duplicate_of``;
+    a name it has not had becomes an alias of that run (``aliases`` in ``_meta.json``),
+    which :meth:`RunStore.resolve` accepts as it does the run's name.
 Concurrent
     Parsing runs without a lock; the duplicate check and the rename run under an
     exclusive ``flock`` on ``<store>/.lock`` (:mod:`filelock`), so two ingests of the
@@ -41,7 +43,7 @@ Safe names
     ``[A-Za-z0-9._-]`` (no leading dot or dash, at most 64 characters), so no name can
     escape the store or hide from readers. Every id given to ``load``/``delete`` is
     checked the same way. :meth:`RunStore.resolve` also accepts the name given at
-    ingest, where it is unique.
+    ingest, or an alias, where it is unique. A rename changes the name, never the id.
 One type per column
     Every field of the diag contract has one canonical type in every run
     (:data:`regime_dash.ingest.CANONICAL_TYPES`); any other column keeps the first type
@@ -189,6 +191,13 @@ class IngestResult:
         Step range of the run (``None`` without a numeric ``step`` column).
     duplicate_of
         The existing run's id when these bytes were stored before, else ``None``.
+    alias_added
+        For a duplicate: the name it came under, now an alias of the existing run (``None``
+        when it was that run's name or alias already, or another run holds it).
+    alias_taken_by
+        For a duplicate whose name another run holds: that run's id (no alias was added).
+    given_name
+        For a duplicate: the name it came under (sanitized).
     sha256
         Content hash.
     """
@@ -206,6 +215,19 @@ class IngestResult:
     aside: list[dict[str, Any]] = field(default_factory=list)
     aside_count: int = 0
     coerced: dict[str, dict[str, int]] = field(default_factory=dict)
+    alias_added: str | None = None
+    alias_taken_by: str | None = None
+    given_name: str | None = None
+
+    def duplicate_text(self) -> str:
+        """What an ingest of bytes stored before did, in one sentence (the CLI's and the Runs page's)."""
+        name = self.meta.get("name") or self.run_id
+        head = f"same content as run {name} ({self.run_id})"
+        if self.alias_added:
+            return f"{head}; added the name {self.alias_added}"
+        if self.alias_taken_by:
+            return f"{head}; the name was not added: run {self.alias_taken_by} already has it"
+        return f"{head}; {self.given_name or 'that name'} is already one of its names, no new run was made"
 
     def to_dict(self) -> dict[str, Any]:
         """The CLI's JSON object for this file."""
@@ -221,6 +243,8 @@ class IngestResult:
             "first_step": self.first_step,
             "last_step": self.last_step,
             "duplicate_of": self.duplicate_of,
+            "alias_added": self.alias_added,
+            "alias_taken_by": self.alias_taken_by,
         }
 
 
@@ -445,13 +469,13 @@ class RunStore:
     # ----------------------------------------------------------------- run addressing
 
     def resolve(self, ref: str) -> str:
-        """The run id a reference names: a run id, or the name given at ingest when one
-        run has it.
+        """The run id a reference names: a run id, the run's name, or one of its aliases
+        (a name it was ingested under again), when one run has it.
 
         Parameters
         ----------
         ref
-            A full run id (``fold1-3f2a9c0b1d2e``) or a run name (``fold1``).
+            A full run id (``fold1-3f2a9c0b1d2e``), a run name (``fold1``) or an alias.
 
         Returns
         -------
@@ -461,23 +485,60 @@ class RunStore:
         Raises
         ------
         StoreError
-            No run has that id or name, or several runs have that name (the message
-            lists their ids).
+            No run has that id, name or alias, or several runs have that name (the
+            message lists their ids).
         """
+        return self.resolve_ref(ref)[0]
+
+    def resolve_ref(self, ref: str) -> tuple[str, str]:
+        """:meth:`resolve`, and how ``ref`` named the run: ``"id"``, ``"name"`` or ``"alias"``."""
         ref = str(ref)
         runs = self.list_runs()
         if any(r["run_id"] == ref for r in runs):
-            return ref
-        named = [r["run_id"] for r in runs if r["name"] == ref]
-        if len(named) == 1:
-            return named[0]
-        if named:
-            raise StoreError(f"run name {ref!r} is ambiguous: {len(named)} runs have it "
-                             f"({', '.join(named)}); give the full id", run_id=ref,
-                             path=str(self.root))
+            return ref, "id"
+        for how, holders in (("name", [r["run_id"] for r in runs if r["name"] == ref]),
+                             ("alias", [r["run_id"] for r in runs if ref in r["aliases"]])):
+            if len(holders) == 1:
+                return holders[0], how
+            if holders:
+                raise StoreError(f"run {how} {ref!r} is ambiguous: {len(holders)} runs have it "
+                                 f"({', '.join(holders)}); give the full id", run_id=ref,
+                                 path=str(self.root))
         known = ", ".join(f"{r['name']} ({r['run_id']})" for r in runs[:10]) or "none"
         raise StoreError(f"no run named {ref!r} in store {str(self.root)!r} (runs: {known})",
                          run_id=ref, path=str(self.root))
+
+    def holder_of(self, name: str, *, besides: str | None = None) -> str | None:
+        """The run (other than ``besides``) whose id, name or alias is ``name``, else None."""
+        for r in self.list_runs():
+            if r["run_id"] != besides and name in (r["run_id"], r["name"], *r["aliases"]):
+                return r["run_id"]
+        return None
+
+    # ------------------------------------------------------------------- metadata
+
+    def update_meta(self, run_id: str, change: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
+        """Change a run's ``_meta.json`` under the store's lock: read it, ``change(meta)`` edits
+        the dict in place, and the file is replaced in one rename (a reader never sees half of
+        it, and a follower committing meanwhile keeps the change: it too reads the metadata
+        under the lock). Returns the new metadata.
+
+        Raises
+        ------
+        StoreError
+            Unknown run, or the store cannot be written (the run is left as it was).
+        """
+        d = self._existing_dir(run_id)
+        try:
+            with self._locked():
+                meta = self.meta(run_id)
+                change(meta)
+                _replace_json(d / _META, meta)
+        except OSError as e:
+            raise StoreError(f"cannot update run {run_id!r} in {str(self.root)!r}: {e.strerror or e}"
+                             f"{_errno_name(e)}; the run is unchanged", run_id=run_id,
+                             path=str(self.root)) from None
+        return meta
 
     # ------------------------------------------------------------------------ types
 
@@ -577,7 +638,7 @@ class RunStore:
                 dup = self._find_sha(report.sha256 or "")
                 if dup is not None:
                     shutil.rmtree(tmp, ignore_errors=True)
-                    return _result(self.meta(dup), duplicate_of=dup, report=report)
+                    return self._as_alias(dup, run_name, report)
                 columns = self._settle_types(tmp, report)
                 run_id = self._free_id(run_name, report.sha256 or "")
                 meta = _meta(run_id, run_name, source_name, report, columns)
@@ -592,6 +653,21 @@ class RunStore:
         finally:
             if tmp is not None and tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
+
+    def _as_alias(self, dup: str, run_name: str, report: IngestReport) -> IngestResult:
+        """Bytes stored before as ``dup``: the new name becomes an alias of that run, unless it
+        is the run's own name or alias already, or another run holds it (the caller holds the lock)."""
+        meta = self.meta(dup)
+        added = taken = None
+        if run_name != meta.get("name") and run_name not in meta.get("aliases", []):
+            taken = self.holder_of(run_name, besides=dup)
+            if taken is None:
+                meta["aliases"] = sorted({*meta.get("aliases", []), run_name})
+                _replace_json(self._run_dir(dup) / _META, meta)
+                added = run_name
+        res = _result(meta, duplicate_of=dup, report=report)
+        res.alias_added, res.alias_taken_by, res.given_name = added, taken, run_name
+        return res
 
     def _io_error(self, e: OSError, tmp: Path | None, state: dict) -> StoreError:
         """One line a person can act on: what failed, where, how much space was needed."""
@@ -730,9 +806,10 @@ class RunStore:
         -------
         list of dict
             ``name``, ``run_id``, ``rows``, ``rejected``, ``first_step``, ``last_step``,
-            ``ingested_at``, ``source``, ``sha256``, and ``not_diag``: why the run is not a
+            ``ingested_at``, ``source``, ``sha256``, ``not_diag``: why the run is not a
             diag (:func:`regime_dash.ingest.diag_rows.meta_reason`; a run an older version
-            stored can be none), ``None`` for a diag.
+            stored can be none), ``None`` for a diag; ``aliases`` (other names the same bytes
+            were ingested under), ``tags`` and ``notes`` (:mod:`regime_dash.store_labels`).
         """
         out = []
         for d in self._run_dirs():
@@ -751,6 +828,9 @@ class RunStore:
                 "source": m.get("source"),
                 "sha256": m.get("sha256"),
                 "not_diag": meta_reason(m),
+                "aliases": list(m.get("aliases") or []),
+                "tags": list(m.get("tags") or []),
+                "notes": m.get("notes") or "",
             })
         out.sort(key=lambda r: (r["ingested_at"] or "", r["run_id"]))
         return out
@@ -1125,6 +1205,13 @@ def _write_json(path: Path, obj: Any) -> None:
         json.dump(obj, fh, indent=1, allow_nan=False, default=str)
         fh.flush()
         os.fsync(fh.fileno())
+
+
+def _replace_json(path: Path, obj: Any) -> None:
+    """A JSON file (``_meta.json``) replaced in one rename, so a reader never sees half of it."""
+    tmp = path.with_name(path.name + ".tmp")
+    _write_json(tmp, obj)
+    os.replace(tmp, path)
 
 
 def _fsync_dir(path: Path) -> None:

@@ -50,6 +50,7 @@ from regime_dash.store import (
     _now,
     _open_writer,
     _reject_record,
+    _replace_json,
     sanitize_name,
 )
 
@@ -100,16 +101,6 @@ def follow_run_id(name: str, source: str | os.PathLike) -> str:
     """The run id of ``source`` followed under ``name``: the same on every restart."""
     path = os.path.abspath(os.fspath(source))
     return f"{sanitize_name(name)}-{hashlib.sha256(path.encode()).hexdigest()[:12]}"
-
-
-def _write_meta(path: Path, meta: dict[str, Any]) -> None:
-    """``_meta.json`` replaced in one rename, so a reader never sees half of it."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(meta, fh, indent=1, allow_nan=False, default=str)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def _append_lines(path: Path, records: Sequence[dict[str, Any]]) -> None:
@@ -197,7 +188,7 @@ class FollowedRun:
                 if fld.name != LINE_COLUMN and not pa.types.is_null(fld.type):
                     self.types.setdefault(fld.name, fld.type)
         self.state = state
-        _write_meta(self.dir / _META, self._meta(meta, active=True))
+        _replace_json(self.dir / _META, self._meta(meta, active=True))
 
     def _meta(self, old: dict[str, Any] | None, active: bool) -> dict[str, Any]:
         s = self.state
@@ -277,7 +268,7 @@ class FollowedRun:
         self.state = state
         meta = self._meta(old, active=True)
         meta.update(extra or {})
-        _write_meta(target / _META, meta)
+        _replace_json(target / _META, meta)
         if fresh:
             os.replace(target, self.dir)
             _fsync_dir(self.store.root)
@@ -289,7 +280,7 @@ class FollowedRun:
         with self.store._locked():
             meta = self._meta(self.read_meta(), active=False)
             meta.update(extra or {})
-            _write_meta(self.dir / _META, meta)
+            _replace_json(self.dir / _META, meta)
 
 
 def follow_status(store: RunStore) -> dict[str, dict[str, Any]]:

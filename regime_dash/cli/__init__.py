@@ -22,7 +22,11 @@ from typing import Sequence
 COMMANDS: dict[str, tuple[str, str]] = {
     "ingest": ("ingest", "store diag.jsonl files (plain or .gz) as runs"),
     "runs": ("runs", "list the runs in the store"),
-    "rm": ("runs", "delete a run from the store"),
+    "rm": ("runs", "delete a run from the store, or remove an alias of one"),
+    "tag": ("labels", "add tags to a run"),
+    "untag": ("labels", "remove tags from a run"),
+    "note": ("labels", "set a run's note"),
+    "rename": ("labels", "give a run a new name (its id stays)"),
     "check": ("check", "check a run against the spec's invariants and success criteria"),
     "diff": ("check", "compare two runs step by step (F3 byte-identical check)"),
     "doctor": ("doctor", "list what is damaged or stray in the run store (--repair moves it aside)"),

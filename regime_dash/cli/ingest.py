@@ -92,7 +92,7 @@ def _print_human(path: str, res) -> None:
         sys.stdout.write(terminal_safe(text) + "\n")
 
     if res.duplicate_of:
-        print(f"{path}: already stored as {res.duplicate_of} ({res.rows} rows)")
+        print(f"{path}: {res.duplicate_text()} ({res.rows} rows)")
         return
     steps = "" if res.first_step is None else f", steps {res.first_step}..{res.last_step}"
     print(f"{path}: stored run {res.run_id}: {res.rows} rows, {len(res.columns)} columns"

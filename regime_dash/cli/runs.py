@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     r = sub.add_parser("rm", help=help_of("rm"))
     r.add_argument("run_ids", nargs="+", metavar="RUN",
-                   help="run id, or the name given at ingest when one run has it (see `runs`)")
+                   help="run id, or a name or alias one run has (see `runs`); an alias removes only that alias")
     r.add_argument("--store", metavar="DIR", default=None,
                    help="run store directory (default: $REGIME_DASH_STORE or ./data/store)")
     r.set_defaults(func=run_rm)
@@ -56,8 +56,17 @@ def run_rm(args: argparse.Namespace) -> int:
     from regime_dash.store import RunStore
 
     store = RunStore(args.store)
+    from regime_dash.store_labels import remove_alias
+    from regime_dash.text import terminal_safe
+
     for ref in args.run_ids:
-        rid = store.resolve(ref)  # StoreError -> "error: ..." and exit 2 (cli.main)
+        rid, how = store.resolve_ref(ref)  # StoreError -> "error: ..." and exit 2 (cli.main)
+        if how == "alias":  # the name goes, the run (and its other names) stay
+            remove_alias(store, ref)
+            print(terminal_safe(f"removed the alias {ref} of run {rid} (the run stays)"))
+            continue
+        aliases = store.meta(rid).get("aliases") or []
         store.delete(rid)
-        print(f"deleted {rid}")
+        also = f" (and its aliases {', '.join(aliases)})" if aliases else ""
+        print(terminal_safe(f"deleted {rid}{also}"))
     return 0

@@ -27,9 +27,9 @@ def ingest_report_panel() -> None:
         dup = getattr(result, "duplicate_of", None)
         head = (f"{name}: {result.rows:,} rows, {len(rejected):,} rejected, "
                 f"{len(result.columns):,} columns, steps {result.first_step}…{result.last_step}")
-        with st.expander(head + (" (already stored)" if dup else ""), expanded=bool(rejected)):
-            if dup:
-                st.info(f"Same bytes as stored run {dup}; no new run was made.")
+        if dup:  # said outside the expander: a copy under a new name is an alias, not a silent drop
+            st.info(f"{name}: {result.duplicate_text()}.")
+        with st.expander(head + (" (same content as a stored run)" if dup else ""), expanded=bool(rejected)):
             if rejected:
                 st.markdown(f"**Rejected lines** ({len(rejected):,})")
                 st.dataframe(pd.DataFrame([dict(r) if isinstance(r, Mapping) else vars(r) for r in rejected]),

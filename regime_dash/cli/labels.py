@@ -1,0 +1,79 @@
+"""``tag RUN TAG...``, ``untag RUN TAG...``, ``note RUN TEXT`` and ``rename RUN NEW``.
+
+RUN is a run id, the run's name or an alias (see ``runs``); the changes live in the run's
+metadata (:mod:`regime_dash.store_labels`). Exit 2 for an unknown run or a bad tag.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from regime_dash.cli import help_of
+
+_STORE_HELP = "run store directory (default: $REGIME_DASH_STORE or ./data/store)"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    for cmd, func, what in (("tag", run_tag, "tags to add"), ("untag", run_untag, "tags to remove")):
+        p = sub.add_parser(cmd, help=help_of(cmd))
+        p.add_argument("run", metavar="RUN", help="run id, name or alias")
+        p.add_argument("tags", nargs="+", metavar="TAG", help=what)
+        p.add_argument("--store", metavar="DIR", default=None, help=_STORE_HELP)
+        p.set_defaults(func=func)
+    n = sub.add_parser("note", help=help_of("note"))
+    n.add_argument("run", metavar="RUN", help="run id, name or alias")
+    n.add_argument("text", metavar="TEXT", help="the note (an empty text clears it)")
+    n.add_argument("--store", metavar="DIR", default=None, help=_STORE_HELP)
+    n.set_defaults(func=run_note)
+    r = sub.add_parser("rename", help=help_of("rename"))
+    r.add_argument("run", metavar="RUN", help="run id, name or alias")
+    r.add_argument("new", metavar="NEW", help="the new name (the run id stays)")
+    r.add_argument("--store", metavar="DIR", default=None, help=_STORE_HELP)
+    r.set_defaults(func=run_rename)
+
+
+def _say(text: str) -> None:
+    from regime_dash.text import terminal_safe
+
+    sys.stdout.write(terminal_safe(text) + "\n")
+
+
+def run_tag(args: argparse.Namespace) -> int:
+    from regime_dash.store import RunStore
+    from regime_dash.store_labels import tag
+
+    store = RunStore(args.store)
+    tags = tag(store, args.run, args.tags)
+    _say(f"{store.resolve(args.run)}: tags {', '.join(tags)}")
+    return 0
+
+
+def run_untag(args: argparse.Namespace) -> int:
+    from regime_dash.store import RunStore
+    from regime_dash.store_labels import untag
+
+    store = RunStore(args.store)
+    tags, missing = untag(store, args.run, args.tags)
+    if missing:
+        print(f"note: the run had no tag {', '.join(missing)}", file=sys.stderr)
+    _say(f"{store.resolve(args.run)}: tags {', '.join(tags) or '(none)'}")
+    return 0
+
+
+def run_note(args: argparse.Namespace) -> int:
+    from regime_dash.store import RunStore
+    from regime_dash.store_labels import set_note
+
+    store = RunStore(args.store)
+    note = set_note(store, args.run, args.text)
+    _say(f"{store.resolve(args.run)}: " + ("note cleared" if not note else f"note set ({len(note):,} characters)"))
+    return 0
+
+
+def run_rename(args: argparse.Namespace) -> int:
+    from regime_dash.store import RunStore
+    from regime_dash.store_labels import rename
+
+    done = rename(RunStore(args.store), args.run, args.new)
+    _say(f"renamed {done['old']} to {done['name']} (run id {done['run_id']} unchanged)")
+    return 0
