@@ -22,7 +22,7 @@ import numpy as np
 if TYPE_CHECKING:  # pandas loads where a frame is built: ingest's field list needs none
     import pandas as pd
 
-from regime_dash.config import SWITCHES
+from regime_dash.config import FIELD_SLOTS, SWITCHES
 
 P = "risk_stack."
 R = "risk_stack.regime."
@@ -115,6 +115,13 @@ SWITCH_COLUMNS: dict[str, str] = {name: P + "config." + name for name in SWITCHE
 #: diag block does not log (PopArt's α, the v9 targets, the Kelly cap), which re-derivation needs.
 CONFIG_COLUMNS: dict[str, str] = {**SWITCH_COLUMNS, **{name: P + "config." + name for name in (
     "popart_alpha", "safety_frac_defensive", "safety_frac_normal", "kelly_cap")}}
+#: Every config field a diag can log, by its :class:`~regime_dash.config.RegimeConfig` name: the config
+#: slots of the spec's diag block (``risk_stack.regime.dead_zone.max_duration``, ...) where the block has
+#: the field's slot, else its ``risk_stack.config.*`` column. The runs table's config columns.
+LOGGED_CONFIG: dict[str, str] = {
+    name: next((col for col, src in DIAG_FIELDS if src == slot), None) or CONFIG_COLUMNS[name]
+    for name, slot in FIELD_SLOTS.items()
+    if any(src == slot for _, src in DIAG_FIELDS) or name in CONFIG_COLUMNS}
 #: Inputs a replay can log beside the slots (``replay(..., log_inputs=True)``): the stream's analytic-Kelly
 #: edge and IQN τ before its clamp, and each step's batch sums of rl_popart_normalize.
 INPUT_COLUMNS: dict[str, str] = {name: P + "inputs." + name for name in (

@@ -12,7 +12,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("runs", help=help_of("runs"))
     p.add_argument("--store", metavar="DIR", default=None,
                    help="run store directory (default: $REGIME_DASH_STORE or ./data/store)")
-    p.add_argument("--json", action="store_true", help="print a JSON array")
+    p.add_argument("--json", action="store_true",
+                   help="print a JSON array: name, aliases, tags, notes, config and summary of each run")
+    p.add_argument("--tag", action="append", default=[], metavar="TAG",
+                   help="only runs with this tag (repeat: every tag)")
+    p.add_argument("--where", action="append", default=[], metavar="TEST",
+                   help="only runs passing FIELD OP VALUE, e.g. 'max_duration>500', 'verdict==fail' "
+                   "(a config field, a summary metric, a check count; repeat: every test)")
     p.set_defaults(func=run_list)
 
     r = sub.add_parser("rm", help=help_of("rm"))
@@ -27,7 +33,7 @@ def run_list(args: argparse.Namespace) -> int:
     from regime_dash.store import RunStore
 
     store = RunStore(args.store)
-    runs = store.list_runs()
+    runs = _rows(store, args)
     orphans = store.orphan_dirs()
     if orphans:  # folders every glob reads but no listing shows: say so, and what removes them
         print(f"note: {len(orphans)} run folder(s) without a readable _meta.json are not listed; "
@@ -39,9 +45,9 @@ def run_list(args: argparse.Namespace) -> int:
     if not runs:
         print("no runs")
         return 0
-    head = ("RUN", "NAME", "ROWS", "REJ", "STEPS", "INGESTED", "SOURCE")
-    rows = [(r["run_id"], str(r["name"] or ""), str(r["rows"]), str(r["rejected"]),
-             "" if r["first_step"] is None else f"{r['first_step']}..{r['last_step']}",
+    head = ("RUN", "NAME", "ALIASES", "TAGS", "ROWS", "REJ", "STEPS", "INGESTED", "SOURCE")
+    rows = [(r["run_id"], str(r["name"] or ""), ",".join(r["aliases"]), ",".join(r["tags"]), str(r["rows"]),
+             str(r["rejected"]), "" if r["first_step"] is None else f"{r['first_step']}..{r['last_step']}",
              str(r["ingested_at"] or ""), str(r["source"] or "")) for r in runs]
     from regime_dash.text import terminal_safe
 
@@ -50,6 +56,29 @@ def run_list(args: argparse.Namespace) -> int:
     for line in [head, *rows]:
         print("  ".join(x.ljust(w) for x, w in zip(line, widths)).rstrip())
     return 0
+
+
+def _rows(store, args: argparse.Namespace) -> list[dict]:
+    """The runs to list: the store's listing, or (for ``--json`` and ``--where``) the runs table,
+    whose first listing judges each run once (a bar on a terminal)."""
+    if not (args.json or args.where):
+        runs = store.list_runs()
+        return [r for r in runs if all(t in r["tags"] for t in args.tag)]
+    from regime_dash.run_table import filter_rows, parse_where, table
+
+    for w in args.where:
+        parse_where(w)  # a malformed test fails before any run is judged
+    bar = None
+    if sys.stderr.isatty():
+        from regime_dash.cli.progress import ProgressBar
+
+        bar = ProgressBar("judging runs", unit="runs", scale=1)
+    try:
+        rows = table(store, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    return filter_rows(rows, tags=args.tag, where=args.where)
 
 
 def run_rm(args: argparse.Namespace) -> int:
