@@ -123,6 +123,8 @@ def run_picker(key: str, runs: pd.DataFrame, *, multi: bool = True, default: int
     ids = list(runs["run_id"])
     names = dict(zip(runs["run_id"], runs["name"]))
     fmt = lambda rid: f"{names.get(rid, rid)} · {rid[-6:]}"  # noqa: E731
+    if param and param in st.query_params:  # a URL may name runs by name or alias, as the CLI does
+        st.query_params[param] = ",".join(_run_ids_of(runs, st.query_params[param].split(",")))
     if multi:
         if param:
             state.restore(key, param, "list", ids[:default], options=ids)
@@ -133,9 +135,23 @@ def run_picker(key: str, runs: pd.DataFrame, *, multi: bool = True, default: int
     if param:
         state.restore(key, param, "str", first, options=ids)
         picked = st.selectbox(label, ids, format_func=fmt, key=key, on_change=on_change)
+    elif st.session_state.get(key) in ids:  # set by another page (the runs table's "Compare")
+        picked = st.selectbox(label, ids, format_func=fmt, key=key, on_change=on_change)
     else:
         picked = st.selectbox(label, ids, index=ids.index(first), format_func=fmt, key=key, on_change=on_change)
     return [picked] if picked else []
+
+
+def _run_ids_of(runs: pd.DataFrame, refs: Sequence[str]) -> list[str]:
+    """Each ref as a run id: an id, else the one run with that name, else with that alias (else kept as given)."""
+    ids = set(runs["run_id"])
+    aliases = runs["aliases"] if "aliases" in runs else [[]] * len(runs)
+    out = []
+    for ref in refs:
+        by_name = [r for r, n in zip(runs["run_id"], runs["name"]) if n == ref]
+        by_alias = [r for r, a in zip(runs["run_id"], aliases) if ref in (a or [])]
+        out.append(ref if ref in ids else next((m[0] for m in (by_name, by_alias) if len(m) == 1), ref))
+    return out
 
 
 def sharing_pair(runs: pd.DataFrame) -> tuple[int, int]:

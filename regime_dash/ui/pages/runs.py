@@ -4,7 +4,7 @@ import functools
 import streamlit as st
 
 from regime_dash.errors import RegimeDashError
-from regime_dash.ui import cache, live_alerts, sections, stores, widgets
+from regime_dash.ui import cache, sections, state, stores, widgets
 from regime_dash.ui.errors import ErrorNote
 
 
@@ -57,15 +57,16 @@ if runs.empty:
 else:
     st.subheader(f"Stored runs ({len(runs)})")
     st.caption(f"store: `{cache.store_root()}`")
-    view = runs.assign(steps=[f"{a} … {b}" for a, b in zip(runs["first_step"], runs["last_step"])],
-                       diag=diag_column(runs))
-    view = live_alerts.badges(view)  # followed runs: "live" while a follower writes them, failing checks in red
-    shown = ["name", "diag", "live", "alerts", "rows", "steps", "rejected", "ingested_at", "source", "run_id"]
-    if not view["live"].any():
-        shown = [c for c in shown if c not in ("live", "alerts")]
-    st.dataframe(view[shown].style.map(lambda a: "color: #d62728; font-weight: bold" if a else "",
-                                       subset=[c for c in ("alerts",) if c in shown]),
-                 hide_index=True, key="runs.table")
+    from regime_dash.ui import runs_table
+
+    table = runs_table.table_frame(store)
+    table = table.assign(diag=diag_column(table))
+    kept = runs_table.filters("runs.filter", table)
+    if len(kept) < len(table):
+        st.caption(f"{len(kept)} of {len(table)} run(s) match the filter")
+    picked = runs_table.selected("runs.table", kept, runs_table.shown_columns(table))
+    runs_table.open_buttons("runs.open", picked)
+    runs_table.edit_panel("runs.edit", store, table, picked)
     sections.rejected_lines_panel("runs.rejects", store, runs)
     # a button, not a page link: the sidebar already has a link named "Explore"
     if st.button(f"Next: look at the run{'s' if len(runs) > 1 else ''} on Explore", key="runs.explore",
@@ -86,3 +87,4 @@ else:
         failed = int((summary["status"] != "ok").sum())
         st.caption(f"{failed} of {len(summary)} run(s) failed or could not be checked")
         st.dataframe(summary, hide_index=True, key="runs.check_all_view")
+state.publish()

@@ -1,0 +1,71 @@
+"""The Runs page's runs table under AppTest: its filter kept in the URL, and a rename from the page."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from regime_dash.samples import SAMPLE_DIR  # noqa: E402
+from regime_dash.store import RunStore  # noqa: E402
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+RUNS = "regime_dash/ui/pages/runs.py"
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """Two runs of the sample's bytes, one with max_duration 300 logged instead of 1000."""
+    s = RunStore(tmp_path / "store")
+    text = (SAMPLE_DIR / "diag.jsonl").read_bytes()
+    s.ingest(text, name="base")
+    s.ingest(text.replace(b'"max_duration":1000.0', b'"max_duration":300.0'), name="short")
+    monkeypatch.setenv("REGIME_DASH_STORE", str(s.root))
+    return s
+
+
+def _table(at: AppTest):
+    (frame,) = [d.value for d in at.dataframe if "max_duration" in d.value.columns]
+    return frame
+
+
+def _runs_page(**params) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=300)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.switch_page(RUNS).run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def test_the_filter_is_in_the_url_and_a_url_reopens_it(store):
+    at = _runs_page()
+    assert sorted(_table(at)["name"]) == ["base", "short"]
+    at.text_input(key="runs.filter.range").set_value("max_duration:..500").run()
+    assert list(_table(at)["name"]) == ["short"]
+    assert at.query_params["range"] in ("max_duration:..500", ["max_duration:..500"])
+    at.text_input(key="runs.filter.q").set_value("bas").run()
+    assert _table(at).empty  # both tests apply
+    # a copied URL, opened in a fresh session, filters the same
+    fresh = _runs_page(range="max_duration:400..", q="")
+    assert list(_table(fresh)["name"]) == ["base"]
+    assert fresh.text_input(key="runs.filter.range").value == "max_duration:400.."
+
+
+def test_rename_and_tag_from_the_page(store):
+    at = _runs_page()
+    rid = store.resolve("short")
+    at.multiselect(key="runs.edit.runs").set_value([rid]).run()
+    at.text_input(key=f"runs.edit.name.{rid}").set_value("short md").run()
+    at.button(key="runs.edit.rename").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert store.meta(rid)["name"] == "short-md"
+    assert "short-md" in list(_table(at)["name"])
+    at.multiselect(key="runs.edit.runs").set_value([rid]).run()
+    at.text_input(key="runs.edit.add").set_value("md300 sweep").run()
+    at.button(key="runs.edit.tag").click().run()
+    assert store.meta(rid)["tags"] == ["md300", "sweep"]
+    fresh = _runs_page(tags="sweep")
+    assert list(_table(fresh)["name"]) == ["short-md"]
