@@ -3,7 +3,7 @@ import pandas as pd
 import streamlit as st
 
 from regime_dash.figures_overlay import overlay
-from regime_dash.ui import cache, sections, state, widgets
+from regime_dash.ui import cache, provenance_panel, sections, state, widgets
 from regime_dash.ui.verdict_strip import verdict_strip
 
 st.title("Explore")
@@ -38,6 +38,8 @@ for label, frame in frames.items():
 
 results = {labels[rid]: cache.analyse_run(root, rid, alias_key) for rid in picked}
 verdict_strip("explore.verdict", results, WINDOW, frames)  # its buttons move the window (callbacks)
+PROVENANCE, ids = "explore.failure", {label: rid for rid, label in labels.items()}
+provenance_panel.failures_table(PROVENANCE, results, ids)  # a row chosen opens its provenance
 
 
 @st.fragment
@@ -61,7 +63,11 @@ def charts() -> None:
     widgets.zoomable_chart("explore.chart", WINDOW, widgets.step_bounds(list(frames.values()), align),
                            f"{root}|{'|'.join(picked)}|{alias_key}|{lo}|{hi}|{align}", view, x, smoothing,
                            offsets=offsets, window=(lo, hi),
-                           decorate=(lambda fig: overlay(fig, verdicts, x=x)) if verdicts else None)
+                           decorate=(lambda fig: overlay(fig, verdicts, x=x)) if verdicts else None,
+                           on_marker=provenance_panel.marker_clicked(PROVENANCE, ids))
+    # here, not above the chart: a marker clicked reruns only this fragment, and the panel opens from it
+    provenance_panel.panel(PROVENANCE, provenance_panel.restore(PROVENANCE, results, ids), root, alias_key,
+                           frames, results, ids)
     state.publish()
 
 
