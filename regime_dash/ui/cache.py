@@ -85,7 +85,8 @@ def explanation(root: str, run_id: str, aliases: tuple, item_id: str, step: int,
 
 @st.cache_resource(show_spinner=False)
 def warm_rederivation() -> dict[str, Any]:
-    """Load the compiled re-derivation loop on a background thread, once per process.
+    """Load the compiled re-derivation loop on a background thread, once per process (the app calls
+    it when it opens, and a verdict's computation again, which does nothing more).
 
     A verdict of a long run loads it anyway; a short run's verdict runs the loop as Python, and so
     would each click on one of its failures (a provenance re-derives up to its step and replays its

@@ -39,12 +39,16 @@ for label, frame in frames.items():
 results = {labels[rid]: cache.analyse_run(root, rid, alias_key) for rid in picked}
 verdict_strip("explore.verdict", results, WINDOW, frames)  # its buttons move the window (callbacks)
 PROVENANCE, ids = "explore.failure", {label: rid for rid, label in labels.items()}
-provenance_panel.failures_table(PROVENANCE, results, ids)  # a row chosen opens its provenance
 
 
 @st.fragment
 def charts() -> None:
-    """The view controls and the chart: a change here reruns only this, not the tables below."""
+    """The failures table, the view controls and the chart: a change here reruns only this, not the
+    tables below; the provenance panel opens from here (a marker clicked or a row chosen)."""
+    provenance_panel.failures_table(PROVENANCE, results, ids)
+    # before the chart: the panel is a side sheet over the page, and its elements reach the browser first
+    provenance_panel.panel(PROVENANCE, provenance_panel.restore(PROVENANCE, results, ids), root, alias_key,
+                           frames, results, ids)
     c1, c2, c3 = st.columns([1, 1, 2])
     with c1:
         x = widgets.x_axis_picker("explore.x", list(frames.values()), param="x")
@@ -65,9 +69,6 @@ def charts() -> None:
                            offsets=offsets, window=(lo, hi),
                            decorate=(lambda fig: overlay(fig, verdicts, x=x)) if verdicts else None,
                            on_marker=provenance_panel.marker_clicked(PROVENANCE, ids))
-    # here, not above the chart: a marker clicked reruns only this fragment, and the panel opens from it
-    provenance_panel.panel(PROVENANCE, provenance_panel.restore(PROVENANCE, results, ids), root, alias_key,
-                           frames, results, ids)
     state.publish()
 
 
