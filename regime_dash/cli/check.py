@@ -264,6 +264,7 @@ def check_all_exit_code(statuses) -> int:
 def report_lines(report, source: dict) -> list[str]:
     """The human form of a check report."""
     from regime_dash.analysis.coverage import counts as coverage_counts
+    from regime_dash.analysis.texts import check_line, finding_line
 
     name = source.get("run_id") or source.get("file")
     s = report.summary
@@ -275,17 +276,11 @@ def report_lines(report, source: dict) -> list[str]:
         out.append("aliases: " + ", ".join(f"{a} -> {c}" for a, c in report.aliases_applied.items()))
     w = max(len(c.id) for c in report.checks) if report.checks else 10
     out.append("")
-    for c in report.checks:
-        first = "" if c.first_step is None else f" first step {c.first_step}"
-        count = f" {c.violations} violation(s){first}" if c.status in ("fail", "warn") and c.violations else ""
-        spans = "".join(f" [{a}..{b}]" for a, b in c.spans[:3])
-        out.append(f"{c.status.upper():4}  {c.id:<{w}}{count}{spans}  {c.detail}")
+    out.extend(check_line(c, w) for c in report.checks)
     out.append("")
     if report.findings:
         out.append(f"findings: {len(report.findings)}")
-        for f in report.findings:
-            where = ", ".join(f"{a}..{b}" for a, b in f.spans[:3]) or ", ".join(map(str, f.steps[:5]))
-            out.append(f"{f.severity.upper():4}  {f.id} (steps {where}): {f.message}")
+        out.extend(finding_line(f) for f in report.findings)
         out.append("")
     eps = report.episodes.get("dead_zone")
     if eps is not None:

@@ -69,7 +69,53 @@ def analyse_run(root: str, run_id: str, aliases: tuple = ()):
     """:func:`regime_dash.analysis.diagnose` of a stored run: checks, episodes, events, summary."""
     from regime_dash.analysis import diagnose
 
+    warm_rederivation()  # a failure of this verdict clicked on re-derives on the compiled loop
     return diagnose(load_run(root, run_id, aliases))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def explanation(root: str, run_id: str, aliases: tuple, item_id: str, step: int, _frame: pd.DataFrame,
+                _verdict):
+    """:func:`regime_dash.analysis.failures.explain` of the verdict item ``item_id`` of a stored run at
+    ``step`` (``None`` when the run's verdict has no such item); ``_frame`` and ``_verdict`` are that
+    run's :func:`load_run` and :func:`analyse_run` verdict, which the first five arguments name."""
+    from regime_dash.analysis.failures import explain, find_item
+
+    item = find_item(_verdict, item_id)
+    return None if item is None else explain(_frame, item, step)
+
+
+@st.cache_resource(show_spinner=False)
+def warm_rederivation() -> dict[str, Any]:
+    """Load the compiled re-derivation loop on a background thread, once per process (the app calls
+    it when it opens, and a verdict's computation again, which does nothing more).
+
+    A verdict of a long run loads it anyway; a short run's verdict runs the loop as Python, and so
+    would each click on one of its failures (a provenance re-derives up to its step and replays its
+    window), several times slower than compiled. Numba loads the loop from its disk cache in about
+    a second (a checkout's first compile takes longer); a click before it is ready runs as Python.
+    Returns ``{"thread", "error"}`` (``error``: why the load failed, else ``None``).
+    """
+    import threading
+
+    from regime_dash.engine._jit import HAVE_NUMBA
+
+    out: dict[str, Any] = {"thread": None, "error": None if HAVE_NUMBA else "numba is not installed"}
+
+    def load() -> None:
+        from regime_dash import replay, scenarios
+        from regime_dash.analysis.rederive import rederive
+
+        try:
+            rederive(replay(scenarios.make("tail_shock", steps=20, accounts=4), engine="reference",
+                            log_inputs=True), compiled=True)
+        except Exception as exc:  # noqa: BLE001 - a failed warm-up only leaves clicks on the Python loop
+            out["error"] = f"{type(exc).__name__}: {exc}"
+
+    if HAVE_NUMBA:
+        out["thread"] = threading.Thread(target=load, name="regime-dash-rederive-warm", daemon=True)
+        out["thread"].start()
+    return out
 
 
 @st.cache_data(show_spinner=False, ttl=60)

@@ -261,7 +261,8 @@ def download_view(key: str, make_frame: Callable[[], pd.DataFrame], stem: str) -
 def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: str,
                    runs: Mapping[str, pd.DataFrame], x: str, smoothing: float, *,
                    offsets: Mapping[str, int] | None = None, height: int = 1400,
-                   window: tuple[int, int] | None = None, decorate: Callable[[Any], Any] | None = None) -> None:
+                   window: tuple[int, int] | None = None, decorate: Callable[[Any], Any] | None = None,
+                   on_marker: Callable[[Mapping[str, Any], Any], None] | None = None) -> None:
     """The signal panels of ``runs`` (already cut to the window of ``window_key``), zoomable with detail.
 
     Dragging across the chart (step axis) selects a step range; it becomes the
@@ -271,7 +272,8 @@ def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: 
     ``bounds`` is the window's full range, ``fig_key`` names the figure's inputs
     for the cache; ``window`` (the steps shown) fixes the x range, so nothing drawn
     by ``decorate`` (a function of the cached figure's copy, e.g. an overlay)
-    outside it widens the view.
+    outside it widens the view. ``on_marker(meta, x)`` is called when a point of a trace that
+    carries a ``meta`` dict (a verdict marker of :func:`regime_dash.figures_overlay.overlay`) is clicked.
     """
     from regime_dash.ui import cache, state
 
@@ -309,7 +311,13 @@ def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: 
         c[2].button("Whole run", icon=":material/zoom_out_map:", key=f"{key}.out", on_click=set_window,
                     args=(bounds,))
         c[3].caption("Drag across the chart to zoom in: the window is redrawn from every step of the run.")
+    def clicked() -> None:
+        hit = (st.session_state.get(chart_key) or {}).get("click") or {}
+        if isinstance(hit.get("meta"), Mapping) and hit.get("x") is not None:
+            on_marker(hit["meta"], hit["x"])
+
     plotly_react.plotly_chart(fig, chart_key, on_select=zoom if zoomable else None,
+                              on_click=clicked if on_marker else None,
                               config={**plotly_react.CONFIG, "scrollZoom": not zoomable})
 
 

@@ -4,7 +4,7 @@ import streamlit as st
 
 from regime_dash.errors import RegimeDashError
 from regime_dash.figures_overlay import overlay
-from regime_dash.ui import cache, live_alerts, sections, state, widgets
+from regime_dash.ui import cache, live_alerts, provenance_panel, sections, state, widgets
 from regime_dash.ui.errors import show_error
 from regime_dash.ui.verdict_strip import verdict_strip
 
@@ -50,6 +50,7 @@ for label, frame in frames.items():
 
 results = {labels[rid]: cache.analyse_run(root, rid, alias_key) for rid in picked}
 verdict_strip("explore.verdict", results, WINDOW, frames)  # its buttons move the window (callbacks)
+PROVENANCE, ids = "explore.failure", {label: rid for rid, label in labels.items()}
 
 
 def follow_live_runs() -> None:
@@ -81,9 +82,14 @@ def follow_live_runs() -> None:
 
 @st.fragment(run_every=1.0 if live else None)
 def charts() -> None:
-    """The view controls and the chart: a change here reruns only this, not the tables below."""
+    """The failures table, the view controls and the chart: a change here reruns only this, not the
+    tables below; the provenance panel opens from here (a marker clicked or a row chosen)."""
     if live:
         follow_live_runs()
+    provenance_panel.failures_table(PROVENANCE, results, ids)
+    # before the chart: the panel is a side sheet over the page, and its elements reach the browser first
+    provenance_panel.panel(PROVENANCE, provenance_panel.restore(PROVENANCE, results, ids), root, alias_key,
+                           frames, results, ids)
     c1, c2, c3 = st.columns([1, 1, 2])
     with c1:
         x = widgets.x_axis_picker("explore.x", list(frames.values()), param="x")
@@ -102,7 +108,8 @@ def charts() -> None:
     widgets.zoomable_chart("explore.chart", WINDOW, widgets.step_bounds(list(frames.values()), align),
                            f"{root}|{'|'.join(picked)}|{alias_key}|{lo}|{hi}|{align}|{st.session_state.get('explore.live_version', '')}", view, x, smoothing,
                            offsets=offsets, window=(lo, hi),
-                           decorate=(lambda fig: overlay(fig, verdicts, x=x)) if verdicts else None)
+                           decorate=(lambda fig: overlay(fig, verdicts, x=x)) if verdicts else None,
+                           on_marker=provenance_panel.marker_clicked(PROVENANCE, ids))
     state.publish()
 
 
