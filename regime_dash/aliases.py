@@ -36,7 +36,7 @@ def _generated() -> dict[str, list[str]]:
         parts = col.split(".")
         alts.append("_".join(parts[-2:]))
         out[col] = alts
-    for col in diag.SWITCH_COLUMNS.values():  # F2/F4/F5 switches a replay writes
+    for col in (*diag.SWITCH_COLUMNS.values(), diag.FUSED_COLUMN):  # the switches and the path a replay writes
         out[col] = [col[len(diag.P):]]
     return out
 

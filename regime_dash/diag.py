@@ -110,6 +110,10 @@ META_COLUMNS = ("step", "fold", "phase", "wall_time")
 #: a file that carries them says which features and readings ran, and the checks need not infer it from
 #: the rows (as the controller modules write their ``<prefix>config.*`` constants).
 SWITCH_COLUMNS: dict[str, str] = {name: P + "config." + name for name in SWITCHES}
+#: The controller path a replay ran, beside the switches: 1 where ``rl_fused_controllers`` ran, the
+#: only rows whose mirror switches matter (:mod:`regime_dash.engine.controllers`). A replay of the
+#: single path leaves it out, so its frame is the frame every replay wrote before the fused path.
+FUSED_COLUMN = P + "config.fused_controllers"
 
 #: Columns that are integers in a frame (the rest of the diag columns are float32, like the ISV).
 INT_COLUMNS = {"step": np.int64, "fold": np.int32, FLAT_COUNT: np.int32, B_SIZE: np.int32}
@@ -131,7 +135,7 @@ def fold_and_phase(boundary: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def frame_from_snapshot(snap: np.ndarray, flat_count: np.ndarray, b_size: int, step: np.ndarray,
-                        boundary: np.ndarray, config: Any = None) -> pd.DataFrame:
+                        boundary: np.ndarray, config: Any = None, fused: bool = False) -> pd.DataFrame:
     """Build a replay frame from an engine's per-step snapshot.
 
     Parameters
@@ -147,6 +151,8 @@ def frame_from_snapshot(snap: np.ndarray, flat_count: np.ndarray, b_size: int, s
     config
         The replay's :class:`~regime_dash.config.RegimeConfig` (or a mapping holding its switches):
         its feature switches become the :data:`SWITCH_COLUMNS` (left out when ``None``).
+    fused
+        Whether the fused controller path ran: then the frame has the :data:`FUSED_COLUMN` (all 1).
     """
     fold, phase = fold_and_phase(boundary)
     cols: dict[str, Any] = {"step": np.asarray(step, dtype=np.int64), "fold": fold, "phase": phase}
@@ -160,6 +166,9 @@ def frame_from_snapshot(snap: np.ndarray, flat_count: np.ndarray, b_size: int, s
             on = config[name] if isinstance(config, Mapping) else getattr(config, name)
             cols[col] = np.full(len(step), float(bool(on)), dtype=np.float32)
             ordered.append(col)
+    if fused:
+        cols[FUSED_COLUMN] = np.ones(len(step), dtype=np.float32)
+        ordered.append(FUSED_COLUMN)
     return pd.DataFrame({c: cols[c] for c in ordered})
 
 
@@ -169,7 +178,7 @@ def coerce(frame: pd.DataFrame) -> pd.DataFrame:
     Columns this module does not know are left as they are.
     """
     out = frame.copy()
-    known = set(SNAPSHOT_COLUMNS) | set(SWITCH_COLUMNS.values())
+    known = set(SNAPSHOT_COLUMNS) | set(SWITCH_COLUMNS.values()) | {FUSED_COLUMN}
     for col in out.columns:
         if col in INT_COLUMNS and out[col].notna().all():
             out[col] = out[col].astype(INT_COLUMNS[col])

@@ -106,7 +106,7 @@ class Report:
 
 
 def diagnose(frame: pd.DataFrame, ids: Iterable[str] | None = None,
-             options: CheckOptions | None = None) -> Report:
+             options: CheckOptions | None = None, single: pd.DataFrame | None = None) -> Report:
     """The :func:`verdict` of one frame, with every episode/event finder's tables.
 
     Parameters
@@ -117,9 +117,12 @@ def diagnose(frame: pd.DataFrame, ids: Iterable[str] | None = None,
         Check ids to run (core and module ids); all when ``None``.
     options
         The shared check options (:class:`CheckOptions`).
+    single
+        For a fused-path replay: the single path's replay of the same inputs (finding
+        ``fused_mirror_drift``; see :func:`verdict`).
     """
     vw = _view(frame)
-    judged = verdict(vw, options, ids)
+    judged = verdict(vw, options, ids, single)
     episodes, events, skipped = find_all(vw)
     return Report(judged, episodes, events, skipped, summary(vw),
                   dict(frame.attrs.get("aliases_applied", {})))

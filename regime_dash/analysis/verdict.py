@@ -13,7 +13,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from regime_dash.analysis.findings import Finding, find
+from regime_dash.analysis.findings import Finding, find, fused_mirror_drift
 from regime_dash.analysis.invariants import STATUSES, CheckOptions, CheckResult, run_checks
 from regime_dash.analysis.view import FrameView, as_view
 
@@ -84,7 +84,7 @@ class Verdict:
 
 
 def verdict(frame: pd.DataFrame | FrameView, options: CheckOptions | None = None,
-            ids: Iterable[str] | None = None) -> Verdict:
+            ids: Iterable[str] | None = None, single: pd.DataFrame | FrameView | None = None) -> Verdict:
     """Judge one diag frame (canonical column names): every check, every finding.
 
     Parameters
@@ -95,6 +95,9 @@ def verdict(frame: pd.DataFrame | FrameView, options: CheckOptions | None = None
         The shared check options (ulp tolerance, trap limit, ...); module checks take them too.
     ids
         Check ids to run (core and module ids mixed); all when ``None``. Findings always run.
+    single
+        For a replay of the fused controller path: the single path's replay of the same inputs
+        and config, for the finding ``fused_mirror_drift`` (:func:`~regime_dash.analysis.findings.fused_mirror_drift`).
 
     Raises
     ------
@@ -107,7 +110,10 @@ def verdict(frame: pd.DataFrame | FrameView, options: CheckOptions | None = None
     core_ids, module_ids = split_check_ids(None if ids is None else list(ids))
     checks = run_checks(vw, core_ids, opt)
     checks.extend(module_check_results(vw.frame, module_ids, options=opt))
-    return Verdict(checks, find(vw, opt))
+    found = find(vw, opt)
+    if single is not None:
+        found.extend(fused_mirror_drift(vw, single))
+    return Verdict(checks, found)
 
 
 def flat_sweep_note(values, fields, judged: Verdict) -> str | None:

@@ -19,6 +19,7 @@ import pandas as pd
 
 from regime_dash import diag
 from regime_dash.config import RegimeConfig
+from regime_dash.engine.controllers import CONTROLLERS, check_controllers  # noqa: F401  (CONTROLLERS: public)
 from regime_dash.errors import EngineUnavailable, StreamError, ValidationError
 from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
 from regime_dash.streams import Stream
@@ -133,7 +134,7 @@ def snapshot_indices(layout: SlotLayout) -> np.ndarray:
 
 def replay_trajectory(stream: Stream, config: RegimeConfig | None = None, engine: str = "reference",
                       isv: Mapping[str, float] | None = None, layout: SlotLayout | None = None,
-                      **options: Any) -> Trajectory:
+                      controllers: str = "single", **options: Any) -> Trajectory:
     """Like :func:`replay`, returning the full :class:`Trajectory`."""
     if not isinstance(stream, Stream):
         raise StreamError(f"stream must be a regime_dash.Stream, got {type(stream).__name__}",
@@ -142,23 +143,26 @@ def replay_trajectory(stream: Stream, config: RegimeConfig | None = None, engine
     if not isinstance(config, RegimeConfig):
         raise ValidationError(f"config must be a RegimeConfig, got {type(config).__name__}",
                               field="config", value=type(config).__name__)
+    controllers = check_controllers(controllers)
     layout = (layout or DEFAULT_LAYOUT).validate()
     name = resolve_engine(engine)
     isv0, boot = initial_isv(config, isv, layout)
     run = backend(name)
     t0 = time.perf_counter()
     snap, flat, normalized, v_pred, isv_end = run(stream, isv0, boot, layout, snapshot_indices(layout),
-                                                  **options)
+                                                  controllers=controllers, **options)
     seconds = time.perf_counter() - t0
-    frame = diag.frame_from_snapshot(snap, flat, stream.accounts, stream.step, stream.boundary, config)
+    frame = diag.frame_from_snapshot(snap, flat, stream.accounts, stream.step, stream.boundary, config,
+                                     fused=controllers == "fused")
     frame.attrs["layout_fingerprint"] = layout.fingerprint_hex()
     frame.attrs["engine"] = name
+    frame.attrs["controllers"] = controllers
     return Trajectory(frame, normalized, v_pred, isv_end, name, seconds)
 
 
 def replay(stream: Stream, config: RegimeConfig | None = None, engine: str = "reference",
            isv: Mapping[str, float] | None = None, layout: SlotLayout | None = None,
-           **options: Any) -> pd.DataFrame:
+           controllers: str = "single", **options: Any) -> pd.DataFrame:
     """Replay the regime pipeline over ``stream``; one frame row per step.
 
     Parameters
@@ -174,14 +178,20 @@ def replay(stream: Stream, config: RegimeConfig | None = None, engine: str = "re
         Initial slot values by slot name, applied after bootstrap and config.
     layout
         Slot layout (e.g. from :func:`regime_dash.slots.import_rust`).
+    controllers
+        The risk-stack path: ``"single"`` (the single controller kernels, launch order
+        step 7) or ``"fused"`` (``rl_fused_controllers``, step 8, with the config's mirror
+        switches); :mod:`regime_dash.engine.controllers`. Both give the same bits while
+        the mirror switches are on.
     **options
         Backend options, e.g. ``graph=True`` for ``cuda``.
 
     Returns
     -------
     pandas.DataFrame
-        ``step``, ``fold``, ``phase``, the dotted diag columns and the switch columns (F2/F4/F5, models)
-        (:data:`regime_dash.diag.SWITCH_COLUMNS`). ``attrs``
-        carries ``layout_fingerprint`` and ``engine``.
+        ``step``, ``fold``, ``phase``, the dotted diag columns, the switch columns (F2/F4/F5, models,
+        mirrors; :data:`regime_dash.diag.SWITCH_COLUMNS`) and, on the fused path,
+        :data:`regime_dash.diag.FUSED_COLUMN`. ``attrs`` carries ``layout_fingerprint``,
+        ``engine`` and ``controllers``.
     """
-    return replay_trajectory(stream, config, engine, isv, layout, **options).frame
+    return replay_trajectory(stream, config, engine, isv, layout, controllers, **options).frame

@@ -19,7 +19,9 @@ from regime_dash.ui import plotly_react
 #: Toggle labels: the spec's feature numbers of F2/F4/F5, "model:" for the model switches.
 SWITCH_LABELS = {"resurrection": "F2 Kelly resurrection", "envelope": "F4 PopArt σ envelope",
                  "tau_boost": "F5 IQN τ tail boost", "tail_on_deviation": "model: tail test on |Δworst − mean|",
-                 "duration_across_cycles": "model: DURATION across F2 cycles"}
+                 "duration_across_cycles": "model: DURATION across F2 cycles",
+                 "fused_mirror_tau_boost": "fused path: F5 mirrored (Layer-2)",
+                 "fused_mirror_resurrection": "fused path: F2 mirrored (Layer-4)"}
 ENGINE_CHOICES = ("auto", "reference", "fast", "cuda")
 
 
