@@ -29,6 +29,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from regime_dash import diag
 from regime_dash.analysis.diff import FieldDiff, RunDiff, diff_runs
 from regime_dash.analysis.episodes import (boundaries, dead_zone_episodes, find_all, floor_active,
                                            floor_spans, summary, tail_events, timeouts, transitions)
@@ -124,5 +125,8 @@ def diagnose(frame: pd.DataFrame, ids: Iterable[str] | None = None,
     vw = _view(frame)
     judged = verdict(vw, options, ids, single)
     episodes, events, skipped = find_all(vw)
+    if single is None and vw.has(diag.FUSED_COLUMN) and (vw.f32(diag.FUSED_COLUMN) == 1).any():
+        skipped["fused_mirror_drift"] = ("the run replayed the fused controllers; the single path's replay of the "
+                                         "same inputs shows where they part (check RUN --single FILE)")
     return Report(judged, episodes, events, skipped, summary(vw),
                   dict(frame.attrs.get("aliases_applied", {})))
