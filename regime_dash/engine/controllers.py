@@ -22,6 +22,16 @@ from regime_dash.errors import ValidationError
 
 #: The controller paths, the default first.
 CONTROLLERS: tuple[str, ...] = ("single", "fused")
+#: What each path runs, for listings (the Controllers page).
+PATH_DOCS: dict[str, str] = {
+    "single": "launch order step 7: rl_iqn_action_tau_controller (F5 τ boost) then rl_kelly_fraction_controller "
+              "(F2 resurrection), one launch each",
+    "fused": "launch order step 8: rl_fused_controllers, one launch in the spec's order CMDP → IQN τ → "
+             "Inventory β → Kelly; modelled are its Layer-2 branch (IQN τ, the F5 boost mirrored: "
+             "fused_mirror_tau_boost) and its Layer-4 branch (Kelly, the F2 resurrection mirrored: "
+             "fused_mirror_resurrection); CMDP and Inventory β are not modelled. Replay page, "
+             "replay --controllers fused",
+}
 #: The define that compiles a scan (``replay_scan.cu``, ``replay_sweep.cu``) for the fused path.
 FUSED_DEFINE = "-DREPLAY_CONTROLLERS_FUSED=1"
 

@@ -65,6 +65,10 @@ class ControllerModule:
     summary_fn
         ``frame -> {metric: float}``: the scalar figures a sweep row and the
         app's metric strip show.
+    paths
+        ``((name, what runs), ...)``: the kernel paths a replay of the module can take
+        (the regime observer: the single controllers and ``rl_fused_controllers``),
+        listed on the Controllers page; empty for a module with one.
     """
 
     name: str
@@ -86,6 +90,7 @@ class ControllerModule:
     core: bool = False
     summary_fn: Callable[[pd.DataFrame], dict] | None = None
     check_ids: tuple[str, ...] = ()
+    paths: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def of_package(cls, package: str, *, title: str, doc: str, stream_type: type,

@@ -109,6 +109,22 @@ def engine_picker(key: str, status: Mapping[str, str | None], auto_now: str | No
     return st.selectbox("Engine", ENGINE_CHOICES, format_func=label, key=key)
 
 
+#: The controller paths a replay can take (:mod:`regime_dash.engine.controllers`), with their labels.
+CONTROLLER_LABELS = {"single": "single controllers (launch order step 7)",
+                     "fused": "rl_fused_controllers (step 8, mirrors the single ones)"}
+
+
+def controllers_picker(key: str) -> str:
+    """The risk-stack controller path (``single`` or ``fused``), kept in the URL as ``controllers``."""
+    from regime_dash.ui import state
+
+    state.restore(key, "controllers", "str", "single", options=list(CONTROLLER_LABELS))
+    return st.radio("Controller path", list(CONTROLLER_LABELS), format_func=CONTROLLER_LABELS.get, key=key,
+                    help="The fused path runs the same controller code in one kernel; with a fused_mirror_* "
+                         "switch off its copy leaves the F5 or F2 block out, and the single path's replay "
+                         "is drawn beside it.")
+
+
 def run_picker(key: str, runs: pd.DataFrame, *, multi: bool = True, default: int = 1,
                label: str = "Runs", index: int = 0, param: str | None = None,
                on_change: Callable[[], None] | None = None) -> list[str]:
