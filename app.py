@@ -1,9 +1,4 @@
-"""Streamlit entry: page config, the fast engine's background compile, navigation over regime_dash/ui/pages."""
-import streamlit as st
+"""Streamlit entry from a checkout (``streamlit run app.py``); installed, ``regime-dash app`` runs the same."""
+from regime_dash.ui.app_main import main
 
-from regime_dash.engine.warm import start_fast_compile
-from regime_dash.ui.navigation import pages
-
-st.set_page_config(page_title="regime-dash", page_icon=":material/monitoring:", layout="wide")
-start_fast_compile()  # idempotent; replays use the reference engine until it is ready
-st.navigation(pages()).run()
+main()

@@ -8,7 +8,9 @@ or on dask workers (``scheduler=``, as :func:`regime_dash.sweep`; see
 :mod:`regime_dash.distributed`), and folds each run's report document (the
 ``check --json`` dict) into a row with :func:`summary_row`. A run that cannot be
 read or checked gets a row with status ``error`` and the message, instead of
-stopping the others.
+stopping the others; a stored run that is not a diag (one an older version
+stored: :mod:`regime_dash.ingest.diag_rows`) gets the status ``not a diag`` and
+the reason, never ``ok``.
 """
 from __future__ import annotations
 
@@ -16,10 +18,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
-from regime_dash.errors import RegimeDashError
+from regime_dash.errors import NotDiagError, RegimeDashError
 
 #: The summary table's columns.
 COLUMNS: tuple[str, ...] = ("run", "status", "pass", "fail", "skip", "first_failure", "findings")
+
+#: The status of a stored run that is not a diag (``check RUN`` exits 2 for it).
+NOT_DIAG = "not a diag"
 
 #: ``check(run_id) -> report dict`` (``{"checks": [{"id", "status", "first_step", ...}], "episodes": ..., "events": ...}``).
 CheckFn = Callable[[str], Mapping[str, Any]]
@@ -50,6 +55,9 @@ def summary_row(run: str, doc: Mapping[str, Any]) -> dict[str, Any]:
 def _one(run: str, check: CheckFn) -> dict[str, Any]:
     try:
         return summary_row(run, check(run))
+    except NotDiagError as exc:
+        return {"run": run, "status": NOT_DIAG, "pass": 0, "fail": 0, "skip": 0,
+                "first_failure": str(exc), "findings": ""}
     except RegimeDashError as exc:  # a bad run is a row, not the end of the table
         return {"run": run, "status": "error", "pass": 0, "fail": 0, "skip": 0,
                 "first_failure": f"{type(exc).__name__}: {exc}", "findings": ""}
@@ -103,16 +111,19 @@ def store_check(run_id: str, store: str | None = None, options: Mapping[str, Any
     """The default per-run check: run ``run_id`` of the store at ``store`` through ``diagnose``.
 
     Returns the ``check --json`` document (core checks and the controller modules' checks).
+    Raises :class:`~regime_dash.errors.NotDiagError` when the run is not a diag.
     """
     from regime_dash.aliases import canonical_frame
     from regime_dash.analysis import CheckOptions, diagnose
+    from regime_dash.ingest.diag_rows import frame_reason, require_diag
     from regime_dash.store import RunStore
 
     frame = RunStore(store).load(run_id)
     frame = frame.drop(columns=[c for c in ("_line", "run") if c in frame.columns])
     frame = canonical_frame(frame, dict(aliases) if aliases else None)
+    require_diag(run_id, frame_reason(frame))
     # the one verdict (core, module checks and findings), as `check RUN` gives it
     return diagnose(frame, None, CheckOptions(**dict(options or {}))).to_dict()
 
 
-__all__ = ["COLUMNS", "check_all", "store_check", "summary_row"]
+__all__ = ["COLUMNS", "NOT_DIAG", "check_all", "store_check", "summary_row"]

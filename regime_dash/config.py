@@ -216,9 +216,7 @@ class RegimeConfig(ConfigFields):
         effective τ_min to τ_min.
         """
         out = {slot: float(getattr(self, name)) for name, slot in FIELD_SLOTS.items()}
-        out["RL_KELLY_EPS_RECOVERY_LIVE_INDEX"] = self.eps_max
-        out["RL_KELLY_SAFETY_FRAC_INDEX"] = self.safety_frac_normal
-        out["RL_IQN_TAU_MIN_EFFECTIVE_INDEX"] = self.tau_min
+        out.update(derived_bootstraps(out))
         return out
 
     @classmethod
@@ -230,6 +228,14 @@ class RegimeConfig(ConfigFields):
                 v = float(values[slot])
                 kw[name] = bool(v) if name in SWITCHES else v
         return cls(**kw)
+
+
+def derived_bootstraps(slots: Mapping[str, float]) -> dict[str, float]:
+    """The bootstraps that follow config slots (given by slot name): ε_live = ε_max, the Kelly safety
+    fraction = the normal v9 target, τ_min_eff = τ_min."""
+    return {"RL_KELLY_EPS_RECOVERY_LIVE_INDEX": slots[FIELD_SLOTS["eps_max"]],
+            "RL_KELLY_SAFETY_FRAC_INDEX": slots[FIELD_SLOTS["safety_frac_normal"]],
+            "RL_IQN_TAU_MIN_EFFECTIVE_INDEX": slots[FIELD_SLOTS["tau_min"]]}
 
 
 def coerce_value(name: str, value: Any) -> bool | float:

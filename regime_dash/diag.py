@@ -14,9 +14,8 @@ module turns that into the frame.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -110,8 +109,16 @@ META_COLUMNS = ("step", "fold", "phase", "wall_time")
 #: a file that carries them says which features and readings ran, and the checks need not infer it from
 #: the rows (as the controller modules write their ``<prefix>config.*`` constants).
 SWITCH_COLUMNS: dict[str, str] = {name: P + "config." + name for name in SWITCHES}
-#: The controller path a replay ran, beside the switches: 1 where ``rl_fused_controllers`` ran, the
-#: only rows whose mirror switches matter (:mod:`regime_dash.engine.controllers`). A replay of the
+#: Config columns a replay writes, one constant per row: the switches, then the config slots the spec's
+#: diag block does not log (PopArt's α, the v9 targets, the Kelly cap), which re-derivation needs.
+CONFIG_COLUMNS: dict[str, str] = {**SWITCH_COLUMNS, **{name: P + "config." + name for name in (
+    "popart_alpha", "safety_frac_defensive", "safety_frac_normal", "kelly_cap")}}
+#: Inputs a replay can log beside the slots (``replay(..., log_inputs=True)``): the stream's analytic-Kelly
+#: edge and IQN τ before its clamp, and each step's batch sums of rl_popart_normalize.
+INPUT_COLUMNS: dict[str, str] = {name: P + "inputs." + name for name in (
+    "kelly_edge", "tau_action_input", "batch_sum", "batch_sumsq", "batch_max_abs")}
+#: The controller path a replay ran, beside the config columns: 1 where ``rl_fused_controllers`` ran,
+#: the only rows whose mirror switches matter (:mod:`regime_dash.engine.controllers`). A replay of the
 #: single path leaves it out, so its frame is the frame every replay wrote before the fused path.
 FUSED_COLUMN = P + "config.fused_controllers"
 
@@ -150,7 +157,8 @@ def frame_from_snapshot(snap: np.ndarray, flat_count: np.ndarray, b_size: int, s
         From the replayed stream.
     config
         The replay's :class:`~regime_dash.config.RegimeConfig` (or a mapping holding its switches):
-        its feature switches become the :data:`SWITCH_COLUMNS` (left out when ``None``).
+        its switches (the mirror switches among them) and config slots become the
+        :data:`CONFIG_COLUMNS` (left out when ``None``).
     fused
         Whether the fused controller path ran: then the frame has the :data:`FUSED_COLUMN` (all 1).
     """
@@ -162,14 +170,21 @@ def frame_from_snapshot(snap: np.ndarray, flat_count: np.ndarray, b_size: int, s
     cols[B_SIZE] = np.full(len(step), b_size, dtype=np.int32)
     ordered = ["step", "fold", "phase"] + [c for c, _ in DIAG_FIELDS]
     if config is not None:
-        for name, col in SWITCH_COLUMNS.items():
-            on = config[name] if isinstance(config, Mapping) else getattr(config, name)
-            cols[col] = np.full(len(step), float(bool(on)), dtype=np.float32)
+        for name, col in CONFIG_COLUMNS.items():
+            if isinstance(config, Mapping) and name not in config:
+                continue
+            value = config[name] if isinstance(config, Mapping) else getattr(config, name)
+            cols[col] = np.full(len(step), config_value(name, value), dtype=np.float32)
             ordered.append(col)
     if fused:
         cols[FUSED_COLUMN] = np.ones(len(step), dtype=np.float32)
         ordered.append(FUSED_COLUMN)
     return pd.DataFrame({c: cols[c] for c in ordered})
+
+
+def config_value(name: str, value: Any) -> np.float32:
+    """The float32 a config column holds for ``value``: 0/1 for a switch, the number otherwise."""
+    return np.float32(bool(value)) if name in SWITCH_COLUMNS else np.float32(value)
 
 
 def coerce(frame: pd.DataFrame) -> pd.DataFrame:
@@ -178,7 +193,7 @@ def coerce(frame: pd.DataFrame) -> pd.DataFrame:
     Columns this module does not know are left as they are.
     """
     out = frame.copy()
-    known = set(SNAPSHOT_COLUMNS) | set(SWITCH_COLUMNS.values()) | {FUSED_COLUMN}
+    known = set(SNAPSHOT_COLUMNS) | set(CONFIG_COLUMNS.values()) | set(INPUT_COLUMNS.values()) | {FUSED_COLUMN}
     for col in out.columns:
         if col in INT_COLUMNS and out[col].notna().all():
             out[col] = out[col].astype(INT_COLUMNS[col])
@@ -211,45 +226,21 @@ def unflatten(flat: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, (np.floating, float)):
-        return float(value)
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return value
-
-
-def iter_records(frame: pd.DataFrame) -> Iterable[dict[str, Any]]:
-    """The frame's rows as nested diag objects (NaN kept as float NaN)."""
-    cols = list(frame.columns)
-    arrays = [frame[c].to_numpy() for c in cols]
-    for i in range(len(frame)):
-        flat = {}
-        for c, a in zip(cols, arrays):
-            v = _plain(a[i])
-            if v is None or (isinstance(v, float) and math.isnan(v) and c in META_COLUMNS):
-                continue
-            flat[c] = v
-        yield unflatten(flat)
-
-
-def write_jsonl(frame: pd.DataFrame, path: str | Path) -> Path:
+def write_jsonl(frame: pd.DataFrame, path: str | Path, *,
+                progress: Callable[[int, int], None] | None = None) -> Path:
     """Write ``frame`` as a diag.jsonl: one nested object per step, the spec's structure.
 
-    Floats are written as the exact float64 value of the float32 slot, so
-    :func:`read_jsonl` restores them bit for bit. NaN and ±inf are written as
-    Python's json writes them (``NaN``, ``Infinity``).
+    The nesting is :func:`unflatten`'s of the dotted column names. Floats are written as
+    the exact float64 value of the float32 slot, so :func:`read_jsonl` restores them bit
+    for bit; NaN and ±inf as Python's json writes them (``NaN``, ``Infinity``); a
+    ``None``, or a NaN in a :data:`META_COLUMNS` column, leaves the key out of that row.
+    The file is built column by column a chunk of rows at a time
+    (:mod:`regime_dash.diag_jsonl`) and renamed into place once complete;
+    ``progress(rows_done, rows)`` follows the chunks.
     """
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-        for rec in iter_records(frame):
-            fh.write(json.dumps(rec, separators=(",", ":")))
-            fh.write("\n")
-    tmp.replace(path)
-    return path
+    from regime_dash import diag_jsonl
+
+    return diag_jsonl.write(frame, path, skip_nan=META_COLUMNS, progress=progress)
 
 
 def read_jsonl(path: str | Path) -> pd.DataFrame:

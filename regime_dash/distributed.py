@@ -36,6 +36,7 @@ import urllib.parse
 from typing import Any, Callable, Iterator, Sequence
 
 from regime_dash.errors import EngineUnavailable, ValidationError
+from regime_dash.shards import shard_bounds  # re-exported: the sweep and check --all cut shards with it
 
 #: ``progress(done, total)`` as shards finish.
 Progress = Callable[[int, int], None]
@@ -199,18 +200,6 @@ def _all_local(workers: Sequence[str]) -> bool:
     local = _local_hosts()
     return bool(workers) and all((urllib.parse.urlsplit(addr).hostname or "").split("%")[0] in local
                                  for addr in workers)
-
-
-def shard_bounds(n: int, parts: int) -> list[tuple[int, int]]:
-    """``parts`` contiguous ``[start, stop)`` ranges covering ``0..n`` as evenly as possible (none empty)."""
-    parts = max(1, min(int(parts), n))
-    base, extra = divmod(n, parts)
-    out, start = [], 0
-    for k in range(parts):
-        stop = start + base + (1 if k < extra else 0)
-        out.append((start, stop))
-        start = stop
-    return out
 
 
 def map_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *, shared: Sequence[Any] = (),

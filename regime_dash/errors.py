@@ -116,6 +116,22 @@ class IngestError(RegimeDashError):
     path: str | None = None
 
 
+class NotDiagError(IngestError):
+    """A file, an upload or a stored run is not a diag (:mod:`regime_dash.ingest.diag_rows`).
+
+    Parameters
+    ----------
+    message
+        ``'<name>' is not a diag file: <reason>``, in one line.
+    path
+        The file, upload or run it names.
+    reason
+        Why, in words (no lines; no JSON object line; no diag field; no ``step``).
+    """
+
+    reason: str | None = None
+
+
 class StoreError(RegimeDashError):
     """The run store refused an operation (unknown run, bad name, ...)."""
 
@@ -130,7 +146,7 @@ class EngineUnavailable(RegimeDashError):
 
 
 class KernelCompileError(RegimeDashError):
-    """NVRTC/nvcc rejected a kernel; the log cites the real ``kernels/*.cu`` file and line."""
+    """NVRTC/nvcc rejected a kernel; the log cites the real ``regime_dash/kernels/*.cu`` file and line."""
 
     kernel: str | None = None
     log: str = ""

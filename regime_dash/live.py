@@ -46,7 +46,8 @@ from regime_dash import diag
 from regime_dash.config import FIELD_SLOTS, RegimeConfig
 from regime_dash.engine import initial_isv
 from regime_dash.errors import ValidationError
-from regime_dash.engine.steppers import StepEngine, make_stepper
+from regime_dash.engine.stepper_choice import make_stepper
+from regime_dash.engine.steppers import StepEngine
 from regime_dash.simulator import RUN8_SHOCK_PNL, Market, Simulator
 from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
 from regime_dash.streams import Stream
@@ -211,11 +212,11 @@ class LiveRun(ABC):
                                              for k, v in diff.items()))
 
     def _switch_columns(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """``frame`` with its F2/F4/F5 switch columns per row: a config change switches them from its step on."""
+        """``frame`` with its config columns per row: a config change sets them from its step on."""
         for t, config in getattr(self, "_config_history", []):
-            for name, col in diag.SWITCH_COLUMNS.items():
+            for name, col in diag.CONFIG_COLUMNS.items():
                 if col in frame.columns:
-                    frame.iloc[t:, frame.columns.get_loc(col)] = np.float32(bool(getattr(config, name)))
+                    frame.iloc[t:, frame.columns.get_loc(col)] = diag.config_value(name, getattr(config, name))
         return frame
 
     def _log(self, kind: str, label: str) -> Change:
@@ -275,7 +276,7 @@ class StreamRun(LiveRun):
         The config of the first step (the spec's defaults if None).
     engine
         ``reference`` (default), ``cuda``, ``fast`` or ``auto``, as
-        :func:`regime_dash.engine.steppers.make_stepper` takes it.
+        :func:`regime_dash.engine.stepper_choice.make_stepper` takes it.
     layout
         Slot layout; default :data:`regime_dash.slots.DEFAULT_LAYOUT`.
     source

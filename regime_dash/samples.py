@@ -41,7 +41,8 @@ def write_samples(out_dir: str | Path = SAMPLE_DIR) -> tuple[Path, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     stream = sample_stream()
     stream_path = stream.save(out_dir / STREAM_NAME)
-    diag_path = diag.write_jsonl(replay(stream, engine="reference"), out_dir / DIAG_NAME)
+    # inputs logged too, so every output of the sample is re-derived by `check`
+    diag_path = diag.write_jsonl(replay(stream, engine="reference", log_inputs=True), out_dir / DIAG_NAME)
     return stream_path, diag_path
 
 

@@ -4,7 +4,8 @@ Each preset is a function ``preset(seed=0, steps=None, accounts=None) -> Stream`
 that is deterministic in its arguments, and its docstring says what the stream
 shows. They are *recordings of a pre-spec trainer*, built on the live run's
 market model (:func:`regime_dash.simulator.market_step`, same counter-based
-RNG) with the position sizing scripted instead of taken from a pipeline: an
+RNG; the whole run stepped in numba by :func:`regime_dash.market_jit.scripted`)
+with the position sizing scripted instead of taken from a pipeline: an
 account may open while the edge of the previous step is positive (what a Kelly
 controller without resurrection allows), with ⌈base·0.5⌉ lots. Replaying a
 preset then shows what the regime signals would have done on such a run; for
@@ -21,7 +22,7 @@ import numpy as np
 
 from regime_dash import streams
 from regime_dash.errors import ValidationError
-from regime_dash.simulator import Draws, Market, MarketState, kelly_edge, market_step, stream_of
+from regime_dash.simulator import Market
 from regime_dash.streams import Stream
 
 #: Run #8's trap: "Trap continued for 1,737 steps with zero closed trades."
@@ -48,30 +49,18 @@ def _seed(seed) -> int:
     return int(seed)
 
 
-class _Recorder:
-    """Runs :func:`market_step` with scripted sizing and collects the stream rows."""
+def _run(seed: int, accounts: int, market: Market, p_true: np.ndarray, **script) -> Stream:
+    """The stream of a scripted run: the market stepped in numba (:func:`market_jit.scripted`)."""
+    from regime_dash import market_jit
 
-    def __init__(self, seed: int, accounts: int, market: Market):
-        self.seed, self.b, self.market = seed, accounts, market
-        self.state = MarketState.start(market, accounts)
-        self.edge = kelly_edge(market.p_ema0, market.win, market.loss)
-        self.rows: list = []
-        self.boundary: list[bool] = []
+    return Stream(**market_jit.scripted(seed, accounts, market, p_true, kelly=SCRIPTED_KELLY, **script))
 
-    def step(self, p_true: float, *, allow_open: bool = True, force_flat: bool = False,
-             boundary: bool = False) -> None:
-        t = len(self.rows)
-        if boundary:
-            self.state.reset_session()
-        kelly_f = SCRIPTED_KELLY if self.edge > 0 else 0.0
-        out = market_step(self.state, self.market, Draws.of(self.seed, t, self.b), p_true=p_true,
-                          kelly_f=kelly_f, force_flat=force_flat, allow_open=allow_open)
-        self.edge = float(out.edge)
-        self.rows.append(out)
-        self.boundary.append(boundary)
 
-    def stream(self) -> Stream:
-        return stream_of(self.rows, self.boundary)
+def _at(steps: int, step: int) -> np.ndarray:
+    """True at ``step`` only."""
+    mark = np.zeros(steps, bool)
+    mark[step] = True
+    return mark
 
 
 def calm(seed: int = 0, steps: int | None = None, accounts: int | None = None) -> Stream:
@@ -82,10 +71,7 @@ def calm(seed: int = 0, steps: int | None = None, accounts: int | None = None) -
     fires. Defaults: 2000 steps, 64 accounts.
     """
     seed, steps, accounts = _seed(seed), _size(steps, 2000, "steps"), _size(accounts, 64, "accounts")
-    rec = _Recorder(seed, accounts, Market(ema_alpha=0.005))
-    for _ in range(steps):
-        rec.step(0.6)
-    return rec.stream()
+    return _run(seed, accounts, Market(ema_alpha=0.005), np.full(steps, 0.6))
 
 
 def tail_shock(seed: int = 0, steps: int | None = None, accounts: int | None = None) -> Stream:
@@ -126,14 +112,10 @@ def kelly_trap_run8(seed: int = 0, steps: int | None = None, accounts: int | Non
     seed = _seed(seed)
     steps = _size(steps, 3000, "steps", RUN8_TRAP_STEPS + 200)
     accounts = _size(accounts, 128, "accounts")
-    rec = _Recorder(seed, accounts, Market(ema_alpha=0.005))
     t_adverse, t_trap = (steps - RUN8_TRAP_STEPS) // 5, steps - RUN8_TRAP_STEPS
-    dead = False
-    for t in range(steps):
-        adverse = t >= t_adverse
-        dead = dead or (adverse and rec.edge <= 0.0)
-        rec.step(0.3 if adverse else 0.6, allow_open=not dead, force_flat=(t == t_trap - 1))
-    return rec.stream()
+    p_true = np.where(np.arange(steps) >= t_adverse, 0.3, 0.6)
+    return _run(seed, accounts, Market(ema_alpha=0.005), p_true, force_flat=_at(steps, t_trap - 1),
+                latch_from=t_adverse)
 
 
 def fold_boundary(seed: int = 0, steps: int | None = None, accounts: int | None = None) -> Stream:
@@ -148,11 +130,9 @@ def fold_boundary(seed: int = 0, steps: int | None = None, accounts: int | None 
     steps, 64 accounts.
     """
     seed, steps, accounts = _seed(seed), _size(steps, 2000, "steps", 2), _size(accounts, 64, "accounts")
-    rec = _Recorder(seed, accounts, Market(ema_alpha=0.005))
     t_b = steps // 2
-    for t in range(steps):
-        rec.step(0.6 if t < t_b else 0.57, boundary=(t == t_b))
-    return rec.stream()
+    return _run(seed, accounts, Market(ema_alpha=0.005), np.where(np.arange(steps) < t_b, 0.6, 0.57),
+                boundary=_at(steps, t_b))
 
 
 def adverse_regime(seed: int = 0, steps: int | None = None, accounts: int | None = None) -> Stream:
@@ -167,10 +147,9 @@ def adverse_regime(seed: int = 0, steps: int | None = None, accounts: int | None
     never fires (some account is always open). Defaults: 3000 steps, 128 accounts.
     """
     seed, steps, accounts = _seed(seed), _size(steps, 3000, "steps", 10), _size(accounts, 128, "accounts")
-    rec = _Recorder(seed, accounts, Market(hazard=0.0015, ema_alpha=0.05))
-    for t in range(steps):
-        rec.step(0.6 if t < steps // 10 else 0.3 if t < 35 * steps // 100 else 0.85)
-    return rec.stream()
+    t = np.arange(steps)
+    p_true = np.where(t < steps // 10, 0.6, np.where(t < 35 * steps // 100, 0.3, 0.85))
+    return _run(seed, accounts, Market(hazard=0.0015, ema_alpha=0.05), p_true)
 
 
 def recorded(seed: int = 0, steps: int | None = None, accounts: int | None = None,

@@ -45,7 +45,8 @@ import pandas as pd
 from regime_dash import diag
 from regime_dash.config import RegimeConfig
 from regime_dash.engine import initial_isv
-from regime_dash.engine.steppers import StepEngine, StepInputs, make_stepper
+from regime_dash.engine.stepper_choice import make_stepper
+from regime_dash.engine.steppers import StepEngine, StepInputs
 from regime_dash.errors import ValidationError
 from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
 from regime_dash.streams import Stream

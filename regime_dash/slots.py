@@ -46,6 +46,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from regime_dash.errors import SlotLayoutError
+from regime_dash.text import clip
 
 #: The four slot roles.
 ROLES = ("signal", "state", "config", "input")
@@ -343,6 +344,15 @@ class SlotLayout:
 #: The spec's layout: the registry table ``slots.csv`` beside this module.
 DEFAULT_LAYOUT = SlotLayout(table_beside(__file__)[0])
 
+def _clip40(text: str) -> str:
+    return clip(text, 40)
+
+
+#: The largest slot index an imported layout may give (the ISV buffer is sized to the
+#: highest index + 1: 65,536 float32 slots are 256 KB; the spec's layout ends at 716).
+MAX_SLOT_INDEX = 65_535
+
+
 _RUST_CONST = re.compile(r"^\s*pub\s+const\s+([A-Za-z_][A-Za-z0-9_]*)\s*:\s*usize\s*=\s*([0-9][0-9_xXa-fA-F]*)\s*;")
 
 
@@ -387,13 +397,18 @@ def import_rust(text: str, base: SlotLayout = DEFAULT_LAYOUT) -> RustImport:
         if not m:
             continue
         name, raw = m.group(1), m.group(2).replace("_", "")
+        shown = _clip40(m.group(2))
         try:
-            value = int(raw, 0)
+            value = int(raw, 0) if len(raw) <= 20 else None
         except ValueError:
-            raise SlotLayoutError(f"line {lineno}: {name} = {m.group(2)!r} is not an integer",
-                                  field=name, value=m.group(2)) from None
+            raise SlotLayoutError(f"line {lineno}: {_clip40(name)} = {shown!r} is not an integer",
+                                  field=_clip40(name), value=shown) from None
+        if value is None or value > MAX_SLOT_INDEX:
+            # an ISV buffer is allocated up to the highest index: gigabytes for a huge one
+            raise SlotLayoutError(f"line {lineno}: {_clip40(name)} = {shown} is past the largest slot index "
+                                  f"{MAX_SLOT_INDEX:,}", field=_clip40(name), value=shown)
         if name in found and found[name] != value:
-            raise SlotLayoutError(f"line {lineno}: {name} defined twice ({found[name]} and {value})",
+            raise SlotLayoutError(f"line {lineno}: {_clip40(name)} defined twice ({found[name]} and {value})",
                                   field=name, value=value)
         found[name] = value
     if not found:

@@ -77,6 +77,7 @@ import pyarrow.parquet as pq
 from filelock import FileLock
 
 from regime_dash.errors import IngestError, StoreError
+from regime_dash.ingest.diag_rows import meta_reason
 from regime_dash.ingest import (
     CANONICAL_TYPES,
     DEFAULT_CHUNK_BYTES,
@@ -86,11 +87,13 @@ from regime_dash.ingest import (
     IngestReport,
     conform_column,
     iter_batches,
+    report_reason,
+    require_diag,
     unify_tables,
     unify_types,
 )
 
-__all__ = ["ENV_VAR", "IngestResult", "RunStore", "default_store", "resolve_target", "sanitize_name"]
+__all__ = ["ENV_VAR", "IngestResult", "MAX_COLUMNS", "RunStore", "default_store", "resolve_target", "sanitize_name"]
 
 #: Environment variable naming the default store directory.
 ENV_VAR = "REGIME_DASH_STORE"
@@ -104,6 +107,8 @@ _CONFLICTS = "_conflicts.jsonl"
 _TMP_PREFIX = "ingest-"
 _TRASH_PREFIX = "deleting-"
 _PART_TMP = ".tmp"  # suffix of a part while it is written (in-store staging only)
+_QUARANTINE = "_quarantine"  # damaged or stray things moved aside, never deleted
+_QUARANTINED = ".quarantined"  # suffix of a Parquet file there: no *.parquet glob reads it
 _ID_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,159}$")
 _NAME_MAX = 64
 _FORMAT_VERSION = 1
@@ -229,6 +234,49 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _stale_work_dir(p: Path, host: str) -> bool:
+    """A ``ingest-*`` / ``deleting-*`` work directory whose process is gone (this host's,
+    ``<prefix><host>~<pid>~<uuid>``), or another host's (or unknown) older than a day."""
+    name = p.name.lstrip(".")
+    if not (name.startswith(_TMP_PREFIX) or name.startswith(_TRASH_PREFIX)):
+        return False
+    parts = name.split("~")
+    if len(parts) == 3 and parts[0].endswith(host) and parts[1].isdigit():
+        return not _pid_alive(int(parts[1]))
+    try:
+        return time.time() - p.stat().st_mtime >= 24 * 3600
+    except OSError:
+        return True
+
+
+#: The most columns one run may have. The diag contract has about a hundred fields; a file
+#: with tens of thousands of keys is refused (its parse cost grows with the key count, and
+#: every reader of the run pays for each column again).
+MAX_COLUMNS = 4096
+
+
+def _check_width(report: IngestReport, source_name: str | None) -> None:
+    if len(report.columns) > MAX_COLUMNS:
+        extra = list(report.columns)[MAX_COLUMNS]
+        raise IngestError(f"{source_name or 'input'}: more than {MAX_COLUMNS:,} columns (the "
+                          f"{MAX_COLUMNS + 1:,}th is {extra[:60]!r}); a run holds at most {MAX_COLUMNS:,}. "
+                          "Nothing was stored", path=source_name)
+
+
+def _errno_name(e: OSError) -> str:
+    code = errno.errorcode.get(e.errno or 0, "")
+    return f" ({code})" if code and code not in (e.strerror or "") else ""
+
+
+def _meta_of(d: Path) -> dict[str, Any] | None:
+    """A run directory's ``_meta.json``, or None when it is missing or unreadable."""
+    try:
+        m = json.loads((d / _META).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return m if isinstance(m, dict) else None
 
 
 class _PartWriter:
@@ -379,26 +427,18 @@ class RunStore:
             Names of the removed directories.
         """
         removed = []
+        for p in self.staging_debris():
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p.name)
+        return removed
+
+    def staging_debris(self) -> list[Path]:
+        """Work directories of ingests and deletes whose process is gone (this host's), or
+        another host's older than a day: what :meth:`clean_stale` removes."""
         host = sanitize_name(socket.gethostname())
         # the store root too: earlier versions staged in ".ingest-*" directories there
         places = [d for d in (*self._staging_candidates(), self.root) if d.is_dir()]
-        for place in places:
-            for p in place.iterdir():
-                name = p.name.lstrip(".")
-                if not (name.startswith(_TMP_PREFIX) or name.startswith(_TRASH_PREFIX)):
-                    continue
-                parts = name.split("~")
-                # ingest-<host>~<pid>~<uuid>
-                if len(parts) == 3 and parts[0].endswith(host) and parts[1].isdigit():
-                    if _pid_alive(int(parts[1])):
-                        continue
-                else:
-                    with contextlib.suppress(OSError):
-                        if time.time() - p.stat().st_mtime < 24 * 3600:
-                            continue  # another host's (or unknown) work dir: only clear it when old
-                shutil.rmtree(p, ignore_errors=True)
-                removed.append(p.name)
-        return removed
+        return [p for place in places for p in sorted(place.iterdir()) if _stale_work_dir(p, host)]
 
     # ----------------------------------------------------------------- run addressing
 
@@ -499,7 +539,10 @@ class RunStore:
         Raises
         ------
         IngestError
-            The source cannot be read, or it holds no JSON object line at all.
+            The source cannot be read; :class:`~regime_dash.errors.NotDiagError` when it is
+            not a diag (:mod:`regime_dash.ingest.diag_rows`: no JSON object line, no line
+            with a diag field, no ``step``). A diag's JSON object lines without a diag
+            field are quarantined as rejected lines.
         StoreError
             The store cannot be written (its message says what failed, where, and how
             much space the run needed); the store is left as it was.
@@ -526,16 +569,9 @@ class RunStore:
                     progress(done, total)
 
             report = self._write_run(path_or_bytes, tmp, source_name, tick, state)
-            if report.rows == 0:
-                detail = ""
-                if report.rejected:
-                    r = report.rejected[0]
-                    detail = f"; line {r.line}: {r.reason}"
-                raise IngestError(
-                    f"{source_name or 'input'}: no JSON object lines "
-                    f"({report.lines} lines, {report.rejected_count} rejected{detail})",
-                    path=source_name)
+            require_diag(source_name, report_reason(report))  # nothing is stored: tmp goes below
             with self._locked():
+                self._quarantine_copies_of(report.sha256 or "")
                 dup = self._find_sha(report.sha256 or "")
                 if dup is not None:
                     shutil.rmtree(tmp, ignore_errors=True)
@@ -590,8 +626,9 @@ class RunStore:
             try:
                 for batch in iter_batches(source, chunk_bytes=self.chunk_bytes, path=source_name,
                                           report=report, types=types,
-                                          max_line_bytes=self.max_line_bytes):
+                                          max_line_bytes=self.max_line_bytes, diag_only=True):
                     table = batch.table
+                    _check_width(report, source_name)
                     if PARTITION in table.column_names:
                         # the hive key names the run; a source field of that name moves over
                         table = table.rename_columns(
@@ -691,7 +728,9 @@ class RunStore:
         -------
         list of dict
             ``name``, ``run_id``, ``rows``, ``rejected``, ``first_step``, ``last_step``,
-            ``ingested_at``, ``source``, ``sha256``.
+            ``ingested_at``, ``source``, ``sha256``, and ``not_diag``: why the run is not a
+            diag (:func:`regime_dash.ingest.diag_rows.meta_reason`; a run an older version
+            stored can be none), ``None`` for a diag.
         """
         out = []
         for d in self._run_dirs():
@@ -709,6 +748,7 @@ class RunStore:
                 "ingested_at": m.get("ingested_at"),
                 "source": m.get("source"),
                 "sha256": m.get("sha256"),
+                "not_diag": meta_reason(m),
             })
         out.sort(key=lambda r: (r["ingested_at"] or "", r["run_id"]))
         return out
@@ -722,29 +762,32 @@ class RunStore:
             Unknown or invalid run id.
         """
         d = self._existing_dir(run_id)
-        return json.loads((d / _META).read_text(encoding="utf-8"))
+        with self._reading(run_id) as part:
+            part[0] = d / _META
+            return json.loads((d / _META).read_text(encoding="utf-8"))
 
     def rejects(self, run_id: str) -> list[dict[str, Any]]:
         """The run's rejected lines: ``[{"line", "reason", "raw"[, "raw_base64"]}, ...]``."""
-        d = self._existing_dir(run_id)
-        p = d / _REJECTS
-        if not p.exists():
-            return []
-        with open(p, encoding="utf-8") as fh:
-            return [json.loads(line) for line in fh if line.strip()]
+        return self._jsonl(run_id, _REJECTS)
+
+    def _jsonl(self, run_id: str, name: str) -> list[dict[str, Any]]:
+        p = self._existing_dir(run_id) / name
+        with self._reading(run_id) as part:
+            part[0] = p
+            if not p.exists():
+                return []
+            with open(p, encoding="utf-8") as fh:
+                return [json.loads(line) for line in fh if line.strip()]
 
     def conflicts(self, run_id: str) -> list[dict[str, Any]]:
         """The run's values set aside: ``[{"line", "field", "value", "type"}, ...]``."""
-        p = self._existing_dir(run_id) / _CONFLICTS
-        if not p.exists():
-            return []
-        with open(p, encoding="utf-8") as fh:
-            return [json.loads(line) for line in fh if line.strip()]
+        return self._jsonl(run_id, _CONFLICTS)
 
     def parts(self, run_id: str) -> list[Path]:
         """The run's Parquet files, in write order."""
         d = self._existing_dir(run_id)
-        return sorted(d.glob("part-*.parquet"))
+        with self._reading(run_id):
+            return sorted(d.glob("part-*.parquet"))
 
     def load_table(self, run_id: str, columns: Sequence[str] | None = None) -> pa.Table:
         """The run as one Arrow table, types unified across parts, in file order.
@@ -773,14 +816,34 @@ class RunStore:
             if missing:
                 raise StoreError(f"run {run_id!r} has no column {missing[0]!r}",
                                  run_id=run_id)
-        tables = []
-        for f in files:
-            if columns is None:
-                tables.append(pq.read_table(f))
-            else:
-                have = set(pq.read_schema(f).names)
-                tables.append(pq.read_table(f, columns=[c for c in columns if c in have]))
+        with self._reading(run_id) as part:
+            tables = []
+            for f in files:
+                part[0] = f
+                if columns is None:
+                    tables.append(pq.read_table(f))
+                else:
+                    have = set(pq.read_schema(f).names)
+                    tables.append(pq.read_table(f, columns=[c for c in columns if c in have]))
         return unify_tables(tables, columns)
+
+    @contextlib.contextmanager
+    def _reading(self, run_id: str) -> Iterator[list]:
+        """Reads of one run's files, their failures said in one line: a run deleted meanwhile
+        (a concurrent ``rm``) or a damaged part (truncated, empty, not Parquet). Yields a
+        one-item list the caller sets to the file it reads."""
+        part: list = [None]
+        try:
+            yield part
+        except FileNotFoundError:
+            raise StoreError(f"run {run_id!r} was deleted while it was read (a concurrent rm?); "
+                             "list the runs again", run_id=run_id, path=str(self.root)) from None
+        except (OSError, ValueError, pa.ArrowException) as e:  # ValueError: a _meta.json not JSON
+            name = Path(part[0]).name if part[0] is not None else _META
+            reason = " ".join(str(e).split())[:200]
+            raise StoreError(f"run {run_id!r} is damaged: {name}: {reason}; `python -m regime_dash doctor "
+                             "--repair` moves it to _quarantine/", run_id=run_id,
+                             path=str(part[0] or self.root)) from None
 
     def load(self, run_id: str, columns: Sequence[str] | None = None):
         """The run as a pandas DataFrame sorted by ``step`` (stable, so file order breaks
@@ -824,7 +887,11 @@ class RunStore:
         types: dict[str, pa.DataType] = {}
         for d in self._run_dirs():
             for f in sorted(d.glob("part-*.parquet")):
-                for fld in pq.read_schema(f):
+                try:
+                    fields = pq.read_schema(f)
+                except (OSError, pa.ArrowException):
+                    continue  # deleted meanwhile, or damaged: `doctor` lists it, a load of it says so
+                for fld in fields:
                     old = types.get(fld.name)
                     types[fld.name] = fld.type if old is None else unify_types(old, fld.type)
         types[PARTITION] = pa.string()
@@ -873,14 +940,74 @@ class RunStore:
         """
         d = self._existing_dir(run_id)
         host = sanitize_name(socket.gethostname())
-        # out of the store first (one rename), so no reader sees part of a run
-        trash = self.staging_dir() / f"{_TRASH_PREFIX}{host}~{os.getpid()}~{uuid.uuid4().hex}"
-        with self._locked():
-            try:
+        try:
+            # out of the store first (one rename), so no reader sees part of a run
+            trash = self.staging_dir() / f"{_TRASH_PREFIX}{host}~{os.getpid()}~{uuid.uuid4().hex}"
+            with self._locked():
                 os.replace(d, trash)
-            except FileNotFoundError as e:
-                raise StoreError(f"no run {run_id!r} in {self.root}", run_id=run_id) from e
+        except FileNotFoundError:
+            raise StoreError(f"no run {run_id!r} in {self.root} (deleted meanwhile?)", run_id=run_id) from None
+        except OSError as e:  # a read-only store, a permission: one line, the run left as it was
+            raise StoreError(f"cannot delete run {run_id!r} from {str(self.root)!r}: {e.strerror or e}"
+                             f"{_errno_name(e)}; the run is unchanged", run_id=run_id,
+                             path=str(self.root)) from None
         shutil.rmtree(trash, ignore_errors=True)
+
+    # ------------------------------------------------------------------- quarantine
+
+    def orphan_dirs(self) -> list[Path]:
+        """Run directories no reader lists (no readable ``_meta.json``) whose parts a
+        ``**/*.parquet`` or ``run=*/*.parquet`` glob still reads."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p for p in self.root.iterdir() if p.name.startswith(f"{PARTITION}=")
+                      and p.is_dir() and not p.is_symlink() and _meta_of(p) is None)
+
+    def quarantine(self, path: Path, why: str) -> Path:
+        """Move ``path`` (in the store or its staging) to ``<store>/_quarantine/``; nothing
+        is deleted. Its Parquet files are renamed ``*.parquet.quarantined`` first, so no
+        ``*.parquet`` glob (DuckDB's ``<store>/**/*.parquet`` descends into every folder)
+        reads them; a symlink is moved as the link, its target untouched. A ``_why.txt``
+        beside it says where it came from and why.
+
+        Returns
+        -------
+        pathlib.Path
+            Where it lies now.
+        """
+        path = Path(path)
+        try:
+            with self._locked():
+                return self._move_aside(path, why)
+        except OSError as e:
+            raise StoreError(f"cannot move {str(path)!r} to {str(self.root / _QUARANTINE)!r}: "
+                             f"{e.strerror or e}", path=str(path)) from None
+
+    def _move_aside(self, path: Path, why: str) -> Path:
+        """:meth:`quarantine`'s move, for a caller holding the lock."""
+        box = self.root / _QUARANTINE / f"{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        box.mkdir(parents=True)
+        (box / "_why.txt").write_text(f"{path}\n{why}\n", encoding="utf-8")
+        if not path.is_symlink():
+            for f in ([path] if path.is_file() else sorted(path.rglob("*.parquet"))):
+                if f.suffix == ".parquet":
+                    os.replace(f, f.with_name(f.name + _QUARANTINED))
+            if path.suffix == ".parquet" and not path.exists():
+                path = path.with_name(path.name + _QUARANTINED)
+        dest = box / path.name
+        os.replace(path, dest)
+        return dest
+
+    def _quarantine_copies_of(self, sha: str) -> list[Path]:
+        """Orphan directories holding these same bytes (the run id ends in a prefix of their
+        sha256): an earlier ingest whose ``_meta.json`` went. Moved aside (the caller holds
+        the lock), so the new run is not read twice by DuckDB."""
+        moved = []
+        for d in self.orphan_dirs():
+            m = re.search(r"-([0-9a-f]{12,64})$", d.name)
+            if sha and m and sha.startswith(m.group(1)):
+                moved.append(self._move_aside(d, "an orphan copy (no _meta.json) of bytes ingested again"))
+        return moved
 
 
 _PATH_SUFFIXES = (".jsonl", ".json", ".ndjson", ".gz", ".parquet", ".txt")

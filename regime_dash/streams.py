@@ -357,14 +357,78 @@ def validate(stream: Stream, *, lazy: bool = False) -> None:
     check_schema({name: getattr(stream, name) for name in SCHEMA}, SCHEMA, lazy=lazy)
 
 
+#: The most array data a stream file may declare (bytes, every member together): a
+#: 1,000,000-step stream of 64 accounts (rewards, lots and v_pred) is 768 MB; more is
+#: refused from the headers, before anything is inflated.
+MAX_STREAM_BYTES = 1 << 30
+
+
+def _npz_headers(z, name: str) -> tuple[str, np.dtype, tuple[int, ...]]:
+    """One ``.npz`` member's field name, dtype and shape, read from its ``.npy`` header only."""
+    from numpy.lib import format as npy
+
+    member = z.getinfo(name)
+    field = name[:-4] if name.endswith(".npy") else name
+    if field not in SCHEMA:
+        raise StreamError(f"unknown stream field(s) [{field[:80]!r}]; expected {list(SCHEMA)}", field=field[:80],
+                          value=field[:80])
+    try:
+        with z.open(member) as fh:
+            version = npy.read_magic(fh)
+            shape, fortran, dtype = (npy.read_array_header_1_0(fh) if version == (1, 0)
+                                     else npy.read_array_header_2_0(fh))
+    except (ValueError, OSError, EOFError) as e:
+        raise StreamError(f"{field}: not a NumPy array ({str(e)[:120]})", field=field) from None
+    if dtype.hasobject or dtype.kind not in "biuf":
+        raise StreamError(f"{field}: dtype {dtype} is not a number or bool", field=field, value=str(dtype))
+    if len(shape) != SCHEMA[field].rank:
+        raise StreamError(f"{field}: {len(shape)} dimension(s) {shape}, expected {SCHEMA[field].rank}",
+                          field=field, value=shape)
+    return field, dtype, tuple(int(n) for n in shape)
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    """An ``.npz`` stream file's arrays. Names, dtypes and shapes are checked from the member
+    headers first, and the declared size against :data:`MAX_STREAM_BYTES`, so a small file
+    that inflates to gigabytes is refused before anything is inflated."""
+    import zipfile
+
+    from numpy.lib import format as npy
+
+    try:
+        z = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as e:
+        raise StreamError(f"{path.name}: not an .npz file ({e})", field="path", value=path.name) from None
+    with z:
+        heads = [_npz_headers(z, n) for n in z.namelist()]
+        fields_ = [h[0] for h in heads]
+        if len(set(fields_)) != len(fields_):
+            raise StreamError(f"{path.name}: a stream field is stored twice", field="path", value=path.name)
+        steps = {h[2][0] for h in heads}
+        if len(steps) > 1:
+            raise StreamError(f"{path.name}: fields disagree on the step count ({sorted(steps)[:4]})",
+                              field="step", value=sorted(steps)[:4])
+        declared = sum(int(np.prod(shape, dtype=object)) * dtype.itemsize for _, dtype, shape in heads)
+        if declared > MAX_STREAM_BYTES:
+            raise StreamError(f"{path.name}: its arrays declare {declared:,} bytes, over the "
+                              f"{MAX_STREAM_BYTES:,}-byte limit of a stream file", field="path", value=declared)
+        data = {}
+        for (field, _, _), name in zip(heads, z.namelist()):
+            try:
+                with z.open(name) as fh:
+                    data[field] = npy.read_array(fh, allow_pickle=False)
+            except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+                raise StreamError(f"{field}: cannot be read ({str(e)[:120]})", field=field) from None
+    return data
+
+
 def load(path: str | Path, *, lazy: bool = False) -> Stream:
     """Read a stream saved by :meth:`Stream.save` (``.parquet`` or ``.npz``) and validate it (``lazy``: as :meth:`Stream.make`)."""
     path = Path(path)
     if not path.exists():
         raise StreamError(f"stream file {str(path)!r} does not exist", field="path", value=str(path))
     if path.suffix == ".npz":
-        with np.load(path, allow_pickle=False) as z:
-            data = {k: z[k] for k in z.files}
+        data = _read_npz(path)
     elif path.suffix == ".parquet":
         import pyarrow.parquet as pq
 

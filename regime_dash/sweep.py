@@ -522,7 +522,7 @@ class _Pieces:
 
     def whole(self):
         """Phase 1 of every step (waits for every piece; one piece: itself)."""
-        from regime_dash.engine.fast import StepStats
+        from regime_dash.engine.step_stats import StepStats
 
         pieces = list(self)
         if len(pieces) == 1:

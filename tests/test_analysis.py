@@ -175,7 +175,10 @@ def test_report_to_dict_is_plain_json():
     doc = diagnose(timeout_frame()).to_dict()
     text = json.dumps(doc, allow_nan=False)
     back = json.loads(text)
-    assert [c["id"] for c in back["checks"]][:2] == ["flag_binary", "dead_zone_duration"]
+    assert [c["id"] for c in back["checks"]][:3] == ["flag_binary", "flat_count_range", "dead_zone_duration"]
+    fields = {e["field"]: e for e in back["coverage"]["fields"]}
+    assert set(fields) == set(timeout_frame().columns) - {"step", "fold", "phase"}
+    assert fields[v.DURATION]["status"] == "rederived" and "rederive.duration" in fields[v.DURATION]["checks"]
     assert set(back["checks"][0]) == {"id", "status", "violations", "first_step", "steps", "spans", "column",
                                       "detail", "evidence"}
     assert {"status", "counts", "first_failure", "findings"} <= set(back)

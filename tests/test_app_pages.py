@@ -21,6 +21,8 @@ from regime_dash import RegimeConfig, diag, replay, scenarios  # noqa: E402
 from regime_dash.engine import engine_status  # noqa: E402
 from regime_dash.samples import DIAG_NAME, SAMPLE_DIR  # noqa: E402
 
+import apptest_protos as protos  # noqa: E402
+
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PAGES = ("runs", "explore", "replay", "live", "slots", "compare")
 TIMEOUT = 300  # a cold checkout compiles the fast engine (numba) in the first replay
@@ -46,18 +48,18 @@ def drawn_in_place(at: AppTest) -> dict[str, dict]:
 
     out = {}
     for e in at.get("bidi_component"):
-        if e.proto.component_name != plotly_react.NAME:
+        name, element_id, data = protos.component(e)
+        if name != plotly_react.NAME:
             continue
-        data = json.loads(e.proto.json if e.proto.WhichOneof("data") == "json" else e.proto.mixed.json)
         if isinstance(data["figure"], str):  # a Figure is sent as its JSON text
             data["figure"] = json.loads(data["figure"])
-        out[e.proto.id.rsplit("-", 1)[-1]] = data  # the element id ends with the chart's key
+        out[element_id.rsplit("-", 1)[-1]] = data  # the element id ends with the chart's key
     return out
 
 
 def charts(at: AppTest) -> list[dict]:
     """Every chart's figure on the page: each ``st.plotly_chart``'s spec, then each in-place chart's."""
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")] + [
+    return [protos.plotly_spec(c) for c in at.get("plotly_chart")] + [
         d["figure"] for d in drawn_in_place(at).values()]
 
 
@@ -403,7 +405,7 @@ def test_explore_downloads_the_view(loaded):
     at.button(key="explore.download.prepare").click().run()
     no_exception(at, "prepare")
     (button,) = at.get("download_button")
-    assert button.proto.label.startswith("Download regime-dash-view.csv (1,200 rows, ")
+    assert protos.label(button).startswith("Download regime-dash-view.csv (1,200 rows, ")
 
 
 # ---- Replay & what-if ----------------------------------------------------------------------
@@ -747,7 +749,7 @@ def test_first_replay_answers_while_the_fast_engine_compiles(tmp_path, monkeypat
                for c in at.caption)
     assert at.selectbox(key="replay.engine").options[0] == "auto (→ reference)"
     progress = at.get("progress")
-    assert progress and "Compiling the fast engine in the background" in progress[0].proto.text
+    assert progress and "Compiling the fast engine in the background" in protos.progress(progress[0])[1]
     assert metric(at, "timeouts") in ("0", "1")  # the replay answered: its summary is on the page
 
 
@@ -771,3 +773,54 @@ def test_explore_aligns_runs_at_their_first_step(tmp_path, monkeypatch, replay_d
     assert list(values(kelly[0]["x"])) == list(values(kelly[1]["x"])) and values(kelly[0]["x"])[0] == 0
     assert at.slider(key="explore.window").value == (0, 399)
     assert at.slider(key="explore.window").label == "Steps in view (since each run's first step)"
+
+
+def test_runs_delete_refuses_when_the_confirmed_run_is_gone(loaded, tmp_path):
+    """A run deleted elsewhere (another tab, ``rm``) between the tick and the click: the list falls
+    back to another run, and that run must not be deleted in its place."""
+    from regime_dash.store import RunStore
+
+    at = loaded
+    store = RunStore(tmp_path / "store")
+    first, second = [r["run_id"] for r in store.list_runs()]
+    at.selectbox(key="runs.delete.run").set_value(second).run()
+    at.checkbox(key="runs.delete.sure").check().run()
+    assert second in at.checkbox(key="runs.delete.sure").label  # the tick names its run
+    store.delete(second)  # the other tab's delete
+    at.button(key="runs.delete.go").click().run()
+    no_exception(at, "delete after the run went")
+    assert [r["run_id"] for r in store.list_runs()] == [first]
+    assert any(second in w.value and "nothing was deleted" in w.value for w in at.warning)
+    assert not at.checkbox(key="runs.delete.sure").value
+
+
+def test_runs_delete_refuses_a_run_picked_after_the_tick(loaded, tmp_path):
+    from regime_dash.store import RunStore
+
+    at = loaded
+    store = RunStore(tmp_path / "store")
+    first, second = [r["run_id"] for r in store.list_runs()]
+    at.checkbox(key="runs.delete.sure").check().run()
+    at.selectbox(key="runs.delete.run").set_value(second).run()
+    assert at.button(key="runs.delete.go").disabled  # the tick was for the first run: it is cleared
+    assert not at.checkbox(key="runs.delete.sure").value
+    assert any(first in w.value and "nothing was deleted" in w.value for w in at.warning)
+    assert len(store.list_runs()) == 2
+
+
+def test_explore_draws_the_good_run_beside_a_damaged_one(loaded, tmp_path):
+    """A damaged part file (here emptied) in one picked run: the page says which run, in one
+    notice, and still draws the other."""
+    from regime_dash.store import RunStore
+
+    at = loaded
+    store = RunStore(tmp_path / "store")
+    good, bad = [r["run_id"] for r in store.list_runs()]
+    for part in store.parts(bad):
+        part.write_bytes(b"")
+    at.switch_page(page("explore")).run()
+    at.multiselect(key="explore.runs").set_value([good, bad]).run()
+    no_exception(at, "explore with a damaged run")
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "damaged" in errors[0] and bad[-6:] in errors[0], errors
+    assert charts(at) or drawn_in_place(at)

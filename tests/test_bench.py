@@ -160,3 +160,15 @@ def test_cli_bench_without_a_target_runs_engines(tmp_path, capsys):
     assert rc == 0
     assert "replay engines, T = 24 × b = 3" in capsys.readouterr().out
     assert json.loads(path.read_text())["params"]["accounts"] == 3
+
+
+def test_bench_startup_times_the_help_against_a_bare_interpreter_in_one_run(capsys):
+    from regime_dash.benchmarks import startup
+
+    result = startup.run(repeats=2)
+    assert result["repeats"] == 2 and result["baseline_s"] > 0 and result["help_s"] > 0
+    assert result["extra_s"] == pytest.approx(result["help_s"] - result["baseline_s"])
+    assert result["met"] == (result["extra_s"] <= startup.TARGET_EXTRA_S)
+    assert main(["bench", "startup", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "python -c pass" in out and "python -m regime_dash --help" in out and "target <= +0.25 s" in out

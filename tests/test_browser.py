@@ -233,7 +233,8 @@ def test_explore_shows_the_verdict_strip_and_a_marker_at_a_planted_violation(ser
     assert 250 in xs and "verdict:finite_risk_stack_fields" in traces
     page.get_by_text("first failure: dead_zone_duration @ 250").wait_for()
     strip = page.locator("[data-testid=stMarkdownContainer]").filter(has_text="planted — verdict").first.inner_text()
-    assert "verdict FAIL" in strip and "2 fail" in strip
+    # the planted duration fails its bound and its re-derivation; the NaN σ fails finite_risk_stack_fields
+    assert "verdict FAIL" in strip and "3 fail" in strip
     nan_marks = page.evaluate("""() => { for (const gd of document.querySelectorAll('.js-plotly-plot'))
         for (const t of (gd._fullData || [])) if ((t.name || '').endsWith('σ non-finite'))
             return Array.from(t.text || []); return null; }""")

@@ -46,11 +46,15 @@ def test_missing_resurrection_fails_where_the_file_says_f2_is_on():
     assert res.status == "fail" and res.first_step == first and str(first) in res.detail
 
 
-def test_missing_resurrection_without_the_switch_warns_and_never_passes():
+def test_missing_resurrection_without_the_switch_warns_and_the_spec_rederivation_fails():
     bad, first = broken_resurrection(rich_frame())
     res = result(bad.drop(columns=[F2]), "kelly_resurrection")
     assert res.status == "warn" and "cannot tell" in res.detail and res.first_step == first
-    assert verdict(bad.drop(columns=[F2])).status == "warn"
+    # a file that does not log the switch ran the spec's code, where F2 is always on: re-derived, it fails
+    judged = verdict(bad.drop(columns=[F2]))
+    assert judged.status == "fail"
+    (kelly,) = [c for c in judged.checks if c.id == "rederive.kelly"]
+    assert kelly.status == "fail" and kelly.first_step == first
 
 
 def test_a_partly_broken_resurrection_fails_when_f2_is_inferred_from_the_rows():

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from regime_dash.analysis import CHECK_IDS
+from regime_dash.analysis.rederive_formulas import FORMULAS
 from regime_dash.analysis import view as v
 from regime_dash.cli import main
 from regime_dash.diag import write_jsonl
@@ -54,7 +55,7 @@ def test_check_json_document_shape(files, capsys):
     assert code == 0
     doc = json.loads(out)
     assert {"checks", "episodes", "events"} <= set(doc)
-    assert [c["id"] for c in doc["checks"]] == list(CHECK_IDS)
+    assert [c["id"] for c in doc["checks"]] == list(CHECK_IDS) + [f.check_id for f in FORMULAS]
     for c in doc["checks"]:
         assert set(c) == {"id", "status", "violations", "first_step", "steps", "spans", "column", "detail",
                           "evidence"}
@@ -68,7 +69,8 @@ def test_check_planted_violation_exits_1_and_names_the_step(files, capsys):
     code, out, _ = run_cli(capsys, "check", files["bad"], "--json")
     assert code == 1
     failed = [c for c in json.loads(out)["checks"] if c["status"] == "fail"]
-    assert [c["id"] for c in failed] == ["tail_recency"]
+    # the bound check and the re-derivation of the same formula both see it, at the same step
+    assert [c["id"] for c in failed] == ["tail_recency", "rederive.recency"]
     assert failed[0]["first_step"] == files["bad_step"] and failed[0]["steps"][0] == files["bad_step"]
     code, text, _ = run_cli(capsys, "check", files["bad"])
     assert code == 1 and "FAIL  tail_recency" in text and str(files["bad_step"]) in text
@@ -115,7 +117,7 @@ def test_check_a_stored_run_by_id(files, capsys, tmp_path):
     assert code == 1
     doc = json.loads(out)
     assert doc["source"] == {"run_id": res.run_id}
-    assert [c["first_step"] for c in doc["checks"] if c["status"] == "fail"] == [files["bad_step"]]
+    assert [c["first_step"] for c in doc["checks"] if c["status"] == "fail"] == [files["bad_step"]] * 2
 
 
 def test_check_unknown_run_or_file_exits_2(capsys, tmp_path):

@@ -19,6 +19,7 @@ from regime_dash.analysis import diff_runs  # noqa: E402
 from regime_dash.errors import ConfigError, ExportError  # noqa: E402
 from regime_dash.export import settle, to_bytes  # noqa: E402
 from regime_dash.sweep import expand_configs  # noqa: E402
+import apptest_protos as protos  # noqa: E402
 from tests.test_app_pages import chart_spec, charts, no_exception, open_app, page, run_ids, values  # noqa: E402
 
 @pytest.fixture(scope="module")
@@ -91,7 +92,7 @@ def test_explore_exports_two_runs_with_mixed_types(tmp_path, monkeypatch, diag_l
     no_exception(at, "export")
     assert not at.error
     (button,) = at.get("download_button")
-    assert button.proto.label.startswith("Download regime-dash-view.parquet (600 rows, ")
+    assert protos.label(button).startswith("Download regime-dash-view.parquet (600 rows, ")
     captions = [c.value for c in at.caption]
     # one type per column store-wide (issue 14): the second run's text labels were set
     # aside at ingest (label is float64 in both runs), so no column mixes types here;

@@ -36,7 +36,7 @@ def test_jsonl_has_the_spec_structure(tmp_path, rng):
     regime = first["risk_stack"]["regime"]
     assert {k: set(v) for k, v in regime.items()} == SPEC_GROUPS
     assert set(first["risk_stack"]) == {"kelly", "positions", "session_pnl", "popart", "iqn", "regime", "config"}
-    assert set(first["risk_stack"]["config"]) == set(diag.SWITCH_COLUMNS)  # F2/F4/F5 ran or not
+    assert set(first["risk_stack"]["config"]) == set(diag.CONFIG_COLUMNS)  # F2/F4/F5 ran or not, and the config
     assert first["step"] == 0 and first["phase"] == "train" and first["fold"] == 0
 
 

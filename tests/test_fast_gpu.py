@@ -199,7 +199,7 @@ def test_sweep_values_packed_on_the_device_are_the_host_finalized_metrics():
 
 def _pieces(stats, cuts):
     """``stats`` cut into ``(t0, t1, StepStats)`` pieces at ``cuts``."""
-    from regime_dash.engine.fast import StepStats
+    from regime_dash.engine.step_stats import StepStats
 
     edges = [0, *cuts, stats.flat.shape[0]]
     return [(a, z, StepStats(stats.sums[a:z].copy(), stats.flat[a:z].copy())) for a, z in zip(edges, edges[1:])]

@@ -40,10 +40,19 @@ def test_timeout_unreachable_on_a_cycling_dead_zone_longer_than_max_duration():
     assert json.loads(json.dumps(doc)) == doc and doc["spans"] == [[100, 1398]]
 
 
-def test_timeout_unreachable_warns_when_the_cycling_is_longer_than_the_trap_limit_only():
+def test_timeout_unreachable_is_info_when_the_cycling_dead_zone_ended_within_max_duration():
+    # longer than the trap limit, shorter than max_duration, and over: Theorem 3's bound held
     f = find(dead_zone_frame(cycling=True, length=400))[0]
-    assert f.severity == "warn" and f.spans == [(100, 498)]
+    assert f.severity == "info" and f.spans == [(100, 498)] and "bound held" in f.message
     assert find(dead_zone_frame(cycling=True, length=400), CheckOptions(trap_steps=500)) == []
+
+
+def test_timeout_unreachable_warns_when_the_run_ends_inside_the_cycling_dead_zone():
+    # still cycling at the last row, 400 steps in, max_duration 1000: the data cannot tell
+    f = find(dead_zone_frame(cycling=True, length=400, steps=500))[0]
+    assert f.severity == "warn" and f.spans == [(100, 498)] and "cannot tell" in f.message
+    # the same open dead zone past max_duration: the bound broke inside the run
+    assert find(dead_zone_frame(cycling=True, length=400, steps=500, max_duration=300.0))[0].severity == "fail"
 
 
 def test_no_timeout_unreachable_when_the_dead_zone_does_not_cycle():
@@ -205,6 +214,7 @@ def test_tail_on_drift_fires_on_consecutive_tail_events():
     frame = pd.DataFrame({"step": np.arange(300), v.RECENCY: rec})
     (f,) = find(frame)
     assert f.id == "tail_on_drift" and f.spans == [(100, 139)] and f.evidence["longest"] == 40
+    assert f.severity == "info"  # the spec's own test, as its code and G22 write it
     assert find(frame.assign(**{v.RECENCY: np.arange(300, dtype=np.float32)})) == []
 
 
@@ -216,6 +226,7 @@ def test_tail_at_boundary_fires_on_a_tail_right_after_a_reset():
     frame.loc[100, v.RECENCY] = 0.0
     (f,) = find(frame)
     assert f.id == "tail_at_boundary" and f.steps == [100]
+    assert f.severity == "warn"  # PREV_WORST_PNL is not in the diag: a real shock looks alike
 
 
 def test_envelope_decay_horizon_states_three_half_lives():
@@ -230,10 +241,64 @@ def test_envelope_decay_horizon_states_three_half_lives():
     assert f.evidence["measured_steps"] == 207 and "500" in f.message
 
 
+def envelope_frame(rate: float, n: int = 900, peak: int = 100, alpha: float = 0.01, batch_max: bool = False):
+    """A resting envelope of 1.0 captured to 41 at ``peak``, then the kernel's decay line
+    ``(1 − rate)·ema + rate·max|r|`` in float32 with every batch max at 1.0; the file logs ``alpha``."""
+    env = np.ones(n, np.float32)
+    env[peak] = 41.0
+    r, one = np.float32(rate), np.float32(1.0)
+    for i in range(peak + 1, n):
+        env[i] = (one - r) * env[i - 1] + r * one
+    frame = pd.DataFrame({"step": np.arange(n), v.ENVELOPE: env, v.DECAY_ALPHA: np.full(n, alpha, np.float32)})
+    if batch_max:
+        frame[diag.INPUT_COLUMNS["batch_max_abs"]] = np.ones(n, np.float32)
+    return frame
+
+
+def test_envelope_decay_horizon_is_info_at_its_configured_rate_with_or_without_the_batch_max():
+    for logged in (False, True):
+        (f,) = find(envelope_frame(0.01, batch_max=logged))
+        assert f.severity == "info" and f.evidence["measured_steps"] in (206, 207), (logged, f)
+        assert "divergent_steps" not in f.evidence
+
+
+def test_envelope_that_falls_faster_than_its_rate_fails_at_its_first_step():
+    (f,) = find(envelope_frame(0.05))  # the file says 0.01, the envelope loses 5% a step
+    assert f.severity == "fail" and f.evidence["step"] == 101 and "faster than any batch allows" in f.message
+    assert f.evidence["divergent_steps"] > 30
+
+
+def test_envelope_that_decays_too_slowly_warns_without_the_batch_max_and_fails_with_it():
+    slow = envelope_frame(0.004)  # 2.5 times slower than the logged 0.01
+    (f,) = find(slow)
+    assert f.severity == "warn" and f.evidence["measured_steps"] > 1.5 * f.evidence["three_half_lives"]
+    assert "batch_max_abs" in f.message
+    (f,) = find(envelope_frame(0.004, batch_max=True))
+    assert f.severity == "fail" and f.evidence["step"] == 101 and "does not decay at its configured rate" in f.message
+    assert f.evidence["expected"] == pytest.approx(0.99 * 41 + 0.01) and f.evidence["logged"] == pytest.approx(0.996 * 41 + 0.004)
+    # never decayed inside the run, no batch max: the data cannot tell
+    assert find(envelope_frame(0.004, n=300))[0].severity == "warn"
+
+
+def test_envelope_decay_of_a_replay_logging_its_inputs_is_info_and_one_changed_value_fails_there():
+    from regime_dash import RegimeConfig, replay, scenarios
+
+    frame = replay(scenarios.make("tail_shock", steps=1000), RegimeConfig(), log_inputs=True)
+    (f,) = [x for x in find(frame) if x.id == "envelope_decay_horizon"]
+    assert f.severity == "info" and "logged batch max" in f.message
+    at = f.evidence["peak_step"] + 40
+    row = int(np.flatnonzero(frame["step"].to_numpy() == at)[0])
+    bent = frame.copy()
+    bent.loc[row, v.ENVELOPE] = np.float32(bent.loc[row, v.ENVELOPE] * np.float32(1.001))
+    (g,) = [x for x in find(bent) if x.id == "envelope_decay_horizon"]
+    assert g.severity == "fail" and g.evidence["step"] == at
+
+
 def test_tau_unclamped_when_the_boost_lifts_tau_over_one():
     frame = pd.DataFrame({"step": np.arange(10), v.TAU_MIN_EFF: np.r_[np.full(5, 0.8), np.full(5, 1.2)].astype(np.float32)})
     (f,) = find(frame)
     assert f.id == "tau_unclamped" and f.steps[0] == 5 and f.spans == [(5, 9)]
+    assert f.severity == "warn"  # a later clamp in the trainer is not in the diag
 
 
 def test_flat_sweep_note_names_the_finding_that_explains_it():

@@ -24,9 +24,10 @@ import regime_dash as rd
 from regime_dash import diag, scenarios
 from regime_dash.analysis import verdict
 from regime_dash.analysis.findings import fused_mirror_drift
+from regime_dash.analysis.rederive import rederive
 from regime_dash.config import MIRROR_SWITCHES, RegimeConfig
+from regime_dash.analysis.mirror_drift import needs_single_twin, single_twin
 from regime_dash.errors import ValidationError
-from regime_dash.mirror_drift import needs_single_twin, single_twin
 from tests.helpers import col, stream
 
 SIZES = (1, 31, 1500)
@@ -188,6 +189,43 @@ def test_checks_show_the_untaken_resurrection_and_the_unboosted_tau():
     # mirrors on: the pair agrees, no finding
     assert not [f for f in verdict(rd.replay(s, controllers="fused"), single=rd.replay(s)).findings
                 if f.id == "fused_mirror_drift"]
+
+
+#: The re-derivation check each mirror's block answers to (the single kernels' function, the spec's code).
+REDERIVED = {"fused_mirror_resurrection": "rederive.kelly", "fused_mirror_tau_boost": "rederive.tau_min_effective"}
+
+
+def scenario_steps(name: str, steps: int = 3000) -> rd.Stream:
+    return scenarios.make(name, steps=None if name == "recorded" else steps)
+
+
+@pytest.mark.parametrize("name,mirror", [("kelly_trap_run8", "fused_mirror_resurrection"),
+                                         ("recorded", "fused_mirror_resurrection"),
+                                         ("kelly_trap_run8", "fused_mirror_tau_boost"),
+                                         ("tail_shock", "fused_mirror_tau_boost")])
+def test_a_mirror_off_fails_the_rederivation_at_the_first_step_the_paths_part(name, mirror):
+    # the re-derivation recomputes each output with the single kernels' functions from the logged
+    # state, switches and inputs: the fused copy without the block is wrong exactly where it parts
+    s = scenario_steps(name)
+    cfg = RegimeConfig(**{mirror: False})
+    fused = rd.replay(s, cfg, controllers="fused", log_inputs=True)
+    assert fused[diag.CONFIG_COLUMNS[mirror]].eq(0).all()  # the mirror switch is a config column
+    single, (drift,) = single_twin(fused, s, cfg, log_inputs=True)
+    first = expected_first_drift(single, mirror)
+    assert first is not None and drift.steps == [first]
+    failed = {r.id: r for r in rederive(fused).results if r.status == "fail"}
+    assert REDERIVED[mirror] in failed, sorted(failed)
+    assert failed[REDERIVED[mirror]].first_step == first
+    assert all(r.first_step >= first for r in failed.values())
+    assert [r.id for r in rederive(single).results if r.status == "fail"] == []
+
+
+@pytest.mark.parametrize("name", sorted(scenarios.SCENARIOS))
+def test_a_fused_run_with_both_mirrors_on_rederives_with_no_failure(name):
+    fused = rd.replay(scenario_steps(name), controllers="fused", log_inputs=True)
+    res = rederive(fused).results
+    assert [(r.id, r.detail) for r in res if r.status == "fail"] == []
+    assert sum(r.status == "pass" for r in res) == len(res)
 
 
 def test_fused_mirror_drift_needs_a_fused_and_a_single_frame():

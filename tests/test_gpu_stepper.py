@@ -14,8 +14,8 @@ from regime_dash.cli import main
 from regime_dash.engine import engine_status, initial_isv
 from regime_dash.engine.gpu_stepper import (MAX_GRAPH_STEPS, GpuStepper, available, block_plan, default_rows,
                                             fastest_live_engine)
-from regime_dash.engine.steppers import (KELLY_COL, BackendStepper, ReferenceStepper, block_inputs, live_engine,
-                                         make_stepper)
+from regime_dash.engine.stepper_choice import live_engine, make_stepper
+from regime_dash.engine.steppers import KELLY_COL, BackendStepper, ReferenceStepper, block_inputs
 from regime_dash.errors import ValidationError
 from regime_dash.live import LiveRun
 from regime_dash.simulator import PRESETS, Simulator

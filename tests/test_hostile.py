@@ -38,6 +38,7 @@ from hostile import (
     cli,
     finish_measured,
     good_lines,
+    record_figure,
     run_measured,
     start_measured,
     write_bomb,
@@ -50,13 +51,7 @@ ARTIFACTS = REPO / "test-artifacts"
 SAMPLE = REPO / "data" / "samples" / "diag.jsonl"
 
 
-def record(key: str, value) -> None:
-    """Keep a measured figure in test-artifacts/hostile.json (for docs/BENCHMARKS.md)."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    path = ARTIFACTS / "hostile.json"
-    data = json.loads(path.read_text()) if path.exists() else {}
-    data[key] = value
-    path.write_text(json.dumps(data, indent=1) + "\n")
+record = record_figure
 
 
 def mb(n: int) -> float:
@@ -190,6 +185,32 @@ def test_a_read_only_store_is_refused_in_one_line(tmp_path):
     finally:
         os.chmod(store.root, 0o755)
     assert rc == 2 and len(err.strip().splitlines()) == 1 and "Permission denied" in err
+    assert [r["run_id"] for r in store.list_runs()] == [first.run_id]
+
+
+def _no_root_override() -> list[str]:
+    """A command prefix under which file permissions hold, root or not (root without
+    CAP_DAC_OVERRIDE: CI runs as root)."""
+    if os.geteuid() != 0:
+        return []
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0 and not shutil.which("setpriv"), reason="root without setpriv "
+                    "writes through file permissions")
+def test_rm_on_a_read_only_store_is_refused_in_one_line(tmp_path):
+    store = RunStore(tmp_path / "s")
+    first = store.ingest(SAMPLE)
+    store.staging_dir()
+    os.chmod(store.root, 0o555)
+    try:
+        out = subprocess.run([*_no_root_override(), *cli("rm", first.run_id, "--store", str(store.root))],
+                             capture_output=True, text=True, env=child_env(), cwd=REPO, timeout=120)
+    finally:
+        os.chmod(store.root, 0o755)
+    assert out.returncode == 2, out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith("error: cannot delete run") and "Permission denied" in line, line
     assert [r["run_id"] for r in store.list_runs()] == [first.run_id]
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 
 def _modules_after(code: str) -> set[str]:
     out = subprocess.run([sys.executable, "-c", code + "\nimport sys\nprint('\\n'.join(sys.modules))"],
@@ -41,3 +43,38 @@ def test_lazy_top_level_names_resolve_and_sweep_stays_the_function():
                           "print(callable(rd.sweep), rd.sweep.__module__, rd.replay.__name__, rd.Stream.__name__)"],
                          capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "regime_dash.sweep", "replay", "Stream"]
+
+
+def test_cli_help_imports_no_heavy_library_and_no_command_module():
+    """``python -m regime_dash --help`` builds its parser from the command table alone (lean start)."""
+    code = ("import runpy, sys\nsys.argv = ['regime_dash', '--help']\n"
+            "try:\n    runpy.run_module('regime_dash', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "print('MODULES', ' '.join(sorted(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "replay a stream, a scenario preset" in out  # the help was printed
+    mods = set(out.rsplit("MODULES", 1)[1].split())
+    for heavy in ("pandas", "numba", "pyarrow", "numpy"):
+        assert heavy not in mods, f"--help imported {heavy}"
+    assert not {m for m in mods if m.startswith("regime_dash.cli.")}, "--help imported a command module"
+
+
+def _help(parser, argv, capsys) -> str:
+    with pytest.raises(SystemExit) as done:
+        parser.parse_args(argv)
+    assert done.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_each_command_still_gets_its_full_parser(capsys):
+    """The command being run is registered by its module, in full: its --help is more than the
+    one line the table gives the commands that are not run."""
+    from regime_dash.cli import COMMANDS, build_parser
+
+    args = build_parser(["replay", "--scenario", "kelly_trap_run8", "--out", "x.jsonl"]).parse_args(
+        ["replay", "--scenario", "kelly_trap_run8", "--out", "x.jsonl"])
+    assert args.scenario == "kelly_trap_run8" and callable(args.func)
+    for name in COMMANDS:
+        listed = _help(build_parser(["--help"]), [name, "--help"], capsys)  # "--help" first: no command chosen
+        full = _help(build_parser([name, "--help"]), [name, "--help"], capsys)
+        assert listed.startswith(f"usage: python -m regime_dash {name} [-h]\n")
+        assert len(full) > len(listed) and f"python -m regime_dash {name}" in full, name

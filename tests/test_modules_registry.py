@@ -227,7 +227,8 @@ def test_regime_observer_demo_is_run8_unless_too_short():
 # ---- integration: check, sweep, bench, CLI ----------------------------------------------------
 def test_module_check_results_run_only_the_modules_a_frame_has():
     from regime_dash.analysis.invariants import CheckResult
-    from regime_dash.modules.integration import module_check_results, split_check_ids
+    from regime_dash.analysis import registry
+    from regime_dash.modules.integration import MODULE_CHECKS, module_check_results
 
     m = MODULES["pearl_c"]
     frame = m.replay(m.demo_stream(steps=50))
@@ -241,7 +242,8 @@ def test_module_check_results_run_only_the_modules_a_frame_has():
     assert [r.id for r in module_check_results(both, ids=["sp14.k_floor"])] == ["sp14.k_floor"]
     regime = MODULES["regime_observer"].replay(MODULES["regime_observer"].demo_stream(steps=40))
     assert module_check_results(regime) == []  # core checks run in `check` itself
-    assert split_check_ids(["dead_zone_duration", "sp14.k_floor"]) == (["dead_zone_duration"], ["sp14.k_floor"])
+    assert registry.split_ids(["dead_zone_duration", "sp14.k_floor"], [MODULE_CHECKS]) == (
+        ["dead_zone_duration"], [["sp14.k_floor"]])
 
 
 def test_sweep_module_rows_equal_single_replays():
@@ -260,8 +262,37 @@ def test_sweep_module_rows_equal_single_replays():
         sweep_module(m, stream, {"nope": [1]})
 
 
+def test_a_verdict_alone_gets_the_module_checks(tmp_path):
+    """analysis.verdict imports no controller module, yet a frame with SP14 columns gets SP14's
+    checks from it in a process that imported nothing else of ours (analysis.registry loads them)."""
+    sp14 = MODULES["sp14_alpha_grad_gate"]
+    path = tmp_path / "sp14.parquet"
+    sp14.replay(sp14.demo_stream(steps=60)).to_parquet(path)
+    code = textwrap.dedent(f"""
+        import sys
+        import pandas as pd
+        from regime_dash.analysis.verdict import verdict
+        before = "regime_dash.modules" in sys.modules
+        judged = verdict(pd.read_parquet({str(path)!r}))
+        print(before, *sorted(c.id for c in judged.checks if c.id.startswith("sp14.")))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[0] == "False"
+    assert out[1:] == sorted(sp14.check_ids)
+
+
+def test_a_check_provider_that_cannot_load_raises(monkeypatch):
+    from regime_dash.analysis import registry
+    from regime_dash.analysis.verdict import verdict
+
+    frame = MODULES["pearl_c"].replay(MODULES["pearl_c"].demo_stream(steps=30))
+    monkeypatch.setattr(registry, "PROVIDERS", registry.PROVIDERS + ("regime_dash.modules.integration:NOPE",))
+    with pytest.raises(ImportError, match="NOPE"):
+        verdict(frame)
+
+
 def test_bench_module_rows_measure_or_say_why_not():
-    from regime_dash.modules.integration import bench_module
+    from regime_dash.benchmarks.modules import bench_module
 
     rows = bench_module("pearl_c", ("reference", "cuda", "fast"), steps=30, repeats=1)
     ref = rows[0]
@@ -347,7 +378,12 @@ def test_controllers_page_sliders_checks_figures_slots_and_sweep():
     at = AppTest.from_file(str(page), default_timeout=180).run()
     assert not at.exception, [e.message for e in at.exception]
     at.selectbox(key="controllers.module").set_value("sp14_alpha_grad_gate").run()
-    assert [e.value for e in at.error] == ["1 of 6 checks fail: sp14.var_aux_producer"]
+    n_checks = len(MODULES["sp14_alpha_grad_gate"].check_ids)
+    assert [e.value for e in at.error] == [f"1 of {n_checks} checks fail: sp14.var_aux_producer"]
+    # the demo fails it on purpose, and the page says so beside the verdict
+    assert [i.value for i in at.info] == ["sp14.var_aux_producer fails "
+                                          + MODULES["sp14_alpha_grad_gate"].demo_failures["sp14.var_aux_producer"]]
+    assert "388" in at.info[0].value
     assert len(charts(at)) == 3 and not at.get("plotly_chart")  # drawn in place: no st.plotly_chart
     # a new page load sends no table: the checks table waits for its expander, the other tabs for a click
     assert not at.dataframe and not at.warning
@@ -366,7 +402,8 @@ def test_controllers_page_sliders_checks_figures_slots_and_sweep():
     at.session_state["controllers.tabs"] = "Replay"
     at.run()
     at.sidebar.toggle(key="controllers.sp14_alpha_grad_gate.cfg.var_aux_producer").set_value(True).run()
-    assert not at.error and [s.value for s in at.success] == ["0 of 6 checks fail"]
+    assert not at.error and [s.value for s in at.success] == [f"0 of {n_checks} checks fail"]
+    assert not at.info  # nothing fails, nothing to explain
     k_aux = next(m for m in at.metric if m.label == "k aux min")
     assert float(k_aux.value) < 20.0 and k_aux.delta  # moved from the baseline's pinned K_BASE_AUX
     at.sidebar.slider(key="controllers.sp14_alpha_grad_gate.cfg.beta_base").set_value(0.99).run()
@@ -463,3 +500,14 @@ def test_app_navigation_has_the_controllers_page_and_slots_flag_orphans(tmp_path
     assert table.loc[table["orphan"], "name"].tolist() == ["AUX_DIR_ACC_VARIANCE_EMA_INDEX"]
     assert {383, 393, 483, 484} <= set(table["index"])
     assert any("AUX_DIR_ACC_VARIANCE_EMA_INDEX" in w.value for w in at.warning)
+
+
+def test_every_demo_passes_its_checks_or_names_why_it_fails():
+    from regime_dash.analysis.verdict import verdict
+
+    for name, m in MODULES.items():
+        frame = m.replay(m.demo_stream())
+        failed = {c.id for c in verdict(frame).checks if c.status == "fail"}
+        assert failed == set(m.demo_failures), (name, failed)
+        assert all(m.demo_failures[i].startswith("on purpose") for i in failed)
+

@@ -10,6 +10,7 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from regime_dash.ui.sensitivity_tab import clicked_field  # noqa: E402
+import apptest_protos as protos  # noqa: E402
 from tests.test_app_pages import charts  # noqa: E402
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -49,7 +50,8 @@ def test_sensitivity_tab_runs_and_lists_max_duration_as_no_effect(replay_page):
     # 129 + the two model switches + the two mirror switches (no effect: the sensitivity replays the single path)
     assert any(c.value.startswith("133 one-at-a-time and") for c in at.caption)
     (bar,) = at.get("progress")
-    assert bar.proto.value == 100 and bar.proto.text.startswith("sensitivity: done in ")
+    value, text = protos.progress(bar)
+    assert value == 100 and text.startswith("sensitivity: done in ")
     quiet = no_effect_table(at).set_index("field")
     assert quiet.loc["max_duration", "explained by"].startswith("timeout_unreachable: The dead zone cycled")
     assert quiet.loc["max_duration", "except at the end of its range"].startswith("Only max_duration=0")

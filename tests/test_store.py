@@ -305,7 +305,7 @@ def test_list_meta_rejects_delete(store):
 def test_unreadable_or_empty_sources(store, tmp_path):
     with pytest.raises(IngestError, match="missing.jsonl"):
         store.ingest(tmp_path / "missing.jsonl")
-    with pytest.raises(IngestError, match="no JSON object lines"):
+    with pytest.raises(IngestError, match="is not a diag file: no lines"):
         store.ingest(b"")
     with pytest.raises(IngestError, match="line 1"):
         store.ingest(b"\x89PNG\r\n\x1a\n\x00\x00garbage\n")

@@ -30,6 +30,9 @@ import numpy as np
 import pandas as pd
 
 from regime_dash import diag
+from regime_dash.analysis.coverage import counts as coverage_counts
+from regime_dash.analysis.coverage import coverage
+from regime_dash.analysis.coverage import merge as merge_coverage
 from regime_dash.analysis.diff import FieldDiff, RunDiff, diff_runs
 from regime_dash.analysis.episodes import (boundaries, dead_zone_episodes, find_all, floor_active,
                                            floor_spans, summary, tail_events, timeouts, transitions)
@@ -76,6 +79,8 @@ class Report:
     skipped: dict[str, str]
     summary: dict
     aliases_applied: dict[str, str] = field(default_factory=dict)
+    #: One entry per logged field: rederived, bounded only, not checkable or input (:mod:`.coverage`).
+    coverage: list[dict] = field(default_factory=list)
 
     @property
     def checks(self) -> list[CheckResult]:
@@ -102,6 +107,7 @@ class Report:
             "skipped": dict(self.skipped),
             "summary": {k: _plain(x) for k, x in self.summary.items()},
             "aliases_applied": dict(self.aliases_applied),
+            "coverage": {"counts": coverage_counts(self.coverage), "fields": list(self.coverage)},
         })
         return doc
 
@@ -129,4 +135,15 @@ def diagnose(frame: pd.DataFrame, ids: Iterable[str] | None = None,
         skipped["fused_mirror_drift"] = ("the run replayed the fused controllers; the single path's replay of the "
                                          "same inputs shows where they part (check RUN --single FILE)")
     return Report(judged, episodes, events, skipped, summary(vw),
-                  dict(frame.attrs.get("aliases_applied", {})))
+                  dict(frame.attrs.get("aliases_applied", {})), field_coverage(vw, judged))
+
+
+def field_coverage(vw, judged: Verdict) -> list[dict]:
+    """One coverage entry per logged field: the core's, with each check provider's (the modules') over it."""
+    from regime_dash.analysis import registry
+
+    entries = coverage(vw.frame.columns, judged.checks)
+    for provider in registry.providers():
+        if provider.coverage is not None:
+            entries = merge_coverage(entries, provider.coverage(vw.frame))
+    return entries

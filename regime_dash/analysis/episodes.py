@@ -31,13 +31,36 @@ def _need(vw: FrameView, what: str, *cols: str) -> None:
                               field=missing[0], value=missing)
 
 
-def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
-    """``[(first_row, last_row)]`` of the runs of True in ``mask``."""
+def run_bounds(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(first_rows, last_rows)`` int64 arrays of the runs of True in ``mask``."""
     idx = np.flatnonzero(mask)
     if not len(idx):
-        return []
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     breaks = np.flatnonzero(np.diff(idx) > 1)
-    return list(zip(np.r_[idx[0], idx[breaks + 1]].tolist(), np.r_[idx[breaks], idx[-1]].tolist()))
+    return np.r_[idx[0], idx[breaks + 1]].astype(np.int64), np.r_[idx[breaks], idx[-1]].astype(np.int64)
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """``[(first_row, last_row)]`` of the runs of True in ``mask``."""
+    a, b = run_bounds(mask)
+    return list(zip(a.tolist(), b.tolist()))
+
+
+def _in_range_sums(values: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``values[a_i:b_i + 1].sum()`` for every i, from one cumulative sum."""
+    cs = np.concatenate(([0], np.cumsum(values, dtype=np.int64)))
+    return cs[b + 1] - cs[a]
+
+
+def _episode_groups(vw: FrameView, on: np.ndarray, merge_gap: int):
+    """``(first_rows, last_rows, cycles)`` of the flag runs merged across gaps of at most ``merge_gap`` steps."""
+    a, b = run_bounds(on)
+    if not len(a):
+        return a, b, np.zeros(0, np.int64)
+    opens = np.r_[True, (vw.step[a[1:]] - vw.step[b[:-1]] - 1) > merge_gap]
+    first = np.flatnonzero(opens)
+    last = np.r_[first[1:] - 1, len(a) - 1]
+    return a[first], b[last], (last - first + 1).astype(np.int64)
 
 
 def _col_at(vw: FrameView, col: str, rows) -> list:
@@ -67,33 +90,34 @@ def dead_zone_episodes(frame: pd.DataFrame | FrameView, merge_gap: int = RESURRE
     if isinstance(merge_gap, bool) or not isinstance(merge_gap, (int, np.integer)) or merge_gap < 0:
         raise ValidationError(f"merge_gap must be a whole number >= 0, got {merge_gap!r}",
                               field="merge_gap", value=merge_gap)
+    key = ("dead_zone_episodes", int(merge_gap))
+    if key not in vw._cache:  # the summary, the findings and the finders all ask for it
+        vw._cache[key] = _dead_zone_table(vw, int(merge_gap))
+    return vw._cache[key].copy()
+
+
+def _dead_zone_table(vw: FrameView, merge_gap: int) -> pd.DataFrame:
     on = vw.f32(v.FLAG) == 1
     dur = vw.f32(v.DURATION) if vw.has(v.DURATION) else np.full(vw.n, np.nan, np.float32)
     to = vw.f32(v.TIMEOUT) == 1 if vw.has(v.TIMEOUT) else np.zeros(vw.n, dtype=bool)
-    groups: list[list[int]] = []  # [first_row, last_row, cycles]
-    for a, b in _runs(on):
-        if groups and vw.step[a] - vw.step[groups[-1][1]] - 1 <= merge_gap:
-            groups[-1][1] = b
-            groups[-1][2] += 1
-        else:
-            groups.append([a, b, 1])
-    rows = []
-    for a, b, cycles in groups:
-        timed_out = bool(to[a:b + 1].any())
-        tail_off = vw.n - 1 - b  # flag-off rows after the episode
-        at_end = b == vw.n - 1 or (tail_off <= merge_gap and vw.step[-1] - vw.step[b] <= merge_gap)
-        ended = "timeout" if timed_out else "end_of_run" if at_end else "exit"
-        seg = dur[a:b + 1]
-        rows.append({"start": int(vw.step[a]), "end": int(vw.step[b]),
-                     "steps": int(vw.step[b] - vw.step[a] + 1), "on_steps": int(on[a:b + 1].sum()),
-                     "cycles": int(cycles),
-                     "max_duration": float(np.nanmax(seg)) if np.isfinite(seg).any() else np.nan,
-                     "timed_out": timed_out, "ended": ended})
-    out = pd.DataFrame(rows, columns=["start", "end", "steps", "on_steps", "cycles", "max_duration",
-                                      "timed_out", "ended"])
-    starts = [int(np.searchsorted(vw.step, s)) for s in out["start"]]
-    out["fold"] = _col_at(vw, "fold", starts)
-    out["phase"] = _col_at(vw, "phase", starts)
+    a, b, cycles = _episode_groups(vw, on, merge_gap)
+    timed_out = _in_range_sums(to, a, b) > 0
+    tail_off = vw.n - 1 - b  # flag-off rows after each episode
+    at_end = (b == vw.n - 1) | ((tail_off <= merge_gap) & (vw.step[-1] - vw.step[b] <= merge_gap)) if vw.n else b
+    inside = np.zeros(vw.n + 1, np.int64)
+    np.add.at(inside, a, 1)
+    np.add.at(inside, b + 1, -1)
+    masked = np.where(np.cumsum(inside[:-1]) > 0, dur, np.nan)
+    with np.errstate(invalid="ignore"):
+        max_dur = np.fmax.reduceat(masked, a).astype(np.float64) if len(a) else np.zeros(0)
+    out = pd.DataFrame({"start": vw.step[a].astype(int), "end": vw.step[b].astype(int),
+                        "steps": (vw.step[b] - vw.step[a] + 1).astype(int),
+                        "on_steps": _in_range_sums(on, a, b).astype(int), "cycles": cycles.astype(int),
+                        "max_duration": max_dur, "timed_out": timed_out.astype(bool),
+                        "ended": np.where(timed_out, "timeout", np.where(at_end, "end_of_run", "exit")).astype(object)},
+                       columns=["start", "end", "steps", "on_steps", "cycles", "max_duration", "timed_out", "ended"])
+    out["fold"] = _col_at(vw, "fold", a.tolist())
+    out["phase"] = _col_at(vw, "phase", a.tolist())
     return out
 
 

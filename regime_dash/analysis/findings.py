@@ -9,7 +9,13 @@ TIMEOUT_FLAG safety net that Theorem 3's loss bound relies on can never fire.
 Each finder takes a :class:`~regime_dash.analysis.view.FrameView` and the shared
 :class:`~regime_dash.analysis.invariants.CheckOptions` and returns zero or more
 :class:`Finding`; :func:`find` runs them all. docs/SPEC_NOTES.md lists every
-reading of the spec these statements rest on.
+reading of the spec these statements rest on, and each finding's severity and why.
+
+Severity means one thing everywhere: ``fail`` where the run disagrees with the spec
+(a promise broken in this run, a value its formula cannot give); ``info`` for
+behaviour the spec allows (its code does this, only its prose says otherwise);
+``warn`` only where the data cannot tell which of the two it is (and the message
+names what is missing).
 """
 from __future__ import annotations
 
@@ -22,8 +28,9 @@ import pandas as pd
 
 from regime_dash.analysis import view as v
 from regime_dash.analysis.episodes import RESURRECTION_GAP, _runs, dead_zone_episodes
-from regime_dash.analysis.invariants import CheckOptions
-from regime_dash.analysis.view import FrameView, as_view
+from regime_dash import diag
+from regime_dash.analysis.invariants import CheckOptions, _close, _tol
+from regime_dash.analysis.view import ONE, FrameView, as_view
 
 #: Finding severities, worst first. A ``fail`` finding makes ``check`` exit 1.
 SEVERITIES = ("fail", "warn", "info")
@@ -38,7 +45,8 @@ class Finding:
     id
         Stable id, e.g. ``timeout_unreachable``.
     severity
-        ``fail`` (a promise of the spec does not hold here), ``warn`` or ``info``.
+        ``fail`` (the run disagrees with the spec), ``info`` (behaviour the spec allows) or
+        ``warn`` (the data cannot tell which); see the module docstring.
     message
         One sentence a user understands.
     steps
@@ -99,17 +107,30 @@ def _timeout_unreachable(vw: FrameView, opt: CheckOptions) -> list[Finding]:
             continue
         # the episode outlived max_duration: a dead zone that did not cycle would have timed out
         outlived = e.steps > limit
+        severity, why = _timeout_severity(outlived, e.ended == "end_of_run", limit)
         msg = (f"The dead zone cycled {e.cycles} times over steps {e.start}–{e.end} ({e.steps} steps) and "
                f"DURATION never exceeded {seen:g}, so TIMEOUT_FLAG (max_duration {limit:g}) could not fire: "
-               f"the dead-zone loss is not bounded as Theorem 3 claims (replay with the model switch "
-               f"duration_across_cycles on to see the timeout the spec's prose expects).")
+               f"{why} (replay with the model switch duration_across_cycles on to see the timeout the "
+               f"spec's prose expects).")
         out.append(Finding(
-            "timeout_unreachable", "fail" if outlived else "warn", msg, [int(e.start)],
+            "timeout_unreachable", severity, msg, [int(e.start)],
             [(int(e.start), int(e.end))],
             {"cycles": int(e.cycles), "max_DURATION": seen, "max_duration": limit, "span": [int(e.start), int(e.end)],
              "steps": int(e.steps), "outlived_max_duration": bool(outlived)},
             v.DURATION, ("max_duration",)))
     return out
+
+
+def _timeout_severity(outlived: bool, open_at_end: bool, limit: float) -> tuple[str, str]:
+    """``fail`` when the cycling dead zone outlived max_duration (Theorem 3's bound broken here);
+    ``warn`` when it was still open at the run's end, shorter so far (the data cannot tell whether
+    it would have outlived it); ``info`` when it ended within max_duration (the bound held)."""
+    if outlived:
+        return "fail", "the dead-zone loss is not bounded as Theorem 3 claims"
+    if open_at_end:
+        return "warn", (f"the run ends inside it, before max_duration {limit:g}, so the data cannot tell "
+                        f"whether Theorem 3's bound would have broken")
+    return "info", f"the dead zone ended within max_duration {limit:g}, so Theorem 3's bound held in this run"
 
 
 def _duration_carried(vw: FrameView, a: int, b: int) -> bool:
@@ -155,7 +176,8 @@ def _tail_on_drift(vw: FrameView, opt: CheckOptions) -> list[Finding]:
            f"compares |Δworst| with 3σ of Δworst's own spread, so a steady drift (Δworst about constant, σ "
            f"shrinking) reads as a tail every step and keeps ε at ε_min and τ boosted, although nothing shocked "
            f"(the model switch tail_on_deviation tests |Δworst − mean| instead).")
-    return [Finding("tail_on_drift", "warn", msg, [sp[0] for sp in spans], spans, ev, v.RECENCY)]
+    # info: the spec's code and G22's words define this test; a drift tripping it is what they allow
+    return [Finding("tail_on_drift", "info", msg, [sp[0] for sp in spans], spans, ev, v.RECENCY)]
 
 
 # ---- tail_at_boundary -------------------------------------------------------------------
@@ -174,6 +196,8 @@ def _tail_at_boundary(vw: FrameView, opt: CheckOptions) -> list[Finding]:
            f"aligns PREV_WORST_PNL with the session worst \"= 0 after session reset\", but its code copies "
            f"whatever the worst holds when the reset runs; where that is the old session's worst, |Δworst| "
            f"jumps and the first step of the new regime reads as a tail (the spurious event issue γ meant to stop).")
+    # warn: the diag does not log PREV_WORST_PNL, so an unaligned copy and a real shock on the new
+    # regime's first step look alike
     return [Finding("tail_at_boundary", "warn", msg, steps, [], {"boundaries": int(vw.boundary.sum()),
                                                                   "tails_at_boundary": len(steps)}, v.RECENCY)]
 
@@ -220,8 +244,79 @@ def _envelope_decay_horizon(vw: FrameView, opt: CheckOptions) -> list[Finding]:
     msg = (f"At α_d = {alpha:g} the envelope's half-life is {half:.0f} steps, so three half-lives are "
            f"{three:.0f} steps, not the ~{SPEC_ENVELOPE_CLAIM_STEPS} of the spec's \"What we explicitly accept\" note (its Theorem 6 says ~200); {seen} to close "
            f"7/8 of its excess.")
-    return [Finding("envelope_decay_horizon", "info", msg, [int(vw.step[peak])],
+    severity, why = _decay_severity(vw, opt, peak, end, ev)
+    return [Finding("envelope_decay_horizon", severity, f"{msg} {why}", [int(vw.step[peak])],
                     [(int(vw.step[peak]), int(vw.step[end]))], ev, v.ENVELOPE)]
+
+
+#: How much longer than three half-lives the envelope may take to close 7/8 of its excess before, without
+#: the batch max, the data cannot tell a decay slower than α_d from batch maxima that stayed high.
+SLOW_DECAY_FACTOR = 1.5
+
+
+def _decay_severity(vw: FrameView, opt: CheckOptions, peak: int, end: int, ev: dict) -> tuple[str, str]:
+    """The envelope_decay_horizon's severity over rows ``[peak, end]``, and the sentence that says why.
+
+    ``fail``: a row where the envelope provably did not decay at its configured rate
+    (:func:`_decay_divergence`). ``info``: the decay the kernel's formula gives at α_d (the spec's
+    code allows it; only its prose's step counts are off). ``warn``: slower than
+    :data:`SLOW_DECAY_FACTOR` × three half-lives, or not decayed by the run's end, without the
+    per-step batch max that would tell a slow decay from high batch maxima.
+    """
+    bad = _decay_divergence(vw, opt, peak, end)
+    if bad is not None:
+        ev.update(bad)
+        return "fail", (f"The envelope does not decay at its configured rate: at step {bad['step']} "
+                        f"{bad['why']}.")
+    if vw.has(diag.INPUT_COLUMNS["batch_max_abs"]):
+        return "info", "Every decay step matches (1 − α_d)·ema + α_d·max|r| on the logged batch max."
+    slow = ev.get("measured_steps")
+    if slow is None or slow > SLOW_DECAY_FACTOR * ev["three_half_lives"]:
+        return "warn", (f"That is slower than α_d gives (or not seen), and the diag has no per-step batch max "
+                        f"({diag.INPUT_COLUMNS['batch_max_abs']}) to tell a slow decay from batch maxima "
+                        f"that stayed high.")
+    return "info", "The envelope never fell faster than (1 − α_d) a step: the decay the spec's code gives."
+
+
+def _decay_divergence(vw: FrameView, opt: CheckOptions, peak: int, end: int) -> dict | None:
+    """The first row of ``(peak, end]`` where the envelope provably did not decay at α_d, or ``None``.
+
+    Always provable: a fall below (1 − α_d)·previous (max|r| ≥ 0 keeps the EMA above it). With the
+    batch max logged (``risk_stack.inputs.batch_max_abs``): any decay row (max|r| ≤ previous) whose
+    envelope is not the kernel's float32 (1 − α_d)·ema + α_d·max|r|, within ``opt.ulps``.
+    """
+    env, prev, alpha = vw.f32(v.ENVELOPE), vw.prev(v.ENVELOPE), vw.f32(v.DECAY_ALPHA)
+    rows = np.zeros(vw.n, dtype=bool)
+    rows[peak + 1:end + 1] = True
+    rows &= vw.contiguous & ~vw.boundary & ~vw.restart & np.isfinite(env) & np.isfinite(prev) & np.isfinite(alpha)
+    on = vw.switch("envelope")
+    if on is not None:
+        rows &= on
+    floor = (ONE - alpha) * prev
+    too_fast = rows & (env.astype(np.float64) < floor - _tol(floor, opt.ulps))
+    expect = np.full(vw.n, np.nan, dtype=np.float32)
+    off = np.zeros(vw.n, dtype=bool)
+    col = diag.INPUT_COLUMNS["batch_max_abs"]
+    if vw.has(col):
+        m = vw.f32(col)
+        decay = rows & np.isfinite(m) & ~(m > prev)
+        expect = (ONE - alpha) * prev + alpha * m  # the kernel's slow-decay line, float32
+        off = decay & ~_close(env, expect, opt.ulps)
+    bad = too_fast | off
+    if not bad.any():
+        return None
+    i = int(np.flatnonzero(bad)[0])
+    logged = float(env[i])
+    if too_fast[i]:
+        why = (f"it fell from {float(prev[i]):.6g} to {logged:.6g}, below (1 − α_d)·previous = "
+               f"{float(floor[i]):.6g}, faster than any batch allows")
+        want = float(floor[i])
+    else:
+        why = (f"(1 − α_d)·{float(prev[i]):.6g} + α_d·max|r| {float(vw.f32(col)[i]):.6g} gives "
+               f"{float(expect[i]):.6g}, the file logs {logged:.6g}")
+        want = float(expect[i])
+    return {"step": int(vw.step[i]), "why": why, "expected": want, "logged": logged,
+            "divergent_steps": int(bad.sum())}
 
 
 # ---- tau_unclamped ----------------------------------------------------------------------
@@ -244,6 +339,8 @@ def _tau_unclamped(vw: FrameView, opt: CheckOptions) -> list[Finding]:
     msg = (f"τ exceeded 1 on {len(steps)} step(s) (max {top:.4g}, first at step {steps[0]}): the spec inserts "
            f"its boost \"before the final τ clamp\", but its code ends in τ = max(τ, τ_min·boost) and no "
            f"clamp to a quantile level follows, so τ_min·boost above 1 passes through.")
+    # warn: the diag logs τ as the spec's kernel leaves it; whether the trainer's "final τ clamp" the
+    # prose names runs after it, the data cannot tell
     return [Finding("tau_unclamped", "warn", msg, steps[:20], spans, {"max_tau": top, "steps_over_1": len(steps)},
                     v.TAU_MIN_EFF)]
 

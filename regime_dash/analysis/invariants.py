@@ -70,6 +70,9 @@ class CheckOptions:
     ulps
         Tolerance of the recomputed continuous formulas in float32 ulps (default
         :data:`ULPS`); raise it for a trainer that logs floats with fewer digits.
+    rederive_ulps
+        Slack of the re-derived formulas that hold a multiply-add, in float32 ulps (default 0: exact, as
+        the kernels are built with ``--fmad=false``); 1 or 2 for a trainer built with FMA contraction.
     """
 
     trap_steps: int = TRAP_STEPS
@@ -77,6 +80,7 @@ class CheckOptions:
     baseline_sps: float | None = None
     throughput_window: int = 1000
     ulps: float = ULPS
+    rederive_ulps: float = 0.0
 
     def __post_init__(self):
         if isinstance(self.trap_steps, bool) or not isinstance(self.trap_steps, (int, np.integer)) \
@@ -93,6 +97,11 @@ class CheckOptions:
                 or not np.isfinite(self.ulps) or self.ulps < 0:
             raise ValidationError(f"ulps must be a finite number >= 0, got {self.ulps!r}", field="ulps",
                                   value=self.ulps)
+        if isinstance(self.rederive_ulps, bool) or not isinstance(self.rederive_ulps, (int, float, np.integer,
+                                                                                       np.floating)) \
+                or not np.isfinite(self.rederive_ulps) or self.rederive_ulps < 0:
+            raise ValidationError(f"rederive_ulps must be a finite number >= 0, got {self.rederive_ulps!r}",
+                                  field="rederive_ulps", value=self.rederive_ulps)
         if isinstance(self.throughput_window, bool) or not isinstance(self.throughput_window, (int, np.integer)) \
                 or self.throughput_window < 2:
             raise ValidationError(f"throughput_window must be a whole number >= 2, got {self.throughput_window!r}",
@@ -218,6 +227,15 @@ def _flag_binary(view: FrameView, _opt: CheckOptions):
     def what(i):
         return ", ".join(f"{c.rsplit('.', 1)[1]}={_fmt(view.f32(c)[i])}" for c in cols if per[c][i])
     return bad, _first(view, bad, what)
+
+
+def _flat_count_range(view: FrameView, _opt: CheckOptions):
+    flat, b = view.f32(v.FLAT), view.f32(v.B_SIZE)
+    finite = _finite(flat, b)
+    bad = finite & ~((flat >= 0) & (flat <= b) & (flat == np.floor(flat)))
+    if not bad.any():
+        return bad, "flat_count is a whole number in [0, b_size] on every row" + _note_unverified(view, finite)
+    return bad, _first(view, bad, lambda i: f"flat_count={_fmt(flat[i])} with b_size={_fmt(b[i])}")
 
 
 def _select(view: FrameView, step, gap, boundary_step, boundary_gap, first) -> np.ndarray:
@@ -716,6 +734,8 @@ def _throughput(view: FrameView, opt: CheckOptions):
 
 CHECKS: tuple[Check, ...] = (
     Check("flag_binary", "dead-zone flag and timeout flag are 0 or 1", (v.FLAG,), _flag_binary, column=v.FLAG),
+    Check("flat_count_range", "0 <= flat_count <= b_size, a whole number (its input, the lots, is not logged)",
+          (v.FLAT, v.B_SIZE), _flat_count_range, column=v.FLAT),
     Check("dead_zone_duration", "duration = flag ? prev+1 : 0", (v.FLAG, v.DURATION), _dead_zone_duration,
           column=v.DURATION),
     Check("timeout_flag", "timeout = duration > max_duration", (v.DURATION, v.TIMEOUT, v.MAX_DURATION),

@@ -2,7 +2,8 @@
 
 :func:`verdict` is the single function that judges a diag frame: the core
 invariants, the F6 success criteria, the checks of every controller module the
-frame has columns for, and the findings. ``check`` (CLI), Explore, the
+frame has columns for (registered in :mod:`regime_dash.analysis.registry`), and
+the findings. ``check`` (CLI), Explore, the
 Controllers page and the sweep all call it, so the same file gets the same
 verdict wherever it is looked at.
 """
@@ -13,9 +14,13 @@ from typing import Iterable
 
 import pandas as pd
 
+from regime_dash.analysis import registry
 from regime_dash.analysis.findings import Finding, find, fused_mirror_drift
 from regime_dash.analysis.invariants import STATUSES, CheckOptions, CheckResult, run_checks
+from regime_dash.analysis.rederive import checks as rederive_checks
+from regime_dash.analysis.rederive_formulas import FORMULAS
 from regime_dash.analysis.view import FrameView, as_view
+from regime_dash.errors import ValidationError
 
 
 @dataclass(frozen=True)
@@ -104,16 +109,39 @@ def verdict(frame: pd.DataFrame | FrameView, options: CheckOptions | None = None
     ValidationError
         For an unknown check id.
     """
-    from regime_dash.modules.integration import module_check_results, split_check_ids
-
     vw, opt = as_view(frame), options or CheckOptions()
-    core_ids, module_ids = split_check_ids(None if ids is None else list(ids))
+    provided = registry.providers()  # the module checks (analysis.registry), loaded by name
+    wanted, rederived = rederive_ids(ids)
+    core_ids, provided_ids = registry.split_ids(wanted, provided)
     checks = run_checks(vw, core_ids, opt)
-    checks.extend(module_check_results(vw.frame, module_ids, options=opt))
+    if rederived is None or rederived:
+        checks.extend(r for r in rederive_checks(vw, opt.rederive_ulps) if rederived is None or r.id in rederived)
+    for provider, wanted_ids in zip(provided, provided_ids):
+        checks.extend(provider.results(vw.frame, wanted_ids, opt))
     found = find(vw, opt)
     if single is not None:
         found.extend(fused_mirror_drift(vw, single))
     return Verdict(checks, found)
+
+
+def rederive_ids(ids: Iterable[str] | None) -> tuple[list[str] | None, list[str] | None]:
+    """``ids`` split into (the others, the ``rederive.*`` ids); ``(None, None)`` for every check.
+
+    Raises
+    ------
+    ValidationError
+        For a ``rederive.*`` id no formula has.
+    """
+    if ids is None:
+        return None, None
+    ids = list(ids)
+    ours = [i for i in ids if str(i).startswith("rederive.")]
+    known = {f.check_id for f in FORMULAS}
+    for i in ours:
+        if i not in known:
+            raise ValidationError(f"unknown check id {i!r}; re-derivation ids: {', '.join(sorted(known))}",
+                                  field="check", value=i)
+    return [i for i in ids if i not in ours], ours
 
 
 def flat_sweep_note(values, fields, judged: Verdict) -> str | None:

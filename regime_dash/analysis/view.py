@@ -103,8 +103,14 @@ class FrameView:
     def f32(self, col: str) -> np.ndarray:
         """Column ``col`` as float32 (NaN where missing or not a number)."""
         if col not in self._cache:
-            raw = pd.to_numeric(pd.Series(self.frame[col]), errors="coerce")
-            self._cache[col] = raw.to_numpy(dtype=np.float64, na_value=np.nan).astype(np.float32)
+            series = self.frame[col]
+            if series.dtype == np.float32:  # a replay's or a Parquet run's slot: already the ISV's type
+                arr = series.to_numpy().view()
+                arr.flags.writeable = False  # shared with the frame: nobody writes through it
+                self._cache[col] = arr
+            else:
+                raw = series if series.dtype.kind in "fiu" else pd.to_numeric(pd.Series(series), errors="coerce")
+                self._cache[col] = raw.to_numpy(dtype=np.float64, na_value=np.nan).astype(np.float32)
         return self._cache[col]
 
     def null(self, col: str) -> np.ndarray | None:

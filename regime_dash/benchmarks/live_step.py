@@ -1,6 +1,6 @@
 """The live rows of ``bench engines``: what one live step costs, the engine's share apart from the market's.
 
-For each b of ``--live-accounts`` it times, on the :func:`~regime_dash.benchmarks.engines.bench_stream`
+For each b of ``--live-accounts`` it times, on the :func:`~regime_dash.benchmarks.inputs.bench_stream`
 inputs (step t's rewards, lots and scalars, prepared before the clock starts):
 
 ``gpu step``          :meth:`GpuStepper.step` calls: wall time of each call (host writes
@@ -84,7 +84,7 @@ def _step_call(stepper, stream, inputs):
 
 def measure(accounts: int, steps: int = DEFAULT_LIVE_STEPS, seed: int = 0) -> dict[str, Any]:
     """The live rows at b = ``accounts`` (see the module docstring); GPU rows say why when they cannot run."""
-    from regime_dash.benchmarks.engines import bench_stream
+    from regime_dash.benchmarks.inputs import bench_stream
     from regime_dash.config import RegimeConfig
     from regime_dash.engine import initial_isv
     from regime_dash.engine.gpu_stepper import GpuStepper, available
@@ -159,7 +159,7 @@ def run(accounts: tuple[int, ...] = DEFAULT_LIVE_ACCOUNTS, steps: int = DEFAULT_
 
 def profile(accounts: int = 1_024, steps: int = DEFAULT_LIVE_STEPS, top: int = 25) -> str:
     """cProfile of ``steps`` :meth:`GpuStepper.step` calls at b = ``accounts``: the top functions by own time."""
-    from regime_dash.benchmarks.engines import bench_stream
+    from regime_dash.benchmarks.inputs import bench_stream
     from regime_dash.config import RegimeConfig
     from regime_dash.engine import initial_isv
     from regime_dash.engine.gpu_stepper import GpuStepper

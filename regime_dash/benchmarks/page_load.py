@@ -86,6 +86,16 @@ def wait_healthy(base_url: str, proc: subprocess.Popen, timeout: float = 120.0) 
     raise TimeoutError(f"{url} did not answer ok within {timeout:.0f} s")
 
 
+def stop(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
+    """Stop a server: SIGTERM, then SIGKILL if it has not exited within ``grace_s``."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 @contextlib.contextmanager
 def serve(store: str | os.PathLike, log: str | os.PathLike | None = None, *, app: str | os.PathLike = "app.py",
           env: dict[str, str] | None = None) -> Iterator[str]:
@@ -102,12 +112,7 @@ def serve(store: str | os.PathLike, log: str | os.PathLike | None = None, *, app
         wait_healthy(base, proc)
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         if log:
             out.close()
 

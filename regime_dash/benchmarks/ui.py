@@ -283,6 +283,11 @@ def _stamped(page, t0: float) -> tuple[float, float]:
     return page.evaluate("() => window.__firstViewPainted") / 1000.0 - t0, seen
 
 
+def page_url(base: str, name: str) -> str:
+    """The URL of page ``name`` (a key of :data:`FIRST_VIEW`): the default page, Runs, is the app's root."""
+    return f"{base}/{'' if name == 'runs' else name}"
+
+
 def first_views(ctx, base: str, runs_query: str, repeat: int,
                 seen: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
     """Seconds from navigating a fresh page to each page until its first chart (or table) is painted
@@ -295,7 +300,7 @@ def first_views(ctx, base: str, runs_query: str, repeat: int,
             try:
                 page.add_init_script(f"({STAMP_JS})({json.dumps(shown)})")
                 t0 = time.time()
-                page.goto(f"{base}/{'' if name == 'runs' else name}{runs_query if name == 'explore' else ''}")
+                page.goto(page_url(base, name) + (runs_query if name == "explore" else ""))
                 page.locator(selector).first.wait_for()
                 painted, saw = _stamped(page, t0)
                 times.append(painted)
@@ -314,13 +319,10 @@ def first_views_in_app(ctx, base: str, repeat: int,
     is painted: a page switch inside the app, as a user moving between pages makes it (the
     browser keeps the app's scripts, plotly.js among them, loaded and started), where
     :func:`first_views` opens each page as a new page load."""
-    from regime_dash.ui.navigation import PAGES
-
-    titles = {file.removesuffix(".py"): title for file, title, _ in PAGES}
     page = ctx.new_page()
 
-    def go(name: str) -> None:
-        page.locator("[data-testid=stSidebarNav] a", has_text=titles[name]).first.click()
+    def go(name: str) -> None:  # the menu's link to a page is its URL (the served app names its pages)
+        page.locator(f'[data-testid=stSidebarNav] a[href="{page_url(base, name)}"]').first.click()
 
     try:
         page.goto(f"{base}/live")

@@ -1,37 +1,81 @@
-"""``python -m regime_dash <command>``: the command-line shell.
+"""``regime-dash <command>`` (or ``python -m regime_dash <command>``): the command-line shell.
 
-Each command lives in its own module under ``regime_dash/cli/`` and exposes
-``register(subparsers)``, which adds its parser and sets ``func`` to a handler
-``func(args) -> int`` (the process exit code). Adding a command is adding a
-module name to ``COMMANDS``; nothing else here changes.
+Each command lives in a module under ``regime_dash/cli/`` that exposes
+``register(subparsers)``, which adds its parser (or parsers) and sets ``func`` to a
+handler ``func(args) -> int`` (the process exit code). Adding a command is adding its
+line to :data:`COMMANDS`; nothing else here changes.
+
+Start-up stays lean: the parser registers only the module of the command being run.
+Every other command is listed by its name and its one-line help from :data:`COMMANDS`,
+so ``--help`` imports no command module at all, and no command module imports pandas,
+numba or pyarrow before its handler runs.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+from typing import Sequence
 
-#: Command modules, in the order ``--help`` lists them.
-COMMANDS = ("ingest", "runs", "check", "replay", "sweep", "sensitivity", "bench", "modules")
+#: command -> (its module under regime_dash/cli, its one line in ``--help``), in ``--help``'s order.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "ingest": ("ingest", "store diag.jsonl files (plain or .gz) as runs"),
+    "runs": ("runs", "list the runs in the store"),
+    "rm": ("runs", "delete a run from the store"),
+    "check": ("check", "check a run against the spec's invariants and success criteria"),
+    "diff": ("check", "compare two runs step by step (F3 byte-identical check)"),
+    "doctor": ("doctor", "list what is damaged or stray in the run store (--repair moves it aside)"),
+    "replay": ("replay", "replay a stream, a scenario preset or a closed-loop live run; write its diag"),
+    "sweep": ("sweep", "replay a stream under a grid of configs; one summary row per config"),
+    "sensitivity": ("sensitivity", "sweep every config field around a base config: what moves which metric"),
+    "bench": ("bench", "run a benchmark (ingest, ...) and print its figures"),
+    "modules": ("modules", "list, replay and sweep the controller modules (SP14, SP18, Pearl C, ...)"),
+    "app": ("app", "start the dashboard (streamlit) in the browser"),
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def help_of(command: str) -> str:
+    """The one-line help of ``command`` (a key of :data:`COMMANDS`), for its module's parser."""
+    return COMMANDS[command][1]
+
+
+def _chosen(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` runs: its first word, when that is a command."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    return first if first in COMMANDS else None
+
+
+def _prog() -> str:
+    """The name the CLI was started by: ``regime-dash`` (the console script) or ``python -m regime_dash``."""
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return "regime-dash" if name.startswith("regime-dash") else "python -m regime_dash"
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for ``argv`` (default ``sys.argv[1:]``): the chosen command's module registers
+    its parsers in full, every other command is its name and help line."""
     parser = argparse.ArgumentParser(
-        prog="python -m regime_dash",
+        prog=_prog(),
         description="Diagnose the regime-observer risk stack: ingest diag.jsonl runs, "
         "replay the kernel pipeline, check runs against the spec.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in COMMANDS:
-        importlib.import_module(f"regime_dash.cli.{name}").register(sub)
+    chosen = _chosen(sys.argv[1:] if argv is None else argv)
+    wanted = None if chosen is None else COMMANDS[chosen][0]
+    for name, (module, line) in COMMANDS.items():
+        if module != wanted:
+            sub.add_parser(name, help=line)
+        elif name == next(n for n, (m, _) in COMMANDS.items() if m == module):
+            importlib.import_module(f"regime_dash.cli.{module}").register(sub)  # all of its commands
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     from regime_dash.errors import RegimeDashError
 
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except RegimeDashError as exc:

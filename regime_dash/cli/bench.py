@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Callable
 
+from regime_dash.cli import help_of
+
 __all__ = ["TARGET_SPECS", "register", "standalone"]
 
 
@@ -118,6 +120,27 @@ def _ui_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
     p.add_argument("--out", help="also write the JSON result to this file")
 
 
+def _startup_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
+    p.add_argument("--repeats", type=int, default=10, help="timed runs of each command, interleaved (median; 10)")
+    p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON")
+
+
+def _long_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
+    p.add_argument("--steps", type=int, default=m.DEFAULT_STEPS, help=f"T (default {m.DEFAULT_STEPS:,})")
+    p.add_argument("--accounts", type=int, default=m.DEFAULT_ACCOUNTS, help=f"b (default {m.DEFAULT_ACCOUNTS})")
+    p.add_argument("--sim-steps", type=int, default=None, help="steps of the simulator run (default: T)")
+    p.add_argument("--workdir", default=None, help="scratch directory (default: system tmp)")
+    p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON")
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)  # one stage, in a child process
+
+
+def _check_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
+    p.add_argument("--steps", type=int, default=1_000_000, help="steps of the diag (default 1000000)")
+    p.add_argument("--accounts", type=int, default=128, help="accounts (default 128)")
+    p.add_argument("--repeats", type=int, default=3, help="timed runs of each process, interleaved (median; 3)")
+    p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON")
+
+
 @dataclass(frozen=True)
 class TargetSpec:
     """How ``bench <target>`` is offered: its one-line help, its description (from the
@@ -144,6 +167,12 @@ TARGET_SPECS: dict[str, TargetSpec] = {
                               _sensitivity_options),
     "ui": TargetSpec("dashboard latencies (action → updated chart) in headless chromium", _first_paragraph,
                      _ui_options, handler="_main", raw=False),
+    "startup": TargetSpec("start-up of python -m regime_dash --help vs python -c pass", _before_literal,
+                          _startup_options),
+    "check": TargetSpec("check of a 1M-step diag (every check and re-derivation) vs reading it; peak RSS",
+                        _before_literal, _check_options),
+    "long": TargetSpec("a 1M-step run through every stage: generate, write, ingest, check, draw, what-if",
+                       _before_literal, _long_options),
 }
 
 
@@ -158,7 +187,7 @@ def _add_target(targets: argparse._SubParsersAction, name: str, module: ModuleTy
 def register(sub: argparse._SubParsersAction) -> None:
     from regime_dash.benchmarks import TARGETS
 
-    p = sub.add_parser("bench", help="run a benchmark (ingest, ...) and print its figures",
+    p = sub.add_parser("bench", help=help_of("bench"),
                        description=__doc__)
     targets = p.add_subparsers(dest="target", metavar="TARGET")
     # `bench [--json FILE] [--steps T] [--accounts B]` without a target runs `bench engines`

@@ -6,8 +6,10 @@ the file has columns for, then the findings (where the spec's promises do not
 hold in this run), and lists what it found (dead-zone episodes, tail events,
 timeouts, floor spans, v9 transitions, boundaries). It exits 1 when a check
 fails or a finding has severity ``fail``, 0 otherwise (skips and warnings do not
-fail), so a trainer's CI can gate on it; 2 on bad input, a file that is not a
-diag (no JSON rows, no ``step`` column, unreadable) included.
+fail), so a trainer's CI can gate on it; 2 on bad input, a file or run that is not
+a diag (:mod:`regime_dash.ingest.diag_rows`: no JSON object line, no line with a diag
+field, no ``step``) or is unreadable included. ``check --all`` gives such a run the
+status ``not a diag`` and exits 2.
 
 ``check FUSED --single SINGLE`` also compares a replay of the fused controller
 path with the single path's replay of the same inputs (finding
@@ -29,9 +31,12 @@ import hashlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+from regime_dash.cli import help_of
+
+if TYPE_CHECKING:  # the annotations only: pandas loads when the command runs
+    import pandas as pd
 
 _STORE_HELP = "run store directory (default: $REGIME_DASH_STORE or ./data/store)"
 _ALIAS_HELP = "JSON file {canonical column: alias or [aliases]} extending the alias table"
@@ -48,7 +53,7 @@ def _emit(doc: dict, lines, as_json: bool) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("check", help="check a run against the spec's invariants and success criteria",
+    p = sub.add_parser("check", help=help_of("check"),
                        description="Check a run against the spec's invariants, success criteria and module "
                        "checks, and report findings. Exit status: 0 nothing failed, 1 a check failed or a "
                        "finding has severity fail, 2 bad input (a file that is not a diag included).")
@@ -57,7 +62,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument("--list", action="store_true", help="list the check ids and what each checks, then exit")
     p.add_argument("--all", action="store_true",
-                   help="check every run of the store; print one summary row per run (exit 1 if any failed)")
+                   help="check every run of the store; print one summary row per run (exit 1 if any failed, "
+                   "2 if one could not be read or is not a diag)")
     p.add_argument("--scheduler", metavar="local|ADDRESS", default=None,
                    help="with --all: check the runs over dask.distributed (default: in-process)")
     p.add_argument("--only", metavar="ID[,ID...]", default=None,
@@ -74,9 +80,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ulps", type=float, default=None, metavar="N",
                    help="tolerance of recomputed float formulas in float32 ulps (default 4); raise it "
                    "for files that log floats with fewer digits")
+    p.add_argument("--rederive-ulps", type=float, default=None, metavar="N",
+                   help="slack of the re-derived formulas with a multiply-add, in float32 ulps (default 0: "
+                   "exact, as kernels built with --fmad=false give); 1 or 2 for a trainer built with FMA "
+                   "contraction")
     p.set_defaults(func=run_check)
 
-    d = sub.add_parser("diff", help="compare two runs step by step (F3 byte-identical check)",
+    d = sub.add_parser("diff", help=help_of("diff"),
                        description="Compare two runs step by step. Exit status: 0 identical, "
                        "1 different, 2 bad input.")
     d.add_argument("a", metavar="A", help="run id or name, or file")
@@ -102,11 +112,15 @@ def _user_aliases(path: str | None) -> dict | None:
     return parse_alias_json(text)
 
 
-def load_target(target: str, store: str | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
+def load_target(target: str, store: str | None = None,
+                aliases: dict | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Read a run: a file when ``target`` is one, else a run id or unique run name in the
     store (:func:`regime_dash.store.resolve_target`).
 
-    Returns the frame (raw column names) and a small ``source`` dict for the report.
+    Returns the frame (raw column names) and a small ``source`` dict for the report. A
+    diag.jsonl is read as the store reads it: its JSON object lines without a diag field
+    are rejected (:mod:`regime_dash.ingest.diag_rows`), and ``source["not_diag"]`` says why
+    the file is not a diag (``None`` when it is one).
     """
     from regime_dash.errors import IngestError
     from regime_dash.store import RunStore, resolve_target
@@ -128,37 +142,34 @@ def load_target(target: str, store: str | None = None) -> tuple[pd.DataFrame, di
             return frame, {"file": path.name}
         from regime_dash import ingest
 
-        table, report = ingest.parse(path)
+        table, report = ingest.parse(path, diag_only=True, aliases=aliases)
         frame = table.to_pandas()
         frame.attrs[NULL_ROWS_ATTR] = null_rows(table)
         if ingest.LINE_COLUMN in frame.columns:
             frame = frame.drop(columns=[ingest.LINE_COLUMN])
-        return frame, {"file": path.name, "rejected_lines": report.rejected_count}
+        return frame, {"file": path.name, "rejected_lines": report.rejected_count,
+                       "not_diag": ingest.report_reason(report, aliases)}
     frame = RunStore(store).load(ref)
     drop = [c for c in ("_line", "run") if c in frame.columns]
     return frame.drop(columns=drop), {"run_id": ref}
 
 
 def require_diag(frame: pd.DataFrame, target: str, source: dict) -> None:
-    """Raise :class:`~regime_dash.errors.IngestError` naming ``target`` unless ``frame`` is a diag:
-    at least one JSON row with a ``step`` column."""
-    from regime_dash.errors import IngestError
+    """Raise :class:`~regime_dash.errors.NotDiagError` naming ``target`` unless it is a diag
+    (:mod:`regime_dash.ingest.diag_rows`, the one definition ingest and the store use)."""
+    from regime_dash.ingest.diag_rows import frame_reason, require_diag as refuse
 
-    rejected = source.get("rejected_lines", 0)
-    if len(frame) == 0:
-        why = f"no JSON object line ({rejected} line(s) rejected)" if rejected else "no rows"
-        raise IngestError(f"{target!r} is not a diag file: {why}", path=target)
-    if "step" not in frame.columns:
-        raise IngestError(f"{target!r} is not a diag file: no 'step' field in its {len(frame)} row(s) "
-                          f"(columns: {', '.join(map(str, list(frame.columns)[:6]))})", path=target)
+    reason = source["not_diag"] if "not_diag" in source else frame_reason(frame)
+    refuse(target, reason)
 
 
 def _prepared(target: str, store: str | None, aliases: dict | None) -> tuple[pd.DataFrame, dict]:
     from regime_dash.aliases import canonical_frame
 
-    frame, source = load_target(target, store)
+    frame, source = load_target(target, store, aliases)
     frame = canonical_frame(frame, aliases)
     require_diag(frame, target, source)
+    source.pop("not_diag", None)
     return frame, source
 
 
@@ -191,15 +202,27 @@ def run_check(args: argparse.Namespace) -> int:
         opts["baseline_sps"] = args.baseline_sps
     if args.ulps is not None:
         opts["ulps"] = args.ulps
+    if args.rederive_ulps is not None:
+        opts["rederive_ulps"] = args.rederive_ulps
     options = CheckOptions(**opts)
     aliases = _user_aliases(args.aliases)
     frame, source = _prepared(args.target, args.store, aliases)
     single = None if args.single is None else _prepared(args.single, args.store, aliases)[0]
+    _announce_rederivation(len(frame))
     report = diagnose(frame, _split(args.only), options, single)  # core, module checks and findings: one verdict
     doc = report.to_dict()
     doc["source"] = source
     _emit(doc, report_lines(report, source), args.json)
     return report.verdict.exit_code
+
+
+def _announce_rederivation(rows: int) -> None:
+    """Say so before a long run's re-derivation loads its compiled loop (a compile, the first time)."""
+    from regime_dash.engine import rederive
+
+    if rows >= rederive.PYTHON_ROWS and rederive.HAVE_NUMBA and not rederive.is_compiled():
+        print(f"re-deriving {rows:,} rows: loading the compiled re-derivation loop (the first time in a "
+              "checkout it compiles, about 10 s)", file=sys.stderr, flush=True)
 
 
 def run_check_all(args: argparse.Namespace) -> int:
@@ -224,11 +247,24 @@ def run_check_all(args: argparse.Namespace) -> int:
     lines = [table.to_string(index=False) if len(table) else "the store has no runs",
              f"{(table['status'] != 'ok').sum()} of {len(table)} run(s) failed or could not be checked"]
     _emit(doc, lines, args.json)
-    return 0 if (table["status"] == "ok").all() else 1
+    return check_all_exit_code(table["status"])
+
+
+def check_all_exit_code(statuses) -> int:
+    """``check --all``'s exit status: 2 when a run could not be read (damaged, deleted meanwhile) or is
+    not a diag (as ``check RUN`` exits for it), else 1 when a run failed, else 0."""
+    from regime_dash.check_all import NOT_DIAG
+
+    statuses = list(statuses)
+    if NOT_DIAG in statuses or "error" in statuses:
+        return 2
+    return 0 if all(s == "ok" for s in statuses) else 1
 
 
 def report_lines(report, source: dict) -> list[str]:
     """The human form of a check report."""
+    from regime_dash.analysis.coverage import counts as coverage_counts
+
     name = source.get("run_id") or source.get("file")
     s = report.summary
     out = [f"{name}: {s['rows']} rows, steps {s['first_step']}..{s['last_step']}, "
@@ -262,6 +298,11 @@ def report_lines(report, source: dict) -> list[str]:
         out.append(f"{name_}: {len(table)}")
     for name_, why in report.skipped.items():
         out.append(f"{name_}: skipped ({why})")
+    if report.coverage:
+        c = coverage_counts(report.coverage)
+        out.append(f"coverage of {len(report.coverage)} logged field(s): {c['rederived']} re-derived, "
+                   f"{c['bounded only']} bounded only, {c['not checkable']} not checkable, {c['input']} input(s)"
+                   " (--json lists each)")
     failed, bad_findings = report.failed, report.verdict.failing_findings
     warned = report.verdict.counts.get("warn", 0)
     out.append("")

@@ -2,9 +2,11 @@
 
 Stores each diag.jsonl (plain or gzip) as a run. Exit status: 0 when every file was
 stored (or was already stored); rejected lines and values set aside are reported, not
-a failure. 2 when a file could not be read (missing, unreadable, corrupt gzip, no JSON
-object line at all) or the store could not be written (disk full, permission denied);
-the other files are still ingested. ``check``, ``diff`` and ``rm`` then accept the
+a failure. 2 when a file could not be read (missing, unreadable, corrupt gzip) or is not
+a diag (no JSON object line, no line with ``step`` or a ``risk_stack.*`` field, no
+``step``: the answer ``check FILE`` gives), or the store could not be written (disk full,
+permission denied); the other files are still ingested. In a diag, the JSON object lines
+without a diag field are rejected lines, with their line numbers. ``check``, ``diff`` and ``rm`` then accept the
 ``--name`` given here when one run has it, and the full run id always.
 """
 from __future__ import annotations
@@ -14,12 +16,13 @@ import json
 import sys
 from pathlib import Path
 
+from regime_dash.cli import help_of
 from regime_dash.cli.progress import ProgressBar
 from regime_dash.errors import IngestError, StoreError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ingest", help="store diag.jsonl files (plain or .gz) as runs",
+    p = sub.add_parser("ingest", help=help_of("ingest"),
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("paths", nargs="+", metavar="PATH", help="diag.jsonl or diag.jsonl.gz files")
     p.add_argument("--store", metavar="DIR", default=None,
@@ -72,6 +75,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_human(path: str, res) -> None:
+    from regime_dash.text import terminal_safe
+
+    def print(text: str) -> None:  # file names, keys and values: no escape sequence reaches the terminal
+        sys.stdout.write(terminal_safe(text) + "\n")
+
     if res.duplicate_of:
         print(f"{path}: already stored as {res.duplicate_of} ({res.rows} rows)")
         return

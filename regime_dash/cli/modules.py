@@ -22,11 +22,13 @@ import json
 import sys
 from pathlib import Path
 
+from regime_dash.cli import help_of
+
 OUT_SUFFIXES = (".jsonl", ".parquet")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("modules", help="list, replay and sweep the controller modules (SP14, SP18, Pearl C, ...)",
+    p = sub.add_parser("modules", help=help_of("modules"),
                        description=__doc__.split("\n", 1)[1].replace("::\n", "").strip(),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     cmds = p.add_subparsers(dest="modules_command", metavar="ACTION")

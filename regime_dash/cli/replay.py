@@ -27,13 +27,15 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
+from regime_dash.cli import help_of
 from regime_dash.cli import replay_live
+from regime_dash.cli.frame_out import OUT_SUFFIXES, check_out, write
 from regime_dash.errors import ValidationError
 
-OUT_SUFFIXES = (".jsonl", ".parquet")
+if TYPE_CHECKING:  # the annotation only: pandas loads with the replay
+    import pandas as pd
 
 
 def register(subparsers) -> None:
@@ -41,7 +43,7 @@ def register(subparsers) -> None:
     from regime_dash.simulator import PRESETS
 
     p = subparsers.add_parser(
-        "replay", help="replay a stream, a scenario preset or a closed-loop live run; write its diag",
+        "replay", help=help_of("replay"),
         description=__doc__.split("\n", 1)[1].replace("::\n", "").strip(),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
@@ -94,38 +96,25 @@ def produce(args: argparse.Namespace) -> pd.DataFrame:
               f"{stream.steps:,} steps on the reference engine instead (--engine fast compiles it)",
               file=sys.stderr)
     with warm.announced(engine):
-        frame = replay(stream, config, engine=engine, controllers=controllers)
+        # the inputs logged so every output can be re-derived (check's rederive.*), on either path
+        frame = replay(stream, config, engine=engine, log_inputs=True, controllers=controllers)
         if getattr(args, "single_out", None) is not None or _needs_twin(config, controllers):
-            from regime_dash.mirror_drift import single_twin
+            from regime_dash.analysis.mirror_drift import single_twin
 
-            frame.attrs["single"], frame.attrs["findings"] = single_twin(frame, stream, config, engine)
+            frame.attrs["single"], frame.attrs["findings"] = single_twin(frame, stream, config, engine,
+                                                                         log_inputs=True)
     return frame
 
 
 def _needs_twin(config, controllers: str) -> bool:
-    from regime_dash.mirror_drift import needs_single_twin
+    from regime_dash.analysis.mirror_drift import needs_single_twin
 
     return needs_single_twin(config, controllers)
 
 
-def write(frame: pd.DataFrame, out: str | Path) -> Path:
-    """Write ``frame`` to ``out`` as diag.jsonl or Parquet, chosen by suffix."""
-    from regime_dash import diag
-
-    out = Path(out)
-    if out.suffix == ".jsonl":
-        return diag.write_jsonl(frame, out)
-    if out.suffix == ".parquet":
-        frame.to_parquet(out, index=False)
-        return out
-    raise ValidationError(f"--out {str(out)!r}: unknown suffix {out.suffix!r}; use one of {OUT_SUFFIXES}",
-                          field="out", value=str(out))
-
-
 def run(args: argparse.Namespace) -> int:
-    if args.out is not None and Path(args.out).suffix not in OUT_SUFFIXES:
-        raise ValidationError(f"--out {args.out!r}: unknown suffix {Path(args.out).suffix!r}; use one of "
-                              f"{OUT_SUFFIXES}", field="out", value=args.out)
+    if args.out is not None:
+        check_out(args.out)
     if args.live:
         if args.controllers != "single":
             raise ValidationError("--controllers fused replays the whole source; --live plays the single "
@@ -133,10 +122,7 @@ def run(args: argparse.Namespace) -> int:
         return replay_live.run(args)
     if args.out is None:
         raise ValidationError("--out FILE is required (unless --live)", field="out", value=None)
-    out = Path(args.out)
-    if out.suffix not in OUT_SUFFIXES:
-        raise ValidationError(f"--out {str(out)!r}: unknown suffix {out.suffix!r}; use one of {OUT_SUFFIXES}",
-                              field="out", value=str(out))
+    out = check_out(args.out)
     if args.single_out is not None:
         if args.controllers != "fused":
             raise ValidationError("--single-out needs --controllers fused (the single path is what --out writes)",

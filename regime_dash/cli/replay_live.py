@@ -109,7 +109,7 @@ def _apply(run, kind: str, what) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Play the run, printing a status line per tick; write ``--out`` at the end if given."""
-    from regime_dash.cli.replay import write
+    from regime_dash.cli.frame_out import write
     from regime_dash.config import RegimeConfig
     from regime_dash.live import status_line
 

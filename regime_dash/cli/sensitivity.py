@@ -21,6 +21,7 @@ import argparse
 import json
 import sys
 
+from regime_dash.cli import help_of
 from regime_dash.errors import ConfigError
 
 
@@ -30,7 +31,7 @@ def register(subparsers) -> None:
     from regime_dash.simulator import PRESETS
 
     p = subparsers.add_parser(
-        "sensitivity", help="sweep every config field around a base config: what moves which metric",
+        "sensitivity", help=help_of("sensitivity"),
         description=__doc__.split("::")[0].strip() + "\n\n" + __doc__.split("::")[1].strip(),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)

@@ -22,12 +22,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
+from regime_dash.cli import help_of
 from regime_dash.cli.progress import ProgressBar
 from regime_dash.errors import ConfigError, ValidationError
+
+if TYPE_CHECKING:  # the annotations only: pandas loads when the command runs
+    import pandas as pd
 
 OUT_SUFFIXES = (".csv", ".parquet")
 
@@ -36,7 +38,7 @@ def register(subparsers) -> None:
     from regime_dash.scenarios import SCENARIOS
 
     p = subparsers.add_parser(
-        "sweep", help="replay a stream under a grid of configs; one summary row per config",
+        "sweep", help=help_of("sweep"),
         description=__doc__.split("::")[0].strip(), formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--scenario", choices=sorted(SCENARIOS), help="open-loop synthetic preset")

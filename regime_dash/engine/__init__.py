@@ -132,9 +132,24 @@ def snapshot_indices(layout: SlotLayout) -> np.ndarray:
     return np.array([layout.index(n) for n in diag.SNAPSHOT_SLOTS], dtype=np.int32)
 
 
+def input_columns(stream: Stream) -> dict[str, np.ndarray]:
+    """The :data:`regime_dash.diag.INPUT_COLUMNS` of ``stream``: its edge and τ inputs, and each step's
+    (Σr, Σr², max|r|) in rl_popart_normalize's reduction order (:func:`.reference.block_reduce_stats`)."""
+    from regime_dash.engine.reference import block_reduce_stats
+
+    t_steps = stream.rewards.shape[0]
+    sums = np.empty((t_steps, 3), dtype=np.float32)
+    chunk = max(1, (1 << 22) // max(1, stream.rewards.shape[1]))  # ~16 MB of rewards at a time
+    for a in range(0, t_steps, chunk):
+        s, q, m = block_reduce_stats(np.asarray(stream.rewards[a:a + chunk], dtype=np.float32))
+        sums[a:a + chunk, 0], sums[a:a + chunk, 1], sums[a:a + chunk, 2] = s, q, m
+    values = (stream.kelly_analytic, stream.tau_action, sums[:, 0], sums[:, 1], sums[:, 2])
+    return {col: np.asarray(v, dtype=np.float32) for col, v in zip(diag.INPUT_COLUMNS.values(), values)}
+
+
 def replay_trajectory(stream: Stream, config: RegimeConfig | None = None, engine: str = "reference",
                       isv: Mapping[str, float] | None = None, layout: SlotLayout | None = None,
-                      controllers: str = "single", **options: Any) -> Trajectory:
+                      log_inputs: bool = False, controllers: str = "single", **options: Any) -> Trajectory:
     """Like :func:`replay`, returning the full :class:`Trajectory`."""
     if not isinstance(stream, Stream):
         raise StreamError(f"stream must be a regime_dash.Stream, got {type(stream).__name__}",
@@ -154,6 +169,9 @@ def replay_trajectory(stream: Stream, config: RegimeConfig | None = None, engine
     seconds = time.perf_counter() - t0
     frame = diag.frame_from_snapshot(snap, flat, stream.accounts, stream.step, stream.boundary, config,
                                      fused=controllers == "fused")
+    if log_inputs:
+        for col, values in input_columns(stream).items():
+            frame[col] = values
     frame.attrs["layout_fingerprint"] = layout.fingerprint_hex()
     frame.attrs["engine"] = name
     frame.attrs["controllers"] = controllers
@@ -162,7 +180,7 @@ def replay_trajectory(stream: Stream, config: RegimeConfig | None = None, engine
 
 def replay(stream: Stream, config: RegimeConfig | None = None, engine: str = "reference",
            isv: Mapping[str, float] | None = None, layout: SlotLayout | None = None,
-           controllers: str = "single", **options: Any) -> pd.DataFrame:
+           log_inputs: bool = False, controllers: str = "single", **options: Any) -> pd.DataFrame:
     """Replay the regime pipeline over ``stream``; one frame row per step.
 
     Parameters
@@ -178,6 +196,9 @@ def replay(stream: Stream, config: RegimeConfig | None = None, engine: str = "re
         Initial slot values by slot name, applied after bootstrap and config.
     layout
         Slot layout (e.g. from :func:`regime_dash.slots.import_rust`).
+    log_inputs
+        Also log the inputs a diag does not carry (:data:`regime_dash.diag.INPUT_COLUMNS`: the Kelly edge,
+        IQN τ before its clamp, each step's batch sums), so every output can be re-derived from the file.
     controllers
         The risk-stack path: ``"single"`` (the single controller kernels, launch order
         step 7) or ``"fused"`` (``rl_fused_controllers``, step 8, with the config's mirror
@@ -189,9 +210,10 @@ def replay(stream: Stream, config: RegimeConfig | None = None, engine: str = "re
     Returns
     -------
     pandas.DataFrame
-        ``step``, ``fold``, ``phase``, the dotted diag columns, the switch columns (F2/F4/F5, models,
-        mirrors; :data:`regime_dash.diag.SWITCH_COLUMNS`) and, on the fused path,
+        ``step``, ``fold``, ``phase``, the dotted diag columns, the config columns (F2/F4/F5, models,
+        mirrors and the config slots; :data:`regime_dash.diag.CONFIG_COLUMNS`), the input columns
+        with ``log_inputs`` and, on the fused path,
         :data:`regime_dash.diag.FUSED_COLUMN`. ``attrs`` carries ``layout_fingerprint``,
         ``engine`` and ``controllers``.
     """
-    return replay_trajectory(stream, config, engine, isv, layout, controllers, **options).frame
+    return replay_trajectory(stream, config, engine, isv, layout, log_inputs, controllers, **options).frame

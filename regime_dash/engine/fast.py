@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -42,26 +43,11 @@ import numpy as np
 from regime_dash.engine import reference, summary
 from regime_dash.engine._jit import HAVE_NUMBA
 from regime_dash.engine.controllers import check_controllers
+from regime_dash.engine.step_stats import StepStats
 from regime_dash.errors import EngineUnavailable, ValidationError
 from regime_dash.slots import SlotLayout
 
 DEVICES = ("auto", "cpu", "gpu")
-
-
-@dataclass(frozen=True)
-class StepStats:
-    """Phase 1 of a stream: what the state machine needs from the [T, b] arrays.
-
-    Attributes
-    ----------
-    sums
-        float32 [T, 3]: Σr, Σr², max|r| of each step, in rl_popart_normalize's order.
-    flat
-        int32 [T]: accounts with zero lots (rl_regime_flat_count).
-    """
-
-    sums: np.ndarray
-    flat: np.ndarray
 
 
 # ---- compiled kernels -------------------------------------------------------------
@@ -188,10 +174,11 @@ def _dispatcher(name: str, fingerprint: str):
     fn = _MAKERS[name](fingerprint)
     # nogil, not parallel=True: the sweep runs its scenario blocks on Python threads, which
     # costs nothing to compile, where numba's parfor pass tripled the sweep's compile time.
-    # _nrt=False: the kernels allocate nothing (every buffer comes from the caller), so
-    # they need no runtime and carry no reference counting. error_model="numpy": a division
-    # by zero gives inf as in the NumPy oracle, with no zero-check branch per division.
-    opts = {"nogil": True, "_nrt": False, "error_model": "numpy"}
+    # Public options only: the kernels allocate nothing (every buffer comes from the
+    # caller), so numba's runtime costs them no more than the reference counts of their
+    # array arguments at entry. error_model="numpy": a division by zero gives inf as in
+    # the NumPy oracle, with no zero-check branch per division.
+    opts = {"nogil": True, "error_model": "numpy"}
     try:
         return njit(cache=True, **opts)(fn)
     except RuntimeError:  # no writable cache location (read-only install): compile per process
@@ -215,8 +202,10 @@ def _kernel(name: str):
         with _LOCK:
             kernel = _KERNELS.get(name)
             if kernel is None:
-                kernel = _dispatcher(name, _dependency_fingerprint())
+                fingerprint = _dependency_fingerprint()
+                kernel = _dispatcher(name, fingerprint)
                 kernel.compile(_signatures()[name])
+                _mark_ready(name, kernel, fingerprint)
                 kernel.disable_compile()  # a call with other types fails loudly instead of compiling again
                 _KERNELS[name] = kernel
     return kernel
@@ -254,6 +243,16 @@ def cpu_cache_warm(entry: str = "replay") -> bool:
     """Whether every kernel of ``entry`` is ready without a compile: built in this process,
     or held by numba's on-disk cache for the current sources. Compiles nothing.
 
+    The probe uses no numba internals. Each time a kernel is built or loaded here,
+    :func:`_mark_ready` writes a marker into numba's cache folder (the dispatcher's
+    public ``stats.cache_path``) named by everything numba's own cache key holds: the
+    dependency fingerprint, the signature, this file's size and mtime, the numba and Python
+    versions and the host CPU (llvmlite's public ``get_host_cpu_name``/``features``). The
+    marker records the size and mtime of numba's index file for that kernel (``*.nbi``) at
+    that moment. The kernel counts as cached when its marker exists and the index file is
+    still the one recorded; a rewritten or deleted index (a cleared cache, a compile for
+    other sources) makes the answer ``False``, which only costs a compile announced ahead.
+
     Raises
     ------
     ValidationError
@@ -264,19 +263,54 @@ def cpu_cache_warm(entry: str = "replay") -> bool:
         return True
     if not HAVE_NUMBA:
         return False
-    fingerprint, signatures = _dependency_fingerprint(), _signatures()
+    fingerprint = _dependency_fingerprint()
     for name in names:
         if name in _KERNELS:
             continue
-        disp = _dispatcher(name, fingerprint)
-        cache = getattr(disp, "_cache", None)
-        try:  # numba's index of cached overloads: {key: data file}, {} when fast.py changed since
-            key = cache._index_key(signatures[name], disp.targetctx.codegen())
-            if key not in cache._cache_file._load_index():
+        marker = _ready_marker(name, _dispatcher(name, fingerprint), fingerprint)
+        if marker is None or not marker[0].is_file():
+            return False
+        try:
+            if json.loads(marker[0].read_text(encoding="utf-8")) != marker[1]():
                 return False
-        except (AttributeError, OSError, EOFError):  # NullCache (no cache location) or an unreadable index
+        except (OSError, ValueError):
             return False
     return True
+
+
+def _ready_marker(name: str, disp, fingerprint: str):
+    """(the marker file of kernel ``name``, a callable giving what it should hold); None without a cache folder."""
+    import sys
+
+    import numba
+    from llvmlite import binding
+
+    folder = getattr(disp.stats, "cache_path", None)
+    if not folder:
+        return None
+    folder = Path(folder)
+    own = Path(__file__).stat()
+    key = hashlib.sha256(repr((name, fingerprint, str(_signatures()[name]), own.st_size, own.st_mtime_ns,
+                               numba.__version__, sys.version, binding.get_host_cpu_name(),
+                               binding.get_host_cpu_features().flatten())).encode()).hexdigest()[:32]
+
+    def index_state() -> list:
+        return [[p.name, p.stat().st_size, p.stat().st_mtime_ns]
+                for p in sorted(folder.glob(f"fast.*.{name}-*.nbi"))]
+
+    return folder / "regime_dash-ready" / f"{name}-{key}.json", index_state
+
+
+def _mark_ready(name: str, disp, fingerprint: str) -> None:
+    """Record that kernel ``name`` is in numba's cache now (see :func:`cpu_cache_warm`); best effort."""
+    marker = _ready_marker(name, disp, fingerprint)
+    if marker is None:
+        return
+    try:
+        marker[0].parent.mkdir(parents=True, exist_ok=True)
+        marker[0].write_text(json.dumps(marker[1]()), encoding="utf-8")
+    except OSError:  # a read-only cache folder: the probe answers False, which only announces a compile
+        pass
 
 
 # ---- backend choice -----------------------------------------------------------------

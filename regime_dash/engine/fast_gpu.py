@@ -1,9 +1,9 @@
 """The GPU half of the fast engine: a two-phase replay, and sweeps over many scenarios.
 
-Phase 1 (``kernels/replay_step_stats.cu``) reduces every step's [b] batch in
+Phase 1 (``regime_dash/kernels/replay_step_stats.cu``) reduces every step's [b] batch in
 parallel, one 256-thread block per step, to the flat count and Σr, Σr², max|r|,
 with common.cuh's reduction in rl_popart_normalize's order. Phase 2
-(``kernels/replay_scan.cu``) runs the scalar state machine over the shared
+(``regime_dash/kernels/replay_scan.cu``) runs the scalar state machine over the shared
 phase-1 stats with the same float operations as regime_step.cuh's functions
 (which the per-step kernels call), with the ISV held in registers (the slot and
 snapshot lists are compiled in from the registry, so ``run`` accepts only the
@@ -13,7 +13,7 @@ recurrences, which lane 0 runs, and everything that hangs off them, which the
 32 lanes evaluate for 32 steps at once; it writes the [T, n] snapshot and each
 step's PopArt (μ, σ) pairs, and ``replay_normalize.cu`` then applies Pass 3
 (and rl_popart_v_correct) to all steps at once. For a sweep
-(``kernels/replay_sweep.cu``: one thread per scenario, one launch for all S) each
+(``regime_dash/kernels/replay_sweep.cu``: one thread per scenario, one launch for all S) each
 block loads every batch of step inputs once into shared memory, the threads keep
 only the slots the chain touches in registers (:func:`chain_slots`) and fold each
 step's snapshot row into register accumulators (the twin of
@@ -37,6 +37,7 @@ import numpy as np
 from regime_dash.engine import loader, summary
 from regime_dash.engine.controllers import path_options
 from regime_dash.engine.cuda import check_inputs
+from regime_dash.engine.step_stats import StepStats
 from regime_dash.errors import ValidationError
 from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
 from regime_dash.streams import Stream, check_arrays
@@ -89,7 +90,7 @@ class _Phase1:
         self.kelly_edge = cp.asarray(stream.kelly_analytic)
         self.tau_action = cp.asarray(stream.tau_action)
         self.boundary = cp.asarray(stream.boundary.astype(i32))
-        if stats is not None or not batch:  # phase 1 runs elsewhere (fast.StepStats): only [T]-sized inputs move
+        if stats is not None or not batch:  # phase 1 runs elsewhere (``StepStats``): only [T]-sized inputs move
             self.rewards = None
             if stats is not None:
                 self.set_stats(cp, stats)
@@ -104,7 +105,7 @@ class _Phase1:
             self.rewards, lots, i32(b), i32(t_steps), self.stats, self.flat), shared_mem=shared)
 
     def set_stats(self, cp, stats) -> None:
-        """Phase 1's statistics (``fast.StepStats``, run elsewhere) to the device."""
+        """Phase 1's statistics (``StepStats``, run elsewhere) to the device."""
         self.stats = cp.asarray(np.ascontiguousarray(stats.sums, dtype=np.float32))
         self.flat = cp.asarray(np.ascontiguousarray(stats.flat, dtype=np.int32))
 
@@ -323,11 +324,10 @@ def sweep_summaries(stream: Stream, isv0s: np.ndarray, boot_rows: np.ndarray,
 
 
 def step_stats(stream: Stream, *, options: tuple[str, ...] = loader.PARITY_OPTIONS):
-    """Phase 1 on the GPU: ``fast.StepStats`` (Σr, Σr², max|r| and the flat count of each step).
+    """Phase 1 on the GPU: ``StepStats`` (Σr, Σr², max|r| and the flat count of each step).
 
     Bit-identical to ``fast.step_stats`` on the CPU (both reduce in common.cuh's order).
     """
-    from regime_dash.engine.fast import StepStats
 
     t_steps, b = check_arrays(stream)
     cp = loader.cupy_module()
@@ -356,7 +356,7 @@ def sweep_values(scalars: Stream, stats, accounts: int, isv0: np.ndarray, boot: 
     scalars
         A stream whose per-step fields are used (its [T, b] batch is not read).
     stats
-        ``fast.StepStats`` of the real stream (phase 1).
+        ``StepStats`` of the real stream (phase 1).
     accounts
         b of the real stream.
     isv0, boot
@@ -425,7 +425,7 @@ def run_prepared(prepared: PreparedSweep, stats, *, packed: bool = False
                  ) -> tuple[np.ndarray | list[np.ndarray], dict[int, np.ndarray]]:
     """The second half of :func:`sweep_values`: phase 1's ``stats`` up, the launch, the results back.
 
-    ``stats`` is phase 1 of every step (``fast.StepStats``), or an iterable of
+    ``stats`` is phase 1 of every step (``StepStats``), or an iterable of
     ``(t0, t1, StepStats of steps t0..t1)`` pieces, in step order and covering every
     step: each piece goes up and its steps are launched as it comes, so the scan of
     one piece runs while the next is still being computed (or sent). The same bits
@@ -434,7 +434,6 @@ def run_prepared(prepared: PreparedSweep, stats, *, packed: bool = False
     cp, mod, p1, layout, keep = prepared.cp, prepared.mod, prepared.p1, prepared.layout, prepared.keep
     rows, boots = prepared.rows, prepared.boots
     prepared.rows = prepared.boots = None  # run once: the rows are updated in place
-    from regime_dash.engine.fast import StepStats
 
     if isinstance(stats, StepStats):  # every step: one piece
         stats = [(0, p1.t_steps, stats)]

@@ -31,7 +31,7 @@ bit-identical to the reference stepper's (tests/test_gpu_stepper.py checks it).
 
 :func:`fastest_live_engine` times this stepper against the reference stepper on
 the machine at hand (a few warm steps each) and returns the faster one's name;
-the live run's ``engine="auto"`` (:func:`regime_dash.engine.steppers.live_engine`)
+the live run's ``engine="auto"`` (:func:`regime_dash.engine.stepper_choice.live_engine`)
 uses it.
 
 CuPy is imported only inside functions.

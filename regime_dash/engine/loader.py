@@ -1,7 +1,7 @@
-"""Load the CUDA kernels of ``kernels/`` into CuPy modules.
+"""Load the CUDA kernels of ``regime_dash/kernels/`` into CuPy modules.
 
 One small loader serves every kernel. It reads the ``.cu`` files, prepends
-``#line 1 "kernels/<file>"`` to each so that a compiler error cites the real
+``#line 1 "regime_dash/kernels/<file>"`` to each so that a compiler error cites the real
 file and line, compiles the lot as one NVRTC translation unit with CuPy's
 ``RawModule``, and caches the module by (sha256 of the sources and headers,
 defines, options). Slot indices reach the kernels only as the registry's
@@ -18,6 +18,7 @@ log when NVRTC rejects the source.
 from __future__ import annotations
 
 import hashlib
+from importlib import resources
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -25,8 +26,12 @@ from regime_dash.engine import summary
 from regime_dash.errors import EngineUnavailable, KernelCompileError
 from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
 
-#: The kernels directory (``kernels/`` at the repository root).
-KERNEL_DIR = Path(__file__).resolve().parents[2] / "kernels"
+#: The kernels directory: package data (``regime_dash/kernels/``), found through
+#: importlib.resources so that a checkout, ``pip install .`` and a wheel all find it.
+#: A real directory, since nvcc and NVRTC take it as an ``-I`` path.
+KERNEL_DIR = Path(str(resources.files("regime_dash").joinpath("kernels")))
+#: How the ``#line`` directives and errors name a kernel file.
+SOURCE_PREFIX = "regime_dash/kernels/"
 #: Headers every kernel may include; part of every cache key.
 HEADERS: tuple[str, ...] = ("common.cuh", "regime_step.cuh", "replay_inputs.cuh")
 #: Options of the parity builds: no FMA contraction, so every ``a * b + c`` is
@@ -46,15 +51,15 @@ def kernel_files() -> list[str]:
 def _read(name: str) -> str:
     path = KERNEL_DIR / name
     if not path.is_file():
-        raise KernelCompileError(f"kernel file kernels/{name} does not exist", kernel=name)
+        raise KernelCompileError(f"kernel file {SOURCE_PREFIX}{name} does not exist", kernel=name)
     return path.read_text(encoding="utf-8")
 
 
 def source_text(files: Sequence[str]) -> str:
-    """The translation unit: each file's text after ``#line 1 "kernels/<file>"``."""
+    """The translation unit: each file's text after ``#line 1 "regime_dash/kernels/<file>"``."""
     parts = []
     for name in files:
-        parts.append(f'#line 1 "kernels/{name}"\n{_read(name)}\n')
+        parts.append(f'#line 1 "{SOURCE_PREFIX}{name}"\n{_read(name)}\n')
     return "".join(parts)
 
 
@@ -92,7 +97,7 @@ def defines(layout: SlotLayout = DEFAULT_LAYOUT) -> list[str]:
 
 def nvcc_ptx_command(name: str, layout: SlotLayout = DEFAULT_LAYOUT, arch: str = "sm_90",
                      options: Sequence[str] = PARITY_OPTIONS, output: str = "-") -> list[str]:
-    """The ``nvcc --ptx`` command line that compiles ``kernels/<name>`` like the loader does."""
+    """The ``nvcc --ptx`` command line that compiles ``regime_dash/kernels/<name>`` like the loader does."""
     return ["nvcc", "--ptx", f"-arch={arch}", *options, f"-I{KERNEL_DIR}", *defines(layout),
             "-o", output, str(KERNEL_DIR / name)]
 
@@ -109,7 +114,33 @@ def available() -> str | None:
         return f"no usable CUDA device ({type(exc).__name__}: {exc})"
     if n < 1:
         return "no CUDA device (cupy sees 0 devices)"
-    return None
+    return _compile_problem()
+
+
+#: Why a device that is present cannot compile, once probed (the probe runs once a process).
+_COMPILE_PROBE: list[str | None] = []
+#: What the probe compiles: no headers, so only NVRTC itself is tested.
+_PROBE_SOURCE = 'extern "C" __global__ void regime_dash_probe(float* x) { x[0] = 1.0f; }'
+
+
+def _compile_problem() -> str | None:
+    """None when NVRTC compiles here, else what is missing, in words (a GPU is present).
+
+    cupy from the registry brings NVRTC only with its ``ctk`` extra, so a machine with the
+    driver and no CUDA toolkit has a device that cannot build the kernels.
+    """
+    if not _COMPILE_PROBE:
+        import cupy
+
+        try:
+            cupy.RawModule(code=_PROBE_SOURCE).compile()
+            _COMPILE_PROBE.append(None)
+        except Exception as exc:  # NVRTC missing (OSError, RuntimeError, ...) or rejecting
+            _COMPILE_PROBE.append(
+                "GPU found but NVRTC cannot compile: pip install -r requirements-gpu.txt "
+                "(cupy-cuda12x[ctk], the CUDA toolkit's compiler) or install a CUDA 12 toolkit "
+                f"({type(exc).__name__}: {str(exc)[:200]})")
+    return _COMPILE_PROBE[0]
 
 
 def cupy_module() -> Any:
@@ -139,12 +170,12 @@ class Module:
 
 def load_module(files: Sequence[str], layout: SlotLayout = DEFAULT_LAYOUT,
                 options: Sequence[str] = PARITY_OPTIONS) -> Module:
-    """Compile ``kernels/<files>`` as one module (cached) and return it.
+    """Compile ``regime_dash/kernels/<files>`` as one module (cached) and return it.
 
     Parameters
     ----------
     files
-        ``.cu`` file names under ``kernels/``.
+        ``.cu`` file names under ``regime_dash/kernels/``.
     layout
         Slot layout whose indices the kernels compile with.
     options
@@ -155,7 +186,7 @@ def load_module(files: Sequence[str], layout: SlotLayout = DEFAULT_LAYOUT,
     EngineUnavailable
         No cupy or no CUDA device here.
     KernelCompileError
-        NVRTC rejected the source; ``.log`` holds its log, citing ``kernels/<file>:<line>``.
+        NVRTC rejected the source; ``.log`` holds its log, citing ``regime_dash/kernels/<file>:<line>``.
     """
     cupy = cupy_module()
     files = tuple(files)

@@ -7,7 +7,7 @@ every constant is an ``np.float32`` so neither NumPy nor numba widens to
 float64, and every ``a * b + c`` is a separate multiply and add, which is what
 the kernels compile to with ``--fmad=false``.
 
-The batch sums follow the GPU block reduction of ``kernels/common.cuh``: 256
+The batch sums follow the GPU block reduction of ``regime_dash/kernels/common.cuh``: 256
 threads stride over the batch, each warp reduces with shuffle-down, and the
 first warp reduces the warp partials (:func:`block_reduce_stats`).
 
@@ -150,14 +150,16 @@ def reset_session_state(isv, boot, r_idx, r_code, r_src):
 
 
 # ---- rl_popart_normalize (the tid == 0 block) ------------------------------------
+# The block is written as three pieces, called in the kernel's order by
+# rl_popart_normalize_update: each is one logged output's formula, so a re-derivation
+# (analysis.rederive) can run one of them from logged inputs alone.
 @jitable
-def rl_popart_normalize_update(isv, ix, v_sum, v_ssq, v_max, b_size):
-    """PopArt statistics update and the F4 envelope floor; returns (new_mean, new_sigma).
+def popart_moments(isv, ix, v_sum, v_ssq, b_size):
+    """PopArt's EMA mean and variance; returns the new variance. μ and σ before the update are kept
+    for rl_popart_v_correct.
 
     Model (the spec does not give PopArt's update): μ ← (1−α)μ + α·batch_mean,
-    var ← max((1−α)var + α·batch_var, 1e-8), σ = sqrt(var). The batch moments
-    are the spec's lines 92-93. μ and σ before the update are kept for
-    rl_popart_v_correct.
+    var ← max((1−α)var + α·batch_var, 1e-8). The batch moments are the spec's lines 92-93.
     """
     b = np.float32(b_size)
     batch_mean = v_sum / b
@@ -170,10 +172,14 @@ def rl_popart_normalize_update(isv, ix, v_sum, v_ssq, v_max, b_size):
     isv[ix[POPART_PREV_SIGMA_INDEX]] = isv[ix[POPART_SIGMA_INDEX]]
     new_mean = keep * old_mean + alpha * batch_mean
     new_var = fmaxf(keep * old_var + alpha * batch_var, POPART_VAR_FLOOR)
-    new_sigma = np.sqrt(new_var)
     isv[ix[POPART_MEAN_INDEX]] = new_mean
     isv[ix[POPART_VAR_INDEX]] = new_var
+    return new_var
 
+
+@jitable
+def popart_envelope(isv, ix, v_max):
+    """The F4 per-account max-magnitude envelope (fast up, slow down), when F4 is on."""
     if isv[ix[RL_REGIME_FEATURE_ENVELOPE_INDEX]] != F0:
         # ── NEW: per-account max-magnitude envelope (F4) ──
         max_r_this_step = v_max
@@ -184,10 +190,25 @@ def rl_popart_normalize_update(isv, ix, v_sum, v_ssq, v_max, b_size):
         else:
             max_r_ema = (F1 - decay_alpha) * max_r_ema + decay_alpha * max_r_this_step  # slow decay
         isv[ix[RL_POPART_MAX_ABS_REWARD_EMA_INDEX]] = max_r_ema
-        new_sigma = fmaxf(new_sigma, max_r_ema)
 
+
+@jitable
+def popart_sigma(isv, ix, new_var):
+    """σ = sqrt(var), floored by the envelope when F4 is on (σ_effective), written to POPART_SIGMA."""
+    new_sigma = np.sqrt(new_var)
+    if isv[ix[RL_REGIME_FEATURE_ENVELOPE_INDEX]] != F0:
+        new_sigma = fmaxf(new_sigma, isv[ix[RL_POPART_MAX_ABS_REWARD_EMA_INDEX]])
     isv[ix[POPART_SIGMA_INDEX]] = new_sigma
-    return new_mean, new_sigma
+    return new_sigma
+
+
+@jitable
+def rl_popart_normalize_update(isv, ix, v_sum, v_ssq, v_max, b_size):
+    """PopArt statistics update and the F4 envelope floor; returns (new_mean, new_sigma)."""
+    new_var = popart_moments(isv, ix, v_sum, v_ssq, b_size)
+    popart_envelope(isv, ix, v_max)
+    new_sigma = popart_sigma(isv, ix, new_var)
+    return isv[ix[POPART_MEAN_INDEX]], new_sigma
 
 
 @jitable
@@ -210,24 +231,24 @@ def rl_popart_v_correct(v_pred, isv, ix):
 
 
 # ---- rl_regime_observer ---------------------------------------------------------
+# The kernel's four phases, each split where one logged output is written, so each
+# output's formula can be run from logged inputs (analysis.rederive); the kernel
+# itself is rl_regime_observer below, the pieces called in the spec's order.
 @jitable
-def rl_regime_observer(isv, ix, flat_count, b_size):
-    """The spec's observer; the two model switches (off: the spec's code exactly) change only their own lines.
-
-    ``RL_REGIME_MODEL_DURATION_ACROSS_CYCLES``: a flag-off step right after a
-    dead-zone step whose kelly_f F2 overrode (previous flag 1, previous timeout
-    0, F2 on, every account flat, no cooldown) counts on instead of resetting
-    DURATION. ``RL_REGIME_MODEL_TAIL_ON_DEVIATION``: the tail test compares
-    ``|dx − mean|`` (the Welford mean after this step's update) instead of ``|dx|``.
-    """
-    # ─── Phase 1: dead-zone detection ───
+def observer_dead_zone_flag(isv, ix, flat_count, b_size):
+    """Phase 1: dead_zone = kelly_f(t−1) == 0 ∧ every account flat ∧ no cooldown; returns it."""
     kelly = isv[ix[RL_KELLY_FRACTION_INDEX]]  # prior-step value
     cooldown = isv[ix[RL_COOLDOWN_REMAINING_STEPS_INDEX]]
-    prev_flag = isv[ix[RL_REGIME_DEAD_ZONE_FLAG_INDEX]]  # the previous step's, before this step writes it
-    prev_timeout = isv[ix[RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX]]
     dead_zone = 1 if (kelly == F0 and flat_count == b_size and cooldown == F0) else 0
     isv[ix[RL_REGIME_DEAD_ZONE_FLAG_INDEX]] = np.float32(dead_zone)
+    return dead_zone
 
+
+@jitable
+def observer_duration(isv, ix, dead_zone, prev_flag, prev_timeout, flat_count, b_size):
+    """Phase 1: DURATION counts dead-zone steps, 0 otherwise (and the model switch
+    ``duration_across_cycles``: see :func:`rl_regime_observer`); returns it."""
+    cooldown = isv[ix[RL_COOLDOWN_REMAINING_STEPS_INDEX]]
     duration = isv[ix[RL_REGIME_DEAD_ZONE_DURATION_INDEX]]
     if dead_zone:
         duration += F1
@@ -238,12 +259,20 @@ def rl_regime_observer(isv, ix, flat_count, b_size):
     else:
         duration = F0
     isv[ix[RL_REGIME_DEAD_ZONE_DURATION_INDEX]] = duration
+    return duration
 
+
+@jitable
+def observer_timeout(isv, ix, duration):
+    """Phase 1: the safety net, timeout = DURATION > MAX_DURATION."""
     max_dur = isv[ix[RL_REGIME_DEAD_ZONE_MAX_DURATION_INDEX]]
     timeout = 1 if duration > max_dur else 0
     isv[ix[RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX]] = np.float32(timeout)
 
-    # ─── Phase 2: session_pnl_change Welford variance ───
+
+@jitable
+def observer_welford(isv, ix):
+    """Phase 2: Welford variance of Δworst (skipped while both are 0); returns (dx, mean, count)."""
     worst_now = isv[ix[RL_SESSION_PNL_WORST_INDEX]]
     worst_prev = isv[ix[RL_REGIME_PREV_WORST_PNL_INDEX]]
     dx = worst_now - worst_prev
@@ -264,8 +293,13 @@ def rl_regime_observer(isv, ix, flat_count, b_size):
         isv[ix[RL_REGIME_SESSION_PNL_VAR_COUNT_INDEX]] = count
         variance = m2 / (count - F1) if count > F1 else F0
         isv[ix[RL_REGIME_SESSION_PNL_VARIANCE_EMA_INDEX]] = variance
+    return dx, mean, count
 
-    # ─── Phase 3: tail-event detection (3σ threshold) ───
+
+@jitable
+def observer_tail(isv, ix, dx, mean, count):
+    """Phase 3: a tail event is |Δworst| > threshold·σ once count >= 10; recency 0 at one, +1 otherwise.
+    Returns the recency."""
     var = isv[ix[RL_REGIME_SESSION_PNL_VARIANCE_EMA_INDEX]]
     sigma_thr = isv[ix[RL_REGIME_TAIL_SIGMA_THRESHOLD_INDEX]]
     sigma = np.sqrt(var)
@@ -280,26 +314,59 @@ def rl_regime_observer(isv, ix, flat_count, b_size):
     else:
         recency += F1
     isv[ix[RL_REGIME_TAIL_EVENT_RECENCY_INDEX]] = recency
+    return recency
 
-    # ─── Phase 4: recovery_factor and eps_recovery_live (drift-free) ───
+
+@jitable
+def observer_recovery_factor(isv, ix, recency):
+    """Phase 4: recovery_factor = min(1, recency / max(N_recovery, 1)); returns it."""
     n_recovery = isv[ix[RL_KELLY_EPS_RECOVERY_N_RECOVERY_INDEX]]
+    recovery_factor = fminf(F1, recency / fmaxf(n_recovery, F1))
+    isv[ix[RL_REGIME_RECOVERY_FACTOR_INDEX]] = recovery_factor
+    return recovery_factor
+
+
+@jitable
+def observer_eps_live(isv, ix, recovery_factor):
+    """Phase 4: ε_live = ε_min + (ε_max − ε_min)·recovery_factor (drift-free)."""
     eps_min = isv[ix[RL_KELLY_EPS_RECOVERY_MIN_INDEX]]
     eps_max = isv[ix[RL_KELLY_EPS_RECOVERY_MAX_INDEX]]
-
-    recovery_factor = fminf(F1, recency / fmaxf(n_recovery, F1))
     eps_live = eps_min + (eps_max - eps_min) * recovery_factor
-
-    isv[ix[RL_REGIME_RECOVERY_FACTOR_INDEX]] = recovery_factor
     isv[ix[RL_KELLY_EPS_RECOVERY_LIVE_INDEX]] = eps_live
+
+
+@jitable
+def rl_regime_observer(isv, ix, flat_count, b_size):
+    """The spec's observer; the two model switches (off: the spec's code exactly) change only their own lines.
+
+    ``RL_REGIME_MODEL_DURATION_ACROSS_CYCLES``: a flag-off step right after a
+    dead-zone step whose kelly_f F2 overrode (previous flag 1, previous timeout
+    0, F2 on, every account flat, no cooldown) counts on instead of resetting
+    DURATION. ``RL_REGIME_MODEL_TAIL_ON_DEVIATION``: the tail test compares
+    ``|dx − mean|`` (the Welford mean after this step's update) instead of ``|dx|``.
+    """
+    prev_flag = isv[ix[RL_REGIME_DEAD_ZONE_FLAG_INDEX]]  # the previous step's, before this step writes it
+    prev_timeout = isv[ix[RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX]]
+    # ─── Phase 1: dead-zone detection ───
+    dead_zone = observer_dead_zone_flag(isv, ix, flat_count, b_size)
+    duration = observer_duration(isv, ix, dead_zone, prev_flag, prev_timeout, flat_count, b_size)
+    observer_timeout(isv, ix, duration)
+    # ─── Phase 2: session_pnl_change Welford variance ───
+    dx, mean, count = observer_welford(isv, ix)
+    # ─── Phase 3: tail-event detection (3σ threshold) ───
+    recency = observer_tail(isv, ix, dx, mean, count)
+    # ─── Phase 4: recovery_factor and eps_recovery_live (drift-free) ───
+    recovery_factor = observer_recovery_factor(isv, ix, recency)
+    observer_eps_live(isv, ix, recovery_factor)
 
 
 # ---- rl_iqn_action_tau_controller -------------------------------------------------
 @jitable
-def iqn_tau_apply(isv, ix, boost_on):
-    """Tail-recency τ_min boost (F5) where ``boost_on``, then the final clamp τ = max(τ, τ_min_eff).
+def iqn_tau_boosted(isv, ix, boost_on):
+    """The F5 block where ``boost_on``: τ_min·boost while recency < N_window; writes and returns τ_min_eff.
 
-    ``boost_on`` is the F5 switch in the single kernel, the F5 switch and the
-    Layer-2 mirror in :func:`rl_fused_controllers`.
+    ``boost_on`` is the F5 switch in the single kernel (:func:`iqn_tau_min_effective`),
+    the F5 switch and the Layer-2 mirror in :func:`rl_fused_controllers`.
     """
     recency = isv[ix[RL_REGIME_TAIL_EVENT_RECENCY_INDEX]]
     tail_window = isv[ix[RL_IQN_TAU_TAIL_BOOST_N_WINDOW_INDEX]]
@@ -308,27 +375,34 @@ def iqn_tau_apply(isv, ix, boost_on):
     tau_min_eff = isv[ix[RL_IQN_ACTION_TAU_MIN_INDEX]]
     if boost_on and recency < tail_window:
         tau_min_eff *= boost
-    tau_action = fmaxf(isv[ix[RL_IQN_TAU_ACTION_INPUT_INDEX]], tau_min_eff)
     isv[ix[RL_IQN_TAU_MIN_EFFECTIVE_INDEX]] = tau_min_eff
-    isv[ix[RL_IQN_TAU_ACTION_INDEX]] = tau_action
+    return tau_min_eff
+
+
+@jitable
+def iqn_tau_min_effective(isv, ix):
+    """Tail-recency τ_min boost (F5): τ_min·boost while recency < N_window; returns τ_min_eff."""
+    return iqn_tau_boosted(isv, ix, isv[ix[RL_REGIME_FEATURE_TAU_BOOST_INDEX]] != F0)
+
+
+@jitable
+def iqn_tau_clamp(isv, ix, tau_min_eff):
+    """The final clamp τ = max(τ, τ_min_eff)."""
+    isv[ix[RL_IQN_TAU_ACTION_INDEX]] = fmaxf(isv[ix[RL_IQN_TAU_ACTION_INPUT_INDEX]], tau_min_eff)
 
 
 @jitable
 def rl_iqn_action_tau_controller(isv, ix):
     """Tail-recency τ_min boost (F5), then the final clamp τ = max(τ, τ_min_eff)."""
-    iqn_tau_apply(isv, ix, isv[ix[RL_REGIME_FEATURE_TAU_BOOST_INDEX]] != F0)
+    tau_min_eff = iqn_tau_min_effective(isv, ix)
+    iqn_tau_clamp(isv, ix, tau_min_eff)
 
 
 # ---- rl_kelly_fraction_controller ---------------------------------------------------
 @jitable
-def kelly_apply(isv, ix, resurrect_on):
-    """Analytic Kelly (a model), then the spec's resurrection block where ``resurrect_on``.
-
-    Model: f = clamp(safety_frac · edge, 0, cap), with edge = p − (1−p)·L/W the
-    full-Kelly edge from the stream. The spec gives only the resurrection.
-    ``resurrect_on`` is the F2 switch in the single kernel, the F2 switch and the
-    Layer-4 mirror in :func:`rl_fused_controllers`.
-    """
+def kelly_analytic(isv, ix):
+    """Analytic Kelly (a model): f = clamp(safety_frac · edge, 0, cap), with edge = p − (1−p)·L/W the
+    full-Kelly edge from the stream. Written to both the analytic and the fraction slot."""
     edge = isv[ix[RL_KELLY_EDGE_INPUT_INDEX]]
     safety = isv[ix[RL_KELLY_SAFETY_FRAC_INDEX]]
     cap = isv[ix[RL_KELLY_CAP_INDEX]]
@@ -336,17 +410,21 @@ def kelly_apply(isv, ix, resurrect_on):
     isv[ix[RL_KELLY_ANALYTIC_INDEX]] = f
     isv[ix[RL_KELLY_FRACTION_INDEX]] = f
 
-    # Kelly resurrection (Theorem 1)
+
+@jitable
+def kelly_resurrection(isv, ix):
+    """The spec's resurrection block (Theorem 1): kelly_f ← ε_live in the dead zone before a timeout."""
     dead_zone = int(isv[ix[RL_REGIME_DEAD_ZONE_FLAG_INDEX]])
     timeout = int(isv[ix[RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX]])
-    if resurrect_on and dead_zone and not timeout:
+    if isv[ix[RL_REGIME_FEATURE_RESURRECTION_INDEX]] != F0 and dead_zone and not timeout:
         isv[ix[RL_KELLY_FRACTION_INDEX]] = isv[ix[RL_KELLY_EPS_RECOVERY_LIVE_INDEX]]
 
 
 @jitable
 def rl_kelly_fraction_controller(isv, ix):
-    """Analytic Kelly (a model), then the spec's resurrection block (F2) appended at the end."""
-    kelly_apply(isv, ix, isv[ix[RL_REGIME_FEATURE_RESURRECTION_INDEX]] != F0)
+    """Analytic Kelly (a model), then the spec's resurrection block appended at the end."""
+    kelly_analytic(isv, ix)
+    kelly_resurrection(isv, ix)
 
 
 # ---- rl_fused_controllers ------------------------------------------------------------
@@ -357,45 +435,60 @@ def fused_tau_boost_on(isv, ix):
 
 
 @jitable
-def fused_resurrection_on(isv, ix):
-    """Whether the fused kernel's Layer-4 branch runs the F2 block: F2 on and its mirror on."""
-    return (isv[ix[RL_REGIME_FEATURE_RESURRECTION_INDEX]] != F0
-            and isv[ix[RL_FUSED_MIRROR_RESURRECTION_INDEX]] != F0)
-
-
-@jitable
 def rl_fused_controllers(isv, ix):
     """The risk-stack controllers in one launch (launch order step 8), "mirrors single-controller behavior".
 
     The spec's order is CMDP → IQN τ → Inventory β → Kelly; regime-dash models
-    the IQN τ (Layer 2) and Kelly (Layer 4) branches only, each by the single
-    kernel's own function, so with both mirror switches on (the spec) this is
-    the single path bit for bit. A mirror off leaves its block out of the fused
-    copy, as in a trainer whose fused kernel was never updated.
+    the IQN τ (Layer 2) and Kelly (Layer 4) branches only, each made of the
+    single kernels' own functions (the ones the re-derivation runs), so with both
+    mirror switches on (the spec) this is the single path bit for bit. A mirror
+    off leaves its block out of the fused copy, as in a trainer whose fused
+    kernel was never updated: Layer 2 without the F5 boost, Layer 4 without the
+    F2 resurrection.
     """
     # Layer-1 branch, CMDP: not modelled
-    iqn_tau_apply(isv, ix, fused_tau_boost_on(isv, ix))  # Layer-2 branch, IQN τ (F5 mirrored)
+    # Layer-2 branch, IQN τ (F5 mirrored)
+    iqn_tau_clamp(isv, ix, iqn_tau_boosted(isv, ix, fused_tau_boost_on(isv, ix)))
     # Layer-3 branch, Inventory β: not modelled
-    kelly_apply(isv, ix, fused_resurrection_on(isv, ix))  # Layer-4 branch, Kelly (F2 mirrored)
+    # Layer-4 branch, Kelly (F2 mirrored): the resurrection block reads the F2 switch itself
+    kelly_analytic(isv, ix)
+    if isv[ix[RL_FUSED_MIRROR_RESURRECTION_INDEX]] != F0:
+        kelly_resurrection(isv, ix)
 
 
 # ---- eval_warmup_decay (v9, a model) ---------------------------------------------------
 @jitable
-def eval_warmup_decay(isv, ix):
-    """v9 transition ramp. Model: remaining N-1 … 0 then -1; safety_frac linear from
-    defensive to normal over the last ``decay_steps`` steps of the transition."""
-    r = isv[ix[RL_REGIME_TRANSITION_REMAINING_INDEX]]
+def v9_countdown(isv, ix, r):
+    """The v9 remaining: N−1 … 0 then −1 (idle), from ``r`` before this step; returns the new value."""
     if r > F0:
         r = r - F1
+        isv[ix[RL_REGIME_TRANSITION_REMAINING_INDEX]] = r
+    elif r == F0:
+        r = -F1
+        isv[ix[RL_REGIME_TRANSITION_REMAINING_INDEX]] = r
+    return r
+
+
+@jitable
+def v9_safety_frac(isv, ix, r_before, r):
+    """The v9 Kelly safety fraction: linear from defensive to normal over the last ``decay_steps``
+    steps of the transition (``r`` the remaining after this step's countdown), normal once it ends."""
+    if r_before > F0:
         decay = isv[ix[RL_REGIME_TRANSITION_DECAY_STEPS_CONFIG_INDEX]]
         w = fminf(F1, r / fmaxf(decay, F1))
         normal = isv[ix[RL_V9_KELLY_SAFETY_FRAC_NORMAL_INDEX]]
         defensive = isv[ix[RL_V9_KELLY_SAFETY_FRAC_DEFENSIVE_INDEX]]
         isv[ix[RL_KELLY_SAFETY_FRAC_INDEX]] = normal + (defensive - normal) * w
-        isv[ix[RL_REGIME_TRANSITION_REMAINING_INDEX]] = r
-    elif r == F0:
-        isv[ix[RL_REGIME_TRANSITION_REMAINING_INDEX]] = -F1
+    elif r_before == F0:
         isv[ix[RL_KELLY_SAFETY_FRAC_INDEX]] = isv[ix[RL_V9_KELLY_SAFETY_FRAC_NORMAL_INDEX]]
+
+
+@jitable
+def eval_warmup_decay(isv, ix):
+    """v9 transition ramp (a model): the countdown, then the safety fraction it sets."""
+    r_before = isv[ix[RL_REGIME_TRANSITION_REMAINING_INDEX]]
+    r = v9_countdown(isv, ix, r_before)
+    v9_safety_frac(isv, ix, r_before, r)
 
 
 # ---- one step's scalar kernels, in the spec's launch order ----------------------------

@@ -1,7 +1,7 @@
 """Phase 1 of a GPU sweep straight from host memory: chunked, pinned, overlapped.
 
 A sweep needs only phase 1 of its stream (the per-step Σr, Σr², max|r| and flat
-count of ``kernels/replay_step_stats.cu``), so the [T, b] rewards and lots go to
+count of ``regime_dash/kernels/replay_step_stats.cu``), so the [T, b] rewards and lots go to
 the device once, and never come back. ``cupy.asarray`` of pageable memory moves
 them in one synchronous copy through the driver's own small staging buffer
 (about 5 GB/s measured for the 200 MB of the benchmark stream). Here the batch is
@@ -41,16 +41,15 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import os
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from regime_dash.distributed import shard_bounds
+from regime_dash.engine.step_stats import StepStats
 from regime_dash.errors import ValidationError
+from regime_dash.shards import shard_bounds
 from regime_dash.streams import Stream, check_arrays
 
-if TYPE_CHECKING:  # the annotation only: step_stats imports the engine modules when it runs
-    from regime_dash.engine.fast import StepStats
 
 #: Bytes of rewards (and as many of lots) per chunk: big enough that a copy runs
 #: at full PCIe speed, small enough that many chunks overlap.
@@ -122,7 +121,7 @@ def _threads(requested: int | None, chunks: int, devices: int = 1) -> int:
 
 def step_stats(stream: Stream, *, threads: int | None = None, chunk_bytes: int | None = None,
                devices: Sequence[int] | None = None, steps: tuple[int, int] | None = None) -> StepStats:
-    """Phase 1 on the GPU from host arrays, through pinned chunks: ``fast.StepStats``.
+    """Phase 1 on the GPU from host arrays, through pinned chunks: ``StepStats``.
 
     Parameters
     ----------
@@ -145,7 +144,7 @@ def step_stats(stream: Stream, *, threads: int | None = None, chunk_bytes: int |
 
     Returns
     -------
-    fast.StepStats
+    StepStats
         The same bits as ``fast_gpu.step_stats(stream)`` (of those steps), whatever
         the devices: each step is reduced by one block of the same kernel, wherever it runs.
 
@@ -156,7 +155,6 @@ def step_stats(stream: Stream, *, threads: int | None = None, chunk_bytes: int |
         non-empty range of the stream's steps.
     """
     from regime_dash.engine import fast_gpu, loader
-    from regime_dash.engine.fast import StepStats
     from regime_dash.slots import DEFAULT_LAYOUT
 
     t_steps, b = check_arrays(stream)

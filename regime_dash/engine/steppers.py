@@ -4,7 +4,8 @@ A replay hands a whole stream to a backend. A live run (the closed-loop
 :class:`~regime_dash.simulator.Simulator`, or a stream played step by step in
 :mod:`regime_dash.live`) needs the pipeline one step at a time, because what it
 feeds to step ``t`` depends on step ``t-1``'s output or on the user. A
-:class:`StepEngine` does that; :func:`make_stepper` picks one by engine name:
+:class:`StepEngine` does that;
+:func:`regime_dash.engine.stepper_choice.make_stepper` picks one by engine name:
 
 * :class:`ReferenceStepper`: the reference engine's step functions, called directly;
 * :class:`~regime_dash.engine.gpu_stepper.GpuStepper`: the ``cuda`` kernels, one
@@ -26,10 +27,9 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from regime_dash import diag
-from regime_dash.config import RegimeConfig
-from regime_dash.engine import backend, engine_status, initial_isv, reference, resolve_engine, snapshot_indices
+from regime_dash.engine import backend, engine_status, reference, resolve_engine, snapshot_indices
 from regime_dash.errors import EngineUnavailable, ValidationError
-from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
+from regime_dash.slots import SlotLayout
 from regime_dash.streams import Stream
 
 #: Column of kelly_f in a snapshot row: what :meth:`StepEngine.step` returns.
@@ -211,41 +211,5 @@ class BackendStepper(_HostState):
         self._last_kelly = float(snap[-1, KELLY_COL])
 
 
-def live_engine(engine: str = "auto", *, accounts: int = 64, layout: SlotLayout | None = None) -> str:
-    """The engine a live run uses for ``engine``: ``auto`` is the faster stepper on this machine.
-
-    ``auto`` times the GPU stepper (:class:`regime_dash.engine.gpu_stepper.GpuStepper`,
-    the ``cuda`` kernels in one CUDA graph a step) against the reference stepper
-    at b = ``accounts`` (:func:`~regime_dash.engine.gpu_stepper.fastest_live_engine`,
-    once per process) and picks the faster; reference where there is no GPU.
-    """
-    if engine == "auto":
-        if engine_status().get("cuda") is not None:
-            return "reference"
-        from regime_dash.engine.gpu_stepper import fastest_live_engine
-
-        layout = (layout or DEFAULT_LAYOUT).validate()
-        isv0, boot = initial_isv(RegimeConfig(), None, layout)
-        return fastest_live_engine(isv0, boot, layout, int(accounts))
-    return resolve_engine(engine)
-
-
-def make_stepper(engine: str, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout,
-                 accounts: int | None = None) -> StepEngine:
-    """A :class:`StepEngine` for the engine name (``auto`` as in :func:`live_engine`).
-
-    ``cuda`` with ``accounts`` given is the GPU stepper; without, or for ``fast``,
-    the backend stepped through one-step replays (:class:`BackendStepper`).
-    """
-    name = live_engine(engine, accounts=accounts or 64, layout=layout)
-    if name == "reference":
-        return ReferenceStepper(isv0, boot, layout)
-    if name == "cuda" and accounts is not None:
-        from regime_dash.engine.gpu_stepper import GpuStepper
-
-        return GpuStepper(isv0, boot, layout, int(accounts))
-    return BackendStepper(name, isv0, boot, layout)
-
-
 __all__ = ["BackendStepper", "KELLY_COL", "ReferenceStepper", "StepEngine", "StepInputs", "TrajectoryLog",
-           "block_inputs", "check_block", "live_engine", "make_stepper"]
+           "block_inputs", "check_block"]

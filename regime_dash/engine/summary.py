@@ -3,7 +3,7 @@
 A sweep over thousands of configs cannot keep every trajectory, so each
 scenario folds its snapshot rows into a few float64 accumulators as it goes.
 :func:`fold` is that fold; the CPU sweep compiles it with numba, the GPU
-scan has its twin in ``kernels/replay_sweep.cu`` (``SummaryAcc``), and
+scan has its twin in ``regime_dash/kernels/replay_sweep.cu`` (``SummaryAcc``), and
 :func:`summarize_snapshot` applies it to a single replay's snapshot, so a sweep
 row and the matching single replay are equal by construction and by test.
 

@@ -53,11 +53,13 @@ _STATE: dict[str, Any] = {"state": "cold", "started": None, "finished": None, "e
 
 # ---- the compile itself --------------------------------------------------------------
 def compile_kernels() -> None:
-    """Compile (or load from the disk cache) every numba kernel of the fast CPU engine: a replay's and a sweep's."""
-    from regime_dash.engine import fast
+    """Compile (or load from the disk cache) every numba kernel of the fast CPU engine (a replay's and a
+    sweep's) and the re-derivation loop every check of a long run uses."""
+    from regime_dash.engine import fast, rederive
 
     for entry in ALL_KERNELS:
         fast.compile_cpu(entry)
+    rederive.warm()
 
 
 def cache_is_fresh(names: tuple[str, ...] | None = None) -> bool:

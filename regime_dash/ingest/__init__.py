@@ -104,6 +104,11 @@ Reserved columns
     Every table carries ``_line`` (int64): the 1-based source line of the row. A source
     field that is itself called ``_line`` is renamed ``_line_`` (more underscores until
     the name is free).
+Diag lines
+    With ``diag_only`` (the store and ``check`` read so), a JSON object line with no diag
+    field (``{"a": 1}``: neither ``step`` nor a ``risk_stack.*`` field, under any alias) is
+    rejected with the reason :data:`NOT_DIAG_LINE`, its bytes kept; a source left with no
+    diag line, or with no ``step``, is not a diag (:mod:`~regime_dash.ingest.diag_rows`).
 ``step``
     int64, as every contract field has its canonical type: ``1.0`` is stored as 1, a
     fractional step is set aside.
@@ -111,6 +116,7 @@ Reserved columns
 from __future__ import annotations
 
 from regime_dash.ingest.columns import conform_column, json_text, unify_tables
+from regime_dash.ingest.diag_rows import NOT_DIAG_LINE, not_diag_reason, report_reason, require_diag
 from regime_dash.ingest.pipeline import iter_batches, parse
 from regime_dash.ingest.reference import parse_lines_reference
 from regime_dash.ingest.report import LINE_COLUMN, Aside, Batch, IngestReport, Reject
@@ -122,6 +128,7 @@ __all__ = [
     "DEFAULT_CHUNK_BYTES",
     "DEFAULT_MAX_LINE_BYTES",
     "LINE_COLUMN",
+    "NOT_DIAG_LINE",
     "Aside",
     "Batch",
     "IngestReport",
@@ -133,4 +140,7 @@ __all__ = [
     "unify_tables",
     "unify_types",
     "json_text",
+    "not_diag_reason",
+    "report_reason",
+    "require_diag",
 ]

@@ -423,7 +423,7 @@ def _settle_pending(table: pa.Table, pending: list, types: dict[str, pa.DataType
             continue
         extra = by_col.get(f.name, ())
         run = types.get(f.name)
-        col = table.column(i)
+        col = original = table.column(i)
         firsts = [(line, _value_type(v)) for line, v in extra]
         if len(col) > col.null_count:
             row = pc.index(col.is_valid(), True).as_py()
@@ -458,6 +458,6 @@ def _settle_pending(table: pa.Table, pending: list, types: dict[str, pa.DataType
                 else:
                     aside.append(Aside(line, f.name, json_text(v), str(target)))
             col = pa.array(vals, type=target)
-        if col is not table.column(i):
-            table = table.set_column(i, f.name, col)
+        if col is not original:  # (table.column(i) is a new object each call: compare with the one read)
+            table = table.set_column(i, f.name, col)  # copies the schema: only where a column changed
     return table, aside, coerced

@@ -30,6 +30,7 @@ from regime_dash.ingest.sources import (
     _read_chunks,
 )
 from regime_dash.ingest.arrow import _Chunk, _Hints, _parse_chunk
+from regime_dash.ingest.diag_rows import quarantine_non_diag
 
 
 #: Bytes of chunks parsed or queued at once, beyond which the reader waits (long lines
@@ -83,7 +84,8 @@ class _Renumber:
 def iter_batches(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: str | None = None,
                  report: IngestReport | None = None, workers: int | None = None,
                  types: Mapping[str, pa.DataType] | None = None,
-                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Iterator[Batch]:
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, diag_only: bool = False,
+                 aliases: Mapping[str, Any] | None = None) -> Iterator[Batch]:
     """Stream a diag.jsonl source as batches of flattened good rows plus rejects.
 
     Memory is bounded by the chunks in flight (at most ``workers + 2``, and at most
@@ -110,6 +112,11 @@ def iter_batches(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: s
         apply on top. Other columns take the first type the source gives them.
     max_line_bytes
         Longest line read; a longer one is rejected with its size, unread.
+    diag_only
+        Quarantine the JSON object lines that carry no diag field, as bad lines are
+        (:mod:`regime_dash.ingest.diag_rows`; the store and ``check`` read so).
+    aliases
+        With ``diag_only``: a user's alias table, whose alternatives of diag fields count.
 
     Yields
     ------
@@ -140,7 +147,8 @@ def iter_batches(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: s
     position = lambda: blocks.done  # noqa: E731
 
     def work(data, final):
-        return _parse_chunk(data, final, hints, fixed, max_line_bytes)
+        chunk = _parse_chunk(data, final, hints, fixed, max_line_bytes)
+        return quarantine_non_diag(chunk, data, aliases) if diag_only else chunk
 
     try:
         chunks = _read_chunks(blocks(chunk_bytes), report, max_line_bytes)
@@ -183,12 +191,13 @@ def iter_batches(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: s
 
 def parse(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: str | None = None,
           workers: int | None = None, types: Mapping[str, pa.DataType] | None = None,
-          max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> tuple[pa.Table, IngestReport]:
+          max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, diag_only: bool = False,
+          aliases: Mapping[str, Any] | None = None) -> tuple[pa.Table, IngestReport]:
     """Parse a whole (small) source into one table. Convenience for tests and the UI.
 
     Parameters
     ----------
-    source, chunk_bytes, path, workers, types, max_line_bytes
+    source, chunk_bytes, path, workers, types, max_line_bytes, diag_only, aliases
         As for :func:`iter_batches`.
 
     Returns
@@ -199,7 +208,8 @@ def parse(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: str | No
     report = IngestReport()
     tables = [b.table for b in iter_batches(source, chunk_bytes=chunk_bytes, path=path,
                                             report=report, workers=workers, types=types,
-                                            max_line_bytes=max_line_bytes)]
+                                            max_line_bytes=max_line_bytes, diag_only=diag_only,
+                                            aliases=aliases)]
     if not tables:
         return pa.table({LINE_COLUMN: pa.array([], pa.int64())}), report
     return unify_tables(tables), report

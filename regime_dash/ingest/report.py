@@ -16,6 +16,11 @@ from regime_dash.ingest.types import unify_types
 LINE_COLUMN = "_line"
 
 
+#: The reason a JSON object line of a diag without any diag field is quarantined with
+#: (:mod:`regime_dash.ingest.diag_rows`).
+NOT_DIAG_LINE = "not a diag line: no diag field (step or risk_stack.*)"
+
+
 #: Rejected lines and set-aside values an :class:`IngestReport` keeps in memory (the
 #: counts are exact; the store writes every one of them to disk).
 REPORT_KEEP = 1000
@@ -131,6 +136,9 @@ class IngestReport:
         line on disk). ``rejected_count`` counts them all.
     rejected_count
         Rejected lines.
+    not_diag_lines
+        Of those, the JSON object lines quarantined because they carry no diag field
+        (:data:`NOT_DIAG_LINE`; only when ingest reads with ``diag_only``).
     aside
         The first :data:`REPORT_KEEP` values set aside (:class:`Aside`);
         ``aside_count`` counts them all.
@@ -163,6 +171,7 @@ class IngestReport:
     blank_lines: int = 0
     rejected: list[Reject] = field(default_factory=list)
     rejected_count: int = 0
+    not_diag_lines: int = 0
     aside: list[Aside] = field(default_factory=list)
     aside_count: int = 0
     coerced: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -186,6 +195,7 @@ class IngestReport:
         if room > 0:
             self.rejected.extend(Reject(r.line, r.reason) for r in batch.rejects[:room])
         self.rejected_count += len(batch.rejects)
+        self.not_diag_lines += sum(1 for r in batch.rejects if r.reason == NOT_DIAG_LINE)
         self.note(batch.aside, batch.coerced)
         for f in table.schema:
             if f.name == LINE_COLUMN:
@@ -217,6 +227,7 @@ class IngestReport:
             "blank_lines": self.blank_lines,
             "rejected": [r.to_dict() for r in self.rejected],
             "rejected_count": self.rejected_count,
+            "not_diag_lines": self.not_diag_lines,
             "aside": [a.to_dict() for a in self.aside],
             "aside_count": self.aside_count,
             "coerced": {k: dict(v) for k, v in self.coerced.items()},

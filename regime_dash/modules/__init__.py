@@ -88,7 +88,7 @@ def full_layout(base: SlotLayout = DEFAULT_LAYOUT) -> SlotLayout:
 
 
 def kernel_defines(file: str) -> list[str]:
-    """The module ``-D`` options of ``kernels/<file>`` ([] for a file no module owns)."""
+    """The module ``-D`` options of ``regime_dash/kernels/<file>`` ([] for a file no module owns)."""
     for mod in MODULES.values():
         if file in mod.kernels:
             return mod.defines()

@@ -2,7 +2,7 @@
 
 It bundles what the app, the CLI, the sweep and ``check`` need to treat a
 controller like the regime observer: its kernels (file names under
-``kernels/``), an input stream type, a config dataclass, the ISV slots it reads
+``regime_dash/kernels/``), an input stream type, a config dataclass, the ISV slots it reads
 and writes, the diag columns its replay emits, its invariants, its figure
 builders and a demo stream for a first run.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import pandas as pd
@@ -38,7 +38,7 @@ class ControllerModule:
     doc
         A paragraph: what the controller does and what is modelled.
     kernels
-        ``.cu`` file names under ``kernels/``.
+        ``.cu`` file names under ``regime_dash/kernels/``.
     stream_type
         The input stream dataclass (a :class:`ModuleStream`).
     config_type
@@ -69,6 +69,9 @@ class ControllerModule:
         ``((name, what runs), ...)``: the kernel paths a replay of the module can take
         (the regime observer: the single controllers and ``rl_fused_controllers``),
         listed on the Controllers page; empty for a module with one.
+    demo_failures
+        ``{check id: why}``: checks the demo stream fails on purpose (it shows a
+        fault of the modelled trainer), which the app explains beside the verdict.
     """
 
     name: str
@@ -91,6 +94,7 @@ class ControllerModule:
     summary_fn: Callable[[pd.DataFrame], dict] | None = None
     check_ids: tuple[str, ...] = ()
     paths: tuple[tuple[str, str], ...] = ()
+    demo_failures: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def of_package(cls, package: str, *, title: str, doc: str, stream_type: type,
@@ -100,7 +104,8 @@ class ControllerModule:
         ``cuda.FILES`` are its kernels; ``replay.run`` and ``replay.COLUMNS`` (a tuple, or a
         mapping whose values are the columns) its replay; ``invariants`` gives ``invariants``,
         ``summary``, ``CHECK_COLUMNS`` and ``CHECK_IDS``; ``figures.figures`` its panels;
-        ``demo.demo_stream`` its demo; ``slots`` (optional) its ``SLOTS`` and ``defines``.
+        ``demo.demo_stream`` its demo (``demo.DEMO_FAILURES``, optional, what it fails on purpose);
+        ``slots`` (optional) its ``SLOTS`` and ``defines``.
 
         Parameters
         ----------
@@ -121,7 +126,8 @@ class ControllerModule:
             stream_type=stream_type, config_type=config_type, columns=tuple(columns),
             check_columns=checks.CHECK_COLUMNS, replay_fn=replay.run, invariants_fn=checks.invariants,
             figures_fn=part("figures").figures, demo_stream_fn=part("demo").demo_stream,
-            summary_fn=checks.summary, check_ids=checks.CHECK_IDS, **layout)
+            summary_fn=checks.summary, check_ids=checks.CHECK_IDS,
+            demo_failures=dict(getattr(part("demo"), "DEMO_FAILURES", {})), **layout)
 
     def summary(self, frame: pd.DataFrame) -> dict[str, float]:
         """Scalar metrics of a replay frame (``{}`` when the module defines none)."""

@@ -1,4 +1,4 @@
-"""What the app, the CLI, the sweep and the bench call to treat every module alike.
+"""What the app, the CLI, the sweep and ``check`` call to treat every module alike.
 
 * :func:`module_check_results`: the invariants of every module whose columns a
   frame has, as :class:`~regime_dash.analysis.invariants.CheckResult` objects, so
@@ -6,19 +6,22 @@
   already: ``core=True`` modules are left out).
 * :func:`sweep_module`: one row per config of a grid: the config, the module's
   summary metrics and its failed-check count.
-* :func:`bench_module`: replay wall time of a module's demo stream per engine.
+* :data:`MODULE_CHECKS`: the module check ids and :func:`module_check_results` as the
+  provider that :func:`regime_dash.analysis.verdict.verdict` loads by name
+  (:mod:`regime_dash.analysis.registry`).
 
-Pure functions on values; the only I/O is the wall clock in :func:`bench_module`.
+Pure functions on values. A module's bench rows are :func:`regime_dash.benchmarks.modules.bench_module`.
 """
 from __future__ import annotations
 
 import itertools
-import statistics
 from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
 from regime_dash import params
+from regime_dash.analysis.registry import CheckProvider
+from regime_dash.analysis.verdict import verdict
 from regime_dash.errors import ValidationError
 from regime_dash.modules import MODULES, get
 from regime_dash.modules.base import ControllerModule
@@ -43,12 +46,23 @@ def module_check_results(frame: pd.DataFrame, ids: Iterable[str] | None = None, 
             if wanted is None or r.id in wanted]
 
 
-def split_check_ids(ids: Sequence[str] | None) -> tuple[list[str] | None, list[str] | None]:
-    """(core ids, module ids) of a ``--only`` list; ``(None, None)`` for all."""
-    if ids is None:
-        return None, None
-    mod = set(module_check_ids())
-    return [i for i in ids if i not in mod], [i for i in ids if i in mod]
+#: The module checks as :func:`regime_dash.analysis.verdict.verdict` runs them: named in
+#: :data:`regime_dash.analysis.registry.PROVIDERS`, so the analysis layer never imports this one.
+def module_coverage(frame: pd.DataFrame) -> list[dict]:
+    """The coverage entries of every module whose columns ``frame`` has (each package's ``coverage``)."""
+    import importlib
+
+    out: list[dict] = []
+    for m in applicable(frame):
+        package = importlib.import_module(f"regime_dash.modules.{m.name}")
+        if hasattr(package, "coverage"):
+            out.extend(package.coverage(frame))
+    return out
+
+
+MODULE_CHECKS = CheckProvider("the controller modules", module_check_ids,
+                              lambda frame, ids, options: module_check_results(frame, ids, options=options),
+                              module_coverage)
 
 
 def expand_grid(module: ControllerModule, grid: Mapping[str, Sequence[Any]], base: Any = None) -> list:
@@ -70,8 +84,6 @@ def sweep_module(module: ControllerModule | str, stream: Any, grid: Mapping[str,
                  engine: str = "reference", base: Any = None) -> pd.DataFrame:
     """Replay ``stream`` under every config of ``grid``; one row each: the swept fields, the
     module's summary metrics, and ``checks_failed`` (its invariants that fail)."""
-    from regime_dash.analysis.verdict import verdict
-
     module = get(module) if isinstance(module, str) else module
     rows = []
     for cfg in expand_grid(module, grid, base):
@@ -81,43 +93,6 @@ def sweep_module(module: ControllerModule | str, stream: Any, grid: Mapping[str,
         row["checks_failed"] = len(verdict(frame).failed)  # the one verdict, as `check` gives it
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def bench_module(module: ControllerModule | str, engines: Sequence[str] = ("reference", "cuda"),
-                 steps: int | None = None, repeats: int = 3, seed: int = 0) -> list[dict]:
-    """Median replay wall time of the module's demo stream per engine, after one warm-up run.
-
-    Rows: ``module, engine, steps, repeats, seconds, steps_per_s`` or, for an
-    engine that cannot run here, ``unavailable: <reason>``; ``speedup_vs_reference``
-    where both ran in this call.
-    """
-    from regime_dash.benchmarks.timing import repeat, wall
-    from regime_dash.errors import EngineUnavailable
-
-    module = get(module) if isinstance(module, str) else module
-    stream = module.demo_stream(seed, steps)
-    rows = []
-    for engine in engines:
-        row: dict[str, Any] = {"module": module.name, "engine": engine, "steps": stream.steps}
-        if engine not in module.engines:
-            row["unavailable"] = f"the module has no {engine!r} engine"
-            rows.append(row)
-            continue
-        try:
-            module.replay(stream, engine=engine)  # warm-up: numba/NVRTC compile is not counted
-        except EngineUnavailable as exc:
-            row["unavailable"] = str(exc)
-            rows.append(row)
-            continue
-        times = repeat(wall(lambda: module.replay(stream, engine=engine)), max(1, repeats))
-        sec = statistics.median(times)
-        row.update(repeats=len(times), seconds=sec, steps_per_s=stream.steps / sec if sec > 0 else float("inf"))
-        rows.append(row)
-    ref = next((r for r in rows if r["engine"] == "reference" and "seconds" in r), None)
-    for r in rows:
-        if ref is not None and "seconds" in r and r is not ref:
-            r["speedup_vs_reference"] = ref["seconds"] / r["seconds"]
-    return rows
 
 
 def parse_value(module: ControllerModule, name: str, raw: str) -> Any:

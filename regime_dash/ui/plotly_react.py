@@ -14,11 +14,12 @@ A figure with a trace type that bundle lacks (``scattergl``) goes to ``st.plotly
 
 The bundle is served through streamlit's component file route (components v1's
 ``declare_component(path=...)``): components v2 serve files only from the ``asset_dir``
-of an installed package's manifest, and the app runs from a checkout.
+of an installed package's manifest, and the app also runs from a checkout.
 """
 from __future__ import annotations
 
 import json
+from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -26,7 +27,9 @@ import streamlit as st
 from streamlit.components import v1 as components_v1
 from streamlit.components import v2 as components_v2
 
-ASSETS = Path(__file__).resolve().parent / "plotly_assets"
+#: The bundle's folder: package data, found through importlib.resources (a checkout or an install);
+#: a real directory, since streamlit's file route serves it by path.
+ASSETS = Path(str(resources.files("regime_dash").joinpath("ui", "plotly_assets")))
 #: The vendored plotly.js bundle (npm ``plotly.js-cartesian-dist-min``; the version is in the name).
 BUNDLE = "plotly-cartesian-4.1.1.min.js"
 #: The trace types that bundle draws (its README's list; a test reads them from the bundle).

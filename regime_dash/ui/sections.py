@@ -62,16 +62,41 @@ def rejected_lines_panel(key: str, store, runs: pd.DataFrame) -> None:
                      column_config={"line": st.column_config.NumberColumn("line", format="%d")})
 
 
+def _arm_delete(key: str, rid: str) -> None:
+    """The confirmation tick names the run it was given for (an untick disarms it)."""
+    st.session_state[f"{key}.confirmed"] = rid if st.session_state.get(f"{key}.sure") else None
+
+
 def delete_run_control(key: str, store, runs: pd.DataFrame) -> None:
-    """Pick a run and delete it after a confirmation tick (then the page reruns)."""
+    """Pick a run and delete it after a confirmation tick (then the page reruns).
+
+    The tick belongs to the run it was given for: when the selection moves under it
+    (the run was deleted in another tab or by ``rm``, and the list fell back to another
+    run), the tick is cleared and nothing is deleted.
+    """
     with st.expander("Delete a run"):
         names = dict(zip(runs["run_id"], runs["name"]))
         rid = st.selectbox("Run", list(runs["run_id"]), format_func=lambda r: f"{names[r]} · {r[-6:]}",
                            key=f"{key}.run")
-        sure = st.checkbox("Yes, delete it from the store", key=f"{key}.sure")
-        if st.button("Delete", disabled=not sure, key=f"{key}.go"):
-            store.delete(rid)
-            st.toast(f"deleted {names[rid]}")
+        confirmed = st.session_state.get(f"{key}.confirmed")
+        if confirmed is not None and confirmed != rid:
+            st.warning(f"The tick was for {confirmed}, which is no longer selected (deleted in another "
+                       f"tab or by `rm`, or another run picked); nothing was deleted. Tick again to "
+                       f"delete {names[rid]} ({rid}).")
+            st.session_state[f"{key}.sure"] = False
+            st.session_state[f"{key}.confirmed"] = confirmed = None
+        sure = st.checkbox(f"Yes, delete {names[rid]} ({rid}) from the store", key=f"{key}.sure",
+                           on_change=_arm_delete, args=(key, rid))
+        if st.button(f"Delete {names[rid]}", disabled=not sure, key=f"{key}.go") and sure and confirmed == rid:
+            from regime_dash.errors import StoreError
+
+            st.session_state[f"{key}.confirmed"] = None
+            try:
+                store.delete(rid)
+            except StoreError as exc:  # gone between the list and the click: say so, delete nothing else
+                st.warning(f"{rid} was not deleted: {exc}")
+                return
+            st.toast(f"deleted {names[rid]} ({rid})")
             st.rerun()
 
 

@@ -119,6 +119,10 @@ def forget(key: str, param: str | None = None) -> None:
         del st.query_params[param]
 
 
+#: Prefix of the flag :func:`page_runs` sets for a fragment.
+_PAGE_RUN = "_page_run_before:"
+
+
 def publish() -> None:
     """Keep every value restored in this run and write the non-default ones to the URL.
 
@@ -140,10 +144,18 @@ def publish() -> None:
             st.query_params[param] = text
 
 
-def fragment_rerun() -> bool:
-    """True while this script run is a fragment's own rerun (``run_every`` or a control inside
-    it), not a run of the whole page."""
-    from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+def page_runs(fragment: str) -> None:
+    """Say, in a run of the whole page and before it calls the fragment ``fragment``, that the
+    fragment's next run is part of this page run (see :func:`fragment_rerun`)."""
+    st.session_state[_PAGE_RUN + fragment] = True
 
-    ctx = get_script_run_ctx()
-    return bool(ctx is not None and ctx.fragment_ids_this_run)
+
+def fragment_rerun(fragment: str) -> bool:
+    """Inside the fragment ``fragment``, once per run: True when this run is the fragment's own
+    rerun (``run_every`` or a control inside it), not a run of the whole page.
+
+    A session-state flag, not Streamlit's script-run context: the page sets it
+    (:func:`page_runs`) and the fragment takes it, so only a fragment run that no page run
+    preceded finds it unset.
+    """
+    return not st.session_state.pop(_PAGE_RUN + fragment, False)

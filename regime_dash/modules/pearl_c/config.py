@@ -30,4 +30,9 @@ class PearlCConfig(ModuleConfig):
 
     def grid(self, n: int) -> int:
         """Blocks per step for ``n`` parameters."""
-        return self.blocks if self.blocks > 0 else max(1, -(-n // self.block))
+        return grid_blocks(n, self.block, self.blocks)
+
+
+def grid_blocks(n: int, block: int, blocks: int) -> int:
+    """Blocks per step: ``blocks``, or ceil(n / block) when it is 0."""
+    return blocks if blocks > 0 else max(1, -(-n // block))

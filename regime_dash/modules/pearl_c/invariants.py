@@ -6,16 +6,17 @@ import pandas as pd
 
 from regime_dash.analysis.invariants import CheckOptions, CheckResult
 from regime_dash.modules.base import Checks, check_result, f32, fold_starts, frame_steps
+from regime_dash.modules.pearl_c import rederive
 from regime_dash.modules.pearl_c.replay import COL
 from regime_dash.modules.pearl_c.twin import TARGET_RATE
 
 CHECK_COLUMNS = (COL.rate, COL.deficit, COL.ema)
 CHECK_IDS = ("pearl_c.count_range", "pearl_c.rate_definition", "pearl_c.deficit_definition",
-             "pearl_c.first_observation", "pearl_c.ema_within_observations")
+             "pearl_c.first_observation", "pearl_c.ema_within_observations", *rederive.CHECK_IDS)
 
 
 def invariants(frame: pd.DataFrame, options: CheckOptions | None = None) -> list[CheckResult]:
-    """Every Pearl C check on ``frame``."""
+    """Every Pearl C check on ``frame``, the re-derivation of each output (:mod:`.rederive`) last."""
     opt = options or CheckOptions()
     steps = frame_steps(frame)
     out = Checks(frame)
@@ -47,6 +48,7 @@ def invariants(frame: pd.DataFrame, options: CheckOptions | None = None) -> list
         tol = np.float32(opt.ulps) * np.finfo(np.float32).eps * np.maximum(np.abs(e), np.float32(1e-3))
         out.append(check_result("pearl_c.ema_within_observations", (e < lo - tol) | (e > hi + tol), steps,
                                 "the EMA stays between the fold's smallest and largest deficit (α in [0, 1])"))
+    out.extend(rederive.checks(frame, opt))
     return list(out)
 
 

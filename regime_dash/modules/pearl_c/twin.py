@@ -1,6 +1,6 @@
 """Twins of Pearl C: the per-block engagement count kernel and the host-side rate-deficit check.
 
-:func:`engagement_count` is ``kernels/pearl_c_engagement_count.cu``: element j
+:func:`engagement_count` is ``regime_dash/kernels/pearl_c_engagement_count.cu``: element j
 of a step belongs to thread ``j mod (blocks × block)`` (the grid-stride loop),
 so to block ``(j mod (blocks × block)) // block``; integer counts are exact, so
 the tree order does not matter. :func:`rate_deficit_check` is the host code of
@@ -39,11 +39,36 @@ def engagement_count(updates: np.ndarray, clamp, blocks: int, block: int, per_bl
         per_block_buf[engage_buf_offset + s * blocks: engage_buf_offset + (s + 1) * blocks] = counts
 
 
+def engaged_total(per_block_counts: np.ndarray) -> int:
+    """The step's engaged updates: the sum of its per-block counts."""
+    return int(np.sum(per_block_counts, dtype=np.int64))
+
+
+def engagement_rate(total, n_params: int) -> np.float32:
+    """engagement_rate = Σ per-block counts / parameters."""
+    return F32(total) / F32(n_params)
+
+
+def rate_deficit(rate) -> np.float32:
+    """rate_deficit = engagement_rate − 0.01."""
+    return rate - TARGET_RATE
+
+
+def busiest_block(per_block_counts: np.ndarray) -> np.ndarray:
+    """The largest per-block count of each step (a diag of the replay)."""
+    return np.asarray(per_block_counts).max(axis=-1).astype(np.int32)
+
+
+def force_bump(ema) -> bool:
+    """Layer A's force-bump branch: Layer B would bump when the deficit EMA is above 0."""
+    return ema > 0
+
+
 def rate_deficit_check(per_block_counts: np.ndarray, n_params: int, state: np.ndarray, alpha_min,
                        alpha_max) -> tuple[int, np.float32, np.float32]:
     """One step of the host check: (total, rate, rate_deficit); ``state`` (Pearls A+D, float32[8]) updated."""
-    total = int(np.sum(per_block_counts, dtype=np.int64))
-    rate = F32(total) / F32(n_params)
-    deficit = rate - TARGET_RATE
+    total = engaged_total(per_block_counts)
+    rate = engagement_rate(total, n_params)
+    deficit = rate_deficit(rate)
     pearls_ad_update(state, deficit, alpha_min, alpha_max)
     return total, rate, deficit

@@ -91,6 +91,13 @@ MODULE = ControllerModule(
     summary_fn=_summary,
     check_ids=tuple(CHECK_IDS),
     paths=tuple(PATH_DOCS.items()),
+    demo_failures={
+        "kelly_trap": "on purpose: the demo is the spec's Run #8, scripted so that no account opens again and "
+                      "every account stays flat for its last 1,737 steps. With F2 (resurrection) on, the dead "
+                      "zone cycles, DURATION never reaches max_duration and the timeout never fires, so the trap "
+                      "is not excused (see the timeout_unreachable finding). Turn on duration_across_cycles to "
+                      "see the timeout fire.",
+    },
 )
 
 __all__ = ["MODULE", "field_specs"]

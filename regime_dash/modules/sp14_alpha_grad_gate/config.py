@@ -47,10 +47,12 @@ class Sp14Config(ModuleConfig):
                               field="beta_base", value=(self.beta_base, self.beta_max))
 
     def params(self):
-        """The kernel's float arguments, in the kernel's order."""
+        """The kernel's float arguments, in the kernel's order (:data:`PARAM_NAMES`)."""
         import numpy as np
 
-        return tuple(np.float32(v) for v in (
-            self.k_base_aux, self.k_base_q, self.variance_ref_aux, self.variance_ref_q, self.k_min,
-            self.target, self.hysteresis, self.beta_base, self.beta_max, self.variance_ref_beta,
-            self.var_ema_alpha))
+        return tuple(np.float32(getattr(self, name)) for name in PARAM_NAMES)
+
+
+#: The kernel's float arguments, in the kernel's order.
+PARAM_NAMES = ("k_base_aux", "k_base_q", "variance_ref_aux", "variance_ref_q", "k_min", "target", "hysteresis",
+               "beta_base", "beta_max", "variance_ref_beta", "var_ema_alpha")

@@ -7,6 +7,14 @@ from regime_dash.modules.base import steps_arg
 from regime_dash.modules.sp14_alpha_grad_gate.stream import Sp14Stream
 
 
+#: What the demo fails on purpose: it replays the trainer as the commit note leaves it.
+DEMO_FAILURES = {
+    "sp14.var_aux_producer": "on purpose: the demo replays the trainer as the commit note leaves it, with no "
+                             "producer of slot 388 (its KNOWN LIMITATION), so var_aux stays 0 and k_aux is pinned "
+                             "at K_BASE_AUX. Turn on var_aux_producer to replay the missing producer.",
+}
+
+
 def demo_stream(seed: int = 0, steps: int | None = None) -> Sp14Stream:
     """aux_dir_acc climbs from chance through the hysteresis band with noise and a mid-run dip;
     Q disagreement falls from 0.5 as the Q head learns; var_q is its EMA variance (B.3's producer);

@@ -12,6 +12,7 @@ import pandas as pd
 from regime_dash.analysis.invariants import CheckOptions, CheckResult
 from regime_dash.modules.base import (check_result, close_f32, config_value, f32, fold_starts,
                                       frame_steps, skip_if_missing)
+from regime_dash.modules.sp14_alpha_grad_gate import rederive
 from regime_dash.modules.sp14_alpha_grad_gate.replay import COLUMNS as C
 from regime_dash.modules.sp14_alpha_grad_gate.replay import PREFIX
 
@@ -20,11 +21,11 @@ K_AUX, K_Q, GATE1, AUX, VAR_AUX = C["k_aux"], C["k_q"], C["gate1_state"], C["aux
 #: Columns whose presence means the SP14 checks apply.
 CHECK_COLUMNS = (RAW, SMOOTH, BETA)
 CHECK_IDS = ("sp14.alpha_raw_bounded", "sp14.k_floor", "sp14.beta_bounds", "sp14.schmitt_hysteresis",
-             "sp14.rate_limiter", "sp14.var_aux_producer")
+             "sp14.rate_limiter", "sp14.var_aux_producer", *rederive.CHECK_IDS)
 
 
 def invariants(frame: pd.DataFrame, options: CheckOptions | None = None) -> list[CheckResult]:
-    """Every SP14 check on ``frame``."""
+    """Every SP14 check on ``frame``, the re-derivation of each output (:mod:`.rederive`) last."""
     opt = options or CheckOptions()
     steps = frame_steps(frame)
     out = []
@@ -90,6 +91,7 @@ def invariants(frame: pd.DataFrame, options: CheckOptions | None = None) -> list
                   "while aux_dir_acc moved, so k_aux is pinned at K_BASE_AUX (the note's KNOWN LIMITATION)"
                   if dead else "var_aux (slot 388) is written: k_aux adapts")
         out.append(check_result(cid, bad, steps, detail))
+    out.extend(rederive.checks(frame, opt))
     return out
 
 

@@ -13,14 +13,15 @@ import pandas as pd
 from regime_dash.modules.base import config_columns, frame_of
 from regime_dash.modules.f32 import F32, ONE
 from regime_dash.modules.sp14_alpha_grad_gate import slots as S
-from regime_dash.modules.sp14_alpha_grad_gate.config import Sp14Config
+from regime_dash.modules.sp14_alpha_grad_gate.config import PARAM_NAMES, Sp14Config
 from regime_dash.modules.sp14_alpha_grad_gate.stream import Sp14Stream
 from regime_dash.modules.sp14_alpha_grad_gate.twin import SNAPSHOT, replay_twin
 from regime_dash.slots import SlotLayout
 
 PREFIX = "sp14."
-#: Config constants the checks read, written as ``sp14.config.<name>`` columns.
-CONFIG_COLUMNS = ("k_min", "beta_base", "beta_max", "target", "hysteresis")
+#: Config constants written as ``sp14.config.<name>`` columns: every kernel argument (what the checks and
+#: the re-derivation read) and the two host models' knobs.
+CONFIG_COLUMNS = (*PARAM_NAMES, "warmup_steps", "var_aux_producer")
 #: Diag column of each snapshot entry.
 COLUMNS: dict[str, str] = {
     "aux_dir_acc": "sp14.inputs.aux_dir_acc",

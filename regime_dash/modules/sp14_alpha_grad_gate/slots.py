@@ -28,5 +28,5 @@ OUTPUTS = (K_AUX, K_Q, BETA, VAR_ALPHA, GATE1, RAW, SMOOTHED)
 
 
 def defines() -> list[str]:
-    """``-D`` options of ``kernels/sp14_alpha_grad_gate.cu``: one per slot."""
+    """``-D`` options of ``regime_dash/kernels/sp14_alpha_grad_gate.cu``: one per slot."""
     return slot_defines(SLOTS)

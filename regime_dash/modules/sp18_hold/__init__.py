@@ -8,15 +8,17 @@ Long/Short's. B-leg: the per-branch DDQN bootstrap (dir [0..4), mag [4..7),
 ord [7..10), urg [10..13); T8, T9) and the TD(λ) return kernel with q_next as an
 input, replayed with q_next = rewards (the defect) and with the target-Q
 bootstrap (T10: mean |TD error| ratio in [0.5, 5.0]).
-Kernels: ``kernels/sp18_*.cu``; twins: :mod:`.twin`.
+Kernels: ``regime_dash/kernels/sp18_*.cu``; twins: :mod:`.twin`. :func:`coverage` says how each logged
+field of a frame is checked.
 """
 from __future__ import annotations
 
 from regime_dash.modules.base import ControllerModule
 from regime_dash.modules.sp18_hold.config import Sp18Config
+from regime_dash.modules.sp18_hold.rederive import coverage
 from regime_dash.modules.sp18_hold.stream import Sp18Stream
 
 MODULE = ControllerModule.of_package(__name__, title="SP18 Hold reward & TD(λ) bootstrap", doc=__doc__, stream_type=Sp18Stream,
                                      config_type=Sp18Config)
 
-__all__ = ["MODULE", "Sp18Config", "Sp18Stream"]
+__all__ = ["MODULE", "Sp18Config", "Sp18Stream", "coverage"]

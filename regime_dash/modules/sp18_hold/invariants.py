@@ -14,13 +14,14 @@ import pandas as pd
 
 from regime_dash.analysis.invariants import CheckOptions, CheckResult
 from regime_dash.modules.base import Checks, check_result, check_skip, config_value, f32, frame_steps
+from regime_dash.modules.sp18_hold import rederive
 from regime_dash.modules.sp18_hold import slots as S
 from regime_dash.modules.sp18_hold.replay import COL, P
 
 CHECK_COLUMNS = (COL.hold_opp, COL.pos, COL.neg)
 CHECK_IDS = ("sp18.cap_bounds", "sp18.cap_neg_ratio", "sp18.hold_reward_bounds", "sp18.hold_only_on_hold",
              "sp18.hold_width_match", "sp18.td_error_ratio", "sp18.q_next_target_p99",
-             "sp18.q_next_minus_reward_p99")
+             "sp18.q_next_minus_reward_p99", *rederive.CHECK_IDS)
 #: B-DD9 gate on mean |TD error| post-fix / pre-fix.
 TD_RATIO_RANGE = (0.5, 5.0)
 Q_NEXT_P99_MAX = 50.0
@@ -39,8 +40,7 @@ def _p99(x: np.ndarray) -> float:
 
 
 def invariants(frame: pd.DataFrame, options: CheckOptions | None = None) -> list[CheckResult]:
-    """Every SP18 check on ``frame``."""
-    del options  # SP18's checks compare exactly or against gates: no ulp tolerance to apply
+    """Every SP18 check on ``frame``, the re-derivation of each output (:mod:`.rederive`) last."""
     steps = frame_steps(frame)
     out = Checks(frame)
     need = out.need
@@ -94,6 +94,7 @@ def invariants(frame: pd.DataFrame, options: CheckOptions | None = None) -> list
         a, b = Q_DIFF_P99_RANGE
         out.append(_gate("sp18.q_next_minus_reward_p99", a < p < b, steps,
                          f"p99 |q_next_target − reward| = {p:.4g}, gate ({a:g}, {b:g})"))
+    out.extend(rederive.checks(frame, options))  # its multiply-adds take options.rederive_ulps
     return list(out)
 
 

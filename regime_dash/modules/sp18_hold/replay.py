@@ -38,24 +38,28 @@ COL = SimpleNamespace(
     ret_defect=P + "td.return_defect", ret_fixed=P + "td.return_fixed",
     err_defect=P + "td.abs_err_defect", err_fixed=P + "td.abs_err_fixed",
 )
+#: The Welford accumulators of the cap producer's Pearls A+D state (alpha, ema, obs and count are above), so
+#: each state entry can be re-derived.
+COL.obs_mean, COL.obs_m2 = P + "cap.obs_mean", P + "cap.obs_m2"
+COL.diff_mean, COL.diff_m2 = P + "cap.diff_mean", P + "cap.diff_m2"
 COLUMNS: tuple[str, ...] = tuple(vars(COL).values())
-#: Config constants the checks read, written as ``sp18.config.<name>`` columns.
-CONFIG_COLUMNS = ("pos_min", "pos_max", "neg_ratio", "shaping_scale")
+#: The cap producer's state columns in the Pearls A+D order (:data:`regime_dash.modules.f32.PEARLS_AD_STATE`).
+STATE_COLUMNS = (COL.ema, COL.alpha, COL.obs_mean, COL.obs_m2, COL.diff_mean, COL.diff_m2, COL.obs, COL.count)
+#: Config constants written as ``sp18.config.<name>`` columns: what the checks and the re-derivation read
+#: (the synthetic Q nets' knobs are not: their Q tables are not logged).
+CONFIG_COLUMNS = ("pos_min", "pos_max", "neg_ratio", "shaping_scale", "safety_factor", "alpha_min", "alpha_max",
+                  "cap_update_every", "position_pos_cap", "position_neg_cap", "vol_floor", "gamma", "td_lambda",
+                  "max_trace")
 
-TWIN_OPS = SimpleNamespace(
-    opp=twin.hold_opportunity_cost_batch,
-    ddqn=twin.ddqn_branch_bootstrap,
-    td=twin.td_lambda,
-)
+def twin_ops() -> SimpleNamespace:
+    """The four kernels' twins (looked up when called, so a copy of this module can run other twins)."""
+    def cap(isv, step_ret, mask, cap_params):
+        out = isv.copy()
+        twin.hold_reward_cap_update(out, step_ret, mask, *cap_params)
+        return out
 
-
-def _twin_cap(isv, step_ret, mask, cap_params):
-    out = isv.copy()
-    twin.hold_reward_cap_update(out, step_ret, mask, *cap_params)
-    return out
-
-
-TWIN_OPS.cap = _twin_cap
+    return SimpleNamespace(opp=twin.hold_opportunity_cost_batch, cap=cap, ddqn=twin.ddqn_branch_bootstrap,
+                           td=twin.td_lambda)
 
 
 def cuda_ops() -> SimpleNamespace:
@@ -67,6 +71,38 @@ def cuda_ops() -> SimpleNamespace:
 
 def vol_normalized(ret: np.ndarray, vol: np.ndarray, vol_floor: float) -> np.ndarray:
     return (ret.astype(np.float32) / np.maximum(vol.astype(np.float32), np.float32(vol_floor))).astype(np.float32)
+
+
+def position_reward(x: np.ndarray, neg_cap, pos_cap) -> np.ndarray:
+    """A one-bar Long (x = z) or Short (x = −z) trade's reward: the position-side capped pnl."""
+    return np.clip(x, np.float32(neg_cap), np.float32(pos_cap)).astype(np.float32)
+
+
+def trade_returns(action: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(step_ret, is_ls_close) of every bar: ±z on a Long/Short pick (each closes on the next bar), 0 else."""
+    sign = np.where(action == S.DIR_LONG, 1.0, np.where(action == S.DIR_SHORT, -1.0, 0.0)).astype(np.float32)
+    return (sign * z).astype(np.float32), (sign != 0).astype(np.int32)
+
+
+def chosen_reward(action: np.ndarray, hold_chosen: np.ndarray, r_long: np.ndarray, r_short: np.ndarray) -> np.ndarray:
+    """The reward of the picked direction (Flat earns 0)."""
+    return np.where(action == S.DIR_HOLD, hold_chosen,
+                    np.where(action == S.DIR_LONG, r_long,
+                             np.where(action == S.DIR_SHORT, r_short, np.float32(0.0)))).astype(np.float32)
+
+
+def td_dones(boundary: np.ndarray) -> np.ndarray:
+    """1 on the last bar and on each bar before a fold boundary (a rollout ends there), else 0."""
+    dones = np.zeros(len(boundary), np.float32)
+    if len(dones):
+        dones[-1] = 1.0
+        dones[:-1][np.asarray(boundary)[1:]] = 1.0
+    return dones
+
+
+def abs_td_error(returns: np.ndarray, taken: np.ndarray) -> np.ndarray:
+    """|R^λ − Q(s, a)|."""
+    return np.abs(returns - taken).astype(np.float32)
 
 
 def hold_segment_bars(action: np.ndarray) -> np.ndarray:
@@ -122,72 +158,62 @@ def windows(boundary: np.ndarray, every: int) -> list[tuple[int, int]]:
     return list(zip(edges[:-1], edges[1:]))
 
 
-def run(stream: Sp18Stream, config: Sp18Config, engine: str) -> pd.DataFrame:
-    """The replay behind :meth:`ControllerModule.replay` for SP18."""
-    ops = cuda_ops() if engine == "cuda" else TWIN_OPS
-    t_steps = stream.steps
-    ret, vol, action = stream.next_log_return, stream.vol_proxy, stream.action_dir
-    z = vol_normalized(ret, vol, config.vol_floor)
+def _d_leg(stream: Sp18Stream, config: Sp18Config, ops, z: np.ndarray) -> dict[str, np.ndarray]:
+    """The Hold rewards under each window's caps, the cap producer after each window, its state per bar."""
+    t_steps, ret, vol, action = stream.steps, stream.next_log_return, stream.vol_proxy, stream.action_dir
     bars = hold_segment_bars(action)
-    r_long = np.clip(z, np.float32(config.position_neg_cap), np.float32(config.position_pos_cap)).astype(np.float32)
-    r_short = np.clip(-z, np.float32(config.position_neg_cap), np.float32(config.position_pos_cap)).astype(np.float32)
-    sign = np.where(action == S.DIR_LONG, 1.0, np.where(action == S.DIR_SHORT, -1.0, 0.0)).astype(np.float32)
-    step_ret = (sign * z).astype(np.float32)
-    ls_close = (sign != 0).astype(np.int32)
-
+    step_ret, ls_close = trade_returns(action, z)
     layout = SlotLayout(S.SLOTS)
     isv = layout.bootstrap_vector()
     reset_idx, _code, _src = layout.reset_plan()
     boot = isv.copy()
-    hold_cf = np.zeros(t_steps, np.float32)
-    hold_chosen = np.zeros(t_steps, np.float32)
-    pos_used = np.zeros(t_steps, np.float32)
-    neg_used = np.zeros(t_steps, np.float32)
-    state = {k: np.zeros(t_steps, np.float32) for k in ("alpha", "ema", "obs", "count")}
-    updated = np.zeros(t_steps, dtype=bool)
+    out = {c: np.zeros(t_steps, np.float32) for c in (COL.hold_opp, COL.hold_chosen, COL.pos, COL.neg,
+                                                        *STATE_COLUMNS)}
+    out[COL.updated] = np.zeros(t_steps, dtype=bool)
     all_hold = np.full(t_steps, S.DIR_HOLD, dtype=np.int32)
     shaping, floor = np.float32(config.shaping_scale), np.float32(config.vol_floor)
     for a, b in windows(stream.boundary, config.cap_update_every):
         if stream.boundary[a]:
             isv[reset_idx] = boot[reset_idx]
-        pos_used[a:b], neg_used[a:b] = twin.effective_caps(isv)
+        out[COL.pos][a:b], out[COL.neg][a:b] = twin.effective_caps(isv)
         both = ops.opp(np.concatenate([all_hold[a:b], action[a:b]]), np.tile(ret[a:b], 2), np.tile(vol[a:b], 2),
                        np.tile(bars[a:b], 2), isv, shaping, floor)
-        hold_cf[a:b], hold_chosen[a:b] = both[: b - a], both[b - a:]
+        out[COL.hold_opp][a:b], out[COL.hold_chosen][a:b] = both[: b - a], both[b - a:]
         new = ops.cap(isv, step_ret[a:b], ls_close[a:b], config.cap_params())
-        updated[b - 1] = new[S.IDX["HRC_SAMPLE_COUNT_INDEX"]] != isv[S.IDX["HRC_SAMPLE_COUNT_INDEX"]]
+        out[COL.updated][b - 1] = new[S.IDX["HRC_SAMPLE_COUNT_INDEX"]] != isv[S.IDX["HRC_SAMPLE_COUNT_INDEX"]]
         isv = new
-        for key, slot in (("alpha", S.ALPHA), ("ema", S.EMA), ("obs", S.IDX["HRC_PREV_OBS_INDEX"]),
-                          ("count", S.IDX["HRC_SAMPLE_COUNT_INDEX"])):
-            state[key][b - 1] = isv[slot]
+        for col, slot in zip(STATE_COLUMNS, S.PEARLS_AD):
+            out[col][b - 1] = isv[slot]
             if b - 1 > a:  # rows inside a window show the state from before its launch
-                state[key][a:b - 1] = state[key][a - 1] if a > 0 and not stream.boundary[a] else boot[slot]
-    chosen = np.where(action == S.DIR_HOLD, hold_chosen,
-                      np.where(action == S.DIR_LONG, r_long,
-                               np.where(action == S.DIR_SHORT, r_short, np.float32(0.0)))).astype(np.float32)
+                out[col][a:b - 1] = out[col][a - 1] if a > 0 and not stream.boundary[a] else boot[slot]
+    return out
+
+
+def run(stream: Sp18Stream, config: Sp18Config, engine: str) -> pd.DataFrame:
+    """The replay behind :meth:`ControllerModule.replay` for SP18."""
+    ops = cuda_ops() if engine == "cuda" else twin_ops()
+    t_steps = stream.steps
+    ret, vol, action = stream.next_log_return, stream.vol_proxy, stream.action_dir
+    z = vol_normalized(ret, vol, config.vol_floor)
+    r_long = position_reward(z, config.position_neg_cap, config.position_pos_cap)
+    r_short = position_reward(-z, config.position_neg_cap, config.position_pos_cap)
+    cols = {COL.ret: ret, COL.vol: vol, COL.action: action, COL.z: z, COL.long: r_long, COL.short: r_short}
+    cols.update(_d_leg(stream, config, ops, z))
+    chosen = cols[COL.chosen] = chosen_reward(action, cols[COL.hold_chosen], r_long, r_short)
 
     # B-leg: DDQN bootstrap on the next state, TD(λ) with both q_next sources.
     q_on, q_tg = synthetic_q(z, config)
     nxt = np.minimum(np.arange(t_steps) + 1, t_steps - 1)
     q_next_target = ops.ddqn(q_on[nxt], q_tg[nxt])
-    dones = np.zeros(t_steps, np.float32)
-    dones[-1] = 1.0
-    dones[:-1][stream.boundary[1:]] = 1.0
+    dones = td_dones(stream.boundary)
     td_args = (1, t_steps, np.float32(config.gamma), np.float32(config.td_lambda), int(config.max_trace))
     ret_defect, _ = ops.td(chosen, dones, chosen, *td_args)
     ret_fixed, _ = ops.td(chosen, dones, q_next_target, *td_args)
     taken = q_taken(q_on, action)
-
-    cols = {
-        COL.ret: ret, COL.vol: vol, COL.action: action, COL.z: z,
-        COL.hold_opp: hold_cf, COL.hold_chosen: hold_chosen, COL.long: r_long, COL.short: r_short,
-        COL.chosen: chosen, COL.pos: pos_used, COL.neg: neg_used, COL.alpha: state["alpha"],
-        COL.ema: state["ema"], COL.obs: state["obs"], COL.count: state["count"], COL.updated: updated,
-        COL.q_next_target: q_next_target, COL.q_taken: taken, COL.done: dones,
-        COL.ret_defect: ret_defect, COL.ret_fixed: ret_fixed,
-        COL.err_defect: np.abs(ret_defect - taken).astype(np.float32),
-        COL.err_fixed: np.abs(ret_fixed - taken).astype(np.float32),
-    }
+    cols.update({COL.q_next_target: q_next_target, COL.q_taken: taken, COL.done: dones,
+                 COL.ret_defect: ret_defect, COL.ret_fixed: ret_fixed,
+                 COL.err_defect: abs_td_error(ret_defect, taken), COL.err_fixed: abs_td_error(ret_fixed, taken)})
+    cols = {c: cols[c] for c in COLUMNS}  # the columns in their declared order
     cols.update(config_columns(config, CONFIG_COLUMNS, P, t_steps))
     frame = frame_of(stream.step, stream.boundary, cols)
     frame.attrs["config"] = config.as_dict()

@@ -1,7 +1,7 @@
 """NumPy float32 twins of the four SP18 kernels, statement by statement.
 
 =====================================  ==========================================
-kernel (``kernels/``)                   twin
+kernel (``regime_dash/kernels/``)                   twin
 =====================================  ==========================================
 sp18_hold_opportunity_cost.cu           :func:`compute_sp18_hold_opportunity_cost`,
                                         :func:`hold_opportunity_cost_batch`
@@ -61,6 +61,12 @@ def hold_opportunity_cost_batch(dir_idx: np.ndarray, next_log_return: np.ndarray
                                 vol_floor=F32(1e-8)) -> np.ndarray:
     """:func:`compute_sp18_hold_opportunity_cost` over a batch, caps read from ``isv`` (the kernel)."""
     pos, neg = effective_caps(isv)
+    return hold_cost_values(dir_idx, next_log_return, vol_proxy, pos, neg, shaping_scale, vol_floor)
+
+
+def hold_cost_values(dir_idx: np.ndarray, next_log_return: np.ndarray, vol_proxy: np.ndarray, pos, neg,
+                     shaping_scale, vol_floor=F32(1e-8)) -> np.ndarray:
+    """The batch kernel's per-bar value under the caps ``pos``, ``neg`` (scalars, or one pair per bar)."""
     vol_norm = next_log_return.astype(np.float32) / np.maximum(vol_proxy.astype(np.float32), F32(vol_floor))
     val = np.minimum(np.maximum(MINUS_TWO * vol_norm, neg), pos) * F32(shaping_scale)
     return np.where(dir_idx == S.DIR_HOLD, val, ZERO).astype(np.float32)
@@ -82,17 +88,34 @@ def hold_reward_cap_update(isv: np.ndarray, step_ret: np.ndarray, is_ls_close: n
     bootstrap, Wiener-α EMA), POS = clamp(EMA, pos_min, pos_max) and
     NEG = −neg_ratio × POS.
     """
-    closes = np.abs(step_ret.astype(np.float32)[np.asarray(is_ls_close) != 0])
-    if len(closes) == 0:
+    obs = cap_observation(step_ret, is_ls_close, safety_factor)
+    if obs is None:
         return False
-    obs = p99_nearest_rank(closes) * F32(safety_factor)
     state = isv[list(S.PEARLS_AD)].astype(np.float32)
     pearls_ad_update(state, obs, alpha_min, alpha_max)
     isv[list(S.PEARLS_AD)] = state
-    pos = clampf(state[0], F32(pos_min), F32(pos_max))
+    pos = cap_pos(state[0], pos_min, pos_max)
     isv[S.POS] = pos
-    isv[S.NEG] = -F32(neg_ratio) * pos
+    isv[S.NEG] = cap_neg(pos, neg_ratio)
     return True
+
+
+def cap_observation(step_ret: np.ndarray, is_ls_close: np.ndarray, safety_factor) -> np.float32 | None:
+    """The cap producer's observation p99|step_ret| of the Long/Short closes × safety_factor (None: no close)."""
+    closes = np.abs(step_ret.astype(np.float32)[np.asarray(is_ls_close) != 0])
+    if len(closes) == 0:
+        return None
+    return p99_nearest_rank(closes) * F32(safety_factor)
+
+
+def cap_pos(ema, pos_min, pos_max) -> np.float32:
+    """POS = the observation EMA clamped to [pos_min, pos_max]."""
+    return clampf(ema, F32(pos_min), F32(pos_max))
+
+
+def cap_neg(pos, neg_ratio) -> np.float32:
+    """NEG = −neg_ratio × POS."""
+    return -F32(neg_ratio) * pos
 
 
 def ddqn_branch_bootstrap(q_online: np.ndarray, q_target: np.ndarray) -> np.ndarray:

@@ -121,6 +121,8 @@ if tab_run.open:
         failed = [c["id"] for c in what_if["checks"] if c["status"] == "fail"]
         (st.error if failed else st.success)(f"{len(failed)} of {len(what_if['checks'])} checks fail"
                                              + (f": {', '.join(failed)}" if failed else ""))
+        for cid in (c for c in failed if c in m.demo_failures):
+            st.info(f"{cid} fails {m.demo_failures[cid]}", icon="ℹ️")
         checks = widgets.lazy_expander("Every check, beside the baseline's", f"{KEY}.checks.open")
         if checks is not None:
             with checks:

@@ -3,8 +3,10 @@ import pandas as pd
 import streamlit as st
 
 from regime_dash import diag
+from regime_dash.errors import RegimeDashError
 from regime_dash.figures_overlay import overlay
 from regime_dash.ui import cache, sections, state, widgets
+from regime_dash.ui.errors import show_error
 from regime_dash.ui.verdict_strip import verdict_strip
 
 st.title("Explore")
@@ -29,15 +31,22 @@ if not picked:
 
 root, alias_key = cache.store_root(), widgets.alias_key(aliases)
 labels = widgets.run_labels(runs, picked)
-frames = {labels[rid]: cache.load_run(root, rid, alias_key) for rid in picked}
+frames = {}
+for rid in list(picked):
+    try:  # a damaged run (or one deleted meanwhile) is said and left out; the others are drawn
+        frames[labels[rid]] = cache.load_run(root, rid, alias_key)
+    except RegimeDashError as exc:
+        show_error(exc, context=f"{labels[rid]}: not shown. ")
+        picked.remove(rid)
+if not picked:
+    state.publish()
+    st.stop()
 for label, frame in frames.items():
     if frame.attrs.get("step_from_row"):
         st.caption(f"{label} has no step field: drawn against its row number.")
     if frame.attrs.get("rows_without_step"):
         st.warning(f"{label}: {frame.attrs['rows_without_step']:,} row(s) have no whole-number step "
                    "and are left out.")
-
-
 
 
 def single_twins() -> dict[str, str]:

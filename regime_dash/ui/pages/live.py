@@ -75,18 +75,20 @@ def live_view() -> None:
     slots = [c.empty() for c in st.columns(5)]
     note, chart = st.empty(), st.empty()
     # a full run of the page (a button, a slider) draws one tick; the fragment's own reruns play on
-    ticks = TICKS_PER_RUN if controls["playing"] and state.fragment_rerun() else 1
+    own_rerun = state.fragment_rerun("live_view")
+    ticks = TICKS_PER_RUN if controls["playing"] and own_rerun else 1
     due = time.monotonic()
     for _ in range(ticks):
         if controls["playing"]:
             run.step(controls["speed"])
         draw(slots, note, chart)
         if run.done:
-            if controls["playing"] and state.fragment_rerun():
+            if controls["playing"] and own_rerun:
                 st.rerun()  # the whole page, once: it sees the end and stops the tick clock
             break
         due = max(due + TICK_S, time.monotonic())  # late: the next tick waits its full interval, no burst
         time.sleep(max(0.0, due - time.monotonic()))  # due may be now: the clock has moved on since
 
 
+state.page_runs("live_view")
 live_view()

@@ -3,7 +3,7 @@ import streamlit as st
 
 from regime_dash.config import RegimeConfig
 from regime_dash.engine import warm
-from regime_dash.mirror_drift import needs_single_twin
+from regime_dash.analysis.mirror_drift import needs_single_twin
 from regime_dash.errors import ConfigError
 from regime_dash.ui import cache, sections, state, stores, widgets
 from regime_dash.ui.sensitivity_tab import sensitivity_tab

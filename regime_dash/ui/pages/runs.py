@@ -7,6 +7,14 @@ from regime_dash.errors import RegimeDashError
 from regime_dash.ui import cache, sections, stores, widgets
 from regime_dash.ui.errors import ErrorNote
 
+
+def diag_column(runs):
+    """Each run's "diag", or "not a diag: why" for a run an older version stored without a
+    diag field (the store's ``not_diag``, :mod:`regime_dash.ingest.diag_rows`)."""
+    reasons = runs["not_diag"] if "not_diag" in runs else [None] * len(runs)
+    return [f"not a diag: {r}" if isinstance(r, str) else "diag" for r in reasons]
+
+
 st.title("Runs")
 st.caption("Keep your runs here: upload a trainer's diag.jsonl (or load the sample) to store it as Parquet; "
            "every other page reads the runs stored here.")
@@ -49,8 +57,9 @@ if runs.empty:
 else:
     st.subheader(f"Stored runs ({len(runs)})")
     st.caption(f"store: `{cache.store_root()}`")
-    view = runs.assign(steps=[f"{a} … {b}" for a, b in zip(runs["first_step"], runs["last_step"])])
-    st.dataframe(view[["name", "rows", "steps", "rejected", "ingested_at", "source", "run_id"]],
+    view = runs.assign(steps=[f"{a} … {b}" for a, b in zip(runs["first_step"], runs["last_step"])],
+                       diag=diag_column(runs))
+    st.dataframe(view[["name", "diag", "rows", "steps", "rejected", "ingested_at", "source", "run_id"]],
                  hide_index=True, key="runs.table")
     sections.rejected_lines_panel("runs.rejects", store, runs)
     # a button, not a page link: the sidebar already has a link named "Explore"

@@ -1,0 +1,304 @@
+"""Re-derivation: every logged output recomputed from the logged rows t−1 and t, and compared.
+
+:func:`rederive` prepares a diag frame for :mod:`regime_dash.engine.rederive` (the
+reference step functions run from the logged state), compares each output with
+the logged value (:mod:`regime_dash.analysis.rederive_formulas` says how) and
+returns one :class:`~regime_dash.analysis.invariants.CheckResult` per formula,
+``rederive.<output>``, whose evidence carries every divergence: the step, the
+expected and the logged value, the formula and the inputs it used.
+
+Which rows are derived. A row is derived from the row before it when that row
+is its step minus one; the first row only when it is step 0 (the bootstrap state
+is known). Boundaries (``reset_session_state`` ran before the row) are the
+changes of ``fold`` or ``phase``; a diag with neither has them inferred from the
+reset signatures (:mod:`regime_dash.analysis.view`), which the evidence says.
+Switches a diag does not log are the spec's: F2, F4, F5 on, the model switches off.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from regime_dash import diag
+from regime_dash.analysis.invariants import MAX_STEPS, CheckResult
+from regime_dash.analysis.rederive_formulas import BY_OUTPUT, FORMULAS, NOW, Formula
+from regime_dash.analysis.view import FrameView, as_view
+from regime_dash.config import FIELD_SLOTS, RegimeConfig, derived_bootstraps
+from regime_dash.engine import rederive as engine
+from regime_dash.engine.reference import SLOT_ORDER
+
+#: Divergences listed in a check's evidence.
+MAX_DIVERGENCES = 200
+_SLOT_COLUMN = {src: col for col, src in diag.DIAG_FIELDS if src.endswith("_INDEX")}
+_SLOT_COLUMN.update({FIELD_SLOTS[name]: col for name, col in diag.CONFIG_COLUMNS.items()})
+_CONFIG_SLOTS = {s.name for s in engine.COMPACT.slots if s.role == "config"}
+_ALWAYS_READ = ("RL_SESSION_PNL_WORST_INDEX", "RL_COOLDOWN_REMAINING_STEPS_INDEX")
+
+
+#: Rows the loop takes at a time: the logged matrix of one chunk is all that is laid out at once.
+CHUNK_ROWS = 1 << 17
+
+
+@dataclass
+class Prepared:
+    """A frame laid out for the engine loop, one chunk of rows at a time (:meth:`run`)."""
+
+    columns: list[np.ndarray]
+    col_of: np.ndarray
+    cfg_pos: np.ndarray
+    flat: np.ndarray
+    bsz: np.ndarray
+    extras: list[np.ndarray | None]
+    start: np.ndarray
+    skip: np.ndarray
+    boundary: np.ndarray
+    boot: np.ndarray
+    inferred_boundaries: bool
+
+    @property
+    def n(self) -> int:
+        return len(self.start)
+
+    def logged(self, a: int, b: int) -> np.ndarray:
+        """float32 [b − a, columns]: the logged slot values of rows ``a..b−1`` (NaN where not logged)."""
+        out = np.full((b - a, len(self.columns)), np.nan, dtype=np.float32)
+        for j, col in enumerate(self.columns):
+            if col is not None:
+                out[:, j] = col[a:b]
+        return out
+
+    def extra(self, a: int, b: int) -> np.ndarray:
+        out = np.full((b - a, len(self.extras)), np.nan, dtype=np.float32)
+        for j, col in enumerate(self.extras):
+            if col is not None:
+                out[:, j] = col[a:b]
+        return out
+
+    def run(self, a: int, b: int, first: int = 0, state=None, resync: bool = True, compiled: bool | None = None):
+        """The engine loop over rows ``a..b−1``, deriving from row ``a + first`` on (see :func:`engine.run`)."""
+        return engine.run(self.logged(a, b), self.col_of, self.cfg_pos, self.flat[a:b], self.bsz[a:b],
+                          self.extra(a, b), self.start[a:b], self.skip[a:b], self.boundary[a:b], self.boot,
+                          engine.COMPACT.reset_plan(), first=first, state=state, compiled_loop=compiled,
+                          resync=resync)
+
+    def chunks(self, end: int, compiled: bool | None = None):
+        """``(a, b, exp, chain_ok, state)`` of rows ``0..end−1``, chunk by chunk, the state carried."""
+        if compiled is None:
+            compiled = engine.HAVE_NUMBA and (engine.is_compiled() or end >= engine.PYTHON_ROWS)
+        state = None
+        for a in range(0, end, CHUNK_ROWS):
+            b, lo = min(end, a + CHUNK_ROWS), max(0, a - 1)
+            e, ok, state = self.run(lo, b, a - lo, state, compiled=compiled)
+            yield a, b, e[a - lo:], ok[a - lo:], state
+
+    def expected(self, compiled: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(exp [T, outputs], chain_ok [T]) of every row."""
+        exp = np.empty((self.n, len(engine.OUTPUTS)), dtype=np.float32)
+        chain_ok = np.zeros(self.n, dtype=bool)
+        for a, b, e, ok, _ in self.chunks(self.n, compiled):
+            exp[a:b], chain_ok[a:b] = e, ok
+        return exp, chain_ok
+
+    def state_at(self, row: int):
+        """The loop's carried state after rows ``0..row−1`` (None before row 0)."""
+        state = None
+        for *_, state in self.chunks(row):
+            pass
+        return state
+
+
+def _boundaries(view: FrameView) -> tuple[np.ndarray, bool]:
+    reasons = view.boundary_reasons
+    told = [reasons[k] for k in ("phase", "fold") if k in reasons]
+    if told:
+        b = np.logical_or.reduce(told) if len(told) > 1 else told[0].copy()
+    else:
+        b = view.boundary.copy()
+    if view.n and view.has(diag.REMAINING, diag.STEPS_CONFIG):
+        n_cfg = view.f32(diag.STEPS_CONFIG)[0]
+        b[0] = bool(n_cfg > 0 and view.f32(diag.REMAINING)[0] == n_cfg - np.float32(1))
+    return b, not told
+
+
+def _int_column(view: FrameView, col: str) -> np.ndarray:
+    if not view.has(col):
+        return np.full(view.n, -1, dtype=np.int64)
+    a = view.f32(col)
+    return np.where(np.isfinite(a), a, -1).astype(np.int64)
+
+
+def _boot(view: FrameView, present: dict[str, str]) -> np.ndarray:
+    slots = RegimeConfig().to_isv()
+    for slot, col in present.items():
+        if slot in _CONFIG_SLOTS and view.n:
+            value = view.f32(col)[0]
+            if np.isfinite(value):
+                slots[slot] = float(value)
+    slots.update(derived_bootstraps(slots))
+    return engine.COMPACT.bootstrap_vector(slots)[:len(SLOT_ORDER)].copy()
+
+
+def prepare(view: FrameView) -> Prepared:
+    """The engine loop's inputs for ``view`` (its columns, not copies of them)."""
+    present = {s: c for s, c in _SLOT_COLUMN.items() if view.has(c)}
+    # the loop reads the session worst and the cooldown of every row: absent, they are NaN (not checkable)
+    unlogged = [s for s in _ALWAYS_READ if s not in present]
+    columns = [view.f32(c) for c in present.values()] + [None] * len(unlogged)
+    col_of = np.full(len(SLOT_ORDER), -1, dtype=np.int32)
+    for j, slot in enumerate((*present, *unlogged)):
+        col_of[SLOT_ORDER.index(slot)] = j
+    cfg_pos = np.array([SLOT_ORDER.index(s) for s in present if s in _CONFIG_SLOTS], dtype=np.int32)
+    extras = [view.f32(diag.INPUT_COLUMNS[name]) if view.has(diag.INPUT_COLUMNS[name]) else None
+              for name in engine.EXTRA]
+    boundary, inferred = _boundaries(view)
+    start = np.zeros(view.n, dtype=bool)
+    start[:1] = view.n > 0 and view.step_given and view.step[0] == 0
+    skip = ~(view.contiguous | start)
+    return Prepared(columns, col_of, cfg_pos, _int_column(view, diag.FLAT_COUNT), _int_column(view, diag.B_SIZE),
+                    extras, start, skip, boundary, _boot(view, present), inferred)
+
+
+def _equal(exp: np.ndarray, got: np.ndarray, ulps: float) -> np.ndarray:
+    same = exp == got
+    rest = np.flatnonzero(~same)  # few rows on a correct run: the slow tests run on those alone
+    if len(rest):
+        e, g = exp[rest], got[rest]
+        ok = np.isnan(e) & np.isnan(g)
+        if ulps > 0:
+            ok |= np.abs(e.astype(np.float64) - g) <= ulps * np.spacing(np.abs(e)).astype(np.float64)
+        same[rest] = ok
+    return same
+
+
+def _lagged(view: FrameView, col: str, lag: int) -> np.ndarray:
+    return view.f32(col) if lag == NOW else view.prev(col)
+
+
+def _compared(view: FrameView, p: Prepared, f: Formula, chain_ok: np.ndarray) -> np.ndarray:
+    rows = ~p.skip
+    for col, lag in f.reads:
+        rows = rows & (np.isfinite(_lagged(view, col, lag)) | (lag != NOW) & p.start)
+    for col in f.needs:
+        rows = rows & np.isfinite(view.f32(col))
+    if f.chain or (f.output == "recency" and _switch_on(view, "tail_on_deviation")):
+        rows = rows & chain_ok
+    return rows
+
+
+def _switch_on(view: FrameView, name: str) -> bool:
+    on = view.switch(name)
+    return bool(on.any()) if on is not None else False
+
+
+def _value(x) -> float | None:
+    x = float(x)
+    return x if np.isfinite(x) else None
+
+
+def _inputs_at(view: FrameView, p: Prepared, f: Formula, i: int) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for col, lag in (*f.reads, *((c, NOW) for c in f.needs)):
+        if not view.has(col):
+            continue
+        key = f"{col}{'' if lag == NOW else ' (t−1)'}"
+        if lag != NOW and p.start[i]:
+            out[key] = None  # before the first step: the bootstrap
+        else:
+            out[key] = _value(_lagged(view, col, lag)[i])
+    return out
+
+
+def _spans(view: FrameView, bad: np.ndarray) -> list[tuple[int, int]]:
+    rows = np.flatnonzero(bad)
+    if not len(rows):
+        return []
+    breaks = np.flatnonzero(np.diff(view.step[rows]) != 1)
+    starts = np.concatenate(([0], breaks + 1))
+    ends = np.concatenate((breaks, [len(rows) - 1]))
+    return [(int(view.step[rows[a]]), int(view.step[rows[b]])) for a, b in zip(starts, ends)]
+
+
+def _divergence(view: FrameView, p: Prepared, f: Formula, exp: np.ndarray, got: np.ndarray, i: int) -> dict:
+    return {"step": int(view.step[i]), "expected": _value(exp[i]), "logged": _value(got[i]),
+            "boundary": bool(p.boundary[i]), "inputs": _inputs_at(view, p, f, i)}
+
+
+def _fmt(x: float | None) -> str:
+    return "NaN" if x is None else f"{x:.9g}"
+
+
+def _inputs_text(d: dict) -> str:
+    return ", ".join(f"{k.rsplit('.', 1)[-1]}={_fmt(v)}" for k, v in d["inputs"].items())
+
+
+def _result(view: FrameView, p: Prepared, f: Formula, exp: np.ndarray, chain_ok: np.ndarray,
+            ulps: float) -> CheckResult:
+    missing = list(dict.fromkeys(c for c in (f.column, *(c for c, _ in f.reads), *f.needs) if not view.has(c)))
+    if missing:
+        return CheckResult(f.check_id, "skip", 0, None, [], "not checkable: needs " + ", ".join(missing)
+                           + " (not in this diag)", missing, column=f.column, evidence={"formula": f.text})
+    got = view.f32(f.column)
+    # a logged NaN or Inf is blamed by the finite_* checks, once
+    rows = _compared(view, p, f, chain_ok) & np.isfinite(got)
+    tol = ulps if f.fma else 0.0
+    bad = rows & ~_equal(exp, got, tol)
+    n_rows = int(rows.sum())
+    evidence = {"formula": f.text, "kernel": f.kernel, "compared": n_rows, "tolerance_ulps": tol,
+                "boundaries": "inferred from the reset signatures" if p.inferred_boundaries else "fold/phase"}
+    if not n_rows:
+        why = ("the Welford mean and M2 are not logged and the run is not followed from step 0 without a gap"
+               if f.chain else "no row with its inputs logged and the row before it")
+        return CheckResult(f.check_id, "skip", 0, None, [], "not checkable here: " + why, column=f.column,
+                           evidence=evidence)
+    where = np.flatnonzero(bad)
+    how = "exactly" if tol == 0 else f"within {tol:g} ulps"
+    if not len(where):
+        return CheckResult(f.check_id, "pass", 0, None, [], f"re-derived on {n_rows} rows, equal {how}",
+                           column=f.column, evidence=evidence)
+    evidence["divergences"] = [_divergence(view, p, f, exp, got, int(i)) for i in where[:MAX_DIVERGENCES]]
+    first = evidence["divergences"][0]
+    detail = (f"{len(where)} of {n_rows} rows differ; first at step {first['step']}: logged "
+              f"{_fmt(first['logged'])}, expected {_fmt(first['expected'])} ({f.text}; {_inputs_text(first)})")
+    steps = view.step[where]
+    return CheckResult(f.check_id, "fail", int(len(where)), int(steps[0]), [int(s) for s in steps[:MAX_STEPS]],
+                       detail, spans=_spans(view, bad)[:MAX_STEPS], column=f.column, evidence=evidence)
+
+
+@dataclass
+class Rederivation:
+    """Every re-derived output of one frame: the results, and the expected values behind them."""
+
+    results: list[CheckResult]
+    expected: dict[str, np.ndarray]
+    prepared: Prepared
+
+
+def rederive(frame_or_view, ulps: float = 0.0, compiled: bool | None = None) -> Rederivation:
+    """Re-derive every logged output of a diag frame (canonical columns) from its logged inputs.
+
+    Parameters
+    ----------
+    frame_or_view
+        A frame or a prepared :class:`FrameView`.
+    ulps
+        Slack for the formulas with a multiply-add (``Formula.fma``) in float32 ulps; 0 compares exactly.
+    compiled
+        Run the compiled loop (True), the Python one (False), or by size (None).
+    """
+    view = as_view(frame_or_view)
+    p = prepare(view)
+    exp, chain_ok = p.expected(compiled)
+    results = [_result(view, p, f, exp[:, k], chain_ok, ulps) for k, f in enumerate(FORMULAS)]
+    return Rederivation(results, {f.output: exp[:, k] for k, f in enumerate(FORMULAS)}, p)
+
+
+def checks(frame_or_view, ulps: float = 0.0) -> list[CheckResult]:
+    """The ``rederive.*`` check results of a frame (what a verdict lists)."""
+    return rederive(frame_or_view, ulps).results
+
+
+if tuple(f.output for f in FORMULAS) != engine.OUTPUT_NAMES:  # pragma: no cover - a table out of step
+    raise ImportError("rederive_formulas.FORMULAS must list engine.rederive.OUTPUTS in order")
+
+__all__ = ["rederive", "checks", "prepare", "Rederivation", "Prepared", "BY_OUTPUT", "MAX_DIVERGENCES"]

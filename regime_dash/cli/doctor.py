@@ -1,0 +1,57 @@
+"""``python -m regime_dash doctor [--repair]``: what is wrong with the run store, and moving it aside.
+
+Lists damaged parts, orphan run folders (no ``_meta.json``), stray files, symlinked
+run folders and staging debris, one line each (:mod:`regime_dash.store_doctor`).
+``--repair`` moves each to ``<store>/_quarantine/`` and never deletes. Exit status:
+0 nothing wrong (or everything moved), 1 problems listed and left in place, 2 a
+move failed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from regime_dash.cli import help_of
+
+    p = sub.add_parser("doctor", help=help_of("doctor"),
+                       description="List damaged parts, orphan run folders, stray files, symlinked run "
+                       "folders and staging debris of the run store. --repair moves them to "
+                       "<store>/_quarantine/ (never deletes). Exit status: 0 nothing wrong or all moved, "
+                       "1 problems left in place, 2 a move failed.")
+    p.add_argument("--repair", action="store_true", help="move every problem to <store>/_quarantine/")
+    p.add_argument("--json", action="store_true", help="print the problems as a JSON array")
+    p.add_argument("--store", metavar="DIR", default=None,
+                   help="run store directory (default: $REGIME_DASH_STORE or ./data/store)")
+    p.set_defaults(func=run_doctor)
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    from regime_dash.cli.progress import ProgressBar
+    from regime_dash.store import RunStore
+    from regime_dash.store_doctor import repair, survey
+    from regime_dash.text import terminal_safe
+
+    store = RunStore(args.store)
+    bar = ProgressBar("surveying the store", unit="entries", scale=1) if sys.stderr.isatty() else None
+    try:
+        problems = survey(store, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    moved = repair(store, problems) if args.repair else []
+    if args.json:
+        where = {str(q.path): str(dest) for q, dest in moved}
+        json.dump([{**q.to_dict(), "moved_to": where.get(str(q.path))} for q in problems], sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        for q in problems:
+            print(f"{q.kind:8}  {terminal_safe(str(q.path))}: {terminal_safe(q.detail)}")
+        for q, dest in moved:
+            print(f"moved {terminal_safe(str(q.path))} -> {terminal_safe(str(dest))}")
+        print(f"{len(problems)} problem(s) in {terminal_safe(str(store.root))}"
+              + (f"; {len(moved)} moved to _quarantine/" if args.repair else
+                 ("; `doctor --repair` moves them to _quarantine/ (nothing is deleted)" if problems else "")))
+    return 0 if not problems or args.repair else 1

@@ -1,0 +1,18 @@
+"""The dashboard's one run: page config, the fast engine's background compile, navigation over ui/pages.
+
+Both streamlit entry scripts call :func:`main` on every rerun: the checkout's ``app.py``
+and the installed package's ``ui/launch/app.py`` (what ``regime-dash app`` runs).
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from regime_dash.engine.warm import start_fast_compile
+from regime_dash.ui.navigation import pages
+
+
+def main() -> None:
+    """Set up the page and run the page navigation picks."""
+    st.set_page_config(page_title="regime-dash", page_icon=":material/monitoring:", layout="wide")
+    start_fast_compile()  # idempotent; replays use the reference engine until it is ready
+    st.navigation(pages()).run()

@@ -1,0 +1,61 @@
+"""The scripted market stepped in numba: NumPy's draws word for word, the NumPy step's streams bit for bit."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from regime_dash import market_jit, scenarios
+from regime_dash.simulator import Draws, Market, stream_of
+from tests import scenario_oracle
+
+
+@pytest.mark.parametrize("seed,t,b", [(0, 0, 128), (7, 12345, 64), (2 ** 63 + 5, 999_999, 301), (1, 2, 1),
+                                      (2 ** 64 - 1, 3, 5)])
+def test_draws_are_numpys_philox_draws(seed, t, b):
+    want = Draws.of(seed, t, b)
+    close, win, opn, size, tau = market_jit.draws(seed, t, b)
+    for got, exp in ((close, want.close), (win, want.win), (opn, want.open), (size, want.size)):
+        assert np.array_equal(got, exp)
+    assert tau == want.tau
+
+
+def test_normals_take_numpys_rare_paths_too():
+    # 300 steps × 200 normals: the wedge and the tail of the ziggurat (about 1 % of draws) are met
+    for t in range(300):
+        assert np.array_equal(market_jit.draws(11, t, 200)[3], Draws.of(11, t, 200).size)
+
+
+def _same(a, b) -> None:
+    for k, x in a.arrays().items():
+        assert np.array_equal(x, b.arrays()[k]), k
+
+
+@pytest.mark.parametrize("name", sorted(scenario_oracle.PRESETS))
+@pytest.mark.parametrize("seed", [0, 5])
+def test_every_scripted_preset_is_the_numpy_steps_stream(name, seed):
+    steps = 2100 if name == "kelly_trap_run8" else 1500
+    _same(scenarios.make(name, seed=seed, steps=steps, accounts=48),
+          scenario_oracle.PRESETS[name](seed, steps, 48))
+
+
+def test_chunks_of_draws_change_nothing(monkeypatch):
+    whole = scenarios.make("fold_boundary", seed=2, steps=1000, accounts=16)
+    monkeypatch.setattr(market_jit, "CHUNK_STEPS", 97)
+    _same(scenarios.make("fold_boundary", seed=2, steps=1000, accounts=16), whole)
+
+
+def test_drawdown_cooldown_and_forced_flat_follow_market_step():
+    market = Market(drawdown_limit=1500.0, cooldown_steps=20, hazard=0.1, jitter=0.4)
+    n, b = 800, 24
+    p_true = np.where(np.arange(n) < 300, 0.35, 0.6)
+    boundary, flat = np.zeros(n, bool), np.zeros(n, bool)
+    boundary[[200, 500]] = True
+    flat[650] = True
+    got = market_jit.scripted(9, b, market, p_true, kelly=0.5, boundary=boundary, force_flat=flat)
+    rec = scenario_oracle.Recorder(9, b, market)
+    for t in range(n):
+        rec.step(float(p_true[t]), boundary=bool(boundary[t]), force_flat=bool(flat[t]))
+    want = stream_of(rec.rows, rec.boundary).arrays()
+    assert (want["cooldown"] > 0).any()  # the drawdown path ran
+    for k, x in want.items():
+        assert np.array_equal(got[k], x), k

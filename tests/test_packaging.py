@@ -1,0 +1,199 @@
+"""The package installs and runs without the checkout.
+
+The fast tests check what the package declares: pyproject's dependencies are
+requirements.txt's, plotly's range ships the vendored plotly.js, and ``regime-dash app``
+passes the checkout's streamlit server options. The slow one builds the wheel from a copy
+of the sources, installs it into a fresh venv (``--system-site-packages``, so the heavy
+dependencies are the ones already installed, and ``--no-deps --no-index``, so nothing is
+downloaded) and runs a smoke subset from a directory outside the checkout with the
+checkout off ``sys.path``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from regime_dash.cli import app as cli_app
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _pyproject() -> dict:
+    return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def _requirements(name: str) -> list[str]:
+    """The requirement lines of ``name`` (comments, blank lines and ``-r`` includes left out)."""
+    lines = (line.split("#", 1)[0].strip() for line in (REPO / name).read_text(encoding="utf-8").splitlines())
+    return [line.replace(" ", "") for line in lines if line and not line.startswith("-r")]
+
+
+def test_pyproject_dependencies_mirror_requirements_txt():
+    declared = [d.replace(" ", "") for d in _pyproject()["project"]["dependencies"]]
+    assert sorted(declared) == sorted(_requirements("requirements.txt"))
+
+
+def test_console_script_is_the_cli_main():
+    assert _pyproject()["project"]["scripts"] == {"regime-dash": "regime_dash.cli:main"}
+
+
+def test_plotly_range_ships_the_vendored_plotly_js():
+    import plotly
+    import plotly.offline
+    from importlib.metadata import version
+    from regime_dash.ui import plotly_react
+
+    bundle = re.fullmatch(r"plotly-cartesian-(\d+\.\d+\.\d+)\.min\.js", plotly_react.BUNDLE).group(1)
+    assert plotly.offline.get_plotlyjs_version() == bundle
+    pin = next(r for r in _requirements("requirements.txt") if r.startswith("plotly"))
+    low, high = re.fullmatch(r"plotly>=([\d.]+),<([\d.]+)", pin).groups()
+    installed = tuple(int(x) for x in version("plotly").split(".")[:2])
+    assert tuple(int(x) for x in low.split(".")[:2]) <= installed < tuple(int(x) for x in high.split("."))
+
+
+def test_app_passes_the_checkouts_streamlit_options():
+    config = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
+    flat = {f"{section}.{key}": value for section, keys in config.items() for key, value in keys.items()}
+    as_flags = {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in flat.items()}
+    assert cli_app.SERVER_OPTIONS == as_flags
+
+
+def test_app_command_line_lets_streamlit_options_win():
+    cmd = cli_app.streamlit_command(8600, ["--", "--server.address=0.0.0.0"])
+    assert cmd[:4] == [sys.executable, "-m", "streamlit", "run"]
+    assert Path(cmd[4]) == REPO / "regime_dash" / "ui" / "launch" / "app.py"
+    assert cmd[cmd.index("--server.port") + 1] == "8600"
+    assert "--server.address" not in cmd and cmd[-1] == "--server.address=0.0.0.0"
+
+
+# ---- the built wheel, installed ------------------------------------------------------------
+#: What the installed package must find through importlib.resources (printed as JSON).
+RESOURCES_PROBE = """
+import hashlib, json, sys
+from importlib import resources
+import regime_dash
+from regime_dash.engine import loader
+from regime_dash.ui import navigation, plotly_react
+root = resources.files("regime_dash")
+print(json.dumps({
+    "package": regime_dash.__file__,
+    "sys_path": sys.path,
+    "kernels": sorted(p.name for p in root.joinpath("kernels").iterdir()),
+    "kernel_dir": str(loader.KERNEL_DIR),
+    "unit": loader.source_text(["rl_regime_observer.cu"])[:60],
+    "bundle_sha256": hashlib.sha256(root.joinpath("ui", "plotly_assets", plotly_react.BUNDLE).read_bytes()).hexdigest(),
+    "assets": str(plotly_react.ASSETS),
+    "pages": len(navigation.PAGES),
+    "page_files": [f for f, _, _ in navigation.PAGES if (navigation.PAGES_DIR / f).is_file()],
+}))
+"""
+
+
+def _build_wheel(tmp: Path) -> Path:
+    """Build the wheel from a copy of the sources (a build in the checkout would leave build/ there)."""
+    src = tmp / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, src / name)
+    shutil.copytree(REPO / "regime_dash", src / "regime_dash",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    out = tmp / "dist"
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                           "--no-index", "-q", "-w", str(out), str(src)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    wheels = list(out.glob("regime_dash-*.whl"))
+    assert len(wheels) == 1, wheels
+    return wheels[0]
+
+
+def _venv_with(wheel: Path, tmp: Path) -> Path:
+    """A fresh venv that sees the system's packages, with ``wheel`` installed in it; its bin/."""
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
+                   check=True, timeout=120)
+    py = venv / "bin" / "python"
+    proc = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return venv / "bin"
+
+
+def _env() -> dict[str, str]:
+    """The environment without the checkout: no PYTHONPATH, and no store of the checkout's."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "REGIME_DASH_STORE")}
+
+
+def _run(bin_dir: Path, cwd: Path, *args: str, ok=(0,), stream: str = "stdout") -> str:
+    """Run the installed ``regime-dash`` with ``args`` in ``cwd``; its ``stream`` (replay reports on stderr)."""
+    proc = subprocess.run([str(bin_dir / "regime-dash"), *args], cwd=cwd, env=_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode in ok, f"regime-dash {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return getattr(proc, stream)
+
+
+def _check_resources(bin_dir: Path, cwd: Path, site: Path) -> None:
+    proc = subprocess.run([str(bin_dir / "python"), "-c", RESOURCES_PROBE], cwd=cwd, env=_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert Path(got["package"]).is_relative_to(site), got["package"]
+    assert not any(p and Path(p).resolve() == REPO for p in got["sys_path"]), got["sys_path"]
+    assert Path(got["kernel_dir"]).is_relative_to(site)
+    expected = sorted(p.name for p in (REPO / "regime_dash" / "kernels").iterdir() if p.suffix in (".cu", ".cuh"))
+    assert got["kernels"] == expected
+    assert got["unit"].startswith('#line 1 "regime_dash/kernels/rl_regime_observer.cu"\n')
+    from regime_dash.ui import plotly_react
+
+    bundle = REPO / "regime_dash" / "ui" / "plotly_assets" / plotly_react.BUNDLE
+    assert got["bundle_sha256"] == hashlib.sha256(bundle.read_bytes()).hexdigest()
+    assert Path(got["assets"]).is_relative_to(site)
+    assert got["pages"] >= 7 and len(got["page_files"]) == got["pages"], got["page_files"]
+
+
+def _app_answers(bin_dir: Path, cwd: Path, store: Path) -> None:
+    from regime_dash.benchmarks.page_load import free_port, stop, wait_healthy
+
+    port = free_port()
+    log = open(cwd / "app.log", "w")
+    proc = subprocess.Popen([str(bin_dir / "regime-dash"), "app", "--port", str(port), "--store", str(store)],
+                            cwd=cwd, env=_env(), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}", proc, timeout=60)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as r:
+            assert r.status == 200 and b"<html" in r.read(2000).lower()
+    finally:
+        stop(proc)
+        log.close()
+
+
+@pytest.mark.slow  # a wheel build, a venv, four CLI runs and a streamlit start: ~30 s on 2 cores
+def test_built_wheel_installs_and_runs_outside_the_checkout(tmp_path):
+    wheel = _build_wheel(tmp_path)
+    bin_dir = _venv_with(wheel, tmp_path)
+    site = next((tmp_path / "venv" / "lib").glob("python3*/site-packages"))
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+
+    assert "usage: regime-dash" in _run(bin_dir, work, "--help")
+    assert "app" in _run(bin_dir, work, "--help")
+    out = _run(bin_dir, work, "replay", "--scenario", "calm", "--steps", "200", "--out", "x.jsonl", stream="stderr")
+    assert "200 steps" in out and (work / "x.jsonl").is_file()
+    out = _run(bin_dir, work, "ingest", "--store", "store", "x.jsonl")
+    assert "200 rows" in out and "0 rejected" in out
+    verdict = json.loads(_run(bin_dir, work, "check", "--store", "store", "--json", "x", ok=(0, 1)))
+    assert verdict["status"] in ("pass", "warn", "fail") and verdict["checks"], verdict.get("status")
+
+    _check_resources(bin_dir, work, site)
+    _app_answers(bin_dir, work, work / "store")
