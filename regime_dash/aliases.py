@@ -1,6 +1,6 @@
 """The alias table: how the dashboard finds a diag signal under another name.
 
-Real diag files carry more fields than DESIGN.md lists, lack some, and rename
+Real diag files carry more fields than docs/CONTRACTS.md lists, lack some, and rename
 some (an older trainer still writes ``eval_warmup.remaining`` for what F3
 renamed ``regime.transition.remaining``; a hand-written logger writes
 ``kelly_f``). Every analysis and figure works on the *canonical* dotted column

@@ -2,7 +2,7 @@
 
 One JSON object per step. The ``risk_stack.regime`` block is exactly the spec's
 "Diag emit structure" (six groups); around it sit the kelly, positions,
-session_pnl, popart and iqn blocks of DESIGN.md. Flattened, a column is the
+session_pnl, popart and iqn blocks of docs/CONTRACTS.md. Flattened, a column is the
 dotted path, e.g. ``risk_stack.regime.tail.recency``.
 
 Every diag value is read straight from an ISV slot (the spec's drift-free
@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas loads where a frame is built: ingest's field list needs none
+    import pandas as pd
 
 from regime_dash.config import SWITCHES
 
@@ -179,6 +181,8 @@ def frame_from_snapshot(snap: np.ndarray, flat_count: np.ndarray, b_size: int, s
     if fused:
         cols[FUSED_COLUMN] = np.ones(len(step), dtype=np.float32)
         ordered.append(FUSED_COLUMN)
+    import pandas as pd
+
     return pd.DataFrame({c: cols[c] for c in ordered})
 
 
@@ -192,6 +196,8 @@ def coerce(frame: pd.DataFrame) -> pd.DataFrame:
 
     Columns this module does not know are left as they are.
     """
+    import pandas as pd
+
     out = frame.copy()
     known = set(SNAPSHOT_COLUMNS) | set(CONFIG_COLUMNS.values()) | set(INPUT_COLUMNS.values()) | {FUSED_COLUMN}
     for col in out.columns:
@@ -264,4 +270,6 @@ def read_jsonl(path: str | Path) -> pd.DataFrame:
             if not isinstance(obj, dict):
                 raise ParseError(f"JSON {type(obj).__name__}, not an object", line=lineno, path=str(path))
             rows.append(flatten(obj))
+    import pandas as pd
+
     return coerce(pd.DataFrame(rows))

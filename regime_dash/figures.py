@@ -312,7 +312,7 @@ def signal_spec(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothing:
     The Replay page draws this dict as it is (its in-place chart sends it to the
     browser); as ``st.plotly_chart``'s input it cost 0.6–4.8 ms a slider move, against
     7.8–16.7 ms for a :class:`~plotly.graph_objects.Figure`, whose ``to_dict``
-    deep-copies every array (2026-11-30, docs/BENCHMARKS.md). Arrays
+    deep-copies every array. Arrays
     go as plotly's typed arrays (base64 of their bytes), which plotly reads from 6.0 on.
     Parameters as :func:`signal_panels` takes them.
     """

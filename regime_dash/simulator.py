@@ -21,8 +21,8 @@ step and then wins ``win``·lots with probability p_true(t), else loses
 realized pnl × ``reward_scale``; nothing unrealized is rewarded. Each close
 updates, in account order, the win-rate EMA and the win-size or loss-size EMA
 (per lot), and the edge fed to the pipeline is p − (1−p)·L/W from them
-(DESIGN.md's analytic Kelly before its safety fraction and clamp, which the
-engine applies). Session pnl is tracked per account with its running worst;
+(the analytic Kelly of docs/CONTRACTS.md before its safety fraction and clamp,
+which the engine applies). Session pnl is tracked per account with its running worst;
 the stream's ``session_pnl_worst`` is the worst of those. An account whose
 session pnl first falls below −``drawdown_limit`` starts a cooldown of
 ``cooldown_steps`` during which nobody opens. ``reset_session_state`` (a fold
@@ -214,7 +214,7 @@ def ema_over(ema: float, xs: np.ndarray, alpha: float) -> float:
 
 
 def kelly_edge(p: float, w: float, l: float) -> float:
-    """Full-Kelly edge p − (1−p)·L/W (DESIGN.md's analytic Kelly before safety_frac and clamp)."""
+    """Full-Kelly edge p − (1−p)·L/W (docs/CONTRACTS.md's analytic Kelly before safety_frac and clamp)."""
     return p - (1.0 - p) * l / w
 
 

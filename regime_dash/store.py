@@ -69,12 +69,14 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from filelock import FileLock
+
+if TYPE_CHECKING:  # pyarrow.dataset loads pandas: only readers of the whole store pay for it
+    import pyarrow.dataset as ds
 
 from regime_dash.errors import IngestError, StoreError
 from regime_dash.ingest.diag_rows import meta_reason
@@ -920,6 +922,8 @@ class RunStore:
         -------
         pyarrow.dataset.Dataset
         """
+        import pyarrow.dataset as ds
+
         if not self._run_dirs():
             return ds.dataset(pa.table({PARTITION: pa.array([], pa.string())}))
         part = ds.partitioning(pa.schema([(PARTITION, pa.string())]), flavor="hive")

@@ -129,3 +129,21 @@ def test_the_loop_run_in_chunks_equals_one_pass_with_a_fault_across_chunk_edges(
         np.testing.assert_array_equal(parts.expected[k], whole.expected[k])
     failed = {r.id: r for r in parts.results if r.status == "fail"}
     assert "rederive.recency" in failed and failed["rederive.recency"].first_step == int(frame["step"][2999])
+
+
+def test_coverage_names_every_logged_field_and_what_an_unchecked_one_needs():
+    from regime_dash.analysis import diagnose
+
+    stream = scenarios.make("tail_shock", steps=1500)
+    frame = rd.replay(stream, engine="reference")  # a trainer's diag: no inputs logged
+    frame["eval.pnl_note"] = np.float32(0)  # a field of no formula
+    fields = {e["field"]: e for e in diagnose(frame).to_dict()["coverage"]["fields"]}
+    assert set(fields) == set(frame.columns) - {"step", "fold", "phase"}
+    assert fields[diag.DURATION]["status"] == "rederived"
+    assert fields[diag.ENVELOPE]["status"] == "bounded only"
+    assert fields[diag.ENVELOPE]["needs"] == [diag.INPUT_COLUMNS["batch_max_abs"]]
+    assert fields[diag.POPART_MEAN]["status"] == "not checkable"
+    assert diag.INPUT_COLUMNS["batch_sum"] in fields[diag.POPART_MEAN]["needs"]
+    assert fields[diag.FLAT_COUNT]["status"] == "bounded only" and "lots" in fields[diag.FLAT_COUNT]["needs"][0]
+    assert fields[diag.COOLDOWN]["status"] == "input"
+    assert fields["eval.pnl_note"]["status"] == "not checkable"

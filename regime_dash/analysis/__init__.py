@@ -1,6 +1,6 @@
 """Diagnostics on a diag frame: episodes, events, spec invariants, success criteria, run diff.
 
-Pure functions on DataFrames with the canonical (DESIGN.md) column names; rename
+Pure functions on DataFrames with the canonical column names (docs/CONTRACTS.md); rename
 a real file's columns first with :func:`regime_dash.aliases.canonical_frame`.
 
 ``verdict(frame)`` (:mod:`.verdict`) is the one function that judges a run:

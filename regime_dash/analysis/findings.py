@@ -105,20 +105,25 @@ def _timeout_unreachable(vw: FrameView, opt: CheckOptions) -> list[Finding]:
             continue
         if _duration_carried(vw, a, b):  # the model switch duration_across_cycles ran: the timeout is reachable
             continue
-        # the episode outlived max_duration: a dead zone that did not cycle would have timed out
-        outlived = e.steps > limit
-        severity, why = _timeout_severity(outlived, e.ended == "end_of_run", limit)
-        msg = (f"The dead zone cycled {e.cycles} times over steps {e.start}–{e.end} ({e.steps} steps) and "
-               f"DURATION never exceeded {seen:g}, so TIMEOUT_FLAG (max_duration {limit:g}) could not fire: "
-               f"{why} (replay with the model switch duration_across_cycles on to see the timeout the "
-               f"spec's prose expects).")
-        out.append(Finding(
-            "timeout_unreachable", severity, msg, [int(e.start)],
-            [(int(e.start), int(e.end))],
-            {"cycles": int(e.cycles), "max_DURATION": seen, "max_duration": limit, "span": [int(e.start), int(e.end)],
-             "steps": int(e.steps), "outlived_max_duration": bool(outlived)},
-            v.DURATION, ("max_duration",)))
+        out.append(timeout_finding(int(e.start), int(e.end), int(e.cycles), int(e.steps), seen, limit,
+                                   e.ended == "end_of_run"))
     return out
+
+
+def timeout_finding(start: int, end: int, cycles: int, steps: int, seen: float, limit: float,
+                    open_at_end: bool) -> Finding:
+    """The ``timeout_unreachable`` finding of one cycling dead-zone episode (steps ``start``–``end``,
+    DURATION at most ``seen`` against ``max_duration`` ``limit``; ``open_at_end``: the run ends inside it)."""
+    # the episode outlived max_duration: a dead zone that did not cycle would have timed out
+    outlived = steps > limit
+    severity, why = _timeout_severity(outlived, open_at_end, limit)
+    msg = (f"The dead zone cycled {cycles} times over steps {start}–{end} ({steps} steps) and "
+           f"DURATION never exceeded {seen:g}, so TIMEOUT_FLAG (max_duration {limit:g}) could not fire: "
+           f"{why} (replay with the model switch duration_across_cycles on to see the timeout the "
+           f"spec's prose expects).")
+    return Finding("timeout_unreachable", severity, msg, [start], [(start, end)],
+                   {"cycles": cycles, "max_DURATION": seen, "max_duration": limit, "span": [start, end],
+                    "steps": steps, "outlived_max_duration": bool(outlived)}, v.DURATION, ("max_duration",))
 
 
 def _timeout_severity(outlived: bool, open_at_end: bool, limit: float) -> tuple[str, str]:

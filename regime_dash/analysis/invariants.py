@@ -503,16 +503,29 @@ def _transition_ramp(view: FrameView, _opt: CheckOptions):
                                             f"({int(view.gap[i])} step(s) later)")
 
 
-def _kelly_resurrection(view: FrameView, _opt: CheckOptions):
+def resurrection_rows(view: FrameView) -> dict[str, np.ndarray]:
+    """The row masks ``kelly_resurrection`` judges by: ``override`` (a dead-zone row before a timeout),
+    ``outside`` (kelly_f not analytic outside one), ``overridden`` (eps_live took over), ``kept`` (another
+    value than eps_live kept), ``analytic`` / ``live`` (kelly_f equals that) and ``finite``."""
     frac, analytic, flag = view.f32(v.KELLY), view.f32(v.KELLY_ANALYTIC), view.f32(v.FLAG)
     live = view.f32(v.LIVE)
     timeout = view.f32(v.TIMEOUT) if view.has(v.TIMEOUT) else np.zeros(view.n, np.float32)
     finite = _finite(frac, analytic, flag, live, timeout)
     override = finite & (flag == 1) & (timeout == 0)
     # G18/G21: no override outside the dead zone or once timed out
-    outside = finite & ~override & (frac != analytic)
-    overridden = override & (frac == live) & (frac != analytic)
-    kept = override & (frac != live)  # a dead-zone row that kept another value than eps_live
+    return {"finite": finite, "override": override, "outside": finite & ~override & (frac != analytic),
+            "overridden": override & (frac == live) & (frac != analytic),
+            "kept": override & (frac != live),  # a dead-zone row that kept another value than eps_live
+            "analytic": frac == analytic, "live": frac == live}
+
+
+def _kelly_resurrection(view: FrameView, _opt: CheckOptions):
+    frac, analytic, flag = view.f32(v.KELLY), view.f32(v.KELLY_ANALYTIC), view.f32(v.FLAG)
+    live = view.f32(v.LIVE)
+    timeout = view.f32(v.TIMEOUT) if view.has(v.TIMEOUT) else np.zeros(view.n, np.float32)
+    rows = resurrection_rows(view)
+    finite, override, outside = rows["finite"], rows["override"], rows["outside"]
+    overridden, kept = rows["overridden"], rows["kept"]
 
     def what(i):
         return (f"kelly_f={_fmt(frac[i])}, analytic={_fmt(analytic[i])}, eps_live={_fmt(live[i])}, "
@@ -779,7 +792,9 @@ CHECK_IDS: tuple[str, ...] = tuple(c.id for c in CHECKS)
 _BY_ID = {c.id: c for c in CHECKS}
 
 
-def _result(check: Check, view: FrameView, opt: CheckOptions) -> CheckResult:
+def evaluate(check: Check, view: FrameView, opt: CheckOptions) -> "Found | CheckResult":
+    """What ``check`` finds on ``view``: its :class:`Found` (violating rows by position), or the skip
+    :class:`CheckResult` when a field is missing or the check has nothing to judge."""
     missing = view.missing(check.needs)
     if check.any_of and not any(str(c).startswith(a[:-1]) if a.endswith("*") else c == a
                                 for c in view.frame.columns for a in check.any_of):
@@ -792,7 +807,13 @@ def _result(check: Check, view: FrameView, opt: CheckOptions) -> CheckResult:
     out = check.fn(view, opt)
     if isinstance(out, str):
         return CheckResult(check.id, "skip", 0, None, [], out, column=check.column)
-    found = out if isinstance(out, Found) else Found(*out)
+    return out if isinstance(out, Found) else Found(*out)
+
+
+def _result(check: Check, view: FrameView, opt: CheckOptions) -> CheckResult:
+    found = evaluate(check, view, opt)
+    if isinstance(found, CheckResult):
+        return found
     steps = view.steps_at(found.bad)
     spans = [(int(view.step[a]), int(view.step[b])) for a, b in found.spans[:MAX_STEPS]]
     column = found.column or check.column

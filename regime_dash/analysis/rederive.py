@@ -16,7 +16,7 @@ Switches a diag does not log are the spec's: F2, F4, F5 on, the model switches o
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -34,6 +34,14 @@ _SLOT_COLUMN = {src: col for col, src in diag.DIAG_FIELDS if src.endswith("_INDE
 _SLOT_COLUMN.update({FIELD_SLOTS[name]: col for name, col in diag.CONFIG_COLUMNS.items()})
 _CONFIG_SLOTS = {s.name for s in engine.COMPACT.slots if s.role == "config"}
 _ALWAYS_READ = ("RL_SESSION_PNL_WORST_INDEX", "RL_COOLDOWN_REMAINING_STEPS_INDEX")
+
+
+def _stack(columns: list[np.ndarray | None], a: int, b: int) -> np.ndarray:
+    out = np.full((b - a, len(columns)), np.nan, dtype=np.float32)
+    for j, col in enumerate(columns):
+        if col is not None:
+            out[:, j] = col[a:b]
+    return out
 
 
 #: Rows the loop takes at a time: the logged matrix of one chunk is all that is laid out at once.
@@ -62,18 +70,11 @@ class Prepared:
 
     def logged(self, a: int, b: int) -> np.ndarray:
         """float32 [b − a, columns]: the logged slot values of rows ``a..b−1`` (NaN where not logged)."""
-        out = np.full((b - a, len(self.columns)), np.nan, dtype=np.float32)
-        for j, col in enumerate(self.columns):
-            if col is not None:
-                out[:, j] = col[a:b]
-        return out
+        return _stack(self.columns, a, b)
 
     def extra(self, a: int, b: int) -> np.ndarray:
-        out = np.full((b - a, len(self.extras)), np.nan, dtype=np.float32)
-        for j, col in enumerate(self.extras):
-            if col is not None:
-                out[:, j] = col[a:b]
-        return out
+        """float32 [b − a, len(EXTRA)]: the logged inputs of rows ``a..b−1`` (NaN where not logged)."""
+        return _stack(self.extras, a, b)
 
     def run(self, a: int, b: int, first: int = 0, state=None, resync: bool = True, compiled: bool | None = None):
         """The engine loop over rows ``a..b−1``, deriving from row ``a + first`` on (see :func:`engine.run`)."""
@@ -175,18 +176,29 @@ def _lagged(view: FrameView, col: str, lag: int) -> np.ndarray:
     return view.f32(col) if lag == NOW else view.prev(col)
 
 
-def _compared(view: FrameView, p: Prepared, f: Formula, chain_ok: np.ndarray) -> np.ndarray:
+#: Formulas that take the Welford chain only where the run turns a switch on (on any of its rows).
+SWITCHED_CHAIN = {"recency": "tail_on_deviation"}
+
+
+def chained(view: FrameView, f: Formula) -> bool:
+    """Whether ``f``'s rows need the carried Welford state known (``chain_ok``) in this run."""
+    return f.chain or (f.output in SWITCHED_CHAIN and switch_on(view, SWITCHED_CHAIN[f.output]))
+
+
+def compared(view: FrameView, p: Prepared, f: Formula, chain_ok: np.ndarray, chain: bool) -> np.ndarray:
+    """Rows where ``f``'s output is compared: derivable, its inputs logged, the chain known where ``chain``,
+    and the logged output finite (a logged NaN or Inf is blamed by the finite_* checks, once)."""
     rows = ~p.skip
     for col, lag in f.reads:
         rows = rows & (np.isfinite(_lagged(view, col, lag)) | (lag != NOW) & p.start)
     for col in f.needs:
         rows = rows & np.isfinite(view.f32(col))
-    if f.chain or (f.output == "recency" and _switch_on(view, "tail_on_deviation")):
+    if chain:
         rows = rows & chain_ok
-    return rows
+    return rows & np.isfinite(view.f32(f.column))
 
 
-def _switch_on(view: FrameView, name: str) -> bool:
+def switch_on(view: FrameView, name: str) -> bool:
     on = view.switch(name)
     return bool(on.any()) if on is not None else False
 
@@ -209,16 +221,6 @@ def _inputs_at(view: FrameView, p: Prepared, f: Formula, i: int) -> dict[str, fl
     return out
 
 
-def _spans(view: FrameView, bad: np.ndarray) -> list[tuple[int, int]]:
-    rows = np.flatnonzero(bad)
-    if not len(rows):
-        return []
-    breaks = np.flatnonzero(np.diff(view.step[rows]) != 1)
-    starts = np.concatenate(([0], breaks + 1))
-    ends = np.concatenate((breaks, [len(rows) - 1]))
-    return [(int(view.step[rows[a]]), int(view.step[rows[b]])) for a, b in zip(starts, ends)]
-
-
 def _divergence(view: FrameView, p: Prepared, f: Formula, exp: np.ndarray, got: np.ndarray, i: int) -> dict:
     return {"step": int(view.step[i]), "expected": _value(exp[i]), "logged": _value(got[i]),
             "boundary": bool(p.boundary[i]), "inputs": _inputs_at(view, p, f, i)}
@@ -232,37 +234,97 @@ def _inputs_text(d: dict) -> str:
     return ", ".join(f"{k.rsplit('.', 1)[-1]}={_fmt(v)}" for k, v in d["inputs"].items())
 
 
+def missing(view: FrameView, f: Formula) -> list[str]:
+    """The columns ``f`` needs that the diag does not log (``f`` is not checkable when any is)."""
+    return list(dict.fromkeys(c for c in (f.column, *(c for c, _ in f.reads), *f.needs) if not view.has(c)))
+
+
+@dataclass
+class Tally:
+    """One formula's comparisons, rows added in step order: a whole frame at once, or batch by batch
+    (a growing run), with the same result either way."""
+
+    compared: int = 0
+    count: int = 0
+    steps: list = field(default_factory=list)  # the first MAX_STEPS differing steps
+    spans: list = field(default_factory=list)  # the first MAX_STEPS spans of consecutive differing steps
+    divergences: list = field(default_factory=list)  # the first MAX_DIVERGENCES
+    last_bad: int | None = None  # the step of the last differing row
+    last_span_open: bool = False  # spans[-1] ends at last_bad (it may go on)
+
+    def add(self, view: FrameView, p: Prepared, f: Formula, exp: np.ndarray, rows: np.ndarray, ulps: float,
+            lo: int = 0) -> None:
+        """Rows ``lo`` on of ``view``: ``rows`` (from :func:`compared`) compared with ``exp``."""
+        rows = rows[lo:]
+        self.compared += int(rows.sum())
+        if not rows.any():
+            return
+        got = view.f32(f.column)
+        where = lo + np.flatnonzero(rows & ~_equal(exp[lo:], got[lo:], tolerance(f, ulps)))
+        if not len(where):
+            return
+        room = MAX_DIVERGENCES - len(self.divergences)
+        self.divergences.extend(_divergence(view, p, f, exp, got, int(i)) for i in where[:max(room, 0)])
+        steps = view.step[where].astype(np.int64)
+        self.count += len(where)
+        self.steps.extend(int(s) for s in steps[:max(MAX_STEPS - len(self.steps), 0)])
+        self._add_spans(steps)
+
+    def _add_spans(self, steps: np.ndarray) -> None:
+        breaks = np.flatnonzero(np.diff(steps) != 1)
+        starts, ends = np.concatenate(([0], breaks + 1)), np.concatenate((breaks, [len(steps) - 1]))
+        for a, b in zip(starts, ends):
+            first, last = int(steps[a]), int(steps[b])
+            if self.last_bad is not None and first == self.last_bad + 1:
+                if self.last_span_open:
+                    self.spans[-1] = (self.spans[-1][0], last)
+            elif len(self.spans) < MAX_STEPS:
+                self.spans.append((first, last))
+                self.last_span_open = True
+            else:
+                self.last_span_open = False
+            self.last_bad = last
+
+    def result(self, f: Formula, ulps: float, inferred_boundaries: bool) -> CheckResult:
+        tol = tolerance(f, ulps)
+        evidence = {"formula": f.text, "kernel": f.kernel, "compared": self.compared, "tolerance_ulps": tol,
+                    "boundaries": "inferred from the reset signatures" if inferred_boundaries else "fold/phase"}
+        if not self.compared:
+            why = ("the Welford mean and M2 are not logged and the run is not followed from step 0 without a gap"
+                   if f.chain else "no row with its inputs logged and the row before it")
+            return CheckResult(f.check_id, "skip", 0, None, [], "not checkable here: " + why, column=f.column,
+                               evidence=evidence)
+        how = "exactly" if tol == 0 else f"within {tol:g} ulps"
+        if not self.count:
+            return CheckResult(f.check_id, "pass", 0, None, [], f"re-derived on {self.compared} rows, equal {how}",
+                               column=f.column, evidence=evidence)
+        evidence["divergences"] = list(self.divergences)
+        first = self.divergences[0]
+        detail = (f"{self.count} of {self.compared} rows differ; first at step {first['step']}: logged "
+                  f"{_fmt(first['logged'])}, expected {_fmt(first['expected'])} ({f.text}; {_inputs_text(first)})")
+        return CheckResult(f.check_id, "fail", self.count, self.steps[0], list(self.steps), detail,
+                           spans=list(self.spans), column=f.column, evidence=evidence)
+
+
+def tolerance(f: Formula, ulps: float) -> float:
+    """The ulps ``f`` is compared within: ``ulps`` for a formula with a multiply-add, else exact."""
+    return ulps if f.fma else 0.0
+
+
+def skipped(f: Formula, absent: list[str]) -> CheckResult:
+    """``f``'s result where the diag lacks columns it needs."""
+    return CheckResult(f.check_id, "skip", 0, None, [], "not checkable: needs " + ", ".join(absent)
+                       + " (not in this diag)", absent, column=f.column, evidence={"formula": f.text})
+
+
 def _result(view: FrameView, p: Prepared, f: Formula, exp: np.ndarray, chain_ok: np.ndarray,
             ulps: float) -> CheckResult:
-    missing = list(dict.fromkeys(c for c in (f.column, *(c for c, _ in f.reads), *f.needs) if not view.has(c)))
-    if missing:
-        return CheckResult(f.check_id, "skip", 0, None, [], "not checkable: needs " + ", ".join(missing)
-                           + " (not in this diag)", missing, column=f.column, evidence={"formula": f.text})
-    got = view.f32(f.column)
-    # a logged NaN or Inf is blamed by the finite_* checks, once
-    rows = _compared(view, p, f, chain_ok) & np.isfinite(got)
-    tol = ulps if f.fma else 0.0
-    bad = rows & ~_equal(exp, got, tol)
-    n_rows = int(rows.sum())
-    evidence = {"formula": f.text, "kernel": f.kernel, "compared": n_rows, "tolerance_ulps": tol,
-                "boundaries": "inferred from the reset signatures" if p.inferred_boundaries else "fold/phase"}
-    if not n_rows:
-        why = ("the Welford mean and M2 are not logged and the run is not followed from step 0 without a gap"
-               if f.chain else "no row with its inputs logged and the row before it")
-        return CheckResult(f.check_id, "skip", 0, None, [], "not checkable here: " + why, column=f.column,
-                           evidence=evidence)
-    where = np.flatnonzero(bad)
-    how = "exactly" if tol == 0 else f"within {tol:g} ulps"
-    if not len(where):
-        return CheckResult(f.check_id, "pass", 0, None, [], f"re-derived on {n_rows} rows, equal {how}",
-                           column=f.column, evidence=evidence)
-    evidence["divergences"] = [_divergence(view, p, f, exp, got, int(i)) for i in where[:MAX_DIVERGENCES]]
-    first = evidence["divergences"][0]
-    detail = (f"{len(where)} of {n_rows} rows differ; first at step {first['step']}: logged "
-              f"{_fmt(first['logged'])}, expected {_fmt(first['expected'])} ({f.text}; {_inputs_text(first)})")
-    steps = view.step[where]
-    return CheckResult(f.check_id, "fail", int(len(where)), int(steps[0]), [int(s) for s in steps[:MAX_STEPS]],
-                       detail, spans=_spans(view, bad)[:MAX_STEPS], column=f.column, evidence=evidence)
+    absent = missing(view, f)
+    if absent:
+        return skipped(f, absent)
+    tally = Tally()
+    tally.add(view, p, f, exp, compared(view, p, f, chain_ok, chained(view, f)), ulps)
+    return tally.result(f, ulps, p.inferred_boundaries)
 
 
 @dataclass
@@ -301,4 +363,5 @@ def checks(frame_or_view, ulps: float = 0.0) -> list[CheckResult]:
 if tuple(f.output for f in FORMULAS) != engine.OUTPUT_NAMES:  # pragma: no cover - a table out of step
     raise ImportError("rederive_formulas.FORMULAS must list engine.rederive.OUTPUTS in order")
 
-__all__ = ["rederive", "checks", "prepare", "Rederivation", "Prepared", "BY_OUTPUT", "MAX_DIVERGENCES"]
+__all__ = ["rederive", "checks", "prepare", "compared", "chained", "missing", "skipped", "Tally", "Rederivation",
+           "Prepared", "BY_OUTPUT", "MAX_DIVERGENCES", "SWITCHED_CHAIN"]

@@ -9,4 +9,5 @@ target is adding its module name to ``TARGETS`` and its options to
 from __future__ import annotations
 
 #: Benchmark modules, in the order ``bench --help`` lists them.
-TARGETS: tuple[str, ...] = ("ingest", "engines", "page_load", "modules", "sensitivity", "ui", "startup", "long", "check")
+TARGETS: tuple[str, ...] = ("ingest", "engines", "page_load", "modules", "sensitivity", "ui", "startup", "long", "check",
+                           "follow")

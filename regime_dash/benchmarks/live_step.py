@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-#: The live GPU step's target, µs at b = 1,024 (issue 15, item 4).
+#: The live GPU step's target, µs at b = 1,024 (docs/BENCHMARKS.md).
 LIVE_TARGET_US = 100.0
 #: Accounts of the live rows.
 DEFAULT_LIVE_ACCOUNTS = (1_024, 64)

@@ -11,7 +11,7 @@ the top three pairwise, findings included) and, in the same run and on the
 same stream, one single replay on the same engine (``replay(..., engine="fast")``
 on the same device). Both are the median of ``--repeats`` runs after one
 warm-up run each, so numba's compile and cache loads are not counted. The
-ratio says how many single replays the whole analysis costs. Target (issue 12):
+ratio says how many single replays the whole analysis costs. Target:
 a 3,000-step scenario in ≤ 2 s on the CPU, warm.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 from regime_dash.benchmarks.timing import median_of
 
-#: Seconds a 3,000-step scenario's sensitivity may take on the CPU, warm (issue 12).
+#: Seconds a 3,000-step scenario's sensitivity may take on the CPU, warm.
 TARGET_S = 2.0
 
 

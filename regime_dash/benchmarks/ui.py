@@ -24,7 +24,7 @@
    - Live: chart redraws per second while the simulator plays (20 steps a tick).
 
 Each latency is the median of ``--repeat`` actions and is printed beside its
-target from issue 13. The views are opened by URL (``?runs=...&steps=...``), which
+target. The views are opened by URL (``?runs=...&steps=...``), which
 is what the dashboard's query parameters are for. The load average is printed
 too: the machine is shared, and the figures move with it.
 """
@@ -43,7 +43,7 @@ from typing import Any, Callable
 
 from regime_dash.benchmarks.page_load import PAINTED_JS, chromium, make_run, serve
 
-#: Targets (seconds) of issue 13, by measurement name.
+#: Targets (seconds), by measurement name.
 TARGETS: dict[str, float] = {
     "replay_slider": 0.5,
     "explore_smoothing": 0.7, "explore_window": 0.7, "explore_run_added": 0.7, "explore_run_added_from_open": 0.7,
@@ -276,7 +276,7 @@ STAMP_JS = """(shown) => {
 
 def _stamped(page, t0: float) -> tuple[float, float]:
     """``(painted, seen)``: seconds from ``t0`` (``time.time()``) until the page's stamp, and
-    until Playwright, polling, saw the view painted (the benchmark's figure before 2026-11-30 15:40)."""
+    until Playwright, polling, saw the view painted (the slower, older way to read a first view)."""
     page.evaluate(PAINTED_JS)
     seen = time.time() - t0
     page.wait_for_function("() => window.__firstViewPainted > 0", polling=50)
@@ -414,7 +414,7 @@ def run(steps: int = 25_000, big_steps: int = 1_000_000, repeat: int = 5,
         "small": small, "second": second, "big": big}, "latencies": rows, "samples_s": latencies,
         "load_average": load, "cpus": os.cpu_count(),
         # the first views as Playwright saw them painted (polling; later by whatever work the page
-        # does after its first chart): the method of this benchmark's figures before 2026-11-30 15:40
+        # does after its first chart), kept beside the stamped figure for comparison
         "first_views_seen_by_playwright_s": seen_by_playwright}
 
 

@@ -141,6 +141,16 @@ def _check_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
     p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON")
 
 
+def _follow_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
+    p.add_argument("--files", type=int, default=8, help="files written at once (default 8)")
+    p.add_argument("--rate", type=float, default=1000.0, help="lines a second per file (default 1000)")
+    p.add_argument("--seconds", type=float, default=60.0, help="how long the writer writes (default 60; "
+                   "1800 for the RSS target)")
+    p.add_argument("--workdir", default=None, help="scratch directory (default: system tmp)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON only")
+    p.add_argument("--out", default=None, help="also write the JSON figures to this file")
+
+
 @dataclass(frozen=True)
 class TargetSpec:
     """How ``bench <target>`` is offered: its one-line help, its description (from the
@@ -173,6 +183,8 @@ TARGET_SPECS: dict[str, TargetSpec] = {
                         _before_literal, _check_options),
     "long": TargetSpec("a 1M-step run through every stage: generate, write, ingest, check, draw, what-if",
                        _before_literal, _long_options),
+    "follow": TargetSpec("ingest --follow keeping up with 8 files at 1000 lines/s: latency, CPU, RSS",
+                         lambda doc: doc, _follow_options),
 }
 
 

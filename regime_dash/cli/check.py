@@ -84,6 +84,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="slack of the re-derived formulas with a multiply-add, in float32 ulps (default 0: "
                    "exact, as kernels built with --fmad=false give); 1 or 2 for a trainer built with FMA "
                    "contraction")
+    p.add_argument("--follow", action="store_true",
+                   help="a run being followed: a status line per commit; exit 1 at the first failure, 0 "
+                   "when the follow ends with every check passing")
+    p.add_argument("--until-idle", type=float, default=None, metavar="S",
+                   help="with --follow: stop after S seconds without a new commit (default: until the "
+                   "follower ends)")
     p.set_defaults(func=run_check)
 
     d = sub.add_parser("diff", help=help_of("diff"),
@@ -192,6 +198,10 @@ def run_check(args: argparse.Namespace) -> int:
         return 0
     if args.all:
         return run_check_all(args)
+    if args.follow:
+        from regime_dash.cli.check_follow import run_check_follow
+
+        return run_check_follow(args)
     if args.target is None:
         raise ValidationError("check needs a RUN_ID or FILE (or --list, or --all)", field="target")
 

@@ -8,6 +8,9 @@ a diag (no JSON object line, no line with ``step`` or a ``risk_stack.*`` field, 
 permission denied); the other files are still ingested. In a diag, the JSON object lines
 without a diag field are rejected lines, with their line numbers. ``check``, ``diff`` and ``rm`` then accept the
 ``--name`` given here when one run has it, and the full run id always.
+
+``--follow`` tails files a trainer is still writing (see ``regime_dash.cli.ingest_follow``):
+``ingest FILE --follow --name NAME``, or ``ingest --follow DIR --glob '*.diag.jsonl'``.
 """
 from __future__ import annotations
 
@@ -17,7 +20,6 @@ import sys
 from pathlib import Path
 
 from regime_dash.cli import help_of
-from regime_dash.cli.progress import ProgressBar
 from regime_dash.errors import IngestError, StoreError
 
 
@@ -32,10 +34,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="print one JSON array with an object per file")
     p.add_argument("--max-line-mb", type=float, default=None, metavar="MB",
                    help="reject lines longer than this, unread (default 64)")
+    from regime_dash.cli.ingest_follow import add_follow_arguments
+
+    add_follow_arguments(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.follow:
+        from regime_dash.cli.ingest_follow import run_follow
+
+        return run_follow(args)
     from regime_dash.store import RunStore
 
     from regime_dash.errors import ValidationError
@@ -50,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
     results = []
     rc = 0
     tty = sys.stderr.isatty()
+    if tty:  # tqdm loads only where a bar is drawn
+        from regime_dash.cli.progress import ProgressBar
     for path in args.paths:
         bar = ProgressBar(Path(path).name) if tty else None
         try:

@@ -18,6 +18,7 @@ from regime_dash.ingest.types import CANONICAL_TYPES
 from regime_dash.ingest.report import Aside, LINE_COLUMN, Reject, _merge_counts
 from regime_dash.ingest.columns import _assemble, _finish
 from regime_dash.ingest.sources import DEFAULT_MAX_LINE_BYTES, _TooLong
+from regime_dash.ingest import shapes
 from regime_dash.ingest.reference import (
     _OVERFLOW_RE,
     _free_name,
@@ -373,6 +374,34 @@ def _parse_chunk_reference(data: bytes, final_unterminated: bool, fixed, max_lin
                   pending)
 
 
+def _shaped(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, numbers: np.ndarray,
+            cand: np.ndarray) -> tuple[list[pa.Table], np.ndarray]:
+    """Tables of the candidate lines the shape path reads (:mod:`regime_dash.ingest.shapes`),
+    and the candidates left for Arrow. A second shape is tried when a quarter of the
+    lines are not the first one's."""
+    if shapes.kernels() is None or len(cand) < shapes.MIN_LINES:
+        return [], cand
+    tables: list[pa.Table] = []
+    rest = cand
+    for _ in range(2):
+        first = int(rest[0])
+        tpl = shapes.template_of(buf[starts[first]:ends[first]].tobytes())
+        if tpl is None:
+            break
+        matched = shapes.match(tpl, buf, starts[rest], ends[rest])
+        ok = matched[0]
+        if not ok.any():
+            break
+        try:
+            tables.append(shapes.table_of(tpl, buf, matched, numbers[rest[ok]]))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            break  # a value the shape path cannot vouch for (bad UTF-8, a float cast): Arrow's
+        rest = rest[~ok]
+        if len(rest) < max(shapes.MIN_LINES, len(cand) // 4):
+            break
+    return tables, rest
+
+
 def _parse_lines(data: bytes, final_unterminated: bool, hints: _Hints,
                  fixed: Mapping[str, pa.DataType], max_line: int) -> _Chunk:
     buf, starts, ends, numbers, n_lines = _solid_lines(data)
@@ -397,10 +426,13 @@ def _parse_lines(data: bytes, final_unterminated: bool, hints: _Hints,
                               data[starts[i]:starts[i] + 256]))
     if len(plan.odd):
         reference(plan.odd)
-    cand = plan.cand
+    shaped, cand = _shaped(buf, starts, ends, numbers, plan.cand)
+    pieces.extend(shaped)
     m = len(cand)
     if m:
         other = np.union1d(plan.odd, plan.long)  # non-blank lines the fast path must not see
+        if shaped:  # nor those the shape path read
+            other = np.union1d(other, np.setdiff1d(plan.cand, cand))
         if len(other) <= _MAX_SEGMENTS:
             # the candidates between two such lines are one stretch of the chunk (blank
             # lines included: Arrow skips them): no copy

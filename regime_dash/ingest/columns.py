@@ -305,7 +305,9 @@ def conform_column(arr: pa.Array | pa.ChunkedArray, target: pa.DataType, lines: 
         return _to_string_array(arr), [], ({name: {str(src): nn}} if nn else {})
     if pa.types.is_float64(target) and (pa.types.is_int64(src) or pa.types.is_boolean(src)):
         note = {name: {str(src): nn}} if nn and pa.types.is_boolean(src) else {}
-        return arr.cast(target), [], note
+        # unchecked: an integer past 2**53 becomes the nearest float64, as Python's float()
+        # rounds it (the checked cast refuses it)
+        return pc.cast(arr, target, safe=False), [], note
     if pa.types.is_int64(target) and pa.types.is_boolean(src):
         return arr.cast(target), [], ({name: {str(src): nn}} if nn else {})
     if pa.types.is_int64(target) and pa.types.is_float64(src):

@@ -31,6 +31,7 @@ from regime_dash.ingest.sources import (
 )
 from regime_dash.ingest.arrow import _Chunk, _Hints, _parse_chunk
 from regime_dash.ingest.diag_rows import quarantine_non_diag
+from regime_dash.ingest import shapes
 
 
 #: Bytes of chunks parsed or queued at once, beyond which the reader waits (long lines
@@ -140,6 +141,8 @@ def iter_batches(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: s
     fixed = {**(types or {}), **CANONICAL_TYPES}
     raw, total, to_close = _open(source, path)
     report.source_bytes = total
+    if shapes.worth_loading(total):
+        shapes.start_loading()  # numba, on a thread: later chunks may take the shape path
     hints = _Hints()
     workers = workers or _default_workers()
     renumber = _Renumber(report, fixed)

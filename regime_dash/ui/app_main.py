@@ -8,6 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from regime_dash.engine.warm import start_fast_compile
+from regime_dash.ui.live_alerts import alert_toasts
 from regime_dash.ui.navigation import pages
 
 
@@ -15,4 +16,5 @@ def main() -> None:
     """Set up the page and run the page navigation picks."""
     st.set_page_config(page_title="regime-dash", page_icon=":material/monitoring:", layout="wide")
     start_fast_compile()  # idempotent; replays use the reference engine until it is ready
+    alert_toasts()  # a followed run that starts failing is shown on whatever page is open
     st.navigation(pages()).run()

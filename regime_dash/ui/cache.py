@@ -39,8 +39,10 @@ def get_store():
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def load_run(root: str, run_id: str, aliases: tuple = ()) -> pd.DataFrame:
-    """A stored run as a frame with canonical column names (``aliases`` as ``((canonical, (alt, ...)), ...)``)."""
+def load_run(root: str, run_id: str, aliases: tuple = (), version: str = "") -> pd.DataFrame:
+    """A stored run as a frame with canonical column names (``aliases`` as ``((canonical, (alt, ...)), ...)``).
+
+    ``version`` is part of the cache key only: a followed run passes its commit's, so each commit is read."""
     from regime_dash.aliases import canonical_frame
 
     frame = canonical_frame(_store(root).load(run_id), dict(aliases) or None)

@@ -5,7 +5,7 @@ import streamlit as st
 from regime_dash import diag
 from regime_dash.errors import RegimeDashError
 from regime_dash.figures_overlay import overlay
-from regime_dash.ui import cache, sections, state, widgets
+from regime_dash.ui import cache, live_alerts, sections, state, widgets
 from regime_dash.ui.errors import show_error
 from regime_dash.ui.verdict_strip import verdict_strip
 
@@ -31,10 +31,11 @@ if not picked:
 
 root, alias_key = cache.store_root(), widgets.alias_key(aliases)
 labels = widgets.run_labels(runs, picked)
+live = live_alerts.live_versions(picked)  # runs a follower is writing now: redrawn as they grow
 frames = {}
 for rid in list(picked):
     try:  # a damaged run (or one deleted meanwhile) is said and left out; the others are drawn
-        frames[labels[rid]] = cache.load_run(root, rid, alias_key)
+        frames[labels[rid]] = cache.load_run(root, rid, alias_key, live.get(rid, ""))
     except RegimeDashError as exc:
         show_error(exc, context=f"{labels[rid]}: not shown. ")
         picked.remove(rid)
@@ -73,9 +74,38 @@ results = {labels[rid]: cache.analyse_run(root, rid, alias_key, twins.get(rid)) 
 verdict_strip("explore.verdict", results, WINDOW, frames)  # its buttons move the window (callbacks)
 
 
-@st.fragment
+def follow_live_runs() -> None:
+    """Fresh rows of the live runs, and the window moved with them: kept where the user looks into the
+    past, grown when it reached the last step, the last N steps with "follow the tail"."""
+    now = live_alerts.live_versions(picked)
+    for rid, version in now.items():
+        frames[labels[rid]] = cache.load_run(root, rid, alias_key, version)
+    c1, c2 = st.columns([1, 3])
+    with c1:
+        tail = st.toggle("Follow the tail", key="explore.follow_tail",
+                         help="Keep the last N steps in view as the live run grows.")
+    with c2:
+        n = st.number_input("N steps", min_value=10, value=500, step=100, key="explore.tail_steps",
+                            disabled=not tail)
+    old_hi = st.session_state.get("explore.live_hi")
+    lo, hi = widgets.step_bounds(list(frames.values()), False)
+    win = st.session_state.get(WINDOW)
+    st.session_state["explore.live_version"] = "|".join(now.values())  # a new commit: a new figure
+    if st.session_state.get("explore.align"):
+        pass  # the window counts steps since each run's start: left as the user set it
+    elif tail:
+        state.keep(WINDOW, (max(lo, hi - int(n)), hi))
+    elif win is not None and old_hi is not None and win[1] == old_hi and hi > old_hi:
+        state.keep(WINDOW, (win[0], hi))  # the view reached the last step: it grows with the run
+    st.session_state["explore.live_hi"] = hi
+    st.caption(f"live: {', '.join(labels[r] for r in now) or 'the follow has ended'}; redrawn every second")
+
+
+@st.fragment(run_every=1.0 if live else None)
 def charts() -> None:
     """The view controls and the chart: a change here reruns only this, not the tables below."""
+    if live:
+        follow_live_runs()
     c1, c2, c3 = st.columns([1, 1, 2])
     with c1:
         x = widgets.x_axis_picker("explore.x", list(frames.values()), param="x")
@@ -92,7 +122,7 @@ def charts() -> None:
     # checks and findings where they happen (placed by step: left out when runs are aligned)
     verdicts = None if align else {label: r.verdict for label, r in results.items()}
     widgets.zoomable_chart("explore.chart", WINDOW, widgets.step_bounds(list(frames.values()), align),
-                           f"{root}|{'|'.join(picked)}|{alias_key}|{lo}|{hi}|{align}", view, x, smoothing,
+                           f"{root}|{'|'.join(picked)}|{alias_key}|{lo}|{hi}|{align}|{st.session_state.get('explore.live_version', '')}", view, x, smoothing,
                            offsets=offsets, window=(lo, hi),
                            decorate=(lambda fig: overlay(fig, verdicts, x=x)) if verdicts else None)
     state.publish()

@@ -4,7 +4,7 @@ import functools
 import streamlit as st
 
 from regime_dash.errors import RegimeDashError
-from regime_dash.ui import cache, sections, stores, widgets
+from regime_dash.ui import cache, live_alerts, sections, stores, widgets
 from regime_dash.ui.errors import ErrorNote
 
 
@@ -59,7 +59,12 @@ else:
     st.caption(f"store: `{cache.store_root()}`")
     view = runs.assign(steps=[f"{a} … {b}" for a, b in zip(runs["first_step"], runs["last_step"])],
                        diag=diag_column(runs))
-    st.dataframe(view[["name", "diag", "rows", "steps", "rejected", "ingested_at", "source", "run_id"]],
+    view = live_alerts.badges(view)  # followed runs: "live" while a follower writes them, failing checks in red
+    shown = ["name", "diag", "live", "alerts", "rows", "steps", "rejected", "ingested_at", "source", "run_id"]
+    if not view["live"].any():
+        shown = [c for c in shown if c not in ("live", "alerts")]
+    st.dataframe(view[shown].style.map(lambda a: "color: #d62728; font-weight: bold" if a else "",
+                                       subset=[c for c in ("alerts",) if c in shown]),
                  hide_index=True, key="runs.table")
     sections.rejected_lines_panel("runs.rejects", store, runs)
     # a button, not a page link: the sidebar already has a link named "Explore"

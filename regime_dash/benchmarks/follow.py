@@ -1,0 +1,150 @@
+"""``bench follow``: a follower keeping up with 8 files written at 1,000 lines a second each.
+
+A writer process appends diag lines (the committed sample's, steps renumbered) to
+``--files`` files at ``--rate`` lines a second each, noting when it wrote each line;
+``ingest --follow DIR --glob '*.diag.jsonl'`` (a separate process, as a user runs it)
+commits them every 2 s. Reported:
+
+* store latency: for every line, the time from its write to the rename of the part
+  file that holds it (the commit); p50, p95 and max;
+* the follower's CPU, as a share of one core per followed file (its user+system time
+  over the wall time, divided by the files), and its RSS sampled every second (first
+  after the warm-up, last, max);
+* the baseline timed in the same run: a one-shot ``ingest`` of the same lines, and the
+  follower's CPU per line against it.
+
+The chart latency (a line on Explore's chart) is the store latency plus Explore's
+once-a-second redraw; ``tests/test_browser_follow.py`` shows the redraw.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+#: What the writer runs: N files, R lines a second each, for S seconds; it prints the write times.
+_WRITER = r"""
+import json, sys, time
+src, folder, files, rate, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+lines = [json.loads(l) for l in open(src, 'rb').read().splitlines()]
+fhs = [open(f"{folder}/w{i}.diag.jsonl", "ab", buffering=0) for i in range(files)]
+times, step, t0 = [], 0, time.monotonic()
+while time.monotonic() - t0 < seconds:
+    due = int((time.monotonic() - t0) * rate)
+    while step < due:
+        obj = lines[step % len(lines)]; obj["step"] = step
+        raw = (json.dumps(obj) + "\n").encode()
+        now = time.time()
+        for fh in fhs:
+            fh.write(raw)
+        times.append(now); step += 1
+    time.sleep(0.01)
+json.dump(times, open(f"{folder}/../write-times.json", "w"))  # a file: a pipe this big would block
+"""
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _latencies(store: Path, times: list[float]) -> list[float]:
+    """Write-to-commit seconds of every line: each part's rename time minus its lines' write times."""
+    import pyarrow.parquet as pq
+
+    out = []
+    for part in store.glob("run=*/part-*.parquet"):
+        committed = part.stat().st_mtime  # the rename keeps the mtime of the part's last write
+        for s in pq.read_table(part, columns=["step"]).column("step").to_pylist():
+            out.append(committed - times[s])
+    return out
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+def measure(files: int, rate: float, seconds: float, workdir: Path, warmup: float = 10.0) -> dict:
+    from regime_dash.samples import SAMPLE_DIR
+
+    src, folder, store = SAMPLE_DIR / "diag.jsonl", workdir / "logs", workdir / "store"
+    folder.mkdir(parents=True)
+    follower = subprocess.Popen([sys.executable, "-m", "regime_dash", "ingest", str(folder), "--follow",
+                                 "--glob", "*.diag.jsonl", "--store", str(store), "--until-idle", "6"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(3)  # its start (imports) is not a follow cost
+    cpu0, t0 = _cpu_seconds(follower.pid), time.monotonic()
+    writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(src), str(folder), str(files), str(rate),
+                               str(seconds)])
+    rss: list[tuple[float, float]] = []
+    while writer.poll() is None:
+        rss.append((time.monotonic() - t0, _rss_mb(follower.pid)))
+        done = time.monotonic() - t0
+        print(f"\rbench follow: {done:5.0f} / {seconds:.0f} s, follower RSS {rss[-1][1]:.0f} MB", end="",
+              file=sys.stderr, flush=True)
+        time.sleep(1.0)
+    wall, cpu = time.monotonic() - t0, _cpu_seconds(follower.pid) - cpu0
+    times = json.loads((workdir / "write-times.json").read_text())
+    follower.wait(120)
+    print(file=sys.stderr)
+    lat = _latencies(store, times)
+    steady = [m for t, m in rss if t >= warmup] or [m for _t, m in rss]
+    lines = len(times) * files
+    base = _baseline(folder / "w0.diag.jsonl", workdir / "base-store")
+    follow_cpu_per_line = cpu / lines
+    return {"files": files, "rate": rate, "seconds": round(wall, 1), "lines": lines,
+            "stored": len(lat), "latency_p50_s": round(_pct(lat, 0.5), 3),
+            "latency_p95_s": round(_pct(lat, 0.95), 3), "latency_max_s": round(max(lat, default=float("nan")), 3),
+            "cpu_share_per_file": round(cpu / wall / files, 4),
+            "rss_first_mb": round(steady[0], 1), "rss_last_mb": round(steady[-1], 1),
+            "rss_max_mb": round(max(steady), 1),
+            "baseline_ingest_cpu_us_per_line": round(base * 1e6, 2),
+            "follow_cpu_us_per_line": round(follow_cpu_per_line * 1e6, 2),
+            "ratio_follow_vs_one_shot_cpu": round(follow_cpu_per_line / base, 2) if base else None}
+
+
+def _baseline(path: Path, store: Path) -> float:
+    """CPU seconds per line of a one-shot ``ingest`` of one of the files (the same process kind)."""
+    p = subprocess.Popen([sys.executable, "-m", "regime_dash", "ingest", str(path), "--store", str(store)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(p.pid, 0)
+    lines = sum(1 for _ in open(path, "rb"))
+    # the start of a python process is paid once either way: timed apart and taken off
+    q = subprocess.Popen([sys.executable, "-m", "regime_dash", "runs", "--store", str(store)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, _s, start = os.wait4(q.pid, 0)
+    work = (usage.ru_utime + usage.ru_stime) - (start.ru_utime + start.ru_stime)
+    return max(work, 0.0) / max(lines, 1)
+
+
+def main(args) -> int:
+    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
+        res = measure(args.files, args.rate, args.seconds, Path(tmp))
+    targets = {"latency_p95_s <= 3": res["latency_p95_s"] <= 3.0,
+               "cpu_share_per_file < 0.25": res["cpu_share_per_file"] < 0.25,
+               "stored == lines": res["stored"] == res["lines"]}
+    res["targets"] = targets
+    if args.json:
+        print(json.dumps(res, indent=1))
+    else:
+        for k, v in res.items():
+            if k != "targets":
+                print(f"{k:34} {v}")
+        for k, ok in targets.items():
+            print(f"{'met' if ok else 'MISSED':6} {k}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(res, indent=1))
+    return 0

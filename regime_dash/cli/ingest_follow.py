@@ -1,0 +1,79 @@
+"""``ingest FILE --follow --name NAME`` and ``ingest --follow DIR --glob PATTERN``.
+
+Tails diag.jsonl files a trainer is still writing into the store, one run each
+(:mod:`regime_dash.follow`): new lines are committed every ``--commit-every``
+seconds, the run's verdict is updated on each commit, and a check that starts
+failing raises one alert (``--on-alert CMD`` gets its JSON on stdin,
+``--alert-webhook URL`` gets it POSTed). A status line is printed per commit.
+Restarting the same command resumes where the last one stopped. It ends after
+``--until-idle`` seconds without a new line, or on Ctrl-C (what was read is
+committed first). Exit status: 0 when the follow ended, 2 on bad input (a gzip
+file, a name another run has, an unreadable file).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def add_follow_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("following a running job")
+    g.add_argument("--follow", action="store_true",
+                   help="tail the file(s) as they grow (tail -F); PATH may be a folder, with --glob")
+    g.add_argument("--glob", default="*.jsonl", metavar="PATTERN",
+                   help="with --follow DIR: the files to follow (default '*.jsonl'), one run each")
+    g.add_argument("--commit-every", type=float, default=2.0, metavar="S",
+                   help="seconds between commits to the store (default 2)")
+    g.add_argument("--until-idle", type=float, default=None, metavar="S",
+                   help="end the follow after S seconds without a new line (default: run until Ctrl-C)")
+    g.add_argument("--on-truncate", choices=("segment", "stop"), default="segment",
+                   help="a truncated file starts a new segment of its run (default) or ends the follow")
+    g.add_argument("--on-alert", default=None, metavar="CMD",
+                   help="shell command run once per new failure, with the alert's JSON on stdin")
+    g.add_argument("--alert-webhook", default=None, metavar="URL",
+                   help="POST each alert's JSON here (5 s timeout, 3 attempts; never blocks the follow)")
+    g.add_argument("--dashboard-url", default=None, metavar="URL",
+                   help="the dashboard an alert links to (default http://localhost:8501)")
+
+
+def _status(c) -> str:
+    extra = f" [{c.event}: new segment]" if c.event else ""
+    failing = f" failing: {', '.join(c.failing)}" if c.failing else ""
+    return (f"{c.run_id}: +{c.rows} rows ({c.total_rows} in all), last step {c.last_step}, "
+            f"{c.rejected} rejected, verdict {c.status}{failing}{extra}")
+
+
+def run_follow(args: argparse.Namespace) -> int:
+    from regime_dash.alerts import Dispatch
+    from regime_dash.errors import ValidationError
+    from regime_dash.follow import DEFAULT_DASHBOARD, FollowSet, follow
+    from regime_dash.store import RunStore
+
+    if args.commit_every is None or not args.commit_every > 0:
+        raise ValidationError(f"--commit-every must be > 0 seconds, got {args.commit_every!r}",
+                              field="commit_every", value=args.commit_every)
+    kw = {}
+    if args.max_line_mb is not None:
+        kw["max_line_bytes"] = max(1, int(args.max_line_mb * 2**20))
+    store = RunStore(args.store, **kw)
+    warn = lambda line: print(f"warning: {line}", file=sys.stderr, flush=True)  # noqa: E731
+    dispatch = Dispatch(args.on_alert, args.alert_webhook, warn=warn)
+    fset = FollowSet(store, args.paths, args.name, pattern=args.glob, commit_every=args.commit_every,
+                     on_truncate=args.on_truncate, dashboard=args.dashboard_url or DEFAULT_DASHBOARD)
+    names = ", ".join(f.run_id for f in fset.followers.values()) or f"files matching {args.glob!r} (none yet)"
+    print(f"following {names} into {store.root}", file=sys.stderr, flush=True)
+
+    def on_commit(c) -> None:
+        for a in c.alerts:
+            print(f"ALERT {a.run}: {a.check} fails from step {a.first_step}: {a.message[:160]}", flush=True)
+            dispatch.send(a.to_dict())
+        if c.rows or c.event or c.alerts:
+            print(json.dumps({"run_id": c.run_id, "rows": c.rows, "total_rows": c.total_rows,
+                              "last_step": c.last_step, "status": c.status, "failing": c.failing})
+                  if args.json else _status(c), flush=True)
+
+    why = follow(fset, until_idle=args.until_idle, on_commit=on_commit)
+    dispatch.close()
+    print(f"follow ended: {why}", file=sys.stderr, flush=True)
+    return 0

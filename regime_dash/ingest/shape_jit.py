@@ -1,0 +1,210 @@
+"""The compiled scanners of :mod:`regime_dash.ingest.shapes` (numba, cached on disk).
+
+Imported only by :func:`regime_dash.ingest.shapes.kernels`, on a background thread, so
+``import regime_dash.ingest`` loads no numba and a small ingest never waits for it.
+
+Value flags (``fl``): a number slot holds 0 (an integer, its value in ``iv``), 1 (a
+number with a fraction or an exponent), 2 (``NaN``), 3 (``Infinity``), 4
+(``-Infinity``); a bool slot 0 or 1; a string slot 0; any slot 5 for ``null``.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+#: Slot kinds (the kind of the template line's value there).
+NUMBER, BOOL, STRING, NULL = 0, 1, 2, 3
+
+#: Most digits of an integer read here (beyond, it could leave int64: the line goes the
+#: other way).
+_MAX_INT_DIGITS = 18
+
+#: Most digits of an exponent read here (beyond, the value may leave float64, which the
+#: reference rejects: the line goes the other way).
+_MAX_EXP_DIGITS = 2
+
+
+@njit(nogil=True, cache=True)
+def _word(buf, p, e, a, b, c, d, f=-1, g=-1, h=-1, x=-1):
+    """Whether the bytes ``a b c d [f g h x]`` (a word of 3 to 8 bytes; -1 ends it, and
+    ``d`` may be -1) stand at ``buf[p:]``, before ``e``."""
+    want = (a, b, c, d, f, g, h, x)
+    for j in range(8):
+        if want[j] < 0:
+            return True
+        if p + j >= e or buf[p + j] != want[j]:
+            return False
+    return True
+
+
+@njit(nogil=True, cache=True)
+def _number(buf, p, e):
+    """Scan a JSON number (Python's grammar, plus ``NaN``/``Infinity``/``-Infinity``) at
+    ``p``: (end, flag, integer value); end -1 when there is none."""
+    neg = False
+    if p < e and buf[p] == 45:
+        neg = True
+        p += 1
+    if p >= e:
+        return -1, 0, 0
+    c = buf[p]
+    if c == 73:  # Infinity
+        if _word(buf, p, e, 73, 110, 102, 105, 110, 105, 116, 121):
+            return p + 8, 4 if neg else 3, 0
+        return -1, 0, 0
+    if c == 78:  # NaN (Python's json has no -NaN)
+        if not neg and _word(buf, p, e, 78, 97, 78, -1):
+            return p + 3, 2, 0
+        return -1, 0, 0
+    v = 0
+    if c == 48:
+        p += 1
+    elif 49 <= c <= 57:
+        nd = 0
+        while p < e and 48 <= buf[p] <= 57:
+            v = v * 10 + (buf[p] - 48)
+            p += 1
+            nd += 1
+            if nd > _MAX_INT_DIGITS:
+                return -1, 0, 0
+    else:
+        return -1, 0, 0
+    frac = False
+    if p < e and buf[p] == 46:
+        p += 1
+        q = p
+        while p < e and 48 <= buf[p] <= 57:
+            p += 1
+        if p == q:
+            return -1, 0, 0
+        frac = True
+    if p < e and (buf[p] == 101 or buf[p] == 69):
+        p += 1
+        if p < e and (buf[p] == 43 or buf[p] == 45):
+            p += 1
+        q = p
+        while p < e and 48 <= buf[p] <= 57:
+            p += 1
+        if p == q or p - q > _MAX_EXP_DIGITS:
+            return -1, 0, 0
+        frac = True
+    if frac:
+        return p, 1, 0
+    return p, 0, -v if neg else v
+
+
+@njit(nogil=True, cache=True)
+def _value(buf, p, e, kind, vs, ve, fl, iv, r, i):
+    """Scan the value of slot ``i`` of row ``r`` at ``p``; its end, or -1."""
+    if _word(buf, p, e, 110, 117, 108, 108):  # null
+        fl[i, r] = 5
+        return p + 4
+    if kind == NUMBER:
+        end, flag, v = _number(buf, p, e)
+        if end < 0:
+            return -1
+        vs[i, r] = p
+        ve[i, r] = end
+        fl[i, r] = flag
+        iv[i, r] = v
+        return end
+    if kind == BOOL:
+        if _word(buf, p, e, 116, 114, 117, 101):
+            fl[i, r] = 1
+            return p + 4
+        if _word(buf, p, e, 102, 97, 108, 115, 101):
+            fl[i, r] = 0
+            return p + 5
+        return -1
+    if kind == STRING:
+        if p >= e or buf[p] != 34:
+            return -1
+        p += 1
+        s = p
+        while p < e:
+            b = buf[p]
+            if b == 34 or b == 92 or b < 32:  # an escape or a control byte: the other way
+                break
+            p += 1
+        if p >= e or buf[p] != 34:
+            return -1
+        vs[i, r] = s
+        ve[i, r] = p
+        fl[i, r] = 0
+        return p + 1
+    return -1  # a null slot holds only null
+
+
+@njit(nogil=True, cache=True)
+def match_lines(buf, starts, ends, lit, lit_off, kinds, vs, ve, fl, iv):
+    """For each line ``buf[starts[r]:ends[r]]``: whether it is the template's literals
+    with a value of each slot's kind (or null) between them, then only blanks; the
+    values' spans, flags and integers go into ``vs``, ``ve``, ``fl``, ``iv`` (slot by
+    line: a column's values lie together)."""
+    n = len(starts)
+    k = len(kinds)
+    ok = np.zeros(n, np.bool_)
+    for r in range(n):
+        p = starts[r]
+        e = ends[r]
+        good = True
+        for i in range(k + 1):
+            a = lit_off[i]
+            size = lit_off[i + 1] - a
+            if p + size > e:
+                good = False
+                break
+            for j in range(size):
+                if buf[p + j] != lit[a + j]:
+                    good = False
+                    break
+            if not good:
+                break
+            p += size
+            if i < k:
+                p = _value(buf, p, e, kinds[i], vs, ve, fl, iv, r, i)
+                if p < 0:
+                    good = False
+                    break
+        if good:
+            while p < e and (buf[p] == 32 or buf[p] == 9 or buf[p] == 13):
+                p += 1
+            ok[r] = p == e
+    return ok
+
+
+@njit(nogil=True, cache=True)
+def gather(buf, vs, ve, fl, rows, cols, zero):
+    """The bytes of the values of columns ``cols`` in ``rows``, column after column, and
+    their offsets (int32, an Arrow string array's: column ``j`` is entries
+    ``j * len(rows)`` on). Where ``zero[j]``, a value flagged NaN, an infinity or null
+    stands as ``0`` (a float column's cast then reads every entry); elsewhere a null is
+    nothing."""
+    n = len(rows)
+    off = np.empty(len(cols) * n + 1, np.int32)
+    off[0] = 0
+    for j in range(len(cols)):  # first the sizes (so the offsets), then the bytes
+        for t in range(n):
+            a, b = _span(vs, ve, fl, cols[j], rows[t], zero[j])
+            off[j * n + t + 1] = off[j * n + t] + max(b - a, 0) + (b < 0)
+    out = np.empty(off[-1], np.uint8)
+    for j in range(len(cols)):
+        for t in range(n):
+            a, b = _span(vs, ve, fl, cols[j], rows[t], zero[j])
+            q = off[j * n + t]
+            if b < 0:
+                out[q] = 48  # "0"
+            else:
+                out[q:q + b - a] = buf[a:b]
+    return off, out
+
+
+@njit(nogil=True, cache=True)
+def _span(vs, ve, fl, c, r, zero):
+    """The bytes of value (c, r) in the source; (0, -1) where it stands as ``0``."""
+    f = fl[c, r]
+    if zero and f >= 2:
+        return 0, -1
+    if f == 5:
+        return 0, 0
+    return vs[c, r], ve[c, r]

@@ -1,0 +1,259 @@
+"""The shape path: lines of one shape read by a compiled scanner, ahead of Arrow.
+
+A diag's lines are one shape: the same keys in the same order with the same spacing,
+only the values differ. A chunk's first candidate line is cut into its *literals* (the
+bytes between values: keys, punctuation, spacing) and its *slots* (one value each, of a
+kind: number, bool, string, null). A line *matches* when it is exactly those literals
+with a value of each slot's kind (or ``null``) between them, then only blanks. That
+decomposition is the line's JSON reading, so a matched line provably means what the
+reference (:func:`json.loads`, flattened) makes of it, provided the template line is
+checked against the reference once (same flattened keys, in order, none repeated) and
+the scanner accepts only what Python's ``json`` accepts:
+
+* numbers by Python's grammar (``-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?``) and
+  the ``NaN``, ``Infinity``, ``-Infinity`` tokens; integers of at most 18 digits (so
+  int64) and exponents of at most 2 digits (so float64: no ``1e400``);
+* strings without an escape or a control byte, their UTF-8 validated by Arrow.
+
+Floats are converted by Arrow's string-to-double cast (correctly rounded, as Python's
+``float``). Any other line, or a chunk the scanner cannot vouch for, goes the usual way
+(:mod:`regime_dash.ingest.arrow`), so the result never depends on this path.
+
+numba loads on a background thread the first time a large source is read
+(:func:`worth_loading`, :func:`start_loading`); until its kernels are ready (cached on
+disk after the first compile), chunks go the usual way, so a small ingest or a first
+run never waits.
+"""
+from __future__ import annotations
+
+import json
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from regime_dash.ingest.reference import _flatten_into
+from regime_dash.ingest.report import LINE_COLUMN
+
+#: Slot kinds, as :mod:`regime_dash.ingest.shape_jit` numbers them.
+NUMBER, BOOL, STRING, NULL = 0, 1, 2, 3
+
+#: Fewest candidate lines in a chunk worth a template.
+MIN_LINES = 64
+
+#: Sources smaller than this load no numba into a process that has none: importing it
+#: (and the scipy it brings) costs about what the scanner saves on a few hundred MB. A
+#: process that has numba already (the app, whose engines use it) reads any large source
+#: the shape way.
+MIN_SOURCE_BYTES = 512 << 20
+
+#: Sources smaller than this never take the shape path (Arrow reads them as fast).
+MIN_WARM_BYTES = 16 << 20
+
+_state: dict[str, Any] = {"kernels": None, "thread": None, "failed": False}
+_lock = threading.Lock()
+
+
+def _load() -> None:
+    try:
+        from regime_dash.ingest import shape_jit as k
+
+        # one tiny call each compiles the kernels, or loads them from numba's disk cache
+        z = np.zeros((1, 1), np.int64)
+        f = np.zeros((1, 1), np.int8)
+        b = np.frombuffer(b"{}", np.uint8)
+        k.match_lines(b, np.zeros(1, np.int64), np.full(1, 2, np.int64), b,
+                      np.array([0, 1, 2], np.int64), np.zeros(1, np.int8), z, z.copy(), f, z.copy())
+        k.gather(b, z, z.copy(), f, np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.bool_))
+        _state["kernels"] = k
+    except Exception:  # noqa: BLE001 - no numba, or it cannot compile here: the usual way
+        _state["failed"] = True
+
+
+def worth_loading(total: int | None) -> bool:
+    """Whether a source of ``total`` bytes (``None``: unknown) should load the kernels."""
+    import sys
+
+    if total is None:
+        return "numba" in sys.modules
+    return total >= MIN_SOURCE_BYTES or ("numba" in sys.modules and total >= MIN_WARM_BYTES)
+
+
+def start_loading() -> None:
+    """Load the kernels on a daemon thread (once per process)."""
+    with _lock:
+        if _state["thread"] is None and not _state["failed"]:
+            t = threading.Thread(target=_load, name="ingest-shapes", daemon=True)
+            _state["thread"] = t
+            t.start()
+
+
+def kernels() -> Any:
+    """The compiled kernels module when ready, else ``None`` (never waits)."""
+    return _state["kernels"]
+
+
+@dataclass(frozen=True)
+class Template:
+    lit: np.ndarray       # the literals, end to end (uint8)
+    lit_off: np.ndarray   # literal i is lit[lit_off[i]:lit_off[i + 1]]; one more than slots
+    kinds: np.ndarray     # int8 per slot
+    names: tuple[str, ...]  # the flattened column of each slot
+
+
+_TOKEN = re.compile(rb'"[^"\\\x00-\x1f]*"|-?[0-9][0-9.eE+-]*|true|false|null|NaN|-?Infinity')
+
+
+def _scan(line: bytes) -> tuple[list[bytes], list[int], list[str]] | None:
+    """Literals, slot kinds and dotted paths of an object line of scalars and objects
+    (``None`` for anything else: arrays, escapes in keys or strings)."""
+    lits: list[bytes] = []
+    kinds: list[int] = []
+    names: list[str] = []
+    stack: list[str] = []  # the dotted prefix of each open object
+    key = ""
+    expect = "value"  # what may come next: value, key, key or end, colon, comma or end
+    i, pos, n = 0, 0, len(line)
+    while i < n:
+        c = line[i]
+        if c in b" \t\r":
+            i += 1
+            continue
+        if expect in ("key", "key_or_end") and c == 0x22:
+            m = _TOKEN.match(line, i)
+            if m is None:
+                return None
+            key, i, expect = m.group()[1:-1].decode("utf-8"), m.end(), "colon"
+        elif expect in ("key_or_end", "comma_or_end") and c == 0x7D:  # }
+            stack.pop()
+            i += 1
+            expect = "comma_or_end"
+            if not stack:
+                break
+        elif expect == "colon" and c == 0x3A:
+            i, expect = i + 1, "value"
+        elif expect == "comma_or_end" and c == 0x2C:
+            i, expect = i + 1, "key"
+        elif expect == "value" and c == 0x7B:  # {
+            stack.append(stack[-1] + key + "." if stack else "")
+            i, expect = i + 1, "key_or_end"
+        elif expect == "value" and stack:
+            m = _TOKEN.match(line, i)
+            if m is None:
+                return None
+            tok = m.group()
+            lits.append(line[pos:i])
+            kinds.append(STRING if c == 0x22 else BOOL if tok in (b"true", b"false") else
+                         NULL if tok == b"null" else NUMBER)
+            names.append(stack[-1] + key)
+            pos = i = m.end()
+            expect = "comma_or_end"
+        else:
+            return None
+    if stack or not line[:i].endswith(b"}") or line[i:].strip(b" \t\r"):
+        return None
+    lits.append(line[pos:i])
+    return lits, kinds, names
+
+
+def template_of(line: bytes) -> Template | None:
+    """The template of one line, or ``None`` where the shape path cannot vouch for it."""
+    scanned = _scan(line)
+    if scanned is None:
+        return None
+    lits, kinds, names = scanned
+    try:
+        obj = json.loads(line.decode("utf-8"))
+        flat: dict[str, Any] = {}
+        _flatten_into("", obj, flat)
+    except (ValueError, RecursionError, TypeError, AttributeError):
+        return None
+    # the reference's reading of the line must be the slots, in order: no repeated key, no
+    # dotted key colliding with a nested path, nothing the scan above misread
+    if list(flat) != names or len(set(names)) != len(names) or LINE_COLUMN in flat:
+        return None
+    for v, kind in zip(flat.values(), kinds):
+        want = {NUMBER: (int, float), BOOL: (bool,), STRING: (str,), NULL: (type(None),)}[kind]
+        if isinstance(v, bool) != (kind == BOOL) or not isinstance(v, want):
+            return None
+    lit = np.frombuffer(b"".join(lits), np.uint8)
+    off = np.cumsum([0] + [len(x) for x in lits]).astype(np.int64)
+    return Template(lit, off, np.array(kinds, np.int8), tuple(names))
+
+
+def match(tpl: Template, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray):
+    """Run the scanner over the lines; (matched mask, value starts, ends, flags, ints),
+    the last four slot by line."""
+    k = kernels()
+    shape = (len(tpl.kinds), len(starts))
+    vs, ve, iv = np.zeros(shape, np.int64), np.zeros(shape, np.int64), np.zeros(shape, np.int64)
+    fl = np.zeros(shape, np.int8)
+    ok = k.match_lines(buf, starts, ends, tpl.lit, tpl.lit_off, tpl.kinds, vs, ve, fl, iv)
+    return ok, vs, ve, fl, iv
+
+
+def _texts(buf, vs, ve, fl, rows, cols: list[int], zero: list[bool]) -> list[pa.Array]:
+    """The values of ``cols`` in ``rows`` as string arrays, from one gather (no validity:
+    see :func:`~regime_dash.ingest.shape_jit.gather` for what stands for what)."""
+    if not cols:
+        return []
+    off, data = kernels().gather(buf, vs, ve, fl, rows, np.array(cols, np.int64),
+                                 np.array(zero, np.bool_))
+    n = len(rows)
+    whole = pa.StringArray.from_buffers(n * len(cols), pa.py_buffer(off), pa.py_buffer(data))
+    return [whole.slice(j * n, n) for j in range(len(cols))]
+
+
+def _mask(null: np.ndarray) -> np.ndarray | None:
+    return null if null.any() else None
+
+
+def _number(f: np.ndarray, ints: np.ndarray, text: pa.Array | None) -> pa.Array:
+    null = _mask(f == 5)
+    if text is None:
+        return pa.array(ints, mask=null)
+    vals = pc.cast(text, pa.float64()).to_numpy(zero_copy_only=False)
+    if (f >= 2).any():
+        vals = vals.copy()
+        vals[f == 2] = np.nan
+        vals[f == 3] = np.inf
+        vals[f == 4] = -np.inf
+    return pa.array(vals, mask=null)
+
+
+def _string(f: np.ndarray, text: pa.Array) -> pa.Array:
+    null = f == 5
+    if null.any():
+        text = pc.if_else(pa.array(null), pa.scalar(None, pa.string()), text)
+    text.validate(full=True)  # UTF-8 (raises: the chunk goes the usual way)
+    return text
+
+
+def table_of(tpl: Template, buf, matched, line_numbers: np.ndarray) -> pa.Table:
+    """The flattened table of the matched lines (``line_numbers``: theirs), as the fast
+    path would give it: int64 for integers, float64 where a slot holds any other number."""
+    ok, vs, ve, fl, iv = matched
+    rows = np.flatnonzero(ok)
+    sub = fl if len(rows) == len(ok) else fl[:, rows]
+    # a number slot is float64 when it holds a fraction, an exponent, NaN or an infinity
+    floats = [i for i, kind in enumerate(tpl.kinds)
+              if kind == NUMBER and ((sub[i] >= 1) & (sub[i] <= 4)).any()]
+    strings = [i for i, kind in enumerate(tpl.kinds) if kind == STRING and (sub[i] != 5).any()]
+    texts = dict(zip(floats + strings, _texts(buf, vs, ve, fl, rows, floats + strings,
+                                              [True] * len(floats) + [False] * len(strings))))
+    cols = [pa.array(line_numbers, type=pa.int64())]
+    for i, kind in enumerate(tpl.kinds):
+        f = sub[i]
+        if kind == NULL or not (f != 5).any():
+            cols.append(pa.nulls(len(rows)))
+        elif kind == BOOL:
+            cols.append(pa.array(f == 1, mask=_mask(f == 5)))
+        elif kind == STRING:
+            cols.append(_string(f, texts[i]))
+        else:
+            cols.append(_number(f, iv[i] if len(rows) == len(ok) else iv[i, rows], texts.get(i)))
+    return pa.Table.from_arrays(cols, names=[LINE_COLUMN, *tpl.names])

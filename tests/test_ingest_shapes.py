@@ -1,0 +1,150 @@
+"""The shape path (ingest/shapes.py) reads exactly what the usual path reads.
+
+Every source here is parsed twice, with the compiled scanner on (from the first
+candidate line of a chunk) and off, and the tables and reports must be equal: values,
+types, nulls, NaN and infinities, rejects with their line numbers, set-aside values.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from regime_dash.ingest import parse, shapes
+from regime_dash.benchmarks.ingest import make_diag_file
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    shapes.start_loading()
+    shapes._state["thread"].join()
+    assert shapes.kernels() is not None, "the shape kernels did not load"
+    return shapes.kernels()
+
+
+def _both(monkeypatch, source: bytes, **kw):
+    monkeypatch.setattr(shapes, "MIN_LINES", 1)
+    calls = []
+    table_of = shapes.table_of
+    monkeypatch.setattr(shapes, "table_of", lambda *a: calls.append(1) or table_of(*a))
+    on = parse(source, **kw)
+    assert calls, "the shape path read nothing"
+    saved = shapes._state["kernels"]
+    monkeypatch.setitem(shapes._state, "kernels", None)
+    off = parse(source, **kw)
+    monkeypatch.setitem(shapes._state, "kernels", saved)
+    return on, off
+
+
+def _same_table(a: pa.Table, b: pa.Table) -> None:
+    assert a.schema == b.schema
+    for name in a.column_names:
+        x, y = a.column(name).to_pylist(), b.column(name).to_pylist()
+        for u, v in zip(x, y):
+            if isinstance(u, float) and isinstance(v, float) and math.isnan(u):
+                assert math.isnan(v), name
+            else:
+                assert u == v and type(u) is type(v), (name, u, v)
+
+
+def _same(on, off) -> None:
+    (t1, r1), (t2, r2) = on, off
+    _same_table(t1, t2)
+    assert [(r.line, r.reason, r.raw) for r in r1.rejected] == [(r.line, r.reason, r.raw) for r in r2.rejected]
+    assert r1.to_dict() == r2.to_dict()
+
+
+def _line(step: int, **extra) -> str:
+    obj = {"step": step, "phase": "train", "risk_stack": {"popart": {"sigma": 0.5 + step, "live": True}},
+           **extra}
+    return json.dumps(obj)
+
+
+TRICKY = [
+    '{"step": 7, "phase": "train", "risk_stack": {"popart": {"sigma": NaN, "live": false}}}',
+    '{"step": 8, "phase": "train", "risk_stack": {"popart": {"sigma": Infinity, "live": true}}}',
+    '{"step": 9, "phase": "train", "risk_stack": {"popart": {"sigma": -Infinity, "live": null}}}',
+    '{"step": 10, "phase": null, "risk_stack": {"popart": {"sigma": null, "live": true}}}',
+    '{"step": 11, "phase": "tr\\u00e9in", "risk_stack": {"popart": {"sigma": 1e5, "live": true}}}',
+    '{"step": 12, "phase": "trèin", "risk_stack": {"popart": {"sigma": -0.0, "live": true}}}',
+    '{"step": 13, "phase": "train", "risk_stack": {"popart": {"sigma": 1e400, "live": true}}}',
+    '{"step": 14, "phase": "train", "risk_stack": {"popart": {"sigma": -NaN, "live": true}}}',
+    '{"step": 15, "phase": "train", "risk_stack": {"popart": {"sigma": 01, "live": true}}}',
+    '{"step": 16, "phase": "train", "risk_stack": {"popart": {"sigma": 1., "live": true}}}',
+    '{"step": 12345678901234567890, "phase": "train", "risk_stack": {"popart": {"sigma": 2, "live": true}}}',
+    '{"step": 17, "phase": "train", "risk_stack": {"popart": {"sigma": 2, "live": 1}}}',
+    '{"step": 18, "phase": "train", "risk_stack": {"popart": {"sigma": 2, "live": true}}} {"step": 19}',
+    '{"step": 20, "phase": "train", "risk_stack": {"popart": {"sigma": 2, "live": true}}}   ',
+    '{"step": 21, "step": 22, "phase": "train", "risk_stack": {"popart": {"sigma": 2, "live": true}}}',
+    '{"step": 23, "phase": "tr\x01in", "risk_stack": {"popart": {"sigma": 2, "live": true}}}',
+    '{"step": 24, "phase": "train", "risk_stack": {"popart": {"sigma": 2e-5, "live": true}}, "x": [1]}',
+    '{"step": 25, "phase": "2024-01-02", "risk_stack": {"popart": {"sigma": 3E+2, "live": true}}}',
+    '{"step": 26, "phase": 5, "risk_stack": {"popart": {"sigma": 2, "live": true}}}',
+    '{"step": 27, "phase": "train", "risk_stack": {"popart": {"sigma": 2, "live": true}}',
+]
+
+
+@pytest.mark.parametrize("i", range(len(TRICKY)))
+def test_each_tricky_line_reads_the_same_among_lines_of_its_shape(kernels, monkeypatch, i):
+    lines = [_line(s) for s in range(5)] + [TRICKY[i]] + [_line(s) for s in range(30, 35)]
+    _same(*_both(monkeypatch, ("\n".join(lines) + "\n").encode(), diag_only=True, workers=1))
+
+
+def test_all_tricky_lines_together_and_bad_utf8(kernels, monkeypatch):
+    body = "\n".join([_line(s) for s in range(3)] + TRICKY).encode()
+    bad = _line(99).replace("train", "tr\udcffin").encode("utf-8", "surrogateescape")
+    on, off = _both(monkeypatch, body + b"\n" + bad + b"\n" + body)
+    _same(on, off)
+    assert on[1].rejected_count > 0
+
+
+def test_a_shape_with_empty_objects_nulls_and_a_late_key(kernels, monkeypatch):
+    lines = [json.dumps({"step": s, "e": {}, "n": None, "s": "x" * (s % 3), "f": s / 3, "i": -s})
+             for s in range(200)]
+    lines += [json.dumps({"step": 200, "e": {}, "n": 1.5, "s": "y", "f": 1, "i": 2, "late": True})]
+    (t, r), off = _both(monkeypatch, ("\n".join(lines)).encode())
+    _same((t, r), off)
+    assert t.column("late").to_pylist()[-1] is True and t.num_rows == 201
+
+
+def test_a_generated_diag_with_bad_lines_over_several_chunks(kernels, monkeypatch, tmp_path):
+    path = tmp_path / "d.jsonl"
+    make_diag_file(path, 0.6, seed=4, bad_every=97)
+    data = path.read_bytes()
+    on, off = _both(monkeypatch, data, chunk_bytes=100_000, diag_only=True)
+    _same(on, off)
+    assert on[1].rejected_count > 10 and on[0].num_rows > 400
+
+
+@pytest.mark.parametrize("line", [
+    b'{"a": 1, "a": 2}',              # a repeated key: the last wins (the reference decides)
+    b'{"a.b": 1, "a": {"b": 2}}',     # a dotted key colliding with a nested path
+    b'{"a": [1, 2]}',                 # lists go the usual way
+    b'{"a": "x\\n"}',                 # an escape
+    b'{"_line": 1}',                  # a reserved name is renamed the usual way
+    b'[1, 2]',
+    b'{"a": 1',
+])
+def test_no_template_where_the_shape_path_cannot_vouch(line):
+    assert shapes.template_of(line) is None
+
+
+def test_a_template_names_the_flattened_columns_and_kinds():
+    tpl = shapes.template_of(b'{"a": 1, "b": {"c": "x", "d": {}}, "e": null, "f": true}')
+    assert tpl.names == ("a", "b.c", "e", "f")
+    assert tpl.kinds.tolist() == [shapes.NUMBER, shapes.STRING, shapes.NULL, shapes.BOOL]
+    assert bytes(tpl.lit) == b'{"a": , "b": {"c": , "d": {}}, "e": , "f": }'
+
+
+def test_integers_stay_int64_and_floats_are_correctly_rounded(kernels, monkeypatch):
+    vals = ["0.1", "2.2250738585072014e-308", "1.7976931348623157e+308", "123456789012345678",
+            "-987654321098765432", "5e-324", "0.30000000000000004", "9007199254740993"]
+    lines = [f'{{"step": {i}, "x": {v}, "y": {i}}}' for i, v in enumerate(vals)]
+    (t, _r), off = _both(monkeypatch, "\n".join(lines).encode())
+    _same((t, _r), off)
+    assert t.column("x").to_pylist() == [float(v) for v in vals]
+    assert t.schema.field("y").type == pa.int64()
+    assert np.array_equal(t.column("y").to_numpy(), np.arange(len(vals)))
