@@ -260,6 +260,41 @@ def test_explore_widgets_change_the_figure(loaded):
     assert min(xs) >= 100 and max(xs) <= 300
 
 
+def test_explore_pairs_a_fused_run_with_its_single_twin_for_the_mirror_drift(tmp_path, monkeypatch):
+    """A stored fused run with the Layer-2 mirror off, beside the single path's run of the same inputs:
+    alone it fails tau_boost (the τ no longer boosted); paired, the verdict names the drift's first step."""
+    stream = scenarios.make("tail_shock", steps=400, accounts=64)
+    cfg = RegimeConfig(fused_mirror_tau_boost=False)
+    files = {}
+    for name, controllers in (("fused.jsonl", "fused"), ("single.jsonl", "single")):
+        files[name] = diag.write_jsonl(replay(stream, cfg, controllers=controllers), tmp_path / name)
+    first = replay(stream, cfg, controllers="fused")
+    at = open_app(tmp_path / "store", monkeypatch)
+    for name, path in files.items():
+        at.file_uploader(key="runs.upload").set_value((name, path.read_bytes(), "application/json")).run()
+        no_exception(at, f"upload {name}")
+    at.switch_page(page("explore")).run()
+    import os
+
+    from regime_dash.store import RunStore
+
+    names = {r["name"]: r["run_id"] for r in RunStore(os.environ["REGIME_DASH_STORE"]).list_runs()}
+    fused_id = next(i for n, i in names.items() if n.startswith("fused"))
+    single_id = next(i for n, i in names.items() if n.startswith("single"))
+    at.multiselect(key="explore.runs").set_value([fused_id]).run()
+    no_exception(at, "explore fused alone")
+    assert any(c.value.startswith("fused ran the fused controllers: pick the single path") for c in at.caption)
+    assert any("first failure: tau_boost" in b.label for b in at.button)
+    at.multiselect(key="explore.runs").set_value([fused_id, single_id]).run()
+    at.selectbox(key=f"explore.single_twin.{fused_id}").set_value(single_id).run()
+    no_exception(at, "explore paired")
+    (drift,) = [b.label for b in at.button if "fused_mirror_drift" in b.label]
+    boosted = np.flatnonzero(first["risk_stack.iqn.tau_min_effective"].to_numpy()
+                             != replay(stream, cfg)["risk_stack.iqn.tau_min_effective"].to_numpy())
+    assert drift.split("@ ")[1].startswith(f"{int(first['step'].iloc[boosted[0]])}–")
+    assert any(c.value.startswith("fused_mirror_drift: The fused controller path parts") for c in at.caption)
+
+
 def explore_planted(tmp_path, monkeypatch, replay_diag) -> AppTest:
     """Explore on a run with a planted violation: a dead-zone duration at step 250 that does not
     follow flag ? prev+1 : 0."""
@@ -541,6 +576,28 @@ def test_replay_model_switch_toggle_lets_the_timeout_fire_with_resurrection_on(t
     at.toggle(key="replay.whatif.duration_across_cycles").set_value(True).run()
     no_exception(at, "duration_across_cycles on")
     assert metric(at, "timeouts") == "1"
+
+
+def test_replay_fused_path_with_the_layer4_mirror_off_shows_the_drift_and_the_single_twin(tmp_path, monkeypatch):
+    """Fused path: the mirrors on agree with the single path; the Layer-4 mirror off names step 351."""
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.switch_page(page("replay")).run()
+    at.radio(key="replay.controllers").set_value("fused").run()
+    no_exception(at, "fused, mirrors on")
+    assert {t.get("legendgroup") for t in chart_spec(at)["data"]} == {"baseline", "what-if"}
+    assert any("rl_fused_controllers" in c.value for c in at.caption)
+    assert metric(at, "timeouts") == "0"  # F2 mirrored: the dead zone cycles as on the single path
+    at.toggle(key="replay.whatif.fused_mirror_resurrection").set_value(False).run()
+    no_exception(at, "fused, Layer-4 mirror off")
+    (err,) = [e.value for e in at.error if "fused_mirror_drift" in e.value]
+    assert "step 351" in err and "Layer-4" in err
+    assert {t.get("legendgroup") for t in chart_spec(at)["data"]} == {"baseline", "what-if",
+                                                                      "what-if, single path"}
+    assert metric(at, "timeouts") == "1"  # no resurrection in the fused copy: the dead zone times out
+    at.radio(key="replay.controllers").set_value("single").run()  # the switch means nothing on the single path
+    no_exception(at, "single, mirror switch off")
+    assert not [e for e in at.error if "fused_mirror_drift" in e.value]
+    assert metric(at, "timeouts") == "0"
 
 
 def test_every_config_field_has_a_slider_around_its_default():

@@ -65,12 +65,17 @@ def load_run(root: str, run_id: str, aliases: tuple = (), version: str = "") -> 
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def analyse_run(root: str, run_id: str, aliases: tuple = ()):
-    """:func:`regime_dash.analysis.diagnose` of a stored run: checks, episodes, events, summary."""
+def analyse_run(root: str, run_id: str, aliases: tuple = (), single_id: str | None = None):
+    """:func:`regime_dash.analysis.diagnose` of a stored run: checks, episodes, events, summary.
+
+    ``single_id``: for a run of the fused controller path, the stored run of the single path on the
+    same inputs (finding ``fused_mirror_drift``).
+    """
     from regime_dash.analysis import diagnose
 
     warm_rederivation()  # a failure of this verdict clicked on re-derives on the compiled loop
-    return diagnose(load_run(root, run_id, aliases))
+    single = None if single_id is None else load_run(root, single_id, aliases)
+    return diagnose(load_run(root, run_id, aliases), single=single)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -128,8 +133,9 @@ def engine_status() -> dict[str, str | None]:
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def replay(source_key: str, _stream, config: dict[str, Any], engine: str, layout_fingerprint: str = "",
-           _layout=None) -> dict[str, Any]:
-    """A replay of ``_stream`` (identified by ``source_key``) under ``config``.
+           _layout=None, controllers: str = "single") -> dict[str, Any]:
+    """A replay of ``_stream`` (identified by ``source_key``) under ``config``, on the controller path
+    ``controllers``.
 
     ``_layout`` is the slot layout (the default registry when None), named in
     the cache key by its fingerprint. Returns ``{"frame", "seconds", "engine"}``;
@@ -138,21 +144,35 @@ def replay(source_key: str, _stream, config: dict[str, Any], engine: str, layout
     """
     from regime_dash.engine import replay_trajectory
 
-    traj = replay_trajectory(_stream, RegimeConfig(**config), engine=engine, layout=_layout)
+    traj = replay_trajectory(_stream, RegimeConfig(**config), engine=engine, layout=_layout,
+                             controllers=controllers)
     return {"frame": traj.frame, "seconds": traj.seconds, "engine": traj.engine}
 
 
 def replay_summary(source_key: str, _stream, config: dict[str, Any], engine: str, layout_fingerprint: str = "",
-                   _layout=None) -> dict[str, float]:
+                   _layout=None, controllers: str = "single") -> dict[str, float]:
     """:func:`regime_dash.engine.summary.summarize_frame` of :func:`replay` with the same arguments
     (the metrics a sweep reports; a step-by-step fold, several times the fast replay's own time)."""
     return _summary(source_key, config, engine, layout_fingerprint,
-                    replay(source_key, _stream, config, engine, layout_fingerprint, _layout)["frame"])
+                    replay(source_key, _stream, config, engine, layout_fingerprint, _layout, controllers)["frame"],
+                    controllers)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def mirror_drift(source_key: str, _stream, config: dict[str, Any], engine: str, layout_fingerprint: str = "",
+                 _layout=None) -> list[dict]:
+    """The finding ``fused_mirror_drift`` of the fused path's :func:`replay` against the single path's
+    (both cached), as dicts; empty when they agree bit for bit."""
+    from regime_dash.analysis.findings import fused_mirror_drift
+
+    fused = replay(source_key, _stream, config, engine, layout_fingerprint, _layout, "fused")["frame"]
+    single = replay(source_key, _stream, config, engine, layout_fingerprint, _layout, "single")["frame"]
+    return [f.to_dict() for f in fused_mirror_drift(fused, single)]
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _summary(source_key: str, config: dict[str, Any], engine: str, layout_fingerprint: str,
-             _frame: pd.DataFrame) -> dict[str, float]:
+             _frame: pd.DataFrame, controllers: str = "single") -> dict[str, float]:
     from regime_dash.engine.summary import summarize_frame
 
     return summarize_frame(_frame)

@@ -19,7 +19,9 @@ from regime_dash.ui import plotly_react
 #: Toggle labels: the spec's feature numbers of F2/F4/F5, "model:" for the model switches.
 SWITCH_LABELS = {"resurrection": "F2 Kelly resurrection", "envelope": "F4 PopArt σ envelope",
                  "tau_boost": "F5 IQN τ tail boost", "tail_on_deviation": "model: tail test on |Δworst − mean|",
-                 "duration_across_cycles": "model: DURATION across F2 cycles"}
+                 "duration_across_cycles": "model: DURATION across F2 cycles",
+                 "fused_mirror_tau_boost": "fused path: F5 mirrored (Layer-2)",
+                 "fused_mirror_resurrection": "fused path: F2 mirrored (Layer-4)"}
 ENGINE_CHOICES = ("auto", "reference", "fast", "cuda")
 
 
@@ -105,6 +107,22 @@ def engine_picker(key: str, status: Mapping[str, str | None], auto_now: str | No
 
     state.restore(key, "engine", "str", "auto", options=ENGINE_CHOICES)
     return st.selectbox("Engine", ENGINE_CHOICES, format_func=label, key=key)
+
+
+#: The controller paths a replay can take (:mod:`regime_dash.engine.controllers`), with their labels.
+CONTROLLER_LABELS = {"single": "single controllers (launch order step 7)",
+                     "fused": "rl_fused_controllers (step 8, mirrors the single ones)"}
+
+
+def controllers_picker(key: str) -> str:
+    """The risk-stack controller path (``single`` or ``fused``), kept in the URL as ``controllers``."""
+    from regime_dash.ui import state
+
+    state.restore(key, "controllers", "str", "single", options=list(CONTROLLER_LABELS))
+    return st.radio("Controller path", list(CONTROLLER_LABELS), format_func=CONTROLLER_LABELS.get, key=key,
+                    help="The fused path runs the same controller code in one kernel; with a fused_mirror_* "
+                         "switch off its copy leaves the F5 or F2 block out, and the single path's replay "
+                         "is drawn beside it.")
 
 
 def run_picker(key: str, runs: pd.DataFrame, *, multi: bool = True, default: int = 1,

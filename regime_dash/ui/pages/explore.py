@@ -2,6 +2,7 @@
 import pandas as pd
 import streamlit as st
 
+from regime_dash import diag
 from regime_dash.errors import RegimeDashError
 from regime_dash.figures_overlay import overlay
 from regime_dash.ui import cache, live_alerts, provenance_panel, sections, state, widgets
@@ -48,7 +49,28 @@ for label, frame in frames.items():
         st.warning(f"{label}: {frame.attrs['rows_without_step']:,} row(s) have no whole-number step "
                    "and are left out.")
 
-results = {labels[rid]: cache.analyse_run(root, rid, alias_key) for rid in picked}
+
+def single_twins() -> dict[str, str]:
+    """``{fused run id: single run id}``: for each picked run of the fused controller path, the picked
+    run the user names as the single path's replay of its inputs (finding ``fused_mirror_drift``)."""
+    fused = [rid for rid in picked if diag.FUSED_COLUMN in frames[labels[rid]].columns]
+    out: dict[str, str] = {}
+    for rid in fused:
+        others = [r for r in picked if r != rid and diag.FUSED_COLUMN not in frames[labels[r]].columns]
+        if not others:
+            st.caption(f"{labels[rid]} ran the fused controllers: pick the single path's run of the same inputs "
+                       "too, to see where the two part (fused_mirror_drift).")
+            continue
+        twin = st.selectbox(f"{labels[rid]} ran the fused controllers; the single path's run of the same inputs",
+                            [None, *others], format_func=lambda r: "none" if r is None else labels[r],
+                            key=f"explore.single_twin.{rid}")
+        if twin is not None:
+            out[rid] = twin
+    return out
+
+
+twins = single_twins()
+results = {labels[rid]: cache.analyse_run(root, rid, alias_key, twins.get(rid)) for rid in picked}
 verdict_strip("explore.verdict", results, WINDOW, frames)  # its buttons move the window (callbacks)
 PROVENANCE, ids = "explore.failure", {label: rid for rid, label in labels.items()}
 
