@@ -36,7 +36,8 @@ def _generated() -> dict[str, list[str]]:
         parts = col.split(".")
         alts.append("_".join(parts[-2:]))
         out[col] = alts
-    for col in (*diag.CONFIG_COLUMNS.values(), *diag.INPUT_COLUMNS.values()):  # what a replay adds
+    # what a replay adds: its config, its inputs and the controller path
+    for col in (*diag.CONFIG_COLUMNS.values(), *diag.INPUT_COLUMNS.values(), diag.FUSED_COLUMN):
         out[col] = [col[len(diag.P):]]
     return out
 

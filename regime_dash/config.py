@@ -48,12 +48,19 @@ FIELD_SLOTS: dict[str, str] = {
     "tau_boost": "RL_REGIME_FEATURE_TAU_BOOST_INDEX",
     "tail_on_deviation": "RL_REGIME_MODEL_TAIL_ON_DEVIATION_INDEX",
     "duration_across_cycles": "RL_REGIME_MODEL_DURATION_ACROSS_CYCLES_INDEX",
+    "fused_mirror_tau_boost": "RL_FUSED_MIRROR_TAU_BOOST_INDEX",
+    "fused_mirror_resurrection": "RL_FUSED_MIRROR_RESURRECTION_INDEX",
 }
 
-#: The spec's feature switches F2, F4, F5, then the model switches (off = the spec's code).
-SWITCHES = ("resurrection", "envelope", "tau_boost", "tail_on_deviation", "duration_across_cycles")
+#: The spec's feature switches F2, F4, F5, the model switches (off = the spec's code), then the
+#: fused path's mirror switches (on = the spec's mirror).
+SWITCHES = ("resurrection", "envelope", "tau_boost", "tail_on_deviation", "duration_across_cycles",
+            "fused_mirror_tau_boost", "fused_mirror_resurrection")
 #: The model switches: what-if readings of the spec's prose that its code does not do (docs/SPEC_NOTES.md).
 MODEL_SWITCHES = ("tail_on_deviation", "duration_across_cycles")
+#: The mirror switches of ``rl_fused_controllers``: read by the fused path only
+#: (``replay(..., controllers="fused")``); off is a fused copy that never got the block (docs/SPEC_NOTES.md).
+MIRROR_SWITCHES = ("fused_mirror_tau_boost", "fused_mirror_resurrection")
 
 
 @dataclass(frozen=True)
@@ -146,6 +153,10 @@ class RegimeConfig(ConfigFields):
                                     model=True)
     duration_across_cycles: bool = param(False, doc="Model: DURATION counts across F2's resurrection cycles",
                                          model=True)
+    fused_mirror_tau_boost: bool = param(True, doc="Fused path: the F5 τ boost mirrored in rl_fused_controllers' "
+                                         "Layer-2 branch (off: a fused copy never updated)")
+    fused_mirror_resurrection: bool = param(True, doc="Fused path: the F2 resurrection mirrored in "
+                                            "rl_fused_controllers' Layer-4 branch (off: a fused copy never updated)")
 
     def __post_init__(self):
         for f in fields(self):

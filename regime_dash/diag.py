@@ -126,6 +126,10 @@ LOGGED_CONFIG: dict[str, str] = {
 #: edge and IQN τ before its clamp, and each step's batch sums of rl_popart_normalize.
 INPUT_COLUMNS: dict[str, str] = {name: P + "inputs." + name for name in (
     "kelly_edge", "tau_action_input", "batch_sum", "batch_sumsq", "batch_max_abs")}
+#: The controller path a replay ran, beside the config columns: 1 where ``rl_fused_controllers`` ran,
+#: the only rows whose mirror switches matter (:mod:`regime_dash.engine.controllers`). A replay of the
+#: single path leaves it out, so its frame is the frame every replay wrote before the fused path.
+FUSED_COLUMN = P + "config.fused_controllers"
 
 #: Columns that are integers in a frame (the rest of the diag columns are float32, like the ISV).
 INT_COLUMNS = {"step": np.int64, "fold": np.int32, FLAT_COUNT: np.int32, B_SIZE: np.int32}
@@ -147,7 +151,7 @@ def fold_and_phase(boundary: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def frame_from_snapshot(snap: np.ndarray, flat_count: np.ndarray, b_size: int, step: np.ndarray,
-                        boundary: np.ndarray, config: Any = None) -> pd.DataFrame:
+                        boundary: np.ndarray, config: Any = None, fused: bool = False) -> pd.DataFrame:
     """Build a replay frame from an engine's per-step snapshot.
 
     Parameters
@@ -162,7 +166,10 @@ def frame_from_snapshot(snap: np.ndarray, flat_count: np.ndarray, b_size: int, s
         From the replayed stream.
     config
         The replay's :class:`~regime_dash.config.RegimeConfig` (or a mapping holding its switches):
-        its feature switches become the :data:`SWITCH_COLUMNS` (left out when ``None``).
+        its switches (the mirror switches among them) and config slots become the
+        :data:`CONFIG_COLUMNS` (left out when ``None``).
+    fused
+        Whether the fused controller path ran: then the frame has the :data:`FUSED_COLUMN` (all 1).
     """
     fold, phase = fold_and_phase(boundary)
     cols: dict[str, Any] = {"step": np.asarray(step, dtype=np.int64), "fold": fold, "phase": phase}
@@ -178,6 +185,9 @@ def frame_from_snapshot(snap: np.ndarray, flat_count: np.ndarray, b_size: int, s
             value = config[name] if isinstance(config, Mapping) else getattr(config, name)
             cols[col] = np.full(len(step), config_value(name, value), dtype=np.float32)
             ordered.append(col)
+    if fused:
+        cols[FUSED_COLUMN] = np.ones(len(step), dtype=np.float32)
+        ordered.append(FUSED_COLUMN)
     import pandas as pd
 
     return pd.DataFrame({c: cols[c] for c in ordered})
@@ -196,7 +206,7 @@ def coerce(frame: pd.DataFrame) -> pd.DataFrame:
     import pandas as pd
 
     out = frame.copy()
-    known = set(SNAPSHOT_COLUMNS) | set(CONFIG_COLUMNS.values()) | set(INPUT_COLUMNS.values())
+    known = set(SNAPSHOT_COLUMNS) | set(CONFIG_COLUMNS.values()) | set(INPUT_COLUMNS.values()) | {FUSED_COLUMN}
     for col in out.columns:
         if col in INT_COLUMNS and out[col].notna().all():
             out[col] = out[col].astype(INT_COLUMNS[col])

@@ -23,16 +23,13 @@ naming a scheduler without them raises :class:`EngineUnavailable` saying so.
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import contextlib
 import functools
-import hashlib
 import os
-import pickle
 import socket
-import threading
 import urllib.parse
+import uuid
 from typing import Any, Callable, Iterator, Sequence
 
 from regime_dash.errors import EngineUnavailable, ValidationError
@@ -142,7 +139,8 @@ def connect(scheduler: Any) -> Iterator[Any]:
                                   field="scheduler", value=scheduler)
         distributed = _require()
         if scheduler == "local":
-            with local_cluster() as cluster, distributed.Client(cluster) as client:
+            # this host's workers: results and inputs go straight between them and here
+            with local_cluster() as cluster, distributed.Client(cluster, direct_to_workers=True) as client:
                 yield client
             return
         with distributed.Client(scheduler, timeout="30s") as client:
@@ -220,254 +218,16 @@ def map_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *, sh
     return gather_shards(submit_shards(fn, shards, client, shared=shared), progress=progress)
 
 
-#: Values scattered to a cluster, by (client id, content key): at most this many are kept.
-SCATTER_CACHE_SIZE = 8
-_scattered: "collections.OrderedDict[tuple[str, str], Any]" = collections.OrderedDict()
-_scatter_lock = threading.Lock()
-
-
-#: Values whose pickle is larger than this are scattered every time, not hashed and kept
-#: (a [T, b] stream, which only the CPU and per-replay sweeps send).
-SCATTER_CACHE_MAX_BYTES = 64 << 20
-
-
-def content_key(value: Any) -> str:
-    """A key of ``value``'s content: the SHA-256 digest of its pickle (arrays by their bytes)."""
-    return _digest(*_pickled(value))
-
-
-def _pickled(value: Any) -> tuple[bytes, list[memoryview]]:
-    """``value``'s pickle (protocol 5) and its out-of-band buffers: a large array's bytes are not copied."""
-    buffers: list[pickle.PickleBuffer] = []
-    head = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
-    return head, [b.raw() for b in buffers]
-
-
-#: Buffers at least this large are hashed each on a thread of its own (see :func:`_digest`).
-PARALLEL_HASH_BYTES = 1 << 20
-_hash_pool: concurrent.futures.ThreadPoolExecutor | None = None
-_hash_pool_lock = threading.Lock()
-
-
-def _buffer_digest(buf: memoryview) -> bytes:
-    return hashlib.sha256(buf).digest()
-
-
-def _digest(head: bytes, buffers: Sequence[memoryview] = ()) -> str:
-    """The SHA-256 of ``head`` and, in order, each buffer's length and SHA-256.
-
-    SHA-256 rather than BLAKE2b: the CPU's SHA extensions make it 2x faster (a sweep's
-    per-step inputs, eight arrays, 26 MB at T = 800,000: 20 ms against 44 ms on the
-    device machine's Xeon, hashed one after the other). hashlib lets go of the GIL while
-    it hashes a large buffer, so the large ones are hashed at once, on threads, and
-    phase 1's threads go on meanwhile.
-    """
-    global _hash_pool
-    big = [k for k, buf in enumerate(buffers) if buf.nbytes >= PARALLEL_HASH_BYTES]
-    parts: list[bytes | None] = [None] * len(buffers)
-    if len(big) > 1:
-        with _hash_pool_lock:
-            if _hash_pool is None:
-                _hash_pool = concurrent.futures.ThreadPoolExecutor(
-                    min(8, os.cpu_count() or 1), thread_name_prefix="regime-dash-hash")
-        for k, part in zip(big, _hash_pool.map(_buffer_digest, [buffers[k] for k in big])):
-            parts[k] = part
-    digest = hashlib.sha256(head)
-    for buf, part in zip(buffers, parts):
-        digest.update(buf.nbytes.to_bytes(8, "little"))
-        digest.update(part if part is not None else _buffer_digest(buf))
-    return digest.hexdigest()
-
-
-def scatter_shared(client: Any, value: Any, workers: Sequence[str] | None = None) -> dict[str, Any]:
-    """``{worker address: future}``: a copy of ``value`` on every worker of ``client``, scattered
-    once per content.
-
-    The copies of the last :data:`SCATTER_CACHE_SIZE` values are kept, keyed on
-    the client and the content (:func:`content_key`), so the next sweep of the
-    same stream reuses what its workers already hold instead of sending it again;
-    a changed array has another key, the oldest entry is dropped first, the
-    entries of a closed client are dropped, and an entry some worker has no copy
-    in (it joined later, or its copy was lost) is sent again.
-    Values pickling to more than :data:`SCATTER_CACHE_MAX_BYTES` are not kept.
-    Each worker holds a key of its own (:func:`_copies`), which dask's active memory
-    manager leaves alone (it trims the replicas of one key to one).
-
-    Parameters
-    ----------
-    client
-        A ``distributed.Client``.
-    value
-        Any picklable value (a stream, a shard's shared inputs).
-    workers
-        The workers' addresses, if the caller has them (else asked for).
-
-    Returns
-    -------
-    dict
-        ``{worker address: distributed.Future}`` of each worker's copy.
-    """
-    workers = _workers(client) if workers is None else list(workers)
-    head, buffers = _pickled(value)  # no copy of an array's bytes: its size is known and it is hashed in place
-    if len(head) + sum(b.nbytes for b in buffers) > SCATTER_CACHE_MAX_BYTES:
-        return _copies(client, value, workers)
-    key = (str(client.id), _digest(head, buffers))
-    with _scatter_lock:
-        for stale in [k for k, c in _scattered.items()
-                      if getattr(next(iter(c.values())).client, "status", None) != "running"]:
-            del _scattered[stale]  # its client is closed: its workers' copies are gone with it
-        copies = _scattered.get(key)
-        if (copies is not None and set(workers) <= set(copies)
-                and all(f.status == "finished" for f in copies.values())):
-            _scattered.move_to_end(key)
-            return copies
-        copies = _copies(client, value, workers)
-        _scattered[key] = copies
-        while len(_scattered) > SCATTER_CACHE_SIZE:
-            # dropped, not released: a caller may still hold these futures for a submit,
-            # and dask releases the data once the last reference to it is gone
-            _scattered.popitem(last=False)
-        return copies
-
-
-#: Seconds :func:`_copies` waits for a worker when the cluster has none yet.
+#: Seconds :func:`submit_shards` waits for a worker when the cluster has none yet.
 WORKER_WAIT_S = 60.0
 
 
-def _copies(client: Any, value: Any, workers: Sequence[str] | None = None) -> dict[str, Any]:
-    """``{worker address: future}``: a copy of ``value`` of its own for every worker of ``client``.
-
-    Workers on this host get theirs straight from here, all at once: one hop each
-    (a scatter with ``broadcast=True`` goes to the scheduler, then to one worker,
-    then from it to the next: on two GPU workers, 12.8 MB, a sweep's phase 1 at
-    T = 800,000, took 25–26 ms that way and 12–13 ms this way). Elsewhere the
-    client may not reach the workers: the copies go through the scheduler, as they
-    do if a direct send fails. A key per worker, not one key replicated: dask's
-    active memory manager trims a key's replicas to one when no task waits on it,
-    and a task reads its worker's copy only once it needs it.
-
-    Raises
-    ------
-    EngineUnavailable
-        The cluster has no worker within :data:`WORKER_WAIT_S` seconds.
-    """
-    workers = _workers(client) if workers is None else list(workers)
-    if not workers:
-        try:
-            client.wait_for_workers(1, timeout=WORKER_WAIT_S)
-        except (TimeoutError, asyncio.TimeoutError) as exc:
-            raise EngineUnavailable(f"the cluster at {client.scheduler.address} has no worker "
-                                    f"(waited {WORKER_WAIT_S:g} s)", engine="distributed") from exc
-        workers = _workers(client)
-    data = [value] * len(workers)  # dask deals them out round robin: one each
-    direct = _all_local(workers)
-    try:
-        futures = client.scatter(data, workers=workers, direct=direct, hash=False)
-    except (OSError, TimeoutError, asyncio.TimeoutError):
-        if not direct:
-            raise
-        futures = client.scatter(data, workers=workers, direct=False, hash=False)  # through the scheduler
-    where = client.who_has(futures)  # which is whose
-    return {addrs[0]: f for f in futures for addrs in [where.get(f.key) or ()] if addrs}
-
-
-#: Seconds a task waits in :meth:`Later.result` for its client to publish the value.
-LATER_TIMEOUT_S = 600.0
-#: Seconds a task waits to fetch a published value its own worker holds no copy of.
-LATER_FETCH_TIMEOUT_S = 60.0
-
-
-class Later:
-    """A value a client publishes after it has submitted the tasks that need it (see :func:`later`).
-
-    Passed to a task as an argument; :meth:`result`, on the worker, waits until
-    the client has published the value and returns it. So a task can start (and
-    do what does not need the value) while the client is still computing it.
-    """
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def result(self, timeout: float = LATER_TIMEOUT_S) -> Any:
-        """The published value (this worker's own copy); waits for it.
-
-        Raises
-        ------
-        EngineUnavailable
-            The client stopped before publishing it (or failed), or did not publish it within
-            ``timeout`` seconds, or the copy this worker lacks could not be fetched.
-        """
-        distributed = _require()
-        try:
-            where = distributed.Variable(self.name).get(timeout=timeout)
-        except (TimeoutError, asyncio.TimeoutError) as exc:
-            raise EngineUnavailable(f"the client of {self.name} did not publish it within {timeout:g} s",
-                                    engine="distributed") from exc
-        if where == _FAILED:
-            raise EngineUnavailable(f"the client of {self.name} failed; its work was abandoned",
-                                    engine="distributed")
-        if not where:
-            raise EngineUnavailable(f"the client of {self.name} stopped before publishing it",
-                                    engine="distributed")
-        worker = distributed.get_worker()
-        key = where.get(worker.address)
-        if key is not None:
-            with contextlib.suppress(KeyError):
-                return worker.data[key]
-        # no copy here (a worker that joined or was restarted since, or was paused): another's
-        client = distributed.get_client()
-        # bound to this worker's client, as distributed.Variable binds the futures it returns
-        futures = [distributed.Future(k, client=client, state="memory")
-                   for k in dict.fromkeys([key, *where.values()]) if k is not None]
-        held = client.who_has(futures)
-        alive = [f for f in futures if held.get(f.key)]
-        if not alive:
-            raise EngineUnavailable(f"{self.name} was published, but every copy of it is gone",
-                                    engine="distributed")
-        try:
-            return alive[0].result(timeout=LATER_FETCH_TIMEOUT_S)
-        except (TimeoutError, asyncio.TimeoutError) as exc:
-            raise EngineUnavailable(f"{self.name} was published, but no copy of it could be fetched "
-                                    f"within {LATER_FETCH_TIMEOUT_S:g} s", engine="distributed") from exc
-
-
-#: What a :func:`later` variable holds once its client has failed.
-_FAILED = "failed"
-
-
-@contextlib.contextmanager
-def later(client: Any) -> Iterator[tuple[Later, Callable[[Any], None]]]:
-    """``(handle, publish)``: tasks given ``handle`` wait in ``handle.result()`` until ``publish(value)`` runs here.
-
-    ``publish`` sends a copy of the value to every worker (:func:`_copies`; not
-    hashed and kept as :func:`scatter_shared` does: it is on the critical path, and
-    the value is new) and tells the waiting tasks which key is theirs (a
-    ``distributed.Variable`` holding ``{worker: key}``). The copies are held here
-    until the block exits: the tasks that need them have finished by then. If the
-    block exits with an error, published or not, the variable is left saying so
-    (not deleted), so that a task still on its way to it raises instead of waiting
-    for a value that would never come (or that is gone). If it exits without
-    publishing, it says that; published and without an error, the variable is
-    deleted (every task then has read it).
-    """
+def _passed_as_is(value: Any) -> bool:
+    """Whether a shared value is a handle the tasks take themselves: a future, a variable, or a list of them."""
     distributed = _require()
-    variable = distributed.Variable(f"regime-dash-later-{os.urandom(8).hex()}", client=client)
-    held: dict[str, Any] = {}
-
-    def publish(value: Any) -> None:
-        held.update(_copies(client, value))
-        variable.set({w: f.key for w, f in held.items()})
-
-    try:
-        yield Later(variable.name), publish
-    except BaseException:
-        with contextlib.suppress(Exception):  # the client may be what failed: the error raised is the first
-            variable.set(_FAILED)
-        raise
-    if held:
-        variable.delete()
-    else:
-        variable.set(None)
+    handles = (distributed.Future, distributed.Variable)
+    return isinstance(value, handles) or (isinstance(value, list) and bool(value)
+                                          and all(isinstance(v, handles) for v in value))
 
 
 def submit_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *,
@@ -475,8 +235,7 @@ def submit_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *,
     """Submit ``fn(shard, *shared)`` per shard to ``client``'s workers, shard k to worker k (round
     robin); the futures, in shard order.
 
-    Each ``shared`` value reaches every worker once (:func:`scatter_shared`). The
-    caller can work while the shards run, then collect them with :func:`gather_shards`.
+    The caller can work while the shards run, then collect them with :func:`gather_shards`.
 
     Parameters
     ----------
@@ -487,54 +246,52 @@ def submit_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *,
     client
         A ``distributed.Client``.
     shared
-        Values every shard needs, passed after the shard: each worker's copy of it
-        (:func:`scatter_shared`); a ``distributed.Future``, a :class:`Later` or a list
-        of them is passed as it is, and ``{worker: future}`` (from
-        :func:`scatter_shared` beforehand) as the shard's worker's future.
+        Values every shard needs, passed after the shard. Each is scattered to every
+        worker once (``client.scatter(..., broadcast=True, hash=True)``: equal content,
+        one key); a ``distributed.Future``, a ``distributed.Variable`` (see :func:`later`)
+        or a list of them is passed as it is.
 
     Returns
     -------
     list of distributed.Future
         One per shard, in shard order.
+
+    Raises
+    ------
+    EngineUnavailable
+        The cluster has no worker within :data:`WORKER_WAIT_S` seconds.
     """
-    future = _require().Future
-
-    def as_is(v: Any) -> bool:
-        return isinstance(v, (future, Later)) or (isinstance(v, list) and bool(v)
-                                                    and all(isinstance(x, Later) for x in v))
-
     workers = _workers(client)
-    handles = [v if as_is(v) else scatter_shared(client, v, workers) for v in shared]
+    if not workers:
+        try:
+            client.wait_for_workers(1, timeout=WORKER_WAIT_S)
+        except (TimeoutError, asyncio.TimeoutError) as exc:
+            raise EngineUnavailable(f"the cluster at {client.scheduler.address} has no worker "
+                                    f"(waited {WORKER_WAIT_S:g} s)", engine="distributed") from exc
+        workers = _workers(client)
+    sent = [k for k, v in enumerate(shared) if not _passed_as_is(v)]
+    args = list(shared)
+    if sent:  # in one call: one round trip for all of them
+        for k, future in zip(sent, client.scatter([shared[k] for k in sent], broadcast=True, hash=True)):
+            args[k] = future
     name = getattr(getattr(fn, "func", fn), "__name__", "shard")
-    if hasattr(fn, "args"):  # a partial: name it after the function it wraps
-        name = getattr(fn.args[0], "__name__", name) if fn.args else name
-
-    def on(worker: str | None, handle: Any) -> Any:  # a worker's own copy (any copy if it has none)
-        if not isinstance(handle, dict):
-            return handle
-        return handle.get(worker) or next(iter(handle.values()))
-
+    if hasattr(fn, "args") and fn.args:  # a partial of a wrapper: name it after the function it wraps
+        name = getattr(fn.args[0], "__name__", name)
     # Shard k goes to worker k (round robin): left to itself the scheduler measured placing both
     # shards of a two-GPU sweep on one worker in some calls (its one thread then ran them one
     # after the other: a one-GPU time). Loose, so a shard still runs if its worker is gone.
-    out = []
-    for k, shard in enumerate(shards):
-        worker = workers[k % len(workers)] if workers else None
-        out.append(client.submit(fn, shard, *(on(worker, h) for h in handles), pure=False,
-                                 key=f"{name}-{k}-{os.urandom(4).hex()}",
-                                 workers=[worker] if worker else None, allow_other_workers=True))
-    return out
-
-
-#: Threads fetching shards' results at once (:func:`gather_shards`).
-GATHER_THREADS = 32
+    return [client.submit(fn, shard, *args, pure=False, key=f"{name}-{k}-{uuid.uuid4().hex[:8]}",
+                          workers=[workers[k % len(workers)]], allow_other_workers=True)
+            for k, shard in enumerate(shards)]
 
 
 def gather_shards(futures: Sequence[Any], progress: Progress | None = None,
                   each: Callable[[int, Any], Any] | None = None) -> list[Any]:
-    """The results of :func:`submit_shards`' futures, in their order; ``progress(done, total)`` as each lands.
+    """The results of :func:`submit_shards`' futures, in their order, collected as each finishes
+    (``distributed.as_completed(..., with_results=True)``).
 
-    A shard's exception is raised here (our errors keep their type across processes).
+    A shard's exception is raised here (our errors keep their type across processes),
+    and the shards not done yet are cancelled.
 
     Parameters
     ----------
@@ -551,34 +308,94 @@ def gather_shards(futures: Sequence[Any], progress: Progress | None = None,
     list
         The shards' results (or what ``each`` made of them), in the order of ``futures``.
     """
-    _require()
+    distributed = _require()
     out: list[Any] = [None] * len(futures)
     if not futures:
         return out
-    client = futures[0].client
-    # from this host's workers straight to here (one hop, not through the scheduler), each
-    # shard's on a thread of its own, so that results that land together are fetched together
-    fetch = functools.partial(client.gather, direct=_all_local(_workers(client)))
-    pool = concurrent.futures.ThreadPoolExecutor(min(len(futures), GATHER_THREADS),
-                                                 thread_name_prefix="regime-dash-gather")
+    index = {f.key: k for k, f in enumerate(futures)}
     try:
-        pending = {pool.submit(fetch, fut): k for k, fut in enumerate(futures)}
-        for done, landed in enumerate(concurrent.futures.as_completed(pending), start=1):
-            k = pending[landed]
-            result = landed.result()  # a shard's error is raised here
+        finished = distributed.as_completed(futures, with_results=True)
+        for done, (future, result) in enumerate(finished, start=1):
+            k = index[future.key]
             out[k] = result if each is None else each(k, result)
             if progress is not None:
                 progress(done, len(futures))
     except BaseException:
-        # the other shards are cancelled: nothing waits for them, and their fetching threads
-        # (which the interpreter joins before it exits) end now, not when the shards would
-        with contextlib.suppress(Exception):
-            client.cancel([f for f in futures if not f.done()])
+        with contextlib.suppress(Exception):  # nothing waits for the others any more
+            futures[0].client.cancel([f for f in futures if not f.done()])
         raise
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
     return out
 
 
-__all__ = ["connect", "local_cluster", "map_shards", "submit_shards", "gather_shards", "scatter_shared",
-           "content_key", "shard_bounds", "worker_count", "gpu_count", "local_gpus", "later", "Later"]
+#: Seconds a task waits in :func:`published` for its client to publish the value.
+PUBLISH_TIMEOUT_S = 600.0
+#: Seconds a task waits to fetch a published value.
+FETCH_TIMEOUT_S = 60.0
+#: What a :func:`later` variable holds once its client has failed.
+_FAILED = "failed"
+
+
+@contextlib.contextmanager
+def later(client: Any) -> Iterator[tuple[Any, Callable[[Any], None]]]:
+    """``(variable, publish)``: tasks given ``variable`` wait in :func:`published` until
+    ``publish(value)`` runs here. So a task can start (and do what does not need the value)
+    while the client is still computing it.
+
+    ``publish`` scatters the value to every worker (``broadcast=True``; not hashed: the
+    value is new, and publishing is on the critical path) and sets the
+    ``distributed.Variable`` to its future. If the block exits with an error, published
+    or not, the variable is left saying so (not deleted), so that a task still on its way
+    to it raises instead of waiting for a value that would never come. If it exits
+    without publishing, it says that; published and without an error, it is deleted
+    (every task has read it by then).
+    """
+    distributed = _require()
+    variable = distributed.Variable(f"regime-dash-later-{uuid.uuid4().hex}", client=client)
+    held: list[Any] = []  # the published futures: alive until the block exits
+
+    def publish(value: Any) -> None:
+        # in a list: scatter takes a bare tuple, list or dict as one future per item
+        held.extend(client.scatter([value], broadcast=True, hash=False))
+        variable.set(held[-1])
+
+    try:
+        yield variable, publish
+    except BaseException:
+        with contextlib.suppress(Exception):  # the client may be what failed: the error raised is the first
+            variable.set(_FAILED)
+        raise
+    if held:
+        variable.delete()
+    else:
+        variable.set(None)
+
+
+def published(variable: Any, timeout: float = PUBLISH_TIMEOUT_S) -> Any:
+    """On a worker: the value published into a :func:`later` variable; waits for it.
+
+    Raises
+    ------
+    EngineUnavailable
+        The client stopped before publishing it (or failed), or did not publish it within
+        ``timeout`` seconds, or the published value could not be fetched.
+    """
+    distributed = _require()
+    name = variable.name
+    try:
+        value = variable.get(timeout=timeout)
+    except (TimeoutError, asyncio.TimeoutError) as exc:
+        raise EngineUnavailable(f"the client of {name} did not publish it within {timeout:g} s",
+                                engine="distributed") from exc
+    if value == _FAILED:
+        raise EngineUnavailable(f"the client of {name} failed; its work was abandoned", engine="distributed")
+    if not isinstance(value, distributed.Future):
+        raise EngineUnavailable(f"the client of {name} stopped before publishing it", engine="distributed")
+    try:
+        return value.result(timeout=FETCH_TIMEOUT_S)
+    except (TimeoutError, asyncio.TimeoutError, concurrent.futures.CancelledError) as exc:
+        raise EngineUnavailable(f"{name} was published, but it could not be fetched within "
+                                f"{FETCH_TIMEOUT_S:g} s ({type(exc).__name__})", engine="distributed") from exc
+
+
+__all__ = ["connect", "local_cluster", "map_shards", "submit_shards", "gather_shards", "shard_bounds",
+           "worker_count", "gpu_count", "local_gpus", "later", "published"]

@@ -114,7 +114,8 @@ def overlay(fig, verdicts: Verdict | Mapping[str, Verdict], *, x: str = "step"):
     Returns
     -------
     plotly.graph_objects.Figure
-        ``fig``, with one marker trace per item (named ``verdict:<id>``) and a shaded band per span.
+        ``fig``, with one marker trace per item (named ``verdict:<id>``, its ``meta``
+        ``{"verdict": id, "run": label}`` for a click to name) and a shaded band per span.
     """
     import plotly.graph_objects as go
 
@@ -139,9 +140,53 @@ def overlay(fig, verdicts: Verdict | Mapping[str, Verdict], *, x: str = "step"):
                 x=steps, y=[hi] * len(steps), xaxis=xref, yaxis=yref, mode="markers", name=f"verdict:{item['id']}",
                 marker=dict(symbol="triangle-down" if item["kind"] == "check" else "star", size=12, color=colour,
                             line=dict(width=1, color="black")),
-                showlegend=False, legendgroup="verdict",
+                showlegend=False, legendgroup="verdict", meta={"verdict": item["id"], "run": label},
                 hovertemplate=f"{prefix}{word} {item['id']} @ step %{{x}}<br>{_wrap(item['text'])}<extra></extra>"))
     return fig
+
+
+def provenance_figure(replay, step: int, split_step: int | None, column: str, *, height: int = 340) -> dict:
+    """The local replay of a re-derivation drawn over the logged trajectory, as a plotly figure dict.
+
+    Parameters
+    ----------
+    replay
+        :attr:`regime_dash.analysis.failures.Explanation.replay`: ``step``, ``logged``, ``replayed``.
+    step
+        The step explained (a ring on the logged line).
+    split_step
+        Where the replay parts from the log (a dotted vertical line), or ``None``.
+    column
+        The diag column both lines are (the y axis title).
+
+    Returns
+    -------
+    dict
+        ``{"data", "layout"}``: traces ``logged`` and ``replayed`` (named so) and the step's ring;
+        the split line is a shape with its annotation. A dict, not a ``Figure``: a click waits on
+        this, and building a validated ``Figure`` costs more than the replay behind it.
+    """
+    x = replay["step"].to_numpy()
+    logged = replay["logged"].to_numpy(dtype=np.float64)
+    data = [{"type": "scatter", "x": x, "y": logged, "name": "logged", "mode": "lines",
+             "line": {"color": "#1F77B4", "width": 3}},
+            {"type": "scatter", "x": x, "y": replay["replayed"].to_numpy(dtype=np.float64), "name": "replayed",
+             "mode": "lines", "line": {"color": SEVERITY_COLOURS["fail"], "width": 1.5, "dash": "dash"}}]
+    at = np.flatnonzero(x == step)
+    if len(at):
+        data.append({"type": "scatter", "x": [int(step)], "y": [float(logged[at[0]])], "name": f"step {step}",
+                     "mode": "markers", "marker": {"symbol": "circle-open", "size": 14, "color": "black",
+                                                   "line": {"width": 2}}})
+    layout = {"height": height, "margin": {"l": 70, "r": 20, "t": 36, "b": 48}, "hovermode": "x unified",
+              "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
+              "xaxis": {"title": {"text": "step"}, "tickformat": "d", "hoverformat": "d"},
+              "yaxis": {"title": {"text": column.rsplit(".", 1)[-1]}, "hoverformat": ".9g"}}
+    if split_step is not None:
+        layout["shapes"] = [{"type": "line", "xref": "x", "yref": "paper", "x0": split_step, "x1": split_step,
+                             "y0": 0, "y1": 1, "line": {"color": SEVERITY_COLOURS["fail"], "dash": "dot", "width": 1}}]
+        layout["annotations"] = [{"xref": "x", "yref": "paper", "x": split_step, "y": 1, "xanchor": "right",
+                                  "yanchor": "bottom", "showarrow": False, "text": f"split at {split_step}"}]
+    return {"data": data, "layout": layout}
 
 
 def _wrap(text: str, width: int = 90) -> str:

@@ -171,7 +171,8 @@ def recorded(seed: int = 0, steps: int | None = None, accounts: int | None = Non
                               value=t if t > stream.steps else b)
     if (t, b) == (stream.steps, stream.accounts):
         return stream
-    return Stream(**{k: (v[:t, :b] if v.ndim == 2 else v[:t]) for k, v in stream.arrays().items()})
+    # copies, not views: a GPU engine takes C-contiguous arrays only, and the first accounts of each row are not
+    return Stream(**{k: np.ascontiguousarray(v[:t, :b] if v.ndim == 2 else v[:t]) for k, v in stream.arrays().items()})
 
 
 #: Preset name -> function.

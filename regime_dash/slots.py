@@ -19,6 +19,10 @@ Index blocks
 * ``663..664``: **local model** switches (``RL_REGIME_MODEL_*``): what-if readings
   of the spec that are not in its code (docs/SPEC_NOTES.md). Off (0, the
   bootstrap) is the spec's code exactly; a trainer's layout does not have them.
+* ``661..662``: **local mirror** switches (``RL_FUSED_MIRROR_*``) of the fused
+  path (``rl_fused_controllers``): on (1, the bootstrap) is the spec's mirror;
+  off leaves the F5 or F2 block out of the fused copy, a what-if of a trainer
+  whose fused kernel was never updated. The single kernels never read them.
 
 Boundary policies
 -----------------

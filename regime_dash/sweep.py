@@ -426,11 +426,14 @@ class _Shard:
         return self.grid.varying_columns(self.start, self.stop)
 
 
-def _resolved(value: Any) -> Any:
-    """``value``, or its result if it is a future (in-process) or a :class:`distributed.Later` (on a worker)."""
+def _resolved(handle: Any) -> Any:
+    """The value of a phase-1 piece: a future's result (in-process) or, on a worker, what its
+    client published into the ``distributed.Variable`` (:func:`distributed.later`)."""
+    if isinstance(handle, concurrent.futures.Future):
+        return handle.result()
     from regime_dash import distributed
 
-    return value.result() if isinstance(value, (concurrent.futures.Future, distributed.Later)) else value
+    return distributed.published(handle)
 
 
 def _scalar_stream(stream: Stream) -> Stream:
@@ -508,7 +511,7 @@ def _phase1_in_pieces(stream: Stream, device: str, device_id: int | None, device
 
 
 class _Pieces:
-    """A sweep's phase-1 pieces (futures in-process, :class:`distributed.Later` on a cluster),
+    """A sweep's phase-1 pieces (futures in-process, ``distributed.Variable`` objects on a cluster),
     each resolved once, in order, when first needed."""
 
     def __init__(self, handles: Sequence[Any]):
@@ -536,8 +539,8 @@ def _fast_shard(shard: _Shard, scalars: Stream, stats: Any, accounts: int, layou
 
     ``scalars`` is the stream (on the GPU: its per-step fields over a [T, 1] zero
     batch, :func:`_scalar_stream`), ``stats`` its phase 1 as a list of pieces
-    (:func:`phase1_pieces`; in-process futures, on a cluster
-    :class:`distributed.Later` handles, each resolving to ``(t0, t1, StepStats)``:
+    (:func:`phase1_pieces`; in-process futures, on a cluster the ``distributed.Variable``
+    each is published into (:func:`distributed.later`), each resolving to ``(t0, t1, StepStats)``:
     waited for only once the rows are planned; on the GPU each piece's steps are
     launched as it comes), ``accounts`` its b.
     On the GPU the metric columns come finalized and packed from the device (one
@@ -653,9 +656,8 @@ def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], e
         and its index range, a list's its field columns). The table is the same
         as in-process, value for value. A fast sweep on GPU workers sends each
         worker phase 1 (computed once here, published as the shards start) and the
-        per-step scalars, not the [T, b] batch; a client keeps the scalars on its
-        workers for the next sweep of the same stream. On CPU workers the whole
-        stream goes, once per content, kept the same way.
+        per-step scalars, not the [T, b] batch; on CPU workers the whole stream goes.
+        Each worker gets one copy per sweep (``client.scatter(..., broadcast=True)``).
     **options
         Backend options of the per-replay engines (e.g. ``graph=True`` for ``cuda``).
 
@@ -735,7 +737,7 @@ def _sweep_run(stream, source: _Source, n_configs, keep, layout, progress, isv, 
     ``pool`` is a one-thread executor: phase 1 runs in it (the stream's upload and
     reduction on the GPU, or NumPy's threads) while this thread plans the shard's
     rows, or, on a cluster, sends the workers everything else and starts the
-    shards, which plan their rows and wait for phase 1 (:class:`distributed.Later`);
+    shards, which plan their rows and wait for phase 1 (:func:`distributed.later`);
     the table's field columns are built in that thread next, while the shards run.
     On the GPU phase 1 comes in pieces (:func:`phase1_pieces`), each published (on a
     cluster) as it is done, and each piece's scan starts as it arrives.

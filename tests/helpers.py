@@ -28,3 +28,19 @@ def col(frame, name: str) -> np.ndarray:
 def by_id(results) -> dict:
     """Check results keyed by their id."""
     return {r.id: r for r in results}
+
+
+def planted_diag(path, steps: int = 1000, step: int = 700, factor: float = 1.5):
+    """A correct replay of ``tail_shock`` (its inputs logged) with one logged value made wrong: PopArt's
+    mean at ``step`` times ``factor``. Only ``rederive.popart_mean`` sees it (no bound covers the mean).
+
+    Returns ``(path of the diag.jsonl written, the frame before the change)``.
+    """
+    from regime_dash import diag, scenarios
+
+    frame = rd.replay(scenarios.make("tail_shock", steps=steps, accounts=64), rd.RegimeConfig(),
+                      engine="reference", log_inputs=True)
+    bad = frame.copy()
+    row = int(np.flatnonzero(bad["step"].to_numpy() == step)[0])
+    bad.loc[bad.index[row], diag.POPART_MEAN] = float(np.float32(bad[diag.POPART_MEAN].iloc[row]) * np.float32(factor))
+    return diag.write_jsonl(bad, path), frame

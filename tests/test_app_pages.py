@@ -260,6 +260,41 @@ def test_explore_widgets_change_the_figure(loaded):
     assert min(xs) >= 100 and max(xs) <= 300
 
 
+def test_explore_pairs_a_fused_run_with_its_single_twin_for_the_mirror_drift(tmp_path, monkeypatch):
+    """A stored fused run with the Layer-2 mirror off, beside the single path's run of the same inputs:
+    alone it fails tau_boost (the τ no longer boosted); paired, the verdict names the drift's first step."""
+    stream = scenarios.make("tail_shock", steps=400, accounts=64)
+    cfg = RegimeConfig(fused_mirror_tau_boost=False)
+    files = {}
+    for name, controllers in (("fused.jsonl", "fused"), ("single.jsonl", "single")):
+        files[name] = diag.write_jsonl(replay(stream, cfg, controllers=controllers), tmp_path / name)
+    first = replay(stream, cfg, controllers="fused")
+    at = open_app(tmp_path / "store", monkeypatch)
+    for name, path in files.items():
+        at.file_uploader(key="runs.upload").set_value((name, path.read_bytes(), "application/json")).run()
+        no_exception(at, f"upload {name}")
+    at.switch_page(page("explore")).run()
+    import os
+
+    from regime_dash.store import RunStore
+
+    names = {r["name"]: r["run_id"] for r in RunStore(os.environ["REGIME_DASH_STORE"]).list_runs()}
+    fused_id = next(i for n, i in names.items() if n.startswith("fused"))
+    single_id = next(i for n, i in names.items() if n.startswith("single"))
+    at.multiselect(key="explore.runs").set_value([fused_id]).run()
+    no_exception(at, "explore fused alone")
+    assert any(c.value.startswith("fused ran the fused controllers: pick the single path") for c in at.caption)
+    assert any("first failure: tau_boost" in b.label for b in at.button)
+    at.multiselect(key="explore.runs").set_value([fused_id, single_id]).run()
+    at.selectbox(key=f"explore.single_twin.{fused_id}").set_value(single_id).run()
+    no_exception(at, "explore paired")
+    (drift,) = [b.label for b in at.button if "fused_mirror_drift" in b.label]
+    boosted = np.flatnonzero(first["risk_stack.iqn.tau_min_effective"].to_numpy()
+                             != replay(stream, cfg)["risk_stack.iqn.tau_min_effective"].to_numpy())
+    assert drift.split("@ ")[1].startswith(f"{int(first['step'].iloc[boosted[0]])}–")
+    assert any(c.value.startswith("fused_mirror_drift: The fused controller path parts") for c in at.caption)
+
+
 def explore_planted(tmp_path, monkeypatch, replay_diag) -> AppTest:
     """Explore on a run with a planted violation: a dead-zone duration at step 250 that does not
     follow flag ? prev+1 : 0."""
@@ -300,6 +335,110 @@ def test_explore_verdict_strip_and_markers_at_a_planted_violation(tmp_path, monk
     no_exception(at, "strip jump")
     lo, hi = [s for s in at.slider if s.label == "Steps in view"][0].value
     assert lo < 250 < hi and (lo, hi) != (0, 399)
+
+
+# ---- Explore's failures table and provenance panel ---------------------------------------
+PLANTED_STEP = 700
+
+
+@pytest.fixture(scope="module")
+def planted_diag_file(tmp_path_factory):
+    """``(path, clean frame)``: a correct replay whose PopArt mean at step 700 was made wrong in the file."""
+    from helpers import planted_diag
+
+    return planted_diag(tmp_path_factory.mktemp("planted") / "planted.jsonl", step=PLANTED_STEP)
+
+
+def explore_with_planted_fault(tmp_path, monkeypatch, planted_diag_file) -> AppTest:
+    path, _ = planted_diag_file
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.file_uploader(key="runs.upload").set_value(("planted.jsonl", path.read_bytes(), "application/json")).run()
+    at.switch_page(page("explore")).run()
+    no_exception(at, "explore")
+    return at
+
+
+def failures_table(at: AppTest):
+    (table,) = [d for d in at.dataframe if "message" in d.value.columns]
+    return table
+
+
+def html_bodies(at: AppTest) -> list[str]:
+    return [e.proto.body for e in at.get("html")]
+
+
+def test_explore_failures_table_says_what_check_says_and_a_row_opens_the_panel(tmp_path, monkeypatch,
+                                                                              planted_diag_file):
+    from regime_dash.aliases import canonical_frame
+    from regime_dash.analysis import diagnose
+    from regime_dash.analysis.texts import check_message
+    from regime_dash.cli.check import load_target
+
+    path, clean = planted_diag_file
+    at = explore_with_planted_fault(tmp_path, monkeypatch, planted_diag_file)
+    table = failures_table(at)
+    report = diagnose(canonical_frame(load_target(str(path))[0]))  # what check prints for the same file
+    (failed,) = report.failed
+    assert table.value[["kind", "id", "first step"]].values.tolist() == [["check", failed.id, PLANTED_STEP]]
+    assert table.value["message"].tolist() == [check_message(failed)]
+    assert not any("Provenance" in m.value or "Formula" in m.value for m in at.markdown)  # nothing chosen yet
+
+    at.session_state[table.key] = {"selection": {"rows": [0], "columns": [], "cells": []}}
+    at.run()
+    no_exception(at, "row chosen")
+    flat = {k: (v[0] if isinstance(v, list) else v) for k, v in dict(at.query_params).items()}
+    assert flat["failure"] == f"rederive.popart_mean@{PLANTED_STEP}" and flat["failure_run"] == run_ids()[0]
+    # the formula with its numbers: the value the correct run logged, and the planted one
+    right = float(np.float32(clean[diag.POPART_MEAN].iloc[PLANTED_STEP]))
+    (filled,) = [c.value for c in at.code if "expected" in c.value]
+    wrong = float(np.float32(right) * np.float32(1.5))
+    assert f"expected {right:.9g}, logged {wrong:.9g}" in filled
+    assert filled.startswith("μ_t = (1−α)·μ_{t−1} + α·Σr/b")
+    # the rows t−1 and t, the fields the formula reads highlighted
+    (rows,) = [b for b in html_bodies(at) if "rd-rows" in b]
+    used = [r for r in rows.split("<tr")[1:] if r.startswith(" class='rd-used'")]
+    assert len(used) == 5 and all(any(f in r for r in used) for f in (
+        diag.POPART_MEAN, diag.B_SIZE, "risk_stack.inputs.batch_sum", "risk_stack.config.popart_alpha"))
+    assert "risk_stack.regime.dead_zone.flag" in rows and not any("dead_zone.flag" in r for r in used)
+    # the local replay over the logged trajectory, parting from it at the planted step
+    (replay,) = [d["figure"] for k, d in drawn_in_place(at).items() if k.endswith(".replay")]
+    traces = {t["name"]: t for t in replay["data"]}
+    xs = values(traces["logged"]["x"]).tolist()
+    i = xs.index(PLANTED_STEP)
+    assert np.float32(values(traces["replayed"]["y"])[i]) == np.float32(right)
+    assert np.float32(values(traces["logged"]["y"])[i]) != np.float32(right)
+    assert replay["layout"]["shapes"][0]["x0"] == PLANTED_STEP
+
+
+def test_explore_provenance_selection_round_trips_through_the_url(tmp_path, monkeypatch, planted_diag_file):
+    explore_with_planted_fault(tmp_path, monkeypatch, planted_diag_file)  # stores the run
+    rid = run_ids()[0]
+    fresh = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    fresh.query_params.update({"runs": rid, "failure": "rederive.popart_mean@701", "failure_run": rid})
+    fresh.switch_page(page("explore")).run()
+    no_exception(fresh, "reopened with a selection")
+    assert any("`rederive.popart_mean` at step **701**" in m.value for m in fresh.markdown)
+    assert any(k.endswith(".replay") for k in drawn_in_place(fresh))
+    assert fresh.session_state["explore.failure"] == "rederive.popart_mean@701"
+
+    # an item the run's verdict does not have opens nothing and leaves the URL
+    gone = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    gone.query_params.update({"runs": rid, "failure": "no_such_check@5", "failure_run": rid})
+    gone.switch_page(page("explore")).run()
+    no_exception(gone, "unknown item in the URL")
+    assert not any("at step **5**" in m.value for m in gone.markdown)
+    assert "failure" not in dict(gone.query_params)
+
+
+def test_a_verdict_warms_the_compiled_rederivation_loop():
+    from regime_dash.engine import rederive as engine
+    from regime_dash.ui import cache
+
+    warm = cache.warm_rederivation()
+    assert warm["thread"] is not None
+    warm["thread"].join(timeout=TIMEOUT)
+    assert not warm["thread"].is_alive() and warm["error"] is None
+    assert engine.is_compiled()
 
 
 def test_explore_aliases_map_renamed_fields(tmp_path, monkeypatch, replay_diag):
@@ -437,6 +576,28 @@ def test_replay_model_switch_toggle_lets_the_timeout_fire_with_resurrection_on(t
     at.toggle(key="replay.whatif.duration_across_cycles").set_value(True).run()
     no_exception(at, "duration_across_cycles on")
     assert metric(at, "timeouts") == "1"
+
+
+def test_replay_fused_path_with_the_layer4_mirror_off_shows_the_drift_and_the_single_twin(tmp_path, monkeypatch):
+    """Fused path: the mirrors on agree with the single path; the Layer-4 mirror off names step 351."""
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.switch_page(page("replay")).run()
+    at.radio(key="replay.controllers").set_value("fused").run()
+    no_exception(at, "fused, mirrors on")
+    assert {t.get("legendgroup") for t in chart_spec(at)["data"]} == {"baseline", "what-if"}
+    assert any("rl_fused_controllers" in c.value for c in at.caption)
+    assert metric(at, "timeouts") == "0"  # F2 mirrored: the dead zone cycles as on the single path
+    at.toggle(key="replay.whatif.fused_mirror_resurrection").set_value(False).run()
+    no_exception(at, "fused, Layer-4 mirror off")
+    (err,) = [e.value for e in at.error if "fused_mirror_drift" in e.value]
+    assert "step 351" in err and "Layer-4" in err
+    assert {t.get("legendgroup") for t in chart_spec(at)["data"]} == {"baseline", "what-if",
+                                                                      "what-if, single path"}
+    assert metric(at, "timeouts") == "1"  # no resurrection in the fused copy: the dead zone times out
+    at.radio(key="replay.controllers").set_value("single").run()  # the switch means nothing on the single path
+    no_exception(at, "single, mirror switch off")
+    assert not [e for e in at.error if "fused_mirror_drift" in e.value]
+    assert metric(at, "timeouts") == "0"
 
 
 def test_every_config_field_has_a_slider_around_its_default():

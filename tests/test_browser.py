@@ -125,6 +125,9 @@ def test_upload_explore_and_what_if(server, browser_page):
     assert after["what-if kelly_f"] != before["what-if kelly_f"]
     assert after["baseline kelly_f"] == before["baseline kelly_f"]  # only the what-if run moved
     assert_drawn_once(page)
+    # the metrics come after the chart in the page's run: on a busy machine they may land a moment later
+    page.wait_for_function("""(before) => Array.from(document.querySelectorAll('[data-testid=stMetric]'))
+        .some(m => m.innerText.includes('timeouts') && m.innerText !== before)""", arg=timeouts_before)
     timeouts_after = page.get_by_test_id("stMetric").filter(has_text="timeouts").first.inner_text()
     assert timeouts_after != timeouts_before
     shot(page, "4-replay-after-slider")
@@ -233,14 +236,107 @@ def test_explore_shows_the_verdict_strip_and_a_marker_at_a_planted_violation(ser
     assert 250 in xs and "verdict:finite_risk_stack_fields" in traces
     page.get_by_text("first failure: dead_zone_duration @ 250").wait_for()
     strip = page.locator("[data-testid=stMarkdownContainer]").filter(has_text="planted — verdict").first.inner_text()
-    # the planted duration fails its bound and its re-derivation; the NaN σ fails finite_risk_stack_fields
-    assert "verdict FAIL" in strip and "3 fail" in strip
+    from regime_dash.aliases import canonical_frame
+    from regime_dash.analysis import verdict
+    from regime_dash.cli.check import load_target
+
+    failed = [c.id for c in verdict(canonical_frame(load_target(str(planted))[0])).failed]
+    assert {"dead_zone_duration", "finite_risk_stack_fields"} <= set(failed)  # rederive.duration sees it too
+    assert "verdict FAIL" in strip and f"{len(failed)} fail" in strip
     nan_marks = page.evaluate("""() => { for (const gd of document.querySelectorAll('.js-plotly-plot'))
         for (const t of (gd._fullData || [])) if ((t.name || '').endsWith('σ non-finite'))
             return Array.from(t.text || []); return null; }""")
     assert nan_marks == ["NaN"]
     path = shot(page, "6-explore-verdict-strip-and-markers")
     assert path.stat().st_size > 0
+    page.close()
+
+
+#: Where the first point of the trace named ``name`` is on the page (its graph's pixels), or null.
+POINT_JS = """(name) => {
+    for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+        const t = (gd._fullData || []).find(t => t.name === name);
+        if (!t) continue;
+        const xa = gd._fullLayout['xaxis' + t.xaxis.slice(1)], ya = gd._fullLayout['yaxis' + t.yaxis.slice(1)];
+        const r = gd.getBoundingClientRect();
+        return {x: r.left + xa._offset + xa.l2p(t.x[0]), y: r.top + ya._offset + ya.l2p(t.y[0]), step: t.x[0]};
+    }
+    return null;
+}"""
+
+#: Milliseconds from ``t0`` (``performance.now()``) until the provenance panel shows its formula, its
+#: highlighted rows and its drawn replay chart (polled every animation frame); false until then.
+PANEL_OPEN_JS = """(t0) => {
+    const d = document.querySelector('[role=dialog]');
+    if (!d || !d.querySelector('.rd-rows tr.rd-used') || !d.innerText.includes('With the numbers')) return false;
+    const drawn = Array.from(d.querySelectorAll('.js-plotly-plot'))
+        .some(gd => (gd._fullData || []).some(t => t.name === 'replayed' && (t.y || []).length > 0));
+    return drawn ? performance.now() - t0 : false;
+}"""
+
+
+def test_clicking_a_failure_marker_opens_its_provenance_panel(server, browser_page, tmp_path):
+    """A run whose PopArt mean at step 700 was made wrong in the file: clicking the marker of
+    ``rederive.popart_mean`` on the chart opens the provenance panel (formula with its numbers, rows
+    t−1 and t, the local replay over the log), the selection goes into the URL, closing the panel takes
+    it out, and a row of the failures table opens it again. The click-to-panel time is written to
+    ``provenance-timing.json`` beside the screenshots (a figure to read, not a pass mark)."""
+    import hashlib
+    import shutil
+
+    from helpers import planted_diag
+
+    path, clean = planted_diag(tmp_path / "provenance.jsonl", step=700)
+    run_id = f"provenance-{hashlib.sha256(path.read_bytes()).hexdigest()[:12]}"  # the store's id: name-sha
+    page = browser_page.context.new_page()
+    page.goto(server + "/")
+    page.set_input_files("input[type=file]", str(path))
+    page.get_by_text("provenance.jsonl: 1,000 rows").wait_for()
+    page.goto(f"{server}/explore?runs={run_id}")  # this run alone (other tests store runs too)
+    traces_with(page, "verdict:rederive.popart_mean")
+    page.get_by_text("Failures (1)").wait_for()
+    page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')")
+    page.wait_for_timeout(3000)  # the compiled re-derivation loop loads in the background meanwhile
+    timings = []
+    for attempt in range(2):
+        point = page.evaluate(POINT_JS, "verdict:rederive.popart_mean")
+        assert point["step"] == 700
+        page.mouse.move(point["x"], point["y"])
+        page.wait_for_timeout(300)
+        t0 = page.evaluate("performance.now()")
+        page.mouse.click(point["x"], point["y"])
+        timings.append(page.wait_for_function(PANEL_OPEN_JS, arg=t0, polling="raf").json_value())
+        panel = page.locator("[role=dialog]")
+        assert "Provenance: rederive.popart_mean at step 700" in panel.inner_text()
+        page.wait_for_function("() => location.search.includes('failure=rederive.popart_mean%40700')")
+        if attempt == 0:
+            page.wait_for_timeout(500)
+            png = tmp_path / "provenance.png"
+            page.screenshot(path=str(png), clip={"x": 0, "y": 0, "width": 1400, "height": 1400})
+            shot(page, "8-provenance-panel")
+            (ROOT / "docs" / "img").mkdir(exist_ok=True)
+            shutil.copyfile(png, ROOT / "docs" / "img" / "provenance.png")
+        text = panel.inner_text()
+        right = float(clean["risk_stack.popart.mean"].iloc[700])
+        assert f"expected {right:.9g}" in text and "replay splits at" in text and "step 700" in text
+        used = panel.locator(".rd-rows tr.rd-used").all_inner_texts()
+        assert len(used) == 5 and any("risk_stack.inputs.batch_sum" in r for r in used)
+        page.keyboard.press("Escape")  # closed: the selection leaves the URL
+        page.wait_for_function("() => !document.querySelector('[role=dialog]')")
+        page.wait_for_function("() => !location.search.includes('failure=')")
+        assert f"runs={run_id}" in page.url  # the rest of the view stays
+    # a row of the failures table opens it too (the grid's row-selection cell, left of the first row)
+    box = page.locator("[data-testid=stDataFrame]:visible").first.bounding_box()  # the failures table
+    page.mouse.move(box["x"] + 16, box["y"] + 35 + 17)
+    page.wait_for_timeout(300)  # the grid draws the row's checkbox on hover; a press too quick is lost
+    page.mouse.down()
+    page.wait_for_timeout(80)
+    page.mouse.up()
+    page.wait_for_function(PANEL_OPEN_JS, arg=page.evaluate("performance.now()"), polling="raf")
+    page.wait_for_function("() => location.search.includes('failure=rederive.popart_mean%40700')")
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "provenance-timing.json").write_text(json.dumps({"click_to_panel_ms": timings}))
+    print(f"provenance panel: click to panel {', '.join(f'{t:.0f}' for t in timings)} ms")
     page.close()
 
 

@@ -162,51 +162,40 @@ def test_cli_check_all_prints_one_row_per_run(store_dir, client, capsys, tmp_pat
     assert main(["check", "--all", "some-run", "--store", str(copy)]) == 2
 
 
-def test_shared_inputs_are_scattered_once_per_content_and_the_cache_is_bounded(stream, client, monkeypatch):
-    monkeypatch.setattr(distributed, "_scattered", __import__("collections").OrderedDict())
+def test_shared_inputs_are_broadcast_under_one_key_per_content(stream, client):
     first = sweep(stream, GRID, engine="fast", device="cpu", scheduler=client).table
-    held = dict(distributed._scattered)
-    again = sweep(stream, GRID, engine="fast", device="cpu", scheduler=client).table
-    assert dict(distributed._scattered) == held  # the same futures: nothing sent again
-    pd.testing.assert_frame_equal(again, first, check_exact=True)
+    for _ in range(3):  # equal content, the same key each time: the keys of one sweep and the next
+        pd.testing.assert_frame_equal(sweep(stream, GRID, engine="fast", device="cpu", scheduler=client).table,
+                                      first, check_exact=True)
     # a stream with one value changed has another key, and gives its own table
     changed = regime_stream(np.random.default_rng(5), 260, 23, v_pred=False)
     changed.session_pnl_worst[100:] -= np.float32(30.0)
     other = sweep(changed, GRID, engine="fast", device="cpu", scheduler=client).table
-    assert len(distributed._scattered) > len(held)
-    local = sweep(changed, GRID, engine="fast", device="cpu").table
-    pd.testing.assert_frame_equal(other, local, check_exact=True)
+    pd.testing.assert_frame_equal(other, sweep(changed, GRID, engine="fast", device="cpu").table,
+                                  check_exact=True)
     assert not other.equals(first)
-    # bounded: the oldest entries are released
-    monkeypatch.setattr(distributed, "SCATTER_CACHE_SIZE", 3)
-    for k in range(5):
-        distributed.scatter_shared(client, np.full(10, k))
-    assert len(distributed._scattered) == 3
-    assert distributed.content_key(np.arange(4)) != distributed.content_key(np.arange(1, 5))
-    # large buffers (hashed on threads of their own): one value changed anywhere changes the key
-    big = {"a": np.zeros(400_000), "b": np.ones(300_000, np.float32), "c": np.arange(5)}
-    key = distributed.content_key(big)
-    assert distributed.content_key({k: v.copy() for k, v in big.items()}) == key
-    for name, at in (("a", 399_999), ("b", 0)):
-        changed = {k: v.copy() for k, v in big.items()}
-        changed[name][at] += 1
-        assert distributed.content_key(changed) != key
-    # an evicted entry is dropped, not released: a caller still holding its future can submit on it
-    held_future = distributed.scatter_shared(client, np.full(10, 99))
-    for k in range(5):
-        distributed.scatter_shared(client, np.full(10, 100 + k))
-    assert all(f is not held_future for f in distributed._scattered.values())
-    assert sorted(held_future) == sorted(client.nthreads())  # a copy of its own for every worker
-    assert client.submit(np.sum, next(iter(held_future.values()))).result(timeout=60) == 990
-    # a closed client's entries go with it
-    import distributed as dd
+    # every shared value is on every worker once submitted (one shard: only its worker needs
+    # them), one key per content; the memory manager, which trims copies nobody waits for, paused
+    workers = sorted(client.nthreads())
+    values = [np.arange(4.0), np.arange(4.0), np.arange(1.0, 5.0), None]
+    before = client.has_what()
+    client.amm.stop()
+    try:
+        futures = distributed.submit_shards(_sums, [0.5], client, shared=values)
+        held = client.has_what()
+    finally:
+        client.amm.start()
+    new = {w: {k for k in held[w] if k not in before[w] and not k.startswith("_sums")} for w in workers}
+    assert sorted(held) == workers and len(new[workers[0]]) == 3 and new[workers[1]] == new[workers[0]]
+    assert distributed.gather_shards(futures) == [[6.0, 6.0, 10.0, None]]
 
-    with dd.Client(client.scheduler.address) as other:
-        distributed.scatter_shared(other, np.arange(3))
-        other_id = str(other.id)
-        assert any(k[0] == other_id for k in distributed._scattered)
-    distributed.scatter_shared(client, np.arange(3))
-    assert not any(k[0] == other_id for k in distributed._scattered)
+
+def _sums(shard, *values):
+    """The sums of a shard's shared values, after ``shard`` seconds."""
+    import time
+
+    time.sleep(shard)
+    return [None if v is None else float(np.sum(v)) for v in values]
 
 
 def test_shards_wait_for_phase_1_and_are_released_when_it_fails(stream, client, monkeypatch):
@@ -246,20 +235,20 @@ def test_a_later_value_reaches_a_task_that_started_before_it(client):
     import time
 
     with distributed.later(client) as (handle, publish):
-        future = client.submit(lambda h: float(np.sum(h.result())), handle, pure=False)
+        future = client.submit(lambda h: float(np.sum(distributed.published(h))), handle, pure=False)
         time.sleep(0.3)
         assert not future.done()  # it waits for the value
         publish(np.arange(5.0))
         assert future.result(timeout=60) == 10.0
     with pytest.raises(RuntimeError):
         with distributed.later(client) as (handle, publish):
-            orphan = client.submit(lambda h: h.result(), handle, pure=False)
+            orphan = client.submit(lambda h: distributed.published(h), handle, pure=False)
             raise RuntimeError("the client fails before publishing")
     with pytest.raises(EngineUnavailable, match="failed; its work was abandoned"):
         orphan.result(timeout=60)
     # the block ends without publishing (and without an error): the task is told that
     with distributed.later(client) as (handle, publish):
-        unpublished = client.submit(lambda h: h.result(), handle, pure=False)
+        unpublished = client.submit(lambda h: distributed.published(h), handle, pure=False)
     with pytest.raises(EngineUnavailable, match="stopped before publishing"):
         unpublished.result(timeout=60)
     # published, then the client fails: a task that comes to it afterwards raises at once too
@@ -267,52 +256,38 @@ def test_a_later_value_reaches_a_task_that_started_before_it(client):
         with distributed.later(client) as (handle, publish):
             publish(np.arange(3.0))
             raise RuntimeError("the client fails after publishing")
-    late = client.submit(lambda h: h.result(timeout=30), handle, pure=False)
+    late = client.submit(lambda h: distributed.published(h, timeout=30), handle, pure=False)
     with pytest.raises(EngineUnavailable, match="failed; its work was abandoned"):
         late.result(timeout=60)
 
 
-def _held_keys(dask_worker=None):
-    return set(dask_worker.data)
-
-
-def _read_later(handle, name):
-    """(worker, sum of the value, whether it is this worker's own copy, as held in its memory)."""
+def _read_published(variable):
+    """(worker, sum of the value published into ``variable``)."""
     import distributed as dd
 
-    worker = dd.get_worker()
-    value = handle.result(timeout=30)
-    where = dd.Variable(name).get(timeout=30)
-    own = where.get(worker.address) in worker.data and worker.data[where[worker.address]] is value
-    return worker.address, float(np.sum(value)), own
+    return dd.get_worker().address, float(np.sum(distributed.published(variable, timeout=30)))
 
 
-def test_a_published_value_is_a_copy_on_each_worker_read_where_it_runs(client):
-    import distributed as dd
-
+@pytest.mark.filterwarnings("ignore:Client .* desires key .* but key is unknown")
+def test_a_published_value_is_a_future_on_every_worker_read_where_it_runs(client):
     workers = sorted(client.nthreads())
-    copies = distributed._copies(client, np.arange(4.0))
-    assert sorted(copies) == workers  # one for every worker ...
-    assert len({f.key for f in copies.values()}) == len(workers)  # ... each its own
-    held = client.run(_held_keys)
-    for worker, future in copies.items():
-        assert future.key in held[worker]
-    with distributed.later(client) as (handle, publish):
-        futures = [client.submit(_read_later, handle, handle.name, workers=[w], pure=False) for w in workers]
+    client.amm.stop()  # what is checked is the broadcast, not what the memory manager trims later
+    try:
+        with distributed.later(client) as (variable, publish):
+            futures = [client.submit(_read_published, variable, workers=[w], pure=False) for w in workers]
+            publish(np.arange(5.0))
+            future = variable.get(timeout=30)  # a real future, held by the variable
+            assert future.status == "finished" and sorted(client.who_has(future)[future.key]) == workers
+            assert sorted(f.result(timeout=60) for f in futures) == [(w, 10.0) for w in workers]
+    finally:
+        client.amm.start()
+    # a value that is gone once published: the task says so, not dask's own error
+    with distributed.later(client) as (variable, publish):
         publish(np.arange(5.0))
-        assert sorted(f.result(timeout=60) for f in futures) == [(w, 10.0, True) for w in workers]
-    # a worker the map does not name (one that joined or was restarted since) fetches another's copy
-    with distributed.later(client) as (handle, publish):
-        publish(np.arange(5.0))
-        variable = dd.Variable(handle.name, client=client)
-        variable.set({workers[0]: variable.get()[workers[0]]})
-        futures = [client.submit(_read_later, handle, handle.name, workers=[w], pure=False) for w in workers]
-        assert [f.result(timeout=60)[:2] for f in futures] == [(w, 10.0) for w in workers]
-        # and with every copy gone, it says so at once
-        variable.set({workers[0]: "regime-dash-no-such-key"})
-        lost = client.submit(_read_later, handle, handle.name, workers=[workers[1]], pure=False)
-        with pytest.raises(EngineUnavailable, match="every copy of it is gone"):
-            lost.result(timeout=60)
+        client.cancel(variable.get(timeout=30), force=True)
+        lost = client.submit(_read_published, variable, pure=False)
+        with pytest.raises(EngineUnavailable, match="could not be fetched"):
+            lost.result(timeout=120)
 
 
 def _where_it_ran(shard, data):

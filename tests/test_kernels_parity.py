@@ -78,6 +78,8 @@ def random_isv(rng: np.random.Generator) -> np.ndarray:
         put(f"RL_REGIME_FEATURE_{feature}_INDEX", c([0.0, 1.0, 1.0]))
     for model in ("TAIL_ON_DEVIATION", "DURATION_ACROSS_CYCLES"):  # the model switches, both ways
         put(f"RL_REGIME_MODEL_{model}_INDEX", c([0.0, 1.0]))
+    for mirror in ("TAU_BOOST", "RESURRECTION"):  # the fused kernel's mirror switches, both ways
+        put(f"RL_FUSED_MIRROR_{mirror}_INDEX", c([0.0, 1.0, 1.0]))
     return isv
 
 
@@ -211,6 +213,7 @@ CASES = {
                                             ref.rl_iqn_action_tau_controller),
     "rl_kelly_fraction_controller": _scalar("rl_kelly_fraction_controller",
                                             ref.rl_kelly_fraction_controller),
+    "rl_fused_controllers": _scalar("rl_fused_controllers", ref.rl_fused_controllers),
     "eval_warmup_decay": _scalar("eval_warmup_decay", ref.eval_warmup_decay),
     "reset_session_state": case_reset,
     "replay_step_stats": case_step_stats,

@@ -427,6 +427,13 @@ def test_controllers_page_sliders_checks_figures_slots_and_sweep():
     for name in ("sp18_hold", "pearl_c"):
         at.selectbox(key="controllers.module").set_value(name).run()
         assert not at.exception and len(charts(at)) >= 3, name
+    assert not [e for e in at.expander if e.label.startswith("Kernel paths")]  # one path: none listed
+    at.selectbox(key="controllers.module").set_value("regime_observer").run()
+    (paths,) = [e for e in at.expander if e.label.startswith("Kernel paths")]
+    assert paths.label == "Kernel paths (2): single, fused"
+    text = " ".join(md.value for md in paths.markdown)
+    assert "rl_fused_controllers" in text and "Layer-2" in text and "Layer-4" in text
+    assert "CMDP and Inventory β are not modelled" in text
 
 
 @pytest.mark.parametrize("name", CONTROLLERS)

@@ -62,9 +62,9 @@ FAULTS = [
      "recovery_factor = fminf(F1, recency / fmaxf(n_recovery + F1, F1))", "calm", {}, "factor", ()),
     ("eps_live_drops_min", "eps_live = eps_min + (eps_max - eps_min) * recovery_factor",
      "eps_live = eps_min + eps_max * recovery_factor", "calm", {}, "live", ()),
-    ("tau_boost_at_equal", "if isv[ix[RL_REGIME_FEATURE_TAU_BOOST_INDEX]] != F0 and recency < tail_window:",
-     "if isv[ix[RL_REGIME_FEATURE_TAU_BOOST_INDEX]] != F0 and recency <= tail_window:", "calm", {},
-     "tau_min_effective", ()),
+    # the F5 block lives in iqn_tau_boosted, which iqn_tau_min_effective runs with the F5 switch
+    ("tau_boost_at_equal", "if boost_on and recency < tail_window:",
+     "if boost_on and recency <= tail_window:", "calm", {}, "tau_min_effective", ()),
     ("tau_clamp_min", "fmaxf(isv[ix[RL_IQN_TAU_ACTION_INPUT_INDEX]], tau_min_eff)",
      "fminf(isv[ix[RL_IQN_TAU_ACTION_INPUT_INDEX]], tau_min_eff)", "calm", {}, "tau_action", ()),
     ("analytic_drops_safety", "f = fminf(fmaxf(safety * edge, F0), cap)", "f = fminf(fmaxf(edge, F0), cap)",

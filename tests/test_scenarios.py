@@ -154,3 +154,8 @@ def test_unknown_preset_and_bad_sizes_are_named():
     with pytest.raises(ValidationError, match="seed"):
         scenarios.calm(seed=-1)
     assert all(scenarios.describe(n) for n in SCENARIOS)
+
+
+def test_the_recorded_stream_cut_to_fewer_accounts_is_c_contiguous():
+    s = scenarios.recorded(accounts=31)
+    assert all(a.flags.c_contiguous for a in s.arrays().values())

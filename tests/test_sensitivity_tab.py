@@ -47,7 +47,8 @@ def test_sensitivity_tab_runs_and_lists_max_duration_as_no_effect(replay_page):
     assert any(c.value == "Press Run sensitivity." for c in at.caption)
     at.button(key=f"{KEY}.run").click().run()
     assert not at.exception, [e.message for e in at.exception]
-    assert any(c.value.startswith("131 one-at-a-time and") for c in at.caption)  # 129 + the two model switches
+    # 129 + the two model switches + the two mirror switches (no effect: the sensitivity replays the single path)
+    assert any(c.value.startswith("133 one-at-a-time and") for c in at.caption)
     (bar,) = at.get("progress")
     value, text = protos.progress(bar)
     assert value == 100 and text.startswith("sensitivity: done in ")

@@ -117,8 +117,8 @@ def test_report_finds_overlaps_and_gaps():
     bad = L.with_indices({"RL_KELLY_FRACTION_INDEX": 696, "RL_KELLY_CAP_INDEX": 600})
     rep = bad.report()
     assert rep.overlaps == {696: ["RL_REGIME_DEAD_ZONE_FLAG_INDEX", "RL_KELLY_FRACTION_INDEX"]}
-    # 663..664 are the model switches, 665 is where RL_KELLY_FRACTION_INDEX was
-    assert rep.gaps == [(601, 663), (665, 666), (669, 670)]
+    # 661..664 are the mirror and model switches, 665 is where RL_KELLY_FRACTION_INDEX was
+    assert rep.gaps == [(601, 661), (665, 666), (669, 670)]
     with pytest.raises(SlotLayoutError, match="696"):
         bad.defines()
 

@@ -29,6 +29,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from regime_dash import diag
 from regime_dash.analysis.coverage import counts as coverage_counts
 from regime_dash.analysis.coverage import coverage
 from regime_dash.analysis.coverage import merge as merge_coverage
@@ -112,7 +113,7 @@ class Report:
 
 
 def diagnose(frame: pd.DataFrame, ids: Iterable[str] | None = None,
-             options: CheckOptions | None = None) -> Report:
+             options: CheckOptions | None = None, single: pd.DataFrame | None = None) -> Report:
     """The :func:`verdict` of one frame, with every episode/event finder's tables.
 
     Parameters
@@ -123,10 +124,16 @@ def diagnose(frame: pd.DataFrame, ids: Iterable[str] | None = None,
         Check ids to run (core and module ids); all when ``None``.
     options
         The shared check options (:class:`CheckOptions`).
+    single
+        For a fused-path replay: the single path's replay of the same inputs (finding
+        ``fused_mirror_drift``; see :func:`verdict`).
     """
     vw = _view(frame)
-    judged = verdict(vw, options, ids)
+    judged = verdict(vw, options, ids, single)
     episodes, events, skipped = find_all(vw)
+    if single is None and vw.has(diag.FUSED_COLUMN) and (vw.f32(diag.FUSED_COLUMN) == 1).any():
+        skipped["fused_mirror_drift"] = ("the run replayed the fused controllers; the single path's replay of the "
+                                         "same inputs shows where they part (check RUN --single FILE)")
     return Report(judged, episodes, events, skipped, summary(vw),
                   dict(frame.attrs.get("aliases_applied", {})), field_coverage(vw, judged))
 

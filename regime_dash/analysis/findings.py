@@ -350,6 +350,81 @@ def _tau_unclamped(vw: FrameView, opt: CheckOptions) -> list[Finding]:
                     v.TAU_MIN_EFF)]
 
 
+# ---- fused_mirror_drift -------------------------------------------------------------------
+#: The controllers each mirror switch guards: (switch, the block it mirrors, the column it writes).
+_MIRRORS = (("fused_mirror_resurrection", "Layer-4 branch's F2 resurrection", v.KELLY),
+            ("fused_mirror_tau_boost", "Layer-2 branch's F5 τ boost", v.TAU_MIN_EFF))
+
+
+def fused_mirror_drift(fused: pd.DataFrame | FrameView, single: pd.DataFrame | FrameView) -> list[Finding]:
+    """The first step where a fused-path replay parts from the single path's replay of the same inputs.
+
+    The spec's step 8, ``rl_fused_controllers``, "mirrors single-controller
+    behavior"; a mirror switch off (``fused_mirror_*``) is a fused copy that
+    never got the F2 or F5 block. This finding takes both frames, since one
+    frame cannot say what the other path would have done after the paths part:
+    a caller that holds the stream replays it on both paths
+    (``replay --controllers fused``, the Replay page) or is handed both files
+    (``check FUSED --single SINGLE``). Every column but the config ones
+    (``risk_stack.config.*``) is compared, step by step (:func:`~regime_dash.analysis.diff.diff_runs`).
+
+    Returns
+    -------
+    One ``fail`` finding where the frames differ, none where they agree (bit for bit).
+
+    Raises
+    ------
+    ValidationError
+        ``fused`` does not say it ran the fused path, or ``single`` says it did.
+    """
+    from regime_dash import diag
+    from regime_dash.analysis.diff import diff_runs
+    from regime_dash.errors import ValidationError
+
+    fv, sv = as_view(fused), as_view(single)
+    for name, vw, want in (("fused", fv, True), ("single", sv, False)):
+        ran = vw.has(diag.FUSED_COLUMN) and bool((vw.f32(diag.FUSED_COLUMN) == 1).all())
+        if ran != want:
+            raise ValidationError(f"the {name} frame {'does not say' if want else 'says'} it ran the fused "
+                                  f"controllers ({diag.FUSED_COLUMN})", field=name, value=ran)
+    cols = [c for c in fv.frame.columns if c in sv.frame.columns and not c.startswith(diag.P + "config.")]
+    d = diff_runs(fv.frame, sv.frame, cols)
+    if d.identical or d.first_step is None:
+        return []
+    first = int(d.first_step)
+    row_f, row_s = int(np.searchsorted(fv.step, first)), int(np.searchsorted(sv.step, first))
+    at_first = [f.column for f in d.fields if f.first_step == first]
+    off = [(name, what, col) for name, what, col in _MIRRORS if (s := fv.switch(name)) is not None and not s.all()]
+    ev = {"first_step": first, "columns_at_first_step": at_first,
+          "fused_at_first_step": {c: float(fv.f32(c)[row_f]) for c in at_first if fv.has(c)},
+          "single_at_first_step": {c: float(sv.f32(c)[row_s]) for c in at_first if sv.has(c)},
+          "mirrors_off": [name for name, _, _ in off], "rows_compared": d.rows_compared,
+          "differing_columns": {f.column: f.rows for f in d.fields}}
+    ev.update(_drift_consequences(fv, sv))
+    column = next((c for _, _, c in _MIRRORS if c in at_first), at_first[0] if at_first else None)
+    why = (" and ".join(f"its {what} is off ({name})" for name, what, _ in off)
+           or "no mirror switch is off, so the fused copy itself differs")
+    msg = (f"The fused controller path parts from the single one at step {first} "
+           f"({', '.join(at_first[:3])}): rl_fused_controllers should mirror the single controllers, but {why}. "
+           f"After that, kelly_f stays 0 on {ev['kelly_zero_where_single_resurrects']} step(s) the single path "
+           f"resurrects (the trap is not escaped) and τ_min is not boosted on {ev['tau_not_boosted']} step(s).")
+    return [Finding("fused_mirror_drift", "fail", msg, [first], [(first, int(fv.step[-1]))], ev, column,
+                    tuple(name for name, _, _ in off))]
+
+
+def _drift_consequences(fv: FrameView, sv: FrameView) -> dict:
+    """Steps (both frames' shared steps) where the fused kelly_f is 0 and the single one is not, and where
+    the fused τ_min_eff is below the single one's."""
+    common, ia, ib = np.intersect1d(fv.step, sv.step, return_indices=True)
+    out = {"kelly_zero_where_single_resurrects": 0, "tau_not_boosted": 0}
+    if fv.has(v.KELLY) and sv.has(v.KELLY):
+        kf, ks = fv.f32(v.KELLY)[ia], sv.f32(v.KELLY)[ib]
+        out["kelly_zero_where_single_resurrects"] = int(((kf == 0) & (ks > 0)).sum())
+    if fv.has(v.TAU_MIN_EFF) and sv.has(v.TAU_MIN_EFF):
+        out["tau_not_boosted"] = int((fv.f32(v.TAU_MIN_EFF)[ia] < sv.f32(v.TAU_MIN_EFF)[ib]).sum())
+    return out
+
+
 #: Every finder, in report order.
 FINDERS: tuple[tuple[str, Callable[[FrameView, CheckOptions], list[Finding]]], ...] = (
     ("timeout_unreachable", _timeout_unreachable),
@@ -358,8 +433,9 @@ FINDERS: tuple[tuple[str, Callable[[FrameView, CheckOptions], list[Finding]]], .
     ("envelope_decay_horizon", _envelope_decay_horizon),
     ("tau_unclamped", _tau_unclamped),
 )
-#: Finding ids in report order.
-FINDING_IDS: tuple[str, ...] = tuple(i for i, _ in FINDERS)
+#: Finding ids in report order; ``fused_mirror_drift`` last, the one that needs a second frame
+#: (:func:`fused_mirror_drift`, run by :func:`~regime_dash.analysis.verdict.verdict` when given ``single``).
+FINDING_IDS: tuple[str, ...] = (*(i for i, _ in FINDERS), "fused_mirror_drift")
 
 
 def find(frame: pd.DataFrame | FrameView, options: CheckOptions | None = None) -> list[Finding]:

@@ -723,7 +723,8 @@ class IncrementalVerdict:
             self.last_step = int(vw.step[-1])
         self.tail = vw.frame.iloc[max(0, vw.n - self.lookback):]
         checks = [self.checks[i].result() for i in inv.CHECK_IDS] + self.rederived.result() + module_checks
-        self.current = Verdict(checks, [f for i in fd.FINDING_IDS for f in self.finders[i].result()])
+        # the one-frame finders, as find() runs them (fused_mirror_drift needs a second frame)
+        self.current = Verdict(checks, [f for i, _ in fd.FINDERS for f in self.finders[i].result()])
         return self.current
 
     def _module_checks(self, vw: FrameView, new: pd.DataFrame, whole: pd.DataFrame | None) -> list[CheckResult]:

@@ -566,8 +566,13 @@ def _tau_boost(view: FrameView, _opt: CheckOptions):
     finite = _finite(tmin, eff, rec, factor, window)
     boosted = tmin * factor  # float32 multiply, as the kernel's tau_min_eff *= boost
     recent = rec < window
-    # G24/G25: boosted while a tail is recent (or unboosted when F5 is off), plain otherwise
-    ok = np.where(recent, (eff == boosted) | (eff == tmin), eff == tmin)
+    # G24/G25: boosted while a tail is recent, plain otherwise; where the file says whether F5 ran
+    # (a replay's switch column), exactly where it did, else F5 may have been off (unboosted) on any row
+    f5 = view.switch("tau_boost")
+    if f5 is None:
+        ok = np.where(recent, (eff == boosted) | (eff == tmin), eff == tmin)
+    else:
+        ok = np.where(recent & f5, eff == boosted, eff == tmin)
     why = np.full(view.n, "", dtype=object)
     if view.has(v.TAU_ACTION):
         act = view.f32(v.TAU_ACTION)

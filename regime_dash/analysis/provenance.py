@@ -76,11 +76,15 @@ def _row_dict(frame: pd.DataFrame, i: int) -> dict:
     return out
 
 
-def _local_replay(p: rd.Prepared, k: int, row: int, half: int) -> tuple[np.ndarray, int, int]:
-    a, b = max(1, row - half), min(p.n, row + half + 1)
-    # the carried Welford state at the window's start comes from the re-derivation up to it
-    exp, _, _ = p.run(a - 1, b, first=1, state=p.state_at(a), resync=False)
-    return exp[1:, k], a, b
+def _state_before(p: rd.Prepared, a: int) -> tuple:
+    """The loop's state after row ``a − 1`` (the carried Welford state comes from the rows before it)."""
+    return p.state_at(a)
+
+
+def _from(p: rd.Prepared, state: tuple, a: int, b: int, resync: bool) -> np.ndarray:
+    """Rows ``a`` to ``b − 1`` from ``state`` (a copy of it), row ``a − 1`` the one before: every output."""
+    exp, _, _ = p.run(a - 1, b, first=1, state=(state[0].copy(), state[1].copy()), resync=resync)
+    return exp[1:]
 
 
 def provenance(frame_or_view, check_id: str, step: int, half_window: int = HALF_WINDOW) -> Provenance:
@@ -102,12 +106,16 @@ def provenance(frame_or_view, check_id: str, step: int, half_window: int = HALF_
         raise ValidationError(f"step {step} cannot be re-derived: the row before it is not step {step - 1}",
                               field="step", value=step)
     k = [x.output for x in FORMULAS].index(f.output)
-    pair, _, _ = p.run(row - 1, row + 1, first=1, state=p.state_at(row)) if row else p.run(0, 1)
-    expected = np.full(view.n, np.nan, dtype=np.float32)
-    expected[row] = pair[-1, k]
+    a, b = max(1, row - int(half_window)), min(view.n, row + int(half_window) + 1)
+    # the rows before the window run once; the re-derivation of the step and the local replay start there
+    state = _state_before(p, a)
+    exp_all = np.full(view.n, np.nan, dtype=np.float32)
+    exp_all[a:row + 1] = _from(p, state, a, row + 1, resync=True)[:, k]
+    if row < a:  # the first row: nothing before it to start a window from
+        exp_all[:row + 1] = p.run(0, row + 1)[0][:, k]
     got = view.f32(f.column)
-    div = rd._divergence(view, p, f, expected, got, row)
-    replayed, a, b = _local_replay(p, k, row, int(half_window))
+    div = rd._divergence(view, p, f, exp_all, got, row)
+    replayed = _from(p, state, a, b, resync=False)[:, k]
     window = pd.DataFrame({"step": view.step[a:b], "logged": got[a:b], "replayed": replayed})
     parted = ~((window["logged"] == window["replayed"]) | (window["logged"].isna() & window["replayed"].isna()))
     split = int(window["step"][parted].iloc[0]) if parted.any() else None

@@ -130,10 +130,11 @@ FORMULAS: tuple[Formula, ...] = (
 )
 BY_OUTPUT = {f.output: f for f in FORMULAS}
 
-#: Logged fields that are inputs of the pipeline (recorded, nothing to recompute them from).
+#: Logged fields that are inputs of the pipeline (recorded, nothing to recompute them from); the last,
+#: the controller path a fused replay ran (:data:`regime_dash.diag.FUSED_COLUMN`).
 INPUT_FIELDS: tuple[str, ...] = (
     diag.COOLDOWN, diag.WORST, diag.B_SIZE, diag.MAX_DURATION, diag.STEPS_CONFIG, diag.DECAY_STEPS_CONFIG,
     diag.SIGMA_THR, diag.EPS_MIN, diag.EPS_MAX, diag.N_RECOVERY, diag.DECAY_ALPHA, diag.BOOST_FACTOR,
-    diag.BOOST_WINDOW, diag.TAU_MIN, *CFG.values(), *IN.values())
+    diag.BOOST_WINDOW, diag.TAU_MIN, *CFG.values(), *IN.values(), diag.FUSED_COLUMN)
 
 __all__ = ["Formula", "FORMULAS", "BY_OUTPUT", "INPUT_FIELDS", "NOW", "PREV"]

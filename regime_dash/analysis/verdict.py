@@ -15,7 +15,7 @@ from typing import Iterable
 import pandas as pd
 
 from regime_dash.analysis import registry
-from regime_dash.analysis.findings import Finding, find
+from regime_dash.analysis.findings import Finding, find, fused_mirror_drift
 from regime_dash.analysis.invariants import STATUSES, CheckOptions, CheckResult, run_checks
 from regime_dash.analysis.rederive import checks as rederive_checks
 from regime_dash.analysis.rederive_formulas import FORMULAS
@@ -89,7 +89,7 @@ class Verdict:
 
 
 def verdict(frame: pd.DataFrame | FrameView, options: CheckOptions | None = None,
-            ids: Iterable[str] | None = None) -> Verdict:
+            ids: Iterable[str] | None = None, single: pd.DataFrame | FrameView | None = None) -> Verdict:
     """Judge one diag frame (canonical column names): every check, every finding.
 
     Parameters
@@ -100,6 +100,9 @@ def verdict(frame: pd.DataFrame | FrameView, options: CheckOptions | None = None
         The shared check options (ulp tolerance, trap limit, ...); module checks take them too.
     ids
         Check ids to run (core and module ids mixed); all when ``None``. Findings always run.
+    single
+        For a replay of the fused controller path: the single path's replay of the same inputs
+        and config, for the finding ``fused_mirror_drift`` (:func:`~regime_dash.analysis.findings.fused_mirror_drift`).
 
     Raises
     ------
@@ -115,7 +118,10 @@ def verdict(frame: pd.DataFrame | FrameView, options: CheckOptions | None = None
         checks.extend(r for r in rederive_checks(vw, opt.rederive_ulps) if rederived is None or r.id in rederived)
     for provider, wanted_ids in zip(provided, provided_ids):
         checks.extend(provider.results(vw.frame, wanted_ids, opt))
-    return Verdict(checks, find(vw, opt))
+    found = find(vw, opt)
+    if single is not None:
+        found.extend(fused_mirror_drift(vw, single))
+    return Verdict(checks, found)
 
 
 def rederive_ids(ids: Iterable[str] | None) -> tuple[list[str] | None, list[str] | None]:

@@ -321,13 +321,10 @@ def _scale_out_rows(stream: Stream, size: int, repeats: int, budget_s: float, gp
         return one_row, add(_missing(two_name, "gpu", f"unavailable: {n_gpu} GPU(s) here, 2 needed", size))
 
     def two():
-        import distributed as dd
-
         with contextlib.ExitStack() as stack:
             nonlocal client
             if client is None:
-                cluster = stack.enter_context(distributed.local_cluster())
-                client = stack.enter_context(dd.Client(cluster))
+                client = stack.enter_context(distributed.connect("local"))  # as sweep(scheduler="local")
             client.wait_for_workers(n_gpu, timeout=120)
             want = sweep(stream, small, engine="fast", device="gpu").table
             got = sweep(stream, small, engine="fast", device="gpu", scheduler=client).table
@@ -394,9 +391,7 @@ def _cluster_client(stack: contextlib.ExitStack) -> Any:
     if distributed.gpu_count() < 2:
         return None
     try:
-        import distributed as dd
-
-        return stack.enter_context(dd.Client(stack.enter_context(distributed.local_cluster())))
+        return stack.enter_context(distributed.connect("local"))  # as sweep(scheduler="local") makes it
     except Exception:  # each two-GPU row then starts its own and reports why it could not
         return None
 

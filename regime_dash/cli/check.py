@@ -11,6 +11,11 @@ a diag (:mod:`regime_dash.ingest.diag_rows`: no JSON object line, no line with a
 field, no ``step``) or is unreadable included. ``check --all`` gives such a run the
 status ``not a diag`` and exits 2.
 
+``check FUSED --single SINGLE`` also compares a replay of the fused controller
+path with the single path's replay of the same inputs (finding
+``fused_mirror_drift``, the first step they part); a fused run checked alone
+lists that finding as skipped.
+
 ``diff`` compares two runs step by step (the spec's F3 byte-identical check)
 and exits 0 when they are identical, 1 when they differ.
 
@@ -65,6 +70,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run only these check ids (default: all)")
     p.add_argument("--aliases", metavar="FILE", default=None, help=_ALIAS_HELP)
     p.add_argument("--store", metavar="DIR", default=None, help=_STORE_HELP)
+    p.add_argument("--single", metavar="RUN|FILE", default=None,
+                   help="for a replay of the fused controllers: the single path's replay of the same inputs "
+                   "(replay --single-out); the finding fused_mirror_drift names the first step they part")
     p.add_argument("--trap-steps", type=int, default=None, metavar="N",
                    help="success criterion 1: longest allowed kelly_f=0 all-flat stretch (default 200)")
     p.add_argument("--baseline-sps", type=float, default=None, metavar="SPS",
@@ -207,9 +215,11 @@ def run_check(args: argparse.Namespace) -> int:
     if args.rederive_ulps is not None:
         opts["rederive_ulps"] = args.rederive_ulps
     options = CheckOptions(**opts)
-    frame, source = _prepared(args.target, args.store, _user_aliases(args.aliases))
+    aliases = _user_aliases(args.aliases)
+    frame, source = _prepared(args.target, args.store, aliases)
+    single = None if args.single is None else _prepared(args.single, args.store, aliases)[0]
     _announce_rederivation(len(frame))
-    report = diagnose(frame, _split(args.only), options)  # core, module checks and findings: one verdict
+    report = diagnose(frame, _split(args.only), options, single)  # core, module checks and findings: one verdict
     doc = report.to_dict()
     doc["source"] = source
     _emit(doc, report_lines(report, source), args.json)
@@ -264,6 +274,7 @@ def check_all_exit_code(statuses) -> int:
 def report_lines(report, source: dict) -> list[str]:
     """The human form of a check report."""
     from regime_dash.analysis.coverage import counts as coverage_counts
+    from regime_dash.analysis.texts import check_line, finding_line
 
     name = source.get("run_id") or source.get("file")
     s = report.summary
@@ -275,17 +286,11 @@ def report_lines(report, source: dict) -> list[str]:
         out.append("aliases: " + ", ".join(f"{a} -> {c}" for a, c in report.aliases_applied.items()))
     w = max(len(c.id) for c in report.checks) if report.checks else 10
     out.append("")
-    for c in report.checks:
-        first = "" if c.first_step is None else f" first step {c.first_step}"
-        count = f" {c.violations} violation(s){first}" if c.status in ("fail", "warn") and c.violations else ""
-        spans = "".join(f" [{a}..{b}]" for a, b in c.spans[:3])
-        out.append(f"{c.status.upper():4}  {c.id:<{w}}{count}{spans}  {c.detail}")
+    out.extend(check_line(c, w) for c in report.checks)
     out.append("")
     if report.findings:
         out.append(f"findings: {len(report.findings)}")
-        for f in report.findings:
-            where = ", ".join(f"{a}..{b}" for a, b in f.spans[:3]) or ", ".join(map(str, f.steps[:5]))
-            out.append(f"{f.severity.upper():4}  {f.id} (steps {where}): {f.message}")
+        out.extend(finding_line(f) for f in report.findings)
         out.append("")
     eps = report.episodes.get("dead_zone")
     if eps is not None:

@@ -19,6 +19,7 @@ import pandas as pd
 
 from regime_dash import diag
 from regime_dash.config import RegimeConfig
+from regime_dash.engine.controllers import CONTROLLERS, check_controllers  # noqa: F401  (CONTROLLERS: public)
 from regime_dash.errors import EngineUnavailable, StreamError, ValidationError
 from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
 from regime_dash.streams import Stream
@@ -148,7 +149,7 @@ def input_columns(stream: Stream) -> dict[str, np.ndarray]:
 
 def replay_trajectory(stream: Stream, config: RegimeConfig | None = None, engine: str = "reference",
                       isv: Mapping[str, float] | None = None, layout: SlotLayout | None = None,
-                      log_inputs: bool = False, **options: Any) -> Trajectory:
+                      log_inputs: bool = False, controllers: str = "single", **options: Any) -> Trajectory:
     """Like :func:`replay`, returning the full :class:`Trajectory`."""
     if not isinstance(stream, Stream):
         raise StreamError(f"stream must be a regime_dash.Stream, got {type(stream).__name__}",
@@ -157,26 +158,29 @@ def replay_trajectory(stream: Stream, config: RegimeConfig | None = None, engine
     if not isinstance(config, RegimeConfig):
         raise ValidationError(f"config must be a RegimeConfig, got {type(config).__name__}",
                               field="config", value=type(config).__name__)
+    controllers = check_controllers(controllers)
     layout = (layout or DEFAULT_LAYOUT).validate()
     name = resolve_engine(engine)
     isv0, boot = initial_isv(config, isv, layout)
     run = backend(name)
     t0 = time.perf_counter()
     snap, flat, normalized, v_pred, isv_end = run(stream, isv0, boot, layout, snapshot_indices(layout),
-                                                  **options)
+                                                  controllers=controllers, **options)
     seconds = time.perf_counter() - t0
-    frame = diag.frame_from_snapshot(snap, flat, stream.accounts, stream.step, stream.boundary, config)
+    frame = diag.frame_from_snapshot(snap, flat, stream.accounts, stream.step, stream.boundary, config,
+                                     fused=controllers == "fused")
     if log_inputs:
         for col, values in input_columns(stream).items():
             frame[col] = values
     frame.attrs["layout_fingerprint"] = layout.fingerprint_hex()
     frame.attrs["engine"] = name
+    frame.attrs["controllers"] = controllers
     return Trajectory(frame, normalized, v_pred, isv_end, name, seconds)
 
 
 def replay(stream: Stream, config: RegimeConfig | None = None, engine: str = "reference",
            isv: Mapping[str, float] | None = None, layout: SlotLayout | None = None,
-           log_inputs: bool = False, **options: Any) -> pd.DataFrame:
+           log_inputs: bool = False, controllers: str = "single", **options: Any) -> pd.DataFrame:
     """Replay the regime pipeline over ``stream``; one frame row per step.
 
     Parameters
@@ -195,14 +199,21 @@ def replay(stream: Stream, config: RegimeConfig | None = None, engine: str = "re
     log_inputs
         Also log the inputs a diag does not carry (:data:`regime_dash.diag.INPUT_COLUMNS`: the Kelly edge,
         IQN τ before its clamp, each step's batch sums), so every output can be re-derived from the file.
+    controllers
+        The risk-stack path: ``"single"`` (the single controller kernels, launch order
+        step 7) or ``"fused"`` (``rl_fused_controllers``, step 8, with the config's mirror
+        switches); :mod:`regime_dash.engine.controllers`. Both give the same bits while
+        the mirror switches are on.
     **options
         Backend options, e.g. ``graph=True`` for ``cuda``.
 
     Returns
     -------
     pandas.DataFrame
-        ``step``, ``fold``, ``phase``, the dotted diag columns and the switch columns (F2/F4/F5, models)
-        (:data:`regime_dash.diag.SWITCH_COLUMNS`). ``attrs``
-        carries ``layout_fingerprint`` and ``engine``.
+        ``step``, ``fold``, ``phase``, the dotted diag columns, the config columns (F2/F4/F5, models,
+        mirrors and the config slots; :data:`regime_dash.diag.CONFIG_COLUMNS`), the input columns
+        with ``log_inputs`` and, on the fused path,
+        :data:`regime_dash.diag.FUSED_COLUMN`. ``attrs`` carries ``layout_fingerprint``,
+        ``engine`` and ``controllers``.
     """
-    return replay_trajectory(stream, config, engine, isv, layout, log_inputs, **options).frame
+    return replay_trajectory(stream, config, engine, isv, layout, log_inputs, controllers, **options).frame

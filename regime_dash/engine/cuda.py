@@ -13,7 +13,8 @@ sequence is captured in a CUDA graph and the graph is launched T times.
 Launch order per step (reference.scalar_step): stream inputs →
 reset_session_state (acts only at a boundary) → rl_popart_normalize →
 rl_popart_v_correct (with V_pred) → rl_regime_flat_count → rl_regime_observer →
-rl_iqn_action_tau_controller → rl_kelly_fraction_controller → eval_warmup_decay
+rl_iqn_action_tau_controller → rl_kelly_fraction_controller (or, on the fused
+path, the one launch of rl_fused_controllers in their place) → eval_warmup_decay
 → snapshot. rl_popart_* touch only PopArt slots, which none of the later
 kernels read, so running them first gives the same state as the spec's
 insertion point after the observer.
@@ -25,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from regime_dash.engine import loader
+from regime_dash.engine.controllers import check_controllers
 from regime_dash.errors import StreamError, ValidationError
 from regime_dash.slots import SlotLayout
 from regime_dash.streams import Stream, check_arrays
@@ -39,13 +41,14 @@ FILES: tuple[str, ...] = (
     "rl_regime_observer.cu",
     "rl_iqn_action_tau_controller.cu",
     "rl_kelly_fraction_controller.cu",
+    "rl_fused_controllers.cu",
     "eval_warmup_decay.cu",
 )
 #: Kernels this engine launches.
 KERNELS: tuple[str, ...] = (
     "replay_load_step", "reset_session_state", "rl_popart_normalize", "rl_popart_v_correct",
     "rl_regime_flat_count", "rl_regime_observer", "rl_iqn_action_tau_controller",
-    "rl_kelly_fraction_controller", "eval_warmup_decay", "replay_store_step",
+    "rl_kelly_fraction_controller", "rl_fused_controllers", "eval_warmup_decay", "replay_store_step",
 )
 #: Threads of the reduction kernels; the reference's reduction order assumes 256.
 BLOCK = 256
@@ -103,9 +106,10 @@ def check_inputs(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: Slo
 class _Replay:
     """Device buffers and the launch sequence of one per-step replay."""
 
-    def __init__(self, cp, mod, stream: Stream, isv0, boot, layout, snap_idx, t_steps, b):
+    def __init__(self, cp, mod, stream: Stream, isv0, boot, layout, snap_idx, t_steps, b, fused=False):
         i32, f32 = np.int32, np.float32
         self.cp, self.mod = cp, mod
+        self.fused = bool(fused)  # the risk-stack path: rl_fused_controllers instead of the single kernels
         for name in KERNELS:  # resolve every function now, not during a graph capture
             mod[name]
         self.t_steps, self.b = t_steps, b
@@ -159,8 +163,11 @@ class _Replay:
         m["rl_regime_flat_count"](one, (BLOCK,), (self.lots_cur, self.flat_count, b),
                                   shared_mem=BLOCK * 4)
         m["rl_regime_observer"](one, one, (self.isv, self.flat_count, b))
-        m["rl_iqn_action_tau_controller"](one, one, (self.isv,))
-        m["rl_kelly_fraction_controller"](one, one, (self.isv,))
+        if self.fused:  # launch order step 8: one launch in place of the single controllers
+            m["rl_fused_controllers"](one, one, (self.isv,))
+        else:
+            m["rl_iqn_action_tau_controller"](one, one, (self.isv,))
+            m["rl_kelly_fraction_controller"](one, one, (self.isv,))
         m["eval_warmup_decay"](one, one, (self.isv,))
         m["replay_store_step"](one, (BLOCK,), (
             self.t_d, self.rewards_cur, self.v_pred_cur, has_v, self.flat_count, self.isv,
@@ -195,7 +202,7 @@ class _Replay:
 
 def run(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout,
         snap_idx: np.ndarray, *, graph: bool = False,
-        options: tuple[str, ...] = loader.PARITY_OPTIONS):
+        options: tuple[str, ...] = loader.PARITY_OPTIONS, controllers: str = "single"):
     """Replay ``stream`` with the spec kernels launched per step (the backend contract).
 
     Parameters
@@ -206,19 +213,22 @@ def run(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout,
         Capture one step's launches in a CUDA graph and launch it T times.
     options
         NVRTC options; the default compiles with ``--fmad=false`` for parity.
+    controllers
+        The risk-stack path: ``"single"`` or ``"fused"`` (:mod:`regime_dash.engine.controllers`).
 
     Returns
     -------
     (snap float32 [T, n], flat int32 [T], rewards_normalized float32 [T, b],
     v_pred_corrected float32 [T, b] or None, isv_final float32 [n_isv])
     """
+    fused = check_controllers(controllers) == "fused"
     t_steps, b = check_inputs(stream, isv0, boot, layout, snap_idx)
     if not isinstance(graph, (bool, np.bool_)):
         raise ValidationError(f"graph must be True or False, got {graph!r}", field="graph", value=graph)
     cp = loader.cupy_module()
     mod = loader.load_module(FILES, layout, options)
     with cp.cuda.Stream(non_blocking=True) as s:
-        rep = _Replay(cp, mod, stream, isv0, boot, layout, snap_idx, t_steps, b)
+        rep = _Replay(cp, mod, stream, isv0, boot, layout, snap_idx, t_steps, b, fused)
         rep.run_all(bool(graph))
         out = rep.results()
         s.synchronize()

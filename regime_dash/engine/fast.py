@@ -42,6 +42,7 @@ import numpy as np
 
 from regime_dash.engine import reference, summary
 from regime_dash.engine._jit import HAVE_NUMBA
+from regime_dash.engine.controllers import check_controllers
 from regime_dash.engine.step_stats import StepStats
 from regime_dash.errors import EngineUnavailable, ValidationError
 from regime_dash.slots import SlotLayout
@@ -98,12 +99,12 @@ def _make_scan(fingerprint: str):
     prev_mean_k, prev_sigma_k = reference.POPART_PREV_MEAN_INDEX, reference.POPART_PREV_SIGMA_INDEX
 
     def scan(sums, flat, boundary, cooldown, worst, kelly, tau, isv, ix, boot, r_idx, r_code, r_src,
-             snap_idx, b_size, snap, popart):
+             snap_idx, b_size, snap, popart, fused):
         fingerprint  # noqa: B018 - keeps the dependency hash in the cache key
         for t in range(sums.shape[0]):
             m, s = scalar_step(isv, ix, boot, r_idx, r_code, r_src, snap_idx, snap[t], boundary[t],
                                cooldown[t], worst[t], kelly[t], tau[t], sums[t, 0], sums[t, 1],
-                               sums[t, 2], flat[t], b_size)
+                               sums[t, 2], flat[t], b_size, fused)
             # what the [b]-wide passes after the scan read: normalize (μ, σ), v_correct also the old pair
             popart[t, 0] = m
             popart[t, 1] = s
@@ -157,7 +158,7 @@ def _signatures() -> dict[str, Any]:
     steps = (f32_2, i32, boolean, f32, f32, f32, f32)  # sums, flat, boundary, cooldown, worst, kelly, tau
     plan = (i32, i32, i32)  # r_idx, r_code, r_src
     return {
-        "scan": nt.void(*steps, f32, i32, f32, *plan, i32, nt.int64, f32_2, f32_2),
+        "scan": nt.void(*steps, f32, i32, f32, *plan, i32, nt.int64, f32_2, f32_2, nt.boolean),
         "sweep": nt.void(*steps, f32_2, f32_2, *plan, i32, nt.int64, nt.Array(nt.float64, 2, "C"),
                          i32, nt.Array(nt.float32, 3, "C"), f32, f32),
     }
@@ -397,11 +398,13 @@ _POPART_IX[[reference.POPART_MEAN_INDEX, reference.POPART_SIGMA_INDEX, reference
 
 
 def run_cpu(stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout, snap_idx: np.ndarray,
-            stats: StepStats | None = None):
+            stats: StepStats | None = None, controllers: str = "single"):
     """The CPU fast replay; the backend contract of :func:`regime_dash.engine.replay_trajectory`.
 
-    ``stats`` is phase 1 of ``stream`` when the caller already has it.
+    ``stats`` is phase 1 of ``stream`` when the caller already has it; ``controllers``
+    the risk-stack path (:mod:`regime_dash.engine.controllers`).
     """
+    fused = check_controllers(controllers) == "fused"
     scan = _kernel("scan")
     stats = step_stats(stream) if stats is None else stats
     r_idx, r_code, r_src = layout.reset_plan()
@@ -411,7 +414,7 @@ def run_cpu(stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout, snap
     popart = np.empty((t_steps, 4), dtype=np.float32)  # μ, σ, μ_old, σ_old of each step
     scan(*_step_inputs(stream, stats), isv, _i32(reference.index_table(layout)),
          np.ascontiguousarray(boot, dtype=np.float32), _i32(r_idx), _i32(r_code), _i32(r_src), _i32(snap_idx),
-         stream.accounts, snap, popart)
+         stream.accounts, snap, popart, fused)
     # The [b]-wide passes in NumPy, by the reference's own functions over blocks of
     # steps: the same float32 operations per element, and nothing to compile.
     per_step = popart.T[:, :, None]  # [4, T, 1], read through _POPART_IX
@@ -539,7 +542,7 @@ def _run_blocks(block, blocks: Sequence[slice]) -> None:
 
 # ---- the backend ------------------------------------------------------------------------
 def run(stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout, snap_idx: np.ndarray,
-        device: str = "auto"):
+        device: str = "auto", controllers: str = "single"):
     """Backend of ``replay(..., engine="fast", device=...)``.
 
     Parameters
@@ -547,16 +550,19 @@ def run(stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout, snap_idx
     device
         ``"gpu"`` runs ``fast_gpu`` (raising :class:`EngineUnavailable` where it cannot),
         ``"cpu"`` the numba path, ``"auto"`` the GPU when it can run, else the CPU.
+    controllers
+        The risk-stack path, ``"single"`` or ``"fused"`` (:mod:`regime_dash.engine.controllers`).
 
     Returns
     -------
     The backend contract's five arrays (see :mod:`regime_dash.engine`).
     """
+    check_controllers(controllers)
     if use_gpu(device):
         from regime_dash.engine import fast_gpu
 
-        return fast_gpu.run(stream, isv0, boot, layout, snap_idx)
-    return run_cpu(stream, isv0, boot, layout, snap_idx)
+        return fast_gpu.run(stream, isv0, boot, layout, snap_idx, controllers=controllers)
+    return run_cpu(stream, isv0, boot, layout, snap_idx, controllers=controllers)
 
 
 def sweep_summaries(stream, isv0s: np.ndarray, boot_rows: np.ndarray, layout: SlotLayout,

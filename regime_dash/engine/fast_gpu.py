@@ -35,6 +35,7 @@ from typing import Sequence
 import numpy as np
 
 from regime_dash.engine import loader, summary
+from regime_dash.engine.controllers import path_options
 from regime_dash.engine.cuda import check_inputs
 from regime_dash.engine.step_stats import StepStats
 from regime_dash.errors import ValidationError
@@ -226,8 +227,12 @@ def _check_snapshot_slots(layout: SlotLayout, snap_idx: np.ndarray) -> None:
 
 
 def run(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout,
-        snap_idx: np.ndarray, *, options: tuple[str, ...] = loader.PARITY_OPTIONS):
+        snap_idx: np.ndarray, *, options: tuple[str, ...] = loader.PARITY_OPTIONS,
+        controllers: str = "single"):
     """Replay ``stream`` in two phases on the GPU (the backend contract).
+
+    ``controllers`` is the risk-stack path the scan is compiled for (``"fused"``:
+    rl_fused_controllers, :data:`regime_dash.engine.controllers.FUSED_DEFINE`).
 
     Returns
     -------
@@ -236,6 +241,7 @@ def run(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout,
     """
     t_steps, b = check_inputs(stream, isv0, boot, layout, snap_idx)
     _check_snapshot_slots(layout, snap_idx)
+    options = path_options(controllers, options)
     cp = loader.cupy_module()
     mod = module(layout, options)
     with cp.cuda.Stream(non_blocking=True) as s:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from regime_dash.engine._jit import jitable
+from regime_dash.engine.controllers import check_controllers
 from regime_dash.slots import DEFAULT_LAYOUT, POLICY_CODES, SlotLayout
 
 #: Registry slot names in a fixed order; ``ix[k]`` is the layout index of ``SLOT_ORDER[k]``.
@@ -361,17 +362,27 @@ def rl_regime_observer(isv, ix, flat_count, b_size):
 
 # ---- rl_iqn_action_tau_controller -------------------------------------------------
 @jitable
-def iqn_tau_min_effective(isv, ix):
-    """Tail-recency τ_min boost (F5): τ_min·boost while recency < N_window; returns τ_min_eff."""
+def iqn_tau_boosted(isv, ix, boost_on):
+    """The F5 block where ``boost_on``: τ_min·boost while recency < N_window; writes and returns τ_min_eff.
+
+    ``boost_on`` is the F5 switch in the single kernel (:func:`iqn_tau_min_effective`),
+    the F5 switch and the Layer-2 mirror in :func:`rl_fused_controllers`.
+    """
     recency = isv[ix[RL_REGIME_TAIL_EVENT_RECENCY_INDEX]]
     tail_window = isv[ix[RL_IQN_TAU_TAIL_BOOST_N_WINDOW_INDEX]]
     boost = isv[ix[RL_IQN_TAU_TAIL_BOOST_FACTOR_INDEX]]
 
     tau_min_eff = isv[ix[RL_IQN_ACTION_TAU_MIN_INDEX]]
-    if isv[ix[RL_REGIME_FEATURE_TAU_BOOST_INDEX]] != F0 and recency < tail_window:
+    if boost_on and recency < tail_window:
         tau_min_eff *= boost
     isv[ix[RL_IQN_TAU_MIN_EFFECTIVE_INDEX]] = tau_min_eff
     return tau_min_eff
+
+
+@jitable
+def iqn_tau_min_effective(isv, ix):
+    """Tail-recency τ_min boost (F5): τ_min·boost while recency < N_window; returns τ_min_eff."""
+    return iqn_tau_boosted(isv, ix, isv[ix[RL_REGIME_FEATURE_TAU_BOOST_INDEX]] != F0)
 
 
 @jitable
@@ -416,6 +427,35 @@ def rl_kelly_fraction_controller(isv, ix):
     kelly_resurrection(isv, ix)
 
 
+# ---- rl_fused_controllers ------------------------------------------------------------
+@jitable
+def fused_tau_boost_on(isv, ix):
+    """Whether the fused kernel's Layer-2 branch runs the F5 block: F5 on and its mirror on."""
+    return isv[ix[RL_REGIME_FEATURE_TAU_BOOST_INDEX]] != F0 and isv[ix[RL_FUSED_MIRROR_TAU_BOOST_INDEX]] != F0
+
+
+@jitable
+def rl_fused_controllers(isv, ix):
+    """The risk-stack controllers in one launch (launch order step 8), "mirrors single-controller behavior".
+
+    The spec's order is CMDP → IQN τ → Inventory β → Kelly; regime-dash models
+    the IQN τ (Layer 2) and Kelly (Layer 4) branches only, each made of the
+    single kernels' own functions (the ones the re-derivation runs), so with both
+    mirror switches on (the spec) this is the single path bit for bit. A mirror
+    off leaves its block out of the fused copy, as in a trainer whose fused
+    kernel was never updated: Layer 2 without the F5 boost, Layer 4 without the
+    F2 resurrection.
+    """
+    # Layer-1 branch, CMDP: not modelled
+    # Layer-2 branch, IQN τ (F5 mirrored)
+    iqn_tau_clamp(isv, ix, iqn_tau_boosted(isv, ix, fused_tau_boost_on(isv, ix)))
+    # Layer-3 branch, Inventory β: not modelled
+    # Layer-4 branch, Kelly (F2 mirrored): the resurrection block reads the F2 switch itself
+    kelly_analytic(isv, ix)
+    if isv[ix[RL_FUSED_MIRROR_RESURRECTION_INDEX]] != F0:
+        kelly_resurrection(isv, ix)
+
+
 # ---- eval_warmup_decay (v9, a model) ---------------------------------------------------
 @jitable
 def v9_countdown(isv, ix, r):
@@ -455,29 +495,37 @@ def eval_warmup_decay(isv, ix):
 @jitable
 def scalar_step(isv, ix, boot, r_idx, r_code, r_src, snap_idx, snap_row,
                 boundary, cooldown, worst, kelly_edge, tau_action,
-                v_sum, v_ssq, v_max, flat_count, b_size):
+                v_sum, v_ssq, v_max, flat_count, b_size, fused=False):
     """Everything of one step except the [b]-wide passes; returns (popart mean, σ).
 
     Order: stream inputs, reset_session_state (at a boundary), rl_popart_normalize
     (its tid==0 block), rl_regime_flat_count's result → rl_regime_observer,
-    rl_iqn_action_tau_controller, rl_kelly_fraction_controller,
-    eval_warmup_decay, then the diag snapshot into ``snap_row``.
+    the risk-stack controllers (``fused`` False: rl_iqn_action_tau_controller then
+    rl_kelly_fraction_controller; True: rl_fused_controllers), eval_warmup_decay,
+    then the diag snapshot into ``snap_row``.
     """
     write_step_inputs(isv, ix, cooldown, worst, kelly_edge, tau_action)
     if boundary:
         reset_session_state(isv, boot, r_idx, r_code, r_src)
     mean, sigma = rl_popart_normalize_update(isv, ix, v_sum, v_ssq, v_max, b_size)
     rl_regime_observer(isv, ix, flat_count, b_size)
-    rl_iqn_action_tau_controller(isv, ix)
-    rl_kelly_fraction_controller(isv, ix)
+    if fused:
+        rl_fused_controllers(isv, ix)
+    else:
+        rl_iqn_action_tau_controller(isv, ix)
+        rl_kelly_fraction_controller(isv, ix)
     eval_warmup_decay(isv, ix)
     for j in range(snap_idx.shape[0]):
         snap_row[j] = isv[snap_idx[j]]
     return mean, sigma
 
 
-def run(stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout, snap_idx: np.ndarray):
+def run(stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout, snap_idx: np.ndarray,
+        controllers: str = "single"):
     """Replay ``stream`` step by step from the ISV buffer ``isv0``.
+
+    ``controllers`` is the risk-stack path: ``"single"`` (the single controller
+    kernels) or ``"fused"`` (:func:`rl_fused_controllers`).
 
     Returns
     -------
@@ -487,6 +535,7 @@ def run(stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout, snap_idx
     v_pred_corrected : float32 [T, b] or None
     isv : the final ISV buffer
     """
+    fused = check_controllers(controllers) == "fused"
     ix = index_table(layout)
     r_idx, r_code, r_src = layout.reset_plan()
     isv = isv0.copy()
@@ -502,7 +551,7 @@ def run(stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout, snap_idx
         mean, sigma = scalar_step(
             isv, ix, boot, r_idx, r_code, r_src, snap_idx, snap[t], bool(stream.boundary[t]),
             stream.cooldown[t], stream.session_pnl_worst[t], stream.kelly_analytic[t],
-            stream.tau_action[t], v_sum, v_ssq, v_max, int(flat[t]), b)
+            stream.tau_action[t], v_sum, v_ssq, v_max, int(flat[t]), b, fused)
         rl_popart_normalize_apply(r, mean, sigma)
         if v_pred is not None:
             rl_popart_v_correct(v_pred[t], isv, ix)

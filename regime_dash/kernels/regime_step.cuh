@@ -200,24 +200,31 @@ __device__ __forceinline__ void regime_observer_step(float* isv, int flat_count,
 }
 
 // ---- rl_iqn_action_tau_controller: τ tail boost (F5), then the final clamp ----
-__device__ __forceinline__ void iqn_tau_step(float* isv) {
+// `boost_on` says whether the F5 block runs: the F5 switch in the single kernel
+// (iqn_tau_step), the F5 switch and the Layer-2 mirror in rl_fused_controllers.
+__device__ __forceinline__ void iqn_tau_apply(float* isv, bool boost_on) {
     // Tail-recency τ_min boost (defense in depth)
     const float recency     = isv[RL_REGIME_TAIL_EVENT_RECENCY_INDEX];
     const float tail_window = isv[RL_IQN_TAU_TAIL_BOOST_N_WINDOW_INDEX];
     const float boost       = isv[RL_IQN_TAU_TAIL_BOOST_FACTOR_INDEX];
 
     float tau_min_eff = isv[RL_IQN_ACTION_TAU_MIN_INDEX];
-    if (isv[RL_REGIME_FEATURE_TAU_BOOST_INDEX] != 0.0f && recency < tail_window) {
+    if (boost_on && recency < tail_window) {
         tau_min_eff *= boost;
     }
     const float tau_action = fmaxf(isv[RL_IQN_TAU_ACTION_INPUT_INDEX], tau_min_eff);
     isv[RL_IQN_TAU_MIN_EFFECTIVE_INDEX] = tau_min_eff;
     isv[RL_IQN_TAU_ACTION_INDEX] = tau_action;
 }
+__device__ __forceinline__ void iqn_tau_step(float* isv) {
+    iqn_tau_apply(isv, isv[RL_REGIME_FEATURE_TAU_BOOST_INDEX] != 0.0f);
+}
 
 // ---- rl_kelly_fraction_controller: analytic Kelly (a model), then the resurrection block ----
-// Model: f = clamp(safety_frac · edge, 0, cap), edge from the stream.
-__device__ __forceinline__ void kelly_step(float* isv) {
+// Model: f = clamp(safety_frac · edge, 0, cap), edge from the stream. `resurrect_on`
+// says whether the F2 block runs: the F2 switch in the single kernel (kelly_step),
+// the F2 switch and the Layer-4 mirror in rl_fused_controllers.
+__device__ __forceinline__ void kelly_apply(float* isv, bool resurrect_on) {
     const float edge = isv[RL_KELLY_EDGE_INPUT_INDEX];
     const float safety = isv[RL_KELLY_SAFETY_FRAC_INDEX];
     const float cap = isv[RL_KELLY_CAP_INDEX];
@@ -234,9 +241,58 @@ __device__ __forceinline__ void kelly_step(float* isv) {
     //   2. Otherwise: kelly_f overridden with ε_recovery_live (computed by regime_observer).
     const int dead_zone = (int)isv[RL_REGIME_DEAD_ZONE_FLAG_INDEX];
     const int timeout   = (int)isv[RL_REGIME_DEAD_ZONE_TIMEOUT_FLAG_INDEX];
-    if (isv[RL_REGIME_FEATURE_RESURRECTION_INDEX] != 0.0f && dead_zone && !timeout) {
+    if (resurrect_on && dead_zone && !timeout) {
         isv[RL_KELLY_FRACTION_INDEX] = isv[RL_KELLY_EPS_RECOVERY_LIVE_INDEX];
     }
+}
+__device__ __forceinline__ void kelly_step(float* isv) {
+    kelly_apply(isv, isv[RL_REGIME_FEATURE_RESURRECTION_INDEX] != 0.0f);
+}
+
+// ---- rl_fused_controllers: the risk-stack controllers in one launch (launch order step 8) ----
+// The spec's order is CMDP → IQN τ → Inventory β → Kelly; regime-dash models
+// Layer 2 (IQN τ) and Layer 4 (Kelly) only. Each branch calls the single
+// kernel's own function, so the fused path is the single path bit for bit
+// while both mirrors are on (the spec). A mirror switch off leaves its block
+// out of the fused copy: a trainer whose fused kernel was never updated.
+__device__ __forceinline__ bool fused_tau_boost_on(const float* isv) {
+    return isv[RL_REGIME_FEATURE_TAU_BOOST_INDEX] != 0.0f && isv[RL_FUSED_MIRROR_TAU_BOOST_INDEX] != 0.0f;
+}
+__device__ __forceinline__ bool fused_resurrection_on(const float* isv) {
+    return isv[RL_REGIME_FEATURE_RESURRECTION_INDEX] != 0.0f
+        && isv[RL_FUSED_MIRROR_RESURRECTION_INDEX] != 0.0f;
+}
+__device__ __forceinline__ void fused_controllers_step(float* isv) {
+    // Layer-1 branch, CMDP: not modelled (the spec changes nothing in it)
+    // Layer-2 branch, IQN τ: "Mirror in rl_fused_controllers.cu Layer-2 branch" (F5)
+    iqn_tau_apply(isv, fused_tau_boost_on(isv));
+    // Layer-3 branch, Inventory β: not modelled (the spec changes nothing in it)
+    // Layer-4 branch, Kelly: "Mirror same logic in rl_fused_controllers.cu Layer-4 branch" (F2)
+    kelly_apply(isv, fused_resurrection_on(isv));
+}
+
+// The controller path a scan compiles for (the loader's -DREPLAY_CONTROLLERS_FUSED=1
+// for the fused path): the per-step engine picks its kernels at launch instead.
+#ifndef REPLAY_CONTROLLERS_FUSED
+#define REPLAY_CONTROLLERS_FUSED 0
+#endif
+// Whether this path's τ controller and Kelly controller run their F5 and F2 blocks.
+__device__ __forceinline__ bool path_tau_boost_on(const float* isv) {
+    return REPLAY_CONTROLLERS_FUSED ? fused_tau_boost_on(isv)
+                                    : isv[RL_REGIME_FEATURE_TAU_BOOST_INDEX] != 0.0f;
+}
+__device__ __forceinline__ bool path_resurrection_on(const float* isv) {
+    return REPLAY_CONTROLLERS_FUSED ? fused_resurrection_on(isv)
+                                    : isv[RL_REGIME_FEATURE_RESURRECTION_INDEX] != 0.0f;
+}
+// Step 7 (the single controllers) or step 8 (rl_fused_controllers) of the launch order.
+__device__ __forceinline__ void risk_stack_controllers(float* isv) {
+#if REPLAY_CONTROLLERS_FUSED
+    fused_controllers_step(isv);
+#else
+    iqn_tau_step(isv);
+    kelly_step(isv);
+#endif
 }
 
 // ---- eval_warmup_decay: v9 transition ramp (a model) ----
@@ -272,8 +328,7 @@ __device__ __forceinline__ void scalar_step(float* isv, int boundary, float cool
     if (boundary) reset(isv);
     popart_stats_update(isv, v_sum, v_ssq, v_max, b_size, mean, sigma);
     regime_observer_step(isv, flat_count, b_size);
-    iqn_tau_step(isv);
-    kelly_step(isv);
+    risk_stack_controllers(isv);
     eval_warmup_decay_step(isv);
 }
 

@@ -154,7 +154,8 @@ constexpr bool split_slots_distinct = indices_distinct(
     RL_IQN_TAU_ACTION_INDEX, RL_KELLY_SAFETY_FRAC_INDEX, RL_KELLY_CAP_INDEX,
     RL_KELLY_ANALYTIC_INDEX, RL_REGIME_TRANSITION_REMAINING_INDEX,
     RL_REGIME_TRANSITION_DECAY_STEPS_CONFIG_INDEX, RL_V9_KELLY_SAFETY_FRAC_NORMAL_INDEX,
-    RL_V9_KELLY_SAFETY_FRAC_DEFENSIVE_INDEX);
+    RL_V9_KELLY_SAFETY_FRAC_DEFENSIVE_INDEX, RL_FUSED_MIRROR_TAU_BOOST_INDEX,
+    RL_FUSED_MIRROR_RESURRECTION_INDEX);
 constexpr bool scan_split = SCAN_WARP_SPLIT && split_slots_distinct;
 
 // Lane masks: lanes p..31, and lanes 0..l (l = -1: none).
@@ -279,8 +280,10 @@ struct DeadZoneInputs {
 
 // Lane 0's part of Phase 1 of regime_observer_step and kelly_step: the dead
 // zone, DURATION, TIMEOUT, and whether Kelly's fraction is 0, one step at a time.
+// `resurrection` is the F2 switch the observer reads; `resurrect` whether this
+// path's Kelly controller runs its F2 block (path_resurrection_on).
 struct DeadZoneChain {
-    bool across, resurrection;
+    bool across, resurrection, resurrect;
     float max_dur;
     bool kelly_zero, prev_flag, prev_timeout;
     float duration;
@@ -289,6 +292,7 @@ struct DeadZoneChain {
     __device__ __forceinline__ explicit DeadZoneChain(const float* st)
         : across(st[RL_REGIME_MODEL_DURATION_ACROSS_CYCLES_INDEX] != 0.0f),
           resurrection(st[RL_REGIME_FEATURE_RESURRECTION_INDEX] != 0.0f),
+          resurrect(path_resurrection_on(st)),
           max_dur(st[RL_REGIME_DEAD_ZONE_MAX_DURATION_INDEX]),
           kelly_zero(st[RL_KELLY_FRACTION_INDEX] == 0.0f),
           prev_flag(st[RL_REGIME_DEAD_ZONE_FLAG_INDEX] != 0.0f),
@@ -306,7 +310,7 @@ struct DeadZoneChain {
             duration = 0.0f;
         }
         const bool to = duration > max_dur;
-        kelly_zero = (resurrection && dead_zone && !to) ? ((dzi.eps_zero >> j) & 1u)
+        kelly_zero = (resurrect && dead_zone && !to) ? ((dzi.eps_zero >> j) & 1u)
                                                         : ((dzi.f_zero >> j) & 1u);
         prev_flag = dead_zone;
         prev_timeout = to;
@@ -456,9 +460,9 @@ __device__ __forceinline__ StepValues produce_segment(float* st, SplitValues& sv
     const float eps_max = st[RL_KELLY_EPS_RECOVERY_MAX_INDEX];
     out.recovery_factor = fminf(1.0f, recency / fmaxf(n_recovery, 1.0f));
     out.eps_live = eps_min + (eps_max - eps_min) * out.recovery_factor;
-    // iqn_tau_step
+    // iqn_tau_apply, with this path's F5 block (path_tau_boost_on)
     out.tau_min_eff = st[RL_IQN_ACTION_TAU_MIN_INDEX];
-    if (st[RL_REGIME_FEATURE_TAU_BOOST_INDEX] != 0.0f
+    if (path_tau_boost_on(st)
         && recency < st[RL_IQN_TAU_TAIL_BOOST_N_WINDOW_INDEX]) {
         out.tau_min_eff *= st[RL_IQN_TAU_TAIL_BOOST_FACTOR_INDEX];
     }
@@ -505,7 +509,7 @@ __device__ __forceinline__ void consume_segment(float* st, const SplitValues& sv
                                                 const ScanStage& stage) {
     const int l = threadIdx.x;
     const bool act = l >= p && l < e;
-    const bool resurrection = st[RL_REGIME_FEATURE_RESURRECTION_INDEX] != 0.0f;
+    const bool resurrection = path_resurrection_on(st);  // this path's Kelly F2 block
     const bool dead_zone = (sv.dead >> l) & 1u;
     const bool timeout = (sv.timeout >> l) & 1u;
     const float flag = (float)dead_zone;

@@ -65,6 +65,10 @@ class ControllerModule:
     summary_fn
         ``frame -> {metric: float}``: the scalar figures a sweep row and the
         app's metric strip show.
+    paths
+        ``((name, what runs), ...)``: the kernel paths a replay of the module can take
+        (the regime observer: the single controllers and ``rl_fused_controllers``),
+        listed on the Controllers page; empty for a module with one.
     demo_failures
         ``{check id: why}``: checks the demo stream fails on purpose (it shows a
         fault of the modelled trainer), which the app explains beside the verdict.
@@ -89,6 +93,7 @@ class ControllerModule:
     core: bool = False
     summary_fn: Callable[[pd.DataFrame], dict] | None = None
     check_ids: tuple[str, ...] = ()
+    paths: tuple[tuple[str, str], ...] = ()
     demo_failures: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod

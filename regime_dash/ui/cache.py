@@ -65,11 +65,62 @@ def load_run(root: str, run_id: str, aliases: tuple = (), version: str = "") -> 
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def analyse_run(root: str, run_id: str, aliases: tuple = ()):
-    """:func:`regime_dash.analysis.diagnose` of a stored run: checks, episodes, events, summary."""
+def analyse_run(root: str, run_id: str, aliases: tuple = (), single_id: str | None = None):
+    """:func:`regime_dash.analysis.diagnose` of a stored run: checks, episodes, events, summary.
+
+    ``single_id``: for a run of the fused controller path, the stored run of the single path on the
+    same inputs (finding ``fused_mirror_drift``).
+    """
     from regime_dash.analysis import diagnose
 
-    return diagnose(load_run(root, run_id, aliases))
+    warm_rederivation()  # a failure of this verdict clicked on re-derives on the compiled loop
+    single = None if single_id is None else load_run(root, single_id, aliases)
+    return diagnose(load_run(root, run_id, aliases), single=single)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def explanation(root: str, run_id: str, aliases: tuple, item_id: str, step: int, _frame: pd.DataFrame,
+                _verdict):
+    """:func:`regime_dash.analysis.failures.explain` of the verdict item ``item_id`` of a stored run at
+    ``step`` (``None`` when the run's verdict has no such item); ``_frame`` and ``_verdict`` are that
+    run's :func:`load_run` and :func:`analyse_run` verdict, which the first five arguments name."""
+    from regime_dash.analysis.failures import explain, find_item
+
+    item = find_item(_verdict, item_id)
+    return None if item is None else explain(_frame, item, step)
+
+
+@st.cache_resource(show_spinner=False)
+def warm_rederivation() -> dict[str, Any]:
+    """Load the compiled re-derivation loop on a background thread, once per process (the app calls
+    it when it opens, and a verdict's computation again, which does nothing more).
+
+    A verdict of a long run loads it anyway; a short run's verdict runs the loop as Python, and so
+    would each click on one of its failures (a provenance re-derives up to its step and replays its
+    window), several times slower than compiled. Numba loads the loop from its disk cache in about
+    a second (a checkout's first compile takes longer); a click before it is ready runs as Python.
+    Returns ``{"thread", "error"}`` (``error``: why the load failed, else ``None``).
+    """
+    import threading
+
+    from regime_dash.engine._jit import HAVE_NUMBA
+
+    out: dict[str, Any] = {"thread": None, "error": None if HAVE_NUMBA else "numba is not installed"}
+
+    def load() -> None:
+        from regime_dash import replay, scenarios
+        from regime_dash.analysis.rederive import rederive
+
+        try:
+            rederive(replay(scenarios.make("tail_shock", steps=20, accounts=4), engine="reference",
+                            log_inputs=True), compiled=True)
+        except Exception as exc:  # noqa: BLE001 - a failed warm-up only leaves clicks on the Python loop
+            out["error"] = f"{type(exc).__name__}: {exc}"
+
+    if HAVE_NUMBA:
+        out["thread"] = threading.Thread(target=load, name="regime-dash-rederive-warm", daemon=True)
+        out["thread"].start()
+    return out
 
 
 @st.cache_data(show_spinner=False, ttl=60)
@@ -82,8 +133,9 @@ def engine_status() -> dict[str, str | None]:
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def replay(source_key: str, _stream, config: dict[str, Any], engine: str, layout_fingerprint: str = "",
-           _layout=None) -> dict[str, Any]:
-    """A replay of ``_stream`` (identified by ``source_key``) under ``config``.
+           _layout=None, controllers: str = "single") -> dict[str, Any]:
+    """A replay of ``_stream`` (identified by ``source_key``) under ``config``, on the controller path
+    ``controllers``.
 
     ``_layout`` is the slot layout (the default registry when None), named in
     the cache key by its fingerprint. Returns ``{"frame", "seconds", "engine"}``;
@@ -92,21 +144,35 @@ def replay(source_key: str, _stream, config: dict[str, Any], engine: str, layout
     """
     from regime_dash.engine import replay_trajectory
 
-    traj = replay_trajectory(_stream, RegimeConfig(**config), engine=engine, layout=_layout)
+    traj = replay_trajectory(_stream, RegimeConfig(**config), engine=engine, layout=_layout,
+                             controllers=controllers)
     return {"frame": traj.frame, "seconds": traj.seconds, "engine": traj.engine}
 
 
 def replay_summary(source_key: str, _stream, config: dict[str, Any], engine: str, layout_fingerprint: str = "",
-                   _layout=None) -> dict[str, float]:
+                   _layout=None, controllers: str = "single") -> dict[str, float]:
     """:func:`regime_dash.engine.summary.summarize_frame` of :func:`replay` with the same arguments
     (the metrics a sweep reports; a step-by-step fold, several times the fast replay's own time)."""
     return _summary(source_key, config, engine, layout_fingerprint,
-                    replay(source_key, _stream, config, engine, layout_fingerprint, _layout)["frame"])
+                    replay(source_key, _stream, config, engine, layout_fingerprint, _layout, controllers)["frame"],
+                    controllers)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def mirror_drift(source_key: str, _stream, config: dict[str, Any], engine: str, layout_fingerprint: str = "",
+                 _layout=None) -> list[dict]:
+    """The finding ``fused_mirror_drift`` of the fused path's :func:`replay` against the single path's
+    (both cached), as dicts; empty when they agree bit for bit."""
+    from regime_dash.analysis.findings import fused_mirror_drift
+
+    fused = replay(source_key, _stream, config, engine, layout_fingerprint, _layout, "fused")["frame"]
+    single = replay(source_key, _stream, config, engine, layout_fingerprint, _layout, "single")["frame"]
+    return [f.to_dict() for f in fused_mirror_drift(fused, single)]
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _summary(source_key: str, config: dict[str, Any], engine: str, layout_fingerprint: str,
-             _frame: pd.DataFrame) -> dict[str, float]:
+             _frame: pd.DataFrame, controllers: str = "single") -> dict[str, float]:
     from regime_dash.engine.summary import summarize_frame
 
     return summarize_frame(_frame)

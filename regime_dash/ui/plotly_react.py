@@ -88,7 +88,7 @@ def bundle_url() -> str:
 
 
 def plotly_chart(figure: Any, key: str, *, config: Mapping[str, Any] | None = None,
-                 on_select: Callable[[], None] | None = None) -> Any:
+                 on_select: Callable[[], None] | None = None, on_click: Callable[[], None] | None = None) -> Any:
     """Draw ``figure`` in the chart kept under ``key``.
 
     Parameters
@@ -103,6 +103,9 @@ def plotly_chart(figure: Any, key: str, *, config: Mapping[str, Any] | None = No
     on_select
         Called when a box is dragged on the chart; the box is then the component's
         ``selection`` (``{"box": [{"x": [a, b], "y": [c, d]}]}``, as ``st.plotly_chart``'s).
+    on_click
+        Called when a point of a trace with a ``meta`` dict is clicked; the component's ``click``
+        is then ``{"meta": that dict, "x": the point's x}`` (a chart the bundle cannot draw has none).
 
     Returns
     -------
@@ -112,9 +115,10 @@ def plotly_chart(figure: Any, key: str, *, config: Mapping[str, Any] | None = No
     if not drawable(figure):
         return st.plotly_chart(figure, key=key, config=dict(config or CONFIG),
                                **({"on_select": on_select, "selection_mode": "box"} if on_select else {}))
+    events = {"selection": on_select, "click": on_click}
     data = {"figure": figure_json(figure), "config": dict(config or CONFIG), "bundle": bundle_url(),
-            "events": ["selection"] if on_select else []}
-    return _mount(key=key, data=data, **({"on_selection_change": on_select} if on_select else {}))
+            "events": [name for name, fn in events.items() if fn]}
+    return _mount(key=key, data=data, **{f"on_{name}_change": fn for name, fn in events.items() if fn})
 
 
 __all__ = ["ASSETS", "BUNDLE", "CONFIG", "NAME", "TRACE_TYPES", "bundle_url", "drawable", "figure_json",

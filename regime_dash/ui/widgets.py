@@ -19,7 +19,9 @@ from regime_dash.ui import plotly_react
 #: Toggle labels: the spec's feature numbers of F2/F4/F5, "model:" for the model switches.
 SWITCH_LABELS = {"resurrection": "F2 Kelly resurrection", "envelope": "F4 PopArt σ envelope",
                  "tau_boost": "F5 IQN τ tail boost", "tail_on_deviation": "model: tail test on |Δworst − mean|",
-                 "duration_across_cycles": "model: DURATION across F2 cycles"}
+                 "duration_across_cycles": "model: DURATION across F2 cycles",
+                 "fused_mirror_tau_boost": "fused path: F5 mirrored (Layer-2)",
+                 "fused_mirror_resurrection": "fused path: F2 mirrored (Layer-4)"}
 ENGINE_CHOICES = ("auto", "reference", "fast", "cuda")
 
 
@@ -105,6 +107,22 @@ def engine_picker(key: str, status: Mapping[str, str | None], auto_now: str | No
 
     state.restore(key, "engine", "str", "auto", options=ENGINE_CHOICES)
     return st.selectbox("Engine", ENGINE_CHOICES, format_func=label, key=key)
+
+
+#: The controller paths a replay can take (:mod:`regime_dash.engine.controllers`), with their labels.
+CONTROLLER_LABELS = {"single": "single controllers (launch order step 7)",
+                     "fused": "rl_fused_controllers (step 8, mirrors the single ones)"}
+
+
+def controllers_picker(key: str) -> str:
+    """The risk-stack controller path (``single`` or ``fused``), kept in the URL as ``controllers``."""
+    from regime_dash.ui import state
+
+    state.restore(key, "controllers", "str", "single", options=list(CONTROLLER_LABELS))
+    return st.radio("Controller path", list(CONTROLLER_LABELS), format_func=CONTROLLER_LABELS.get, key=key,
+                    help="The fused path runs the same controller code in one kernel; with a fused_mirror_* "
+                         "switch off its copy leaves the F5 or F2 block out, and the single path's replay "
+                         "is drawn beside it.")
 
 
 def run_picker(key: str, runs: pd.DataFrame, *, multi: bool = True, default: int = 1,
@@ -277,7 +295,8 @@ def download_view(key: str, make_frame: Callable[[], pd.DataFrame], stem: str) -
 def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: str,
                    runs: Mapping[str, pd.DataFrame], x: str, smoothing: float, *,
                    offsets: Mapping[str, int] | None = None, height: int = 1400,
-                   window: tuple[int, int] | None = None, decorate: Callable[[Any], Any] | None = None) -> None:
+                   window: tuple[int, int] | None = None, decorate: Callable[[Any], Any] | None = None,
+                   on_marker: Callable[[Mapping[str, Any], Any], None] | None = None) -> None:
     """The signal panels of ``runs`` (already cut to the window of ``window_key``), zoomable with detail.
 
     Dragging across the chart (step axis) selects a step range; it becomes the
@@ -287,7 +306,8 @@ def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: 
     ``bounds`` is the window's full range, ``fig_key`` names the figure's inputs
     for the cache; ``window`` (the steps shown) fixes the x range, so nothing drawn
     by ``decorate`` (a function of the cached figure's copy, e.g. an overlay)
-    outside it widens the view.
+    outside it widens the view. ``on_marker(meta, x)`` is called when a point of a trace that
+    carries a ``meta`` dict (a verdict marker of :func:`regime_dash.figures_overlay.overlay`) is clicked.
     """
     from regime_dash.ui import cache, state
 
@@ -325,7 +345,13 @@ def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: 
         c[2].button("Whole run", icon=":material/zoom_out_map:", key=f"{key}.out", on_click=set_window,
                     args=(bounds,))
         c[3].caption("Drag across the chart to zoom in: the window is redrawn from every step of the run.")
+    def clicked() -> None:
+        hit = (st.session_state.get(chart_key) or {}).get("click") or {}
+        if isinstance(hit.get("meta"), Mapping) and hit.get("x") is not None:
+            on_marker(hit["meta"], hit["x"])
+
     plotly_react.plotly_chart(fig, chart_key, on_select=zoom if zoomable else None,
+                              on_click=clicked if on_marker else None,
                               config={**plotly_react.CONFIG, "scrollZoom": not zoomable})
 
 

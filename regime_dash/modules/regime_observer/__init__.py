@@ -16,6 +16,7 @@ from regime_dash import diag
 from regime_dash.analysis.invariants import CHECK_IDS
 from regime_dash.config import RegimeConfig
 from regime_dash.engine import ENGINES
+from regime_dash.engine.controllers import PATH_DOCS
 from regime_dash.engine import replay as core_replay
 from regime_dash.errors import ValidationError
 from regime_dash.engine import cuda as _cuda_engine_files  # noqa: F401  (its FILES list; no cupy import)
@@ -89,6 +90,7 @@ MODULE = ControllerModule(
     core=True,
     summary_fn=_summary,
     check_ids=tuple(CHECK_IDS),
+    paths=tuple(PATH_DOCS.items()),
     demo_failures={
         "kelly_trap": "on purpose: the demo is the spec's Run #8, scripted so that no account opens again and "
                       "every account stays flat for its last 1,737 steps. With F2 (resurrection) on, the dead "

@@ -67,6 +67,9 @@ name = st.selectbox("Controller module", names, index=default, format_func=lambd
                     key=f"{KEY}.module")
 m = MODULES[name]
 st.caption(m.doc.strip().split("\n\n")[0].replace("\n", " "))
+if m.paths:  # the kernel paths a replay of this module can take (the module record lists them)
+    with st.expander(f"Kernel paths ({len(m.paths)}): {', '.join(p for p, _ in m.paths)}"):
+        st.markdown("\n".join(f"- **{path}**: {what}" for path, what in m.paths))
 
 c1, c2, c3 = st.columns(3)
 seed = int(c1.number_input("Demo stream seed", 0, 2**31 - 1, 0, key=f"{KEY}.{name}.seed"))

@@ -2,9 +2,10 @@
 import pandas as pd
 import streamlit as st
 
+from regime_dash import diag
 from regime_dash.errors import RegimeDashError
 from regime_dash.figures_overlay import overlay
-from regime_dash.ui import cache, live_alerts, sections, state, widgets
+from regime_dash.ui import cache, live_alerts, provenance_panel, sections, state, widgets
 from regime_dash.ui.errors import show_error
 from regime_dash.ui.verdict_strip import verdict_strip
 
@@ -48,8 +49,30 @@ for label, frame in frames.items():
         st.warning(f"{label}: {frame.attrs['rows_without_step']:,} row(s) have no whole-number step "
                    "and are left out.")
 
-results = {labels[rid]: cache.analyse_run(root, rid, alias_key) for rid in picked}
+
+def single_twins() -> dict[str, str]:
+    """``{fused run id: single run id}``: for each picked run of the fused controller path, the picked
+    run the user names as the single path's replay of its inputs (finding ``fused_mirror_drift``)."""
+    fused = [rid for rid in picked if diag.FUSED_COLUMN in frames[labels[rid]].columns]
+    out: dict[str, str] = {}
+    for rid in fused:
+        others = [r for r in picked if r != rid and diag.FUSED_COLUMN not in frames[labels[r]].columns]
+        if not others:
+            st.caption(f"{labels[rid]} ran the fused controllers: pick the single path's run of the same inputs "
+                       "too, to see where the two part (fused_mirror_drift).")
+            continue
+        twin = st.selectbox(f"{labels[rid]} ran the fused controllers; the single path's run of the same inputs",
+                            [None, *others], format_func=lambda r: "none" if r is None else labels[r],
+                            key=f"explore.single_twin.{rid}")
+        if twin is not None:
+            out[rid] = twin
+    return out
+
+
+twins = single_twins()
+results = {labels[rid]: cache.analyse_run(root, rid, alias_key, twins.get(rid)) for rid in picked}
 verdict_strip("explore.verdict", results, WINDOW, frames)  # its buttons move the window (callbacks)
+PROVENANCE, ids = "explore.failure", {label: rid for rid, label in labels.items()}
 
 
 def follow_live_runs() -> None:
@@ -81,9 +104,14 @@ def follow_live_runs() -> None:
 
 @st.fragment(run_every=1.0 if live else None)
 def charts() -> None:
-    """The view controls and the chart: a change here reruns only this, not the tables below."""
+    """The failures table, the view controls and the chart: a change here reruns only this, not the
+    tables below; the provenance panel opens from here (a marker clicked or a row chosen)."""
     if live:
         follow_live_runs()
+    provenance_panel.failures_table(PROVENANCE, results, ids)
+    # before the chart: the panel is a side sheet over the page, and its elements reach the browser first
+    provenance_panel.panel(PROVENANCE, provenance_panel.restore(PROVENANCE, results, ids), root, alias_key,
+                           frames, results, ids)
     c1, c2, c3 = st.columns([1, 1, 2])
     with c1:
         x = widgets.x_axis_picker("explore.x", list(frames.values()), param="x")
@@ -102,7 +130,8 @@ def charts() -> None:
     widgets.zoomable_chart("explore.chart", WINDOW, widgets.step_bounds(list(frames.values()), align),
                            f"{root}|{'|'.join(picked)}|{alias_key}|{lo}|{hi}|{align}|{st.session_state.get('explore.live_version', '')}", view, x, smoothing,
                            offsets=offsets, window=(lo, hi),
-                           decorate=(lambda fig: overlay(fig, verdicts, x=x)) if verdicts else None)
+                           decorate=(lambda fig: overlay(fig, verdicts, x=x)) if verdicts else None,
+                           on_marker=provenance_panel.marker_clicked(PROVENANCE, ids))
     state.publish()
 
 

@@ -3,6 +3,7 @@ import streamlit as st
 
 from regime_dash.config import RegimeConfig
 from regime_dash.engine import warm
+from regime_dash.analysis.mirror_drift import needs_single_twin
 from regime_dash.errors import ConfigError
 from regime_dash.ui import cache, sections, state, stores, widgets
 from regime_dash.ui.sensitivity_tab import sensitivity_tab
@@ -33,6 +34,15 @@ st.caption(f"Stream: {stream.steps:,} steps × {stream.accounts:,} accounts. Slo
 CHART_POINTS = 700
 
 
+def mirror_drift_note(source_key: str, stream, config: RegimeConfig, engine: str, fp: str, layout) -> None:
+    """Where the fused path parts from the single one (finding ``fused_mirror_drift``), or that they agree."""
+    found = cache.mirror_drift(source_key, stream, config.as_dict(), engine, fp, layout)
+    for f in found:
+        st.error(f"**{f['id']}** (first at step {f['steps'][0]}): {f['message']}")
+    if not found:
+        st.success("fused_mirror_drift: none here (the fused and single paths agree bit for bit on this stream).")
+
+
 @st.fragment
 def what_if() -> None:
     """Sliders on the left, the chart on the right: a slider reruns only this."""
@@ -40,6 +50,7 @@ def what_if() -> None:
     with left:
         st.markdown("**What-if config** (F2, F4, F5 and the model switches; every RegimeConfig field)")
         with st.container(height=820):
+            controllers = widgets.controllers_picker("replay.controllers")
             values = widgets.config_controls("replay.whatif", columns=1, in_url=True)
             smoothing = widgets.smoothing_slider("replay.smoothing", param="smooth")
     with right:
@@ -50,19 +61,26 @@ def what_if() -> None:
             state.publish()
             return
         base = cache.replay(source_key, stream, RegimeConfig().as_dict(), engine, fp, layout)
-        run = base if config == RegimeConfig() else cache.replay(source_key, stream, config.as_dict(), engine,
-                                                                 fp, layout)
-        st.caption(f"What-if replayed in {run['seconds'] * 1000:.1f} ms on the {run['engine']} engine.")
+        same = config == RegimeConfig() and controllers == "single"
+        run = base if same else cache.replay(source_key, stream, config.as_dict(), engine, fp, layout, controllers)
+        path = "" if controllers == "single" else f" Controller path: {widgets.CONTROLLER_LABELS[controllers]}."
+        st.caption(f"What-if replayed in {run['seconds'] * 1000:.1f} ms on the {run['engine']} engine.{path}")
         metrics = st.container()  # above the chart, filled after it: the chart is not kept waiting
         run_key = f"replay|{source_key}|{engine}|{fp}"
-        fig = cache.signal_spec(f"{run_key}|{config}", {"baseline": base["frame"], "what-if": run["frame"]},
-                                "step", smoothing, height=900, points=CHART_POINTS,
-                                run_keys=(("baseline", f"{run_key}|{RegimeConfig()}"),
-                                          ("what-if", f"{run_key}|{config}")))
+        runs = {"baseline": base["frame"], "what-if": run["frame"]}
+        keys = [("baseline", f"{run_key}|{RegimeConfig()}"), ("what-if", f"{run_key}|{config}|{controllers}")]
+        if needs_single_twin(config, controllers):  # a mirror off: the single path beside the fused one
+            mirror_drift_note(source_key, stream, config, engine, fp, layout)
+            runs["what-if, single path"] = cache.replay(source_key, stream, config.as_dict(), engine, fp,
+                                                        layout)["frame"]
+            keys.append(("what-if, single path", f"{run_key}|{config}"))
+        fig = cache.signal_spec(f"{run_key}|{config}|{controllers}", runs, "step", smoothing, height=900,
+                                points=CHART_POINTS, run_keys=tuple(keys))
         widgets.plotly_chart(fig, "replay.chart")
         with metrics:
             sections.summary_metrics("replay.summary",
-                                    cache.replay_summary(source_key, stream, config.as_dict(), engine, fp, layout),
+                                    cache.replay_summary(source_key, stream, config.as_dict(), engine, fp, layout,
+                                                         controllers),
                                     cache.replay_summary(source_key, stream, RegimeConfig().as_dict(), engine, fp,
                                                          layout))
     state.publish()

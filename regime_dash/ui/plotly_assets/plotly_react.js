@@ -66,6 +66,13 @@ function listen(chart, setTriggerValue) {
     const box = Object.fromEntries(Object.entries(event.range).map(([axis, range]) => [axis.replace(/\d+$/, ""), range]));
     setTriggerValue("selection", {box: [box]});
   });
+  // a click on a point of a trace that carries `meta` (a verdict marker): {meta, x}; under a unified
+  // hover the click reports every trace near the cursor, so the point of such a trace is looked for
+  chart.gd.on("plotly_click", (event) => {
+    if (!chart.events.includes("click") || !event || !event.points) return;
+    const point = event.points.find((p) => p.data && p.data.meta && typeof p.data.meta === "object");
+    if (point) setTriggerValue("click", {meta: point.data.meta, x: point.x});
+  });
 }
 
 // The page's theme laid over the figure's template, as st.plotly_chart's "streamlit" theme
@@ -97,6 +104,13 @@ async function drain(chart, setTriggerValue) {
       // only the newest figure is drawn: figures that came while one was drawing are skipped
       const data = chart.next;
       chart.next = null;
+      // a rerun that sends the figure drawn already (a fragment's rerun after a click, say) draws nothing:
+      // the same JSON text with the same config and events is the same chart
+      const text = typeof data.figure === "string" ? data.figure : null;
+      const config = JSON.stringify(data.config || {}), events = JSON.stringify(data.events || []);
+      if (chart.drawn && text !== null && text === chart.text && config === chart.config && events === chart.eventsText) {
+        continue;
+      }
       let figure = data.figure || {};
       try {
         if (typeof figure === "string") figure = JSON.parse(figure);  // a Figure's JSON text
@@ -121,6 +135,7 @@ async function drain(chart, setTriggerValue) {
       try {
         await Plotly.react(chart.gd, figure.data || [], layout, data.config || {});
         chart.drawn = true;
+        Object.assign(chart, {text, config, eventsText: events});
         chart.gd.style.minHeight = "";
         say(chart, "", false);
         watchWidth(chart, Plotly);
@@ -146,7 +161,8 @@ export default function render({ data, parentElement, setTriggerValue }) {
     root.append(status, gd);
     parentElement.appendChild(root);
     chart = parentElement.__regimeDashChart = {root, status, gd, next: null, busy: false, drawn: false,
-                                              observer: null, listening: false, events: [], width: 0};
+                                              observer: null, listening: false, events: [], width: 0,
+                                              text: null, config: null, eventsText: null};
     say(chart, "Loading the chart…", false);
   }
   chart.next = data || {};
