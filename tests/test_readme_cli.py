@@ -39,8 +39,8 @@ ALLOWED = {"check": {0, 1}, "check_all": {0, 1}, "diff": {1}}
 @pytest.mark.slow  # a replay, a sweep and a short engine benchmark: a minute or two on 2 cores
 def test_readme_command_line_runs_as_written(tmp_path):
     cmds = readme_commands()
-    assert [c.split()[3] for c in cmds] == ["ingest", "runs", "doctor", "check", "diff", "replay", "replay", "check",
-                                            "replay", "sweep", "sensitivity", "bench", "check"]
+    assert [c.split()[3] for c in cmds] == ["ingest", "runs", "tag", "runs", "doctor", "check", "diff", "replay",
+                                            "replay", "check", "replay", "sweep", "sensitivity", "bench", "check"]
     (tmp_path / "run.diag.jsonl.gz").write_bytes(gzip.compress(SAMPLE.read_bytes()))
     (tmp_path / "before.jsonl").write_bytes(SAMPLE.read_bytes())
     lines = SAMPLE.read_text().splitlines(keepends=True)
