@@ -15,8 +15,8 @@ from regime_dash.ui import live_alerts, state, widgets
 from regime_dash.ui.errors import show_error
 
 #: The run's own columns, in the table's order (config and headline metrics follow).
-FIRST = ("name", "aliases", "tags", "notes", "diag", "verdict", "fail", "warn", "pass", "skip", "rows", "first_step",
-         "last_step", "ingested_at")
+FIRST = ("name", "aliases", "tags", "notes", "diag", "verdict", "fail", "warn", "pass", "skip", "rows", "steps",
+         "first_step", "last_step", "ingested_at")
 VERDICTS = ("pass", "warn", "fail", "not a diag", "unreadable")
 
 
@@ -32,6 +32,7 @@ def table_frame(store) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     for c in ("aliases", "tags"):
         frame[c] = [", ".join(v) for v in frame[c]]
+    frame["steps"] = [f"{a} … {b}" for a, b in zip(frame["first_step"], frame["last_step"])]
     return live_alerts.badges(frame)
 
 
