@@ -20,7 +20,10 @@ D2D copy                   a device-to-device copy of the stream's rewards and l
 live                       one live step of the GPU and the reference stepper, the market apart
                            (:mod:`regime_dash.benchmarks.live_step`; ``--live-only`` runs just these)
 
-Every figure is the median of up to ``--repeats`` runs taken after a warm-up run
+The rows are declared as data (:func:`engine_rows`: a :class:`BenchRow` each, its name,
+device, setup and target); the setup builds the row's inputs, warms it up and hands back
+its timed call (:class:`Timed`), and one runner (:func:`measure`) times every row the same
+way. Every figure is the median of up to ``--repeats`` runs taken after a warm-up run
 (so JIT and NVRTC compile time is not counted); a row stops repeating once its
 runs have used ``--budget`` seconds, and says how many it took. Ratios are
 computed only from figures measured in this run. Rows that cannot run here say
@@ -41,16 +44,18 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from dataclasses import dataclass, replace
+from dataclasses import field as dataclass_field
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from regime_dash.benchmarks.inputs import bench_stream
-from regime_dash.benchmarks.timing import repeat, wall
+from regime_dash.benchmarks.timing import repeat, timed, wall
 from regime_dash.config import RegimeConfig
 from regime_dash.streams import Stream
 
-#: Targets of issue 4 / DESIGN.md, as ratios measured in one run.
+#: Targets read as ratios of figures measured in one run.
 RATIO_TARGETS = {
     "fast_gpu_vs_cuda_per_step": 300.0,
     "sweep_two_gpus_vs_one": 1.8,
@@ -60,15 +65,15 @@ RATIO_TARGETS = {
 DEFAULT_STEPS = 25_000
 DEFAULT_ACCOUNTS = 1_024
 DEFAULT_SWEEP_SIZES = (1, 1_024, 16_384)
-#: Sweep sizes on the GPU (issue 15: the throughput target is at S = 65,536).
+#: Sweep sizes on the GPU (the throughput target is at S = 65,536).
 DEFAULT_GPU_SWEEP_SIZES = (1_024, 16_384, 65_536)
 #: The sweep size of the one-GPU vs two-GPU scale-out rows.
 DEFAULT_SCALE_OUT_SIZE = 262_144
-#: Scenario-steps/s target of the GPU sweep at S = 65,536 (issue 15).
+#: Scenario-steps/s target of the GPU sweep at S = 65,536.
 GPU_SWEEP_TARGET = 2e10
 #: The target printed next to a sweep row, by (device, S).
-SWEEP_ROW_TARGETS = {("gpu", 65_536): ">= 2e10 scenario-steps/s (issue 15)",
-                     ("cpu", 1_024): ">= 5x the pre-issue-15 CPU sweep (timed back to back: BENCHMARKS.md)"}
+SWEEP_ROW_TARGETS = {("gpu", 65_536): ">= 2e10 scenario-steps/s",
+                     ("cpu", 1_024): ">= 5x the CPU sweep before the sweep-kernel rewrite (timed back to back: BENCHMARKS.md)"}
 
 
 # ---- inputs ------------------------------------------------------------------------
@@ -243,102 +248,331 @@ class _FastGpuDevice:
                                "benchmarks/engines.py needs updating")
 
 
-def _copy_roofline(cp, nbytes: int, repeats: int, budget_s: float) -> dict[str, Any]:
+# ---- the declared rows and their runner ------------------------------------------------
+@dataclass
+class Timed:
+    """A row's timed call, made ready (inputs built, warmed up) by its setup.
+
+    ``once()`` runs the call once and returns its seconds (wall clock, or CUDA events);
+    ``fields`` go into the row as they are; ``per_step`` is False for a row that is not a
+    replay of the stream (the copy roofline: no µs/step); ``close`` ends what the setup
+    opened for the runs (a CUDA stream, a cluster), once they are done.
+    """
+
+    once: Callable[[], float]
+    fields: dict[str, Any] = dataclass_field(default_factory=dict)
+    per_step: bool = True
+    close: Callable[[], Any] | None = None
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    """One row of the table: its name and device, the setup that makes its timed call ready, its target."""
+
+    name: str
+    device: str
+    setup: Callable[["Context"], Timed]
+    target: str | None = None
+    scenarios: int = 1
+
+
+@dataclass
+class Context:
+    """What every row's setup reads: the stream, the engines' initial state, the repeat budget."""
+
+    stream: Stream
+    warm: Stream
+    init: tuple[Any, ...]  # (isv0, boot, layout, snap_idx), as every engine takes them
+    repeats: int
+    budget_s: float
+    gpu_reason: str | None
+    state: dict[str, Any] = dataclass_field(default_factory=dict)  # what one row leaves for a later one
+
+    @property
+    def steps(self) -> int:
+        return self.stream.steps
+
+    def on(self, stream: Stream) -> "Context":
+        """The same context on another stream (the scale-out rows at another T, or pinned)."""
+        return replace(self, stream=stream, warm=stream.slice(0, min(stream.steps, 64)), state={})
+
+
+def measure(row: BenchRow, ctx: Context) -> dict[str, Any]:
+    """The runner: ``row``'s setup, then up to ``ctx.repeats`` timed runs within ``ctx.budget_s``, as a row dict
+    (or a row saying why it could not be measured)."""
+    if row.device == "gpu" and ctx.gpu_reason is not None:
+        return _missing(row.name, "gpu", f"unavailable: {ctx.gpu_reason}", row.scenarios)
+
+    def make() -> dict[str, Any]:
+        timed = row.setup(ctx)
+        try:
+            runs = repeat(timed.once, ctx.repeats, ctx.budget_s)
+        finally:
+            if timed.close is not None:
+                timed.close()
+        return _figures(row, runs, ctx.steps, timed)
+
+    return _attempt(row.name, row.device, make, row.scenarios)
+
+
+def _figures(row: BenchRow, runs: list[float], steps: int, timed: Timed) -> dict[str, Any]:
+    """The row dict of ``runs``; GB/s where the row says how many bytes it moves."""
+    if timed.per_step:
+        out = _row(row.name, row.device, runs, steps, row.scenarios, **timed.fields)
+    else:
+        out = {"name": row.name, "device": row.device, "status": "ok", "seconds": statistics.median(runs),
+               "runs": runs, "repeats": len(runs), **timed.fields}
+    if out.get("bytes_moved") and out["seconds"]:
+        out["gb_per_s"] = out["bytes_moved"] / out["seconds"] / 1e9
+    if row.target is not None or "target" in timed.fields:
+        out["target"] = row.target
+    return out
+
+
+def _walled(fn: Callable[[], Any], warm: Callable[[], Any] | None = None, **fields: Any) -> Timed:
+    """``fn`` timed by the wall clock, after one untimed call of ``warm`` (``fn`` itself by default)."""
+    (warm or fn)()
+    return Timed(wall(fn), fields)
+
+
+def _inside(cm: Any, make: Callable[[], Timed]) -> Timed:
+    """``make()`` run inside the context ``cm``, which stays open until the row's runs are done."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(cm)
+    try:
+        timed = make()
+    except BaseException:
+        stack.close()
+        raise
+    return replace(timed, close=stack.close)
+
+
+# ---- each row's setup ---------------------------------------------------------------
+def _reference(ctx: Context) -> Timed:
+    from regime_dash.engine import reference
+
+    return _walled(lambda: reference.run(ctx.stream, *ctx.init), warm=lambda: reference.run(ctx.warm, *ctx.init))
+
+
+def _fast_phase1_cpu(ctx: Context) -> Timed:
+    from regime_dash.engine import fast
+
+    return _walled(lambda: fast.step_stats(ctx.stream))  # the warm-up loads (or compiles) the kernels
+
+
+def _fast_cpu(ctx: Context) -> Timed:
+    from regime_dash.engine import fast
+
+    return _walled(lambda: fast.run_cpu(ctx.stream, *ctx.init))
+
+
+def _cuda_per_step(graph: bool) -> Callable[[Context], Timed]:
+    def setup(ctx: Context) -> Timed:
+        from regime_dash.engine import cuda
+
+        cuda.per_step_us(ctx.warm, *ctx.init, graph=graph, repeats=1)  # compile
+        return Timed(lambda: cuda.per_step_us(ctx.stream, *ctx.init, graph=graph, repeats=1) * ctx.steps / 1e6)
+    return setup
+
+
+def _fast_gpu_device(ctx: Context) -> Timed:
+    from regime_dash.engine import fast_gpu
+
+    dev = _FastGpuDevice(ctx.stream, *ctx.init)
+    want = fast_gpu.run(ctx.stream, *ctx.init)
+    dev.check(want[0], want[2])  # also the warm-up
+    ctx.state["fast_gpu_device"] = dev  # the phase 1 row times its launch
+    return Timed(_event_seconds(dev.cp, dev.replay, before=dev.restore), {"timing": "device-resident (CUDA events)"})
+
+
+def _fast_phase1_gpu(ctx: Context) -> Timed:
+    dev = ctx.state.get("fast_gpu_device")
+    if dev is None:
+        raise RuntimeError("the device-resident fast GPU row failed")
+    once = _event_seconds(dev.cp, dev.phase1)
+    once()
+    return Timed(once, {"bytes_moved": dev.phase1_bytes})
+
+
+def _fast_gpu_end_to_end(ctx: Context) -> Timed:
+    from regime_dash.engine import fast_gpu
+
+    return _walled(lambda: fast_gpu.run(ctx.stream, *ctx.init), timing="host arrays in and out (perf_counter)")
+
+
+def _copy(ctx: Context) -> Timed:
+    from regime_dash.engine import loader
+
+    cp = loader.cupy_module()
+    nbytes = ctx.stream.rewards.nbytes + ctx.stream.lots.nbytes
+    return _inside(cp.cuda.Stream(non_blocking=True), lambda: _copy_timed(cp, nbytes))
+
+
+def _phase1_from_host(staged: bool) -> Callable[[Context], Timed]:
+    def setup(ctx: Context) -> Timed:
+        from regime_dash.engine import fast_gpu, staged_phase1
+
+        step_stats = staged_phase1.step_stats if staged else fast_gpu.step_stats
+        return _walled(lambda: step_stats(ctx.stream),  # the warm-up compiles and fills the pinned pool
+                       bytes_moved=ctx.stream.rewards.nbytes + ctx.stream.lots.nbytes,
+                       timing="host arrays in, [T] statistics out (perf_counter)")
+    return setup
+
+
+def _warm_sweep(ctx: Context, device: str) -> None:
+    """One small sweep per device before its rows (the kernels loaded); its failure fails each of them."""
+    from regime_dash.sweep import sweep
+
+    key = ("warm sweep", device)
+    if key not in ctx.state:
+        try:
+            sweep(ctx.warm, sweep_configs(2), engine="fast", device=device)
+            ctx.state[key] = None
+        except Exception as exc:  # reported on each sweep row of the device
+            ctx.state[key] = exc
+    if ctx.state[key] is not None:
+        raise ctx.state[key]
+
+
+def _sweep(device: str, size: int, as_list: bool) -> Callable[[Context], Timed]:
+    def setup(ctx: Context) -> Timed:
+        from regime_dash.sweep import expand_configs, sweep
+
+        _warm_sweep(ctx, device)
+        configs = expand_configs(sweep_grid(size)) if as_list else sweep_grid(size)
+        fields = {"configs": "list"} if as_list else {"configs": "grid", "target": None}
+        return Timed(wall(lambda: sweep(ctx.stream, configs, engine="fast", device=device)), fields)
+    return setup
+
+
+def engine_rows(sizes: Sequence[int], gpu_sizes: Sequence[int]) -> list[BenchRow]:
+    """The table of rows ``bench engines`` times, in order (the scale-out rows follow them)."""
+    rows = [BenchRow("reference", "cpu", _reference),
+            BenchRow("fast phase 1", "cpu", _fast_phase1_cpu),
+            BenchRow("fast", "cpu", _fast_cpu),
+            BenchRow("cuda per step", "gpu", _cuda_per_step(False)),
+            BenchRow("cuda per step (graph)", "gpu", _cuda_per_step(True)),
+            BenchRow("fast", "gpu", _fast_gpu_device),
+            BenchRow("fast phase 1", "gpu", _fast_phase1_gpu),
+            BenchRow("fast end to end", "gpu", _fast_gpu_end_to_end),
+            BenchRow("D2D copy (roofline)", "gpu", _copy),
+            BenchRow("phase 1 from host, pageable", "gpu", _phase1_from_host(False)),
+            BenchRow("phase 1 from host, pinned chunks", "gpu", _phase1_from_host(True))]
+    for device, dev_sizes in (("cpu", sizes), ("gpu", gpu_sizes)):
+        rows += [BenchRow(f"sweep S={s}", device, _sweep(device, s, False), SWEEP_ROW_TARGETS.get((device, s)), s)
+                 for s in dev_sizes]
+        if dev_sizes:  # the largest sweep again, given as a list of RegimeConfig objects
+            big = max(dev_sizes)
+            rows.append(BenchRow(f"sweep S={big} (list)", device, _sweep(device, big, True), scenarios=big))
+    if gpu_sizes:
+        big = max(gpu_sizes)
+        rows.append(BenchRow(f"sweep kernel S={big}", "gpu", _sweep_kernel(big), scenarios=big))
+    return rows
+
+def _copy_timed(cp, nbytes: int) -> Timed:
+    """A device-to-device copy of ``nbytes`` on the current CUDA stream, warmed up: the roofline's timed call."""
     src = cp.empty(nbytes, dtype=np.uint8)
     dst = cp.empty(nbytes, dtype=np.uint8)
     src.fill(1)
     stream = cp.cuda.get_current_stream()
-
-    def launch():
-        dst.data.copy_from_device_async(src.data, nbytes, stream)
-
-    once = _event_seconds(cp, launch)
+    once = _event_seconds(cp, lambda: dst.data.copy_from_device_async(src.data, nbytes, stream))
     once()  # warm-up
-    runs = repeat(once, repeats, budget_s)
-    seconds = statistics.median(runs)
-    return {"name": "D2D copy (roofline)", "device": "gpu", "status": "ok", "seconds": seconds,
-            "runs": runs, "repeats": len(runs), "bytes_moved": 2 * nbytes,
-            "gb_per_s": 2 * nbytes / seconds / 1e9}
+    return Timed(once, {"bytes_moved": 2 * nbytes}, per_step=False)
 
 
-def _sweep_kernel_row(stream: Stream, size: int, repeats: int, budget_s: float) -> dict[str, Any]:
+def _copy_roofline(cp, nbytes: int, repeats: int, budget_s: float) -> dict[str, Any]:
+    """The ``D2D copy (roofline)`` row of ``nbytes`` on the current CUDA stream (for scripts that time it alone)."""
+    timed = _copy_timed(cp, nbytes)
+    return _figures(BenchRow("D2D copy (roofline)", "gpu", lambda ctx: timed), repeat(timed.once, repeats, budget_s),
+                    1, timed)
+
+
+def _sweep_kernel(size: int) -> Callable[[Context], Timed]:
     """``replay_sweep`` alone on device-resident inputs and rows (CUDA events): the GPU's share of a sweep."""
+    def setup(ctx: Context) -> Timed:
+        from regime_dash.engine import loader
+
+        return _inside(loader.cupy_module().cuda.Stream(non_blocking=True), lambda: _sweep_kernel_timed(ctx, size))
+    return setup
+
+
+def _sweep_kernel_timed(ctx: Context, size: int) -> Timed:
     import importlib
 
     from regime_dash.engine import fast_gpu, initial_isv, loader
-    from regime_dash.slots import DEFAULT_LAYOUT
 
     sw = importlib.import_module("regime_dash.sweep")  # the package exports the function under that name
-    layout = DEFAULT_LAYOUT
+    layout = ctx.init[2]
     cp = loader.cupy_module()
     mod = fast_gpu.module(layout)
     slots, values = sw.config_slot_values(sw.ConfigGrid.of(sweep_grid(size)).columns())  # the sweep row's grid
     isv0, boot = initial_isv(RegimeConfig(), None, layout)
     slot_idx = np.array([layout.index(s) for s in slots], np.int32)
-    with cp.cuda.Stream(non_blocking=True):
-        p1 = fast_gpu._Phase1(cp, mod, stream, stream.steps, stream.accounts)
-        rows0, boots = fast_gpu._device_rows(cp, isv0, boot, slot_idx, values, np.zeros(0, np.int32))
-        rows = rows0.copy()
+    stream = ctx.stream
+    p1 = fast_gpu._Phase1(cp, mod, stream, stream.steps, stream.accounts)
+    rows0, boots = fast_gpu._device_rows(cp, isv0, boot, slot_idx, values, np.zeros(0, np.int32))
+    rows = rows0.copy()
 
-        def before():
-            rows[...] = rows0  # each run starts from the initial rows
+    def before():
+        rows[...] = rows0  # each run starts from the initial rows
 
-        once = _event_seconds(cp, lambda: fast_gpu._launch_sweep(cp, mod, p1, layout, rows, boots, []), before)
-        once()  # warm-up
-        runs = repeat(once, repeats, budget_s)
-    return _row(f"sweep kernel S={size}", "gpu", runs, stream.steps, scenarios=size,
-                timing="replay_sweep alone, device-resident (CUDA events)", configs="grid")
+    once = _event_seconds(cp, lambda: fast_gpu._launch_sweep(cp, mod, p1, layout, rows, boots, []), before)
+    once()  # warm-up
+    return Timed(once, {"timing": "replay_sweep alone, device-resident (CUDA events)", "configs": "grid"})
 
 
-def _scale_out_rows(stream: Stream, size: int, repeats: int, budget_s: float, gpu_reason: str | None,
-                    add: Callable[[dict[str, Any]], dict[str, Any]], label: str = "", client: Any = None):
+def _one_gpu_sweep(grid: dict[str, list[float]], small: dict[str, list[float]]) -> Callable[[Context], Timed]:
+    def setup(ctx: Context) -> Timed:
+        from regime_dash.sweep import sweep
+
+        sweep(ctx.warm, small, engine="fast", device="gpu")
+        return _walled(lambda: sweep(ctx.stream, grid, engine="fast", device="gpu"), gpus=1)  # warm-up at full size
+    return setup
+
+
+def _dask_sweep(grid: dict[str, list[float]], small: dict[str, list[float]], client: Any,
+                labelled: bool) -> Callable[[Context], Timed]:
+    """The grid sweep through a local cluster of one worker per GPU (``client``'s, or its own if None)."""
+    def setup(ctx: Context) -> Timed:
+        from regime_dash import distributed
+        from regime_dash.errors import EngineUnavailable
+
+        n_gpu = distributed.gpu_count()
+        if n_gpu < 2:
+            raise EngineUnavailable(f"{n_gpu} GPU(s) here, 2 needed")
+        stack = contextlib.ExitStack()
+        return _inside(stack, lambda: _dask_timed(ctx, grid, small, client or stack.enter_context(
+            distributed.connect("local")), n_gpu, labelled))  # as sweep(scheduler="local") makes it
+    return setup
+
+
+def _dask_timed(ctx: Context, grid, small, client: Any, n_gpu: int, labelled: bool) -> Timed:
+    from regime_dash import distributed
+    from regime_dash.sweep import sweep
+
+    client.wait_for_workers(n_gpu, timeout=120)
+    want = sweep(ctx.stream, small, engine="fast", device="gpu").table
+    got = sweep(ctx.stream, small, engine="fast", device="gpu", scheduler=client).table
+    if not want.equals(got):
+        raise RuntimeError("the dask sweep's table differs from the in-process one")
+    return _walled(lambda: sweep(ctx.stream, grid, engine="fast", device="gpu", scheduler=client),  # warm-up
+                   gpus=n_gpu, workers=distributed.worker_count(client), target=None)
+
+
+def _scale_out_rows(ctx: Context, size: int, add: Callable[[dict[str, Any]], dict[str, Any]], label: str = "",
+                    client: Any = None):
     """``sweep S=size`` of a grid on one GPU in-process, then through a local cluster of one worker per GPU.
 
     Both rows must give the same table (checked once); the cluster is started
     (or ``client``'s is used) and warmed up before its runs are timed, and stays up
     across them (as a client a user keeps open would). ``label`` tells rows of another T apart.
     """
-    from regime_dash import distributed
-    from regime_dash.sweep import sweep
-
-    one_name = f"sweep S={size} (1 GPU){label}"
-    two_name = f"sweep S={size} (GPUs over dask){label}"
-    if gpu_reason is not None:
-        return (add(_missing(one_name, "gpu", f"unavailable: {gpu_reason}", size)),
-                add(_missing(two_name, "gpu", f"unavailable: {gpu_reason}", size)))
-    grid = sweep_grid(size)
-    small = sweep_grid(4096)
-
-    def one():
-        sweep(stream.slice(0, min(stream.steps, 64)), small, engine="fast", device="gpu")
-        sweep(stream, grid, engine="fast", device="gpu")  # warm-up at full size (device pools)
-        return _row(one_name, "gpu", repeat(wall(lambda: sweep(stream, grid, engine="fast", device="gpu")),
-                                             repeats, budget_s), stream.steps, scenarios=size, gpus=1)
-
-    one_row = add(_attempt(one_name, "gpu", one, size))
-    n_gpu = distributed.gpu_count()
-    if n_gpu < 2:
-        return one_row, add(_missing(two_name, "gpu", f"unavailable: {n_gpu} GPU(s) here, 2 needed", size))
-
-    def two():
-        with contextlib.ExitStack() as stack:
-            nonlocal client
-            if client is None:
-                client = stack.enter_context(distributed.connect("local"))  # as sweep(scheduler="local")
-            client.wait_for_workers(n_gpu, timeout=120)
-            want = sweep(stream, small, engine="fast", device="gpu").table
-            got = sweep(stream, small, engine="fast", device="gpu", scheduler=client).table
-            if not want.equals(got):
-                raise RuntimeError("the dask sweep's table differs from the in-process one")
-            sweep(stream, grid, engine="fast", device="gpu", scheduler=client)  # warm-up at full size
-            runs = repeat(wall(lambda: sweep(stream, grid, engine="fast", device="gpu", scheduler=client)),
-                          repeats, budget_s)
-            return _row(two_name, "gpu", runs, stream.steps, scenarios=size, gpus=n_gpu,
-                        workers=distributed.worker_count(client),
-                        target=">= 1.8x the 1-GPU row (issue 15)" if not label else None)
-
-    return one_row, add(_attempt(two_name, "gpu", two, size))
-
+    grid, small = sweep_grid(size), sweep_grid(4096)
+    one = BenchRow(f"sweep S={size} (1 GPU){label}", "gpu", _one_gpu_sweep(grid, small), scenarios=size)
+    two = BenchRow(f"sweep S={size} (GPUs over dask){label}", "gpu", _dask_sweep(grid, small, client, bool(label)),
+                   target=None if label else ">= 1.8x the 1-GPU row", scenarios=size)
+    one_row = add(measure(one, ctx))
+    return one_row, add(measure(two, ctx))
 
 def _steps_list(scale_out_steps: int | Sequence[int]) -> tuple[int, ...]:
     """``scale_out_steps`` as a tuple of T > 0 (0 or an empty sequence: none)."""
@@ -365,12 +599,11 @@ def _ratio(key: str, num: dict[str, Any] | None, den: dict[str, Any] | None, fie
             "status": "ok"}
 
 
-def _scale_out_section(stream: Stream, extra_steps: Sequence[int], accounts: int, seed: int, size: int,
-                       repeats: int, budget_s: float, gpu_reason: str | None,
+def _scale_out_section(ctx: Context, extra_steps: Sequence[int], accounts: int, seed: int, size: int,
                        add: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The scale-out rows at ``stream``'s T (the target's) and at each of ``extra_steps``; their ratios.
+    """The scale-out rows at ``ctx.stream``'s T (the target's) and at each of ``extra_steps``; their ratios.
 
-    ``sweep_two_gpus_vs_one`` is the ratio at ``stream``'s T, ``sweep_two_gpus_vs_one_T=<T>``
+    ``sweep_two_gpus_vs_one`` is the ratio at the stream's T, ``sweep_two_gpus_vs_one_T=<T>``
     the ratio at each extra T; ``..._pinned...`` the same with the stream pinned once
     (:func:`regime_dash.engine.staged_phase1.pinned`). Each is shown against the target, 1.8.
     """
@@ -379,9 +612,8 @@ def _scale_out_section(stream: Stream, extra_steps: Sequence[int], accounts: int
                                           "met": None, "status": "not measured: --scale-out-size 0"}}
     with contextlib.ExitStack() as stack:
         # one cluster for every two-GPU row: a cluster started per row measured erratic in its first rows
-        client = _cluster_client(stack) if gpu_reason is None else None
-        return _scale_out_ratios(stream, extra_steps, accounts, seed, size, repeats, budget_s, gpu_reason, add,
-                                 client)
+        client = _cluster_client(stack) if ctx.gpu_reason is None else None
+        return _scale_out_ratios(ctx, extra_steps, accounts, seed, size, add, client)
 
 
 def _cluster_client(stack: contextlib.ExitStack) -> Any:
@@ -396,15 +628,14 @@ def _cluster_client(stack: contextlib.ExitStack) -> Any:
         return None
 
 
-def _scale_out_ratios(stream, extra_steps, accounts, seed, size, repeats, budget_s, gpu_reason, add,
-                      client) -> dict[str, dict[str, Any]]:
+def _scale_out_ratios(ctx: Context, extra_steps, accounts, seed, size, add, client) -> dict[str, dict[str, Any]]:
     """:func:`_scale_out_section`'s rows and ratios, the two-GPU rows on ``client`` (each its own cluster if None)."""
     out = {}
     for t in (None, *extra_steps):
-        data = stream if t is None else bench_stream(t, accounts, seed)
+        data = ctx.stream if t is None else bench_stream(t, accounts, seed)
         label = "" if t is None else f", T={t:,}"
         suffix = "" if t is None else f"_T={t}"
-        one, two = _scale_out_rows(data, size, repeats, budget_s, gpu_reason, add, label=label, client=client)
+        one, two = _scale_out_rows(ctx.on(data), size, add, label=label, client=client)
         out[f"sweep_two_gpus_vs_one{suffix}"] = _ratio("sweep_two_gpus_vs_one", two, one)
         # the same sweeps of the stream pinned once (staged_phase1.pinned): phase 1 then reads it
         # over the PCIe links with no staging copy, which is what bounds it otherwise
@@ -412,8 +643,7 @@ def _scale_out_ratios(stream, extra_steps, accounts, seed, size, repeats, budget
         add({k: v for k, v in pin_row.items() if k != "stream"})
         if pin_row.get("stream") is not None:
             data = pin_row["stream"]
-            one, two = _scale_out_rows(data, size, repeats, budget_s, gpu_reason, add,
-                                       label=f"{label}, pinned stream", client=client)
+            one, two = _scale_out_rows(ctx.on(data), size, add, label=f"{label}, pinned stream", client=client)
             out[f"sweep_two_gpus_vs_one_pinned{suffix}"] = _ratio("sweep_two_gpus_vs_one", two, one)
         else:
             out[f"sweep_two_gpus_vs_one_pinned{suffix}"] = _ratio("sweep_two_gpus_vs_one", None, None)
@@ -425,266 +655,22 @@ def _pinned_stream(stream: Stream, label: str) -> dict[str, Any]:
     """The row of how long pinning ``stream`` took (:func:`staged_phase1.pinned`), the pinned stream under ``stream``."""
     from regime_dash.engine import staged_phase1
 
-    t0 = time.perf_counter()
-    out = staged_phase1.pinned(stream)
-    return _row(f"pin the stream once{label}", "gpu", [time.perf_counter() - t0], stream.steps,
+    seconds, out = timed(lambda: staged_phase1.pinned(stream))
+    return _row(f"pin the stream once{label}", "gpu", [seconds], stream.steps,
                 timing="copy of rewards and lots into page-locked memory, once per stream", stream=out)
 
 
-# ---- the benchmark ------------------------------------------------------------------
-def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path: str | Path | None = None,
-        repeats: int = 5, sweep_sizes: tuple[int, ...] = DEFAULT_SWEEP_SIZES, budget_s: float = 120.0,
-        seed: int = 0, log: Callable[[str], None] | None = None,
-        gpu_sweep_sizes: tuple[int, ...] = DEFAULT_GPU_SWEEP_SIZES,
-        scale_out_size: int = DEFAULT_SCALE_OUT_SIZE, live_accounts: tuple[int, ...] = (1_024, 64),
-        live_steps: int = 2_000, live_only: bool = False, scale_out_steps: int | Sequence[int] = 0,
-        scale_out_only: bool = False) -> dict[str, Any]:
-    """Time every engine on one synthetic stream; return (and optionally write) the figures.
-
-    Parameters
-    ----------
-    steps, accounts
-        Stream size T × b.
-    json_path
-        Also write the result as JSON here.
-    repeats
-        Timed runs per row (after one warm-up run); the median is reported.
-    sweep_sizes, gpu_sweep_sizes
-        Config counts S of the CPU and GPU sweep rows.
-    scale_out_size
-        S of the scale-out rows: the GPU sweep in-process on one GPU, and through a
-        local dask cluster of one worker per GPU (the cluster started before timing),
-        where there are two GPUs or more and ``distributed`` imports; 0 skips them.
-    scale_out_steps
-        T (or several), each > 0: the scale-out rows again on a stream of that many
-        steps (extra rows, labelled with their T: the per-call costs of a sweep grow
-        with S, its GPU work with S × T); 0 for none.
-    scale_out_only
-        Take only the scale-out rows (at ``steps`` and at ``scale_out_steps``) and
-        their ratios: no other engine row, no live rows.
-    live_accounts, live_steps, live_only
-        b of the live rows (empty skips them), steps each times, and whether to run only them.
-    budget_s
-        A row stops repeating once its runs have taken this long (at least one run).
-    seed
-        Seed of :func:`bench_stream`.
-    log
-        Called with a line as each row finishes (progress); silent if None.
-
-    Returns
-    -------
-    dict
-        ``machine``, ``params``, ``rows`` (one per timing: median ``seconds``, all
-        ``runs``, ``per_step_us``, ``scenario_steps_per_s``, ``status``),
-        ``bandwidth`` and ``ratios`` (each with its target and whether it was met,
-        or why it could not be computed).
-    """
-    from regime_dash.engine import cuda, fast, fast_gpu, initial_isv, loader, reference, snapshot_indices
-    from regime_dash.errors import ValidationError
-    from regime_dash.slots import DEFAULT_LAYOUT
-    from regime_dash.sweep import expand_configs, sweep
-
-    for name, value in (("steps", steps), ("accounts", accounts), ("repeats", repeats)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValidationError(f"{name} must be an int >= 1, got {value!r}", field=name, value=value)
-    if not budget_s > 0:
-        raise ValidationError(f"budget_s must be > 0, got {budget_s!r}", field="budget_s", value=budget_s)
-    sizes = tuple(int(s) for s in sweep_sizes)
-    gpu_sizes = tuple(int(s) for s in gpu_sweep_sizes)
-    if any(s < 1 for s in sizes + gpu_sizes):
-        raise ValidationError(f"sweep sizes must be >= 1, got {sweep_sizes!r}", field="sweep_sizes",
-                              value=sweep_sizes)
-    say = log or (lambda line: None)
-    extra_steps = _steps_list(scale_out_steps)
-    if scale_out_only:
-        rows_only: list[dict[str, Any]] = []
-
-        def keep_row(row: dict[str, Any]) -> dict[str, Any]:
-            rows_only.append(row)
-            say(f"{row['name']} [{row['device']}]: " + (f"{row['seconds']:.4g} s" if row["seconds"] is not None
-                                                        else row["status"]))
-            return row
-
-        ratios = _scale_out_section(bench_stream(steps, accounts, seed), extra_steps, accounts, seed,
-                                    scale_out_size, repeats, budget_s, loader.available(), keep_row)
-        return _write({"benchmark": "engines", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                       "machine": machine_info(),
-                       "params": {"steps": steps, "accounts": accounts, "repeats": repeats,
-                                  "scale_out_size": scale_out_size, "scale_out_steps": list(extra_steps),
-                                  "scale_out_only": True, "budget_s": budget_s, "seed": seed,
-                                  "statistic": "median after warm-up"},
-                       "rows": rows_only, "ratios": ratios, "live": None}, json_path)
-    from regime_dash.benchmarks import live_step
-
-    live_accounts = tuple(int(b) for b in live_accounts if b)  # 0 leaves the live rows out
-    if live_accounts and (any(b < 0 for b in live_accounts) or live_steps < 1):
-        raise ValidationError(f"live accounts must be >= 0 and live steps >= 1, got {live_accounts!r}, "
-                              f"{live_steps!r}", field="live_accounts", value=(live_accounts, live_steps))
-    live = live_step.run(live_accounts, live_steps, seed, say) if live_accounts else None
-    if live_only:
-        return _write({"benchmark": "engines", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                       "machine": machine_info(), "params": {"live_accounts": list(live_accounts),
-                                                             "live_steps": live_steps, "seed": seed},
-                       "rows": [], "ratios": {}, "live": live}, json_path)
-    layout = DEFAULT_LAYOUT
-    stream = bench_stream(steps, accounts, seed)
-    warm = stream.slice(0, min(steps, 64))
-    isv0, boot = initial_isv(RegimeConfig(), None, layout)
-    snap_idx = snapshot_indices(layout)
-    rows: list[dict[str, Any]] = []
-
-    def add(row: dict[str, Any]) -> dict[str, Any]:
-        rows.append(row)
-        fig = f"{row['seconds']:.4g} s" if row["seconds"] is not None else row["status"]
-        say(f"{row['name']} [{row['device']}]: {fig}")
-        return row
-
-    # ---- CPU ----
-    def reference_row():
-        reference.run(warm, isv0, boot, layout, snap_idx)
-        return _row("reference", "cpu", repeat(wall(lambda: reference.run(stream, isv0, boot, layout, snap_idx)),
-                                                repeats, budget_s), steps)
-
-    add(reference_row())
-
-    def fast_phase1_row():
-        fast.step_stats(stream)  # warm-up: loads (or compiles) the kernels
-        return _row("fast phase 1", "cpu", repeat(wall(lambda: fast.step_stats(stream)), repeats, budget_s),
-                    steps)
-
-    def fast_cpu_row():
-        fast.run_cpu(stream, isv0, boot, layout, snap_idx)
-        return _row("fast", "cpu", repeat(wall(lambda: fast.run_cpu(stream, isv0, boot, layout, snap_idx)),
-                                           repeats, budget_s), steps)
-
-    add(_attempt("fast phase 1", "cpu", fast_phase1_row))
-    add(_attempt("fast", "cpu", fast_cpu_row))
-
-    # ---- GPU ----
-    gpu_reason = loader.available()
-
-    def gpu_row(name: str, make: Callable[[], dict[str, Any]], scenarios: int = 1) -> dict[str, Any]:
-        if gpu_reason is not None:
-            return add(_missing(name, "gpu", f"unavailable: {gpu_reason}", scenarios))
-        return add(_attempt(name, "gpu", make, scenarios))
-
-    def cuda_row(graph: bool):
-        def make():
-            cuda.per_step_us(warm, isv0, boot, layout, snap_idx, graph=graph, repeats=1)  # compile
-            runs = repeat(lambda: cuda.per_step_us(stream, isv0, boot, layout, snap_idx, graph=graph,
-                                                    repeats=1) * steps / 1e6, repeats, budget_s)
-            return _row("cuda per step" + (" (graph)" if graph else ""), "gpu", runs, steps)
-        return make
-
-    cuda_plain = gpu_row("cuda per step", cuda_row(False))
-    cuda_graph = gpu_row("cuda per step (graph)", cuda_row(True))
-
-    device: dict[str, Any] = {}
-
-    def fast_gpu_device_row():
-        dev = _FastGpuDevice(stream, isv0, boot, layout, snap_idx)
-        want = fast_gpu.run(stream, isv0, boot, layout, snap_idx)
-        dev.check(want[0], want[2])  # also the warm-up
-        device["dev"] = dev
-        once = _event_seconds(dev.cp, dev.replay, before=dev.restore)
-        return _row("fast", "gpu", repeat(once, repeats, budget_s), steps,
-                    timing="device-resident (CUDA events)")
-
-    fast_dev = gpu_row("fast", fast_gpu_device_row)
-
-    def phase1_row():
-        dev = device.get("dev")
-        if dev is None:
-            raise RuntimeError("the device-resident fast GPU row failed")
-        once = _event_seconds(dev.cp, dev.phase1)
-        once()
-        runs = repeat(once, repeats, budget_s)
-        row = _row("fast phase 1", "gpu", runs, steps, bytes_moved=dev.phase1_bytes)
-        row["gb_per_s"] = dev.phase1_bytes / row["seconds"] / 1e9
-        return row
-
-    phase1_gpu = gpu_row("fast phase 1", phase1_row)
-
-    def fast_gpu_e2e_row():
-        fast_gpu.run(stream, isv0, boot, layout, snap_idx)
-        return _row("fast end to end", "gpu", repeat(wall(
-            lambda: fast_gpu.run(stream, isv0, boot, layout, snap_idx)), repeats, budget_s), steps,
-            timing="host arrays in and out (perf_counter)")
-
-    gpu_row("fast end to end", fast_gpu_e2e_row)
-
-    def copy_row():
-        cp = loader.cupy_module()
-        with cp.cuda.Stream(non_blocking=True):
-            return _copy_roofline(cp, stream.rewards.nbytes + stream.lots.nbytes, repeats, budget_s)
-
-    copy = gpu_row("D2D copy (roofline)", copy_row)
-
-    def upload_row(name: str, fn: Callable[[], Any]):
-        def make():
-            fn()  # warm-up: compile, pinned pool
-            return _row(name, "gpu", repeat(wall(fn), repeats, budget_s), steps,
-                        bytes_moved=stream.rewards.nbytes + stream.lots.nbytes,
-                        timing="host arrays in, [T] statistics out (perf_counter)")
-        return make
-
-    from regime_dash.engine import staged_phase1
-
-    for name, fn in (("phase 1 from host, pageable", lambda: fast_gpu.step_stats(stream)),
-                     ("phase 1 from host, pinned chunks", lambda: staged_phase1.step_stats(stream))):
-        row = gpu_row(name, upload_row(name, fn))
-        if row.get("seconds"):
-            row["gb_per_s"] = row["bytes_moved"] / row["seconds"] / 1e9
-
-    # ---- sweeps ----
-    devices = ["cpu"] + (["gpu"] if gpu_reason is None else [])
-    for dev_name in devices:
-        dev_sizes = sizes if dev_name == "cpu" else gpu_sizes
-        def warm_sweep(d=dev_name):
-            sweep(warm, sweep_configs(2), engine="fast", device=d)
-        try:
-            warm_sweep()
-        except Exception as exc:  # reported on each row below
-            for s in dev_sizes:
-                add(_missing(f"sweep S={s}", dev_name, f"error: {type(exc).__name__}: {exc}", s))
-            continue
-        for s in dev_sizes:
-            grid = sweep_grid(s)
-
-            def make(grid=grid, s=s, d=dev_name):
-                runs = repeat(wall(lambda: sweep(stream, grid, engine="fast", device=d)), repeats, budget_s)
-                return _row(f"sweep S={s}", d, runs, steps, scenarios=s, configs="grid",
-                            target=SWEEP_ROW_TARGETS.get((d, s)))
-            add(_attempt(f"sweep S={s}", dev_name, make, s))
-        if dev_sizes:  # the same sweep given as a list of RegimeConfig objects
-            big_s = max(dev_sizes)
-            configs = expand_configs(sweep_grid(big_s))
-
-            def make_list(configs=configs, s=big_s, d=dev_name):
-                runs = repeat(wall(lambda: sweep(stream, configs, engine="fast", device=d)), repeats, budget_s)
-                return _row(f"sweep S={s} (list)", d, runs, steps, scenarios=s, configs="list")
-            add(_attempt(f"sweep S={big_s} (list)", dev_name, make_list, big_s))
-    if gpu_reason is not None:
-        for s in gpu_sizes:
-            add(_missing(f"sweep S={s}", "gpu", f"unavailable: {gpu_reason}", s))
-        if gpu_sizes:
-            add(_missing(f"sweep S={max(gpu_sizes)} (list)", "gpu", f"unavailable: {gpu_reason}", max(gpu_sizes)))
-    kernel = None
-    if gpu_sizes:
-        big_s = max(gpu_sizes)
-        kernel = gpu_row(f"sweep kernel S={big_s}",
-                         lambda: _sweep_kernel_row(stream, big_s, repeats, budget_s), big_s)
-    scale_ratios = _scale_out_section(stream, extra_steps, accounts, seed, scale_out_size, repeats, budget_s,
-                                      gpu_reason, add)
-
-    # ---- ratios, from this run's figures only ----
+def _ratios(rows: list[dict[str, Any]], sizes: Sequence[int], gpu_sizes: Sequence[int],
+            scale_ratios: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The ratios and throughputs read against their targets, from this run's rows only."""
     by = {(r["name"], r["device"]): r for r in rows}
-
+    fast_dev, phase1_gpu, copy = by.get(("fast", "gpu")), by.get(("fast phase 1", "gpu")), by.get(
+        ("D2D copy (roofline)", "gpu"))
     ratios = {
         "fast_cpu_vs_reference": _ratio("fast_cpu_vs_reference", by.get(("fast", "cpu")),
                                         by.get(("reference", "cpu"))),
-        "fast_gpu_vs_cuda_per_step": _ratio("fast_gpu_vs_cuda_per_step", fast_dev, cuda_plain),
-        "fast_gpu_vs_cuda_graph": _ratio("fast_gpu_vs_cuda_graph", fast_dev, cuda_graph),
+        "fast_gpu_vs_cuda_per_step": _ratio("fast_gpu_vs_cuda_per_step", fast_dev, by.get(("cuda per step", "gpu"))),
+        "fast_gpu_vs_cuda_graph": _ratio("fast_gpu_vs_cuda_graph", fast_dev, by.get(("cuda per step (graph)", "gpu"))),
         "phase1_vs_copy_bandwidth": _ratio("phase1_vs_copy_bandwidth", phase1_gpu, copy, field="gb_per_s",
                                            invert=False),
         **scale_ratios,
@@ -703,28 +689,129 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
     ratios["gpu_sweep_scenario_steps_per_s"] = {
         "value": sps, "target": GPU_SWEEP_TARGET, "met": None if sps is None else sps >= GPU_SWEEP_TARGET,
         "status": "ok" if sps is not None else f"not measured: no GPU sweep S={max(gpu_sizes, default=0)}"}
+    kernel = by.get((f"sweep kernel S={max(gpu_sizes)}", "gpu")) if gpu_sizes else None
     k_sps = None if kernel is None else kernel.get("scenario_steps_per_s")
     ratios["gpu_sweep_kernel_scenario_steps_per_s"] = {
         "value": k_sps, "target": None, "met": None,
         "status": "ok" if k_sps is not None else "not measured: no sweep kernel row"}
-    bandwidth = {"phase1_gb_per_s": phase1_gpu.get("gb_per_s"), "copy_gb_per_s": copy.get("gb_per_s"),
-                 "phase1_bytes_moved": phase1_gpu.get("bytes_moved"), "copy_bytes_moved": copy.get("bytes_moved"),
-                 "definition": "DRAM bytes moved / median seconds; the copy reads and writes "
-                               "rewards+lots, phase 1 reads them and writes 16 B per step"}
-    result = {
-        "benchmark": "engines",
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": machine_info(),
-        "params": {"steps": steps, "accounts": accounts, "repeats": repeats, "sweep_sizes": list(sizes),
-                   "gpu_sweep_sizes": list(gpu_sizes), "scale_out_size": scale_out_size,
-                   "scale_out_steps": scale_out_steps,
-                   "budget_s": budget_s, "seed": seed, "v_pred": False, "statistic": "median after warm-up"},
-        "rows": rows,
-        "bandwidth": bandwidth,
-        "ratios": ratios,
-        "live": live,
-    }
-    return _write(result, json_path)
+    return ratios
+
+
+def _bandwidth(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    by = {(r["name"], r["device"]): r for r in rows}
+    phase1, copy = by.get(("fast phase 1", "gpu"), {}), by.get(("D2D copy (roofline)", "gpu"), {})
+    return {"phase1_gb_per_s": phase1.get("gb_per_s"), "copy_gb_per_s": copy.get("gb_per_s"),
+            "phase1_bytes_moved": phase1.get("bytes_moved"), "copy_bytes_moved": copy.get("bytes_moved"),
+            "definition": "DRAM bytes moved / median seconds; the copy reads and writes "
+                          "rewards+lots, phase 1 reads them and writes 16 B per step"}
+
+
+# ---- the benchmark ------------------------------------------------------------------
+def _check_sizes(steps: int, accounts: int, repeats: int, budget_s: float, sweep_sizes: Sequence[int],
+                 gpu_sweep_sizes: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The sweep sizes as ints, once every size and count is valid."""
+    from regime_dash.errors import ValidationError
+
+    for name, value in (("steps", steps), ("accounts", accounts), ("repeats", repeats)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValidationError(f"{name} must be an int >= 1, got {value!r}", field=name, value=value)
+    if not budget_s > 0:
+        raise ValidationError(f"budget_s must be > 0, got {budget_s!r}", field="budget_s", value=budget_s)
+    sizes = tuple(int(s) for s in sweep_sizes)
+    gpu_sizes = tuple(int(s) for s in gpu_sweep_sizes)
+    if any(s < 1 for s in sizes + gpu_sizes):
+        raise ValidationError(f"sweep sizes must be >= 1, got {sweep_sizes!r}", field="sweep_sizes",
+                              value=sweep_sizes)
+    return sizes, gpu_sizes
+
+
+def _context(steps: int, accounts: int, seed: int, repeats: int, budget_s: float) -> Context:
+    from regime_dash.engine import initial_isv, loader, snapshot_indices
+    from regime_dash.slots import DEFAULT_LAYOUT
+
+    stream = bench_stream(steps, accounts, seed)
+    isv0, boot = initial_isv(RegimeConfig(), None, DEFAULT_LAYOUT)
+    return Context(stream, stream.slice(0, min(steps, 64)), (isv0, boot, DEFAULT_LAYOUT, snapshot_indices(DEFAULT_LAYOUT)),
+                   repeats, budget_s, loader.available())
+
+
+def _collector(rows: list[dict[str, Any]], say: Callable[[str], None]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """``add(row)``: keeps ``row`` and says its figure (the progress line)."""
+    def add(row: dict[str, Any]) -> dict[str, Any]:
+        rows.append(row)
+        say(f"{row['name']} [{row['device']}]: " + (f"{row['seconds']:.4g} s" if row["seconds"] is not None
+                                                    else row["status"]))
+        return row
+    return add
+
+
+def _live(live_accounts: Sequence[int], live_steps: int, seed: int, say: Callable[[str], None]) -> Any:
+    """The live stepper's rows (:mod:`regime_dash.benchmarks.live_step`), or None without accounts."""
+    from regime_dash.benchmarks import live_step
+    from regime_dash.errors import ValidationError
+
+    live_accounts = tuple(int(b) for b in live_accounts if b)  # 0 leaves the live rows out
+    if live_accounts and (any(b < 0 for b in live_accounts) or live_steps < 1):
+        raise ValidationError(f"live accounts must be >= 0 and live steps >= 1, got {live_accounts!r}, "
+                              f"{live_steps!r}", field="live_accounts", value=(live_accounts, live_steps))
+    return live_step.run(live_accounts, live_steps, seed, say) if live_accounts else None
+
+
+def _result(params: dict[str, Any], rows: list[dict[str, Any]], ratios: dict[str, Any], live: Any,
+            bandwidth: dict[str, Any] | None = None) -> dict[str, Any]:
+    out = {"benchmark": "engines", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "machine": machine_info(), "params": params, "rows": rows}
+    if bandwidth is not None:
+        out["bandwidth"] = bandwidth
+    return {**out, "ratios": ratios, "live": live}
+
+
+def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path: str | Path | None = None,
+        repeats: int = 5, sweep_sizes: tuple[int, ...] = DEFAULT_SWEEP_SIZES, budget_s: float = 120.0,
+        seed: int = 0, log: Callable[[str], None] | None = None,
+        gpu_sweep_sizes: tuple[int, ...] = DEFAULT_GPU_SWEEP_SIZES,
+        scale_out_size: int = DEFAULT_SCALE_OUT_SIZE, live_accounts: tuple[int, ...] = (1_024, 64),
+        live_steps: int = 2_000, live_only: bool = False, scale_out_steps: int | Sequence[int] = 0,
+        scale_out_only: bool = False) -> dict[str, Any]:
+    """Time every engine on one synthetic stream; return (and optionally write) the figures.
+
+    ``steps`` × ``accounts`` is the stream (seed ``seed``); each row is the median of up to
+    ``repeats`` runs after a warm-up, stopping once its runs have taken ``budget_s``.
+    ``sweep_sizes`` / ``gpu_sweep_sizes`` are the S of the CPU and GPU sweep rows;
+    ``scale_out_size`` the S of the one-GPU vs two-GPU rows (0 skips them), again at each T
+    of ``scale_out_steps``; ``scale_out_only`` takes only those. ``live_accounts`` (empty
+    skips them) and ``live_steps`` size the live rows, ``live_only`` takes only them.
+    ``log`` gets a line as each row finishes. The result holds ``machine``, ``params``,
+    ``rows`` (median ``seconds``, all ``runs``, ``per_step_us``, ``scenario_steps_per_s``,
+    ``status``), ``bandwidth`` and ``ratios`` (each with its target and whether it was met,
+    or why it could not be computed); ``json_path`` also gets it as JSON.
+    """
+    sizes, gpu_sizes = _check_sizes(steps, accounts, repeats, budget_s, sweep_sizes, gpu_sweep_sizes)
+    say = log or (lambda line: None)
+    extra_steps = _steps_list(scale_out_steps)
+    rows: list[dict[str, Any]] = []
+    add = _collector(rows, say)
+    if scale_out_only:
+        ratios = _scale_out_section(_context(steps, accounts, seed, repeats, budget_s), extra_steps, accounts, seed,
+                                    scale_out_size, add)
+        return _write(_result({"steps": steps, "accounts": accounts, "repeats": repeats,
+                               "scale_out_size": scale_out_size, "scale_out_steps": list(extra_steps),
+                               "scale_out_only": True, "budget_s": budget_s, "seed": seed,
+                               "statistic": "median after warm-up"}, rows, ratios, None), json_path)
+    live = _live(live_accounts, live_steps, seed, say)
+    if live_only:
+        return _write(_result({"live_accounts": [int(b) for b in live_accounts if b], "live_steps": live_steps,
+                               "seed": seed}, [], {}, live), json_path)
+    ctx = _context(steps, accounts, seed, repeats, budget_s)
+    for row in engine_rows(sizes, gpu_sizes):
+        add(measure(row, ctx))
+    scale_ratios = _scale_out_section(ctx, extra_steps, accounts, seed, scale_out_size, add)
+    params = {"steps": steps, "accounts": accounts, "repeats": repeats, "sweep_sizes": list(sizes),
+              "gpu_sweep_sizes": list(gpu_sizes), "scale_out_size": scale_out_size,
+              "scale_out_steps": scale_out_steps, "budget_s": budget_s, "seed": seed, "v_pred": False,
+              "statistic": "median after warm-up"}
+    return _write(_result(params, rows, _ratios(rows, sizes, gpu_sizes, scale_ratios), live, _bandwidth(rows)),
+                  json_path)
 
 
 def _write(result: dict[str, Any], json_path: str | Path | None) -> dict[str, Any]:

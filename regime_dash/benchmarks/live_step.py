@@ -16,7 +16,7 @@ inputs (step t's rewards, lots and scalars, prepared before the clock starts):
 ``market model``      :func:`regime_dash.simulator.market_step` alone, per step
 
 Every figure comes from this run; the first call of each stepper is a warm-up
-and not timed. The issue's target is a GPU step of at most
+and not timed. The target is a GPU step of at most
 :data:`LIVE_TARGET_US` µs at b = 1,024.
 """
 from __future__ import annotations

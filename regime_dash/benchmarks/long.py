@@ -301,7 +301,7 @@ def table(rows: dict[str, dict], steps: int) -> str:
                      f"{_met(stage, row, steps):>7}")
         if "smoothing_s" in row:
             lines.append(f"{'  smoothing':<15} {row['smoothing_s']:8.2f}")
-    lines.append("vs anchor: the anchor's seconds over the stage's (> 1: faster than it); target: the issue's "
+    lines.append("vs anchor: the anchor's seconds over the stage's (> 1: faster than it); target: the stage's "
                  f"(seconds scaled to T = {steps:,}, peak RSS < {RSS_LIMIT_MB:.0f} MB)")
     return "\n".join(lines)
 
