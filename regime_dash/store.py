@@ -1,6 +1,6 @@
 """The Parquet run store: one immutable, hive-style directory per ingested run.
 
-Layout (see DESIGN.md, "Run store")::
+Layout (see docs/CONTRACTS.md, "Run store")::
 
     <store>/
       run=<run_id>/

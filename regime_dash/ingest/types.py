@@ -22,7 +22,7 @@ def _canonical_types() -> dict[str, pa.DataType]:
     return types
 
 
-#: The one storage type of every field of the diag contract (DESIGN.md "Diag fields"), in
+#: The one storage type of every field of the diag contract (docs/CONTRACTS.md "Diag line"), in
 #: every run: a value of another type is coerced when that is lossless, else set aside.
 CANONICAL_TYPES: dict[str, pa.DataType] = _canonical_types()
 
