@@ -20,6 +20,8 @@ import streamlit as st
 
 _KEPT = "_view.kept"
 _DECLARED = "_view.declared"
+_SHOWN = "_view.shown"  # keys restored in this run of the app (its fragments' reruns included)
+_SHOWN_BEFORE = "_view.shown_before"  # ... in the app's run before this one
 KINDS = ("str", "int", "float", "bool", "list", "range")
 
 
@@ -86,7 +88,10 @@ def restore(key: str, param: str, kind: str, default: Any, *,
                 return False
         return valid is None or valid(v)
 
+    st.session_state.setdefault(_SHOWN, set()).add(key)
     if key in st.session_state and ok(st.session_state[key]):
+        if key not in st.session_state.get(_SHOWN_BEFORE, ()):
+            _reassert(key)
         return st.session_state[key]
     value = default
     kept = _kept()
@@ -103,6 +108,29 @@ def restore(key: str, param: str, kind: str, default: Any, *,
             value = v
     st.session_state[key] = value
     return value
+
+
+def start_run() -> None:
+    """Call first in every run of the whole app (a fragment's own rerun does not run it).
+
+    It starts the record of which persisted widgets this run draws, so that
+    :func:`restore` knows the ones the previous run left out (see :func:`_reassert`).
+    """
+    st.session_state[_SHOWN_BEFORE] = st.session_state.get(_SHOWN, set())
+    st.session_state[_SHOWN] = set()
+
+
+def _reassert(key: str) -> None:
+    """Send the browser ``key``'s value again, for a widget the previous run did not draw.
+
+    A run that leaves a widget out (Replay's "Stream file" source stops before the
+    what-if sliders) makes the browser forget it, while its value stays in session
+    state. Drawn again without ``value=``, the widget would reach the browser with only
+    its default (a slider's minimum) and no value to show, and the browser's next
+    message would send that minimum back as if the user had picked it. Setting the
+    key before the widget is drawn makes Streamlit send the kept value with it.
+    """
+    st.session_state[key] = st.session_state[key]
 
 
 def keep(key: str, value: Any) -> None:
