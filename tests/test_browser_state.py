@@ -7,11 +7,12 @@ keeps its own copy of every widget's value.
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
-from regime_dash.benchmarks.page_load import CHROMIUM, chromium, serve
+from regime_dash.benchmarks.page_load import CHROMIUM, chromium, make_run, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,10 +25,18 @@ pytestmark = [
 pytest.importorskip("playwright.sync_api", reason="playwright is in requirements-test.txt")
 
 
+#: Steps of the stored run Explore draws (the size the dead page was seen at).
+LONG_RUN_STEPS = 25_000
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """``streamlit run app.py`` on a free port with an empty temporary store; yields the base URL."""
-    with serve(tmp_path_factory.mktemp("store"), log=tmp_path_factory.mktemp("log") / "streamlit.log") as url:
+    """``streamlit run app.py`` on a free port, its store holding one run of LONG_RUN_STEPS steps and
+    numba's cache empty (so the fast engine compiles in the background, as on a fresh clone)."""
+    store = tmp_path_factory.mktemp("store")
+    make_run(store, LONG_RUN_STEPS, 16)
+    env = {"NUMBA_CACHE_DIR": str(tmp_path_factory.mktemp("numba-cache"))}
+    with serve(store, log=tmp_path_factory.mktemp("log") / "streamlit.log", env=env) as url:
         yield url
 
 
@@ -76,4 +85,59 @@ def test_replay_keeps_the_what_if_config_through_a_source_switch(server, context
     page.wait_for_url(lambda url: "eps_min=" in url)
     idle(page)
     assert slider_value(page, "max_duration") == "700" and "max_duration=700" in page.url
+    page.close()
+
+
+def count_references(page) -> dict[str, int]:
+    """From now on, ``{"messages", "references"}`` the page's websocket has received: a reference
+    (``ref_hash``) asks the browser for its cached copy of a message, which it may have dropped."""
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    seen = {"messages": 0, "references": 0}
+
+    def on_frame(payload) -> None:
+        if isinstance(payload, (bytes, bytearray)):
+            msg = ForwardMsg.FromString(bytes(payload))
+            seen["messages"] += 1
+            seen["references"] += msg.WhichOneof("type") == "ref_hash"
+
+    page.on("websocket", lambda ws: ws.on("framereceived", on_frame))
+    return seen
+
+
+#: Walks of ten fast steps of Explore's smoothing slider, and the seconds they may take in all.
+WALKS, WALKS_BUDGET_S = 6, 150
+
+
+def test_explore_answers_after_fast_slider_moves(server, context):
+    """Replay first (the fast engine compiling, its badge rerunning each second), then Explore on a
+    long run: ten quick ArrowRight presses on Smoothing, then a tab switch (a whole-page rerun),
+    walked many times. The page never dies ("Connection error", "Cached ForwardMsg MISS"), no message
+    reaches the browser as a reference to its cache, and the page still answers at the end."""
+    page = context.new_page()
+    seen = count_references(page)
+    page.goto(server + "/replay")
+    page.locator("input[type=range][aria-label=max_duration]").wait_for()
+    page.get_by_role("link", name="Explore").click()
+    smoothing = page.locator("input[type=range][aria-label^='Smoothing']")
+    smoothing.wait_for()
+    idle(page)
+    start, walks = time.monotonic(), 0
+    while walks < WALKS and time.monotonic() - start < WALKS_BUDGET_S:
+        smoothing.focus()
+        for _ in range(10):
+            smoothing.press("ArrowRight")
+            page.wait_for_timeout(50)
+        page.get_by_role("tab", name=("Events", "Episodes")[walks % 2]).click()
+        idle(page)
+        body = page.inner_text("body")
+        assert "Connection error" not in body and "ForwardMsg" not in body, (walks, body[:2000])
+        walks += 1
+    assert walks >= 3, f"only {walks} walks in {WALKS_BUDGET_S} s"
+    assert seen["messages"] > 0 and seen["references"] == 0, seen
+    # still answering: one more step reaches the server (the URL names the new smoothing)
+    before = smoothing.get_attribute("aria-valuetext")
+    smoothing.focus()
+    smoothing.press("ArrowRight")
+    page.wait_for_url(lambda url: f"smooth={float(before) + 0.001:g}" in url)
     page.close()
