@@ -734,6 +734,7 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
 
 def _write(result: dict[str, Any], json_path: str | Path | None) -> dict[str, Any]:
     if json_path is not None:
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)  # e.g. the README's data/out/
         Path(json_path).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return result
 
