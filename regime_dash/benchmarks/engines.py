@@ -538,10 +538,15 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
     snap_idx = snapshot_indices(layout)
     rows: list[dict[str, Any]] = []
 
+    no_gpu = loader.available()
+    if no_gpu is not None:
+        say("GPU rows skipped: no usable GPU here (the table says why)")
+
     def add(row: dict[str, Any]) -> dict[str, Any]:
         rows.append(row)
-        fig = f"{row['seconds']:.4g} s" if row["seconds"] is not None else row["status"]
-        say(f"{row['name']} [{row['device']}]: {fig}")
+        if not gpu_skipped(row, no_gpu):  # said once above
+            fig = f"{row['seconds']:.4g} s" if row["seconds"] is not None else row["status"]
+            say(f"{row['name']} [{row['device']}]: {fig}")
         return row
 
     # ---- CPU ----
@@ -740,6 +745,21 @@ def _write(result: dict[str, Any], json_path: str | Path | None) -> dict[str, An
 
 
 # ---- text output ---------------------------------------------------------------------
+def no_gpu_reason(result: dict[str, Any]) -> str | None:
+    """Why this machine has no usable GPU (the machine line says it), or None where it has one."""
+    gpu = str(result.get("machine", {}).get("gpu", ""))
+    return gpu.removeprefix("unavailable: ") if gpu.startswith("unavailable: ") else None
+
+
+def gpu_skipped(row: dict[str, Any], reason: str | None) -> bool:
+    """A row left unmeasured only because the machine has no GPU (``reason``): said once, not per row."""
+    return reason is not None and row.get("seconds") is None and reason in str(row.get("status", ""))
+
+
+def _gpu_ratio(key: str, q: dict[str, Any]) -> bool:
+    return q["value"] is None and ("gpu" in key or "[gpu]" in str(q.get("status", "")))
+
+
 def _cell(value: float | None, spec: str, width: int) -> str:
     return (" " * width) if value is None else format(value, f"{width}{spec}")
 
@@ -752,15 +772,19 @@ def format_table(result: dict[str, Any]) -> str:
         return "\n".join(live_step.format_lines(result.get("live"))).lstrip("\n")
     p = result["params"]
     m = result["machine"]
+    reason = no_gpu_reason(result)
+    gpu = f"none usable ({reason}): the GPU rows and their ratios are skipped" if reason else m["gpu"]
     lines = [f"replay engines, T = {p['steps']:,} × b = {p['accounts']:,}; median of up to "
              f"{p['repeats']} runs after a warm-up",
              f"CPU: {m['cpu_model']} ({m['cpu_count']} cores, numba threads {m['numba_threads']}); "
-             f"GPU: {m['gpu']}", ""]
+             f"GPU: {gpu}", ""]
     w = max([24] + [len(r["name"]) for r in result["rows"]])
     header = (f"{'row':{w}s} {'device':6s} {'median s':>10s} {'µs/step':>10s} {'scen-steps/s':>13s} "
               f"{'GB/s':>8s} runs")
     lines += [header, "-" * len(header)]
     for r in result["rows"]:
+        if gpu_skipped(r, reason):
+            continue
         if r["status"] != "ok":
             lines.append(f"{r['name']:{w}s} {r['device']:6s} {r['status']}")
             continue
@@ -770,6 +794,8 @@ def format_table(result: dict[str, Any]) -> str:
                      + (f"   target {r['target']}" if r.get("target") else ""))
     lines.append("")
     for key, q in result["ratios"].items():
+        if reason and _gpu_ratio(key, q):
+            continue
         if q["value"] is None:
             lines.append(f"{key:38s} {q['status']}")
             continue
@@ -778,7 +804,7 @@ def format_table(result: dict[str, Any]) -> str:
         target = "" if q["target"] is None else (
             f"  (target >= {q['target']:g}{unit}: {'met' if q['met'] else 'NOT met'})")
         lines.append(f"{key:38s} {q['value']:.3g}{unit}{target}")
-    lines += live_step.format_lines(result.get("live"))
+    lines += live_step.format_lines(result.get("live"), skip=lambda r: gpu_skipped(r, reason))
     return "\n".join(lines)
 
 
