@@ -7,6 +7,7 @@ keeps its own copy of every widget's value.
 """
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -25,19 +26,40 @@ pytestmark = [
 pytest.importorskip("playwright.sync_api", reason="playwright is in requirements-test.txt")
 
 
+SAMPLE = ROOT / "data" / "samples" / "diag.jsonl"
+
+
+def add_delete_runs(store: Path, tmp: Path) -> None:
+    """Two more runs for the delete test: ``keep`` (the sample) and ``victim`` (its first 600 lines)."""
+    from regime_dash.store import RunStore
+
+    victim = tmp / "victim.jsonl"
+    victim.write_text("".join(SAMPLE.read_text().splitlines(keepends=True)[:600]))
+    RunStore(store).ingest(SAMPLE, name="keep")
+    RunStore(store).ingest(victim, name="victim")
+
+
+def stored_names(store: Path) -> list[str]:
+    from regime_dash.store import RunStore
+
+    return sorted(r["name"] for r in RunStore(store).list_runs())
+
+
 #: Steps of the stored run Explore draws (the size the dead page was seen at).
 LONG_RUN_STEPS = 25_000
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def served(tmp_path_factory):
     """``streamlit run app.py`` on a free port, its store holding one run of LONG_RUN_STEPS steps and
-    numba's cache empty (so the fast engine compiles in the background, as on a fresh clone)."""
+    numba's cache empty (so the fast engine compiles in the background, as on a fresh clone), and two
+    small runs; yields ``(base URL, store)``."""
     store = tmp_path_factory.mktemp("store")
     make_run(store, LONG_RUN_STEPS, 16)
+    add_delete_runs(store, tmp_path_factory.mktemp("diag"))
     env = {"NUMBA_CACHE_DIR": str(tmp_path_factory.mktemp("numba-cache"))}
     with serve(store, log=tmp_path_factory.mktemp("log") / "streamlit.log", env=env) as url:
-        yield url
+        yield url, store
 
 
 @pytest.fixture(scope="module")
@@ -57,9 +79,10 @@ def slider_value(page, name: str) -> str:
     return page.locator(f"input[type=range][aria-label='{name}']").get_attribute("aria-valuetext")
 
 
-def test_replay_keeps_the_what_if_config_through_a_source_switch(server, context):
+def test_replay_keeps_the_what_if_config_through_a_source_switch(served, context):
     """Scenario → Stream file (no file: the sliders go) → Simulator → Scenario: every what-if field
     is what it was (not its slider's minimum, not its toggle's off), in the sliders and the URL."""
+    server = served[0]
     page = context.new_page()
     page.goto(server + "/replay?max_duration=700&eps_max=0.3")
     page.locator("input[type=range][aria-label=max_duration]").wait_for()
@@ -109,11 +132,12 @@ def count_references(page) -> dict[str, int]:
 WALKS, WALKS_BUDGET_S = 6, 150
 
 
-def test_explore_answers_after_fast_slider_moves(server, context):
+def test_explore_answers_after_fast_slider_moves(served, context):
     """Replay first (the fast engine compiling, its badge rerunning each second), then Explore on a
     long run: ten quick ArrowRight presses on Smoothing, then a tab switch (a whole-page rerun),
     walked many times. The page never dies ("Connection error", "Cached ForwardMsg MISS"), no message
     reaches the browser as a reference to its cache, and the page still answers at the end."""
+    server = served[0]
     page = context.new_page()
     seen = count_references(page)
     page.goto(server + "/replay")
@@ -141,3 +165,42 @@ def test_explore_answers_after_fast_slider_moves(server, context):
     smoothing.press("ArrowRight")
     page.wait_for_url(lambda url: f"smooth={float(before) + 0.001:g}" in url)
     page.close()
+
+
+def arm_delete(page, server: str, name: str) -> None:
+    """On Runs: open "Delete a run", pick the run called ``name`` and tick the confirmation."""
+    page.goto(server + "/")
+    page.get_by_text("Delete a run").click()
+    idle(page)
+    picker = page.get_by_test_id("stExpander").filter(has_text="Delete a run").get_by_test_id("stSelectbox")
+    picker.click()
+    page.keyboard.type(name)
+    page.keyboard.press("Enter")
+    page.get_by_text(re.compile(r"^Yes, delete ")).click()
+    page.wait_for_function("() => { const b = Array.from(document.querySelectorAll('button'))"
+                           ".find(b => /^Delete/.test(b.innerText.trim())); return b && !b.disabled; }")
+    idle(page)
+
+
+def delete_button(page):
+    return page.get_by_role("button", name=re.compile(r"^Delete"))
+
+
+def test_a_delete_confirmed_in_two_tabs_deletes_only_that_run(served, context):
+    """Two tabs pick ``victim`` and tick. Delete in tab A deletes it; Delete in tab B (its list has
+    fallen back to another run, the tick still on) deletes nothing and says why."""
+    server, store = served
+    assert "victim" in stored_names(store)
+    tab_a, tab_b = context.new_page(), context.new_page()
+    arm_delete(tab_a, server, "victim")
+    arm_delete(tab_b, server, "victim")
+    others = [n for n in stored_names(store) if n != "victim"]
+    delete_button(tab_a).click()
+    tab_a.get_by_text(re.compile("^deleted victim")).wait_for()  # the toast
+    assert stored_names(store) == others
+    delete_button(tab_b).click()
+    idle(tab_b)
+    assert stored_names(store) == others  # nothing else went with it
+    assert tab_b.get_by_text(re.compile("no longer selected")).count() == 1
+    tab_a.close()
+    tab_b.close()
