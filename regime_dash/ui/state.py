@@ -14,6 +14,7 @@ Values travel in the URL as text: ``list`` as comma-separated items,
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Sequence
 
 import streamlit as st
@@ -38,22 +39,42 @@ def encode(value: Any, kind: str) -> str:
     return str(value)
 
 
+def _number(text: str) -> float:
+    """A finite number from URL text; ValueError for ``inf``, ``nan``, ``1e400`` or 10,000 digits."""
+    if len(text) > 40:  # no widget value needs more; float() of a long digit string is inf
+        raise ValueError(text)
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(text)
+    return value
+
+
 def decode(text: str, kind: str) -> Any:
-    """URL text as a widget value; raises ValueError for text that is not of ``kind``."""
+    """URL text as a widget value; raises ValueError for text that is not of ``kind`` (a number
+    must be finite: int(float('inf')) raised OverflowError and took the page down)."""
     if kind == "list":
         return [t for t in text.split(",") if t]
     if kind == "range":
         lo, hi = text.split("..")
-        return (int(float(lo)), int(float(hi)))
+        return (int(_number(lo)), int(_number(hi)))
     if kind == "bool":
         if text not in ("0", "1", "true", "false"):
             raise ValueError(text)
         return text in ("1", "true")
     if kind == "int":
-        return int(float(text))
+        return int(_number(text))
     if kind == "float":
-        return float(text)
+        return _number(text)
     return text
+
+
+def _dropped(param: str, text: str, why: str) -> None:
+    """Say that URL parameter ``param`` was dropped, and drop it (the widget shows its default)."""
+    from regime_dash.text import clip, markdown_literal
+
+    st.warning(f"URL parameter {markdown_literal(param)} dropped: {markdown_literal(repr(clip(text)))} {why}; "
+               "it shows its default instead.", icon=":material/link_off:")
+    del st.query_params[param]
 
 
 def _kept() -> dict[str, Any]:
@@ -98,14 +119,18 @@ def restore(key: str, param: str, kind: str, default: Any, *,
     if key in kept and ok(kept[key]):
         value = kept[key]
     elif param in st.query_params:
+        text = st.query_params[param]
         try:
-            v = decode(st.query_params[param], kind)
+            v = decode(text, kind)
         except ValueError:
             v = None
+            _dropped(param, text, f"is not a{'n' if kind == 'int' else ''} {kind} value here")
         if kind == "list" and v is not None and options is not None:
             v = [i for i in v if i in options]  # keep what still exists
         if v is not None and ok(v):
             value = v
+        elif v is not None:
+            _dropped(param, text, "is outside what this control takes")
     st.session_state[key] = value
     return value
 
