@@ -130,9 +130,10 @@ class LiveRun(ABC):
                          reward_scale=reward_scale)
 
     @staticmethod
-    def of_simulator(sim: Simulator, source: str = "simulator") -> "SimulatorRun":
-        """A live run of the closed-loop ``sim`` (see :class:`SimulatorRun`)."""
-        return SimulatorRun(sim, source)
+    def of_simulator(sim: Simulator, source: str = "simulator", *, steps: int | None = None) -> "SimulatorRun":
+        """A live run of the closed-loop ``sim`` (see :class:`SimulatorRun`); it ends after ``steps``
+        steps (its schedule's length), or runs on while ``steps`` is None."""
+        return SimulatorRun(sim, source, steps=steps)
 
     # ---- what each source provides ----------------------------------------------------
     @property
@@ -444,10 +445,11 @@ class SimulatorRun(LiveRun):
     slots (see :func:`reconfigured_isv`).
     """
 
-    def __init__(self, sim: Simulator, source: str = "simulator"):
+    def __init__(self, sim: Simulator, source: str = "simulator", *, steps: int | None = None):
         if not isinstance(sim, Simulator):
             raise ValidationError(f"sim must be a Simulator, got {type(sim).__name__}", field="sim",
                                   value=type(sim).__name__)
+        self.steps = None if steps is None else _check_steps(steps)
         self.simulator = sim
         self.config = sim.config
         self.layout = sim.layout
@@ -474,13 +476,24 @@ class SimulatorRun(LiveRun):
     def isv(self) -> np.ndarray:
         return self.simulator.isv
 
+    @property
+    def total(self) -> int | None:
+        """The schedule's length when the run was given one (None: it runs on)."""
+        return self.steps
+
     def _switch(self, config: RegimeConfig) -> None:
         sim = self.simulator
         sim.engine.reconfigure(*reconfigured_isv(sim.engine.isv, config, self.layout))
         sim.config = config
 
+    def _check_not_done(self, what: str) -> None:
+        if self.done:
+            raise ValidationError(f"the simulator has run its schedule to its end ({self.total} steps): "
+                                  f"nothing left to {what}", field="step", value=self.t)
+
     def inject_tail_shock(self, account: int | None = None) -> Change:
         """The next step: one account takes the market's shock loss (see the simulator)."""
+        self._check_not_done("shock")
         sim = self.simulator
         acct = int(np.argmax(sim.state.lots)) if account is None else account
         sim.inject_tail_shock(acct)
@@ -488,16 +501,21 @@ class SimulatorRun(LiveRun):
 
     def force_flat(self) -> Change:
         """The next step: every open position closes at market."""
+        self._check_not_done("flatten")
         self.simulator.force_flat()
         return self._log("flat", "every account flat")
 
     def cross_boundary(self) -> Change:
         """The next step: reset_session_state runs before it."""
+        self._check_not_done("cross a boundary at")
         self.simulator.cross_boundary()
         return self._log("boundary", "fold boundary (reset_session_state)")
 
     def step(self, n: int = 1) -> int:
+        """Advance up to ``n`` steps (a run with a schedule length stops at its end); return how many."""
         n = _check_steps(n)
+        if self.total is not None:
+            n = min(n, self.total - self.t)
         self.simulator.step(n)
         return n
 

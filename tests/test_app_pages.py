@@ -20,6 +20,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from regime_dash import RegimeConfig, diag, replay, scenarios  # noqa: E402
 from regime_dash.engine import engine_status  # noqa: E402
 from regime_dash.samples import DIAG_NAME, SAMPLE_DIR  # noqa: E402
+from regime_dash.text import markdown_literal  # noqa: E402  (file names are shown as text)
 
 import apptest_protos as protos  # noqa: E402
 
@@ -157,8 +158,8 @@ def test_runs_ingest_report_and_list(loaded, replay_diag):
     at = loaded
     heads = [e.label for e in at.expander]
     sample_rows = sum(1 for line in (SAMPLE_DIR / DIAG_NAME).open() if line.strip())
-    assert any(h.startswith(f"{DIAG_NAME}: {sample_rows:,} rows, 0 rejected") for h in heads), heads
-    assert any(h.startswith("tail_shock.jsonl: 400 rows, 0 rejected") and "steps 0…399" in h for h in heads)
+    assert any(h.startswith(f"{markdown_literal(DIAG_NAME)}: {sample_rows:,} rows, 0 rejected") for h in heads), heads
+    assert any(h.startswith(markdown_literal("tail_shock.jsonl") + ": 400 rows, 0 rejected") and "steps 0…399" in h for h in heads)
     table = table_with(at, "ingested_at")
     assert sorted(table["rows"]) == sorted([sample_rows, 400])
     assert {"name", "rows", "steps", "ingested_at", "source"} <= set(table.columns)
@@ -172,14 +173,14 @@ def test_runs_reports_rejected_lines(tmp_path, monkeypatch, replay_diag):
     at.file_uploader(key="runs.upload").set_value(
         ("broken.jsonl", ("\n".join(lines) + "\n").encode(), "application/json")).run()
     no_exception(at, "broken upload")
-    assert any(e.label.startswith("broken.jsonl: 18 rows, 2 rejected") for e in at.expander)
+    assert any(e.label.startswith(markdown_literal("broken.jsonl") + ": 18 rows, 2 rejected") for e in at.expander)
     (rejects,) = [d.value for d in at.dataframe if "line" in d.value.columns and "text" not in d.value.columns]
     assert list(rejects["line"]) == [5, 10]
 
     # a later session (a new browser tab, a restart) reads the rejects from the store
     later = open_app(tmp_path / "store", monkeypatch)
     no_exception(later, "later session")
-    assert not [e for e in later.expander if e.label.startswith("broken.jsonl: 18 rows")]
+    assert not [e for e in later.expander if e.label.startswith(markdown_literal("broken.jsonl") + ": 18 rows")]
     assert any(e.label == "Rejected lines (2 in 1 run(s))" for e in later.expander)
     (stored,) = [d.value for d in later.dataframe if "text" in d.value.columns]
     assert list(stored["line"]) == [5, 10]
@@ -196,9 +197,9 @@ def test_runs_several_files_gzip_and_unreadable(tmp_path, monkeypatch, replay_di
         ("run.jsonl.gz", gzip.compress(replay_diag.read_bytes()), "application/gzip"),
     ]).run()
     no_exception(at, "two uploads")
-    assert any(e.label.startswith("run.jsonl.gz: 400 rows, 0 rejected") for e in at.expander)
+    assert any(e.label.startswith(markdown_literal("run.jsonl.gz") + ": 400 rows, 0 rejected") for e in at.expander)
     (err,) = [e.value for e in at.error]
-    assert err.startswith("junk.jsonl: not ingested") and "line 1" in err
+    assert err.startswith(markdown_literal("junk.jsonl") + ": not ingested") and "line 1" in err
     assert list(table_with(at, "ingested_at")["rows"]) == [400]
 
 

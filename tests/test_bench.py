@@ -101,6 +101,8 @@ def test_table_lists_every_row(result):
     text = engines.format_table(out)
     assert "T = 48 × b = 8" in text
     for name, device in ROWS:
+        if device == "gpu" and loader.available() is not None:
+            continue  # a machine without a GPU says so once (test_no_gpu_is_said_once)
         assert any(line.startswith(name) and f" {device:6s} " in line for line in text.splitlines()), name
     assert "fast_cpu_vs_reference" in text
 
@@ -113,6 +115,25 @@ def test_cli_bench_engines(tmp_path, capsys):
     assert rc == 0
     assert "replay engines, T = 32 × b = 4" in capsys.readouterr().out
     assert json.loads(path.read_text())["params"]["sweep_sizes"] == [2]
+
+
+def test_no_gpu_is_said_once(tmp_path, capsys):
+    """Without a usable GPU, the reason is printed once (the table's GPU line) and the progress says the
+    GPU rows are skipped, once; the JSON still holds every GPU row with the reason."""
+    reason = loader.available()
+    if reason is None:
+        pytest.skip("a CUDA device is present: the GPU rows are measured")
+    path = tmp_path / "b.json"
+    assert main(["bench", "--steps", "24", "--accounts", "3", "--repeats", "1", "--sweep-sizes", "1",
+                 "--gpu-sweep-sizes", "1", "--scale-out-size", "2", "--json", str(path),
+                 "--live-accounts", "4", "--live-steps", "5"]) == 0
+    captured = capsys.readouterr()
+    printed = captured.out + captured.err
+    assert printed.count(reason) == 1, printed
+    assert captured.err.count("GPU rows skipped") == 1 and "the GPU rows and their ratios are skipped" in captured.out
+    assert not [line for line in captured.out.splitlines() if " gpu " in line]  # no GPU row in the table
+    gpu_rows = [r for r in json.loads(path.read_text())["rows"] if r["device"] == "gpu"]
+    assert len(gpu_rows) >= 10 and all(reason in r["status"] for r in gpu_rows)
 
 
 def test_bad_sizes_raise():

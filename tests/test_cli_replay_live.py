@@ -58,7 +58,7 @@ def test_live_simulator_from_the_command_line(tmp_path):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     # the start, then 40-step ticks cut short at the event before step 50
-    assert [line.split()[1] for line in lines[1:]] == ["t=40", "t=50", "t=90"]
+    assert [line.split()[1] for line in lines[1:]] == ["t=40/90", "t=50/90", "t=90/90"]  # of its schedule
     assert "| boundary at step 50" in lines[3]
     assert "played 90 steps with 1 change(s)" in proc.stderr
     frame = diag.read_jsonl(out)

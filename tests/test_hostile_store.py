@@ -196,3 +196,23 @@ def test_runs_says_when_folders_are_hidden(two_runs):
     (store.root / f"run={first}" / "_meta.json").unlink()
     out = cli("runs", store=store.root)
     assert "1 run folder(s) without a readable _meta.json" in out.stderr and "doctor --repair" in out.stderr
+
+
+@pytest.mark.parametrize("step", [2 ** 63 - 1, 2 ** 53, -(2 ** 53), 1e300, -1e300])
+def test_a_step_beyond_2_53_is_a_rejected_line_with_its_reason(tmp_path, step):
+    """One line's step past what a browser or a float holds exactly: that line is rejected with the
+    step named (its bytes kept), the others are stored, and check reports the true last step."""
+    lines = good_lines(100).splitlines(keepends=True)
+    lines[40] = json.dumps({"step": step, "risk_stack": {"popart": {"sigma": 2.0}}}).encode() + b"\n"
+    src = tmp_path / "big.jsonl"
+    src.write_bytes(b"".join(lines))
+    store = RunStore(tmp_path / "store")
+    result = store.ingest(src)
+    assert result.rows == 99 and [r["line"] for r in result.rejected] == [41], result.rejected
+    assert "beyond ±9,007,199,254,740,991" in result.rejected[0]["reason"]
+    assert store.conflicts(result.run_id) == []  # not kept aside as a null step
+    assert duck_rows(store.root) == runs_total(store) == 99
+    proc = cli("check", result.run_id, "--json", store=store.root)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    summary = json.loads(proc.stdout)["summary"]
+    assert (summary["first_step"], summary["last_step"], summary["rows_without_step"]) == (0, 99, 0)

@@ -34,13 +34,14 @@ def test_live_simulator_steps_and_injections(tmp_path, monkeypatch):
     at.switch_page(page("live")).run()
     no_exception(at, "live")
     assert at.radio(key="live.source.kind").value == "Simulator"
-    assert metric(at, "step") == "0"
+    horizon = at.number_input(key="live.source.sim.horizon").value
+    assert metric(at, "step") == f"0 of {horizon:,}"  # the simulator's schedule length
     at.button(key="live.controls.step").click().run()
-    assert metric(at, "step") == "1"
+    assert metric(at, "step") == f"1 of {horizon:,}"
     points = len(values(chart_spec(at)["data"][0]["x"]))
     for _ in range(3):
         at.button(key="live.controls.step").click().run()
-    assert metric(at, "step") == "4"
+    assert metric(at, "step") == f"4 of {horizon:,}"
     assert len(values(chart_spec(at)["data"][0]["x"])) > points  # the chart grows with the run
     at.button(key="live.controls.shock").click().run()
     at.button(key="live.controls.flat").click().run()
@@ -63,6 +64,26 @@ def test_live_simulator_steps_and_injections(tmp_path, monkeypatch):
     at.button(key="live.controls.reset").click().run()
     no_exception(at, "reset")
     assert at.session_state["live.run"] is not run and at.session_state["live.run"].t == 0
+
+
+def test_the_live_simulator_stops_at_the_end_of_its_schedule(tmp_path, monkeypatch):
+    """A schedule of 100 steps played at 500 steps a tick: the run ends at step 100, says so, and
+    stops playing (no tick clock); an injection after the end is refused in words."""
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.switch_page(page("live")).run()
+    at.number_input(key="live.source.sim.horizon").set_value(100).run()
+    at.slider(key="live.controls.speed").set_value(500).run()
+    at.button(key="live.controls.play").click().run()
+    no_exception(at, "play")
+    run = at.session_state["live.run"]
+    assert run.t == 100 and run.done and len(run.frame()) == 100
+    assert metric(at, "step") == "100 of 100"
+    assert any("run its schedule of 100 steps to its end" in i.value for i in at.info)
+    at.button(key="live.controls.step").click().run()  # a step past the end takes none
+    assert at.session_state["live.run"].t == 100
+    at.button(key="live.controls.shock").click().run()
+    no_exception(at, "shock after the end")
+    assert any("nothing left to shock" in w.value for w in at.warning)
 
 
 def test_live_stream_file_reconfigured_while_it_plays(tmp_path, monkeypatch):

@@ -177,7 +177,7 @@ def test_runs_page_refuses_an_upload_that_is_not_a_diag(tmp_path, monkeypatch):
                                                    "application/json")).run()
     assert not at.exception
     (err,) = [e.value for e in at.error]
-    assert err.startswith("objects.jsonl: not ingested") and "is not a diag file" in err
+    assert err.startswith(r"objects\.jsonl: not ingested") and "is not a diag file" in err  # the name as text
     assert RunStore(tmp_path / "store").list_runs() == []
 
 

@@ -735,12 +735,15 @@ def _context(steps: int, accounts: int, seed: int, repeats: int, budget_s: float
                    repeats, budget_s, loader.available())
 
 
-def _collector(rows: list[dict[str, Any]], say: Callable[[str], None]) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """``add(row)``: keeps ``row`` and says its figure (the progress line)."""
+def _collector(rows: list[dict[str, Any]], say: Callable[[str], None],
+               no_gpu: str | None = None) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """``add(row)``: keeps ``row`` and says its figure (the progress line); a row skipped only for want
+    of a GPU (``no_gpu``, the reason) is not said again: :func:`run` said it once."""
     def add(row: dict[str, Any]) -> dict[str, Any]:
         rows.append(row)
-        say(f"{row['name']} [{row['device']}]: " + (f"{row['seconds']:.4g} s" if row["seconds"] is not None
-                                                    else row["status"]))
+        if not gpu_skipped(row, no_gpu):
+            say(f"{row['name']} [{row['device']}]: " + (f"{row['seconds']:.4g} s" if row["seconds"] is not None
+                                                        else row["status"]))
         return row
     return add
 
@@ -790,7 +793,12 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
     say = log or (lambda line: None)
     extra_steps = _steps_list(scale_out_steps)
     rows: list[dict[str, Any]] = []
-    add = _collector(rows, say)
+    from regime_dash.engine import loader
+
+    no_gpu = loader.available()
+    if no_gpu is not None:
+        say("GPU rows skipped: no usable GPU here (the table says why)")
+    add = _collector(rows, say, no_gpu)
     if scale_out_only:
         ratios = _scale_out_section(_context(steps, accounts, seed, repeats, budget_s), extra_steps, accounts, seed,
                                     scale_out_size, add)
@@ -816,11 +824,27 @@ def run(steps: int = DEFAULT_STEPS, accounts: int = DEFAULT_ACCOUNTS, json_path:
 
 def _write(result: dict[str, Any], json_path: str | Path | None) -> dict[str, Any]:
     if json_path is not None:
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)  # e.g. the README's data/out/
         Path(json_path).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return result
 
 
 # ---- text output ---------------------------------------------------------------------
+def no_gpu_reason(result: dict[str, Any]) -> str | None:
+    """Why this machine has no usable GPU (the machine line says it), or None where it has one."""
+    gpu = str(result.get("machine", {}).get("gpu", ""))
+    return gpu.removeprefix("unavailable: ") if gpu.startswith("unavailable: ") else None
+
+
+def gpu_skipped(row: dict[str, Any], reason: str | None) -> bool:
+    """A row left unmeasured only because the machine has no GPU (``reason``): said once, not per row."""
+    return reason is not None and row.get("seconds") is None and reason in str(row.get("status", ""))
+
+
+def _gpu_ratio(key: str, q: dict[str, Any]) -> bool:
+    return q["value"] is None and ("gpu" in key or "[gpu]" in str(q.get("status", "")))
+
+
 def _cell(value: float | None, spec: str, width: int) -> str:
     return (" " * width) if value is None else format(value, f"{width}{spec}")
 
@@ -833,15 +857,19 @@ def format_table(result: dict[str, Any]) -> str:
         return "\n".join(live_step.format_lines(result.get("live"))).lstrip("\n")
     p = result["params"]
     m = result["machine"]
+    reason = no_gpu_reason(result)
+    gpu = f"none usable ({reason}): the GPU rows and their ratios are skipped" if reason else m["gpu"]
     lines = [f"replay engines, T = {p['steps']:,} × b = {p['accounts']:,}; median of up to "
              f"{p['repeats']} runs after a warm-up",
              f"CPU: {m['cpu_model']} ({m['cpu_count']} cores, numba threads {m['numba_threads']}); "
-             f"GPU: {m['gpu']}", ""]
+             f"GPU: {gpu}", ""]
     w = max([24] + [len(r["name"]) for r in result["rows"]])
     header = (f"{'row':{w}s} {'device':6s} {'median s':>10s} {'µs/step':>10s} {'scen-steps/s':>13s} "
               f"{'GB/s':>8s} runs")
     lines += [header, "-" * len(header)]
     for r in result["rows"]:
+        if gpu_skipped(r, reason):
+            continue
         if r["status"] != "ok":
             lines.append(f"{r['name']:{w}s} {r['device']:6s} {r['status']}")
             continue
@@ -851,6 +879,8 @@ def format_table(result: dict[str, Any]) -> str:
                      + (f"   target {r['target']}" if r.get("target") else ""))
     lines.append("")
     for key, q in result["ratios"].items():
+        if reason and _gpu_ratio(key, q):
+            continue
         if q["value"] is None:
             lines.append(f"{key:38s} {q['status']}")
             continue
@@ -859,7 +889,7 @@ def format_table(result: dict[str, Any]) -> str:
         target = "" if q["target"] is None else (
             f"  (target >= {q['target']:g}{unit}: {'met' if q['met'] else 'NOT met'})")
         lines.append(f"{key:38s} {q['value']:.3g}{unit}{target}")
-    lines += live_step.format_lines(result.get("live"))
+    lines += live_step.format_lines(result.get("live"), skip=lambda r: gpu_skipped(r, reason))
     return "\n".join(lines)
 
 

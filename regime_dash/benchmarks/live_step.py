@@ -181,14 +181,18 @@ def profile(accounts: int = 1_024, steps: int = DEFAULT_LIVE_STEPS, top: int = 2
     return buf.getvalue()
 
 
-def format_lines(live: dict[str, Any] | None) -> list[str]:
-    """The live rows as text lines, the target's verdict last (nothing when they were not run)."""
+def format_lines(live: dict[str, Any] | None,
+                 skip: Callable[[dict[str, Any]], bool] = lambda row: False) -> list[str]:
+    """The live rows as text lines, the target's verdict last (nothing when they were not run);
+    rows ``skip`` names are left out (the GPU rows of a machine without one, said once above)."""
     if not live:
         return []
     lines = ["", f"live stepper (µs a step; wall per call, CUDA events around the graph launch as device µs)",
              f"{'b':>6s}  {'row':24s} {'median':>9s} {'mean':>9s} {'p90':>9s} {'device':>9s}"]
     for m in live["per_accounts"]:
         for name, r in m["rows"].items():
+            if "status" in r and skip({"seconds": None, **r}):
+                continue
             if "status" in r:
                 lines.append(f"{m['accounts']:>6,d}  {name:24s} {r['status']}")
                 continue

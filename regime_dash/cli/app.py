@@ -29,6 +29,7 @@ SERVER_OPTIONS: dict[str, str] = {
     "server.headless": "true",
     "browser.gatherUsageStats": "false",
     "client.showErrorDetails": "type",
+    "global.minCachedMessageSize": "1e+18",  # no message sent as a reference (config.toml says why)
 }
 
 

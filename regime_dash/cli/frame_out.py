@@ -31,6 +31,7 @@ def write(frame: pd.DataFrame, out: str | Path) -> Path:
     from regime_dash import diag
 
     out = check_out(out)
+    out.parent.mkdir(parents=True, exist_ok=True)  # a new folder, as the README's data/out/
     if out.suffix == ".jsonl":
         bar = None
         if sys.stderr.isatty():

@@ -86,7 +86,7 @@ def make_run(args: argparse.Namespace):
         sim = Simulator(accounts=preset.accounts if args.accounts is None else args.accounts, seed=args.seed,
                         config=config, market=preset.market, schedule=preset.schedule(steps),
                         engine=args.engine)
-        return LiveRun.of_simulator(sim, source=f"simulate:{args.simulate}"), steps
+        return LiveRun.of_simulator(sim, source=f"simulate:{args.simulate}", steps=steps), steps
     if args.scenario:
         stream = scenarios.make(args.scenario, seed=args.seed, steps=args.steps, accounts=args.accounts)
         source = f"scenario:{args.scenario}"

@@ -167,11 +167,18 @@ def quarantine_non_diag(chunk: Any, data: bytes, aliases: Mapping[str, Any] | No
     keep = diag_row_mask(table, noted, aliases)
     if keep.all():
         return chunk
+    return _reject_rows(chunk, data, keep, lambda line: NOT_DIAG_LINE)
+
+
+def _reject_rows(chunk: Any, data: bytes, keep: np.ndarray, reason: Any) -> Any:
+    """``chunk`` with the rows ``keep`` leaves out moved to its rejects (``reason(line)`` each, their
+    bytes kept), and the values, pending values and columns only those rows had dropped with them."""
     from regime_dash.ingest.arrow import _lines_of
 
+    table = chunk.table
     lines = table.column(LINE_COLUMN).to_numpy()
     _buf, starts, ends = _lines_of(data)
-    out = [Reject(int(n), NOT_DIAG_LINE, data[starts[n - 1]:ends[n - 1]]) for n in lines[~keep]]
+    out = [Reject(int(n), reason(int(n)), data[starts[n - 1]:ends[n - 1]]) for n in lines[~keep]]
     kept = table.filter(pa.array(keep))
     kept_lines = set(lines[keep].tolist())
     pending = [p for p in chunk.pending if p[0] in kept_lines]
@@ -188,5 +195,53 @@ def quarantine_non_diag(chunk: Any, data: bytes, aliases: Mapping[str, Any] | No
         coerced={c: v for c, v in chunk.coerced.items() if c not in gone})
 
 
+#: The largest step stored: 2**53 - 1, the largest integer a browser (JavaScript's doubles), a
+#: float column and a chart's axis all hold exactly. A step of 2**63 - 1 broke Explore (out of
+#: JavaScript's number range) and came back from check as -2**63.
+MAX_STEP = 2 ** 53 - 1
+
+
+def _big_steps(table: pa.Table) -> np.ndarray:
+    """Per row: whether its stored ``step`` lies beyond ±:data:`MAX_STEP`."""
+    col = table.column("step")
+    if pa.types.is_integer(col.type):
+        big = pc.greater(col, pa.scalar(MAX_STEP, col.type))
+        if pa.types.is_signed_integer(col.type):
+            big = pc.or_(big, pc.less(col, pa.scalar(-MAX_STEP, col.type)))
+    elif pa.types.is_floating(col.type):
+        big = pc.greater(pc.abs(col), pa.scalar(float(MAX_STEP), col.type))
+    else:
+        return np.zeros(table.num_rows, dtype=bool)
+    return pc.fill_null(big, False).to_numpy(zero_copy_only=False)
+
+
+def _beyond(json_text: str) -> bool:
+    """Whether a set-aside value (JSON text) is a number beyond ±:data:`MAX_STEP`."""
+    try:
+        return abs(float(json_text)) > MAX_STEP
+    except ValueError:  # a string, a bool, an object: not a step number at all
+        return False
+
+
+def quarantine_unsafe_steps(chunk: Any, data: bytes) -> Any:
+    """``chunk`` with the lines whose ``step`` lies beyond ±:data:`MAX_STEP` moved to its rejects,
+    the step named in the reason: a stored one, or one set aside because its column could not
+    hold it (2**63 - 1 reads as a double, 9.223372036854776e+18)."""
+    table = chunk.table
+    if table.num_rows == 0 or "step" not in table.column_names:
+        return chunk
+    lines = table.column(LINE_COLUMN).to_numpy()
+    bad = _big_steps(table)
+    steps = dict(zip(lines[bad].tolist(), pc.filter(table.column("step"), pa.array(bad)).to_pylist()))
+    for a in chunk.aside:
+        if a.field == "step" and _beyond(a.value):
+            steps[a.line] = a.value
+    if not steps:
+        return chunk
+    keep = ~np.isin(lines, np.fromiter(steps, dtype=np.int64))
+    return _reject_rows(chunk, data, keep, lambda line: (
+        f"step {steps[line]} is beyond ±{MAX_STEP:,} (2^53 − 1), the largest step stored exactly"))
+
+
 __all__ = ["NOT_DIAG_LINE", "diag_row_mask", "frame_reason", "is_diag_field", "is_step_field", "meta_reason",
-           "not_diag_reason", "quarantine_non_diag", "report_reason", "require_diag"]
+           "not_diag_reason", "quarantine_non_diag", "quarantine_unsafe_steps", "MAX_STEP", "report_reason", "require_diag"]

@@ -30,7 +30,7 @@ from regime_dash.ingest.sources import (
     _read_chunks,
 )
 from regime_dash.ingest.arrow import _Chunk, _Hints, _parse_chunk
-from regime_dash.ingest.diag_rows import quarantine_non_diag
+from regime_dash.ingest.diag_rows import quarantine_non_diag, quarantine_unsafe_steps
 from regime_dash.ingest import shapes
 
 
@@ -151,7 +151,9 @@ def iter_batches(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: s
 
     def work(data, final):
         chunk = _parse_chunk(data, final, hints, fixed, max_line_bytes)
-        return quarantine_non_diag(chunk, data, aliases) if diag_only else chunk
+        if not diag_only:
+            return chunk
+        return quarantine_unsafe_steps(quarantine_non_diag(chunk, data, aliases), data)
 
     try:
         chunks = _read_chunks(blocks(chunk_bytes), report, max_line_bytes)

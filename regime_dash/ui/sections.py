@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from regime_dash.config import RegimeConfig
+from regime_dash.text import markdown_literal
 from regime_dash.ui.errors import ErrorNote, show_error
 from regime_dash.ui.stores import REPORTS_KEY, ingest_reports
 from regime_dash.ui.widgets import jump_to_step, numeric_fields, plotly_chart, slider_domain
@@ -21,11 +22,11 @@ def ingest_report_panel() -> None:
     """One expander per ingest of this session: rows, rejected lines, columns and step range."""
     for upload_id, (name, result) in reversed(list(ingest_reports().items())):
         if isinstance(result, (Exception, ErrorNote)):
-            show_error(result, context=f"{name}: not ingested. ")
+            show_error(result, context=f"{markdown_literal(name)}: not ingested. ")
             continue
         rejected = list(getattr(result, "rejected", []) or [])
         dup = getattr(result, "duplicate_of", None)
-        head = (f"{name}: {result.rows:,} rows, {len(rejected):,} rejected, "
+        head = (f"{markdown_literal(name)}: {result.rows:,} rows, {len(rejected):,} rejected, "
                 f"{len(result.columns):,} columns, steps {result.first_step}…{result.last_step}")
         if dup:  # said outside the expander: a copy under a new name is an alias, not a silent drop
             st.info(f"{name}: {result.duplicate_text()}.")
@@ -34,7 +35,7 @@ def ingest_report_panel() -> None:
                 st.markdown(f"**Rejected lines** ({len(rejected):,})")
                 st.dataframe(pd.DataFrame([dict(r) if isinstance(r, Mapping) else vars(r) for r in rejected]),
                              hide_index=True, key=f"{REPORTS_KEY}.{upload_id}.rejects")
-            st.markdown("**Columns**: " + ", ".join(f"`{c}`" for c in result.columns))
+            st.markdown("**Columns**: " + ", ".join(markdown_literal(c) for c in result.columns))
 
 
 def rejected_lines_panel(key: str, store, runs: pd.DataFrame) -> None:
@@ -104,7 +105,7 @@ def delete_run_control(key: str, store, runs: pd.DataFrame) -> None:
 def _tables(key: str, results: Mapping[str, Any], part: str) -> None:
     for label, res in results.items():
         tables = getattr(res, part)
-        st.markdown(f"**{label}**")
+        st.markdown(f"**{markdown_literal(label)}**")
         shown = False
         for name, table in tables.items():
             st.caption(f"{name.replace('_', ' ')}: {len(table)}")
@@ -139,7 +140,7 @@ def invariant_report(key: str, results: Mapping[str, Any], window: str,
     for label, res in results.items():
         checks = res.checks
         counts = {s: sum(c.status == s for c in checks) for s in STATUS_ICON}
-        st.markdown(f"**{label}** — {counts['pass']} pass, {counts['fail']} fail, {counts['warn']} warn, "
+        st.markdown(f"**{markdown_literal(label)}** — {counts['pass']} pass, {counts['fail']} fail, {counts['warn']} warn, "
                     f"{counts['skip']} skip")
         st.dataframe(pd.DataFrame([{"check": c.id, "status": c.status,
                                     "violations": c.violations, "first step": c.first_step,

@@ -14,12 +14,15 @@ Values travel in the URL as text: ``list`` as comma-separated items,
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Sequence
 
 import streamlit as st
 
 _KEPT = "_view.kept"
 _DECLARED = "_view.declared"
+_SHOWN = "_view.shown"  # keys restored in this run of the app (its fragments' reruns included)
+_SHOWN_BEFORE = "_view.shown_before"  # ... in the app's run before this one
 KINDS = ("str", "int", "float", "bool", "list", "range")
 
 
@@ -36,22 +39,42 @@ def encode(value: Any, kind: str) -> str:
     return str(value)
 
 
+def _number(text: str) -> float:
+    """A finite number from URL text; ValueError for ``inf``, ``nan``, ``1e400`` or 10,000 digits."""
+    if len(text) > 40:  # no widget value needs more; float() of a long digit string is inf
+        raise ValueError(text)
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(text)
+    return value
+
+
 def decode(text: str, kind: str) -> Any:
-    """URL text as a widget value; raises ValueError for text that is not of ``kind``."""
+    """URL text as a widget value; raises ValueError for text that is not of ``kind`` (a number
+    must be finite: int(float('inf')) raised OverflowError and took the page down)."""
     if kind == "list":
         return [t for t in text.split(",") if t]
     if kind == "range":
         lo, hi = text.split("..")
-        return (int(float(lo)), int(float(hi)))
+        return (int(_number(lo)), int(_number(hi)))
     if kind == "bool":
         if text not in ("0", "1", "true", "false"):
             raise ValueError(text)
         return text in ("1", "true")
     if kind == "int":
-        return int(float(text))
+        return int(_number(text))
     if kind == "float":
-        return float(text)
+        return _number(text)
     return text
+
+
+def _dropped(param: str, text: str, why: str) -> None:
+    """Say that URL parameter ``param`` was dropped, and drop it (the widget shows its default)."""
+    from regime_dash.text import clip, markdown_literal
+
+    st.warning(f"URL parameter {markdown_literal(param)} dropped: {markdown_literal(repr(clip(text)))} {why}; "
+               "it shows its default instead.", icon=":material/link_off:")
+    del st.query_params[param]
 
 
 def _kept() -> dict[str, Any]:
@@ -86,23 +109,53 @@ def restore(key: str, param: str, kind: str, default: Any, *,
                 return False
         return valid is None or valid(v)
 
+    st.session_state.setdefault(_SHOWN, set()).add(key)
     if key in st.session_state and ok(st.session_state[key]):
+        if key not in st.session_state.get(_SHOWN_BEFORE, ()):
+            _reassert(key)
         return st.session_state[key]
     value = default
     kept = _kept()
     if key in kept and ok(kept[key]):
         value = kept[key]
     elif param in st.query_params:
+        text = st.query_params[param]
         try:
-            v = decode(st.query_params[param], kind)
+            v = decode(text, kind)
         except ValueError:
             v = None
+            _dropped(param, text, f"is not a{'n' if kind == 'int' else ''} {kind} value here")
         if kind == "list" and v is not None and options is not None:
             v = [i for i in v if i in options]  # keep what still exists
         if v is not None and ok(v):
             value = v
+        elif v is not None:
+            _dropped(param, text, "is outside what this control takes")
     st.session_state[key] = value
     return value
+
+
+def start_run() -> None:
+    """Call first in every run of the whole app (a fragment's own rerun does not run it).
+
+    It starts the record of which persisted widgets this run draws, so that
+    :func:`restore` knows the ones the previous run left out (see :func:`_reassert`).
+    """
+    st.session_state[_SHOWN_BEFORE] = st.session_state.get(_SHOWN, set())
+    st.session_state[_SHOWN] = set()
+
+
+def _reassert(key: str) -> None:
+    """Send the browser ``key``'s value again, for a widget the previous run did not draw.
+
+    A run that leaves a widget out (Replay's "Stream file" source stops before the
+    what-if sliders) makes the browser forget it, while its value stays in session
+    state. Drawn again without ``value=``, the widget would reach the browser with only
+    its default (a slider's minimum) and no value to show, and the browser's next
+    message would send that minimum back as if the user had picked it. Setting the
+    key before the widget is drawn makes Streamlit send the kept value with it.
+    """
+    st.session_state[key] = st.session_state[key]
 
 
 def keep(key: str, value: Any) -> None:

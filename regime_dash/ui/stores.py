@@ -65,7 +65,8 @@ def live_run(key: str, source: Mapping[str, Any], config: RegimeConfig, *, reset
             preset = PRESETS[setup["preset"]]
             run = LiveRun.of_simulator(Simulator(accounts=setup["accounts"], seed=setup["seed"], config=config,
                                                  market=preset.market, schedule=preset.schedule(setup["horizon"]),
-                                                 engine="auto"), source=source["key"])
+                                                 engine="auto"), source=source["key"],
+                                        steps=setup["horizon"])  # it ends with its schedule
         st.session_state[key] = run
         st.session_state[f"{key}.source"] = source["key"]
     return st.session_state[key]

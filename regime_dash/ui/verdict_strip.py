@@ -11,6 +11,7 @@ from typing import Any, Mapping
 import pandas as pd
 import streamlit as st
 
+from regime_dash.text import markdown_literal
 from regime_dash.ui.widgets import jump_to_step
 
 _ICON = {"fail": ":material/cancel:", "warn": ":material/warning:", "info": ":material/info:",
@@ -44,7 +45,7 @@ def verdict_strip(key: str, results: Mapping[str, Any], window: str, frames: Map
         lo, hi = int(f["step"].min()), int(f["step"].max())
         counts = vd.counts
         head = " · ".join(f"{_ICON[s]} {counts.get(s, 0)} {s}" for s in ("fail", "warn", "pass", "skip"))
-        st.markdown(f"**{label}** — verdict **{vd.status.upper()}** — {head} — {len(vd.findings)} finding(s)")
+        st.markdown(f"**{markdown_literal(label)}** — verdict **{vd.status.upper()}** — {head} — {len(vd.findings)} finding(s)")
         items: list[tuple[str, list[int], list]] = []
         first = vd.first_failure
         if first is not None:

@@ -62,9 +62,16 @@ def draw(slots: list, note, chart) -> None:
     slots[3].metric("open accounts", f"{status['open_accounts']:,}")
     slots[4].metric("changes", len(run.changes))
     if run.done:
-        note.info("The stream has been played to its end. Reset to play it again.")
+        note.info(end_note())
     marks = [(ch.step, ch.kind, ch.label) for ch in run.changes]  # each config change and injection
     chart.plotly_chart(live_figure(run.frame(), marks), config={"displaylogo": False})
+
+
+def end_note() -> str:
+    """What the page says once the run has ended: a stream's end or the simulator's schedule."""
+    if source["kind"] == "Simulator":
+        return f"The simulator has run its schedule of {run.total:,} steps to its end. Reset to run it again."
+    return "The stream has been played to its end. Reset to play it again."
 
 
 @st.fragment(run_every=TICK_S if controls["playing"] and not run.done else None)

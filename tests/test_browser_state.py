@@ -1,0 +1,208 @@
+"""What a person does in a real browser keeps its state: a what-if config through a source switch,
+a page that answers after fast slider moves, a delete confirmed in one tab and pressed in another.
+
+Each test drives Debian's chromium (Playwright) against ``streamlit run``, as
+:mod:`tests.test_browser` does; these paths differ from AppTest's because the browser
+keeps its own copy of every widget's value.
+"""
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from regime_dash.benchmarks.page_load import CHROMIUM, chromium, make_run, serve
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,  # a streamlit server and a browser
+    pytest.mark.skipif(not Path(CHROMIUM).exists(),
+                       reason=f"{CHROMIUM} is not installed (.ci/run installs it with apt)"),
+]
+pytest.importorskip("playwright.sync_api", reason="playwright is in requirements-test.txt")
+
+
+SAMPLE = ROOT / "data" / "samples" / "diag.jsonl"
+
+
+def add_delete_runs(store: Path, tmp: Path) -> None:
+    """Two more runs for the delete test: ``keep`` (the sample) and ``victim`` (its first 600 lines)."""
+    from regime_dash.store import RunStore
+
+    victim = tmp / "victim.jsonl"
+    victim.write_text("".join(SAMPLE.read_text().splitlines(keepends=True)[:600]))
+    RunStore(store).ingest(SAMPLE, name="keep")
+    RunStore(store).ingest(victim, name="victim")
+
+
+def stored_names(store: Path) -> list[str]:
+    from regime_dash.store import RunStore
+
+    return sorted(r["name"] for r in RunStore(store).list_runs())
+
+
+#: Steps of the stored run Explore draws (the size the dead page was seen at).
+LONG_RUN_STEPS = 25_000
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """``streamlit run app.py`` on a free port, its store holding one run of LONG_RUN_STEPS steps and
+    numba's cache empty (so the fast engine compiles in the background, as on a fresh clone), and two
+    small runs; yields ``(base URL, store)``."""
+    store = tmp_path_factory.mktemp("store")
+    make_run(store, LONG_RUN_STEPS, 16)
+    add_delete_runs(store, tmp_path_factory.mktemp("diag"))
+    env = {"NUMBA_CACHE_DIR": str(tmp_path_factory.mktemp("numba-cache"))}
+    with serve(store, log=tmp_path_factory.mktemp("log") / "streamlit.log", env=env) as url:
+        yield url, store
+
+
+@pytest.fixture(scope="module")
+def context():
+    """A headless chromium context on a fresh profile (each test opens its own pages)."""
+    with chromium(viewport=(1400, 2400), timeout_ms=60_000) as ctx:
+        yield ctx
+
+
+def idle(page) -> None:
+    """Wait until the app has finished its run (no running-man status widget), and a little after."""
+    page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')")
+    page.wait_for_timeout(500)
+
+
+def slider_value(page, name: str) -> str:
+    return page.locator(f"input[type=range][aria-label='{name}']").get_attribute("aria-valuetext")
+
+
+def test_replay_keeps_the_what_if_config_through_a_source_switch(served, context):
+    """Scenario → Stream file (no file: the sliders go) → Simulator → Scenario: every what-if field
+    is what it was (not its slider's minimum, not its toggle's off), in the sliders and the URL."""
+    server = served[0]
+    page = context.new_page()
+    page.goto(server + "/replay?max_duration=700&eps_max=0.3")
+    page.locator("input[type=range][aria-label=max_duration]").wait_for()
+    idle(page)
+    before = {n: slider_value(page, n) for n in ("max_duration", "eps_max", "eps_min")}
+    f2 = page.locator("input[aria-label='F2 Kelly resurrection']")
+    assert before["max_duration"] == "700" and before["eps_max"] == "0.3" and f2.is_checked()
+    for source in ("Stream file", "Simulator", "Stream file", "Scenario"):
+        page.get_by_test_id("stRadio").get_by_text(source, exact=True).click()
+        if source == "Stream file":
+            page.get_by_text("Upload a stream file to replay it.").wait_for()
+            idle(page)
+            continue
+        page.locator("input[type=range][aria-label=max_duration]").wait_for()
+        idle(page)
+        assert {n: slider_value(page, n) for n in before} == before, source
+        assert f2.is_checked(), source
+        assert "max_duration=700" in page.url and "eps_max=0.3" in page.url, page.url
+    # the kept values are the server's too: one more run (a slider step) moves only that slider
+    slider = page.locator("input[type=range][aria-label=eps_min]")
+    slider.focus()
+    slider.press("ArrowRight")
+    page.wait_for_url(lambda url: "eps_min=" in url)
+    idle(page)
+    assert slider_value(page, "max_duration") == "700" and "max_duration=700" in page.url
+    page.close()
+
+
+def arm_delete(page, server: str, name: str) -> None:
+    """On Runs: open "Delete a run", pick the run called ``name`` and tick the confirmation."""
+    page.goto(server + "/")
+    page.get_by_text("Delete a run").click()
+    idle(page)
+    picker = page.get_by_test_id("stExpander").filter(has_text="Delete a run").get_by_test_id("stSelectbox")
+    picker.click()
+    page.keyboard.type(name)
+    page.keyboard.press("Enter")
+    page.get_by_text(re.compile(rf"^Yes, delete {name} ")).click()  # the pick has taken: the tick names it
+    page.wait_for_function("(name) => { const b = Array.from(document.querySelectorAll('button'))"
+                           ".find(b => b.innerText.trim() === 'Delete ' + name); return b && !b.disabled; }", arg=name)
+    idle(page)
+
+
+def delete_button(page):
+    return page.get_by_role("button", name=re.compile(r"^Delete"))
+
+
+def test_a_delete_confirmed_in_two_tabs_deletes_only_that_run(served, context):
+    """Two tabs pick ``victim`` and tick. Delete in tab A deletes it; Delete in tab B (its list has
+    fallen back to another run, the tick still on) deletes nothing and says why."""
+    server, store = served
+    assert "victim" in stored_names(store)
+    tab_a, tab_b = context.new_page(), context.new_page()
+    arm_delete(tab_a, server, "victim")
+    arm_delete(tab_b, server, "victim")
+    others = [n for n in stored_names(store) if n != "victim"]
+    delete_button(tab_a).click()
+    deadline = time.monotonic() + 60
+    while "victim" in stored_names(store) and time.monotonic() < deadline:
+        tab_a.wait_for_timeout(200)  # the toast saying so may be gone before it is looked for
+    assert stored_names(store) == others
+    delete_button(tab_b).click()
+    tab_b.get_by_text(re.compile("no longer selected|was not deleted")).first.wait_for(state="attached")
+    idle(tab_b)
+    assert stored_names(store) == others  # nothing else went with it
+    tab_a.close()
+    tab_b.close()
+
+
+def count_references(page) -> dict[str, int]:
+    """From now on, ``{"messages", "references"}`` the page's websocket has received: a reference
+    (``ref_hash``) asks the browser for its cached copy of a message, which it may have dropped."""
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    seen = {"messages": 0, "references": 0}
+
+    def on_frame(payload) -> None:
+        if isinstance(payload, (bytes, bytearray)):
+            msg = ForwardMsg.FromString(bytes(payload))
+            seen["messages"] += 1
+            seen["references"] += msg.WhichOneof("type") == "ref_hash"
+
+    page.on("websocket", lambda ws: ws.on("framereceived", on_frame))
+    return seen
+
+
+#: Walks of ten fast steps of Explore's smoothing slider, and the seconds they may take in all.
+WALKS, WALKS_BUDGET_S = 6, 150
+
+
+def test_explore_answers_after_fast_slider_moves(served, context):
+    """Replay first (the fast engine compiling, its badge rerunning each second), then Explore on a
+    long run: ten quick ArrowRight presses on Smoothing, then a tab switch (a whole-page rerun),
+    walked many times. The page never dies ("Connection error", "Cached ForwardMsg MISS"), no message
+    reaches the browser as a reference to its cache, and the page still answers at the end."""
+    server = served[0]
+    page = context.new_page()
+    seen = count_references(page)
+    page.goto(server + "/replay")
+    page.locator("input[type=range][aria-label=max_duration]").wait_for()
+    page.get_by_role("link", name="Explore").click()
+    smoothing = page.locator("input[type=range][aria-label^='Smoothing']")
+    smoothing.wait_for()
+    idle(page)
+    start, walks = time.monotonic(), 0
+    while walks < WALKS and time.monotonic() - start < WALKS_BUDGET_S:
+        smoothing.focus()
+        for _ in range(10):
+            smoothing.press("ArrowRight")
+            page.wait_for_timeout(50)
+        page.get_by_role("tab", name=("Events", "Episodes")[walks % 2]).click()
+        idle(page)
+        body = page.inner_text("body")
+        assert "Connection error" not in body and "ForwardMsg" not in body, (walks, body[:2000])
+        walks += 1
+    assert walks >= 3, f"only {walks} walks in {WALKS_BUDGET_S} s"
+    assert seen["messages"] > 0 and seen["references"] == 0, seen
+    # still answering: one more step reaches the server (the URL names the new smoothing)
+    before = smoothing.get_attribute("aria-valuetext")
+    smoothing.focus()
+    smoothing.press("ArrowRight")
+    page.wait_for_url(lambda url: f"smooth={float(before) + 0.001:g}" in url)
+    page.close()
