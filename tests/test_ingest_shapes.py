@@ -94,7 +94,7 @@ def test_each_tricky_line_reads_the_same_among_lines_of_its_shape(kernels, monke
 
 
 def test_all_tricky_lines_together_and_bad_utf8(kernels, monkeypatch):
-    body = "\n".join([_line(s) for s in range(3)] + TRICKY).encode()
+    body = "\n".join([_line(s) for s in range(3 * len(TRICKY))] + TRICKY).encode()
     bad = _line(99).replace("train", "tr\udcffin").encode("utf-8", "surrogateescape")
     on, off = _both(monkeypatch, body + b"\n" + bad + b"\n" + body)
     _same(on, off)

@@ -390,8 +390,8 @@ def _shaped(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, numbers: np.n
             break
         matched = shapes.match(tpl, buf, starts[rest], ends[rest])
         ok = matched[0]
-        if not ok.any():
-            break
+        if not ok.any() or (not tables and 2 * int(ok.sum()) < len(rest)):
+            break  # the shape path is for a file of one shape: lines of many shapes (a wide file) go to Arrow whole
         try:
             tables.append(shapes.table_of(tpl, buf, matched, numbers[rest[ok]]))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
