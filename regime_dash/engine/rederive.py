@@ -107,6 +107,13 @@ def _keep(isv, logged, col_of, t, k, resync):
         _put(isv, logged, col_of, t, k)
 
 
+@jitable
+def _record(isv, logged, col_of, exp, t, j, k, resync):
+    """Output ``j`` of row ``t`` is what the unit wrote to slot ``k``; then the slot is kept (:func:`_keep`)."""
+    exp[t, j] = isv[k]
+    _keep(isv, logged, col_of, t, k, resync)
+
+
 def _make_loop(fingerprint: str):
     obs_flag, obs_dur, obs_timeout = R.observer_dead_zone_flag, R.observer_duration, R.observer_timeout
     obs_welford, obs_tail = R.observer_welford, R.observer_tail
@@ -117,7 +124,7 @@ def _make_loop(fingerprint: str):
     countdown, safety_fn = R.v9_countdown, R.v9_safety_frac
     inputs, reset = R.write_step_inputs, R.reset_session_state
     ix = _IX
-    put, keep = _put, _keep
+    put, keep, record = _put, _keep, _record
 
     def loop(logged, col_of, cfg_pos, flat, bsz, extra, start, skip, boundary, boot, r_idx, r_code, r_src,
              first, isv, chain_io, exp, chain_ok, resync):
@@ -151,51 +158,36 @@ def _make_loop(fingerprint: str):
             prev_timeout = isv[_O_TIMEOUT]
             # rl_popart_normalize
             moments(isv, ix, extra[t, 2], extra[t, 3], b)
-            exp[t, 0] = isv[_O_MEAN]
-            exp[t, 1] = isv[_O_VAR]
-            keep(isv, logged, col_of, t, _O_MEAN, resync)
-            keep(isv, logged, col_of, t, _O_VAR, resync)
+            record(isv, logged, col_of, exp, t, 0, _O_MEAN, resync)
+            record(isv, logged, col_of, exp, t, 1, _O_VAR, resync)
             envelope(isv, ix, extra[t, 4])
-            exp[t, 2] = isv[_O_ENV]
-            keep(isv, logged, col_of, t, _O_ENV, resync)
+            record(isv, logged, col_of, exp, t, 2, _O_ENV, resync)
             sigma_fn(isv, ix, isv[_O_VAR])
-            exp[t, 3] = isv[_O_SIGMA]
-            keep(isv, logged, col_of, t, _O_SIGMA, resync)
+            record(isv, logged, col_of, exp, t, 3, _O_SIGMA, resync)
             # rl_regime_observer
             obs_flag(isv, ix, f, b)
-            exp[t, 4] = isv[_O_FLAG]
-            keep(isv, logged, col_of, t, _O_FLAG, resync)
+            record(isv, logged, col_of, exp, t, 4, _O_FLAG, resync)
             obs_dur(isv, ix, 1 if isv[_O_FLAG] != 0 else 0, prev_flag, prev_timeout, f, b)
-            exp[t, 5] = isv[_O_DUR]
-            keep(isv, logged, col_of, t, _O_DUR, resync)
+            record(isv, logged, col_of, exp, t, 5, _O_DUR, resync)
             obs_timeout(isv, ix, isv[_O_DUR])
-            exp[t, 6] = isv[_O_TIMEOUT]
-            keep(isv, logged, col_of, t, _O_TIMEOUT, resync)
+            record(isv, logged, col_of, exp, t, 6, _O_TIMEOUT, resync)
             dx, mean, count = obs_welford(isv, ix)
-            exp[t, 7] = isv[_O_COUNT]
-            exp[t, 8] = isv[_O_VARIANCE]
-            keep(isv, logged, col_of, t, _O_COUNT, resync)
-            keep(isv, logged, col_of, t, _O_VARIANCE, resync)
+            record(isv, logged, col_of, exp, t, 7, _O_COUNT, resync)
+            record(isv, logged, col_of, exp, t, 8, _O_VARIANCE, resync)
             obs_tail(isv, ix, dx, mean, isv[_O_COUNT])
-            exp[t, 9] = isv[_O_RECENCY]
-            keep(isv, logged, col_of, t, _O_RECENCY, resync)
+            record(isv, logged, col_of, exp, t, 9, _O_RECENCY, resync)
             obs_factor(isv, ix, isv[_O_RECENCY])
-            exp[t, 10] = isv[_O_FACTOR]
-            keep(isv, logged, col_of, t, _O_FACTOR, resync)
+            record(isv, logged, col_of, exp, t, 10, _O_FACTOR, resync)
             obs_live(isv, ix, isv[_O_FACTOR])
-            exp[t, 11] = isv[_O_LIVE]
-            keep(isv, logged, col_of, t, _O_LIVE, resync)
+            record(isv, logged, col_of, exp, t, 11, _O_LIVE, resync)
             # rl_iqn_action_tau_controller
             tau_eff_fn(isv, ix)
-            exp[t, 12] = isv[_O_TAU_EFF]
-            keep(isv, logged, col_of, t, _O_TAU_EFF, resync)
+            record(isv, logged, col_of, exp, t, 12, _O_TAU_EFF, resync)
             tau_clamp(isv, ix, isv[_O_TAU_EFF])
-            exp[t, 13] = isv[_O_TAU]
-            keep(isv, logged, col_of, t, _O_TAU, resync)
+            record(isv, logged, col_of, exp, t, 13, _O_TAU, resync)
             # rl_kelly_fraction_controller: the override reads the fraction the analytic part wrote
             analytic_fn(isv, ix)
-            exp[t, 14] = isv[_O_ANALYTIC]
-            keep(isv, logged, col_of, t, _O_ANALYTIC, resync)
+            record(isv, logged, col_of, exp, t, 14, _O_ANALYTIC, resync)
             isv[_O_KELLY] = isv[_O_ANALYTIC]
             if _whole(isv[_O_FLAG]) and _whole(isv[_O_TIMEOUT]):  # the override reads them with int()
                 resurrect(isv, ix)
@@ -205,11 +197,9 @@ def _make_loop(fingerprint: str):
             keep(isv, logged, col_of, t, _O_KELLY, resync)
             # eval_warmup_decay
             countdown(isv, ix, r_before)
-            exp[t, 16] = isv[_O_REM]
-            keep(isv, logged, col_of, t, _O_REM, resync)
+            record(isv, logged, col_of, exp, t, 16, _O_REM, resync)
             safety_fn(isv, ix, r_before, isv[_O_REM])
-            exp[t, 17] = isv[_O_SAFETY]
-            keep(isv, logged, col_of, t, _O_SAFETY, resync)
+            record(isv, logged, col_of, exp, t, 17, _O_SAFETY, resync)
             chain_ok[t] = chain
         chain_io[0] = chain
 
