@@ -76,11 +76,6 @@ def _row_dict(frame: pd.DataFrame, i: int) -> dict:
     return out
 
 
-def _state_before(p: rd.Prepared, a: int) -> tuple:
-    """The loop's state after row ``a − 1`` (the carried Welford state comes from the rows before it)."""
-    return p.state_at(a)
-
-
 def _from(p: rd.Prepared, state: tuple, a: int, b: int, resync: bool) -> np.ndarray:
     """Rows ``a`` to ``b − 1`` from ``state`` (a copy of it), row ``a − 1`` the one before: every output."""
     exp, _, _ = p.run(a - 1, b, first=1, state=(state[0].copy(), state[1].copy()), resync=resync)
@@ -108,7 +103,7 @@ def provenance(frame_or_view, check_id: str, step: int, half_window: int = HALF_
     k = [x.output for x in FORMULAS].index(f.output)
     a, b = max(1, row - int(half_window)), min(view.n, row + int(half_window) + 1)
     # the rows before the window run once; the re-derivation of the step and the local replay start there
-    state = _state_before(p, a)
+    state = p.state_at(a)  # after row a − 1: the carried Welford state comes from the rows before
     exp_all = np.full(view.n, np.nan, dtype=np.float32)
     exp_all[a:row + 1] = _from(p, state, a, row + 1, resync=True)[:, k]
     if row < a:  # the first row: nothing before it to start a window from
