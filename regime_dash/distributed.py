@@ -247,9 +247,9 @@ def submit_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *,
         A ``distributed.Client``.
     shared
         Values every shard needs, passed after the shard. Each is scattered to every
-        worker once (``client.scatter(..., broadcast=True, hash=True)``: equal content,
-        one key); a ``distributed.Future``, a ``distributed.Variable`` (see :func:`later`)
-        or a list of them is passed as it is.
+        worker once per call (``client.scatter(..., broadcast=True, hash=False)``); a
+        ``distributed.Future``, a ``distributed.Variable`` (see :func:`later`) or a list
+        of them is passed as it is.
 
     Returns
     -------
@@ -272,7 +272,11 @@ def submit_shards(fn: Callable[..., Any], shards: Sequence[Any], client: Any, *,
     sent = [k for k, v in enumerate(shared) if not _passed_as_is(v)]
     args = list(shared)
     if sent:  # in one call: one round trip for all of them
-        for k, future in zip(sent, client.scatter([shared[k] for k in sent], broadcast=True, hash=True)):
+        # Fresh keys, not content hashes: a call that reuses the key of a value an earlier call
+        # has just released races that release on the scheduler (dask/distributed#8576), and the
+        # scatter then waits for ever. It hung a sweep that followed a failed one.
+        scattered = client.scatter([shared[k] for k in sent], broadcast=True, hash=False)
+        for k, future in zip(sent, scattered):
             args[k] = future
     name = getattr(getattr(fn, "func", fn), "__name__", "shard")
     if hasattr(fn, "args") and fn.args:  # a partial of a wrapper: name it after the function it wraps

@@ -64,7 +64,7 @@ def test_the_rules_catch_what_they_forbid():
     assert len(_violations(bad, "sample")) == 4
     fine = ("pieces = [concurrent.futures.Future() for _ in bounds]\n"
             "self._state = 1\n"
-            "futures = client.scatter([v], broadcast=True, hash=True)\n")
+            "futures = client.scatter([v], broadcast=True, hash=False)\n")
     assert _violations(fine, "sample") == []
 
 

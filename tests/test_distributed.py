@@ -162,9 +162,9 @@ def test_cli_check_all_prints_one_row_per_run(store_dir, client, capsys, tmp_pat
     assert main(["check", "--all", "some-run", "--store", str(copy)]) == 2
 
 
-def test_shared_inputs_are_broadcast_under_one_key_per_content(stream, client):
+def test_shared_inputs_are_broadcast_to_every_worker_under_fresh_keys(stream, client):
     first = sweep(stream, GRID, engine="fast", device="cpu", scheduler=client).table
-    for _ in range(3):  # equal content, the same key each time: the keys of one sweep and the next
+    for _ in range(3):  # each sweep scatters its inputs again, under keys of its own
         pd.testing.assert_frame_equal(sweep(stream, GRID, engine="fast", device="cpu", scheduler=client).table,
                                       first, check_exact=True)
     # a stream with one value changed has another key, and gives its own table
@@ -175,7 +175,8 @@ def test_shared_inputs_are_broadcast_under_one_key_per_content(stream, client):
                                   check_exact=True)
     assert not other.equals(first)
     # every shared value is on every worker once submitted (one shard: only its worker needs
-    # them), one key per content; the memory manager, which trims copies nobody waits for, paused
+    # them), one key per value, equal or not; the memory manager, which trims copies nobody
+    # waits for, paused
     workers = sorted(client.nthreads())
     values = [np.arange(4.0), np.arange(4.0), np.arange(1.0, 5.0), None]
     before = client.has_what()
@@ -186,7 +187,7 @@ def test_shared_inputs_are_broadcast_under_one_key_per_content(stream, client):
     finally:
         client.amm.start()
     new = {w: {k for k in held[w] if k not in before[w] and not k.startswith("_sums")} for w in workers}
-    assert sorted(held) == workers and len(new[workers[0]]) == 3 and new[workers[1]] == new[workers[0]]
+    assert sorted(held) == workers and len(new[workers[0]]) == 4 and new[workers[1]] == new[workers[0]]
     assert distributed.gather_shards(futures) == [[6.0, 6.0, 10.0, None]]
 
 
