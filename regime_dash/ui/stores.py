@@ -5,6 +5,7 @@ reports, and the Live page's running :class:`~regime_dash.live.LiveRun`.
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, Mapping
 
 import streamlit as st
@@ -46,6 +47,16 @@ def record_ingest(upload_id: str, name: str, result: Any) -> None:
 
 
 # ---- live run (Live page) -----------------------------------------------------------
+def live_lock(key: str) -> threading.Lock:
+    """The lock a session holds while it steps, reconfigures or draws its live run ``key``.
+
+    Streamlit's fast reruns start a page run at once, in a new thread, while the run it
+    stops goes on to its next ``st`` call: a tick's 20 steps half taken when the new run
+    drew the step (a Pause that stopped at step 669), or a config switched mid-tick.
+    """
+    return st.session_state.setdefault(f"{key}.lock", threading.Lock())
+
+
 def live_run(key: str, source: Mapping[str, Any], config: RegimeConfig, *, reset: bool = False):
     """The session's :class:`~regime_dash.live.LiveRun` of ``source``, started under ``config``.
 

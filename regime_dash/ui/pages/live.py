@@ -24,25 +24,26 @@ try:
 except ConfigError as exc:
     config = None
     st.error(f"Config rejected, the run keeps its current config: {exc}")
-try:
-    run = stores.live_run("live.run", source, config or RegimeConfig(), reset=controls["reset"])
-except RegimeDashError as exc:
-    st.error(f"The live run cannot start: {exc}")
-    st.stop()
-if config is not None:
-    run.set_config(config)
-try:
-    if controls["shock"]:
-        run.inject_tail_shock()
-    if controls["flat"]:
-        run.force_flat()
-    if controls["boundary"]:
-        run.cross_boundary()
-except RegimeDashError as exc:  # e.g. the stream has been played to its end
-    st.warning(str(exc))
-if controls["step"] or controls["shock"] or controls["flat"] or controls["boundary"]:
-    run.step(1)  # an injection takes effect at the next step: take it, so it shows at once
-
+lock = stores.live_lock("live.run")  # one script thread at a time steps or draws the run
+with lock:
+    try:
+        run = stores.live_run("live.run", source, config or RegimeConfig(), reset=controls["reset"])
+    except RegimeDashError as exc:
+        st.error(f"The live run cannot start: {exc}")
+        st.stop()
+    if config is not None:
+        run.set_config(config)
+    try:
+        if controls["shock"]:
+            run.inject_tail_shock()
+        if controls["flat"]:
+            run.force_flat()
+        if controls["boundary"]:
+            run.cross_boundary()
+    except RegimeDashError as exc:  # e.g. the stream has been played to its end
+        st.warning(str(exc))
+    if controls["step"] or controls["shock"] or controls["flat"] or controls["boundary"]:
+        run.step(1)  # an injection takes effect at the next step: take it, so it shows at once
 
 #: Seconds between ticks while playing, each one step of `speed` steps and one redraw.
 TICK_S = 1.0 / sections.LIVE_TICKS_PER_S
@@ -86,9 +87,10 @@ def live_view() -> None:
     ticks = TICKS_PER_RUN if controls["playing"] and own_rerun else 1
     due = time.monotonic()
     for _ in range(ticks):
-        if controls["playing"]:
-            run.step(controls["speed"])
-        draw(slots, note, chart)
+        with lock:  # a tick's steps and their drawing, whole: a page run started meanwhile waits
+            if controls["playing"]:
+                run.step(controls["speed"])
+            draw(slots, note, chart)
         if run.done:
             if controls["playing"] and own_rerun:
                 st.rerun()  # the whole page, once: it sees the end and stops the tick clock
