@@ -44,6 +44,23 @@ def test_pyproject_dependencies_mirror_requirements_txt():
     assert sorted(declared) == sorted(_requirements("requirements.txt"))
 
 
+def test_the_components_manifest_names_the_project_and_the_chart_folder():
+    """regime_dash/pyproject.toml, streamlit's components v2 manifest, has the project's name and
+    version, ships in the package, and points the chart at the folder that holds its files."""
+    from regime_dash.ui import plotly_react
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    manifest = tomllib.loads((REPO / "regime_dash" / "pyproject.toml").read_text(encoding="utf-8"))
+    assert {k: manifest["project"][k] for k in ("name", "version")} == {
+        k: project["project"][k] for k in ("name", "version")}
+    assert "pyproject.toml" in project["tool"]["setuptools"]["package-data"]["regime_dash"]
+    (entry,) = manifest["tool"]["streamlit"]["component"]["components"]
+    assert plotly_react.NAME == f"{manifest['project']['name']}.{entry['name']}"
+    folder = REPO / "regime_dash" / entry["asset_dir"]
+    assert folder == plotly_react.ASSETS and (folder / "plotly_react.js").is_file()
+    assert (folder / plotly_react.BUNDLE).is_file()
+
+
 def test_console_script_is_the_cli_main():
     assert _pyproject()["project"]["scripts"] == {"regime-dash": "regime_dash.cli:main"}
 
@@ -94,6 +111,7 @@ print(json.dumps({
     "unit": loader.source_text(["rl_regime_observer.cu"])[:60],
     "bundle_sha256": hashlib.sha256(root.joinpath("ui", "plotly_assets", plotly_react.BUNDLE).read_bytes()).hexdigest(),
     "assets": str(plotly_react.ASSETS),
+    "manifest": str(root.joinpath("pyproject.toml")),
     "pages": len(navigation.PAGES),
     "page_files": [f for f, _, _ in navigation.PAGES if (navigation.PAGES_DIR / f).is_file()],
 }))
@@ -159,6 +177,7 @@ def _check_resources(bin_dir: Path, cwd: Path, site: Path) -> None:
     bundle = REPO / "regime_dash" / "ui" / "plotly_assets" / plotly_react.BUNDLE
     assert got["bundle_sha256"] == hashlib.sha256(bundle.read_bytes()).hexdigest()
     assert Path(got["assets"]).is_relative_to(site)
+    assert Path(got["manifest"]).is_relative_to(site) and Path(got["manifest"]).is_file()
     assert got["pages"] >= 7 and len(got["page_files"]) == got["pages"], got["page_files"]
 
 
@@ -173,6 +192,15 @@ def _app_answers(bin_dir: Path, cwd: Path, store: Path) -> None:
         wait_healthy(f"http://127.0.0.1:{port}", proc, timeout=60)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as r:
             assert r.status == 200 and b"<html" in r.read(2000).lower()
+        # the in-place chart declared the components v2 way: its asset_dir, from the package's
+        # manifest, serves the bundle
+        from regime_dash.ui import plotly_react
+
+        url = f"http://127.0.0.1:{port}/_stcore/bidi-components/{plotly_react.NAME}/{plotly_react.BUNDLE}"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            bundle = REPO / "regime_dash" / "ui" / "plotly_assets" / plotly_react.BUNDLE
+            assert r.status == 200 and hashlib.sha256(r.read()).hexdigest() == hashlib.sha256(
+                bundle.read_bytes()).hexdigest()
     finally:
         stop(proc)
         log.close()

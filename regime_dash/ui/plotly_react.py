@@ -12,9 +12,13 @@ transparent background) is laid, so that a chart follows the light or dark theme
 ``st.plotly_chart``'s did.
 A figure with a trace type that bundle lacks (``scattergl``) goes to ``st.plotly_chart``.
 
-The bundle is served through streamlit's component file route (components v1's
-``declare_component(path=...)``): components v2 serve files only from the ``asset_dir``
-of an installed package's manifest, and the app also runs from a checkout.
+The component is declared the components v2 way: the package's manifest
+(``regime_dash/pyproject.toml``, ``[tool.streamlit.component]``) names ``ui/plotly_assets``
+its ``asset_dir``, and streamlit, finding it in the installed distribution (a wheel, or
+``pip install -e .`` as the README's commands do), serves the module and the bundle from
+that folder.
+A checkout run without installing it has no manifest streamlit can find: there the
+module goes inline and the bundle through components v1's file route.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from typing import Any, Callable, Mapping
 import streamlit as st
 from streamlit.components import v1 as components_v1
 from streamlit.components import v2 as components_v2
+from streamlit.errors import StreamlitAPIException
 
 #: The bundle's folder: package data, found through importlib.resources (a checkout or an install);
 #: a real directory, since streamlit's file route serves it by path.
@@ -37,8 +42,8 @@ TRACE_TYPES = frozenset({"bar", "box", "contour", "heatmap", "histogram", "histo
                          "image", "pie", "scatter", "scatterternary", "violin"})
 #: The dashboard's chart config: scroll zoom, no plotly logo.
 CONFIG = {"scrollZoom": True, "displaylogo": False}
-#: The component's name (streamlit's element carries it).
-NAME = "regime_dash.plotly_react"
+#: The component's name: the distribution's and the manifest entry's (streamlit's element carries it).
+NAME = "regime-dash.plotly_react"
 #: Name of the file route the bundle is served under (``component/<name>/<file>``).
 _ROUTE_NAME = "plotly_bundle"
 
@@ -47,8 +52,23 @@ _CSS = """
 .rd-plotly-status.rd-plotly-problem { opacity: 1; color: var(--st-red-text-color, #b91c1c); }
 """
 
-_mount = components_v2.component(NAME, js=(ASSETS / "plotly_react.js").read_text(),
-                                 css=_CSS, isolate_styles=False)
+
+
+#: ``(mount, served from the asset_dir)`` once declared: declared at the first draw, in a script
+#: run, since streamlit reads the installed manifests when its runtime starts.
+_DECLARED: list[tuple[Any, bool]] = []
+
+
+def _component() -> tuple[Any, bool]:
+    """The component, and whether it is served from its ``asset_dir`` (the manifest was found)."""
+    if not _DECLARED:
+        try:
+            _DECLARED.append((components_v2.component(NAME, js="plotly_react.js", css=_CSS,
+                                                      isolate_styles=False), True))
+        except StreamlitAPIException:  # not installed: no manifest, so no asset_dir to serve from
+            _DECLARED.append((components_v2.component(NAME, js=(ASSETS / "plotly_react.js").read_text(),
+                                                      css=_CSS, isolate_styles=False), False))
+    return _DECLARED[0]
 
 
 def trace_types(figure: Any) -> set[str]:
@@ -81,10 +101,14 @@ def figure_json(figure: Any) -> Mapping[str, Any] | str:
     return plotly.io.to_json(figure, validate=False)
 
 
-def bundle_url() -> str:
-    """The bundle's URL relative to the app's pages (registers its file route with this server)."""
+def bundle_url() -> dict[str, str]:
+    """Where the browser finds the bundle: ``{"bundle", "bundle_base"}``, the file beside the
+    component's module (``"module"``), or the v1 file route's URL relative to the page (``"page"``,
+    registering that route with this server)."""
+    if _component()[1]:
+        return {"bundle": BUNDLE, "bundle_base": "module"}
     route = components_v1.declare_component(_ROUTE_NAME, path=str(ASSETS))
-    return f"component/{route.name}/{BUNDLE}"
+    return {"bundle": f"component/{route.name}/{BUNDLE}", "bundle_base": "page"}
 
 
 def plotly_chart(figure: Any, key: str, *, config: Mapping[str, Any] | None = None,
@@ -116,9 +140,9 @@ def plotly_chart(figure: Any, key: str, *, config: Mapping[str, Any] | None = No
         return st.plotly_chart(figure, key=key, config=dict(config or CONFIG),
                                **({"on_select": on_select, "selection_mode": "box"} if on_select else {}))
     events = {"selection": on_select, "click": on_click}
-    data = {"figure": figure_json(figure), "config": dict(config or CONFIG), "bundle": bundle_url(),
+    data = {"figure": figure_json(figure), "config": dict(config or CONFIG), **bundle_url(),
             "events": [name for name, fn in events.items() if fn]}
-    return _mount(key=key, data=data, **{f"on_{name}_change": fn for name, fn in events.items() if fn})
+    return _component()[0](key=key, data=data, **{f"on_{name}_change": fn for name, fn in events.items() if fn})
 
 
 __all__ = ["ASSETS", "BUNDLE", "CONFIG", "NAME", "TRACE_TYPES", "bundle_url", "drawable", "figure_json",

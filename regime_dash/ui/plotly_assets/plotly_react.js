@@ -126,7 +126,9 @@ async function drain(chart, setTriggerValue) {
       if (!chart.drawn && layout.height) chart.gd.style.minHeight = `${layout.height}px`;
       let Plotly;
       try {
-        Plotly = await loadPlotly(new URL(data.bundle, document.baseURI).href);
+        // served from the component's asset_dir: beside this module; else by the page's file route
+        const base = data.bundle_base === "module" ? import.meta.url : document.baseURI;
+        Plotly = await loadPlotly(new URL(data.bundle, base).href);
       } catch (err) {
         say(chart, `The chart could not be drawn: plotly.js did not load (${message(err)}). Reload the page to try again.`, true);
         continue;
