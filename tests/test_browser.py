@@ -428,7 +428,9 @@ def test_replay_slider_redraws_the_chart_in_place_with_the_small_bundle(server, 
         slider = page.locator("input[type=range][aria-label=eps_min], [role=slider][aria-label=eps_min]").first
         slider.focus()
         slider.press("ArrowRight")  # eps_min one step up: the what-if run's ε floor moves
-        page.wait_for_function(f"(before) => JSON.stringify(({TRACES_JS})('what-if kelly_f')) !== before",
+        # new traces drawn (not the moment of a redraw that holds none yet: no traces read as null)
+        page.wait_for_function(f"""(before) => {{ const t = ({TRACES_JS})('what-if kelly_f');
+                                    return t !== null && JSON.stringify(t) !== before; }}""",
                                arg=json.dumps(before))
         page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')")
         page.wait_for_timeout(500)
