@@ -10,7 +10,7 @@ import streamlit as st
 
 from regime_dash.diag import LOGGED_CONFIG
 from regime_dash.errors import RegimeDashError
-from regime_dash.run_table import HEADLINE, flat, table
+from regime_dash.run_table import HEADLINE, at_slot_precision, flat, table
 from regime_dash.ui import live_alerts, state, widgets
 from regime_dash.ui.errors import show_error
 
@@ -89,12 +89,12 @@ def _in_range(frame: pd.DataFrame, rng: str) -> pd.Series:
         st.warning(f"No column {field!r} to filter on; numeric columns: {', '.join(numeric_columns(frame))}.")
         return pd.Series(True, index=frame.index)
     lo, _, hi = bounds.partition("..")
-    v = pd.to_numeric(frame[field], errors="coerce")
+    v = pd.to_numeric(frame[field], errors="coerce").map(lambda x: at_slot_precision(field, x))
     keep = v.notna()
     if lo:
-        keep &= v >= float(lo)
+        keep &= v >= at_slot_precision(field, float(lo))
     if hi:
-        keep &= v <= float(hi)
+        keep &= v <= at_slot_precision(field, float(hi))
     return keep
 
 
