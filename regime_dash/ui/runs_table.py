@@ -98,6 +98,26 @@ def _in_range(frame: pd.DataFrame, rng: str) -> pd.Series:
     return keep
 
 
+def sorted_rows(key: str, frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """The rows in the order picked here: by one of ``columns``, ascending or not (in the URL as
+    ``sort`` and ``desc``), missing values last; the store's order (oldest ingest first) by default.
+
+    A header click sorts only the browser's copy of the table, which the server never learns, so a
+    shared URL could not carry it: this control is the sort a link keeps.
+    """
+    c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
+    options = ["", *columns]
+    state.restore(f"{key}.by", "sort", "str", "", options=options)
+    by = c1.selectbox("Sort by", options, format_func=lambda c: c or "ingest order", key=f"{key}.by")
+    state.restore(f"{key}.desc", "desc", "bool", False)
+    descending = c2.toggle("Descending", key=f"{key}.desc")
+    if not by:
+        return frame.iloc[::-1] if descending else frame
+    # text columns may hold numbers and None side by side: compared as text
+    as_sortable = (lambda col: col if pd.api.types.is_numeric_dtype(col) else col.fillna("").astype(str))
+    return frame.sort_values(by, ascending=not descending, kind="stable", na_position="last", key=as_sortable)
+
+
 def shown_columns(frame: pd.DataFrame) -> list[str]:
     """The run's columns, then the logged config fields and headline metrics the runs have."""
     cols = [c for c in FIRST if c in frame.columns]
