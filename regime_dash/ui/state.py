@@ -10,7 +10,9 @@ changed). A copied URL therefore reopens the same view, and a selection made on
 one page is there again on return.
 
 Values travel in the URL as text: ``list`` as comma-separated items,
-``range`` as ``lo..hi``, ``bool`` as ``1``/``0``.
+``range`` as ``lo..hi``, ``bool`` as ``1``/``0``. A URL value a control cannot take is said
+(a warning naming the parameter) and dropped, never ignored in silence; of a list, only the
+items it cannot take (a run since deleted) are.
 """
 from __future__ import annotations
 
@@ -82,7 +84,7 @@ def _dropped_items(param: str, items: Sequence[str]) -> None:
     from regime_dash.text import clip, markdown_literal
 
     st.warning(f"URL parameter {markdown_literal(param)}: {markdown_literal(clip(', '.join(items)))} dropped, "
-               "not among what this control takes (a run since deleted?); the rest of it is used.",
+               "not among what this control takes now; the rest of it is used.",
                icon=":material/link_off:")
 
 
