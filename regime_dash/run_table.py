@@ -26,7 +26,7 @@ from regime_dash.diag import LOGGED_CONFIG
 from regime_dash.errors import NotDiagError, StoreError, ValidationError
 from regime_dash.store import RunStore
 
-__all__ = ["HEADLINE", "TABLE_KEY", "Where", "filter_rows", "flat", "parse_where", "run_facts", "table"]
+__all__ = ["HEADLINE", "TABLE_KEY", "Where", "at_slot_precision", "filter_rows", "flat", "parse_where", "run_facts", "table"]
 
 #: The ``_meta.json`` key of a run's cached row.
 TABLE_KEY = "table"
@@ -121,8 +121,25 @@ _OPS: dict[str, Callable[[Any, Any], bool]] = {
 _WHERE_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(>=|<=|!=|==|=|>|<)\s*(.+?)\s*$")
 
 
+def at_slot_precision(field: str, value: float) -> float:
+    """``value`` as field ``field`` is logged: rounded to float32 for a logged config field.
+
+    Every logged config field is an ISV slot, and ISV slots are float32: a run configured with
+    ``eps_min=0.05`` logs 0.05000000074505806, which a test against the float64 0.05 would miss.
+    Both sides of a test on such a field are rounded alike, so ``eps_min==0.05`` matches it and
+    ``eps_min>0.05`` does not. Other fields (counts, summary metrics) compare as they are.
+    """
+    if field not in LOGGED_CONFIG:
+        return value
+    import numpy as np
+
+    with np.errstate(over="ignore"):  # past float32's range is inf, as the slot would hold it
+        return float(np.float32(value))
+
+
 class Where:
-    """One ``FIELD OP VALUE`` test of a flat row (:func:`parse_where`)."""
+    """One ``FIELD OP VALUE`` test of a flat row (:func:`parse_where`); a logged config field
+    is compared at its slot's float32 precision (:func:`at_slot_precision`)."""
 
     def __init__(self, field: str, op: str, value: Any, text: str):
         self.field, self.op, self.value, self.text = field, op, value, text
@@ -134,7 +151,8 @@ class Where:
         if isinstance(self.value, float):
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 return False
-            return _OPS[self.op](float(v), self.value)
+            return _OPS[self.op](at_slot_precision(self.field, float(v)),
+                                 at_slot_precision(self.field, self.value))
         return _OPS[self.op](str(v), self.value)
 
 

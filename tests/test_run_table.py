@@ -75,3 +75,28 @@ def test_cli_runs_json_tag_where(store, capsys):
     assert "md900" in out and "md300" not in out
     assert main(["runs", "--where", "max_duration>>1", *s]) == 2
     assert "max_duration>>1" in capsys.readouterr().err
+
+
+def test_cli_where_compares_a_config_slot_at_float32(tmp_path, capsys):
+    """The sample logs eps_min as its float32 slot holds it (0.05000000074505806): ``eps_min==0.05``
+    matches it, and ``>``/``!=`` do not, as for any other value the slot holds exactly."""
+    from regime_dash.samples import DIAG_NAME, SAMPLE_DIR
+
+    assert '"min":0.05000000074505806' in (SAMPLE_DIR / DIAG_NAME).read_text()[:2000]
+    s = RunStore(tmp_path / "store")
+    s.ingest(SAMPLE_DIR / DIAG_NAME, name="sample")
+    args = ["--store", str(s.root)]
+
+    def names(*where: str) -> list[str]:
+        assert main(["runs", "--json", *[a for w in where for a in ("--where", w)], *args]) == 0
+        return [r["name"] for r in json.loads(capsys.readouterr().out)]
+
+    assert names("eps_min==0.05") == ["sample"]
+    assert names("eps_min=0.05", "tau_min==0.1", "envelope_decay_alpha==0.01", "popart_alpha==0.001") == ["sample"]
+    assert names("eps_min>=0.05", "eps_min<=0.05") == ["sample"]
+    assert names("eps_min>0.05") == [] and names("eps_min<0.05") == [] and names("eps_min!=0.05") == []
+    assert names("eps_min==0.051") == []  # another float32 value
+    # a summary metric is not a config slot: compared as it is (the sample's σ max is 19.45199966430664)
+    assert names("sigma_max==19.45199966430664") == ["sample"] and names("sigma_max==19.452") == []
+    assert main(["runs", "--where", "eps_min==0.05", *args]) == 0
+    assert "sample" in capsys.readouterr().out

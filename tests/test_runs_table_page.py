@@ -69,3 +69,9 @@ def test_rename_and_tag_from_the_page(store):
     assert store.meta(rid)["tags"] == ["md300", "sweep"]
     fresh = _runs_page(tags="sweep")
     assert list(_table(fresh)["name"]) == ["short-md"]
+
+
+def test_the_range_filter_compares_a_config_slot_at_float32(store):
+    """Both runs log eps_min 0.05 as its float32 slot holds it (0.05000000074505806)."""
+    assert sorted(_table(_runs_page(range="eps_min:0.05..0.05"))["name"]) == ["base", "short"]
+    assert _table(_runs_page(range="eps_min:0.0500001.."))["name"].empty

@@ -58,6 +58,21 @@ def test_sensitivity_tab_runs_and_lists_max_duration_as_no_effect(replay_page):
     assert quiet.loc["transition_steps", "except at the end of its range"] == ""
     bars = tornado_titles(at)
     assert {"dead_zone_steps", "timeout_steps", "tail_events", "sigma_max"} <= set(bars)
+    # each table downloads through the one download helper; the no-effect table as shown above
+    assert not at.get("download_button")
+    assert at.selectbox(key=f"{KEY}.download.table").options == ["effects", "one-at-a-time", "pairs", "pair grid",
+                                                                  "no effect"]
+    at.selectbox(key=f"{KEY}.download.table").set_value("no effect")
+    at.radio(key=f"{KEY}.download.format").set_value("csv")
+    at.button(key=f"{KEY}.download.prepare").click().run()
+    (button,) = at.get("download_button")
+    assert protos.label(button).startswith(f"Download regime-dash-sensitivity-no-effect.csv ({len(quiet)} rows, ")
+    at.selectbox(key=f"{KEY}.download.table").set_value("one-at-a-time")
+    at.radio(key=f"{KEY}.download.format").set_value("parquet")
+    at.button(key=f"{KEY}.download.prepare").click().run()
+    (button,) = at.get("download_button")
+    # as many rows as the caption counts one-at-a-time replays
+    assert protos.label(button).startswith("Download regime-dash-sensitivity-one-at-a-time.parquet (133 rows, ")
     # the no-effect fields are not drawn as bars
     assert all("max_duration" not in b["y"] for b in bars.values())
     assert bars["dead_zone_steps"]["customdata"] == bars["dead_zone_steps"]["y"]

@@ -10,7 +10,7 @@ import streamlit as st
 
 from regime_dash.diag import LOGGED_CONFIG
 from regime_dash.errors import RegimeDashError
-from regime_dash.run_table import HEADLINE, flat, table
+from regime_dash.run_table import HEADLINE, at_slot_precision, flat, table
 from regime_dash.ui import live_alerts, state, widgets
 from regime_dash.ui.errors import show_error
 
@@ -89,13 +89,33 @@ def _in_range(frame: pd.DataFrame, rng: str) -> pd.Series:
         st.warning(f"No column {field!r} to filter on; numeric columns: {', '.join(numeric_columns(frame))}.")
         return pd.Series(True, index=frame.index)
     lo, _, hi = bounds.partition("..")
-    v = pd.to_numeric(frame[field], errors="coerce")
+    v = pd.to_numeric(frame[field], errors="coerce").map(lambda x: at_slot_precision(field, x))
     keep = v.notna()
     if lo:
-        keep &= v >= float(lo)
+        keep &= v >= at_slot_precision(field, float(lo))
     if hi:
-        keep &= v <= float(hi)
+        keep &= v <= at_slot_precision(field, float(hi))
     return keep
+
+
+def sorted_rows(key: str, frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """The rows in the order picked here: by one of ``columns``, ascending or not (in the URL as
+    ``sort`` and ``desc``), missing values last; the store's order (oldest ingest first) by default.
+
+    A header click sorts only the browser's copy of the table, which the server never learns, so a
+    shared URL could not carry it: this control is the sort a link keeps.
+    """
+    c1, c2 = st.columns([3, 1], vertical_alignment="bottom")
+    options = ["", *columns]
+    state.restore(f"{key}.by", "sort", "str", "", options=options)
+    by = c1.selectbox("Sort by", options, format_func=lambda c: c or "ingest order", key=f"{key}.by")
+    state.restore(f"{key}.desc", "desc", "bool", False)
+    descending = c2.toggle("Descending", key=f"{key}.desc")
+    if not by:
+        return frame.iloc[::-1] if descending else frame
+    # text columns may hold numbers and None side by side: compared as text
+    as_sortable = (lambda col: col if pd.api.types.is_numeric_dtype(col) else col.fillna("").astype(str))
+    return frame.sort_values(by, ascending=not descending, kind="stable", na_position="last", key=as_sortable)
 
 
 def shown_columns(frame: pd.DataFrame) -> list[str]:

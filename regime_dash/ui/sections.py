@@ -15,7 +15,7 @@ from regime_dash.config import RegimeConfig
 from regime_dash.text import markdown_literal
 from regime_dash.ui.errors import ErrorNote, show_error
 from regime_dash.ui.stores import REPORTS_KEY, ingest_reports
-from regime_dash.ui.widgets import jump_to_step, numeric_fields, plotly_chart, slider_domain
+from regime_dash.ui.widgets import download_view, jump_to_step, numeric_fields, plotly_chart, slider_domain
 
 
 def ingest_report_panel() -> None:
@@ -454,6 +454,8 @@ def sweep_panel(key: str, source_key: str, stream: Any, engine: str, base: Regim
     fields_ = list(params["grid"])
     metric = params["metric"]
     st.caption(f"{len(table)} replays in {result['seconds']:.2f} s on {result['engine']}.")
+    with st.expander("Download the sweep table"):
+        download_view(f"{key}.download", lambda: table, "regime-dash-sweep")
     if len(fields_) == 2:
         fig = figures.sweep_heatmap(table, fields_[0], fields_[1], metric)
     else:

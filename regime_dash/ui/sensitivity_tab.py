@@ -38,6 +38,16 @@ def clicked_field(event: Any, last: str | None) -> str | None:
     return None
 
 
+def no_effect_table(result: Any) -> pd.DataFrame:
+    """The no-effect fields of a sensitivity result: each with the findings that explain it and
+    what its end value moved."""
+    return pd.DataFrame([{"field": n.field,
+                          "explained by": " ".join(f"{f['id']}: {f['message']}" for f in n.findings)
+                          or "No finding explains it.",
+                          "except at the end of its range": n.edge_text()} for n in result.no_effect],
+                        columns=["field", "explained by", "except at the end of its range"])
+
+
 def _run(stream: Any, base: RegimeConfig, layout) -> Any:
     bar = st.progress(0.0, text="sensitivity: starting")
     try:
@@ -99,11 +109,7 @@ def sensitivity_tab(key: str, source_key: str, stream: Any, base: RegimeConfig |
 
     st.markdown("**No effect here**")
     if quiet:
-        st.dataframe(pd.DataFrame([{"field": n.field,
-                                    "explained by": " ".join(f"{f['id']}: {f['message']}" for f in n.findings)
-                                    or "No finding explains it.",
-                                    "except at the end of its range": n.edge_text()} for n in result.no_effect]),
-                     hide_index=True, key=f"{key}.no_effect")
+        st.dataframe(no_effect_table(result), hide_index=True, key=f"{key}.no_effect")
     else:
         st.caption("Every field moves some metric.")
     if len(result.pairs):
@@ -112,6 +118,12 @@ def sensitivity_tab(key: str, source_key: str, stream: Any, base: RegimeConfig |
     if result.skipped:
         st.caption("Not replayed (RegimeConfig rejects them next to the base): "
                    + "; ".join(f"{f}={v}: {m}" for f, v, m in result.skipped))
+
+    with st.expander("Download the tables"):
+        widgets.download_tables(f"{key}.download", {
+            "effects": lambda: result.effects, "one-at-a-time": lambda: result.oat,
+            "pairs": lambda: result.pairs, "pair grid": lambda: result.pair_table,
+            "no effect": lambda: no_effect_table(result)}, "regime-dash-sensitivity")
 
     names = [n for n, _ in result.ranking] + quiet
     if st.session_state.get(f"{key}.field") not in names:

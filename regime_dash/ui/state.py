@@ -10,7 +10,9 @@ changed). A copied URL therefore reopens the same view, and a selection made on
 one page is there again on return.
 
 Values travel in the URL as text: ``list`` as comma-separated items,
-``range`` as ``lo..hi``, ``bool`` as ``1``/``0``.
+``range`` as ``lo..hi``, ``bool`` as ``1``/``0``. A URL value a control cannot take is said
+(a warning naming the parameter) and dropped, never ignored in silence; of a list, only the
+items it cannot take (a run since deleted) are.
 """
 from __future__ import annotations
 
@@ -68,13 +70,38 @@ def decode(text: str, kind: str) -> Any:
     return text
 
 
-def _dropped(param: str, text: str, why: str) -> None:
+def _dropped(param: str, text: str, why: str, instead: str = "it shows its default instead") -> None:
     """Say that URL parameter ``param`` was dropped, and drop it (the widget shows its default)."""
     from regime_dash.text import clip, markdown_literal
 
     st.warning(f"URL parameter {markdown_literal(param)} dropped: {markdown_literal(repr(clip(text)))} {why}; "
-               "it shows its default instead.", icon=":material/link_off:")
+               f"{instead}.", icon=":material/link_off:")
     del st.query_params[param]
+
+
+def _dropped_items(param: str, items: Sequence[str]) -> None:
+    """Say which items of list parameter ``param`` were left out (the rest of it is used)."""
+    from regime_dash.text import clip, markdown_literal
+
+    st.warning(f"URL parameter {markdown_literal(param)}: {markdown_literal(clip(', '.join(items)))} dropped, "
+               "not among what this control takes now; the rest of it is used.",
+               icon=":material/link_off:")
+
+
+def drop_params(params: Sequence[str]) -> None:
+    """Remove query parameters of controls the page no longer draws, keeping their values in this
+    session: a control that comes back shows them again, and the URL names only what is on screen."""
+    for param in params:
+        if param in st.query_params:
+            del st.query_params[param]
+
+
+def refuse_params(params: Sequence[str], why: str) -> None:
+    """Say and drop each of ``params`` the URL has: parameters no control on this view takes
+    (a field of another controller module), which would otherwise be ignored in silence."""
+    for param in params:
+        if param in st.query_params:
+            _dropped(param, st.query_params[param], why, "nothing here uses it")
 
 
 def _kept() -> dict[str, Any]:
@@ -126,7 +153,10 @@ def restore(key: str, param: str, kind: str, default: Any, *,
             v = None
             _dropped(param, text, f"is not a{'n' if kind == 'int' else ''} {kind} value here")
         if kind == "list" and v is not None and options is not None:
-            v = [i for i in v if i in options]  # keep what still exists
+            gone = [i for i in v if i not in options]
+            if gone:  # keep what still exists, and say what does not
+                _dropped_items(param, gone)
+            v = [i for i in v if i in options]
         if v is not None and ok(v):
             value = v
         elif v is not None:

@@ -292,6 +292,14 @@ def download_view(key: str, make_frame: Callable[[], pd.DataFrame], stem: str) -
                        icon=":material/download:")
 
 
+def download_tables(key: str, tables: Mapping[str, Callable[[], pd.DataFrame]], stem: str) -> None:
+    """:func:`download_view` of one of several tables, picked by name (``{key}.table``); the file is
+    ``{stem}-{name}``. Each table is made only when its download is prepared."""
+    names = list(tables)
+    name = st.selectbox("Table", names, key=f"{key}.table") if len(names) > 1 else names[0]
+    download_view(key, tables[name], f"{stem}-{name.replace(' ', '-')}")
+
+
 def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: str,
                    runs: Mapping[str, pd.DataFrame], x: str, smoothing: float, *,
                    offsets: Mapping[str, int] | None = None, height: int = 1400,

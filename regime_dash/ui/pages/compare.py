@@ -2,7 +2,7 @@
 import pandas as pd
 import streamlit as st
 
-from regime_dash.ui import cache, widgets
+from regime_dash.ui import cache, state, widgets
 
 st.title("Compare")
 st.caption("Where do two runs part? Rows are matched by step and every shared field is compared by value; "
@@ -17,9 +17,9 @@ if len(runs) < 2:
 first, second = widgets.sharing_pair(runs)
 c1, c2 = st.columns(2)
 with c1:
-    run_a = widgets.run_picker("compare.a", runs, multi=False, label="Run A", index=first)[0]
+    run_a = widgets.run_picker("compare.a", runs, multi=False, label="Run A", index=first, param="run_a")[0]
 with c2:
-    run_b = widgets.run_picker("compare.b", runs, multi=False, label="Run B", index=second)[0]
+    run_b = widgets.run_picker("compare.b", runs, multi=False, label="Run B", index=second, param="run_b")[0]
 root = cache.store_root()
 diff = cache.diff_runs(root, run_a, run_b)
 
@@ -48,6 +48,7 @@ if report is not None:
 
 labels = widgets.run_labels(runs, [run_a, run_b]) if run_a != run_b else {run_a: "A"}
 frames = {labels[r]: cache.load_run(root, r) for r in dict.fromkeys([run_a, run_b])}
-x = widgets.x_axis_picker("compare.x", list(frames.values()))
+x = widgets.x_axis_picker("compare.x", list(frames.values()), param="x")
 fig = cache.signal_figure(f"compare|{root}|{run_a}|{run_b}", frames, x, 0.0)
 widgets.plotly_chart(fig, "compare.chart")
+state.publish()

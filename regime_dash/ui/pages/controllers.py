@@ -15,27 +15,37 @@ import streamlit as st
 
 from regime_dash.errors import RegimeDashError
 from regime_dash.modules import MODULES, orphan_slots
-from regime_dash.ui import cache, widgets
+from regime_dash.ui import cache, state, widgets
 
 KEY = "controllers"
 
 
 def _control(spec, key: str) -> Any:
-    """One widget for one config field: a toggle, a slider, or (for ranges over decades) a number box."""
+    """One widget for one config field, kept in the URL under the field's name: a toggle, a slider,
+    or (for ranges over decades) a number box."""
     label = spec.name + (" (model)" if spec.model else "")
     if spec.kind == "bool":
-        return st.toggle(label, value=bool(spec.default), help=spec.doc, key=key)
-    if spec.kind == "int":
-        lo, hi = int(spec.lo), int(spec.hi)
+        state.restore(key, spec.name, "bool", bool(spec.default))
+        return st.toggle(label, help=spec.doc, key=key)
+    kind, cast = ("int", int) if spec.kind == "int" else ("float", float)
+    lo, hi = cast(spec.lo), cast(spec.hi)
+    state.restore(key, spec.name, kind, cast(spec.default), valid=lambda v: lo <= v <= hi)
+    if kind == "int":
         if hi - lo > 5000:
-            return int(st.number_input(label, lo, hi, int(spec.default), step=int(spec.step or 1), help=spec.doc,
-                                       key=key))
-        return st.slider(label, lo, hi, int(spec.default), step=int(spec.step or 1), help=spec.doc, key=key)
-    lo, hi, default = float(spec.lo), float(spec.hi), float(spec.default)
+            return int(st.number_input(label, lo, hi, step=int(spec.step or 1), help=spec.doc, key=key))
+        return st.slider(label, lo, hi, step=int(spec.step or 1), help=spec.doc, key=key)
     if lo > 0 and hi / lo > 1e3 or lo < 0 < hi and hi - lo > 1e3:
-        return float(st.number_input(label, lo, hi, default, format="%g", help=spec.doc, key=key))
+        return float(st.number_input(label, lo, hi, format="%g", help=spec.doc, key=key))
     step = float(spec.step) if spec.step else (hi - lo) / 200.0
-    return st.slider(label, lo, hi, default, step=step, format="%g", help=spec.doc, key=key)
+    return st.slider(label, lo, hi, step=step, format="%g", help=spec.doc, key=key)
+
+
+#: The URL parameters of a module's own controls besides its config fields.
+MODULE_PARAMS = ("seed", "steps", "engine")
+
+
+def _params_of(module: str) -> list[str]:
+    return [*MODULE_PARAMS, *(s.name for s in MODULES[module].field_specs())]
 
 
 def _checks_table(what_if: list[dict], baseline: list[dict]) -> pd.DataFrame:
@@ -62,9 +72,13 @@ with st.expander("What the words here mean"):
         "An **orphan** slot is read by some kernel but written by none, so it stays at its bootstrap "
         "(start) value forever, usually a wiring bug.")
 names = list(MODULES)
-default = next((i for i, n in enumerate(names) if not MODULES[n].core), 0)
-name = st.selectbox("Controller module", names, index=default, format_func=lambda n: MODULES[n].title,
-                    key=f"{KEY}.module")
+shown = state.restore(f"{KEY}.module", "module", "str", next((n for n in names if not MODULES[n].core), names[0]),
+                      options=names)
+# leaving a module takes its controls' parameters out of the URL (their values stay for a return)
+name = st.selectbox("Controller module", names, format_func=lambda n: MODULES[n].title, key=f"{KEY}.module",
+                    on_change=state.drop_params, args=(_params_of(shown),))
+state.refuse_params(sorted({p for n in names for p in _params_of(n)} - set(_params_of(name))),
+                    f"is no control of {MODULES[name].title}")
 m = MODULES[name]
 st.caption(m.doc.strip().split("\n\n")[0].replace("\n", " "))
 if m.paths:  # the kernel paths a replay of this module can take (the module record lists them)
@@ -72,13 +86,16 @@ if m.paths:  # the kernel paths a replay of this module can take (the module rec
         st.markdown("\n".join(f"- **{path}**: {what}" for path, what in m.paths))
 
 c1, c2, c3 = st.columns(3)
-seed = int(c1.number_input("Demo stream seed", 0, 2**31 - 1, 0, key=f"{KEY}.{name}.seed"))
-steps_in = int(c2.number_input("Steps (0 = the demo's default)", 0, 1_000_000, 0, step=100,
+state.restore(f"{KEY}.{name}.seed", "seed", "int", 0, valid=lambda v: 0 <= v <= 2**31 - 1)
+seed = int(c1.number_input("Demo stream seed", 0, 2**31 - 1, key=f"{KEY}.{name}.seed"))
+state.restore(f"{KEY}.{name}.steps", "steps", "int", 0, valid=lambda v: 0 <= v <= 1_000_000)
+steps_in = int(c2.number_input("Steps (0 = the demo's default)", 0, 1_000_000, step=100,
                                key=f"{KEY}.{name}.steps"))
 steps = steps_in or None
 from regime_dash.modules.base import cuda_available  # noqa: E402  (cheap; no cupy import)
 
 engines = list(m.engines)
+state.restore(f"{KEY}.{name}.engine", "engine", "str", engines[0], options=engines)
 engine = c3.selectbox("Engine", engines, key=f"{KEY}.{name}.engine")
 if engine == "cuda" and cuda_available() is not None:
     st.warning(f"The cuda engine cannot run here ({cuda_available()}); replaying on reference.")
@@ -94,6 +111,7 @@ try:
     config = m.config_type(**values)
 except RegimeDashError as exc:
     st.error(f"Config rejected: {exc}")
+    state.publish()
     st.stop()
 
 try:
@@ -101,6 +119,7 @@ try:
     what_if = cache.module_replay(name, seed, steps, config.as_dict(), engine)
 except RegimeDashError as exc:
     st.error(f"Replay failed: {exc}")
+    state.publish()
     st.stop()
 
 # only the open tab is built (a rerun when another is opened), and the checks table only when
@@ -130,8 +149,8 @@ if tab_run.open:
         changed = config != m.config_type()
         for i, fig in enumerate(m.figures(frame, base["frame"] if changed else None)):
             widgets.plotly_chart(fig, f"{KEY}.fig.{i}")
-        st.download_button("Download the replay as CSV", frame.to_csv(index=False).encode(), f"{name}.csv",
-                           "text/csv", key=f"{KEY}.download")
+        with st.expander("Download the replay"):
+            widgets.download_view(f"{KEY}.download", lambda f=frame: f, f"regime-dash-{name}")
 
 if tab_sweep.open:
     with tab_sweep:
@@ -166,6 +185,8 @@ if tab_sweep.open:
             if last["config"] != config.as_dict() or swept != field:
                 st.caption(f"The last sweep ({swept}), made with the config then set; press Run sweep to redo it.")
             st.dataframe(table, hide_index=True, key=f"{KEY}.sweep.table")
+            with st.expander("Download the sweep table"):
+                widgets.download_view(f"{KEY}.sweep.download", lambda t=table: t, f"regime-dash-{name}-sweep")
             metric = st.selectbox("Metric", [c for c in table.columns if c != swept],
                                   key=f"{KEY}.{name}.sweep.metric")
             import plotly.express as px
@@ -186,3 +207,4 @@ if tab_slots.open:
                 st.warning("Consumers but no producer (read, never written: stuck at the bootstrap): "
                            + ", ".join(orphans))
             st.dataframe(table, hide_index=True, key=f"{KEY}.slots")
+state.publish()

@@ -1,6 +1,7 @@
 """Live: play a recorded stream, a scenario or the closed-loop simulator step by step; reconfigure and inject while it plays."""
 import time
 
+import pandas as pd
 import streamlit as st
 
 from regime_dash.config import RegimeConfig
@@ -101,3 +102,13 @@ def live_view() -> None:
 
 state.page_runs("live_view")
 live_view()
+
+
+def trajectory() -> pd.DataFrame:
+    """The run's steps so far, read under the lock: a playing fragment may be stepping it."""
+    with lock:
+        return run.frame()
+
+
+with st.expander("Download the trajectory so far"):
+    widgets.download_view("live.download", trajectory, "regime-dash-live")

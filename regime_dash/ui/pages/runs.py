@@ -64,7 +64,9 @@ else:
     kept = runs_table.filters("runs.filter", table)
     if len(kept) < len(table):
         st.caption(f"{len(kept)} of {len(table)} run(s) match the filter")
-    picked = runs_table.selected("runs.table", kept, runs_table.shown_columns(table))
+    columns = runs_table.shown_columns(table)
+    kept = runs_table.sorted_rows("runs.sort", kept, columns)
+    picked = runs_table.selected("runs.table", kept, columns)
     runs_table.open_buttons("runs.open", picked)
     runs_table.edit_panel("runs.edit", store, table, picked)
     sections.rejected_lines_panel("runs.rejects", store, runs)
