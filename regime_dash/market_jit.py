@@ -184,9 +184,7 @@ def _scripted(key0, key1, p_true, boundary, force_flat, latch_from, prm, ki, wi,
         newly = False
         for i in range(b):
             held = lots[i] > 0
-            if not held and not may_open:  # nothing read, nothing moves
-                rewards[t, i] = np.float32(0.0)
-                lots_out[t, i] = 0
+            if not held and not may_open:  # nothing read, nothing moves: the row's zeros stay as they are
                 continue
             lane = np.uint64(i) + _ONE
             w0, w1, w2, w3 = _philox(_ONE, tt, lane, key0, key1)
@@ -205,7 +203,7 @@ def _scripted(key0, key1, p_true, boundary, force_flat, latch_from, prm, ki, wi,
                     l_ema = keep * l_ema + alpha * abs(per_lot)
             if may_open and not held and _unit(w2) < pi_open:
                 lots[i] = new_size
-            rewards[t, i] = np.float32(pnl * reward_scale)
+            rewards[t, i] = np.float32(pnl * reward_scale)  # the arrays start at zero: -0.0 is written too
             lots_out[t, i] = lots[i]
             session[i] += pnl
             session_worst[i] = min(session_worst[i], session[i])
@@ -240,7 +238,8 @@ def scripted(seed: int, accounts: int, market, p_true: np.ndarray, *, kelly: flo
     boundary = np.zeros(n, bool) if boundary is None else np.asarray(boundary, bool)
     force_flat = np.zeros(n, bool) if force_flat is None else np.asarray(force_flat, bool)
     prm = np.array([float(getattr(market, f)) for f in PARAMS] + [float(kelly)])
-    out = {"rewards": np.empty((n, accounts), np.float32), "lots": np.empty((n, accounts), np.int32),
+    # zeros, not empty: a flat account's step writes nothing, and pages never written cost no memory
+    out = {"rewards": np.zeros((n, accounts), np.float32), "lots": np.zeros((n, accounts), np.int32),
            "kelly_analytic": np.empty(n, np.float32), "cooldown": np.empty(n, np.float32),
            "session_pnl_worst": np.empty(n, np.float32), "tau_action": np.empty(n, np.float32)}
     latch = n if latch_from is None else int(latch_from)

@@ -11,8 +11,10 @@ closed-loop simulator run (``calm``); the whole ``replay --out run.jsonl`` and
 writer on the same frame; ``ingest`` of that file against DuckDB's ``read_json``;
 ``check``; Explore's first chart of the stored run and a smoothing change (the figure
 dict the page sends; the browser's draw is ``bench ui``'s); the Replay page's what-if
-slider on the 1M-step stream (a replay with one field changed, and both charts'
-figure dicts) on the CPU fast engine, and on the GPU where there is one.
+slider on the 1M-step stream (a replay with one field changed and the chart's figure
+dict, the stream's phase 1 and the baseline's traces cached as the page caches them) on
+the CPU fast engine, and on the GPU where cupy and a device are present (one line saying
+why not otherwise).
 
 Every stage runs in a child process of its own, so its peak RSS (``ru_maxrss``) is its
 own; each prints its seconds, its throughput and, where it has one, the ratio to the
@@ -188,18 +190,34 @@ def _stage_explore(work: Path, a: argparse.Namespace) -> dict:
     return {"seconds": first, "units": a.steps, "unit": "steps", "smoothing_s": time.perf_counter() - t1}
 
 
+#: Points per trace of the Replay page's what-if chart (``ui/pages/replay.py``'s CHART_POINTS).
+WHATIF_POINTS = 700
+
+
 def _whatif(work: Path, a: argparse.Namespace, device: str) -> dict:
+    """A slider move as the Replay page makes it: the stream's phase 1 and the baseline's replay and
+    traces are the page's cached ones (made once, untimed); a move replays the scan with one field
+    changed and builds the what-if's traces and the figure dict."""
     from regime_dash.config import RegimeConfig
-    from regime_dash.engine import replay
-    from regime_dash.figures import signal_spec
+    from regime_dash.engine import fast, replay
+    from regime_dash.figures import run_traces, signal_spec
 
     stream = _stream(work)
-    base = replay(stream, RegimeConfig(), engine="fast", device=device)  # compiles, uploads: untimed
+    options = {} if device == "gpu" else {"stats": fast.step_stats(stream)}
+    base = replay(stream, RegimeConfig(), engine="fast", device=device, **options)  # compiles, uploads
+    kept = {}
+
+    def traces_of(label, frame, colour, **kw):
+        if label != "baseline":
+            return run_traces(label, frame, colour, **kw)
+        if "traces" not in kept:
+            kept["traces"] = run_traces(label, frame, colour, **kw)
+        return kept["traces"]
 
     def move(max_duration: int) -> float:
         t0 = time.perf_counter()
-        what_if = replay(stream, RegimeConfig(max_duration=max_duration), engine="fast", device=device)
-        signal_spec({"baseline": base, "what-if": what_if})
+        what_if = replay(stream, RegimeConfig(max_duration=max_duration), engine="fast", device=device, **options)
+        signal_spec({"baseline": base, "what-if": what_if}, n_out=WHATIF_POINTS, height=900, traces_of=traces_of)
         return time.perf_counter() - t0
 
     move(400)
