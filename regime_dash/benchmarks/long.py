@@ -182,7 +182,7 @@ def _stage_explore(work: Path, a: argparse.Namespace) -> dict:
     t0 = time.perf_counter()
     store = RunStore(work / "store")
     run_id = store.list_runs()[0]["run_id"]
-    runs = {"long": store.load(run_id)}
+    runs = {"long": store.load(run_id, narrow=True)}  # as the page loads it
     signal_spec(runs)
     first = time.perf_counter() - t0
     t1 = time.perf_counter()

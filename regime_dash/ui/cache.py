@@ -45,7 +45,7 @@ def load_run(root: str, run_id: str, aliases: tuple = (), version: str = "") -> 
     ``version`` is part of the cache key only: a followed run passes its commit's, so each commit is read."""
     from regime_dash.aliases import canonical_frame
 
-    frame = canonical_frame(_store(root).load(run_id), dict(aliases) or None)
+    frame = canonical_frame(_store(root).load(run_id, narrow=True), dict(aliases) or None)  # slots as float32
     if "step" not in frame.columns:
         # A file without a step field is drawn against its line order; say so on the page.
         frame.insert(0, "step", range(len(frame)))
