@@ -132,10 +132,13 @@ def snapshot_indices(layout: SlotLayout) -> np.ndarray:
     return np.array([layout.index(n) for n in diag.SNAPSHOT_SLOTS], dtype=np.int32)
 
 
-def _fast_on_cpu(options: Mapping[str, Any]) -> bool:
-    from regime_dash.engine import fast
+def _fast_module():
+    """The fast backend's module, imported as :func:`backend` imports it (by its name in :data:`ENGINES`)."""
+    return importlib.import_module(ENGINES["fast"].split(":")[0])
 
-    return not fast.use_gpu(options.get("device", "auto"))
+
+def _fast_on_cpu(options: Mapping[str, Any]) -> bool:
+    return not _fast_module().use_gpu(options.get("device", "auto"))
 
 
 def input_columns(stream: Stream, sums: np.ndarray | None = None) -> dict[str, np.ndarray]:
@@ -153,9 +156,7 @@ def step_sums(stream: Stream) -> np.ndarray:
     from regime_dash.engine._jit import HAVE_NUMBA
 
     if HAVE_NUMBA:
-        from regime_dash.engine import fast
-
-        return fast.step_stats(stream).sums
+        return _fast_module().step_stats(stream).sums
     from regime_dash.engine.reference import block_reduce_stats
 
     t_steps = stream.rewards.shape[0]
@@ -184,9 +185,7 @@ def replay_trajectory(stream: Stream, config: RegimeConfig | None = None, engine
     isv0, boot = initial_isv(config, isv, layout)
     run = backend(name)
     if log_inputs and name == "fast" and options.get("stats") is None and _fast_on_cpu(options):
-        from regime_dash.engine import fast
-
-        options["stats"] = fast.step_stats(stream)  # phase 1 once: the scan's input and the logged sums
+        options["stats"] = _fast_module().step_stats(stream)  # phase 1 once: the scan's input and the logged sums
     t0 = time.perf_counter()
     snap, flat, normalized, v_pred, isv_end = run(stream, isv0, boot, layout, snapshot_indices(layout),
                                                   controllers=controllers, **options)
