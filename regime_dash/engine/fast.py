@@ -5,10 +5,12 @@ and the three batch sums of rl_popart_normalize (Σr, Σr², max|r|), and none o
 it depends on the ISV state. So the replay splits in two:
 
 phase 1
-    every step's (Σr, Σr², max|r|) and flat count (:func:`step_stats`), in
-    NumPy over blocks of steps on every core. It calls
-    :func:`reference.block_reduce_stats`, the twin of ``common.cuh``'s block
-    reduction, so the sums come out in the GPU's reduction order.
+    every step's (Σr, Σr², max|r|) and flat count (:func:`step_stats`): a
+    numba kernel over blocks of steps on every core, doing per row the float32
+    operations of :func:`reference.block_reduce_stats` (the twin of
+    ``common.cuh``'s block reduction) in its order, so the sums come out in the
+    GPU's reduction order. It does not depend on the config: a caller that
+    replays one stream under many configs keeps it (``stats=``).
 phase 2
     the scalar state machine, a scan over steps per scenario: the one numba
     kernel of a replay. It calls :func:`reference.scalar_step`, the very
@@ -23,7 +25,7 @@ array ever exists.
 Compile time: each kernel has one explicit signature and is compiled on the
 first use of its entry point (:data:`ENTRIES`; :func:`compile_cpu` does it
 ahead, :func:`cpu_cache_warm` says whether numba's disk cache already holds
-it). Nothing [b]-wide is compiled.
+it). Of the [b]-wide work only phase 1 is compiled; the normalize pass is NumPy.
 
 With a GPU (``fast_gpu.available()`` is None) and ``device`` allowing it, the
 GPU backend runs; otherwise the CPU path. Both match the reference bit for bit.
