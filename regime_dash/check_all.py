@@ -118,7 +118,7 @@ def store_check(run_id: str, store: str | None = None, options: Mapping[str, Any
     from regime_dash.ingest.diag_rows import frame_reason, require_diag
     from regime_dash.store import RunStore
 
-    frame = RunStore(store).load(run_id)
+    frame = RunStore(store).load(run_id, narrow=True)  # as `check RUN` loads it
     frame = frame.drop(columns=[c for c in ("_line", "run") if c in frame.columns])
     frame = canonical_frame(frame, dict(aliases) if aliases else None)
     require_diag(run_id, frame_reason(frame))

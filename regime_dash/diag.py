@@ -143,11 +143,25 @@ def fold_and_phase(boundary: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     k+1 trains). Segment ``s`` is ``train`` when even, ``eval`` when odd, and its
     fold is ``s // 2``.
     """
-    seg = np.cumsum(np.asarray(boundary, dtype=bool)).astype(np.int64)
-    if len(seg) and boundary[0]:
-        seg -= 1  # a boundary at the first step opens segment 0, it does not end one
+    seg = _segments(boundary)
     phase = np.where(seg % 2 == 0, "train", "eval").astype(object)
     return (seg // 2).astype(np.int32), phase
+
+
+def _segments(boundary: np.ndarray) -> np.ndarray:
+    """int64 [T]: the segment of each step (:func:`fold_and_phase`'s model)."""
+    seg = np.cumsum(np.asarray(boundary, dtype=bool), dtype=np.int64)
+    if len(seg) and boundary[0]:
+        seg -= 1  # a boundary at the first step opens segment 0, it does not end one
+    return seg
+
+
+def _phase_column(seg: np.ndarray):
+    """The ``phase`` column of :func:`fold_and_phase` as pandas' own string array, taken from the two
+    words by index: the column pandas would make of the words, with no [T] array of Python strings."""
+    import pandas as pd
+
+    return pd.Series(["train", "eval"]).array.take(seg % 2)
 
 
 def frame_from_snapshot(snap: np.ndarray, flat_count: np.ndarray, b_size: int, step: np.ndarray,
@@ -171,8 +185,9 @@ def frame_from_snapshot(snap: np.ndarray, flat_count: np.ndarray, b_size: int, s
     fused
         Whether the fused controller path ran: then the frame has the :data:`FUSED_COLUMN` (all 1).
     """
-    fold, phase = fold_and_phase(boundary)
-    cols: dict[str, Any] = {"step": np.asarray(step, dtype=np.int64), "fold": fold, "phase": phase}
+    seg = _segments(boundary)
+    cols: dict[str, Any] = {"step": np.asarray(step, dtype=np.int64), "fold": (seg // 2).astype(np.int32),
+                            "phase": _phase_column(seg)}
     for j, col in enumerate(SNAPSHOT_COLUMNS):
         cols[col] = snap[:, j].astype(np.float32, copy=False)
     cols[FLAT_COUNT] = np.asarray(flat_count, dtype=np.int32)

@@ -25,7 +25,7 @@ import pandas as pd
 
 from regime_dash import diag, plotly_arrays
 from regime_dash.errors import ValidationError
-from regime_dash.figures_overlay import NONFINITE_COLOUR, break_at_nonfinite, nonfinite_points
+from regime_dash.figures_overlay import NONFINITE_COLOUR, all_finite, break_at_nonfinite, nonfinite_points
 
 # The panels' signals are diag's catalogue columns (diag.FLAG, diag.KELLY, ...): one list of names.
 #: The catalogue columns the seven panels draw (besides ``step``).
@@ -195,15 +195,15 @@ def downsample(x: np.ndarray, y: np.ndarray, n_out: int = DEFAULT_POINTS) -> Red
         raise ValidationError(f"n_out={n_out!r} must be at least 4", field="n_out", value=n_out)
     x = np.asarray(x)
     y = np.asarray(y, dtype=np.float64)
-    keep = np.isfinite(y)
-    if not keep.all():
+    if not all_finite(y):
+        keep = np.isfinite(y)
         x, y = x[keep], y[keep]
     empty = np.empty(0)
     if len(y) <= n_out:
         return Reduced(x, y, empty, empty, empty)
     from tsdownsample import MinMaxLTTBDownsampler
 
-    xf = x.astype(np.float64)
+    xf = np.asarray(x, dtype=np.float64)
     idx = MinMaxLTTBDownsampler().downsample(xf, y, n_out=n_out)
     buckets = max(2, n_out // 4)
     starts = np.linspace(0, len(y), buckets + 1).astype(np.int64)[:-1]
@@ -226,14 +226,16 @@ def spans(x: np.ndarray, flag: np.ndarray, min_gap: float = 0.0) -> list[tuple[f
     edges = np.diff(np.concatenate(([0], f.astype(np.int8), [0])))
     starts = np.flatnonzero(edges == 1)
     stops = np.flatnonzero(edges == -1) - 1
-    out: list[tuple[float, float]] = []
     xs = np.asarray(x)
-    for a, b in zip(xs[starts], xs[stops]):
-        if out and min_gap > 0 and float(a) - float(out[-1][1]) <= min_gap:
-            out[-1] = (out[-1][0], b)
-        else:
-            out.append((a, b))
-    return out
+    a, b = xs[starts], xs[stops]
+    if min_gap > 0 and len(a) > 1:
+        # a span merges into the one before when it starts within min_gap of that one's end; a merged
+        # span ends where its last member ends, so each gap is measured from the span just before
+        gap = a[1:].astype(np.float64) - b[:-1].astype(np.float64)
+        first = np.concatenate(([True], gap > min_gap))
+        last = np.concatenate((first[1:], [True]))
+        a, b = a[first], b[last]
+    return list(zip(a, b))
 
 
 def x_values(frame: pd.DataFrame, x: str = "step") -> np.ndarray:

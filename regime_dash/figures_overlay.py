@@ -206,6 +206,11 @@ def _wrap(text: str, width: int = 90) -> str:
 MAX_NONFINITE_MARKERS = 2000
 
 
+def all_finite(y: np.ndarray) -> bool:
+    """Whether every value is finite, read with a min and a max (no [T] mask; a NaN or ±Inf carries into them)."""
+    return y.size == 0 or bool(np.isfinite(y.min()) and np.isfinite(y.max()))
+
+
 def _nonfinite(y: np.ndarray) -> np.ndarray:
     """Non-finite values of a line, leaving out a leading run of NaN: a field that first appears
     mid-run was not recorded before, which is no value to mark."""
@@ -220,6 +225,8 @@ def nonfinite_points(xs: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndar
     """Where a line's NaN/±Inf values are: their x, a y to draw a marker at (the last finite value
     before it, else the first after, else 0) and the word their hover shows (``NaN``, ``+Inf``, ``-Inf``)."""
     y = np.asarray(y, dtype=np.float64)
+    if all_finite(y):
+        return np.empty(0), np.empty(0), []
     bad = _nonfinite(y)
     if not bad.any():
         return np.empty(0), np.empty(0), []
@@ -239,6 +246,8 @@ def nonfinite_points(xs: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndar
 def break_at_nonfinite(rx: np.ndarray, ry: np.ndarray, xs: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The reduced line ``(rx, ry)`` with a gap (y = NaN) at the start of every stretch where ``y`` is
     not finite, so that plotly breaks the line there instead of drawing it through."""
+    if all_finite(np.asarray(y, dtype=np.float64)):
+        return rx, ry
     bad = _nonfinite(y)
     if not bad.any():
         return rx, ry

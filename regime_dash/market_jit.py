@@ -1,16 +1,25 @@
-"""The market model of a scripted run stepped in numba: every step's draws and trades in one call.
+"""The market model's random numbers, and a scripted run stepped in numba with them.
 
-:func:`regime_dash.simulator.market_step` is the model, one step of NumPy calls. A
-scripted run (the open-loop presets of :mod:`regime_dash.scenarios`) decides its sizing
-from the market alone, so the whole run can be one compiled loop. It draws exactly what
-:class:`regime_dash.simulator.Draws` draws, from the same counter-based Philox stream:
-Philox4x64-10 keyed by the seed with the counter at ``[0, t, 0, 0]`` (the counter is
-bumped before each block of four words, as NumPy's ``Philox`` does), ``random()`` as
-``(word >> 11) · 2⁻⁵³``, and ``standard_normal()`` by NumPy's ziggurat on NumPy's tables
-(``ziggurat_normal.npz``: ``ki``, ``wi``, ``fi`` of its 256 layers, ``r`` and ``1/r``).
-The trades then follow ``market_step`` statement by statement; only the win-rate and
-win/loss-size EMAs are updated close by close, in account order (the recurrence
-``ema_over`` states, which it evaluates in closed form through a dot product).
+:func:`regime_dash.simulator.market_step` is the model, one step of NumPy calls; its draws
+(:class:`regime_dash.simulator.Draws`) are made here. The generator is counter-based, so
+any draw can be made alone: account ``i``'s draws at step ``t`` are the stream of NumPy's
+``Philox`` (Philox4x64-10) keyed by the seed with the counter at ``[0, t, i + 1, 0]``, that
+is ``Generator(Philox(key=seed, counter=[0, t, i + 1, 0]))``'s ``random()`` three times
+(close, win, open) and then ``standard_normal()`` (size); the step's τ is the first
+``random()`` of the counter ``[0, t, 0, 0]``. The counter is bumped before each block of four
+words, as NumPy's ``Philox`` does; ``random()`` is ``(word >> 11) · 2⁻⁵³`` and
+``standard_normal()`` NumPy's ziggurat on NumPy's tables (``ziggurat_normal.npz``: ``ki``,
+``wi``, ``fi`` of its 256 layers, ``r`` and ``1/r``), word for word. One block holds an
+account's three uniforms and the normal's first word, so a step's draws of an account are
+one Philox block (the ziggurat rejects about 1 % of first words and reads on).
+
+A scripted run (the open-loop presets of :mod:`regime_dash.scenarios`) decides its sizing
+from the market alone, so the whole run is one compiled loop, and it makes an account's
+block only in a step that reads it (the account holds a position or may open one): a run
+whose accounts sit flat with opening stopped, Run #8's trap, draws nothing but τ. The trades
+follow ``market_step`` statement by statement; only the win-rate and win/loss-size EMAs are
+updated close by close, in account order (the recurrence ``ema_over`` states, which it
+evaluates in closed form through a dot product).
 """
 from __future__ import annotations
 
@@ -19,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import njit, types
 from numba.extending import intrinsic
 
 _TABLES = np.load(Path(__file__).with_name("ziggurat_normal.npz"))
@@ -56,9 +65,9 @@ def _mulhilo(a, b):
 
 
 @njit(cache=True, inline="always")
-def _philox(n, t, k0, k1):
-    """Philox4x64-10 of the counter ``[n, t, 0, 0]`` under the key ``[k0, k1]``: four words."""
-    c0, c1, c2, c3 = n, t, np.uint64(0), np.uint64(0)
+def _philox(n, t, lane, k0, k1):
+    """Philox4x64-10 of the counter ``[n, t, lane, 0]`` under the key ``[k0, k1]``: four words."""
+    c0, c1, c2, c3 = n, t, lane, np.uint64(0)
     for r in range(10):
         if r:
             k0 += _W0
@@ -70,12 +79,12 @@ def _philox(n, t, k0, k1):
 
 
 @njit(cache=True, inline="always")
-def _word(n, pos, w0, w1, w2, w3, t, k0, k1):
-    """The next word of step ``t``'s stream; the stream's state is ``n`` (blocks made so far),
+def _word(n, pos, w0, w1, w2, w3, t, lane, k0, k1):
+    """The next word of the stream ``(t, lane)``; the stream's state is ``n`` (blocks made so far),
     ``pos`` (words of the last block used) and that block ``w0..w3``, returned updated."""
     if pos == 4:
         n += _ONE
-        w0, w1, w2, w3 = _philox(n, t, k0, k1)
+        w0, w1, w2, w3 = _philox(n, t, lane, k0, k1)
         pos = 0
     w = w0 if pos == 0 else w1 if pos == 1 else w2 if pos == 2 else w3
     return w, n, pos + 1, w0, w1, w2, w3
@@ -87,83 +96,81 @@ def _unit(w):
 
 
 @njit(cache=True)
+def _normal(w0, w1, w2, w3, t, lane, k0, k1, ki, wi, fi, nor_r, nor_inv_r):
+    """NumPy's ziggurat (``random_standard_normal``), word for word, on the stream ``(t, lane)``
+    whose first block is ``w0..w3`` and whose first three words are spent: it starts at ``w3``."""
+    n, pos = _ONE, 3
+    while True:
+        r, n, pos, w0, w1, w2, w3 = _word(n, pos, w0, w1, w2, w3, t, lane, k0, k1)
+        idx = np.int64(r & np.uint64(0xFF))
+        r >>= np.uint64(8)
+        rabs = (r >> _ONE) & np.uint64(0x000FFFFFFFFFFFFF)
+        x = np.float64(rabs) * wi[idx]
+        if r & _ONE:
+            x = -x
+        if rabs < ki[idx]:
+            return x
+        if idx == 0:
+            while True:
+                u, n, pos, w0, w1, w2, w3 = _word(n, pos, w0, w1, w2, w3, t, lane, k0, k1)
+                xx = -nor_inv_r * np.log1p(-_unit(u))
+                u, n, pos, w0, w1, w2, w3 = _word(n, pos, w0, w1, w2, w3, t, lane, k0, k1)
+                yy = -np.log1p(-_unit(u))
+                if yy + yy > xx * xx:
+                    return -(nor_r + xx) if (rabs >> np.uint64(8)) & _ONE else nor_r + xx
+        u, n, pos, w0, w1, w2, w3 = _word(n, pos, w0, w1, w2, w3, t, lane, k0, k1)
+        if (fi[idx - 1] - fi[idx]) * _unit(u) + fi[idx] < np.exp(-0.5 * x * x):
+            return x
+
+
+@njit(cache=True, inline="always")
+def _tau(t, k0, k1):
+    """Step ``t``'s τ draw: the first word of the stream ``(t, 0)``."""
+    return _unit(_philox(_ONE, t, np.uint64(0), k0, k1)[0])
+
+
+@njit(cache=True)
 def _draws(key0, key1, t, b, close, win, opn, size, ki, wi, fi, nor_r, nor_inv_r):
-    """Step ``t``'s draws into the four [b] arrays (``Draws.of``'s order); returns the tau draw."""
+    """Step ``t``'s draws of every account into the four [b] arrays; returns the tau draw."""
     t = np.uint64(t)
-    z = np.uint64(0)
-    n, pos, w0, w1, w2, w3 = z, 4, z, z, z, z
-    for out in (close, win, opn):
-        for i in range(b):
-            w, n, pos, w0, w1, w2, w3 = _word(n, pos, w0, w1, w2, w3, t, key0, key1)
-            out[i] = _unit(w)
     for i in range(b):
-        while True:  # NumPy's ziggurat (random_standard_normal), word for word
-            r, n, pos, w0, w1, w2, w3 = _word(n, pos, w0, w1, w2, w3, t, key0, key1)
-            idx = np.int64(r & np.uint64(0xFF))
-            r >>= np.uint64(8)
-            rabs = (r >> _ONE) & np.uint64(0x000FFFFFFFFFFFFF)
-            x = np.float64(rabs) * wi[idx]
-            if r & _ONE:
-                x = -x
-            if rabs < ki[idx]:
-                break
-            if idx == 0:
-                while True:
-                    u, n, pos, w0, w1, w2, w3 = _word(n, pos, w0, w1, w2, w3, t, key0, key1)
-                    xx = -nor_inv_r * np.log1p(-_unit(u))
-                    u, n, pos, w0, w1, w2, w3 = _word(n, pos, w0, w1, w2, w3, t, key0, key1)
-                    yy = -np.log1p(-_unit(u))
-                    if yy + yy > xx * xx:
-                        x = -(nor_r + xx) if (rabs >> np.uint64(8)) & _ONE else nor_r + xx
-                        break
-                break
-            u, n, pos, w0, w1, w2, w3 = _word(n, pos, w0, w1, w2, w3, t, key0, key1)
-            if (fi[idx - 1] - fi[idx]) * _unit(u) + fi[idx] < np.exp(-0.5 * x * x):
-                break
-        size[i] = x
-    w, n, pos, w0, w1, w2, w3 = _word(n, pos, w0, w1, w2, w3, t, key0, key1)
-    return _unit(w)
-
-
-#: Steps whose draws are made at once, over every core, before the market steps through them.
-CHUNK_STEPS = 4096
-
-
-@njit(cache=True, parallel=True)
-def _chunk_draws(key0, key1, t0, close, win, opn, size, tau, ki, wi, fi, nor_r, nor_inv_r):
-    """The draws of steps ``t0 .. t0 + len(tau)``, in parallel over the steps (each has its own counter)."""
-    b = close.shape[1]
-    for k in prange(len(tau)):
-        tau[k] = _draws(key0, key1, t0 + k, b, close[k], win[k], opn[k], size[k], ki, wi, fi, nor_r, nor_inv_r)
+        lane = np.uint64(i) + _ONE
+        w0, w1, w2, w3 = _philox(_ONE, t, lane, key0, key1)
+        close[i], win[i], opn[i] = _unit(w0), _unit(w1), _unit(w2)
+        size[i] = _normal(w0, w1, w2, w3, t, lane, key0, key1, ki, wi, fi, nor_r, nor_inv_r)
+    return _tau(t, key0, key1)
 
 
 def draws(seed: int, t: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
-    """Step ``t``'s ``close, win, open, size, tau``, the same numbers as ``simulator.Draws.of``."""
+    """Step ``t``'s ``close, win, open, size, tau`` of ``b`` accounts (``simulator.Draws.of``'s numbers)."""
     out = [np.empty(b) for _ in range(4)]
     tau = _draws(np.uint64(seed & (2 ** 64 - 1)), np.uint64(0), t, b, *out, KI, WI, FI, NOR_R, NOR_INV_R)
     return (*out, float(tau))
 
 
 @njit(cache=True)
-def _scripted(t0, p_true, boundary, force_flat, latch_from, prm, close, win, opn, size, taus,
-              lots, session, session_worst, tripped, sc, rewards, lots_out, edge_out, cooldown_out, worst_out,
-              tau_out):
-    """Steps ``t0 .. t0 + len(taus)`` of a scripted run (see :func:`scripted`) on their draws.
+def _scripted(key0, key1, p_true, boundary, force_flat, latch_from, prm, ki, wi, fi, nor_r, nor_inv_r,
+              rewards, lots_out, edge_out, cooldown_out, worst_out, tau_out):
+    """Every step of a scripted run (see :func:`scripted`), its draws made as they are read.
 
-    ``prm`` holds :data:`PARAMS` in order, then the scripted Kelly; the market's state is
-    carried from chunk to chunk in ``lots``, ``session``, ``session_worst``, ``tripped`` and
-    ``sc`` (``p_ema, w_ema, l_ema``, the previous step's edge, the cooldown, the trap latch);
-    the outputs are the run's whole stream arrays.
+    ``prm`` holds :data:`PARAMS` in order, then the scripted Kelly; the outputs are the run's
+    whole stream arrays. An account's draws of a step are one Philox block (and, for a normal
+    the ziggurat rejects, the blocks after it), made only when the step reads them: when the
+    account holds a position or may open one. What is not read is never made, and since every
+    draw is a function of its counter alone, the numbers read are the ones :func:`draws` gives.
     """
     hazard, pi_open, w, l, jitter, reward_scale, alpha = prm[0], prm[1], prm[2], prm[3], prm[4], prm[5], prm[6]
-    base_lots, dd_limit, cd_steps, tau_lo, tau_hi, scripted_kelly = prm[8], prm[9], prm[10], prm[11], \
-        prm[12], prm[13]
-    b = lots.shape[0]
+    p_ema, base_lots, dd_limit, cd_steps, tau_lo, tau_hi, scripted_kelly = prm[7], prm[8], prm[9], prm[10], \
+        prm[11], prm[12], prm[13]
+    b = rewards.shape[1]
+    lots = np.zeros(b, np.int32)
+    session, session_worst, tripped = np.zeros(b), np.zeros(b), np.zeros(b, np.bool_)
     keep, half_j2 = 1.0 - alpha, 0.5 * jitter ** 2
-    p_ema, w_ema, l_ema, edge = sc[0], sc[1], sc[2], sc[3]
-    cooldown, dead = np.int64(sc[4]), sc[5] != 0.0
-    for k in range(len(taus)):
-        t = t0 + k
+    w_ema, l_ema = w, l
+    edge = p_ema - (1.0 - p_ema) * l / w
+    cooldown, dead = 0, False
+    for t in range(rewards.shape[0]):
+        tt = np.uint64(t)
         dead = dead or (t >= latch_from and edge <= 0.0)
         if boundary[t]:
             session[:] = 0.0
@@ -177,11 +184,16 @@ def _scripted(t0, p_true, boundary, force_flat, latch_from, prm, close, win, opn
         newly = False
         for i in range(b):
             held = lots[i] > 0
-            closing = held if force_flat[t] else (held and close[k, i] < hazard)
+            if not held and not may_open:  # nothing read, nothing moves: the row's zeros stay as they are
+                continue
+            lane = np.uint64(i) + _ONE
+            w0, w1, w2, w3 = _philox(_ONE, tt, lane, key0, key1)
+            closing = held if force_flat[t] else (held and _unit(w0) < hazard)
             pnl = 0.0
             if closing:
-                won = win[k, i] < p_true[t]
-                per_lot = (w if won else -l) * math.exp(jitter * size[k, i] - half_j2)
+                won = _unit(w1) < p_true[t]
+                size = _normal(w0, w1, w2, w3, tt, lane, key0, key1, ki, wi, fi, nor_r, nor_inv_r)
+                per_lot = (w if won else -l) * math.exp(jitter * size - half_j2)
                 pnl = per_lot * np.float64(lots[i])
                 lots[i] = 0
                 p_ema = keep * p_ema + alpha * (1.0 if won else 0.0)
@@ -189,9 +201,9 @@ def _scripted(t0, p_true, boundary, force_flat, latch_from, prm, close, win, opn
                     w_ema = keep * w_ema + alpha * abs(per_lot)
                 else:
                     l_ema = keep * l_ema + alpha * abs(per_lot)
-            if may_open and not held and opn[k, i] < pi_open:
+            if may_open and not held and _unit(w2) < pi_open:
                 lots[i] = new_size
-            rewards[t, i] = np.float32(pnl * reward_scale)
+            rewards[t, i] = np.float32(pnl * reward_scale)  # the arrays start at zero: -0.0 is written too
             lots_out[t, i] = lots[i]
             session[i] += pnl
             session_worst[i] = min(session_worst[i], session[i])
@@ -204,19 +216,12 @@ def _scripted(t0, p_true, boundary, force_flat, latch_from, prm, close, win, opn
         edge = np.float64(edge_out[t])
         cooldown_out[t] = np.float32(cooldown)
         worst_out[t] = np.float32(session_worst.min())
-        tau_out[t] = np.float32(tau_lo + (tau_hi - tau_lo) * taus[k])
-    sc[0], sc[1], sc[2], sc[3], sc[4], sc[5] = p_ema, w_ema, l_ema, edge, cooldown, 1.0 if dead else 0.0
+        tau_out[t] = np.float32(tau_lo + (tau_hi - tau_lo) * _tau(tt, key0, key1))
 
 
 #: The market's fields in the order :func:`_scripted` reads them (then the scripted sizing fraction).
 PARAMS = ("hazard", "pi_open", "win", "loss", "jitter", "reward_scale", "ema_alpha", "p_ema0", "base_lots",
           "drawdown_limit", "cooldown_steps", "tau_lo", "tau_hi")
-
-
-def kelly_edge(p: float, w: float, l: float) -> float:
-    """``simulator.kelly_edge``: p − (1−p)·L/W (the market model's one formula, restated: this
-    module sits below the simulator)."""
-    return p - (1.0 - p) * l / w
 
 
 def scripted(seed: int, accounts: int, market, p_true: np.ndarray, *, kelly: float,
@@ -233,21 +238,13 @@ def scripted(seed: int, accounts: int, market, p_true: np.ndarray, *, kelly: flo
     boundary = np.zeros(n, bool) if boundary is None else np.asarray(boundary, bool)
     force_flat = np.zeros(n, bool) if force_flat is None else np.asarray(force_flat, bool)
     prm = np.array([float(getattr(market, f)) for f in PARAMS] + [float(kelly)])
-    out = {"rewards": np.empty((n, accounts), np.float32), "lots": np.empty((n, accounts), np.int32),
+    # zeros, not empty: a flat account's step writes nothing, and pages never written cost no memory
+    out = {"rewards": np.zeros((n, accounts), np.float32), "lots": np.zeros((n, accounts), np.int32),
            "kelly_analytic": np.empty(n, np.float32), "cooldown": np.empty(n, np.float32),
            "session_pnl_worst": np.empty(n, np.float32), "tau_action": np.empty(n, np.float32)}
-    state = (np.zeros(accounts, np.int32), np.zeros(accounts), np.zeros(accounts), np.zeros(accounts, bool),
-             np.array([market.p_ema0, market.win, market.loss,
-                       kelly_edge(market.p_ema0, market.win, market.loss), 0.0, 0.0]))
-    chunk = min(n, CHUNK_STEPS)
-    drawn = [np.empty((chunk, accounts)) for _ in range(4)] + [np.empty(chunk)]
-    key = np.uint64(seed)
     latch = n if latch_from is None else int(latch_from)
-    p_true = np.asarray(p_true, np.float64)
-    for t0 in range(0, n, chunk):
-        part = [a[:min(chunk, n - t0)] for a in drawn]
-        _chunk_draws(key, np.uint64(0), t0, *part, KI, WI, FI, NOR_R, NOR_INV_R)  # every core
-        _scripted(t0, p_true, boundary, force_flat, latch, prm, *part, *state, *out.values())
+    _scripted(np.uint64(seed), np.uint64(0), np.asarray(p_true, np.float64), boundary, force_flat, latch, prm,
+              KI, WI, FI, NOR_R, NOR_INV_R, *out.values())
     out["boundary"] = boundary
     out["step"] = np.arange(n, dtype=np.int64)
     return out

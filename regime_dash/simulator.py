@@ -28,10 +28,11 @@ session pnl first falls below −``drawdown_limit`` starts a cooldown of
 ``cooldown_steps`` during which nobody opens. ``reset_session_state`` (a fold
 boundary) zeroes session pnl, worst and cooldown; positions are carried over.
 
-Randomness is counter-based: step ``t``'s draws come from Philox keyed by the
-seed with the counter at ``t``, and every step draws the same arrays whatever
-the state, so a run is a function of (seed, schedule, market, config) alone and
-is the same on every engine, whatever was injected before.
+Randomness is counter-based: account ``i``'s draws at step ``t`` come from Philox
+keyed by the seed with the counter at ``(t, i)`` (:func:`account_rng`; made in numba by
+:mod:`regime_dash.market_jit`), and every step draws the same arrays whatever the state,
+so a run is a function of (seed, schedule, market, config) alone and is the same on every
+engine, whatever was injected before.
 """
 from __future__ import annotations
 
@@ -194,13 +195,14 @@ class Schedule:
         return t in self._shocks
 
 
-def step_rng(seed: int, t: int) -> np.random.Generator:
-    """The generator of step ``t``: Philox keyed by ``seed``, counter word 1 = ``t``.
+def account_rng(seed: int, t: int, account: int) -> np.random.Generator:
+    """The generator of account ``account`` at step ``t`` (``account`` -1: the step's τ): Philox keyed
+    by ``seed``, counter words 1 and 2 = ``t`` and ``account + 1``.
 
-    Draws within a step advance counter word 0 only, so no two steps share a
-    counter and step t's draws never depend on what earlier steps drew.
+    Draws within a stream advance counter word 0 only, so no two (step, account) pairs share a
+    counter and a draw never depends on what other steps or accounts drew.
     """
-    return np.random.Generator(np.random.Philox(key=seed, counter=[0, t, 0, 0]))
+    return np.random.Generator(np.random.Philox(key=seed, counter=[0, t, account + 1, 0]))
 
 
 def ema_over(ema: float, xs: np.ndarray, alpha: float) -> float:
@@ -230,8 +232,11 @@ class Draws:
 
     @classmethod
     def of(cls, seed: int, t: int, b: int) -> "Draws":
-        g = step_rng(seed, t)
-        return cls(g.random(b), g.random(b), g.random(b), g.standard_normal(b), float(g.random()))
+        """Step ``t``'s draws: per account :func:`account_rng`'s ``random()`` ×3 and ``standard_normal()``
+        (close, win, open, size), then the τ stream's ``random()``; made in numba, the same numbers."""
+        from regime_dash import market_jit
+
+        return cls(*market_jit.draws(seed, t, b))
 
 
 @dataclass

@@ -366,6 +366,34 @@ def _open_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
     return pq.ParquetWriter(path, schema, use_dictionary=strings or False, **_PARQUET_KW)
 
 
+def _in_order(table: pa.Table, keys: Sequence[str]) -> bool:
+    """Whether ``table`` is already sorted by ``keys`` (the first strictly increasing, with no null,
+    settles it): a run written in step order needs no sorted copy."""
+    import pyarrow.compute as pc
+
+    first = table.column(keys[0])
+    if len(first) < 2:
+        return True
+    if first.null_count or (pa.types.is_floating(first.type) and pc.any(pc.is_nan(first)).as_py()):
+        return False
+    return bool(pc.all(pc.greater(first.slice(1), first.slice(0, len(first) - 1))).as_py())
+
+
+def _narrowed(table: pa.Table) -> pa.Table:
+    """``table`` with each float64 column that holds float32 values only (NaN and nulls kept) as float32."""
+    import pyarrow.compute as pc
+
+    for i, f in enumerate(table.schema):
+        if not pa.types.is_float64(f.type):
+            continue
+        col = table.column(i)
+        small = pc.cast(col, pa.float32(), safe=False)
+        same = pc.or_kleene(pc.equal(pc.cast(small, pa.float64()), col), pc.is_nan(col))
+        if pc.all(same).as_py() is not False:  # every value (nulls aside) comes back as it was
+            table = table.set_column(i, pa.field(f.name, pa.float32(), f.nullable, f.metadata), small)
+    return table
+
+
 class RunStore:
     """A directory of ingested runs, readable as one hive-partitioned Parquet dataset.
 
@@ -927,7 +955,7 @@ class RunStore:
                              "--repair` moves it to _quarantine/", run_id=run_id,
                              path=str(part[0] or self.root)) from None
 
-    def load(self, run_id: str, columns: Sequence[str] | None = None):
+    def load(self, run_id: str, columns: Sequence[str] | None = None, *, narrow: bool = False):
         """The run as a pandas DataFrame sorted by ``step`` (stable, so file order breaks
         ties), with a fresh index.
 
@@ -937,6 +965,10 @@ class RunStore:
             The run.
         columns
             Columns to return (dotted names); all (including ``_line``) when ``None``.
+        narrow
+            Give a float64 column whose every value is a float32 (the diag's ISV slots, stored
+            from JSON as doubles) as float32: the same values in half the memory, in the dtype a
+            replay frame has. A column with any other value stays float64.
 
         Returns
         -------
@@ -952,11 +984,14 @@ class RunStore:
         sort_keys = [(c, "ascending") for c in ("step", LINE_COLUMN) if c in table.column_names
                      and (c != "step" or pa.types.is_integer(table.schema.field(c).type)
                           or pa.types.is_floating(table.schema.field(c).type))]
-        if sort_keys:
+        if sort_keys and not _in_order(table, [c for c, _ in sort_keys]):
             table = table.sort_by(sort_keys)
         if want is not None:
             table = table.select(want)
-        return table.to_pandas()
+        if narrow:
+            table = _narrowed(table)
+        # a block per column and each Arrow column freed once converted: no second copy of the run
+        return table.to_pandas(split_blocks=True, self_destruct=True)
 
     def schema(self) -> pa.Schema:
         """The unified schema of the whole store (every part footer, joined by name).

@@ -208,13 +208,18 @@ def problems(arrays: Mapping[str, Any], schema: Mapping[str, ArraySpec], *,
 
 
 def _value_problems(name: str, arr: np.ndarray, spec: ArraySpec) -> Iterator[StreamError]:
-    if arr.dtype.kind == "f":
+    if arr.size == 0:
+        return
+    # a min and a max read the array once with no temporaries (a NaN or an inf carries into them);
+    # the masks that find where a bad value sits are built only when there is one
+    low, high = arr.min(), arr.max()
+    if arr.dtype.kind == "f" and not (np.isfinite(low) and np.isfinite(high)):
         bad = ~np.isfinite(arr)
         if bad.any():
             i = np.argwhere(bad)[0]
             yield StreamError(f"{name} holds a non-finite value {float(arr[tuple(i)])!r} at {_where(i, spec)}",
                               field=name, value=float(arr[tuple(i)]))
-    if spec.lo is not None or spec.hi is not None:
+    if (spec.lo is not None and low < spec.lo) or (spec.hi is not None and high > spec.hi):
         out = np.zeros(arr.shape, dtype=bool)
         if spec.lo is not None:
             out |= arr < spec.lo

@@ -584,7 +584,7 @@ def test_replay_model_switch_toggle_lets_the_timeout_fire_with_resurrection_on(t
 
 
 def test_replay_fused_path_with_the_layer4_mirror_off_shows_the_drift_and_the_single_twin(tmp_path, monkeypatch):
-    """Fused path: the mirrors on agree with the single path; the Layer-4 mirror off names step 351."""
+    """Fused path: the mirrors on agree with the single path; the Layer-4 mirror off names step 341."""
     at = open_app(tmp_path / "store", monkeypatch)
     at.switch_page(page("replay")).run()
     at.radio(key="replay.controllers").set_value("fused").run()
@@ -595,7 +595,7 @@ def test_replay_fused_path_with_the_layer4_mirror_off_shows_the_drift_and_the_si
     at.toggle(key="replay.whatif.fused_mirror_resurrection").set_value(False).run()
     no_exception(at, "fused, Layer-4 mirror off")
     (err,) = [e.value for e in at.error if "fused_mirror_drift" in e.value]
-    assert "step 351" in err and "Layer-4" in err
+    assert "step 341" in err and "Layer-4" in err
     assert {t.get("legendgroup") for t in chart_spec(at)["data"]} == {"baseline", "what-if",
                                                                       "what-if, single path"}
     assert metric(at, "timeouts") == "1"  # no resurrection in the fused copy: the dead zone times out

@@ -107,6 +107,29 @@ def test_phase1_matches_the_reference_reduction_per_step():
         assert stats.flat[t] == np.count_nonzero(stream.lots[t] == 0)
 
 
+@pytest.mark.parametrize("b", [1, 31, 33, 128, 256, 257, 600])
+def test_phase1_kernel_gives_the_numpy_reduction_bits_at_warp_and_block_edges(b):
+    rng = np.random.default_rng(b)
+    rewards = (rng.standard_normal((200, b)) * 10).astype(np.float32)
+    rewards[rng.random(rewards.shape) < 0.2] = 0.0
+    rewards[rng.random(rewards.shape) < 0.1] = -0.0  # the sign of a zero sum is kept, as the tree gives it
+    lots = (rng.random((200, b)) < 0.5).astype(np.int32)
+    stats = fast.step_stats(Stream.make(rewards=rewards, lots=lots))
+    s, q, m = reference.block_reduce_stats(rewards)
+    assert stats.sums.tobytes() == np.stack([s, q, m], axis=1).astype(np.float32).tobytes()
+    assert np.array_equal(stats.flat, np.count_nonzero(lots == 0, axis=1))
+
+
+def test_kept_phase1_and_no_normalize_change_no_frame_bit():
+    stream = regime_stream(np.random.default_rng(3), 40, 300, v_pred=False)
+    whole = replay_trajectory(stream, CONFIGS[1], engine="fast", device="cpu")
+    kept = replay_trajectory(stream, CONFIGS[1], engine="fast", device="cpu", stats=fast.step_stats(stream),
+                             normalized=False)
+    assert kept.rewards_normalized is None and whole.rewards_normalized is not None
+    for col in whole.frame.columns:
+        assert whole.frame[col].equals(kept.frame[col]), col
+
+
 def test_cpu_sweep_scan_equals_single_scans():
     stream = regime_stream(np.random.default_rng(3), 200, 31, v_pred=False)
     rows = [initial_isv(c, None, DEFAULT_LAYOUT) for c in CONFIGS]

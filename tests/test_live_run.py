@@ -19,7 +19,7 @@ DZ = "risk_stack.regime.dead_zone."
 
 @pytest.fixture(scope="module")
 def trap():
-    """Run #8's trap: with resurrection off, one dead zone from step ~351 to the end (duration 2649)."""
+    """Run #8's trap: with resurrection off, one dead zone from step 341 to the end (duration 2659)."""
     return scenarios.make("kelly_trap_run8")
 
 
@@ -40,9 +40,9 @@ def test_playing_a_stream_step_by_step_is_its_replay(trap):
 
 
 def test_a_config_change_mid_stream_carries_the_isv_state_over(trap):
-    a = RegimeConfig(resurrection=False)             # max_duration 1000: the dead zone times out at 1351
+    a = RegimeConfig(resurrection=False)             # max_duration 1000: the dead zone times out at 1341
     b = a.replace(max_duration=600.0)
-    k = 800                                          # 449 steps into the dead zone
+    k = 800                                          # 459 steps into the dead zone
     run = LiveRun.of_stream(trap, a)
     run.step(k)
     before = replay_trajectory(trap.slice(0, k), a, engine="reference")

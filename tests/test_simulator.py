@@ -12,7 +12,7 @@ from regime_dash.engine import backend, engine_status, initial_isv, reference
 from regime_dash.engine.steppers import BackendStepper, ReferenceStepper
 from regime_dash.errors import ValidationError
 from regime_dash.simulator import (PRESETS, Draws, Market, Schedule, Simulator, ema_over, kelly_edge, simulate,
-                                   step_rng)
+                                   account_rng)
 from regime_dash.slots import DEFAULT_LAYOUT
 
 KELLY = "risk_stack.kelly.fraction"
@@ -81,14 +81,17 @@ def test_same_seed_same_run_other_seed_other_run():
 
 
 def test_rng_is_counter_based():
-    x = step_rng(5, 100).random(4)
-    g = step_rng(5, 99)
+    x = account_rng(5, 100, 3).random(4)
+    g = account_rng(5, 99, 3)
     g.random(10_000)  # however much step 99 draws ...
-    assert np.array_equal(step_rng(5, 100).random(4), x)  # ... step 100 draws the same
-    assert not np.array_equal(step_rng(5, 101).random(4), x)
-    assert not np.array_equal(step_rng(6, 100).random(4), x)
+    account_rng(5, 100, 2).random(10_000)  # ... or another account of step 100 ...
+    assert np.array_equal(account_rng(5, 100, 3).random(4), x)  # ... this one draws the same
+    assert not np.array_equal(account_rng(5, 101, 3).random(4), x)
+    assert not np.array_equal(account_rng(5, 100, 4).random(4), x)
+    assert not np.array_equal(account_rng(6, 100, 3).random(4), x)
     d = Draws.of(5, 100, 8)
     assert np.array_equal(d.close, Draws.of(5, 100, 8).close) and d.close.shape == (8,)
+    assert np.array_equal(Draws.of(5, 100, 3).close, d.close[:3])  # an account's draws do not depend on b
 
 
 def test_the_closed_loop_is_its_own_stream_replayed(rescued):

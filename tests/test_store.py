@@ -389,3 +389,20 @@ def test_memory_does_not_grow_with_file_size(tmp_path):
     p_big = _peak(big, tmp_path / "s2")
     growth = (p_big - p_small) / 2**20
     assert growth < 16, f"peak RSS grew by {growth:.1f} MB from a 10 MB to a 50 MB file"
+
+
+def test_narrow_load_gives_float32_only_where_every_value_is_one(tmp_path):
+    from regime_dash.store import RunStore
+
+    src = tmp_path / "n.jsonl"
+    lines = [{"step": 2 - i if i < 3 else i, "risk_stack.a": float(i) + 0.5, "risk_stack.b": 0.1 * i}
+             for i in range(6)]  # steps 2, 1, 0, 3, 4, 5: out of order, so the load sorts
+    src.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    store = RunStore(tmp_path / "store")
+    run_id = store.ingest(src).run_id
+    wide, narrow = store.load(run_id), store.load(run_id, narrow=True)
+    assert list(narrow["step"]) == [0, 1, 2, 3, 4, 5] == list(wide["step"])
+    assert narrow["risk_stack.a"].dtype == "float32"  # i + 0.5: float32 values
+    assert narrow["risk_stack.b"].dtype == "float64"  # 0.1·i: not, kept as they were
+    assert (narrow["risk_stack.a"].astype("float64") == wide["risk_stack.a"]).all()
+    assert narrow["risk_stack.b"].equals(wide["risk_stack.b"])

@@ -172,10 +172,11 @@ class FrameView:
         out: dict[str, np.ndarray] = {}
         for col in ("phase", "fold"):
             if col in self.frame.columns:
-                vals = self.frame[col].to_numpy(dtype=object)
-                known = pd.notna(vals)
+                # equal values get equal codes and a missing one -1: no [T] array of Python objects
+                codes = pd.factorize(self.frame[col], use_na_sentinel=True)[0]
+                known = codes >= 0
                 change = np.zeros(self.n, dtype=bool)
-                change[1:] = known[1:] & known[:-1] & (vals[1:] != vals[:-1])
+                change[1:] = known[1:] & known[:-1] & (codes[1:] != codes[:-1])
                 out[col] = change
         if self.has(RECENCY):
             rec, prev = self.f32(RECENCY), self.prev(RECENCY)

@@ -11,8 +11,10 @@ closed-loop simulator run (``calm``); the whole ``replay --out run.jsonl`` and
 writer on the same frame; ``ingest`` of that file against DuckDB's ``read_json``;
 ``check``; Explore's first chart of the stored run and a smoothing change (the figure
 dict the page sends; the browser's draw is ``bench ui``'s); the Replay page's what-if
-slider on the 1M-step stream (a replay with one field changed, and both charts'
-figure dicts) on the CPU fast engine, and on the GPU where there is one.
+slider on the 1M-step stream (a replay with one field changed and the chart's figure
+dict, the stream's phase 1 and the baseline's traces cached as the page caches them) on
+the CPU fast engine, and on the GPU where cupy and a device are present (one line saying
+why not otherwise).
 
 Every stage runs in a child process of its own, so its peak RSS (``ru_maxrss``) is its
 own; each prints its seconds, its throughput and, where it has one, the ratio to the
@@ -180,7 +182,7 @@ def _stage_explore(work: Path, a: argparse.Namespace) -> dict:
     t0 = time.perf_counter()
     store = RunStore(work / "store")
     run_id = store.list_runs()[0]["run_id"]
-    runs = {"long": store.load(run_id)}
+    runs = {"long": store.load(run_id, narrow=True)}  # as the page loads it
     signal_spec(runs)
     first = time.perf_counter() - t0
     t1 = time.perf_counter()
@@ -188,18 +190,34 @@ def _stage_explore(work: Path, a: argparse.Namespace) -> dict:
     return {"seconds": first, "units": a.steps, "unit": "steps", "smoothing_s": time.perf_counter() - t1}
 
 
+#: Points per trace of the Replay page's what-if chart (``ui/pages/replay.py``'s CHART_POINTS).
+WHATIF_POINTS = 700
+
+
 def _whatif(work: Path, a: argparse.Namespace, device: str) -> dict:
+    """A slider move as the Replay page makes it: the stream's phase 1 and the baseline's replay and
+    traces are the page's cached ones (made once, untimed); a move replays the scan with one field
+    changed and builds the what-if's traces and the figure dict."""
     from regime_dash.config import RegimeConfig
-    from regime_dash.engine import replay
-    from regime_dash.figures import signal_spec
+    from regime_dash.engine import fast, replay
+    from regime_dash.figures import run_traces, signal_spec
 
     stream = _stream(work)
-    base = replay(stream, RegimeConfig(), engine="fast", device=device)  # compiles, uploads: untimed
+    options = {} if device == "gpu" else {"stats": fast.step_stats(stream)}
+    base = replay(stream, RegimeConfig(), engine="fast", device=device, **options)  # compiles, uploads
+    kept = {}
+
+    def traces_of(label, frame, colour, **kw):
+        if label != "baseline":
+            return run_traces(label, frame, colour, **kw)
+        if "traces" not in kept:
+            kept["traces"] = run_traces(label, frame, colour, **kw)
+        return kept["traces"]
 
     def move(max_duration: int) -> float:
         t0 = time.perf_counter()
-        what_if = replay(stream, RegimeConfig(max_duration=max_duration), engine="fast", device=device)
-        signal_spec({"baseline": base, "what-if": what_if})
+        what_if = replay(stream, RegimeConfig(max_duration=max_duration), engine="fast", device=device, **options)
+        signal_spec({"baseline": base, "what-if": what_if}, n_out=WHATIF_POINTS, height=900, traces_of=traces_of)
         return time.perf_counter() - t0
 
     move(400)
@@ -216,7 +234,7 @@ def _stage_whatif_gpu(work: Path, a: argparse.Namespace) -> dict:
 
     reason = fast_gpu.available()
     if reason is not None:
-        return {"skipped": f"no GPU engine here ({reason})"}
+        return {"skipped": f"skipped: no GPU engine here ({(reason.splitlines() or ['?'])[0][:160]})"}
     return _whatif(work, a, "gpu")
 
 
@@ -243,7 +261,13 @@ STAGES: dict[str, tuple[str, Callable[[Path, argparse.Namespace], dict], str | N
 
 def child(args: argparse.Namespace) -> int:
     """One stage in this process: its figures as one JSON line on stdout."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu0 = usage.ru_utime + usage.ru_stime
     result = STAGES[args.child][1](Path(args.workdir), args)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    # the process's CPU seconds over the stage (every thread, set-up included): on a loaded machine
+    # the wall seconds are the machine's share, this is the work
+    result["cpu_s"] = usage.ru_utime + usage.ru_stime - cpu0
     result["rss_mb"] = _rss_mb()
     sys.stdout.write("\n" + json.dumps(result) + "\n")
     return 0
@@ -290,18 +314,22 @@ def _met(stage: str, row: dict, steps: int) -> str:
 
 
 def table(rows: dict[str, dict], steps: int) -> str:
-    lines = [f"{'stage':<15} {'seconds':>8} {'throughput':>16} {'peak RSS':>9} {'vs anchor':>10} {'target':>7}"]
+    lines = [f"{'stage':<15} {'seconds':>8} {'cpu s':>7} {'throughput':>16} {'peak RSS':>9} {'vs anchor':>10} "
+             f"{'target':>7}"]
     for stage, row in rows.items():
         if "seconds" not in row:
             lines.append(f"{stage:<15} {row.get('skipped') or 'error: ' + row.get('error', '?')}")
             continue
         rate = f"{row['units'] / row['seconds']:,.0f} {row['unit']}/s"
         ratio = f"{row['ratio']:.2f}x" if "ratio" in row else ""
-        lines.append(f"{stage:<15} {row['seconds']:8.2f} {rate:>16} {row['rss_mb']:7.0f}MB {ratio:>10} "
+        lines.append(f"{stage:<15} {row['seconds']:8.2f} {row.get('cpu_s', float('nan')):7.2f} {rate:>16} "
+                     f"{row['rss_mb']:7.0f}MB {ratio:>10} "
                      f"{_met(stage, row, steps):>7}")
         if "smoothing_s" in row:
             lines.append(f"{'  smoothing':<15} {row['smoothing_s']:8.2f}")
-    lines.append("vs anchor: the anchor's seconds over the stage's (> 1: faster than it); target: the stage's "
+    lines.append("cpu s: the stage process's CPU seconds over the stage (all threads; set-up included, the "
+                 "interpreter's start not); vs anchor: the anchor's seconds over the stage's (> 1: faster than it); "
+                 "target: the stage's "
                  f"(seconds scaled to T = {steps:,}, peak RSS < {RSS_LIMIT_MB:.0f} MB)")
     return "\n".join(lines)
 

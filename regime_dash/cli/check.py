@@ -155,7 +155,7 @@ def load_target(target: str, store: str | None = None,
             frame = frame.drop(columns=[ingest.LINE_COLUMN])
         return frame, {"file": path.name, "rejected_lines": report.rejected_count,
                        "not_diag": ingest.report_reason(report, aliases)}
-    frame = RunStore(store).load(ref)
+    frame = RunStore(store).load(ref, narrow=True)  # the slots as float32, as a replay or a Parquet run has them
     drop = [c for c in ("_line", "run") if c in frame.columns]
     return frame.drop(columns=drop), {"run_id": ref}
 

@@ -132,9 +132,31 @@ def snapshot_indices(layout: SlotLayout) -> np.ndarray:
     return np.array([layout.index(n) for n in diag.SNAPSHOT_SLOTS], dtype=np.int32)
 
 
-def input_columns(stream: Stream) -> dict[str, np.ndarray]:
+def _fast_module():
+    """The fast backend's module, imported as :func:`backend` imports it (by its name in :data:`ENGINES`)."""
+    return importlib.import_module(ENGINES["fast"].split(":")[0])
+
+
+def _fast_on_cpu(options: Mapping[str, Any]) -> bool:
+    return not _fast_module().use_gpu(options.get("device", "auto"))
+
+
+def input_columns(stream: Stream, sums: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The :data:`regime_dash.diag.INPUT_COLUMNS` of ``stream``: its edge and τ inputs, and each step's
     (Σr, Σr², max|r|) in rl_popart_normalize's reduction order (:func:`.reference.block_reduce_stats`)."""
+    sums = step_sums(stream) if sums is None else sums
+    values = (stream.kelly_analytic, stream.tau_action, sums[:, 0], sums[:, 1], sums[:, 2])
+    return {col: np.asarray(v, dtype=np.float32) for col, v in zip(diag.INPUT_COLUMNS.values(), values)}
+
+
+def step_sums(stream: Stream) -> np.ndarray:
+    """float32 [T, 3]: each step's (Σr, Σr², max|r|) in rl_popart_normalize's reduction order
+    (:func:`.reference.block_reduce_stats`): the fast engine's phase-1 kernel where numba is
+    installed (the same bits), else that NumPy function over blocks of steps."""
+    from regime_dash.engine._jit import HAVE_NUMBA
+
+    if HAVE_NUMBA:
+        return _fast_module().step_stats(stream).sums
     from regime_dash.engine.reference import block_reduce_stats
 
     t_steps = stream.rewards.shape[0]
@@ -143,8 +165,7 @@ def input_columns(stream: Stream) -> dict[str, np.ndarray]:
     for a in range(0, t_steps, chunk):
         s, q, m = block_reduce_stats(np.asarray(stream.rewards[a:a + chunk], dtype=np.float32))
         sums[a:a + chunk, 0], sums[a:a + chunk, 1], sums[a:a + chunk, 2] = s, q, m
-    values = (stream.kelly_analytic, stream.tau_action, sums[:, 0], sums[:, 1], sums[:, 2])
-    return {col: np.asarray(v, dtype=np.float32) for col, v in zip(diag.INPUT_COLUMNS.values(), values)}
+    return sums
 
 
 def replay_trajectory(stream: Stream, config: RegimeConfig | None = None, engine: str = "reference",
@@ -163,6 +184,8 @@ def replay_trajectory(stream: Stream, config: RegimeConfig | None = None, engine
     name = resolve_engine(engine)
     isv0, boot = initial_isv(config, isv, layout)
     run = backend(name)
+    if log_inputs and name == "fast" and options.get("stats") is None and _fast_on_cpu(options):
+        options["stats"] = _fast_module().step_stats(stream)  # phase 1 once: the scan's input and the logged sums
     t0 = time.perf_counter()
     snap, flat, normalized, v_pred, isv_end = run(stream, isv0, boot, layout, snapshot_indices(layout),
                                                   controllers=controllers, **options)
@@ -170,7 +193,8 @@ def replay_trajectory(stream: Stream, config: RegimeConfig | None = None, engine
     frame = diag.frame_from_snapshot(snap, flat, stream.accounts, stream.step, stream.boundary, config,
                                      fused=controllers == "fused")
     if log_inputs:
-        for col, values in input_columns(stream).items():
+        stats = options.get("stats")
+        for col, values in input_columns(stream, None if stats is None else stats.sums).items():
             frame[col] = values
     frame.attrs["layout_fingerprint"] = layout.fingerprint_hex()
     frame.attrs["engine"] = name
@@ -216,4 +240,7 @@ def replay(stream: Stream, config: RegimeConfig | None = None, engine: str = "re
         :data:`regime_dash.diag.FUSED_COLUMN`. ``attrs`` carries ``layout_fingerprint``,
         ``engine`` and ``controllers``.
     """
-    return replay_trajectory(stream, config, engine, isv, layout, log_inputs, controllers, **options).frame
+    name = resolve_engine(engine)
+    if name == "fast":
+        options.setdefault("normalized", False)  # the frame is all this returns: no [T, b] pass
+    return replay_trajectory(stream, config, name, isv, layout, log_inputs, controllers, **options).frame

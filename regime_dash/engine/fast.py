@@ -5,10 +5,12 @@ and the three batch sums of rl_popart_normalize (Σr, Σr², max|r|), and none o
 it depends on the ISV state. So the replay splits in two:
 
 phase 1
-    every step's (Σr, Σr², max|r|) and flat count (:func:`step_stats`), in
-    NumPy over blocks of steps on every core. It calls
-    :func:`reference.block_reduce_stats`, the twin of ``common.cuh``'s block
-    reduction, so the sums come out in the GPU's reduction order.
+    every step's (Σr, Σr², max|r|) and flat count (:func:`step_stats`): a
+    numba kernel over blocks of steps on every core, doing per row the float32
+    operations of :func:`reference.block_reduce_stats` (the twin of
+    ``common.cuh``'s block reduction) in its order, so the sums come out in the
+    GPU's reduction order. It does not depend on the config: a caller that
+    replays one stream under many configs keeps it (``stats=``).
 phase 2
     the scalar state machine, a scan over steps per scenario: the one numba
     kernel of a replay. It calls :func:`reference.scalar_step`, the very
@@ -23,7 +25,7 @@ array ever exists.
 Compile time: each kernel has one explicit signature and is compiled on the
 first use of its entry point (:data:`ENTRIES`; :func:`compile_cpu` does it
 ahead, :func:`cpu_cache_warm` says whether numba's disk cache already holds
-it). Nothing [b]-wide is compiled.
+it). Of the [b]-wide work only phase 1 is compiled; the normalize pass is NumPy.
 
 With a GPU (``fast_gpu.available()`` is None) and ``device`` allowing it, the
 GPU backend runs; otherwise the CPU path. Both match the reference bit for bit.
@@ -41,7 +43,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from regime_dash.engine import reference, summary
-from regime_dash.engine._jit import HAVE_NUMBA
+from regime_dash.engine._jit import HAVE_NUMBA, jitable
 from regime_dash.engine.controllers import check_controllers
 from regime_dash.engine.step_stats import StepStats
 from regime_dash.errors import EngineUnavailable, ValidationError
@@ -53,7 +55,7 @@ DEVICES = ("auto", "cpu", "gpu")
 # ---- compiled kernels -------------------------------------------------------------
 #: The numba kernels each entry point needs. Each is compiled (or loaded from
 #: numba's on-disk cache) on the first use of its entry point, for one signature.
-ENTRIES: dict[str, tuple[str, ...]] = {"replay": ("scan",), "sweep": ("sweep",)}
+ENTRIES: dict[str, tuple[str, ...]] = {"replay": ("stats", "scan"), "sweep": ("stats", "sweep")}
 
 # The sweep runs on a compact ISV: the registry slots in SLOT_ORDER order, then
 # any other slot the reset plan or the snapshot names. So the slot table is
@@ -114,6 +116,65 @@ def _make_scan(fingerprint: str):
     return scan
 
 
+_BLOCK_DIM, _WARP, _N_WARPS = reference.BLOCK_DIM, reference.WARP, reference.N_WARPS
+
+
+@jitable
+def _fmax(a, b):
+    """np.fmax: a NaN loses to a number."""
+    if a != a:
+        return b
+    if b != b:
+        return a
+    return a if a >= b else b
+
+
+@jitable
+def _tree(v, lo, op_max):
+    """Lane ``lo`` after the shuffle-down steps 16..1 over lanes ``lo .. lo + 31`` (in place), as
+    :func:`reference._warp_reduce_sum` / ``_warp_reduce_max`` compute it."""
+    offset = _WARP // 2
+    while offset > 0:
+        for lane in range(lo, lo + offset):
+            v[lane] = _fmax(v[lane], v[lane + offset]) if op_max else v[lane] + v[lane + offset]
+        offset >>= 1
+    return v[lo]
+
+
+def _make_stats(fingerprint: str):
+    def stats(rewards, lots, sums, flat, local):
+        """Phase 1 of rows ``0 .. len(flat)``: each row reduced as :func:`reference.block_reduce_stats`
+        reduces it (the same float32 operations in the same order), and its flat count."""
+        fingerprint  # noqa: B018
+        b = rewards.shape[1]
+        # lanes no element reaches hold +0, and so does the tree of a warp of such lanes: only the
+        # warps that some element reaches are reduced, the others' partials are the +0 they give
+        lanes = min(b, _BLOCK_DIM)
+        warps = (lanes + _WARP - 1) // _WARP
+        for t in range(rewards.shape[0]):
+            for q in range(3):
+                for lane in range(warps * _WARP):
+                    local[q, lane] = np.float32(0.0)
+            for start in range(0, b, _BLOCK_DIM):  # thread tid takes i = tid, tid + 256, ...
+                for lane in range(min(_BLOCK_DIM, b - start)):
+                    x = rewards[t, start + lane]
+                    local[0, lane] += x
+                    local[1, lane] += x * x
+                    local[2, lane] = _fmax(local[2, lane], abs(x))
+            for q in range(3):
+                row = local[q]
+                for w in range(_WARP):  # each warp's partial to lane w of the first warp, the rest 0
+                    row[_BLOCK_DIM + w] = _tree(row, w * _WARP, q == 2) if w < warps else np.float32(0.0)
+                sums[t, q] = _tree(row, _BLOCK_DIM, q == 2)
+            n_flat = 0
+            for i in range(b):
+                if lots[t, i] == 0:
+                    n_flat += 1
+            flat[t] = n_flat
+
+    return stats
+
+
 # Module globals rather than closure cells: numba freezes them in, and _dependency_fingerprint
 # (the closure) covers the sources they come from.
 _STEP = reference.scalar_step
@@ -158,13 +219,14 @@ def _signatures() -> dict[str, Any]:
     steps = (f32_2, i32, boolean, f32, f32, f32, f32)  # sums, flat, boundary, cooldown, worst, kelly, tau
     plan = (i32, i32, i32)  # r_idx, r_code, r_src
     return {
+        "stats": nt.void(f32_2, nt.Array(nt.int32, 2, "C"), f32_2, i32, f32_2),
         "scan": nt.void(*steps, f32, i32, f32, *plan, i32, nt.int64, f32_2, f32_2, nt.boolean),
         "sweep": nt.void(*steps, f32_2, f32_2, *plan, i32, nt.int64, nt.Array(nt.float64, 2, "C"),
                          i32, nt.Array(nt.float32, 3, "C"), f32, f32),
     }
 
 
-_MAKERS = {"scan": _make_scan, "sweep": _make_sweep}
+_MAKERS = {"stats": _make_stats, "scan": _make_scan, "sweep": _make_sweep}
 
 
 def _dispatcher(name: str, fingerprint: str):
@@ -361,18 +423,24 @@ ROW_BLOCK = 1024
 def step_stats(stream) -> StepStats:
     """Phase 1 on the CPU: per-step (Σr, Σr², max|r|) and flat count.
 
-    NumPy over blocks of steps, on every core (NumPy releases the GIL):
-    :func:`reference.block_reduce_stats` reduces every row of a [steps, b]
-    block exactly as it reduces one step, so nothing is compiled for phase 1.
+    The ``stats`` kernel over blocks of steps, on every core (it releases the GIL): each
+    row reduced as :func:`reference.block_reduce_stats` (the twin of ``common.cuh``'s block
+    reduction) reduces one step, the same float32 operations in the same order, with no
+    [steps, b] temporaries. Without numba, that NumPy function over the blocks.
     """
     t_steps = stream.steps
     sums = np.empty((t_steps, 3), dtype=np.float32)
     flat = np.empty(t_steps, dtype=np.int32)
+    rewards, lots = np.ascontiguousarray(stream.rewards, np.float32), np.ascontiguousarray(stream.lots, np.int32)
+    kernel = _kernel("stats") if HAVE_NUMBA else None
 
     def block(rows: slice) -> None:
-        s, q, m = reference.block_reduce_stats(stream.rewards[rows])
+        if kernel is not None:  # lanes 256 .. 287: the first warp's tree
+            kernel(rewards[rows], lots[rows], sums[rows], flat[rows], np.empty((3, _BLOCK_DIM + _WARP), np.float32))
+            return
+        s, q, m = reference.block_reduce_stats(rewards[rows])
         sums[rows, 0], sums[rows, 1], sums[rows, 2] = s, q, m
-        flat[rows] = np.count_nonzero(stream.lots[rows] == 0, axis=1)  # rl_regime_flat_count
+        flat[rows] = np.count_nonzero(lots[rows] == 0, axis=1)  # rl_regime_flat_count
 
     _run_blocks(block, _row_blocks(t_steps))
     return StepStats(sums, flat)
@@ -398,11 +466,13 @@ _POPART_IX[[reference.POPART_MEAN_INDEX, reference.POPART_SIGMA_INDEX, reference
 
 
 def run_cpu(stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout, snap_idx: np.ndarray,
-            stats: StepStats | None = None, controllers: str = "single"):
+            stats: StepStats | None = None, controllers: str = "single", normalized: bool = True):
     """The CPU fast replay; the backend contract of :func:`regime_dash.engine.replay_trajectory`.
 
     ``stats`` is phase 1 of ``stream`` when the caller already has it; ``controllers``
-    the risk-stack path (:mod:`regime_dash.engine.controllers`).
+    the risk-stack path (:mod:`regime_dash.engine.controllers`). ``normalized=False`` leaves
+    out the [T, b] pass after the scan (the normalized rewards and ``v_pred`` come back None):
+    a caller that keeps only the diag frame does not pay for them.
     """
     fused = check_controllers(controllers) == "fused"
     scan = _kernel("scan")
@@ -417,6 +487,8 @@ def run_cpu(stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout, snap
          stream.accounts, snap, popart, fused)
     # The [b]-wide passes in NumPy, by the reference's own functions over blocks of
     # steps: the same float32 operations per element, and nothing to compile.
+    if not normalized:
+        return snap, stats.flat.copy(), None, None, isv
     per_step = popart.T[:, :, None]  # [4, T, 1], read through _POPART_IX
     normalized = stream.rewards.copy()
     v_pred = None if stream.v_pred is None else stream.v_pred.copy()
@@ -542,7 +614,8 @@ def _run_blocks(block, blocks: Sequence[slice]) -> None:
 
 # ---- the backend ------------------------------------------------------------------------
 def run(stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout, snap_idx: np.ndarray,
-        device: str = "auto", controllers: str = "single"):
+        device: str = "auto", controllers: str = "single", stats: StepStats | None = None,
+        normalized: bool = True):
     """Backend of ``replay(..., engine="fast", device=...)``.
 
     Parameters
@@ -552,6 +625,12 @@ def run(stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout, snap_idx
         ``"cpu"`` the numba path, ``"auto"`` the GPU when it can run, else the CPU.
     controllers
         The risk-stack path, ``"single"`` or ``"fused"`` (:mod:`regime_dash.engine.controllers`).
+    stats
+        Phase 1 of ``stream`` (:func:`step_stats`) when the caller keeps it between replays of
+        one stream (it does not depend on the config); the CPU path then skips phase 1. The
+        GPU path runs its own.
+    normalized
+        False: the CPU path leaves out the normalized rewards and ``v_pred`` (None).
 
     Returns
     -------
@@ -562,7 +641,8 @@ def run(stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout, snap_idx
         from regime_dash.engine import fast_gpu
 
         return fast_gpu.run(stream, isv0, boot, layout, snap_idx, controllers=controllers)
-    return run_cpu(stream, isv0, boot, layout, snap_idx, controllers=controllers)
+    return run_cpu(stream, isv0, boot, layout, snap_idx, stats=stats, controllers=controllers,
+                   normalized=normalized)
 
 
 def sweep_summaries(stream, isv0s: np.ndarray, boot_rows: np.ndarray, layout: SlotLayout,

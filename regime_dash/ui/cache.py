@@ -45,7 +45,7 @@ def load_run(root: str, run_id: str, aliases: tuple = (), version: str = "") -> 
     ``version`` is part of the cache key only: a followed run passes its commit's, so each commit is read."""
     from regime_dash.aliases import canonical_frame
 
-    frame = canonical_frame(_store(root).load(run_id), dict(aliases) or None)
+    frame = canonical_frame(_store(root).load(run_id, narrow=True), dict(aliases) or None)  # slots as float32
     if "step" not in frame.columns:
         # A file without a step field is drawn against its line order; say so on the page.
         frame.insert(0, "step", range(len(frame)))
@@ -142,11 +142,25 @@ def replay(source_key: str, _stream, config: dict[str, Any], engine: str, layout
     its summary metrics are :func:`replay_summary` (separate, so a page can draw the
     chart before it pays for them).
     """
-    from regime_dash.engine import replay_trajectory
+    from regime_dash.engine import fast, replay_trajectory, resolve_engine
 
+    options = {}
+    if resolve_engine(engine) == "fast" and not fast.use_gpu("auto"):
+        # phase 1 does not depend on the config: a slider move replays the scan alone; and the
+        # page keeps only the frame, so the [T, b] normalized rewards are never made
+        options = {"stats": phase1(source_key, _stream), "normalized": False}
     traj = replay_trajectory(_stream, RegimeConfig(**config), engine=engine, layout=_layout,
-                             controllers=controllers)
+                             controllers=controllers, **options)
     return {"frame": traj.frame, "seconds": traj.seconds, "engine": traj.engine}
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def phase1(source_key: str, _stream):
+    """The fast CPU engine's phase 1 of ``_stream`` (identified by ``source_key``), shared by every
+    replay of it (read only: not copied on a hit)."""
+    from regime_dash.engine import fast
+
+    return fast.step_stats(_stream)
 
 
 def replay_summary(source_key: str, _stream, config: dict[str, Any], engine: str, layout_fingerprint: str = "",
