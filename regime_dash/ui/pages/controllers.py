@@ -15,6 +15,7 @@ import streamlit as st
 
 from regime_dash.errors import RegimeDashError
 from regime_dash.modules import MODULES, orphan_slots
+from regime_dash.text import markdown_literal
 from regime_dash.ui import cache, widgets
 
 KEY = "controllers"
@@ -93,14 +94,14 @@ with st.sidebar:
 try:
     config = m.config_type(**values)
 except RegimeDashError as exc:
-    st.error(f"Config rejected: {exc}")
+    st.error(f"Config rejected: {markdown_literal(exc)}")
     st.stop()
 
 try:
     base = cache.module_replay(name, seed, steps, m.config_type().as_dict(), engine)
     what_if = cache.module_replay(name, seed, steps, config.as_dict(), engine)
 except RegimeDashError as exc:
-    st.error(f"Replay failed: {exc}")
+    st.error(f"Replay failed: {markdown_literal(exc)}")
     st.stop()
 
 # only the open tab is built (a rerun when another is opened), and the checks table only when
@@ -157,7 +158,7 @@ if tab_sweep.open:
                 table = cache.module_sweep(name, seed, steps, field, grid, config.as_dict(), engine)
             except RegimeDashError as exc:
                 st.session_state.pop(result_key, None)
-                st.error(f"Sweep rejected: {exc}")
+                st.error(f"Sweep rejected: {markdown_literal(exc)}")
             else:
                 st.session_state[result_key] = {"field": field, "table": table, "config": config.as_dict()}
         last = st.session_state.get(result_key)
