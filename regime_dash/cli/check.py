@@ -33,7 +33,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from regime_dash.cli import help_of
+from regime_dash.cli import help_of, say
 
 if TYPE_CHECKING:  # the annotations only: pandas loads when the command runs
     import pandas as pd
@@ -49,7 +49,7 @@ def _emit(doc: dict, lines, as_json: bool) -> None:
         sys.stdout.write("\n")
     else:
         for line in lines:
-            print(line)
+            say(line)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -194,7 +194,7 @@ def run_check(args: argparse.Namespace) -> int:
         else:
             w = max(len(c.id) for c in CHECKS)
             for c in CHECKS:
-                print(f"{c.id:<{w}}  {c.title}")
+                say(f"{c.id:<{w}}  {c.title}")
         return 0
     if args.all:
         return run_check_all(args)
@@ -231,7 +231,7 @@ def _announce_rederivation(rows: int) -> None:
     from regime_dash.engine import rederive
 
     if rows >= rederive.PYTHON_ROWS and rederive.HAVE_NUMBA and not rederive.is_compiled():
-        print(f"re-deriving {rows:,} rows: loading the compiled re-derivation loop (the first time in a "
+        say(f"re-deriving {rows:,} rows: loading the compiled re-derivation loop (the first time in a "
               "checkout it compiles, about 10 s)", file=sys.stderr, flush=True)
 
 

@@ -21,7 +21,7 @@ import argparse
 import json
 import sys
 
-from regime_dash.cli import help_of
+from regime_dash.cli import help_of, say
 from regime_dash.errors import ConfigError
 
 
@@ -125,5 +125,5 @@ def run(args: argparse.Namespace) -> int:
         json.dump(result.to_dict(), sys.stdout, indent=1, allow_nan=False)
         sys.stdout.write("\n")
     else:
-        print("\n".join(format_report(result, source_name(args))))
+        say("\n".join(format_report(result, source_name(args))))
     return 0

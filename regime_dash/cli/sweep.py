@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from regime_dash.cli import help_of
+from regime_dash.cli import help_of, say
 from regime_dash.cli.progress import ProgressBar
 from regime_dash.errors import ConfigError, ValidationError
 
@@ -135,8 +135,8 @@ def run(args: argparse.Namespace) -> int:
         from regime_dash.engine.summary import METRICS
 
         # the fixed fields would drown the table; --out and --json keep them all
-        print(table[list(grid) + list(METRICS)].to_string(index=False))
-    print(f"swept {len(table)} configs over {stream.steps} steps × {stream.accounts} accounts "
+        say(table[list(grid) + list(METRICS)].to_string(index=False))
+    say(f"swept {len(table)} configs over {stream.steps} steps × {stream.accounts} accounts "
           f"(engine {result.engine}, {result.seconds:.2f} s)" + (f"; wrote {args.out}" if args.out else ""),
           file=sys.stderr)
     return 0
