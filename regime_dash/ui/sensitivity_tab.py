@@ -112,7 +112,7 @@ def sensitivity_tab(key: str, source_key: str, stream: Any, base: RegimeConfig |
         st.dataframe(result.pairs[result.pairs["interaction"] > 0], hide_index=True, key=f"{key}.pairs")
     if result.skipped:
         st.caption("Not replayed (RegimeConfig rejects them next to the base): "
-                   + "; ".join(f"{f}={v}: {m}" for f, v, m in result.skipped))
+                   + markdown_literal("; ".join(f"{f}={v}: {m}" for f, v, m in result.skipped)))
 
     names = [n for n, _ in result.ranking] + quiet
     if st.session_state.get(f"{key}.field") not in names:
