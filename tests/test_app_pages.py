@@ -599,7 +599,7 @@ def test_replay_fused_path_with_the_layer4_mirror_off_shows_the_drift_and_the_si
     at.toggle(key="replay.whatif.fused_mirror_resurrection").set_value(False).run()
     no_exception(at, "fused, Layer-4 mirror off")
     (err,) = [e.value for e in at.error if "fused_mirror_drift" in e.value]
-    assert "step 351" in err and "Layer-4" in err
+    assert "step 351" in err and "Layer-4" in shown(err)
     assert {t.get("legendgroup") for t in chart_spec(at)["data"]} == {"baseline", "what-if",
                                                                       "what-if, single path"}
     assert metric(at, "timeouts") == "1"  # no resurrection in the fused copy: the dead zone times out

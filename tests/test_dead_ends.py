@@ -94,7 +94,7 @@ def test_explore_exports_two_runs_with_mixed_types(tmp_path, monkeypatch, diag_l
     assert not at.error
     (button,) = at.get("download_button")
     assert protos.label(button).startswith("Download regime-dash-view.parquet (600 rows, ")
-    captions = [c.value for c in at.caption]
+    captions = [shown(c.value) for c in at.caption]
     # one type per column store-wide (issue 14): the second run's text labels were set
     # aside at ingest (label is float64 in both runs), so no column mixes types here;
     # test_export_* above covers the export of frames that do mix them
