@@ -258,7 +258,8 @@ def test_control_characters_from_files_are_printed_escaped_by_every_command(tmp_
     printed["check run"] = _run_cli(capsys, "check", rid, "--store", store)
     printed["diff"] = _run_cli(capsys, "diff", str(src), str(other), "--store", store)
     printed["tag"] = _run_cli(capsys, "tag", rid, f"t{ESC}", "--store", store)
-    printed["note"] = _run_cli(capsys, "note", rid, f"n{ESC}", "--store", store)
+    printed["note"] = _run_cli(capsys, "note", rid, f"n{ESC}\x7f", "--store", store)
+    printed["runs --json"] = _run_cli(capsys, "runs", "--json", "--store", store)  # JSON, DEL in the note
     printed["doctor"] = _run_cli(capsys, "doctor", "--store", store)
     printed["rm"] = _run_cli(capsys, "rm", f"gone{CSI}", "--store", store)
     printed["ingest missing"] = _run_cli(capsys, "ingest", str(tmp_path / f"none{ESC}.jsonl"), "--store", store)
@@ -273,11 +274,14 @@ def test_control_characters_from_files_are_printed_escaped_by_every_command(tmp_
     assert printed["tag"][0] == 2 and printed["rm"][0] == 2 and printed["ingest missing"][0] == 2
     assert f"stray{escaped}.txt" in printed["doctor"][1]
     assert printed["argparse"][0] == 2 and f"--x{escaped}" in printed["argparse"][1]
-    assert RunStore(store).meta(rid)["notes"] == f"n{ESC}"  # stored as given; only its printing is escaped
+    assert json.loads(printed["runs --json"][1])[0]["notes"] == f"n{ESC}\x7f"  # JSON's own escapes, still JSON
+    assert RunStore(store).meta(rid)["notes"] == f"n{ESC}\x7f"  # stored as given; only its printing is escaped
 
 
 def test_every_cli_line_is_printed_through_say():
-    """:func:`regime_dash.cli.say` is how a command prints (a bare print would let a file's escape
-    sequence through): no module of ``cli/`` calls ``print``."""
+    """:func:`regime_dash.cli.say` (and ``say_json``) is how a command prints (a bare print would let
+    a file's escape sequence through): no module of ``cli/`` calls ``print`` or ``json.dump``."""
     for path in sorted((REPO / "regime_dash" / "cli").glob("*.py")):
-        assert not re.findall(r"(?<![\w.])print\(", path.read_text()), f"{path.name} calls print(); use say()"
+        text = path.read_text()
+        assert not re.findall(r"(?<![\w.])print\(", text), f"{path.name} calls print(); use say()"
+        assert "json.dump(" not in text, f"{path.name} writes JSON itself; use say_json()"

@@ -82,7 +82,7 @@ def say(text: object = "", *, file: TextIO | None = None, flush: bool = False) -
     File names, keys, run names and values from files reach most lines; printed raw, an ESC
     sequence in one moves the cursor, recolours or clears the terminal. Every line a command
     prints goes through here (``tests/test_hostile_store.py`` checks that ``cli/`` has no other
-    ``print``); JSON output is written by :mod:`json`, which escapes control characters itself.
+    ``print``); JSON goes through :func:`say_json`.
     """
     from regime_dash.text import terminal_safe
 
@@ -90,6 +90,17 @@ def say(text: object = "", *, file: TextIO | None = None, flush: bool = False) -
     stream.write(terminal_safe(str(text)) + "\n")
     if flush:
         stream.flush()
+
+
+def say_json(doc: object, *, flush: bool = False, **dumps: object) -> None:
+    """Print ``doc`` as JSON (``dumps``: :func:`json.dumps`'s options). JSON writes every control
+    character as ``\\u00XX`` but DEL, which is written so here: no raw one reaches the terminal,
+    and the text stays JSON."""
+    import json
+
+    sys.stdout.write(json.dumps(doc, **dumps).replace("\x7f", "\\u007f") + "\n")
+    if flush:
+        sys.stdout.flush()
 
 
 class _Parser(argparse.ArgumentParser):

@@ -9,10 +9,9 @@ move failed.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from regime_dash.cli import say
+from regime_dash.cli import say, say_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,8 +44,7 @@ def run_doctor(args: argparse.Namespace) -> int:
     moved = repair(store, problems) if args.repair else []
     if args.json:
         where = {str(q.path): str(dest) for q, dest in moved}
-        json.dump([{**q.to_dict(), "moved_to": where.get(str(q.path))} for q in problems], sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        say_json([{**q.to_dict(), "moved_to": where.get(str(q.path))} for q in problems], indent=1)
     else:
         for q in problems:
             say(f"{q.kind:8}  {q.path}: {q.detail}")

@@ -15,11 +15,10 @@ without a diag field are rejected lines, with their line numbers. ``check``, ``d
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from regime_dash.cli import help_of, say
+from regime_dash.cli import help_of, say, say_json
 from regime_dash.errors import IngestError, StoreError
 
 
@@ -80,8 +79,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             _print_human(path, res)
     if args.json:
-        json.dump(results, sys.stdout, indent=None if len(results) > 20 else 1, default=str)
-        sys.stdout.write("\n")
+        say_json(results, indent=None if len(results) > 20 else 1, default=str)
     return rc
 
 

@@ -13,10 +13,9 @@ file, a name another run has, an unreadable file).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from regime_dash.cli import say
+from regime_dash.cli import say, say_json
 
 
 def add_follow_arguments(p: argparse.ArgumentParser) -> None:
@@ -71,9 +70,11 @@ def run_follow(args: argparse.Namespace) -> int:
             say(f"ALERT {a.run}: {a.check} fails from step {a.first_step}: {a.message[:160]}", flush=True)
             dispatch.send(a.to_dict())
         if c.rows or c.event or c.alerts:
-            say(json.dumps({"run_id": c.run_id, "rows": c.rows, "total_rows": c.total_rows,
-                              "last_step": c.last_step, "status": c.status, "failing": c.failing})
-                  if args.json else _status(c), flush=True)
+            if args.json:
+                say_json({"run_id": c.run_id, "rows": c.rows, "total_rows": c.total_rows,
+                          "last_step": c.last_step, "status": c.status, "failing": c.failing}, flush=True)
+            else:
+                say(_status(c), flush=True)
 
     why = follow(fset, until_idle=args.until_idle, on_commit=on_commit)
     dispatch.close()

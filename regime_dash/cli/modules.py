@@ -18,11 +18,9 @@ slots that have consumers but no producer (SP14's slot 388).
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
-from regime_dash.cli import help_of, say
+from regime_dash.cli import help_of, say, say_json
 
 OUT_SUFFIXES = (".jsonl", ".parquet")
 
@@ -97,9 +95,8 @@ def run_replay(args: argparse.Namespace) -> int:
         else:
             frame.to_parquet(out)
     if args.json:
-        json.dump({"module": m.name, "engine": args.engine, "steps": len(frame), "summary": summary,
-                   "checks": checks, "out": args.out}, sys.stdout, indent=1, default=float)
-        sys.stdout.write("\n")
+        say_json({"module": m.name, "engine": args.engine, "steps": len(frame), "summary": summary,
+                  "checks": checks, "out": args.out}, indent=1, default=float)
     else:
         say(f"{m.name}: {len(frame)} steps on {args.engine}" + (f", written to {args.out}" if args.out else ""))
         for k, v in summary.items():
@@ -127,9 +124,8 @@ def run_sweep(args: argparse.Namespace) -> int:
     table = sweep_module(m, m.demo_stream(args.seed, args.steps), parse_grid(m, args.grid), args.engine,
                          base=parse_settings(m, args.set))
     if args.json:
-        json.dump({"module": m.name, "engine": args.engine, "rows": table.to_dict(orient="records")},
-                  sys.stdout, indent=1, default=float)
-        sys.stdout.write("\n")
+        say_json({"module": m.name, "engine": args.engine, "rows": table.to_dict(orient="records")},
+                 indent=1, default=float)
     else:
         with pd.option_context("display.width", 200, "display.max_columns", 50):
             say(table.to_string(index=False))

@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from regime_dash.cli import help_of, say
+from regime_dash.cli import help_of, say, say_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,8 +38,7 @@ def run_list(args: argparse.Namespace) -> int:
         say(f"note: {len(orphans)} run folder(s) without a readable _meta.json are not listed; "
               "`python -m regime_dash doctor --repair` moves them to _quarantine/", file=sys.stderr)
     if args.json:
-        json.dump(runs, sys.stdout, indent=1, default=str)
-        sys.stdout.write("\n")
+        say_json(runs, indent=1, default=str)
         return 0
     if not runs:
         say("no runs")

@@ -19,12 +19,11 @@ running scheduler's address); the table is the same as in-process.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from regime_dash.cli import help_of, say
+from regime_dash.cli import help_of, say, say_json
 from regime_dash.cli.progress import ProgressBar
 from regime_dash.errors import ConfigError, ValidationError
 
@@ -129,8 +128,7 @@ def run(args: argparse.Namespace) -> int:
         write_table(table, args.out)
     if args.json:
         # to_dict, not to_json: pandas' JSON writer rounds floats to 10 digits
-        json.dump(table.to_dict("records"), sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        say_json(table.to_dict("records"), indent=1)
     elif not args.out:
         from regime_dash.engine.summary import METRICS
 
