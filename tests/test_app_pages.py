@@ -38,6 +38,14 @@ def open_app(store: Path, monkeypatch) -> AppTest:
     return AppTest.from_file(APP, default_timeout=TIMEOUT).run()
 
 
+def shown(markdown: str) -> str:
+    """The text a reader sees of an element's Markdown: the backslash escapes that keep file
+    text literal (:func:`regime_dash.text.markdown_literal`) taken out."""
+    import re
+
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)
+
+
 def no_exception(at: AppTest, where: str) -> None:
     assert not at.exception, f"{where}: {[e.message for e in at.exception]}"
 
@@ -595,7 +603,7 @@ def test_replay_fused_path_with_the_layer4_mirror_off_shows_the_drift_and_the_si
     at.toggle(key="replay.whatif.fused_mirror_resurrection").set_value(False).run()
     no_exception(at, "fused, Layer-4 mirror off")
     (err,) = [e.value for e in at.error if "fused_mirror_drift" in e.value]
-    assert "step 341" in err and "Layer-4" in err
+    assert "step 341" in err and "Layer-4" in shown(err)
     assert {t.get("legendgroup") for t in chart_spec(at)["data"]} == {"baseline", "what-if",
                                                                       "what-if, single path"}
     assert metric(at, "timeouts") == "1"  # no resurrection in the fused copy: the dead zone times out
@@ -628,7 +636,7 @@ def test_replay_rejects_bad_config_and_marks_engines(tmp_path, monkeypatch):
     at.switch_page(page("replay")).run()
     at.slider(key="replay.whatif.eps_min").set_value(0.9).run()
     no_exception(at, "eps_min > eps_max")
-    assert any("eps_min=0.9" in e.value for e in at.error)
+    assert any("eps_min=0.9" in shown(e.value) for e in at.error)
     status = engine_status()
     engine = at.selectbox(key="replay.engine")
     assert engine.options[:1] == ["auto (→ fast)"] or engine.options[0].startswith("auto")
@@ -712,9 +720,9 @@ def test_slots_filter_import_and_report(tmp_path, monkeypatch):
     at.file_uploader(key="slots.upload").set_value(("isv_slots.rs", rs, "text/plain")).run()
     no_exception(at, "import")
     assert metric(at, "Fingerprint (FNV-1a 64)") != default_fp
-    assert any("overlap at [697]" in e.value for e in at.error)
+    assert any("overlap at [697]" in shown(e.value) for e in at.error)
     at.file_uploader(key="slots.upload").set_value(("isv_slots.rs", b"fn main() {}\n", "text/plain")).run()
-    assert any("no `pub const" in e.value for e in at.error)
+    assert any("no `pub const" in shown(e.value) for e in at.error)
 
 
 def test_streamlit_config_is_deliberate():
@@ -741,10 +749,10 @@ def test_an_imported_layout_is_used_by_replays(tmp_path, monkeypatch):
     assert moved != DEFAULT_LAYOUT.fingerprint_hex()
     at.switch_page(page("replay")).run()
     no_exception(at, "replay with the imported layout")
-    assert any(f"isv_slots.rs, fingerprint {moved}" in c.value for c in at.caption)
+    assert any(f"isv_slots.rs, fingerprint {moved}" in shown(c.value) for c in at.caption)
     assert metric(at, "dead zone steps") == before  # same semantics, other indices
     at.switch_page(page("slots")).run()
-    assert any("Replays use the layout of isv_slots.rs" in i.value for i in at.info)
+    assert any("Replays use the layout of isv_slots.rs" in shown(i.value) for i in at.info)
     at.button(key="slots.reset").click().run()
     at.switch_page(page("replay")).run()
     assert any(f"fingerprint {DEFAULT_LAYOUT.fingerprint_hex()}" in c.value for c in at.caption)
@@ -755,7 +763,7 @@ def test_compare_two_runs(loaded):
     at = loaded
     at.switch_page(page("compare")).run()
     no_exception(at, "compare")
-    assert any(w.value.startswith("differ: first at step") for w in at.warning)
+    assert any(shown(w.value).startswith("differ: first at step") for w in at.warning)
     n = int(metric(at, "differing fields"))
     assert n > 0
     # the fields table and the full report are built only once their expander is opened
@@ -894,12 +902,12 @@ def test_runs_delete_refuses_when_the_confirmed_run_is_gone(loaded, tmp_path):
     first, second = [r["run_id"] for r in store.list_runs()]
     at.selectbox(key="runs.delete.run").set_value(second).run()
     at.checkbox(key="runs.delete.sure").check().run()
-    assert second in at.checkbox(key="runs.delete.sure").label  # the tick names its run
+    assert second in shown(at.checkbox(key="runs.delete.sure").label)  # the tick names its run
     store.delete(second)  # the other tab's delete
     at.button(key="runs.delete.go").click().run()
     no_exception(at, "delete after the run went")
     assert [r["run_id"] for r in store.list_runs()] == [first]
-    assert any(second in w.value and "nothing was deleted" in w.value for w in at.warning)
+    assert any(second in shown(w.value) and "nothing was deleted" in w.value for w in at.warning)
     assert not at.checkbox(key="runs.delete.sure").value
 
 
@@ -913,7 +921,7 @@ def test_runs_delete_refuses_a_run_picked_after_the_tick(loaded, tmp_path):
     at.selectbox(key="runs.delete.run").set_value(second).run()
     assert at.button(key="runs.delete.go").disabled  # the tick was for the first run: it is cleared
     assert not at.checkbox(key="runs.delete.sure").value
-    assert any(first in w.value and "nothing was deleted" in w.value for w in at.warning)
+    assert any(first in shown(w.value) and "nothing was deleted" in w.value for w in at.warning)
     assert len(store.list_runs()) == 2
 
 
@@ -931,5 +939,5 @@ def test_explore_draws_the_good_run_beside_a_damaged_one(loaded, tmp_path):
     at.multiselect(key="explore.runs").set_value([good, bad]).run()
     no_exception(at, "explore with a damaged run")
     errors = [e.value for e in at.error]
-    assert len(errors) == 1 and "damaged" in errors[0] and bad[-6:] in errors[0], errors
+    assert len(errors) == 1 and "damaged" in errors[0] and bad[-6:] in shown(errors[0]), errors
     assert charts(at) or drawn_in_place(at)

@@ -20,7 +20,8 @@ from regime_dash.errors import ConfigError, ExportError  # noqa: E402
 from regime_dash.export import settle, to_bytes  # noqa: E402
 from regime_dash.sweep import expand_configs  # noqa: E402
 import apptest_protos as protos  # noqa: E402
-from tests.test_app_pages import chart_spec, charts, no_exception, open_app, page, run_ids, values  # noqa: E402
+from tests.test_app_pages import (chart_spec, charts, no_exception, open_app, page, run_ids, shown,  # noqa: E402
+                                  values)
 
 @pytest.fixture(scope="module")
 def diag_lines(tmp_path_factory) -> list[dict]:
@@ -93,7 +94,7 @@ def test_explore_exports_two_runs_with_mixed_types(tmp_path, monkeypatch, diag_l
     assert not at.error
     (button,) = at.get("download_button")
     assert protos.label(button).startswith("Download regime-dash-view.parquet (600 rows, ")
-    captions = [c.value for c in at.caption]
+    captions = [shown(c.value) for c in at.caption]
     # one type per column store-wide (issue 14): the second run's text labels were set
     # aside at ingest (label is float64 in both runs), so no column mixes types here;
     # test_export_* above covers the export of frames that do mix them
@@ -109,7 +110,7 @@ def test_explore_exports_two_runs_with_mixed_types(tmp_path, monkeypatch, diag_l
     monkeypatch.setattr(export, "to_bytes", refuse)
     at.button(key="explore.download.prepare").click().run()
     no_exception(at, "failing export")
-    assert [e.value for e in at.error] == ["Export failed: column 'label' cannot be written as Parquet: planted"]
+    assert [shown(e.value) for e in at.error] == ["Export failed: column 'label' cannot be written as Parquet: planted"]
     assert not at.get("download_button")
 
 
@@ -186,7 +187,7 @@ def test_compare_starts_on_runs_sharing_steps_and_ignores_storage_details(tmp_pa
     names = {r: n for r, n in zip(run_ids(), ["twin", "later", "plain"])}
     a, b = at.selectbox(key="compare.a").value, at.selectbox(key="compare.b").value
     assert {names.get(a), names.get(b)} == {"twin", "plain"}, (a, b)  # "later" shares no step
-    assert [s.value for s in at.success] == ["identical: 300 steps, every field equal"]
+    assert [shown(s.value) for s in at.success] == ["identical: 300 steps, every field equal"]
     at.selectbox(key="compare.b").set_value([r for r in run_ids() if names[r] == "later"][0]).run()
     no_exception(at, "disjoint")
     assert any("share no step" in w.value for w in at.warning)

@@ -7,6 +7,7 @@ globs equals the ``runs`` total.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -216,3 +217,71 @@ def test_a_step_beyond_2_53_is_a_rejected_line_with_its_reason(tmp_path, step):
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     summary = json.loads(proc.stdout)["summary"]
     assert (summary["first_step"], summary["last_step"], summary["rows_without_step"]) == (0, 99, 0)
+
+
+#: Raw control characters (tab and newline aside): what must never reach the terminal.
+RAW_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: Clear the screen, set the window title (OSC ... BEL), and a C1 CSI that recolours.
+ESC, CSI = "\x1b[2J\x1b]0;owned\x07", "\x9b31m"
+
+
+def _run_cli(capsys, *argv: str) -> tuple[int, str]:
+    """One command in this process (:func:`regime_dash.cli.main`): its exit status and all it printed."""
+    from regime_dash.cli import main
+
+    try:
+        rc = main(list(argv))
+    except SystemExit as exc:  # argparse's refusals
+        rc = exc.code
+    got = capsys.readouterr()
+    return rc, got.out + got.err
+
+
+def test_control_characters_from_files_are_printed_escaped_by_every_command(tmp_path, capsys):
+    """File names, keys, set-aside values, stray files, refused arguments and the errors that echo
+    them, through ingest, runs, check (file and run), diff, tag, note, doctor, rm and argparse."""
+    store = str(tmp_path / "store")
+    lines = [json.dumps({"step": i, f"k{ESC}": float(i), f"c{CSI}": 1.0}) for i in range(6)]
+    lines.append(json.dumps({"step": 6, f"k{ESC}": f"text{ESC}", f"c{CSI}": 1.0}))  # set aside: a string
+    src = tmp_path / f"evil{ESC}.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    other = tmp_path / f"other{CSI}.jsonl"
+    other.write_text("\n".join(lines[:-1]).replace('"k\\u001b[2J\\u001b]0;owned\\u0007": 5.0',
+                                                   '"k\\u001b[2J\\u001b]0;owned\\u0007": 9.0') + "\n")
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / f"stray{ESC}.txt").write_text("x")
+    printed = {}
+    printed["ingest"] = _run_cli(capsys, "ingest", str(src), "--store", store)
+    rid = RunStore(store).list_runs()[0]["run_id"]
+    printed["runs"] = _run_cli(capsys, "runs", "--store", store)
+    printed["check file"] = _run_cli(capsys, "check", str(src), "--store", store)
+    printed["check run"] = _run_cli(capsys, "check", rid, "--store", store)
+    printed["diff"] = _run_cli(capsys, "diff", str(src), str(other), "--store", store)
+    printed["tag"] = _run_cli(capsys, "tag", rid, f"t{ESC}", "--store", store)
+    printed["note"] = _run_cli(capsys, "note", rid, f"n{ESC}\x7f", "--store", store)
+    printed["runs --json"] = _run_cli(capsys, "runs", "--json", "--store", store)  # JSON, DEL in the note
+    printed["doctor"] = _run_cli(capsys, "doctor", "--store", store)
+    printed["rm"] = _run_cli(capsys, "rm", f"gone{CSI}", "--store", store)
+    printed["ingest missing"] = _run_cli(capsys, "ingest", str(tmp_path / f"none{ESC}.jsonl"), "--store", store)
+    printed["argparse"] = _run_cli(capsys, "runs", f"--x{ESC}")
+    for what, (rc, text) in printed.items():
+        assert not RAW_CONTROL.findall(text), f"{what} (exit {rc}) printed raw {RAW_CONTROL.findall(text)}: {text!r}"
+    escaped = "\\x1b[2J\\x1b]0;owned\\x07"
+    assert printed["ingest"][0] == 0 and f"evil{escaped}.jsonl" in printed["ingest"][1]
+    assert f"line 7: k{escaped} = " in printed["ingest"][1]  # the set-aside value's key (its value: JSON text)
+    assert f"evil{escaped}.jsonl" in printed["check file"][1]  # the report names the file
+    assert printed["diff"][0] == 1 and f"k{escaped}" in printed["diff"][1]  # the differing column
+    assert printed["tag"][0] == 2 and printed["rm"][0] == 2 and printed["ingest missing"][0] == 2
+    assert f"stray{escaped}.txt" in printed["doctor"][1]
+    assert printed["argparse"][0] == 2 and f"--x{escaped}" in printed["argparse"][1]
+    assert json.loads(printed["runs --json"][1])[0]["notes"] == f"n{ESC}\x7f"  # JSON's own escapes, still JSON
+    assert RunStore(store).meta(rid)["notes"] == f"n{ESC}\x7f"  # stored as given; only its printing is escaped
+
+
+def test_every_cli_line_is_printed_through_say():
+    """:func:`regime_dash.cli.say` (and ``say_json``) is how a command prints (a bare print would let
+    a file's escape sequence through): no module of ``cli/`` calls ``print`` or ``json.dump``."""
+    for path in sorted((REPO / "regime_dash" / "cli").glob("*.py")):
+        text = path.read_text()
+        assert not re.findall(r"(?<![\w.])print\(", text), f"{path.name} calls print(); use say()"
+        assert "json.dump(" not in text, f"{path.name} writes JSON itself; use say_json()"

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("streamlit")
 
 from regime_dash import RegimeConfig, replay  # noqa: E402
-from tests.test_app_pages import (chart_spec, metric, no_exception, open_app, page,  # noqa: E402
+from tests.test_app_pages import (chart_spec, metric, no_exception, open_app, page, shown,  # noqa: E402
                                   upload_sample_stream, values)
 
 
@@ -126,7 +126,7 @@ def test_live_scenario_and_a_rejected_config(tmp_path, monkeypatch):
     assert run.source.startswith("scenario:tail_shock:") and run.t == 1
     at.slider(key="live.config.eps_min").set_value(0.9).run()  # above eps_max 0.5
     no_exception(at, "bad config")
-    assert any("eps_min=0.9" in e.value and "keeps its current config" in e.value for e in at.error)
+    assert any("eps_min=0.9" in shown(e.value) and "keeps its current config" in e.value for e in at.error)
     assert at.session_state["live.run"] is run and run.changes == []
     at.button(key="live.controls.step").click().run()
     assert run.t == 2
@@ -144,5 +144,5 @@ def test_live_injection_after_the_end_of_a_stream_is_a_warning(tmp_path, monkeyp
     assert any("played to its end" in i.value for i in at.info)
     at.button(key="live.controls.flat").click().run()
     no_exception(at, "flat after the end")
-    assert any("played to its end (100 steps): nothing left to flatten" in w.value for w in at.warning)
+    assert any("played to its end (100 steps): nothing left to flatten" in shown(w.value) for w in at.warning)
     assert len(at.get("plotly_chart")) == 1  # the chart stays

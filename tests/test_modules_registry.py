@@ -372,7 +372,7 @@ def test_controllers_page_sliders_checks_figures_slots_and_sweep():
 
     from streamlit.testing.v1 import AppTest
 
-    from tests.test_app_pages import charts
+    from tests.test_app_pages import charts, shown
 
     page = Path(__file__).resolve().parents[1] / "regime_dash" / "ui" / "pages" / "controllers.py"
     at = AppTest.from_file(str(page), default_timeout=180).run()
@@ -407,7 +407,7 @@ def test_controllers_page_sliders_checks_figures_slots_and_sweep():
     k_aux = next(m for m in at.metric if m.label == "k aux min")
     assert float(k_aux.value) < 20.0 and k_aux.delta  # moved from the baseline's pinned K_BASE_AUX
     at.sidebar.slider(key="controllers.sp14_alpha_grad_gate.cfg.beta_base").set_value(0.99).run()
-    assert any("beta_base=0.99" in e.value for e in at.error)
+    assert any("beta_base=0.99" in shown(e.value) for e in at.error)
     at.sidebar.slider(key="controllers.sp14_alpha_grad_gate.cfg.beta_base").set_value(0.5).run()
     at.session_state["controllers.tabs"] = "Sweep"
     at.run()
@@ -487,6 +487,7 @@ def test_app_navigation_has_the_controllers_page_and_slots_flag_orphans(tmp_path
     from streamlit.testing.v1 import AppTest
 
     from regime_dash.ui.navigation import PAGES
+    from tests.test_app_pages import shown
 
     assert "controllers.py" in [p[0] for p in PAGES]
     monkeypatch.setenv("REGIME_DASH_STORE", str(tmp_path / "store"))
@@ -499,7 +500,7 @@ def test_app_navigation_has_the_controllers_page_and_slots_flag_orphans(tmp_path
     table = next(d.value for d in at.dataframe if "orphan" in d.value.columns)
     assert table.loc[table["orphan"], "name"].tolist() == ["AUX_DIR_ACC_VARIANCE_EMA_INDEX"]
     assert {383, 393, 483, 484} <= set(table["index"])
-    assert any("AUX_DIR_ACC_VARIANCE_EMA_INDEX" in w.value for w in at.warning)
+    assert any("AUX_DIR_ACC_VARIANCE_EMA_INDEX" in shown(w.value) for w in at.warning)
 
 
 def test_every_demo_passes_its_checks_or_names_why_it_fails():

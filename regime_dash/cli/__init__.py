@@ -16,7 +16,7 @@ import argparse
 import importlib
 import os
 import sys
-from typing import Sequence
+from typing import Sequence, TextIO
 
 #: command -> (its module under regime_dash/cli, its one line in ``--help``), in ``--help``'s order.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -59,7 +59,7 @@ def _prog() -> str:
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser for ``argv`` (default ``sys.argv[1:]``): the chosen command's module registers
     its parsers in full, every other command is its name and help line."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=_prog(),
         description="Diagnose the regime-observer risk stack: ingest diag.jsonl runs, "
         "replay the kernel pipeline, check runs against the spec.",
@@ -76,12 +76,53 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def say(text: object = "", *, file: TextIO | None = None, flush: bool = False) -> None:
+    """Print ``text`` as one line (or several) of the CLI's output, its control characters escaped.
+
+    File names, keys, run names and values from files reach most lines; printed raw, an ESC
+    sequence in one moves the cursor, recolours or clears the terminal. Every line a command
+    prints goes through here (``tests/test_hostile_store.py`` checks that ``cli/`` has no other
+    ``print``); JSON goes through :func:`say_json`.
+    """
+    from regime_dash.text import terminal_safe
+
+    stream = sys.stdout if file is None else file
+    stream.write(terminal_safe(str(text)) + "\n")
+    if flush:
+        stream.flush()
+
+
+def say_json(doc: object, *, flush: bool = False, **dumps: object) -> None:
+    """Print ``doc`` as JSON (``dumps``: :func:`json.dumps`'s options). JSON writes every control
+    character as ``\\u00XX`` but DEL, which is written so here: no raw one reaches the terminal,
+    and the text stays JSON."""
+    import json
+
+    sys.stdout.write(json.dumps(doc, **dumps).replace("\x7f", "\\u007f") + "\n")
+    if flush:
+        sys.stdout.flush()
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, its error messages (which echo the argument given) printed escaped."""
+
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        say(f"{self.prog}: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
 def main(argv: list[str] | None = None) -> int:
+    import traceback
+
     from regime_dash.errors import RegimeDashError
 
     args = build_parser(argv).parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except RegimeDashError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say(f"error: {exc}", file=sys.stderr)
         return 2
+    except Exception:  # noqa: BLE001 - a bug: its traceback, escaped (it may quote a file's key or name)
+        say(traceback.format_exc().rstrip("\n"), file=sys.stderr)
+        return 1

@@ -28,12 +28,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from regime_dash.cli import help_of
+from regime_dash.cli import help_of, say, say_json
 
 if TYPE_CHECKING:  # the annotations only: pandas loads when the command runs
     import pandas as pd
@@ -45,11 +44,10 @@ _ALIAS_HELP = "JSON file {canonical column: alias or [aliases]} extending the al
 def _emit(doc: dict, lines, as_json: bool) -> None:
     """Print ``doc`` as one JSON object, or the human ``lines``."""
     if as_json:
-        json.dump(doc, sys.stdout, indent=1, allow_nan=False)
-        sys.stdout.write("\n")
+        say_json(doc, indent=1, allow_nan=False)
     else:
         for line in lines:
-            print(line)
+            say(line)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -189,12 +187,11 @@ def run_check(args: argparse.Namespace) -> int:
 
     if args.list:
         if args.json:
-            json.dump([{"id": c.id, "title": c.title, "needs": list(c.needs)} for c in CHECKS], sys.stdout, indent=1)
-            sys.stdout.write("\n")
+            say_json([{"id": c.id, "title": c.title, "needs": list(c.needs)} for c in CHECKS], indent=1)
         else:
             w = max(len(c.id) for c in CHECKS)
             for c in CHECKS:
-                print(f"{c.id:<{w}}  {c.title}")
+                say(f"{c.id:<{w}}  {c.title}")
         return 0
     if args.all:
         return run_check_all(args)
@@ -231,7 +228,7 @@ def _announce_rederivation(rows: int) -> None:
     from regime_dash.engine import rederive
 
     if rows >= rederive.PYTHON_ROWS and rederive.HAVE_NUMBA and not rederive.is_compiled():
-        print(f"re-deriving {rows:,} rows: loading the compiled re-derivation loop (the first time in a "
+        say(f"re-deriving {rows:,} rows: loading the compiled re-derivation loop (the first time in a "
               "checkout it compiles, about 10 s)", file=sys.stderr, flush=True)
 
 

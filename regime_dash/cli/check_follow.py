@@ -10,9 +10,10 @@ commit) with nothing failing. The checks are updated incrementally
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
+
+from regime_dash.cli import say, say_json
 
 
 def _options(args: argparse.Namespace):
@@ -48,14 +49,16 @@ def run_check_follow(args: argparse.Namespace, poll_every: float = 0.5) -> int:
             if got is not None:
                 verdict, last_news = got, time.monotonic()
                 rows, last = watch.verdict.rows, watch.verdict.last_step
-                print(json.dumps({"run_id": run_id, "rows": rows, "last_step": last, **got.to_dict()})
-                      if args.json else _line(run_id, got, rows, last), flush=True)
+                if args.json:
+                    say_json({"run_id": run_id, "rows": rows, "last_step": last, **got.to_dict()}, flush=True)
+                else:
+                    say(_line(run_id, got, rows, last), flush=True)
                 if not got.ok:
                     first = got.first_failure
                     what = (f"{first.id} from step {first.first_step}" if first is not None else
                             ", ".join(f"{f.id} at step {f.steps[0] if f.steps else '?'}"
                                       for f in got.failing_findings))
-                    print(f"FAIL {run_id}: {what}", file=sys.stderr, flush=True)
+                    say(f"FAIL {run_id}: {what}", file=sys.stderr, flush=True)
                     return 1
                 continue
             if not watch.following():
@@ -65,5 +68,5 @@ def run_check_follow(args: argparse.Namespace, poll_every: float = 0.5) -> int:
             time.sleep(poll_every)
     except KeyboardInterrupt:
         pass
-    print(f"{run_id}: follow ended, verdict {verdict.status if verdict else 'no rows'}", file=sys.stderr)
+    say(f"{run_id}: follow ended, verdict {verdict.status if verdict else 'no rows'}", file=sys.stderr)
     return 0 if verdict is None or verdict.ok else 1

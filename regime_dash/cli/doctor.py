@@ -9,8 +9,9 @@ move failed.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+
+from regime_dash.cli import say, say_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +33,6 @@ def run_doctor(args: argparse.Namespace) -> int:
     from regime_dash.cli.progress import ProgressBar
     from regime_dash.store import RunStore
     from regime_dash.store_doctor import repair, survey
-    from regime_dash.text import terminal_safe
 
     store = RunStore(args.store)
     bar = ProgressBar("surveying the store", unit="entries", scale=1) if sys.stderr.isatty() else None
@@ -44,14 +44,13 @@ def run_doctor(args: argparse.Namespace) -> int:
     moved = repair(store, problems) if args.repair else []
     if args.json:
         where = {str(q.path): str(dest) for q, dest in moved}
-        json.dump([{**q.to_dict(), "moved_to": where.get(str(q.path))} for q in problems], sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        say_json([{**q.to_dict(), "moved_to": where.get(str(q.path))} for q in problems], indent=1)
     else:
         for q in problems:
-            print(f"{q.kind:8}  {terminal_safe(str(q.path))}: {terminal_safe(q.detail)}")
+            say(f"{q.kind:8}  {q.path}: {q.detail}")
         for q, dest in moved:
-            print(f"moved {terminal_safe(str(q.path))} -> {terminal_safe(str(dest))}")
-        print(f"{len(problems)} problem(s) in {terminal_safe(str(store.root))}"
+            say(f"moved {q.path} -> {dest}")
+        say(f"{len(problems)} problem(s) in {store.root}"
               + (f"; {len(moved)} moved to _quarantine/" if args.repair else
                  ("; `doctor --repair` moves them to _quarantine/ (nothing is deleted)" if problems else "")))
     return 0 if not problems or args.repair else 1

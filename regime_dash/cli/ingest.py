@@ -15,11 +15,10 @@ without a diag field are rejected lines, with their line numbers. ``check``, ``d
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from regime_dash.cli import help_of
+from regime_dash.cli import help_of, say, say_json
 from regime_dash.errors import IngestError, StoreError
 
 
@@ -69,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
             rc = 2
             if bar is not None:
                 bar.close()
-            print(f"error: {exc}", file=sys.stderr)
+            say(f"error: {exc}", file=sys.stderr)
             results.append({"path": path, "run_id": None, "error": str(exc)})
             continue
         if bar is not None:
@@ -80,32 +79,26 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             _print_human(path, res)
     if args.json:
-        json.dump(results, sys.stdout, indent=None if len(results) > 20 else 1, default=str)
-        sys.stdout.write("\n")
+        say_json(results, indent=None if len(results) > 20 else 1, default=str)
     return rc
 
 
 def _print_human(path: str, res) -> None:
-    from regime_dash.text import terminal_safe
-
-    def print(text: str) -> None:  # file names, keys and values: no escape sequence reaches the terminal
-        sys.stdout.write(terminal_safe(text) + "\n")
-
     if res.duplicate_of:
-        print(f"{path}: {res.duplicate_text()} ({res.rows} rows)")
+        say(f"{path}: {res.duplicate_text()} ({res.rows} rows)")
         return
     steps = "" if res.first_step is None else f", steps {res.first_step}..{res.last_step}"
-    print(f"{path}: stored run {res.run_id}: {res.rows} rows, {len(res.columns)} columns"
+    say(f"{path}: stored run {res.run_id}: {res.rows} rows, {len(res.columns)} columns"
           f"{steps}, {res.rejected_count} rejected lines")
     for r in res.rejected[:10]:
-        print(f"  line {r['line']}: {r['reason']}")
+        say(f"  line {r['line']}: {r['reason']}")
     if res.rejected_count > 10:
-        print(f"  ... and {res.rejected_count - 10} more (in the run's _rejects.jsonl)")
+        say(f"  ... and {res.rejected_count - 10} more (in the run's _rejects.jsonl)")
     for col, kinds in res.coerced.items():
         what = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
-        print(f"  {col}: {what} value(s) stored as {res.meta['columns'].get(col, '?')} (lossless)")
+        say(f"  {col}: {what} value(s) stored as {res.meta['columns'].get(col, '?')} (lossless)")
     if res.aside_count:
-        print(f"  {res.aside_count} value(s) did not fit their column's type and were set aside "
+        say(f"  {res.aside_count} value(s) did not fit their column's type and were set aside "
               "(kept in the run's _conflicts.jsonl):")
         for a in res.aside[:5]:
-            print(f"    line {a['line']}: {a['field']} = {a['value'][:60]} (column is {a['type']})")
+            say(f"    line {a['line']}: {a['field']} = {a['value'][:60]} (column is {a['type']})")

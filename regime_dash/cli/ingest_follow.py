@@ -13,8 +13,9 @@ file, a name another run has, an unreadable file).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+
+from regime_dash.cli import say, say_json
 
 
 def add_follow_arguments(p: argparse.ArgumentParser) -> None:
@@ -57,23 +58,25 @@ def run_follow(args: argparse.Namespace) -> int:
     if args.max_line_mb is not None:
         kw["max_line_bytes"] = max(1, int(args.max_line_mb * 2**20))
     store = RunStore(args.store, **kw)
-    warn = lambda line: print(f"warning: {line}", file=sys.stderr, flush=True)  # noqa: E731
+    warn = lambda line: say(f"warning: {line}", file=sys.stderr, flush=True)  # noqa: E731
     dispatch = Dispatch(args.on_alert, args.alert_webhook, warn=warn)
     fset = FollowSet(store, args.paths, args.name, pattern=args.glob, commit_every=args.commit_every,
                      on_truncate=args.on_truncate, dashboard=args.dashboard_url or DEFAULT_DASHBOARD)
     names = ", ".join(f.run_id for f in fset.followers.values()) or f"files matching {args.glob!r} (none yet)"
-    print(f"following {names} into {store.root}", file=sys.stderr, flush=True)
+    say(f"following {names} into {store.root}", file=sys.stderr, flush=True)
 
     def on_commit(c) -> None:
         for a in c.alerts:
-            print(f"ALERT {a.run}: {a.check} fails from step {a.first_step}: {a.message[:160]}", flush=True)
+            say(f"ALERT {a.run}: {a.check} fails from step {a.first_step}: {a.message[:160]}", flush=True)
             dispatch.send(a.to_dict())
         if c.rows or c.event or c.alerts:
-            print(json.dumps({"run_id": c.run_id, "rows": c.rows, "total_rows": c.total_rows,
-                              "last_step": c.last_step, "status": c.status, "failing": c.failing})
-                  if args.json else _status(c), flush=True)
+            if args.json:
+                say_json({"run_id": c.run_id, "rows": c.rows, "total_rows": c.total_rows,
+                          "last_step": c.last_step, "status": c.status, "failing": c.failing}, flush=True)
+            else:
+                say(_status(c), flush=True)
 
     why = follow(fset, until_idle=args.until_idle, on_commit=on_commit)
     dispatch.close()
-    print(f"follow ended: {why}", file=sys.stderr, flush=True)
+    say(f"follow ended: {why}", file=sys.stderr, flush=True)
     return 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from regime_dash.cli import help_of
+from regime_dash.cli import help_of, say
 
 _STORE_HELP = "run store directory (default: $REGIME_DASH_STORE or ./data/store)"
 
@@ -32,19 +32,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.set_defaults(func=run_rename)
 
 
-def _say(text: str) -> None:
-    from regime_dash.text import terminal_safe
-
-    sys.stdout.write(terminal_safe(text) + "\n")
-
-
 def run_tag(args: argparse.Namespace) -> int:
     from regime_dash.store import RunStore
     from regime_dash.store_labels import tag
 
     store = RunStore(args.store)
     tags = tag(store, args.run, args.tags)
-    _say(f"{store.resolve(args.run)}: tags {', '.join(tags)}")
+    say(f"{store.resolve(args.run)}: tags {', '.join(tags)}")
     return 0
 
 
@@ -55,8 +49,8 @@ def run_untag(args: argparse.Namespace) -> int:
     store = RunStore(args.store)
     tags, missing = untag(store, args.run, args.tags)
     if missing:
-        print(f"note: the run had no tag {', '.join(missing)}", file=sys.stderr)
-    _say(f"{store.resolve(args.run)}: tags {', '.join(tags) or '(none)'}")
+        say(f"note: the run had no tag {', '.join(missing)}", file=sys.stderr)
+    say(f"{store.resolve(args.run)}: tags {', '.join(tags) or '(none)'}")
     return 0
 
 
@@ -66,7 +60,7 @@ def run_note(args: argparse.Namespace) -> int:
 
     store = RunStore(args.store)
     note = set_note(store, args.run, args.text)
-    _say(f"{store.resolve(args.run)}: " + ("note cleared" if not note else f"note set ({len(note):,} characters)"))
+    say(f"{store.resolve(args.run)}: " + ("note cleared" if not note else f"note set ({len(note):,} characters)"))
     return 0
 
 
@@ -75,5 +69,5 @@ def run_rename(args: argparse.Namespace) -> int:
     from regime_dash.store_labels import rename
 
     done = rename(RunStore(args.store), args.run, args.new)
-    _say(f"renamed {done['old']} to {done['name']} (run id {done['run_id']} unchanged)")
+    say(f"renamed {done['old']} to {done['name']} (run id {done['run_id']} unchanged)")
     return 0

@@ -18,11 +18,9 @@ slots that have consumers but no producer (SP14's slot 388).
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
-from regime_dash.cli import help_of
+from regime_dash.cli import help_of, say, say_json
 
 OUT_SUFFIXES = (".jsonl", ".parquet")
 
@@ -67,11 +65,11 @@ def run_list(args: argparse.Namespace) -> int:
     from regime_dash.modules import MODULES
 
     for m in MODULES.values():
-        print(f"{m.name:<22} {m.title}")
-        print(f"{'':<22} kernels: {', '.join(m.kernels) or '-'}; engines: {', '.join(m.engines)}; "
+        say(f"{m.name:<22} {m.title}")
+        say(f"{'':<22} kernels: {', '.join(m.kernels) or '-'}; engines: {', '.join(m.engines)}; "
               f"{len(m.check_ids)} checks{' (run by check itself)' if m.core else ''}; {len(m.slots)} slots")
         if not m.core:
-            print(f"{'':<22} checks: {', '.join(m.check_ids)}")
+            say(f"{'':<22} checks: {', '.join(m.check_ids)}")
     return 0
 
 
@@ -97,14 +95,13 @@ def run_replay(args: argparse.Namespace) -> int:
         else:
             frame.to_parquet(out)
     if args.json:
-        json.dump({"module": m.name, "engine": args.engine, "steps": len(frame), "summary": summary,
-                   "checks": checks, "out": args.out}, sys.stdout, indent=1, default=float)
-        sys.stdout.write("\n")
+        say_json({"module": m.name, "engine": args.engine, "steps": len(frame), "summary": summary,
+                  "checks": checks, "out": args.out}, indent=1, default=float)
     else:
-        print(f"{m.name}: {len(frame)} steps on {args.engine}" + (f", written to {args.out}" if args.out else ""))
+        say(f"{m.name}: {len(frame)} steps on {args.engine}" + (f", written to {args.out}" if args.out else ""))
         for k, v in summary.items():
-            print(f"  {k:<24} {v:.6g}")
-        print()
+            say(f"  {k:<24} {v:.6g}")
+        say()
         _print_checks(checks)
     return 1 if any(c["status"] == "fail" for c in checks) else 0
 
@@ -114,7 +111,7 @@ def _print_checks(checks: list[dict]) -> None:
     for c in checks:
         first = "" if c["first_step"] is None else f" first step {c['first_step']}"
         count = f" {c['violations']} violation(s){first}" if c["status"] == "fail" else ""
-        print(f"{c['status'].upper():4}  {c['id']:<{w}}{count}  {c['detail']}")
+        say(f"{c['status'].upper():4}  {c['id']:<{w}}{count}  {c['detail']}")
 
 
 def run_sweep(args: argparse.Namespace) -> int:
@@ -127,12 +124,11 @@ def run_sweep(args: argparse.Namespace) -> int:
     table = sweep_module(m, m.demo_stream(args.seed, args.steps), parse_grid(m, args.grid), args.engine,
                          base=parse_settings(m, args.set))
     if args.json:
-        json.dump({"module": m.name, "engine": args.engine, "rows": table.to_dict(orient="records")},
-                  sys.stdout, indent=1, default=float)
-        sys.stdout.write("\n")
+        say_json({"module": m.name, "engine": args.engine, "rows": table.to_dict(orient="records")},
+                 indent=1, default=float)
     else:
         with pd.option_context("display.width", 200, "display.max_columns", 50):
-            print(table.to_string(index=False))
+            say(table.to_string(index=False))
     return 0
 
 
@@ -145,6 +141,6 @@ def run_slots(args: argparse.Namespace) -> int:
         if args.orphans and s.name not in orphans:
             continue
         flag = "  ORPHAN: consumers but no producer" if s.name in orphans else ""
-        print(f"[{s.index}] {s.name:<40} {owner.get(s.name, ''):<22} producer: {s.producer or '-'}; "
+        say(f"[{s.index}] {s.name:<40} {owner.get(s.name, ''):<22} producer: {s.producer or '-'}; "
               f"consumers: {', '.join(s.consumers) or '-'}{flag}")
     return 0

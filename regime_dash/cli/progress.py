@@ -38,7 +38,9 @@ class ProgressBar:
 
     def __init__(self, label: str, stream: TextIO | None = None, width: int = 30, unit: str = "MB",
                  scale: float = 1e-6):
-        self.label = label
+        from regime_dash.text import terminal_safe
+
+        self.label = terminal_safe(label)  # a file name: tqdm draws it as it is
         self.stream = stream or sys.stderr
         self.width = width
         self.unit = unit

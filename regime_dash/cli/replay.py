@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from regime_dash.cli import help_of
+from regime_dash.cli import help_of, say
 from regime_dash.cli import replay_live
 from regime_dash.cli.frame_out import OUT_SUFFIXES, check_out, write
 from regime_dash.errors import ValidationError
@@ -92,7 +92,7 @@ def produce(args: argparse.Namespace) -> pd.DataFrame:
         stream = scenarios.recorded(steps=args.steps, accounts=args.accounts, path=args.stream)
     engine = warm.choose_engine(args.engine, stream.steps)
     if args.engine == "auto" and engine == "reference" and warm.fast_needs_compile():
-        print(f"the fast engine is not compiled yet (about {warm.estimate_s(False):.0f} s); replaying "
+        say(f"the fast engine is not compiled yet (about {warm.estimate_s(False):.0f} s); replaying "
               f"{stream.steps:,} steps on the reference engine instead (--engine fast compiles it)",
               file=sys.stderr)
     with warm.announced(engine):
@@ -136,14 +136,14 @@ def run(args: argparse.Namespace) -> int:
     single = frame.attrs.pop("single", None)
     findings = frame.attrs.pop("findings", [])
     write(frame, out)
-    print(f"wrote {len(frame)} steps × {frame['risk_stack.positions.b_size'].iloc[0]} accounts to {out} "
+    say(f"wrote {len(frame)} steps × {frame['risk_stack.positions.b_size'].iloc[0]} accounts to {out} "
           f"(engine {frame.attrs.get('engine', '?')}, controllers {args.controllers}, "
           f"{time.perf_counter() - t0:.2f} s)", file=sys.stderr)
     if single is not None and args.single_out is not None:
         write(single, args.single_out)
-        print(f"wrote the single path's replay to {args.single_out}", file=sys.stderr)
+        say(f"wrote the single path's replay to {args.single_out}", file=sys.stderr)
     for f in findings:
-        print(f"{f.severity.upper()}  {f.id} (step {f.steps[0]}): {f.message}", file=sys.stderr)
+        say(f"{f.severity.upper()}  {f.id} (step {f.steps[0]}): {f.message}", file=sys.stderr)
     if single is not None and not findings:
-        print("fused_mirror_drift: none (the fused and single paths agree bit for bit)", file=sys.stderr)
+        say("fused_mirror_drift: none (the fused and single paths agree bit for bit)", file=sys.stderr)
     return 0

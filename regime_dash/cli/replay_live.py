@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from regime_dash.cli import say
+
 from regime_dash.errors import ValidationError
 
 INJECTIONS = ("shock", "flat", "boundary")
@@ -124,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         config = config.replace(**what) if kind == "config" else config
     t0 = time.perf_counter()
     live, steps = make_run(args)
-    print(status_line(live.status()), flush=True)
+    say(status_line(live.status()), flush=True)
     interrupted = False
     try:
         while live.t < steps:
@@ -136,18 +138,18 @@ def run(args: argparse.Namespace) -> int:
                 n = min(n, max(pending[0][0] - live.next_step, 1))
             if live.step(n) == 0:
                 break
-            print(status_line(live.status(), live.changes[seen:]), flush=True)
+            say(status_line(live.status(), live.changes[seen:]), flush=True)
             if args.interval:
                 time.sleep(args.interval)
     except KeyboardInterrupt:
         interrupted = True
     for step, kind, _ in pending:
-        print(f"note: {kind} at step {step} not reached (the run ended at step {live.next_step - 1})",
+        say(f"note: {kind} at step {step} not reached (the run ended at step {live.next_step - 1})",
               file=sys.stderr)
     if args.out:
         frame = live.frame()
         write(frame, args.out)
-        print(f"wrote {len(frame)} steps to {args.out}", file=sys.stderr)
-    print(f"played {live.t:,} steps with {len(live.changes)} change(s) in {time.perf_counter() - t0:.2f} s"
+        say(f"wrote {len(frame)} steps to {args.out}", file=sys.stderr)
+    say(f"played {live.t:,} steps with {len(live.changes)} change(s) in {time.perf_counter() - t0:.2f} s"
           + (" (interrupted)" if interrupted else ""), file=sys.stderr)
     return 130 if interrupted else 0

@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from regime_dash.cli import help_of
+from regime_dash.cli import help_of, say, say_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,14 +35,13 @@ def run_list(args: argparse.Namespace) -> int:
     runs = _rows(store, args)
     orphans = store.orphan_dirs()
     if orphans:  # folders every glob reads but no listing shows: say so, and what removes them
-        print(f"note: {len(orphans)} run folder(s) without a readable _meta.json are not listed; "
+        say(f"note: {len(orphans)} run folder(s) without a readable _meta.json are not listed; "
               "`python -m regime_dash doctor --repair` moves them to _quarantine/", file=sys.stderr)
     if args.json:
-        json.dump(runs, sys.stdout, indent=1, default=str)
-        sys.stdout.write("\n")
+        say_json(runs, indent=1, default=str)
         return 0
     if not runs:
-        print("no runs")
+        say("no runs")
         return 0
     head = ("RUN", "NAME", "ALIASES", "TAGS", "ROWS", "REJ", "STEPS", "INGESTED", "SOURCE")
     rows = [(r["run_id"], str(r["name"] or ""), ",".join(r["aliases"]), ",".join(r["tags"]), str(r["rows"]),
@@ -51,10 +49,10 @@ def run_list(args: argparse.Namespace) -> int:
              str(r["ingested_at"] or ""), str(r["source"] or "")) for r in runs]
     from regime_dash.text import terminal_safe
 
-    rows = [tuple(terminal_safe(x) for x in row) for row in rows]  # names and sources come from files
+    rows = [tuple(terminal_safe(x) for x in row) for row in rows]  # escaped before the widths are measured
     widths = [max(len(x[i]) for x in [head, *rows]) for i in range(len(head))]
     for line in [head, *rows]:
-        print("  ".join(x.ljust(w) for x, w in zip(line, widths)).rstrip())
+        say("  ".join(x.ljust(w) for x, w in zip(line, widths)).rstrip())
     return 0
 
 
@@ -86,16 +84,15 @@ def run_rm(args: argparse.Namespace) -> int:
 
     store = RunStore(args.store)
     from regime_dash.store_labels import remove_alias
-    from regime_dash.text import terminal_safe
 
     for ref in args.run_ids:
         rid, how = store.resolve_ref(ref)  # StoreError -> "error: ..." and exit 2 (cli.main)
         if how == "alias":  # the name goes, the run (and its other names) stay
             remove_alias(store, ref)
-            print(terminal_safe(f"removed the alias {ref} of run {rid} (the run stays)"))
+            say(f"removed the alias {ref} of run {rid} (the run stays)")
             continue
         aliases = store.meta(rid).get("aliases") or []
         store.delete(rid)
         also = f" (and its aliases {', '.join(aliases)})" if aliases else ""
-        print(terminal_safe(f"deleted {rid}{also}"))
+        say(f"deleted {rid}{also}")
     return 0

@@ -18,10 +18,8 @@ base. ``--simulate`` replays the inputs of a closed-loop live run of the preset
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
-from regime_dash.cli import help_of
+from regime_dash.cli import help_of, say, say_json
 from regime_dash.errors import ConfigError
 
 
@@ -122,8 +120,7 @@ def run(args: argparse.Namespace) -> int:
     result = sensitivity(stream, base, fields=fields, points=args.points, pair_fields=args.pairs,
                          pair_points=args.pair_points, engine=args.engine, device=device)
     if args.json:
-        json.dump(result.to_dict(), sys.stdout, indent=1, allow_nan=False)
-        sys.stdout.write("\n")
+        say_json(result.to_dict(), indent=1, allow_nan=False)
     else:
-        print("\n".join(format_report(result, source_name(args))))
+        say("\n".join(format_report(result, source_name(args))))
     return 0

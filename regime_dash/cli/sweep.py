@@ -19,12 +19,11 @@ running scheduler's address); the table is the same as in-process.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from regime_dash.cli import help_of
+from regime_dash.cli import help_of, say, say_json
 from regime_dash.cli.progress import ProgressBar
 from regime_dash.errors import ConfigError, ValidationError
 
@@ -129,14 +128,13 @@ def run(args: argparse.Namespace) -> int:
         write_table(table, args.out)
     if args.json:
         # to_dict, not to_json: pandas' JSON writer rounds floats to 10 digits
-        json.dump(table.to_dict("records"), sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        say_json(table.to_dict("records"), indent=1)
     elif not args.out:
         from regime_dash.engine.summary import METRICS
 
         # the fixed fields would drown the table; --out and --json keep them all
-        print(table[list(grid) + list(METRICS)].to_string(index=False))
-    print(f"swept {len(table)} configs over {stream.steps} steps × {stream.accounts} accounts "
+        say(table[list(grid) + list(METRICS)].to_string(index=False))
+    say(f"swept {len(table)} configs over {stream.steps} steps × {stream.accounts} accounts "
           f"(engine {result.engine}, {result.seconds:.2f} s)" + (f"; wrote {args.out}" if args.out else ""),
           file=sys.stderr)
     return 0

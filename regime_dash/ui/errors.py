@@ -20,6 +20,7 @@ from regime_dash.errors import (
     StoreError,
     ValidationError,
 )
+from regime_dash.text import markdown_literal
 
 # an absolute POSIX path (or a Windows drive path) inside a message
 _ABS_PATH = re.compile(r"(?<![\w.~-])(?:/|[A-Za-z]:\\)[^\s'\"`,;:()<>]*")
@@ -97,9 +98,15 @@ def show_error(err: BaseException | ErrorNote, *, context: str = "") -> None:
     err
         The error (an exception is described with :meth:`ErrorNote.from_exception`).
     context
-        Words put before the message, e.g. ``"diag.jsonl: not ingested. "``.
+        Markdown put before the message, e.g. ``"diag.jsonl: not ingested. "``; a file name or
+        any other text from a file in it is the caller's to escape
+        (:func:`regime_dash.text.markdown_literal`).
+
+    The message is shown as text: an exception's words echo file names, keys and values, whose
+    Markdown would render (a link, an image fetched from another host).
     """
     note = err if isinstance(err, ErrorNote) else ErrorNote.from_exception(err)
-    st.error(f"{scrub(context)}{note.what}\n\n**What to do:** {note.todo}", icon=":material/error:")
+    st.error(f"{scrub(context)}{markdown_literal(note.what)}\n\n**What to do:** {note.todo}",
+             icon=":material/error:")
     with st.expander("Details", expanded=False):
         st.code(note.details, language=None)

@@ -12,6 +12,7 @@ import datetime as _dt
 import pandas as pd
 import streamlit as st
 
+from regime_dash.text import markdown_literal
 from regime_dash.ui import cache
 
 #: Seconds between two looks at the store for new alerts.
@@ -35,7 +36,8 @@ def alert_toasts() -> None:
             k = (run_id, a.get("check"), a.get("at"))
             now.add(k)
             if k not in seen:
-                st.toast(f"**{run_id}**: {a.get('check')} fails from step {a.get('first_step')}",
+                st.toast(f"**{markdown_literal(run_id)}**: {markdown_literal(a.get('check'))} fails from step "
+                         f"{markdown_literal(a.get('first_step'))}",
                          icon=":material/error:")
     st.session_state[_SEEN] = seen | now
 

@@ -20,6 +20,7 @@ import pandas as pd
 import streamlit as st
 
 from regime_dash.analysis.failures import failures, find_item
+from regime_dash.text import markdown_literal
 from regime_dash.ui import state
 
 #: Query parameters of the selection.
@@ -101,11 +102,6 @@ def failures_table(key: str, results: Mapping[str, Any], ids: Mapping[str, str])
     st.session_state[f"{table_key}.seen"] = picked
 
 
-def _plain(text: str) -> str:
-    """``text`` shown as written: markdown's and KaTeX's marks escaped (a formula has ``_``, ``|``, ``*``)."""
-    return "".join("\\" + ch if ch in "\\`*_{}[]()<>#+-.!|$~" else ch for ch in text)
-
-
 _ROWS_CSS = ("<style>.rd-rows{max-height:330px;overflow:auto;border:1px solid rgba(128,128,128,.3);"
              "border-radius:.4rem}.rd-rows table{border-collapse:collapse;width:100%;font-size:.82rem}"
              ".rd-rows th{position:sticky;top:0;background:var(--st-background-color,#fff);text-align:left}"
@@ -134,11 +130,11 @@ def _body(key: str, expl, label: str) -> None:
     from regime_dash.ui.widgets import plotly_chart
 
     item = expl.item
-    st.markdown(f"**{item.status.upper()}** `{item.id}` at step **{expl.step}** — {label}")
-    st.caption(item.message)
+    st.markdown(f"**{item.status.upper()}** `{item.id}` at step **{expl.step}** — {markdown_literal(label)}")
+    st.caption(markdown_literal(item.message))  # a message names the file's columns and values
     if expl.formula is not None:
         st.markdown("**Formula**")
-        st.markdown(_plain(expl.formula))
+        st.markdown(markdown_literal(expl.formula))  # a formula has ``_``, ``|``, ``*``
         st.markdown("**With the numbers of this step**")
         st.code(expl.filled, language=None, wrap_lines=True)
         c1, c2, c3 = st.columns(3)
@@ -152,7 +148,7 @@ def _body(key: str, expl, label: str) -> None:
         st.markdown("**Local replay over the logged trajectory**")
         plotly_chart(provenance_figure(expl.replay, expl.step, expl.split_step, item.column or item.id),
                      f"{key}.replay")
-    st.caption(expl.note)
+    st.caption(markdown_literal(expl.note))
 
 
 def panel(key: str, selected: tuple[str, str, int] | None, root: str, aliases: tuple,
@@ -176,14 +172,15 @@ def panel(key: str, selected: tuple[str, str, int] | None, root: str, aliases: t
         try:
             expl = cache.explanation(root, run_id, aliases, item_id, step, frames[run_id], verdicts[run_id])
         except RegimeDashError as exc:
-            show_error(exc, context=f"{item_id} at step {step} cannot be explained: ")
+            show_error(exc, context=f"{markdown_literal(item_id)} at step {step} cannot be explained: ")
             return
         if expl is None:
-            st.info(f"{labels.get(run_id, run_id)}'s verdict has no item {item_id}.")
+            st.info(f"{markdown_literal(labels.get(run_id, run_id))}'s verdict has no item "
+                    f"{markdown_literal(item_id)}.")
             return
         _body(f"{key}.panel", expl, labels.get(run_id, run_id))
 
-    st.dialog(f"Provenance: {item_id} at step {step}", width=PANEL_WIDTH, position="right",
+    st.dialog(f"Provenance: {markdown_literal(item_id)} at step {step}", width=PANEL_WIDTH, position="right",
               on_dismiss=lambda: close(key))(body)()
 
 

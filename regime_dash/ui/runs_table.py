@@ -11,6 +11,7 @@ import streamlit as st
 from regime_dash.diag import LOGGED_CONFIG
 from regime_dash.errors import RegimeDashError
 from regime_dash.run_table import HEADLINE, at_slot_precision, flat, table
+from regime_dash.text import clip, markdown_literal
 from regime_dash.ui import live_alerts, state, widgets
 from regime_dash.ui.errors import show_error
 
@@ -67,7 +68,7 @@ def filters(key: str, frame: pd.DataFrame) -> pd.DataFrame:
     verdicts = c3.multiselect("Verdict", VERDICTS, key=f"{key}.verdicts")
     state.restore(f"{key}.range", "range", "str", "", valid=_range_ok)
     rng = c4.text_input("Range: column:lo..hi (e.g. max_duration:300..900)", key=f"{key}.range",
-                        help="Any numeric column: " + ", ".join(numeric_columns(frame)))
+                        help="Any numeric column: " + markdown_literal(", ".join(numeric_columns(frame))))
     keep = pd.Series(True, index=frame.index)
     if text:
         hay = frame[["name", "aliases", "tags", "notes", "source", "run_id"]].fillna("").astype(str).agg(" ".join, axis=1)
@@ -79,14 +80,15 @@ def filters(key: str, frame: pd.DataFrame) -> pd.DataFrame:
     if rng and _range_ok(rng):
         keep &= _in_range(frame, rng)
     elif rng:
-        st.warning(f"Range {rng!r} is not column:lo..hi; it is not applied.")
+        st.warning(f"Range {markdown_literal(repr(clip(rng)))} is not column:lo..hi; it is not applied.")
     return frame[keep]
 
 
 def _in_range(frame: pd.DataFrame, rng: str) -> pd.Series:
     field, _, bounds = rng.partition(":")
     if field not in frame.columns:
-        st.warning(f"No column {field!r} to filter on; numeric columns: {', '.join(numeric_columns(frame))}.")
+        st.warning(f"No column {markdown_literal(repr(clip(field)))} to filter on; numeric columns: "
+                   f"{markdown_literal(', '.join(numeric_columns(frame)))}.")
         return pd.Series(True, index=frame.index)
     lo, _, hi = bounds.partition("..")
     v = pd.to_numeric(frame[field], errors="coerce").map(lambda x: at_slot_precision(field, x))
@@ -163,7 +165,8 @@ def edit_panel(key: str, store, frame: pd.DataFrame, picked: Sequence[str]) -> N
                                 format_func=lambda r: f"{names[r]} · {r[-6:]}")
         if not picked:
             return
-    with st.expander(f"Edit {len(picked)} selected run(s): " + ", ".join(names[r] for r in picked), expanded=True):
+    with st.expander(f"Edit {len(picked)} selected run(s): " + markdown_literal(", ".join(names[r] for r in picked)),
+                     expanded=True):
         try:
             c1, c2 = st.columns(2)
             add = c1.text_input("Add tags (space-separated)", key=f"{key}.add")
@@ -195,5 +198,5 @@ def _note_and_rename(key: str, store, rid: str) -> None:
     new = c2.text_input("New name", value=meta.get("name") or "", key=f"{key}.name.{rid}")
     if c2.button("Rename", key=f"{key}.rename", disabled=new == meta.get("name")):
         done = labels.rename(store, rid, new)
-        st.toast(f"renamed {done['old']} to {done['name']}")
+        st.toast(f"renamed {markdown_literal(done['old'])} to {markdown_literal(done['name'])}")
         st.rerun()

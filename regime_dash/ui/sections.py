@@ -29,7 +29,7 @@ def ingest_report_panel() -> None:
         head = (f"{markdown_literal(name)}: {result.rows:,} rows, {len(rejected):,} rejected, "
                 f"{len(result.columns):,} columns, steps {result.first_step}…{result.last_step}")
         if dup:  # said outside the expander: a copy under a new name is an alias, not a silent drop
-            st.info(f"{name}: {result.duplicate_text()}.")
+            st.info(f"{markdown_literal(name)}: {markdown_literal(result.duplicate_text())}.")
         with st.expander(head + (" (same content as a stored run)" if dup else ""), expanded=bool(rejected)):
             if rejected:
                 st.markdown(f"**Rejected lines** ({len(rejected):,})")
@@ -81,23 +81,24 @@ def delete_run_control(key: str, store, runs: pd.DataFrame) -> None:
                            key=f"{key}.run")
         confirmed = st.session_state.get(f"{key}.confirmed")
         if confirmed is not None and confirmed != rid:
-            st.warning(f"The tick was for {confirmed}, which is no longer selected (deleted in another "
-                       f"tab or by `rm`, or another run picked); nothing was deleted. Tick again to "
-                       f"delete {names[rid]} ({rid}).")
+            st.warning(f"The tick was for {markdown_literal(confirmed)}, which is no longer selected (deleted "
+                       f"in another tab or by `rm`, or another run picked); nothing was deleted. Tick again to "
+                       f"delete {markdown_literal(names[rid])} ({markdown_literal(rid)}).")
             st.session_state[f"{key}.sure"] = False
             st.session_state[f"{key}.confirmed"] = confirmed = None
-        sure = st.checkbox(f"Yes, delete {names[rid]} ({rid}) from the store", key=f"{key}.sure",
+        name, ident = markdown_literal(names[rid]), markdown_literal(rid)  # widget labels are Markdown
+        sure = st.checkbox(f"Yes, delete {name} ({ident}) from the store", key=f"{key}.sure",
                            on_change=_arm_delete, args=(key, rid))
-        if st.button(f"Delete {names[rid]}", disabled=not sure, key=f"{key}.go") and sure and confirmed == rid:
+        if st.button(f"Delete {name}", disabled=not sure, key=f"{key}.go") and sure and confirmed == rid:
             from regime_dash.errors import StoreError
 
             st.session_state[f"{key}.confirmed"] = None
             try:
                 store.delete(rid)
             except StoreError as exc:  # gone between the list and the click: say so, delete nothing else
-                st.warning(f"{rid} was not deleted: {exc}")
+                st.warning(f"{ident} was not deleted: {markdown_literal(exc)}")
                 return
-            st.toast(f"deleted {names[rid]} ({rid})")
+            st.toast(f"deleted {name} ({ident})")
             st.rerun()
 
 
@@ -117,7 +118,7 @@ def _tables(key: str, results: Mapping[str, Any], part: str) -> None:
             st.caption("none")
         for name, why in res.skipped.items():
             if (part == "episodes") == (name == "dead_zone"):
-                st.caption(f"{name}: not found — {why}")
+                st.caption(f"{name}: not found — {markdown_literal(why)}")
 
 
 def episode_tables(key: str, results: Mapping[str, Any]) -> None:
@@ -250,7 +251,8 @@ def fast_engine_status(key: str) -> None:
                                    f"about {s['estimate_s']:.0f} s. Replays run on the reference engine "
                                    "(exact, slower on long streams) until it is ready.")
         elif s["state"] == "failed":
-            st.warning(f"The fast engine could not be compiled ({s['error']}); replays use the reference engine.")
+            st.warning(f"The fast engine could not be compiled ({markdown_literal(s['error'])}); replays use the "
+                       "reference engine.")
         elif s["state"] == "ready" and st.session_state.pop(f"{key}.waited", False):
             st.rerun()  # the whole page: auto replays now run on the fast engine
 
@@ -448,7 +450,8 @@ def sweep_panel(key: str, source_key: str, stream: Any, engine: str, base: Regim
     try:
         result = cache.sweep(source_key, stream, params["grid"], engine, base.as_dict(), fp, layout)
     except RegimeDashError as exc:
-        st.error(f"Sweep rejected: {exc}. Narrow the range, or change the what-if config it varies on.")
+        st.error(f"Sweep rejected: {markdown_literal(exc)}. Narrow the range, or change the what-if config it "
+                 "varies on.")
         return
     table = result["table"]
     fields_ = list(params["grid"])

@@ -15,6 +15,7 @@ import streamlit as st
 from regime_dash.config import RegimeConfig, field_names
 from regime_dash.errors import RegimeDashError
 from regime_dash.sensitivity import PAIR_FIELDS, sensitivity
+from regime_dash.text import markdown_literal
 from regime_dash.ui import sections, widgets
 
 
@@ -56,7 +57,7 @@ def _run(stream: Any, base: RegimeConfig, layout) -> Any:
                              progress=lambda f, text: bar.progress(min(max(f, 0.0), 1.0), text=text))
     except RegimeDashError as exc:
         bar.empty()
-        st.error(f"Sensitivity failed: {exc}")
+        st.error(f"Sensitivity failed: {markdown_literal(exc)}")
         return None
     bar.progress(1.0, text=f"sensitivity: done in {result.seconds:.2f} s")
     return result
@@ -117,7 +118,7 @@ def sensitivity_tab(key: str, source_key: str, stream: Any, base: RegimeConfig |
         st.dataframe(result.pairs[result.pairs["interaction"] > 0], hide_index=True, key=f"{key}.pairs")
     if result.skipped:
         st.caption("Not replayed (RegimeConfig rejects them next to the base): "
-                   + "; ".join(f"{f}={v}: {m}" for f, v, m in result.skipped))
+                   + markdown_literal("; ".join(f"{f}={v}: {m}" for f, v, m in result.skipped)))
 
     with st.expander("Download the tables"):
         widgets.download_tables(f"{key}.download", {

@@ -65,4 +65,4 @@ def verdict_strip(key: str, results: Mapping[str, Any], window: str, frames: Map
                 _button(text, f"{key}.{label}.{i}", window, list(steps), list(spans), lo, hi)
         for fd in vd.findings:
             if fd.severity != "info":
-                st.caption(f"{fd.id}: {fd.message}")
+                st.caption(f"{fd.id}: {markdown_literal(fd.message)}")  # a message names columns and values

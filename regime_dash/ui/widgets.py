@@ -14,6 +14,7 @@ import streamlit as st
 
 from regime_dash.config import SWITCHES, RegimeConfig
 from regime_dash.params import FieldSpec
+from regime_dash.text import markdown_literal
 from regime_dash.ui import plotly_react
 
 #: Toggle labels: the spec's feature numbers of F2/F4/F5, "model:" for the model switches.
@@ -282,10 +283,10 @@ def download_view(key: str, make_frame: Callable[[], pd.DataFrame], stem: str) -
             table, notes = export.settle(make_frame())
             data = export.to_bytes(table, fmt)
     except RegimeDashError as exc:
-        st.error(f"Export failed: {exc}")
+        st.error(f"Export failed: {markdown_literal(exc)}")
         return
-    for note in notes:
-        st.caption(note)
+    for note in notes:  # they name columns, which come from files
+        st.caption(markdown_literal(note))
     suffix, mime = export.FORMATS[fmt]
     c3.download_button(f"Download {stem}{suffix} ({len(table):,} rows, {len(data) / 1e6:.2f} MB)", data,
                        f"{stem}{suffix}", mime, key=f"{key}.file", on_click="ignore", type="primary",

@@ -2,6 +2,7 @@
 import pandas as pd
 import streamlit as st
 
+from regime_dash.text import markdown_literal
 from regime_dash.ui import cache, state, widgets
 
 st.title("Compare")
@@ -27,7 +28,7 @@ if diff.rows_compared == 0:
     st.warning("These two runs share no step, so no value can be compared. Pick runs that cover the same "
                "steps.")
 else:
-    (st.success if diff.identical else st.warning)(diff.lines()[0])
+    (st.success if diff.identical else st.warning)(markdown_literal(diff.lines()[0]))
 c = st.columns(4)
 c[0].metric("shared steps compared", f"{diff.rows_compared:,}")
 c[1].metric("first differing step", "—" if diff.first_step is None else f"{diff.first_step:,}")

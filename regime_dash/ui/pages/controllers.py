@@ -15,6 +15,7 @@ import streamlit as st
 
 from regime_dash.errors import RegimeDashError
 from regime_dash.modules import MODULES, orphan_slots
+from regime_dash.text import markdown_literal
 from regime_dash.ui import cache, state, widgets
 
 KEY = "controllers"
@@ -110,7 +111,7 @@ with st.sidebar:
 try:
     config = m.config_type(**values)
 except RegimeDashError as exc:
-    st.error(f"Config rejected: {exc}")
+    st.error(f"Config rejected: {markdown_literal(exc)}")
     state.publish()
     st.stop()
 
@@ -118,7 +119,7 @@ try:
     base = cache.module_replay(name, seed, steps, m.config_type().as_dict(), engine)
     what_if = cache.module_replay(name, seed, steps, config.as_dict(), engine)
 except RegimeDashError as exc:
-    st.error(f"Replay failed: {exc}")
+    st.error(f"Replay failed: {markdown_literal(exc)}")
     state.publish()
     st.stop()
 
@@ -176,7 +177,7 @@ if tab_sweep.open:
                 table = cache.module_sweep(name, seed, steps, field, grid, config.as_dict(), engine)
             except RegimeDashError as exc:
                 st.session_state.pop(result_key, None)
-                st.error(f"Sweep rejected: {exc}")
+                st.error(f"Sweep rejected: {markdown_literal(exc)}")
             else:
                 st.session_state[result_key] = {"field": field, "table": table, "config": config.as_dict()}
         last = st.session_state.get(result_key)

@@ -5,6 +5,7 @@ import streamlit as st
 from regime_dash import diag
 from regime_dash.errors import RegimeDashError
 from regime_dash.figures_overlay import overlay
+from regime_dash.text import markdown_literal
 from regime_dash.ui import cache, live_alerts, provenance_panel, sections, state, widgets
 from regime_dash.ui.errors import show_error
 from regime_dash.ui.verdict_strip import verdict_strip
@@ -37,17 +38,17 @@ for rid in list(picked):
     try:  # a damaged run (or one deleted meanwhile) is said and left out; the others are drawn
         frames[labels[rid]] = cache.load_run(root, rid, alias_key, live.get(rid, ""))
     except RegimeDashError as exc:
-        show_error(exc, context=f"{labels[rid]}: not shown. ")
+        show_error(exc, context=f"{markdown_literal(labels[rid])}: not shown. ")
         picked.remove(rid)
 if not picked:
     state.publish()
     st.stop()
 for label, frame in frames.items():
     if frame.attrs.get("step_from_row"):
-        st.caption(f"{label} has no step field: drawn against its row number.")
+        st.caption(f"{markdown_literal(label)} has no step field: drawn against its row number.")
     if frame.attrs.get("rows_without_step"):
-        st.warning(f"{label}: {frame.attrs['rows_without_step']:,} row(s) have no whole-number step "
-                   "and are left out.")
+        st.warning(f"{markdown_literal(label)}: {frame.attrs['rows_without_step']:,} row(s) have no whole-number "
+                   "step and are left out.")
 
 
 def single_twins() -> dict[str, str]:
@@ -58,10 +59,11 @@ def single_twins() -> dict[str, str]:
     for rid in fused:
         others = [r for r in picked if r != rid and diag.FUSED_COLUMN not in frames[labels[r]].columns]
         if not others:
-            st.caption(f"{labels[rid]} ran the fused controllers: pick the single path's run of the same inputs "
-                       "too, to see where the two part (fused_mirror_drift).")
+            st.caption(f"{markdown_literal(labels[rid])} ran the fused controllers: pick the single path's run "
+                       "of the same inputs too, to see where the two part (fused_mirror_drift).")
             continue
-        twin = st.selectbox(f"{labels[rid]} ran the fused controllers; the single path's run of the same inputs",
+        twin = st.selectbox(f"{markdown_literal(labels[rid])} ran the fused controllers; the single path's run "
+                            "of the same inputs",
                             [None, *others], format_func=lambda r: "none" if r is None else labels[r],
                             key=f"explore.single_twin.{rid}")
         if twin is not None:
@@ -99,7 +101,8 @@ def follow_live_runs() -> None:
     elif win is not None and old_hi is not None and win[1] == old_hi and hi > old_hi:
         state.keep(WINDOW, (win[0], hi))  # the view reached the last step: it grows with the run
     st.session_state["explore.live_hi"] = hi
-    st.caption(f"live: {', '.join(labels[r] for r in now) or 'the follow has ended'}; redrawn every second")
+    names = markdown_literal(", ".join(labels[r] for r in now))
+    st.caption(f"live: {names or 'the follow has ended'}; redrawn every second")
 
 
 @st.fragment(run_every=1.0 if live else None)

@@ -7,6 +7,7 @@ import streamlit as st
 from regime_dash.config import RegimeConfig
 from regime_dash.errors import ConfigError, RegimeDashError
 from regime_dash.figures import live_figure
+from regime_dash.text import markdown_literal
 from regime_dash.ui import sections, state, stores, widgets
 
 st.title("Live")
@@ -24,13 +25,13 @@ try:
     config = RegimeConfig(**values)
 except ConfigError as exc:
     config = None
-    st.error(f"Config rejected, the run keeps its current config: {exc}")
+    st.error(f"Config rejected, the run keeps its current config: {markdown_literal(exc)}")
 lock = stores.live_lock("live.run")  # one script thread at a time steps or draws the run
 with lock:
     try:
         run = stores.live_run("live.run", source, config or RegimeConfig(), reset=controls["reset"])
     except RegimeDashError as exc:
-        st.error(f"The live run cannot start: {exc}")
+        st.error(f"The live run cannot start: {markdown_literal(exc)}")
         st.stop()
     if config is not None:
         run.set_config(config)
@@ -42,7 +43,7 @@ with lock:
         if controls["boundary"]:
             run.cross_boundary()
     except RegimeDashError as exc:  # e.g. the stream has been played to its end
-        st.warning(str(exc))
+        st.warning(markdown_literal(exc))
     if controls["step"] or controls["shock"] or controls["flat"] or controls["boundary"]:
         run.step(1)  # an injection takes effect at the next step: take it, so it shows at once
 

@@ -5,6 +5,7 @@ from regime_dash.config import RegimeConfig
 from regime_dash.engine import warm
 from regime_dash.analysis.mirror_drift import needs_single_twin
 from regime_dash.errors import ConfigError
+from regime_dash.text import markdown_literal
 from regime_dash.ui import cache, sections, state, stores, widgets
 from regime_dash.ui.sensitivity_tab import sensitivity_tab
 
@@ -25,7 +26,8 @@ if requested != "auto" and status.get(requested) is not None:
 engine = auto_now if requested == "auto" else requested
 layout, layout_source = stores.active_layout()
 fp = layout.fingerprint_hex()
-st.caption(f"Stream: {stream.steps:,} steps × {stream.accounts:,} accounts. Slot layout: {layout_source}, "
+st.caption(f"Stream: {stream.steps:,} steps × {stream.accounts:,} accounts. Slot layout: "
+           f"{markdown_literal(layout_source)}, "
            f"fingerprint {fp} (change it on the Slots page).")
 
 
@@ -38,7 +40,7 @@ def mirror_drift_note(source_key: str, stream, config: RegimeConfig, engine: str
     """Where the fused path parts from the single one (finding ``fused_mirror_drift``), or that they agree."""
     found = cache.mirror_drift(source_key, stream, config.as_dict(), engine, fp, layout)
     for f in found:
-        st.error(f"**{f['id']}** (first at step {f['steps'][0]}): {f['message']}")
+        st.error(f"**{f['id']}** (first at step {f['steps'][0]}): {markdown_literal(f['message'])}")
     if not found:
         st.success("fused_mirror_drift: none here (the fused and single paths agree bit for bit on this stream).")
 
@@ -57,7 +59,7 @@ def what_if() -> None:
         try:
             config = RegimeConfig(**values)
         except ConfigError as exc:
-            st.error(f"What-if config rejected: {exc}")
+            st.error(f"What-if config rejected: {markdown_literal(exc)}")
             state.publish()
             return
         base = cache.replay(source_key, stream, RegimeConfig().as_dict(), engine, fp, layout)

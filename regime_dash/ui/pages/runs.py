@@ -4,6 +4,7 @@ import functools
 import streamlit as st
 
 from regime_dash.errors import RegimeDashError
+from regime_dash.text import markdown_literal
 from regime_dash.ui import cache, sections, state, stores, widgets
 from regime_dash.ui.errors import ErrorNote
 
@@ -26,7 +27,7 @@ new = [u for u in uploads or [] if u.file_id not in stores.ingest_reports()]
 if new:
     bar = st.progress(0.0, text="ingesting…")
     for k, up in enumerate(new):
-        def progress(done: int, total: int, k=k, name=up.name) -> None:
+        def progress(done: int, total: int, k=k, name=markdown_literal(up.name)) -> None:
             frac = (k + (done / total if total else 1.0)) / len(new)
             bar.progress(min(frac, 1.0), text=f"ingesting {name}: {done:,} of {total:,} bytes")
 

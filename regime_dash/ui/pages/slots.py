@@ -5,6 +5,7 @@ import streamlit as st
 from regime_dash.errors import SlotLayoutError
 from regime_dash.modules import full_layout, orphan_slots
 from regime_dash.slots import DEFAULT_LAYOUT, import_rust
+from regime_dash.text import markdown_literal
 from regime_dash.ui import stores
 
 st.title("Slots")
@@ -30,13 +31,13 @@ if upload is not None:
         imported = import_rust(upload.getvalue().decode("utf-8", errors="replace"))
         layout = imported.layout
     except SlotLayoutError as exc:
-        st.error(f"{upload.name}: {exc}")
+        st.error(f"{markdown_literal(upload.name)}: {markdown_literal(exc)}")
 
 report = layout.report()
 if imported is not None and report.ok:  # replays use an imported layout only when it is usable
     stores.use_layout(layout, upload.name)
 elif upload is None and layout is not DEFAULT_LAYOUT:
-    st.info(f"Replays use the layout of {source}.")
+    st.info(f"Replays use the layout of {markdown_literal(source)}.")
     st.button("Use the default registry again", key="slots.reset",
               on_click=stores.use_layout, args=(None, None))
 c1, c2, c3 = st.columns(3)
@@ -44,16 +45,16 @@ c1.metric("Slots", len(layout))
 c2.metric("ISV size", layout.size)
 c3.metric("Fingerprint (FNV-1a 64)", layout.fingerprint_hex())
 if imported is not None:
-    st.success(f"{upload.name}: {len(imported.replaced)} index(es) moved, {len(imported.unknown)} unknown "
+    st.success(f"{markdown_literal(upload.name)}: {len(imported.replaced)} index(es) moved, {len(imported.unknown)} unknown "
                f"constant(s) ignored, {len(imported.missing)} registry slot(s) not in the file "
                "(they keep their default index).")
     if imported.replaced:
         st.dataframe(pd.DataFrame([{"slot": n, "default index": a, "file index": b}
                                    for n, (a, b) in sorted(imported.replaced.items())]),
                      hide_index=True, key="slots.replaced")
-(st.error if report.overlaps else st.info)("Layout report: " + "; ".join(report.lines()))
+(st.error if report.overlaps else st.info)("Layout report: " + markdown_literal("; ".join(report.lines())))
 if imported is not None:
-    st.caption(f"Replays use this layout ({upload.name})." if report.ok else
+    st.caption(f"Replays use this layout ({markdown_literal(upload.name)})." if report.ok else
                "Replays keep the default registry: this layout has overlapping indices.")
 
 query = st.text_input("Filter (name, role, policy, producer or doc)", key="slots.filter")
@@ -65,7 +66,8 @@ table = pd.DataFrame(shown.table())
 orphans = orphan_slots(table.to_dict(orient="records"))
 table.insert(2, "orphan", table["name"].isin(orphans))
 if orphans:
-    st.warning("Consumers but no producer (read, never written, so stuck at the bootstrap): " + ", ".join(orphans))
+    st.warning("Consumers but no producer (read, never written, so stuck at the bootstrap): "
+               + markdown_literal(", ".join(orphans)))
 if query:
     hay = table[["name", "role", "policy", "producer", "consumers", "doc"]].astype(str).agg(" ".join, axis=1)
     table = table[hay.str.contains(query, case=False, regex=False)]
