@@ -403,7 +403,7 @@ class FollowedRun:
 
     def _compact_locked(self) -> None:
         """Merge the run's trailing small parts (:func:`compact_parts`), so the part count stays small."""
-        self._tiers = compact_parts(self.dir, self._tiers)
+        self._tiers = compact_parts(self.dir, self._tiers, COMPACT_FANOUT, COMPACT_MAX_ROWS)
 
     def finish(self, extra: dict[str, Any] | None = None) -> None:
         """Mark the follow ended (the run stays, and a later follow of the same file resumes it)."""
