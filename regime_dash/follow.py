@@ -90,6 +90,18 @@ def _failing(verdict) -> dict[str, tuple[str, int | None, str]]:
     return out
 
 
+def _warm_compiled_paths() -> None:
+    """Load the compiled re-derivation loop and the ingest shape scanner on background threads: a
+    follower lives long, and a commit's few thousand rows would otherwise run the loop as Python
+    (several times its compiled cost) and parse without the scanner. Commits switch over once they
+    are loaded, never waiting for them; the values are the same either way."""
+    from regime_dash.engine import rederive
+    from regime_dash.ingest import shapes
+
+    rederive.warm_in_background()
+    shapes.start_loading()
+
+
 class Follower:
     """One followed file: read, parse, commit, judge. Call :meth:`poll` often; it commits when due."""
 
@@ -105,8 +117,10 @@ class Follower:
         refuse_gzip(path)
         self.store, self.path, self.clock = store, Path(path), clock
         self.commit_every, self.on_truncate, self.dashboard = float(commit_every), on_truncate, dashboard
+        _warm_compiled_paths()
         self.run = FollowedRun.open(store, path, name)
         st = self.run.state
+        self._judged_lines = st.lines  # the lines the verdict has folded in (its reload reads up to them)
         self.tail = Tail(path, st.offset, st.inode)
         self.verdict = IncrementalVerdict(options, reload=self._committed_frame)
         meta = self.run.read_meta() if self.run.exists else {}
@@ -130,7 +144,10 @@ class Follower:
         if not self.run.exists:
             import pandas as pd
             return pd.DataFrame()
-        frame = self.store.load_table(self.run_id).to_pandas()
+        table = self.store.load_table(self.run_id)
+        if LINE_COLUMN in table.column_names:  # a part already visible but not yet judged is not "before"
+            table = table.filter(pc.less_equal(table.column(LINE_COLUMN), self._judged_lines))
+        frame = table.to_pandas()
         return canonical_frame(frame.drop(columns=[c for c in (LINE_COLUMN, PARTITION) if c in frame.columns]))
 
     def poll(self, force: bool = False) -> list[Commit]:
@@ -175,13 +192,23 @@ class Follower:
             new.segments.append({"segment": len(new.segments), "first_line": new.lines + 1,
                                  "reason": self._event, "at": _now()})
         frame_rows = 0 if table is None else table.num_rows
-        extra = {}
         alerts: list[Alert] = []
+
+        def judged() -> dict:
+            """The verdict with this batch folded in, as metadata: run once its part is visible, so the
+            judging never delays the rows reaching the store."""
+            if not frame_rows:
+                return {}
+            verdict = self.verdict.update(self._frame(table))
+            self._judged_lines = new.lines
+            fresh, extra = self._alerts(verdict)
+            alerts.extend(fresh)
+            return extra
+
         if frame_rows:
             new.last_line_at = _now()
-            verdict = self.verdict.update(self._frame(table))
-            alerts, extra = self._alerts(verdict)
-        self.run.commit(table, rejects, aside, new, extra)
+        self.run.commit(table, rejects, aside, new, judged)
+        self._judged_lines = new.lines
         v = self.verdict.current
         commit = Commit(self.run_id, frame_rows, new.rows, len(rejects), new.last_step,
                         v.status if v is not None else "pass", sorted(_failing(v)) if v is not None else [],
@@ -353,33 +380,34 @@ class RunWatch:
 
     def __init__(self, store: RunStore, run_id: str, options: CheckOptions | None = None):
         self.store, self.run_id = store, run_id
-        self.read = 0  # parts judged
+        self.lines = 0  # the file lines judged (a part merged by compaction keeps its lines)
         self.verdict = IncrementalVerdict(options, reload=self._read_all)
 
     def _read_all(self):
-        return self._frame(self.store.parts(self.run_id)[: self.read])
+        table = self.store.load_table(self.run_id)
+        return self._frame(table.filter(pc.less_equal(table.column(LINE_COLUMN), self.lines)))
 
     @staticmethod
-    def _frame(parts):
+    def _frame(table: pa.Table):
         import pandas as pd
-        import pyarrow.parquet as pq
 
         from regime_dash.aliases import canonical_frame
-        from regime_dash.ingest import unify_tables
 
-        if not parts:
+        if not table.num_rows:
             return pd.DataFrame()
-        frame = unify_tables([pq.read_table(p) for p in parts]).to_pandas()
+        frame = table.to_pandas()
         return canonical_frame(frame.drop(columns=[c for c in (LINE_COLUMN, PARTITION) if c in frame.columns]))
 
     def poll(self):
-        """The verdict after the parts committed since the last call, or ``None`` when there are none."""
-        parts = self.store.parts(self.run_id)
-        if len(parts) <= self.read:
+        """The verdict after the rows committed since the last call, or ``None`` when there are none."""
+        from regime_dash.store_append import rows_after
+
+        table, reach = rows_after(self.store, self.run_id, self.lines)
+        if table is None or not table.num_rows:
+            self.lines = reach
             return None
-        frame = self._frame(parts[self.read:])
-        verdict = self.verdict.update(frame)  # reload gives the parts before these
-        self.read = len(parts)
+        verdict = self.verdict.update(self._frame(table))  # reload gives the rows before these
+        self.lines = reach
         return verdict
 
     def following(self) -> bool:

@@ -116,6 +116,7 @@ _QUARANTINED = ".quarantined"  # suffix of a Parquet file there: no *.parquet gl
 _ID_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,159}$")
 _NAME_MAX = 64
 _FORMAT_VERSION = 1
+_READ_ATTEMPTS = 5  # listings of a run's parts tried when one vanishes between the listing and its read
 
 # Parquet settings: snappy without dictionaries is ~3x faster to write than Arrow's
 # default on diag data (mostly unique floats) and no larger; strings get dictionaries.
@@ -918,7 +919,6 @@ class RunStore:
         StoreError
             Unknown run, or a requested column the run does not have.
         """
-        files = self.parts(run_id)
         if columns is not None:
             columns = list(columns)
             known = set(self.meta(run_id).get("columns", {})) | {LINE_COLUMN}
@@ -926,16 +926,33 @@ class RunStore:
             if missing:
                 raise StoreError(f"run {run_id!r} has no column {missing[0]!r}",
                                  run_id=run_id)
+        for _attempt in range(_READ_ATTEMPTS - 1):
+            # a followed run merges its small parts (store_append.compact_parts): a part listed then
+            # merged away is read again from a fresh listing
+            tables = self._read_parts(run_id, columns, vanished_ok=True)
+            if tables is not None:
+                return unify_tables(tables, columns)
+        return unify_tables(self._read_parts(run_id, columns, vanished_ok=False), columns)
+
+    def _read_parts(self, run_id: str, columns: list[str] | None, vanished_ok: bool) -> list[pa.Table] | None:
+        """The run's parts read, or ``None`` (with ``vanished_ok``) when one went between the listing and
+        its read while the run stayed; a run deleted meanwhile raises."""
+        files = self.parts(run_id)
         with self._reading(run_id) as part:
             tables = []
             for f in files:
                 part[0] = f
-                if columns is None:
-                    tables.append(pq.read_table(f))
-                else:
-                    have = set(pq.read_schema(f).names)
-                    tables.append(pq.read_table(f, columns=[c for c in columns if c in have]))
-        return unify_tables(tables, columns)
+                try:
+                    if columns is None:
+                        tables.append(pq.read_table(f))
+                    else:
+                        have = set(pq.read_schema(f).names)
+                        tables.append(pq.read_table(f, columns=[c for c in columns if c in have]))
+                except FileNotFoundError:
+                    if vanished_ok and (self._run_dir(run_id) / _META).is_file():
+                        return None
+                    raise
+        return tables
 
     @contextlib.contextmanager
     def _reading(self, run_id: str) -> Iterator[list]:

@@ -52,7 +52,8 @@ class Layer:
 LAYERS: tuple[Layer, ...] = (
     Layer("base", ("errors", "text", "diag_jsonl", "shards", "params", "config", "streams", "slots", "diag", "aliases"),
           ordered=True),
-    Layer("edge", ("ingest", "store", "store_doctor", "store_append", "store_labels", "tail", "alerts", "export"), ("base",)),
+    Layer("edge", ("ingest", "store", "store_doctor", "store_append", "store_labels", "tail", "alerts", "export",
+                     "live_frame"), ("base",)),
     Layer("engines", ("engine",), ("base",)),
     Layer("sources and runs", (ROOT_MODULE, "market_jit", "scenarios", "simulator", "samples", "live", "distributed", "sweep"),
           ("base", "engines")),

@@ -217,6 +217,7 @@ def _fingerprint() -> str:
 
 _COMPILED: dict[str, object] = {}
 _LOCK = threading.Lock()
+_WARMING: list[threading.Thread] = []  # the one background warm-up of this process, once started
 
 
 def compiled():
@@ -245,8 +246,29 @@ def warm() -> None:
 
 
 def is_compiled() -> bool:
-    """Whether this process already holds the compiled loop."""
-    return "loop" in _COMPILED
+    """Whether this process already holds the compiled loop's machine code (not merely its dispatcher,
+    whose first call would still compile: a caller that picks the loop by this never waits on numba)."""
+    loop = _COMPILED.get("loop")
+    return loop is not None and bool(loop.signatures)
+
+
+def warm_in_background() -> threading.Thread | None:
+    """:func:`warm` on a daemon thread, so a long-lived process (a follower) switches to the compiled
+    loop once it is loaded and never waits for it; ``None`` where numba is absent or it is loaded."""
+    with _LOCK:
+        if not HAVE_NUMBA or is_compiled() or _WARMING:
+            return None
+
+        def load() -> None:
+            try:
+                warm()
+            except Exception:  # noqa: BLE001 - the loop stays the Python one: slower, the same values
+                pass
+
+        t = threading.Thread(target=load, name="regime-dash-rederive-warm", daemon=True)
+        _WARMING.append(t)
+    t.start()
+    return t
 
 
 _PYTHON_LOOP = _make_loop("python")
@@ -311,4 +333,5 @@ def run(logged, col_of, cfg_pos, flat, bsz, extra, start, skip, boundary, boot, 
     return exp, chain_ok, (isv, chain)
 
 
-__all__ = ["OUTPUTS", "OUTPUT_NAMES", "EXTRA", "COMPACT", "PYTHON_ROWS", "run", "fresh_state", "compiled", "is_compiled", "warm"]
+__all__ = ["OUTPUTS", "OUTPUT_NAMES", "EXTRA", "COMPACT", "PYTHON_ROWS", "run", "fresh_state", "compiled", "is_compiled", "warm",
+           "warm_in_background"]

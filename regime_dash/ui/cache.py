@@ -42,26 +42,46 @@ def get_store():
 def load_run(root: str, run_id: str, aliases: tuple = (), version: str = "") -> pd.DataFrame:
     """A stored run as a frame with canonical column names (``aliases`` as ``((canonical, (alt, ...)), ...)``).
 
-    ``version`` is part of the cache key only: a followed run passes its commit's, so each commit is read."""
-    from regime_dash.aliases import canonical_frame
+    ``version`` is part of the cache key only: a followed run passes its commit's, so each commit is read.
+    Rows without a whole-number step are left out (``attrs["rows_without_step"]`` counts them, the page
+    says so); a file without a step field is drawn against its line order (``attrs["step_from_row"]``)."""
+    from regime_dash.live_frame import run_frame
 
-    frame = canonical_frame(_store(root).load(run_id, narrow=True), dict(aliases) or None)  # slots as float32
-    if "step" not in frame.columns:
-        # A file without a step field is drawn against its line order; say so on the page.
-        frame.insert(0, "step", range(len(frame)))
-        frame.attrs["step_from_row"] = True
-        return frame
-    step = pd.to_numeric(frame["step"], errors="coerce")
-    bad = step.isna() | (step != step.round())
-    if bad.any():
-        # Rows whose step is missing or not a whole number cannot be placed on the
-        # step axis; they are left out of the view and the page says how many.
-        attrs = dict(frame.attrs)
-        frame = frame[~bad].copy()
-        frame.attrs = {**attrs, "rows_without_step": int(bad.sum())}
-        step = step[~bad]
-    frame["step"] = step.astype("int64")
-    return frame
+    return run_frame(_store(root).load(run_id, narrow=True), dict(aliases) or None)  # slots as float32
+
+
+@st.cache_resource(show_spinner=False)
+def _live_frames() -> dict[str, Any]:
+    import threading
+
+    return {"lock": threading.Lock(), "held": {}}
+
+
+#: Live runs held at once per process (a run no longer live is read the usual way, cached by value).
+LIVE_HELD = 8
+
+
+def live_run(root: str, run_id: str, aliases: tuple = (), version: str = "") -> pd.DataFrame:
+    """A run a follower is writing, held across reruns and grown by each commit's rows only
+    (:class:`regime_dash.live_frame.LiveFrame`): a redraw each second costs the new rows, not the run.
+
+    ``version`` is the run's commit (:func:`regime_dash.store_append.follow_status`): the store is
+    read only when it changed. The frame returned is the one held: callers must not change it."""
+    from regime_dash.live_frame import LiveFrame
+
+    box = _live_frames()
+    key = f"{root}|{run_id}|{aliases!r}"
+    with box["lock"]:
+        held = box["held"].pop(key, None)
+        if held is None:
+            held = {"frame": LiveFrame(_store(root), run_id, dict(aliases) or None), "version": None}
+        box["held"][key] = held  # most recent last: the oldest goes first
+        while len(box["held"]) > LIVE_HELD:
+            box["held"].pop(next(iter(box["held"])))
+        if held["version"] != version:
+            held["frame"].refresh()
+            held["version"] = version
+        return held["frame"].frame
 
 
 @st.cache_data(show_spinner=False, max_entries=32)

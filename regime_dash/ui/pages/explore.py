@@ -36,7 +36,8 @@ live = live_alerts.live_versions(picked)  # runs a follower is writing now: redr
 frames = {}
 for rid in list(picked):
     try:  # a damaged run (or one deleted meanwhile) is said and left out; the others are drawn
-        frames[labels[rid]] = cache.load_run(root, rid, alias_key, live.get(rid, ""))
+        frames[labels[rid]] = (cache.live_run(root, rid, alias_key, live[rid]) if rid in live
+                               else cache.load_run(root, rid, alias_key))
     except RegimeDashError as exc:
         show_error(exc, context=f"{markdown_literal(labels[rid])}: not shown. ")
         picked.remove(rid)
@@ -78,11 +79,12 @@ PROVENANCE, ids = "explore.failure", {label: rid for rid, label in labels.items(
 
 
 def follow_live_runs() -> None:
-    """Fresh rows of the live runs, and the window moved with them: kept where the user looks into the
-    past, grown when it reached the last step, the last N steps with "follow the tail"."""
+    """Fresh rows of the live runs (only the rows committed since the last redraw are read), and the
+    window moved with them: kept where the user looks into the past, grown when it reached the last
+    step, the last N steps with "follow the tail"."""
     now = live_alerts.live_versions(picked)
-    for rid, version in now.items():
-        frames[labels[rid]] = cache.load_run(root, rid, alias_key, version)
+    for rid, version in now.items():  # the held frame grown by the commit's rows only
+        frames[labels[rid]] = cache.live_run(root, rid, alias_key, version)
     c1, c2 = st.columns([1, 3])
     with c1:
         tail = st.toggle("Follow the tail", key="explore.follow_tail",
