@@ -80,6 +80,16 @@ def _axes(n: int) -> tuple[tuple[str, str], ...]:
     return _stacked(tuple(str(i) for i in range(n)), 100)[1]
 
 
+def without_bands(spec: dict) -> dict:
+    """``spec`` (a :func:`regime_dash.figures.signal_spec`) without its series' min/max bands (the
+    traces :func:`regime_dash.figures.run_traces` names ``"<run> <series> min/max"``).
+
+    With many runs overlaid each run's bands cover the others' lines, and they are a third of
+    the traces and about half of the browser's drawing time; the downsampled lines keep
+    each bucket's extremes (MinMaxLTTB)."""
+    return {**spec, "data": [t for t in spec["data"] if not str(t.get("name", "")).endswith(" min/max")]}
+
+
 def difference_figure(deltas: Mapping[str, FieldDelta], names: tuple[str, str], first_step: int | None, *,
                       n_out: int = DEFAULT_POINTS) -> dict:
     """A − B of each field of ``deltas`` (in its order), one panel each.

@@ -225,10 +225,20 @@ def _signal_spec(key: str, _runs: dict, x: str, smoothing: float, x_range: tuple
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _run_traces(key: str, _frame: pd.DataFrame, label: str, colour: str, options: tuple) -> list[dict]:
-    """:func:`regime_dash.figures.run_traces` of the run ``key`` names (``options`` as ``((name, value), ...)``)."""
+    """:func:`regime_dash.figures.run_traces` of the run ``key`` names (``options`` as ``((name, value), ...)``),
+    with the run's memo of the traces the smoothing does not change (:func:`_trace_memo`)."""
     from regime_dash.figures import run_traces
 
-    return run_traces(label, _frame, colour, **dict(options))
+    kw = dict(options)
+    fixed = tuple((k, v) for k, v in options if k != "smoothing")
+    return run_traces(label, _frame, colour, **kw, memo=_trace_memo(key, label, colour, fixed))
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _trace_memo(key: str, label: str, colour: str, options: tuple) -> dict:
+    """The memo :func:`regime_dash.figures.run_traces` keeps for one run under every option but the
+    smoothing (a resource, not a copied value: the figure code fills it in place)."""
+    return {}
 
 
 def runs_frame(store) -> pd.DataFrame:
