@@ -75,3 +75,14 @@ def test_cli_runs_json_tag_where(store, capsys):
     assert "md900" in out and "md300" not in out
     assert main(["runs", "--where", "max_duration>>1", *s]) == 2
     assert "max_duration>>1" in capsys.readouterr().err
+
+
+def test_logged_config_alone_is_the_rows_config_without_judging_the_run(store):
+    from regime_dash.run_table import logged_config
+
+    for r in store.list_runs():
+        assert logged_config(store, r["run_id"]) == run_facts(store, r["run_id"])["config"]
+    fresh = [r["run_id"] for r in store.list_runs()][0]
+    store.update_meta(fresh, lambda m: m.pop(TABLE_KEY, None))
+    assert logged_config(store, fresh)["max_duration"] in (300, 900)
+    assert TABLE_KEY not in store.meta(fresh)  # read from the config columns: no verdict, nothing cached
