@@ -76,6 +76,10 @@ DEFAULT_POINTS = 1200
 HOVER_STRIDE = 16
 
 
+#: Runs of up to this many rows keep their columns as numbers in a ``memo`` of :func:`run_traces`
+#: (25,000 rows: 0.2 MB a column; each column's conversion cost a millisecond or two a redraw).
+MEMO_ROWS = 200_000
+
 #: The signal panels' margins in pixels, wide enough for what the browser puts in them: the y
 #: tick labels and titles (74 px left, 70 px right as drawn in chromium with the app's theme),
 #: the legend above the top panel (65 px) and the x-axis title below it (67 px). Where a margin
@@ -129,6 +133,8 @@ def ema_debiased(values: np.ndarray, weight: float) -> np.ndarray:
     if weight == 0.0 or v.size == 0:
         return v.copy()
     finite = np.isfinite(v)
+    if finite.all():  # the usual case: no mask to apply and no copy to fill
+        return pd.Series(v).ewm(alpha=1.0 - weight, adjust=True).mean().to_numpy()
     out = v.copy()
     if finite.any():
         out[finite] = pd.Series(v[finite]).ewm(alpha=1.0 - weight, adjust=True).mean().to_numpy()
@@ -376,7 +382,8 @@ def _panel_layout(height: int, x: str, x_title: str) -> tuple[dict, dict[tuple[i
 
 
 def run_traces(label: str, frame: pd.DataFrame, colour: str, *, x: str = "step", smoothing: float = 0.0,
-               n_out: int = DEFAULT_POINTS, offset: float = 0.0, widen: float = 1.0) -> list[dict]:
+               n_out: int = DEFAULT_POINTS, offset: float = 0.0, widen: float = 1.0,
+               memo: dict | None = None) -> list[dict]:
     """One run's traces on the seven panels, as plain plotly dicts placed on their subplots' axes.
 
     Parameters
@@ -393,6 +400,11 @@ def run_traces(label: str, frame: pd.DataFrame, colour: str, *, x: str = "step",
         Subtracted from the run's x values (its first step, to align runs).
     widen
         Line width factor (earlier runs of an overlay draw wider).
+    memo
+        A dict the caller keeps for this run and every argument but ``smoothing``: the traces
+        that do not depend on the smoothing (counters, flags, events, and every series at
+        smoothing 0) are kept in it and taken from it next time, so a smoothing change
+        rebuilds only the smoothed series (of ten runs overlaid, a quarter of the work).
 
     Returns
     -------
@@ -401,7 +413,8 @@ def run_traces(label: str, frame: pd.DataFrame, colour: str, *, x: str = "step",
     """
     # the axes' names do not depend on the height or the x axis: any cached layout gives them
     batch = _TraceBatch(_panel_layout(1400, "step", "step")[1])
-    _add_run(batch, label, frame, colour, x=x, smoothing=smoothing, n_out=n_out, offset=offset, widen=widen)
+    _add_run(batch, label, frame, colour, x=x, smoothing=smoothing, n_out=n_out, offset=offset, widen=widen,
+             memo=memo)
     return batch.data
 
 
@@ -417,7 +430,7 @@ class _TraceBatch:
 
 
 def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, x: str, smoothing: float,
-             n_out: int, offset: float = 0.0, widen: float = 1.0) -> None:
+             n_out: int, offset: float = 0.0, widen: float = 1.0, memo: dict | None = None) -> None:
     if len(frame) == 0:
         return
     from regime_dash.analysis import episodes as ep
@@ -439,7 +452,13 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
     def col(name):
         if name not in frame.columns:
             return None
-        return reorder(pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype=np.float64))
+        if memo is not None and ("col", name) in memo:
+            return memo[("col", name)]
+        values = reorder(pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype=np.float64))
+        if memo is not None and len(values) <= MEMO_ROWS:
+            values.setflags(write=False)  # shared by every later call: never changed in place
+            memo[("col", name)] = values
+        return values
 
     def rows_of(steps) -> np.ndarray:
         """Row positions (in plotting order) of the given trainer steps."""
@@ -457,10 +476,26 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
 
     at = " (step %{x:d})" if x == "step" else ""
 
+    def replayed(key) -> bool:
+        """Whether the traces kept under ``key`` (see ``memo``) were added again."""
+        if memo is None or key not in memo:
+            return False
+        fig.data.extend(memo[key])
+        return True
+
+    def keep(key, n0: int) -> None:
+        if memo is not None:
+            memo[key] = fig.data[n0:]
+
     def line(row, y, name, *, dash=None, secondary=False, smooth=True, width=1.5, band=True, k=0):
         """One series; ``k`` is its tone (0 the run's main series, then lighter/darker variants)."""
         if y is None:
             return
+        key = None if smooth and smoothing > 0 else ("line", row, name)
+        if key is not None and replayed(key):
+            first[0] = False
+            return
+        n0 = len(fig.data)
         shade_colour = tone(colour, k)
         if smooth and smoothing > 0:
             y = ema_debiased(y, smoothing)
@@ -493,11 +528,15 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
                                name=f"{label} {name} non-finite", legendgroup=label, showlegend=False,
                                hovertemplate=f"{label} {name}: %{{text}}<extra></extra>"),
                           row=row, col=1, secondary_y=secondary)
+        if key is not None:
+            keep(key, n0)
 
     def shade(row, flag, top, name):
-        if flag is None or top is None or not np.isfinite(top):
+        """Shaded spans where ``flag`` (an array, or a function that makes it) is set."""
+        if flag is None or top is None or not np.isfinite(top) or replayed(("shade", row, name)):
             return
-        sp = spans(xs, flag, span_gap)
+        n0 = len(fig.data)
+        sp = spans(xs, flag() if callable(flag) else flag, span_gap)
         if not sp:
             return
         # one trace of rectangles separated by None gaps, not one shape per span: a run
@@ -511,9 +550,16 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
         fig.add_trace(dict(x=px, y=py, mode="lines", fill="toself", line=dict(width=0),
                            fillcolor=_rgba(colour, 0.18), hoverinfo="skip", legendgroup=label,
                            showlegend=False, name=f"{label} {name}"), row=row, col=1)
+        keep(("shade", row, name), n0)
 
     def markers(row, pos, y, name, symbol, secondary=False):
+        """Markers at the rows ``pos`` (an array, or a function that finds them)."""
+        if replayed(("markers", row, name)):
+            return
+        n0 = len(fig.data)
+        pos = pos() if callable(pos) else pos
         if pos is None or len(pos) == 0:
+            keep(("markers", row, name), n0)
             return
         if len(pos) > n_out:  # thousands of events: keep an even sample, the band shows density
             pos = pos[np.linspace(0, len(pos) - 1, n_out).astype(np.int64)]
@@ -523,6 +569,7 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
                            name=f"{label} {name}", legendgroup=label, showlegend=False,
                            hovertemplate=f"{label} {name} @ %{{x{':d' if x == 'step' else ''}}}<extra></extra>"),
                       row=row, col=1, secondary_y=secondary)
+        keep(("markers", row, name), n0)
 
     # 1 dead zone
     duration = col(diag.DURATION)
@@ -530,7 +577,7 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
     top = np.nanmax(duration) if duration is not None and np.isfinite(duration).any() else 1.0
     shade(1, col(diag.FLAG), max(top, 1.0), "dead-zone episode")
     if diag.TIMEOUT in frame.columns:
-        markers(1, rows_of(ep.timeouts(vw)["step"]), duration, "timeout", "x")
+        markers(1, lambda: rows_of(ep.timeouts(vw)["step"]), duration, "timeout", "x")
     # 2 ε recovery
     eps_lo, eps_hi = col(diag.EPS_MIN), col(diag.EPS_MAX)
     if eps_lo is not None and eps_hi is not None:
@@ -543,7 +590,7 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
     recency = col(diag.RECENCY)
     if recency is not None:
         line(3, recency + 1.0, "recency+1", smooth=False)
-        markers(3, rows_of(ep.tail_events(vw)["step"]), np.ones_like(recency), "tail event", "diamond")
+        markers(3, lambda: rows_of(ep.tail_events(vw)["step"]), np.ones_like(recency), "tail event", "diamond")
     tail_var = col(diag.VARIANCE)
     if tail_var is not None:
         line(3, np.sqrt(np.clip(tail_var, 0.0, None)), "σ Δworst", dash="dot", secondary=True, k=2)
@@ -552,9 +599,8 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
     line(4, sigma, "σ")
     line(4, envelope, "envelope", dash="dash", k=2, width=2.5)
     if sigma is not None and envelope is not None and var is not None:
-        floor = reorder(ep.floor_active(vw))
         finite = np.concatenate([a[np.isfinite(a)] for a in (sigma, envelope)])
-        shade(4, floor, float(finite.max()) if finite.size else 1.0, "floor active")
+        shade(4, lambda: reorder(ep.floor_active(vw)), float(finite.max()) if finite.size else 1.0, "floor active")
     # 5 v9 transition
     line(5, col(diag.REMAINING), "transition remaining", smooth=False)
     line(5, col(diag.SAFETY_FRAC), "safety_frac", dash="dot", secondary=True, k=2)

@@ -26,7 +26,8 @@ from regime_dash.diag import LOGGED_CONFIG
 from regime_dash.errors import NotDiagError, StoreError, ValidationError
 from regime_dash.store import RunStore
 
-__all__ = ["HEADLINE", "TABLE_KEY", "Where", "at_slot_precision", "filter_rows", "flat", "parse_where", "run_facts", "table"]
+__all__ = ["HEADLINE", "TABLE_KEY", "Where", "at_slot_precision", "filter_rows", "flat", "logged_config",
+           "parse_where", "run_facts", "table"]
 
 #: The ``_meta.json`` key of a run's cached row.
 TABLE_KEY = "table"
@@ -59,6 +60,12 @@ def _config(store: RunStore, run_id: str, columns: Iterable[str]) -> tuple[dict[
         if pc.min_max(a)["min"] != pc.min_max(a)["max"]:
             varies.append(name)
     return values, varies
+
+
+def logged_config(store: RunStore, run_id: str) -> dict[str, Any]:
+    """The run's logged config (a row's ``config``) read from its config columns alone, without the
+    verdict :func:`run_facts` computes on a run's first listing."""
+    return _config(store, run_id, store.meta(run_id).get("columns", {}))[0]
 
 
 def _judge(store: RunStore, run_id: str) -> dict[str, Any]:

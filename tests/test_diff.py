@@ -100,3 +100,47 @@ def test_runs_without_usable_steps_raise():
         diff_runs(pd.DataFrame({"x": [1]}), pd.DataFrame({"step": [0], "x": [1]}))
     with pytest.raises(ValidationError, match="step 3 appears more than once"):
         diff_runs(pd.DataFrame({"step": [3, 3], "x": [1, 2]}), pd.DataFrame({"step": [3], "x": [1]}))
+
+
+# ---- A − B per field (the Compare page's difference chart) --------------------------------------
+def test_field_deltas_agree_with_the_diff_on_every_first_differing_step():
+    from regime_dash.analysis.diff import field_deltas
+
+    stream = scenarios.make("tail_shock", steps=200, accounts=32)
+    a, b = replay(stream), replay(stream, RegimeConfig(envelope_decay_alpha=0.02))
+    deltas = field_deltas(a, b)
+    firsts = {f.column: f for f in diff_runs(a, b).fields}
+    for column, d in deltas.items():
+        if column in firsts:
+            assert d.first_step == firsts[column].first_step and d.rows == firsts[column].rows, column
+        else:
+            assert d.first_step is None and not d.delta.any(), column
+    env = deltas[v.ENVELOPE]
+    np.testing.assert_array_equal(env.delta, a[v.ENVELOPE].to_numpy(np.float64) - b[v.ENVELOPE].to_numpy(np.float64))
+
+
+def test_field_deltas_match_by_step_over_unequal_lengths_nan_and_text():
+    from regime_dash.analysis.diff import field_deltas
+
+    a = pd.DataFrame({"step": [3, 1, 2, 0], "x": [4.0, np.nan, 3.0, 1.0], "flag": [True, False, True, False],
+                      "phase": ["train"] * 4})
+    b = pd.DataFrame({"step": [1, 2, 3, 4, 5], "x": [np.nan, 1.0, np.nan, 0.0, 0.0], "flag": [0, 1, 0, 0, 0],
+                      "phase": ["eval"] * 5})
+    d = field_deltas(a, b)
+    assert set(d) == {"x", "flag"}  # text has no difference
+    assert d["x"].steps.tolist() == [1, 2, 3]
+    np.testing.assert_array_equal(d["x"].delta, [0.0, 2.0, np.nan])  # NaN = NaN; NaN against 4 differs
+    assert d["x"].first_step == 2 and d["x"].rows == 2
+    np.testing.assert_array_equal(d["flag"].delta, [0.0, 0.0, 1.0])
+    assert d["flag"].first_step == 3
+    with pytest.raises(ValidationError, match="neither run"):
+        field_deltas(a, b, ["nope"])
+    with pytest.raises(ValidationError, match="appears more than once"):
+        field_deltas(a, pd.concat([b, b]))
+
+
+def test_field_deltas_of_runs_that_share_no_step_are_empty_arrays():
+    from regime_dash.analysis.diff import field_deltas
+
+    d = field_deltas(pd.DataFrame({"step": [0, 1], "x": [1.0, 2.0]}), pd.DataFrame({"step": [5], "x": [1.0]}))
+    assert d["x"].steps.size == 0 and d["x"].first_step is None and d["x"].rows == 0

@@ -189,6 +189,45 @@ def test_traces_of_builds_each_run_once_and_the_same_figure(trap_frame):
     assert len(kelly) == 1 and len(kelly[0].y) <= 300  # the points per trace asked for, not the default
 
 
+def _same_traces(a: list[dict], b: list[dict]) -> bool:
+    if len(a) != len(b):
+        return False
+    for ta, tb in zip(a, b):
+        if ta.keys() != tb.keys():
+            return False
+        for k in ta:
+            va, vb = ta[k], tb[k]
+            if isinstance(va, np.ndarray) or isinstance(vb, np.ndarray):
+                if not np.array_equal(np.asarray(va), np.asarray(vb), equal_nan=True):
+                    return False
+            elif va != vb:
+                return False
+    return True
+
+
+def test_a_memo_keeps_what_smoothing_does_not_change_and_gives_the_same_traces(trap_frame):
+    """``run_traces(memo=...)``: at any smoothing the same traces as without it; what it kept does not
+    depend on the smoothing, and it is what a later call takes (a memo is kept per run)."""
+    memo: dict = {}
+    for weight in (0.3, 0.9, 0.0, 0.6):
+        kept = figures.run_traces("r", trap_frame, "#636EFA", smoothing=weight, memo=memo)
+        assert _same_traces(kept, figures.run_traces("r", trap_frame, "#636EFA", smoothing=weight)), weight
+    kinds = {k[0] for k in memo}
+    assert kinds == {"line", "shade", "markers", "col"}
+    assert ("line", 1, "duration") in memo and ("markers", 3, "tail event") in memo
+    assert ("line", 7, "kelly_f") in memo  # kept at smoothing 0: the raw series
+    assert not memo[("col", diag.KELLY)].flags.writeable  # shared by later calls: read-only
+    # what it kept is what a later call takes, whatever frame it is given (a caller keeps one memo per run)
+    other = trap_frame.assign(**{diag.KELLY: trap_frame[diag.KELLY] * 0.5,
+                                 diag.DURATION: trap_frame[diag.DURATION] * 0 + 3})
+    mixed = {t["name"]: t for t in figures.run_traces("r", other, "#636EFA", smoothing=0.6, memo=memo)}
+    fresh = {t["name"]: t for t in figures.run_traces("r", other, "#636EFA", smoothing=0.6)}
+    before = {t["name"]: t for t in figures.run_traces("r", trap_frame, "#636EFA", smoothing=0.6)}
+    for name in ("r kelly_f", "r"):  # a smoothed series and duration (the legend's trace)
+        assert np.array_equal(mixed[name]["y"], before[name]["y"]) and not np.array_equal(mixed[name]["y"],
+                                                                                          fresh[name]["y"])
+
+
 def test_signal_spec_is_the_figure_as_plotly_json(trap_frame):
     """The dict the Replay page draws is the figure's JSON, arrays as base64 typed arrays, and
     building it leaves the traces a caller's ``traces_of`` handed in as they were."""

@@ -100,3 +100,14 @@ def test_cli_where_compares_a_config_slot_at_float32(tmp_path, capsys):
     assert names("sigma_max==19.45199966430664") == ["sample"] and names("sigma_max==19.452") == []
     assert main(["runs", "--where", "eps_min==0.05", *args]) == 0
     assert "sample" in capsys.readouterr().out
+
+
+def test_logged_config_alone_is_the_rows_config_without_judging_the_run(store):
+    from regime_dash.run_table import logged_config
+
+    for r in store.list_runs():
+        assert logged_config(store, r["run_id"]) == run_facts(store, r["run_id"])["config"]
+    fresh = [r["run_id"] for r in store.list_runs()][0]
+    store.update_meta(fresh, lambda m: m.pop(TABLE_KEY, None))
+    assert logged_config(store, fresh)["max_duration"] in (300, 900)
+    assert TABLE_KEY not in store.meta(fresh)  # read from the config columns: no verdict, nothing cached

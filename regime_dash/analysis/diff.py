@@ -12,6 +12,7 @@ compares the values, not the dtypes, so a run re-read from JSON matches its
 Parquet twin; so do booleans against 0/1 and numbers stored as text against
 numbers. Internal columns (:data:`INTERNAL_COLUMNS`, such as the store's
 ``_line``) are not compared: they say where a row came from, not what it holds.
+:func:`field_deltas` gives A − B of each numeric field at the shared steps, by the same rule.
 """
 from __future__ import annotations
 
@@ -102,7 +103,9 @@ class RunDiff:
         return out
 
 
-def _steps(frame: pd.DataFrame, name: str) -> np.ndarray:
+def steps_of(frame: pd.DataFrame, name: str) -> np.ndarray:
+    """``frame``'s ``step`` column as int64; :class:`ValidationError` naming run ``name`` when it has
+    none, holds a non-number or repeats a step (rows are matched on it)."""
     if "step" not in frame.columns:
         raise ValidationError(f"run {name} has no 'step' column to match rows on", field="step", value=name)
     s = pd.to_numeric(frame["step"], errors="coerce").to_numpy(dtype=np.float64)
@@ -135,6 +138,21 @@ def _as_numbers(a: pd.Series) -> np.ndarray | None:
     return numbers.to_numpy(dtype=np.float64, na_value=np.nan)
 
 
+def _pair_numbers(x: pd.Series, y: pd.Series) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Both columns as float64 where they compare as numbers (one side may be booleans or numbers
+    written as text when the other holds numbers); ``None`` for a side that does not."""
+    xn, yn = _numeric(x), _numeric(y)
+    if (xn is None) != (yn is None):  # one side numbers, the other booleans or text: compare values
+        xn = xn if xn is not None else _as_numbers(x)
+        yn = yn if yn is not None else _as_numbers(y)
+    return xn, yn
+
+
+def _differ(xn: np.ndarray, yn: np.ndarray) -> np.ndarray:
+    """Where two value arrays differ: not the same number, both NaN counting as the same."""
+    return ~((xn == yn) | (np.isnan(xn) & np.isnan(yn)))
+
+
 def diff_runs(a: pd.DataFrame, b: pd.DataFrame, columns: list[str] | None = None) -> RunDiff:
     """Compare two runs step by step.
 
@@ -151,7 +169,7 @@ def diff_runs(a: pd.DataFrame, b: pd.DataFrame, columns: list[str] | None = None
         When a run has no ``step``, repeats a step, or ``columns`` names a
         column neither run has.
     """
-    sa, sb = _steps(a, "A"), _steps(b, "B")
+    sa, sb = steps_of(a, "A"), steps_of(b, "B")
     cols_a = [c for c in a.columns if c != "step" and c not in INTERNAL_COLUMNS]
     cols_b = [c for c in b.columns if c != "step" and c not in INTERNAL_COLUMNS]
     if columns is not None:
@@ -171,13 +189,9 @@ def diff_runs(a: pd.DataFrame, b: pd.DataFrame, columns: list[str] | None = None
     notes: list[str] = []
     for c in shared:
         x, y = a[c].iloc[ia], b[c].iloc[ib]
-        xn, yn = _numeric(x), _numeric(y)
-        if (xn is None) != (yn is None):  # one side numbers, the other booleans or text: compare values
-            xn = xn if xn is not None else _as_numbers(x)
-            yn = yn if yn is not None else _as_numbers(y)
+        xn, yn = _pair_numbers(x, y)
         if xn is not None and yn is not None:
-            both_nan = np.isnan(xn) & np.isnan(yn)
-            differ = ~((xn == yn) | both_nan)
+            differ = _differ(xn, yn)
             d = np.abs(xn - yn)
             d = d[differ & np.isfinite(d)]
             max_abs = float(d.max()) if len(d) else (float("inf") if differ.any() else 0.0)
@@ -201,3 +215,56 @@ def diff_runs(a: pd.DataFrame, b: pd.DataFrame, columns: list[str] | None = None
                    int(len(a_only)), int(len(b_only)),
                    int(a_only[0]) if len(a_only) else None, int(b_only[0]) if len(b_only) else None,
                    int(len(common)), notes)
+
+
+@dataclass(frozen=True)
+class FieldDelta:
+    """One numeric column of two runs, A − B at the steps both have.
+
+    ``steps`` the shared steps (sorted), ``delta`` A − B there (float64: 0 where both are NaN,
+    NaN where one is, ±Inf or NaN as the arithmetic gives for infinities), ``differ`` where the
+    values are not the same (:func:`diff_runs`' rule), ``first_step`` the first of those (None
+    when none differs).
+    """
+
+    column: str
+    steps: np.ndarray
+    delta: np.ndarray
+    differ: np.ndarray
+    first_step: int | None
+
+    @property
+    def rows(self) -> int:
+        return int(self.differ.sum())
+
+
+def field_deltas(a: pd.DataFrame, b: pd.DataFrame, columns: list[str] | None = None) -> dict[str, FieldDelta]:
+    """A − B of each numeric column both runs have (or of ``columns``), matched by step.
+
+    Columns that hold text in either run have no difference and are left out; booleans count as
+    0/1. Each field's ``first_step`` is the one :func:`diff_runs` reports for it.
+
+    Raises
+    ------
+    ValidationError
+        As :func:`diff_runs`: a run without ``step``, a repeated step, a column in neither run.
+    """
+    sa, sb = steps_of(a, "A"), steps_of(b, "B")
+    if columns is not None:
+        unknown = [c for c in columns if c not in a.columns and c not in b.columns]
+        if unknown:
+            raise ValidationError(f"column(s) {unknown} in neither run", field="columns", value=unknown)
+    wanted = [c for c in (a.columns if columns is None else columns)
+              if c != "step" and c not in INTERNAL_COLUMNS and c in a.columns and c in b.columns]
+    common, ia, ib = np.intersect1d(sa, sb, assume_unique=True, return_indices=True)
+    out: dict[str, FieldDelta] = {}
+    for c in wanted:
+        xn, yn = _pair_numbers(a[c].iloc[ia], b[c].iloc[ib])
+        if xn is None or yn is None:
+            continue
+        differ = _differ(xn, yn)
+        with np.errstate(invalid="ignore"):
+            delta = np.where(differ, xn - yn, 0.0)
+        first = int(common[np.flatnonzero(differ)[0]]) if differ.any() else None
+        out[c] = FieldDelta(c, common, delta, differ, first)
+    return out

@@ -17,6 +17,7 @@
    - Replay: a what-if slider moved one step (``eps_min`` by 0.01, 25k steps);
    - Explore: the smoothing slider, the step window, a run added (25k and big; from the
      click on the run in the open list, and from the click that opens the list);
+   - Compare: the smoothing slider with ``--compare-runs`` runs of ``--steps`` steps overlaid;
    - every page's first chart (or first table where a page has no chart), warm: opened as a
      new page load, and reached through the app's menu from another page; timed until the
      page's own stamp of the frame that painted it (:data:`STAMP_JS`), not until Playwright
@@ -49,6 +50,7 @@ TARGETS: dict[str, float] = {
     "explore_smoothing": 0.7, "explore_window": 0.7, "explore_run_added": 0.7, "explore_run_added_from_open": 0.7,
     "explore_big_smoothing": 1.5, "explore_big_window": 1.5, "explore_big_run_added": 1.5,
     "explore_big_run_added_from_open": 1.5,
+    "compare_10_runs_smoothing": 1.0,
     "first_chart_runs": 2.0, "first_chart_explore": 2.0, "first_chart_replay": 2.0,
     "first_chart_live": 2.0, "first_chart_controllers": 2.0, "first_chart_slots": 2.0,
     "first_chart_compare": 2.0,
@@ -208,6 +210,29 @@ def explore_actions(ctx, base: str, run_id: str, other_id: str, repeat: int) -> 
         page.close()
 
 
+def compare_smoothing(ctx, base: str, run_ids: list[str], repeat: int) -> list[float]:
+    """Compare with every run of ``run_ids`` overlaid: the smoothing slider one page up, ``repeat`` times."""
+    page = ctx.new_page()
+    try:
+        page.goto(f"{base}/compare?more={','.join(run_ids)}")
+        page.wait_for_function(HAS_TRACE_JS, arg=f"{_label_of(run_ids[-1])} kelly_f", timeout=300_000)
+        _settle(page)
+        out = []
+        for _ in range(repeat):
+            out.append(timed_change(page, _press(page, "Smoothing (debiased EMA; flags and counters stay raw)",
+                                                 "PageUp")))
+            _settle(page)
+        return out
+    finally:
+        page.close()
+
+
+def _label_of(run_id: str) -> str:
+    """The name the page gives a run made by :func:`~regime_dash.benchmarks.page_load.make_run` (its
+    file's stem; runs of one length share it, so the page adds the id's last 6 characters)."""
+    return f"{run_id.rsplit('-', 1)[0]} ({run_id[-6:]})"
+
+
 #: Counts, for ``ms`` milliseconds, the animation frames in which the chart's data differs from
 #: the frame before: the redraws the user sees (a frame with no chart drawn is not one).
 COUNT_REDRAWS_JS = """(ms) => new Promise(done => {
@@ -352,16 +377,19 @@ def first_views_in_app(ctx, base: str, repeat: int,
 
 
 #: Groups of measurements ``--only`` picks from.
-GROUPS = ("replay", "explore", "big", "pages", "live")
+GROUPS = ("replay", "explore", "big", "compare", "pages", "live")
 
 
 def run(steps: int = 25_000, big_steps: int = 1_000_000, repeat: int = 5,
-        only: tuple[str, ...] = GROUPS) -> dict[str, Any]:
+        only: tuple[str, ...] = GROUPS, compare_runs: int = 10) -> dict[str, Any]:
     """The whole benchmark (or the groups ``only`` names); returns the JSON-able result."""
     from regime_dash.errors import ValidationError
 
     if repeat < 1:
         raise ValidationError(f"repeat must be >= 1, got {repeat!r}", field="repeat", value=repeat)
+    if compare_runs < 2:
+        raise ValidationError(f"compare runs must be >= 2, got {compare_runs!r}", field="compare_runs",
+                              value=compare_runs)
     for g in only:
         if g not in GROUPS:
             raise ValidationError(f"unknown measurement group {g!r}; choose from {list(GROUPS)}",
@@ -373,6 +401,8 @@ def run(steps: int = 25_000, big_steps: int = 1_000_000, repeat: int = 5,
         small = make_run(store, steps, 64)
         second = make_run(store, steps, 64, seed=1)
         big = make_big_run(store, big_steps) if big_steps else None
+        more = [make_run(store, steps, 64, seed=s)["run_id"] for s in range(2, compare_runs)] \
+            if "compare" in only else []
         with serve(store) as base, chromium(viewport=(1600, 1200)) as ctx:
             latencies: dict[str, list[float]] = {}
             seen_by_playwright: dict[str, list[float]] = {}
@@ -388,6 +418,10 @@ def run(steps: int = 25_000, big_steps: int = 1_000_000, repeat: int = 5,
                 print(f"explore, {big_steps:,} steps…", file=sys.stderr)
                 for k, v in explore_actions(ctx, base, big["run_id"], small["run_id"], repeat).items():
                     latencies[f"explore_big_{k}"] = v
+            if "compare" in only:
+                print(f"compare, {compare_runs} runs of {steps:,} steps…", file=sys.stderr)
+                latencies[f"compare_{compare_runs}_runs_smoothing"] = compare_smoothing(
+                    ctx, base, [small["run_id"], second["run_id"], *more], repeat)
             load.append(os.getloadavg())
             if "live" in only:
                 print("live redraws…", file=sys.stderr)
@@ -434,7 +468,7 @@ def table(result: dict[str, Any]) -> str:
 
 
 def _main(args: argparse.Namespace) -> int:
-    result = run(args.steps, args.big_steps, args.repeat, tuple(args.only.split(",")))
+    result = run(args.steps, args.big_steps, args.repeat, tuple(args.only.split(",")), args.compare_runs)
     print(table(result))
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")

@@ -115,6 +115,8 @@ def _ui_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
     p.add_argument("--big-steps", type=int, default=1_000_000,
                    help="steps of the long Explore run (default 1000000; 0 leaves it out)")
     p.add_argument("--repeat", type=int, default=5, help="actions per measurement; the median is reported (5)")
+    p.add_argument("--compare-runs", type=int, default=10,
+                   help="runs of --steps steps overlaid on Compare (default 10, at least 2)")
     p.add_argument("--only", default=",".join(m.GROUPS),
                    help=f"comma-separated measurement groups (default all: {','.join(m.GROUPS)})")
     p.add_argument("--out", help="also write the JSON result to this file")

@@ -259,10 +259,20 @@ def _signal_spec(key: str, _runs: dict, x: str, smoothing: float, x_range: tuple
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _run_traces(key: str, _frame: pd.DataFrame, label: str, colour: str, options: tuple) -> list[dict]:
-    """:func:`regime_dash.figures.run_traces` of the run ``key`` names (``options`` as ``((name, value), ...)``)."""
+    """:func:`regime_dash.figures.run_traces` of the run ``key`` names (``options`` as ``((name, value), ...)``),
+    with the run's memo of the traces the smoothing does not change (:func:`_trace_memo`)."""
     from regime_dash.figures import run_traces
 
-    return run_traces(label, _frame, colour, **dict(options))
+    kw = dict(options)
+    fixed = tuple((k, v) for k, v in options if k != "smoothing")
+    return run_traces(label, _frame, colour, **kw, memo=_trace_memo(key, label, colour, fixed))
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _trace_memo(key: str, label: str, colour: str, options: tuple) -> dict:
+    """The memo :func:`regime_dash.figures.run_traces` keeps for one run under every option but the
+    smoothing (a resource, not a copied value: the figure code fills it in place)."""
+    return {}
 
 
 def runs_frame(store) -> pd.DataFrame:
@@ -320,6 +330,46 @@ def diff_runs(root: str, run_a: str, run_b: str, aliases: tuple = ()):
     from regime_dash.analysis import diff_runs as diff
 
     return diff(load_run(root, run_a, aliases), load_run(root, run_b, aliases))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def delta_fields(root: str, run_a: str, run_b: str, aliases: tuple = ()) -> dict[str, int | None]:
+    """``{column: first differing step or None}`` of every numeric field two stored runs share
+    (:func:`regime_dash.analysis.diff.field_deltas`), the differing ones first, by that step."""
+    from regime_dash.analysis.diff import field_deltas
+
+    deltas = field_deltas(load_run(root, run_a, aliases), load_run(root, run_b, aliases))
+    order = sorted(deltas, key=lambda c: (deltas[c].first_step is None, deltas[c].first_step or 0, c))
+    return {c: deltas[c].first_step for c in order}
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def difference_spec(root: str, run_a: str, run_b: str, fields: tuple, names: tuple, aliases: tuple = ()) -> dict:
+    """:func:`regime_dash.figures_compare.difference_figure` of ``fields`` of two stored runs
+    (``names``: what the hover calls A and B), their first differing step marked."""
+    from regime_dash.analysis.diff import field_deltas
+    from regime_dash.figures_compare import difference_figure
+
+    deltas = field_deltas(load_run(root, run_a, aliases), load_run(root, run_b, aliases), list(fields))
+    return difference_figure(deltas, names, diff_runs(root, run_a, run_b, aliases).first_step)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def logged_config(root: str, run_id: str, rows: int | None = None) -> dict[str, Any]:
+    """:func:`regime_dash.run_table.logged_config` of a stored run (``rows`` is part of the key only:
+    a followed run's config is read again as it grows)."""
+    from regime_dash.run_table import logged_config as read
+
+    return read(_store(root), run_id)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def group_spec(key: str, _frames: dict, groups: tuple, columns: tuple, band: str, smoothing: float) -> dict:
+    """:func:`regime_dash.figures_compare.group_figure` of ``_frames`` (named by ``key``), grouped by
+    ``groups`` (``((label, group), ...)``)."""
+    from regime_dash.figures_compare import group_figure
+
+    return group_figure(_frames, dict(groups), list(columns), band=band, smoothing=smoothing)
 
 
 @st.cache_data(show_spinner="sweeping…", max_entries=4)

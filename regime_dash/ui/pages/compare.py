@@ -1,13 +1,16 @@
-"""Compare: two stored runs, their diff report and their signals overlaid."""
+"""Compare: stored runs overlaid (two or more), the diff report and A − B of a pair, the runs grouped."""
 import pandas as pd
 import streamlit as st
 
+from regime_dash.errors import RegimeDashError
 from regime_dash.text import markdown_literal
-from regime_dash.ui import cache, state, widgets
+from regime_dash.ui import cache, compare_tabs, state, widgets
+from regime_dash.ui.errors import show_error
 
 st.title("Compare")
 st.caption("Where do two runs part? Rows are matched by step and every shared field is compared by value; "
-           "pick run A and run B (it starts on two runs that cover the same steps).")
+           "pick run A and run B (it starts on two runs that cover the same steps), and more runs to overlay "
+           "or to group (seeds and folds of one config).")
 store = cache.get_store()
 runs = cache.runs_frame(store)
 if len(runs) < 2:
@@ -21,6 +24,7 @@ with c1:
     run_a = widgets.run_picker("compare.a", runs, multi=False, label="Run A", index=first, param="run_a")[0]
 with c2:
     run_b = widgets.run_picker("compare.b", runs, multi=False, label="Run B", index=second, param="run_b")[0]
+more = widgets.run_picker("compare.more", runs, default=0, label="More runs to overlay", param="more")
 root = cache.store_root()
 diff = cache.diff_runs(root, run_a, run_b)
 
@@ -47,9 +51,25 @@ if report is not None:
     with report:
         st.code("\n".join(diff.lines()), language=None)
 
-labels = widgets.run_labels(runs, [run_a, run_b]) if run_a != run_b else {run_a: "A"}
-frames = {labels[r]: cache.load_run(root, r) for r in dict.fromkeys([run_a, run_b])}
-x = widgets.x_axis_picker("compare.x", list(frames.values()), param="x")
-fig = cache.signal_figure(f"compare|{root}|{run_a}|{run_b}", frames, x, 0.0)
-widgets.plotly_chart(fig, "compare.chart")
+picked = list(dict.fromkeys([run_a, run_b, *more]))
+labels = widgets.run_labels(runs, picked)
+frames = {}
+for rid in list(picked):
+    try:  # a damaged run (or one deleted meanwhile) is said and left out; the others are drawn
+        frames[labels[rid]] = cache.load_run(root, rid)
+    except RegimeDashError as exc:
+        show_error(exc, context=f"{labels[rid]}: not shown. ")
+        picked.remove(rid)
+# only the open tab is built (a rerun when another is opened)
+tab_runs, tab_diff, tab_groups = st.tabs(["Runs overlaid", "Difference A − B", "Groups"],
+                                         key="compare.tabs", on_change="rerun")
+if tab_runs.open:
+    with tab_runs:
+        compare_tabs.overlay(root, picked, frames)
+if tab_diff.open:
+    with tab_diff:
+        compare_tabs.difference(root, run_a, run_b, (labels[run_a], labels[run_b]), diff.rows_compared)
+if tab_groups.open:
+    with tab_groups:
+        compare_tabs.groups(root, runs, picked, frames)
 state.publish()
