@@ -36,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from regime_dash.ingest.arrays import from_numpy, to_numpy
 from regime_dash.ingest.reference import _flatten_into
 from regime_dash.ingest.report import LINE_COLUMN
 
@@ -215,20 +216,20 @@ def _mask(null: np.ndarray) -> np.ndarray | None:
 def _number(f: np.ndarray, ints: np.ndarray, text: pa.Array | None) -> pa.Array:
     null = _mask(f == 5)
     if text is None:
-        return pa.array(ints, mask=null)
-    vals = pc.cast(text, pa.float64()).to_numpy(zero_copy_only=False)
+        return from_numpy(ints, null)
+    vals = to_numpy(pc.cast(text, pa.float64()))
     if (f >= 2).any():
         vals = vals.copy()
         vals[f == 2] = np.nan
         vals[f == 3] = np.inf
         vals[f == 4] = -np.inf
-    return pa.array(vals, mask=null)
+    return from_numpy(vals, null)
 
 
 def _string(f: np.ndarray, text: pa.Array) -> pa.Array:
     null = f == 5
     if null.any():
-        text = pc.if_else(pa.array(null), pa.scalar(None, pa.string()), text)
+        text = pc.if_else(from_numpy(null), pa.nulls(1, pa.string())[0], text)
     text.validate(full=True)  # UTF-8 (raises: the chunk goes the usual way)
     return text
 
@@ -245,13 +246,13 @@ def table_of(tpl: Template, buf, matched, line_numbers: np.ndarray) -> pa.Table:
     strings = [i for i, kind in enumerate(tpl.kinds) if kind == STRING and (sub[i] != 5).any()]
     texts = dict(zip(floats + strings, _texts(buf, vs, ve, fl, rows, floats + strings,
                                               [True] * len(floats) + [False] * len(strings))))
-    cols = [pa.array(line_numbers, type=pa.int64())]
+    cols = [from_numpy(np.asarray(line_numbers, dtype=np.int64))]
     for i, kind in enumerate(tpl.kinds):
         f = sub[i]
         if kind == NULL or not (f != 5).any():
             cols.append(pa.nulls(len(rows)))
         elif kind == BOOL:
-            cols.append(pa.array(f == 1, mask=_mask(f == 5)))
+            cols.append(from_numpy(f == 1, _mask(f == 5)))
         elif kind == STRING:
             cols.append(_string(f, texts[i]))
         else:
