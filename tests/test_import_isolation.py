@@ -78,3 +78,20 @@ def test_each_command_still_gets_its_full_parser(capsys):
         full = _help(build_parser([name, "--help"]), [name, "--help"], capsys)
         assert listed.startswith(f"usage: python -m regime_dash {name} [-h]\n")
         assert len(full) > len(listed) and f"python -m regime_dash {name}" in full, name
+
+
+def test_clean_cli_ingest_imports_no_pandas(tmp_path):
+    """A clean diag's ingest builds its columns without pyarrow's pandas shim
+    (``regime_dash.ingest.arrays``): importing pandas cost a fresh ``ingest`` half a second."""
+    from regime_dash.benchmarks.ingest import make_diag_file
+
+    src = tmp_path / "run.diag.jsonl"
+    make_diag_file(src, 9, seed=3)  # several chunks, so later ones are renumbered
+    code = ("import runpy, sys\n"
+            f"sys.argv = ['regime_dash', 'ingest', {str(src)!r}, '--store', {str(tmp_path / 'store')!r}, '--json']\n"
+            "try:\n    runpy.run_module('regime_dash', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "print('MODULES', ' '.join(sorted(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    stored, mods = out.rsplit("MODULES", 1)
+    assert '"rows": ' in stored and '"rejected_count": 0' in stored
+    assert "pandas" not in mods.split()

@@ -8,6 +8,7 @@ import math
 from contextlib import contextmanager
 from unittest import mock
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -460,3 +461,28 @@ def test_property_split_anywhere_same_rows(data, cut):
     for line in a:
         for k in set(a[line]) | set(b[line]):
             assert same(a[line].get(k), b[line].get(k)), (line, k)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.float64, np.int8, np.int32, np.bool_])
+def test_arrays_from_and_to_numpy_match_pyarrow(dtype):
+    """The pandas-free conversions give what ``pa.array`` and ``to_numpy`` give: values,
+    nulls, slices (bit offsets of bool columns included) and chunked columns."""
+    from regime_dash.ingest.arrays import first_valid, from_numpy, to_numpy
+
+    rng = np.random.default_rng(7)
+    for n in (0, 1, 7, 8, 9, 1000):
+        vals = (rng.random(n) < 0.5) if dtype is np.bool_ else (rng.random(n) * 200 - 100).astype(dtype)
+        mask = rng.random(n) < 0.3
+        plain, masked = from_numpy(vals), from_numpy(vals, mask)
+        plain.validate(full=True)
+        masked.validate(full=True)
+        assert plain.equals(pa.array(vals)) and masked.equals(pa.array(vals, mask=mask))
+        for off in range(min(n, 3)):
+            got = to_numpy(plain.slice(off))
+            assert got.dtype == vals.dtype and np.array_equal(got, vals[off:])
+        halves = pa.chunked_array([plain.slice(0, n // 2), plain.slice(n // 2)], type=plain.type)
+        assert np.array_equal(to_numpy(halves), vals)
+        if (~mask).any():
+            assert first_valid(masked) == int(np.argmax(~mask))
+    with pytest.raises(TypeError):
+        from_numpy(np.zeros(2, np.uint16))

@@ -7,6 +7,7 @@ binary stream; plain or gzip) and yields values. It writes nothing; the run stor
 Layout
 ------
 The package is split along its seams, each module importing only those above it:
+:mod:`~regime_dash.ingest.arrays` (NumPy <-> Arrow without pyarrow's pandas shim),
 :mod:`~regime_dash.ingest.types` (the type lattice), :mod:`~regime_dash.ingest.report`
 (rejects, set-aside values, batches, the report), :mod:`~regime_dash.ingest.columns`
 (one type per column), :mod:`~regime_dash.ingest.sources` (bytes, paths, streams, gzip,

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from regime_dash.ingest.arrays import from_numpy
 from regime_dash.ingest.types import CANONICAL_TYPES
 from regime_dash.ingest.report import Aside, LINE_COLUMN, Reject, _merge_counts
 from regime_dash.ingest.columns import _assemble, _finish
@@ -218,23 +219,16 @@ def _special_floats(arr: pa.Array | pa.ChunkedArray) -> tuple[bool, bool]:
 def _arrow_only_tokens(data: bytes, nan: bool, inf: bool) -> bool:
     """Whether ``data`` may hold ``-NaN`` (when ``nan``) or an ``Inf`` that is not
     ``Infinity`` (when ``inf``): tokens Arrow reads as floats and Python's json rejects.
-    Vectorized (outside the GIL); a false positive (such text inside a string) only
-    costs speed."""
-    buf = np.frombuffer(data, dtype=np.uint8)
-    n = len(buf)
-    if nan:
-        big_n = np.flatnonzero(buf == 78)  # 'N'
-        big_n = big_n[(big_n >= 1) & (big_n + 2 < n)]
-        if len(big_n) and ((buf[big_n - 1] == 45) & (buf[big_n + 1] == 97)
-                           & (buf[big_n + 2] == 78)).any():
-            return True  # "-NaN"
+    Byte searches in C (no per-byte arrays); a false positive (such text inside a
+    string) only costs speed."""
+    if nan and b"-NaN" in data:
+        return True
     if inf:
-        big_i = np.flatnonzero(buf == 73)  # 'I'
-        big_i = big_i[big_i + 2 < n]
-        inf_at = big_i[(buf[big_i + 1] == 110) & (buf[big_i + 2] == 102)]  # "Inf"
-        for p in inf_at:
+        p = data.find(b"Inf")
+        while p >= 0:
             if data[p:p + 8] != b"Infinity":
                 return True
+            p = data.find(b"Inf", p + 8)
     return False
 
 
@@ -477,7 +471,7 @@ def _parse_lines(data: bytes, final_unterminated: bool, hints: _Hints,
                     stack.append((mid, hi))
                     stack.append((lo, mid))
                 continue
-            pieces.append(t.add_column(0, LINE_COLUMN, pa.array(numbers[cand[lo:hi]], type=pa.int64())))
+            pieces.append(t.add_column(0, LINE_COLUMN, from_numpy(numbers[cand[lo:hi]].astype(np.int64, copy=False))))
     table, a2, c2 = _assemble([_finish(t) for t in pieces], fixed, pending)
     aside.extend(a2)
     _merge_counts(coerced, c2)

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from regime_dash.ingest.arrays import first_valid, to_numpy
 from regime_dash.ingest.types import (
     CANONICAL_TYPES,
     _EXACT_INT,
@@ -311,7 +312,7 @@ def conform_column(arr: pa.Array | pa.ChunkedArray, target: pa.DataType, lines: 
     if pa.types.is_int64(target) and pa.types.is_boolean(src):
         return arr.cast(target), [], ({name: {str(src): nn}} if nn else {})
     if pa.types.is_int64(target) and pa.types.is_float64(src):
-        vals = arr.to_numpy(zero_copy_only=False) if arr.null_count == 0 else None
+        vals = to_numpy(arr) if arr.null_count == 0 else None
         if vals is not None and np.isfinite(vals).all() and (vals == np.trunc(vals)).all() \
                 and (np.abs(vals) < 2**63).all():
             return arr.cast(target), [], {}
@@ -350,7 +351,7 @@ def _assemble(pieces: list[pa.Table], fixed: Mapping[str, pa.DataType], pending:
                 if k in t.column_names:
                     c = t.column(k)
                     if len(c) > c.null_count:
-                        row = pc.index(c.is_valid(), True).as_py()
+                        row = first_valid(c)
                         order.append((t.column(LINE_COLUMN)[row].as_py(), c.type, len(c) - c.null_count))
             order.sort(key=lambda x: x[0])
             targets[k] = _first_type([(t, n) for _l, t, n in order])
@@ -364,7 +365,7 @@ def _assemble(pieces: list[pa.Table], fixed: Mapping[str, pa.DataType], pending:
             if target is None or f.type == target:
                 continue
             if lines is None:
-                lines = t.column(LINE_COLUMN).to_numpy()
+                lines = to_numpy(t.column(LINE_COLUMN))
             if f.name in fixed:
                 col, a, c = conform_column(t.column(i), target, lines, f.name)
                 aside.extend(a)
@@ -428,7 +429,7 @@ def _settle_pending(table: pa.Table, pending: list, types: dict[str, pa.DataType
         col = original = table.column(i)
         firsts = [(line, _value_type(v)) for line, v in extra]
         if len(col) > col.null_count:
-            row = pc.index(col.is_valid(), True).as_py()
+            row = first_valid(col)
             firsts.append((table.column(LINE_COLUMN)[row].as_py(), f.type))
         firsts.sort(key=lambda x: x[0])
         seen = [(t, 1) for _l, t in firsts]
@@ -442,12 +443,12 @@ def _settle_pending(table: pa.Table, pending: list, types: dict[str, pa.DataType
         if not pa.types.is_null(target):
             types[f.name] = target
         if f.type != target and not pa.types.is_null(target):
-            col, a, c = conform_column(col, target, table.column(LINE_COLUMN).to_numpy(), f.name, False)
+            col, a, c = conform_column(col, target, to_numpy(table.column(LINE_COLUMN)), f.name, False)
             aside.extend(a)
             _merge_counts(coerced, c)
         if extra:
             vals = col.to_pylist()
-            where = table.column(LINE_COLUMN).to_numpy()
+            where = to_numpy(table.column(LINE_COLUMN))
             for line, v in extra:
                 row = int(np.searchsorted(where, line))
                 ok, x = _coerce_py(v, target, False)

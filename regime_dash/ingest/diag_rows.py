@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from regime_dash.errors import NotDiagError
+from regime_dash.ingest.arrays import from_numpy, to_numpy
 from regime_dash.ingest.report import LINE_COLUMN, NOT_DIAG_LINE, Reject
 
 _PREFIX = "risk_stack."
@@ -145,10 +146,10 @@ def diag_row_mask(table: pa.Table, lines_with_values: Iterable[int] = (),
         if col.null_count == 0:
             return np.ones(n, dtype=bool)
         if col.null_count < n:
-            keep |= pc.is_valid(col).to_numpy()
+            keep |= to_numpy(pc.is_valid(col))
     extra = np.fromiter(lines_with_values, dtype=np.int64)
     if len(extra) and not keep.all():
-        keep |= np.isin(table.column(LINE_COLUMN).to_numpy(), extra)
+        keep |= np.isin(to_numpy(table.column(LINE_COLUMN)), extra)
     return keep
 
 
@@ -176,10 +177,10 @@ def _reject_rows(chunk: Any, data: bytes, keep: np.ndarray, reason: Any) -> Any:
     from regime_dash.ingest.arrow import _lines_of
 
     table = chunk.table
-    lines = table.column(LINE_COLUMN).to_numpy()
+    lines = to_numpy(table.column(LINE_COLUMN))
     _buf, starts, ends = _lines_of(data)
     out = [Reject(int(n), reason(int(n)), data[starts[n - 1]:ends[n - 1]]) for n in lines[~keep]]
-    kept = table.filter(pa.array(keep))
+    kept = table.filter(from_numpy(keep))
     kept_lines = set(lines[keep].tolist())
     pending = [p for p in chunk.pending if p[0] in kept_lines]
     had = {k for _line, k, _v in chunk.pending}
@@ -204,6 +205,11 @@ MAX_STEP = 2 ** 53 - 1
 def _big_steps(table: pa.Table) -> np.ndarray:
     """Per row: whether its stored ``step`` lies beyond ±:data:`MAX_STEP`."""
     col = table.column("step")
+    if col.null_count == 0 and col.type in (pa.int64(), pa.float64()):  # the usual case, in NumPy
+        vals = to_numpy(col)
+        if col.type == pa.int64():
+            return (vals > MAX_STEP) | (vals < -MAX_STEP)
+        return np.abs(vals) > float(MAX_STEP)
     if pa.types.is_integer(col.type):
         big = pc.greater(col, pa.scalar(MAX_STEP, col.type))
         if pa.types.is_signed_integer(col.type):
@@ -230,9 +236,10 @@ def quarantine_unsafe_steps(chunk: Any, data: bytes) -> Any:
     table = chunk.table
     if table.num_rows == 0 or "step" not in table.column_names:
         return chunk
-    lines = table.column(LINE_COLUMN).to_numpy()
+    lines = to_numpy(table.column(LINE_COLUMN))
     bad = _big_steps(table)
-    steps = dict(zip(lines[bad].tolist(), pc.filter(table.column("step"), pa.array(bad)).to_pylist()))
+    steps = {} if not bad.any() else dict(zip(lines[bad].tolist(),
+                                              pc.filter(table.column("step"), from_numpy(bad)).to_pylist()))
     for a in chunk.aside:
         if a.field == "step" and _beyond(a.value):
             steps[a.line] = a.value

@@ -9,9 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterator, Mapping
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from regime_dash.errors import IngestError
+from regime_dash.ingest.arrays import from_numpy, to_numpy
 from regime_dash.ingest.types import CANONICAL_TYPES
 from regime_dash.ingest.report import (
     Aside,
@@ -66,7 +66,7 @@ class _Renumber:
         off = self.offset
         if off:
             i = table.column_names.index(LINE_COLUMN)
-            table = table.set_column(i, LINE_COLUMN, pc.add(table.column(i), off))
+            table = table.set_column(i, LINE_COLUMN, from_numpy(to_numpy(table.column(i)) + off))
             rejects = [Reject(r.line + off, r.reason, r.raw) for r in rejects]
             aside = [Aside(a.line + off, a.field, a.value, a.type) for a in aside]
             pending = [(line + off, k, v) for line, k, v in pending]

@@ -94,45 +94,36 @@ def _number(buf, p, e):
 
 
 @njit(nogil=True, cache=True)
-def _value(buf, p, e, kind, vs, ve, fl, iv, r, i):
-    """Scan the value of slot ``i`` of row ``r`` at ``p``; its end, or -1."""
-    if _word(buf, p, e, 110, 117, 108, 108):  # null
-        fl[i, r] = 5
-        return p + 4
+def _value(buf, p, e, kind):
+    """Scan a value of ``kind`` (or ``null``) at ``p``: (end or -1, flag, integer value,
+    value start, value end). It takes no arrays: an array argument of a compiled call is
+    reference-counted on every call, which doubles the scanner's time."""
+    if p + 4 <= e and buf[p] == 110 and buf[p + 1] == 117 and buf[p + 2] == 108 and buf[p + 3] == 108:
+        return p + 4, 5, 0, 0, 0  # null
     if kind == NUMBER:
         end, flag, v = _number(buf, p, e)
-        if end < 0:
-            return -1
-        vs[i, r] = p
-        ve[i, r] = end
-        fl[i, r] = flag
-        iv[i, r] = v
-        return end
+        return end, flag, v, p, end
     if kind == BOOL:
-        if _word(buf, p, e, 116, 114, 117, 101):
-            fl[i, r] = 1
-            return p + 4
-        if _word(buf, p, e, 102, 97, 108, 115, 101):
-            fl[i, r] = 0
-            return p + 5
-        return -1
+        if p + 4 <= e and buf[p] == 116 and buf[p + 1] == 114 and buf[p + 2] == 117 and buf[p + 3] == 101:
+            return p + 4, 1, 0, 0, 0
+        if (p + 5 <= e and buf[p] == 102 and buf[p + 1] == 97 and buf[p + 2] == 108
+                and buf[p + 3] == 115 and buf[p + 4] == 101):
+            return p + 5, 0, 0, 0, 0
+        return -1, 0, 0, 0, 0
     if kind == STRING:
         if p >= e or buf[p] != 34:
-            return -1
-        p += 1
-        s = p
-        while p < e:
-            b = buf[p]
+            return -1, 0, 0, 0, 0
+        s = p + 1
+        q = s
+        while q < e:
+            b = buf[q]
             if b == 34 or b == 92 or b < 32:  # an escape or a control byte: the other way
                 break
-            p += 1
-        if p >= e or buf[p] != 34:
-            return -1
-        vs[i, r] = s
-        ve[i, r] = p
-        fl[i, r] = 0
-        return p + 1
-    return -1  # a null slot holds only null
+            q += 1
+        if q >= e or buf[q] != 34:
+            return -1, 0, 0, 0, 0
+        return q + 1, 0, 0, s, q
+    return -1, 0, 0, 0, 0  # a null slot holds only null
 
 
 @njit(nogil=True, cache=True)
@@ -140,7 +131,7 @@ def match_lines(buf, starts, ends, lit, lit_off, kinds, vs, ve, fl, iv):
     """For each line ``buf[starts[r]:ends[r]]``: whether it is the template's literals
     with a value of each slot's kind (or null) between them, then only blanks; the
     values' spans, flags and integers go into ``vs``, ``ve``, ``fl``, ``iv`` (slot by
-    line: a column's values lie together)."""
+    line: a column's values lie together; 0 where a slot has no span or integer)."""
     n = len(starts)
     k = len(kinds)
     ok = np.zeros(n, np.bool_)
@@ -162,10 +153,15 @@ def match_lines(buf, starts, ends, lit, lit_off, kinds, vs, ve, fl, iv):
                 break
             p += size
             if i < k:
-                p = _value(buf, p, e, kinds[i], vs, ve, fl, iv, r, i)
-                if p < 0:
+                end, flag, v, s, t = _value(buf, p, e, kinds[i])
+                if end < 0:
                     good = False
                     break
+                vs[i, r] = s
+                ve[i, r] = t
+                fl[i, r] = flag
+                iv[i, r] = v
+                p = end
         if good:
             while p < e and (buf[p] == 32 or buf[p] == 9 or buf[p] == 13):
                 p += 1
@@ -179,32 +175,68 @@ def gather(buf, vs, ve, fl, rows, cols, zero):
     their offsets (int32, an Arrow string array's: column ``j`` is entries
     ``j * len(rows)`` on). Where ``zero[j]``, a value flagged NaN, an infinity or null
     stands as ``0`` (a float column's cast then reads every entry); elsewhere a null is
-    nothing."""
+    nothing. The spans are read inline, not through a helper taking the arrays (see
+    :func:`_value`)."""
     n = len(rows)
     off = np.empty(len(cols) * n + 1, np.int32)
     off[0] = 0
+    q = 0
     for j in range(len(cols)):  # first the sizes (so the offsets), then the bytes
+        c = cols[j]
+        z = zero[j]
         for t in range(n):
-            a, b = _span(vs, ve, fl, cols[j], rows[t], zero[j])
-            off[j * n + t + 1] = off[j * n + t] + max(b - a, 0) + (b < 0)
-    out = np.empty(off[-1], np.uint8)
+            r = rows[t]
+            f = fl[c, r]
+            if z and f >= 2:
+                q += 1
+            elif f != 5:
+                q += ve[c, r] - vs[c, r]
+            off[j * n + t + 1] = q
+    out = np.empty(q, np.uint8)
     for j in range(len(cols)):
+        c = cols[j]
+        z = zero[j]
         for t in range(n):
-            a, b = _span(vs, ve, fl, cols[j], rows[t], zero[j])
+            r = rows[t]
+            f = fl[c, r]
             q = off[j * n + t]
-            if b < 0:
+            if z and f >= 2:
                 out[q] = 48  # "0"
-            else:
-                out[q:q + b - a] = buf[a:b]
+            elif f != 5:
+                a = vs[c, r]
+                for x in range(ve[c, r] - a):
+                    out[q + x] = buf[a + x]
     return off, out
 
 
 @njit(nogil=True, cache=True)
-def _span(vs, ve, fl, c, r, zero):
-    """The bytes of value (c, r) in the source; (0, -1) where it stands as ``0``."""
-    f = fl[c, r]
-    if zero and f >= 2:
-        return 0, -1
-    if f == 5:
-        return 0, 0
-    return vs[c, r], ve[c, r]
+def views(buf, vs, ve, fl, rows, cols):
+    """Arrow string-view entries (16 bytes each: length, then the bytes inline up to 12,
+    else a 4-byte prefix, buffer 0 and the offset into ``buf``) of the values of number
+    columns ``cols`` in ``rows``, column after column, as int32 quadruples. A value
+    flagged NaN, an infinity or null stands as ``0`` (the float cast then reads every
+    entry). Nothing is copied beyond the 12 inline bytes: the views point into ``buf``."""
+    n = len(rows)
+    out = np.zeros((len(cols) * n, 4), np.int32)
+    raw = out.reshape(-1).view(np.uint8)  # the same bytes, one by one
+    for j in range(len(cols)):
+        c = cols[j]
+        for t in range(n):
+            r = rows[t]
+            f = fl[c, r]
+            q = j * n + t
+            if f >= 2:
+                out[q, 0] = 1
+                raw[q * 16 + 4] = 48  # "0"
+                continue
+            a = vs[c, r]
+            size = ve[c, r] - a
+            out[q, 0] = size
+            if size <= 12:
+                for x in range(size):
+                    raw[q * 16 + 4 + x] = buf[a + x]
+            else:
+                for x in range(4):
+                    raw[q * 16 + 4 + x] = buf[a + x]
+                out[q, 3] = a  # out[q, 2], the buffer index, stays 0
+    return out

@@ -36,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from regime_dash.ingest.arrays import from_numpy, to_numpy
 from regime_dash.ingest.reference import _flatten_into
 from regime_dash.ingest.report import LINE_COLUMN
 
@@ -69,6 +70,7 @@ def _load() -> None:
         k.match_lines(b, np.zeros(1, np.int64), np.full(1, 2, np.int64), b,
                       np.array([0, 1, 2], np.int64), np.zeros(1, np.int8), z, z.copy(), f, z.copy())
         k.gather(b, z, z.copy(), f, np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.bool_))
+        k.views(b, z, z.copy(), f, np.zeros(1, np.int64), np.zeros(1, np.int64))
         _state["kernels"] = k
     except Exception:  # noqa: BLE001 - no numba, or it cannot compile here: the usual way
         _state["failed"] = True
@@ -196,15 +198,28 @@ def match(tpl: Template, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray):
     return ok, vs, ve, fl, iv
 
 
-def _texts(buf, vs, ve, fl, rows, cols: list[int], zero: list[bool]) -> list[pa.Array]:
-    """The values of ``cols`` in ``rows`` as string arrays, from one gather (no validity:
-    see :func:`~regime_dash.ingest.shape_jit.gather` for what stands for what)."""
+def _texts(buf, vs, ve, fl, rows, cols: list[int]) -> list[pa.Array]:
+    """The values of string columns ``cols`` in ``rows`` as string arrays, from one gather
+    (no validity: see :func:`~regime_dash.ingest.shape_jit.gather` for what stands for what)."""
     if not cols:
         return []
     off, data = kernels().gather(buf, vs, ve, fl, rows, np.array(cols, np.int64),
-                                 np.array(zero, np.bool_))
+                                 np.zeros(len(cols), np.bool_))
     n = len(rows)
     whole = pa.StringArray.from_buffers(n * len(cols), pa.py_buffer(off), pa.py_buffer(data))
+    return [whole.slice(j * n, n) for j in range(len(cols))]
+
+
+def _number_texts(buf, vs, ve, fl, rows, cols: list[int]) -> list[pa.Array]:
+    """The values of number columns ``cols`` in ``rows`` as string views into ``buf`` (NaN,
+    infinities and nulls as ``0``: :func:`~regime_dash.ingest.shape_jit.views`), for the
+    float cast: no copy of the values' bytes."""
+    if not cols:
+        return []
+    entries = kernels().views(buf, vs, ve, fl, rows, np.array(cols, np.int64))
+    n = len(rows)
+    whole = pa.Array.from_buffers(pa.string_view(), n * len(cols),
+                                  [None, pa.py_buffer(entries), pa.py_buffer(buf)])
     return [whole.slice(j * n, n) for j in range(len(cols))]
 
 
@@ -215,20 +230,20 @@ def _mask(null: np.ndarray) -> np.ndarray | None:
 def _number(f: np.ndarray, ints: np.ndarray, text: pa.Array | None) -> pa.Array:
     null = _mask(f == 5)
     if text is None:
-        return pa.array(ints, mask=null)
-    vals = pc.cast(text, pa.float64()).to_numpy(zero_copy_only=False)
+        return from_numpy(ints, null)
+    vals = to_numpy(pc.cast(text, pa.float64()))
     if (f >= 2).any():
         vals = vals.copy()
         vals[f == 2] = np.nan
         vals[f == 3] = np.inf
         vals[f == 4] = -np.inf
-    return pa.array(vals, mask=null)
+    return from_numpy(vals, null)
 
 
 def _string(f: np.ndarray, text: pa.Array) -> pa.Array:
     null = f == 5
     if null.any():
-        text = pc.if_else(pa.array(null), pa.scalar(None, pa.string()), text)
+        text = pc.if_else(from_numpy(null), pa.nulls(1, pa.string())[0], text)
     text.validate(full=True)  # UTF-8 (raises: the chunk goes the usual way)
     return text
 
@@ -243,15 +258,15 @@ def table_of(tpl: Template, buf, matched, line_numbers: np.ndarray) -> pa.Table:
     floats = [i for i, kind in enumerate(tpl.kinds)
               if kind == NUMBER and ((sub[i] >= 1) & (sub[i] <= 4)).any()]
     strings = [i for i, kind in enumerate(tpl.kinds) if kind == STRING and (sub[i] != 5).any()]
-    texts = dict(zip(floats + strings, _texts(buf, vs, ve, fl, rows, floats + strings,
-                                              [True] * len(floats) + [False] * len(strings))))
-    cols = [pa.array(line_numbers, type=pa.int64())]
+    texts = dict(zip(floats, _number_texts(buf, vs, ve, fl, rows, floats)))
+    texts.update(zip(strings, _texts(buf, vs, ve, fl, rows, strings)))
+    cols = [from_numpy(np.asarray(line_numbers, dtype=np.int64))]
     for i, kind in enumerate(tpl.kinds):
         f = sub[i]
         if kind == NULL or not (f != 5).any():
             cols.append(pa.nulls(len(rows)))
         elif kind == BOOL:
-            cols.append(pa.array(f == 1, mask=_mask(f == 5)))
+            cols.append(from_numpy(f == 1, _mask(f == 5)))
         elif kind == STRING:
             cols.append(_string(f, texts[i]))
         else:
