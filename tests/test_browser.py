@@ -389,7 +389,13 @@ def test_live_plays_in_place_and_pauses(server, browser_page):
     assert page.evaluate(HIDDEN_FRAMES_JS, 1500) == 0
     assert_drawn_once(page)
     page.get_by_role("button", name="Pause").click()
-    page.get_by_role("button", name="Play").wait_for()
+    try:
+        page.get_by_role("button", name="Play").wait_for()
+    except Exception as exc:  # say what the page showed instead: its buttons, step and errors
+        buttons = page.evaluate("() => [...document.querySelectorAll('button')].map(b => b.innerText.trim())")
+        errors = page.locator("[data-testid=stException], [data-testid=stAlert]").all_inner_texts()
+        raise AssertionError(f"no Play button after Pause: buttons {buttons}, step {page.evaluate(STEP_JS)}, "
+                             f"alerts {errors}") from exc
     # the pausing run has ended (its controls come before its draw of the step, which a loaded
     # machine sent seconds later), and a tick in flight when Pause was pressed has landed
     page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')")

@@ -144,8 +144,8 @@ def test_replay_sweeps_eps_min_over_its_range_and_names_bad_combinations(tmp_pat
     at.button(key="replay.sweep.run").click().run()
     no_exception(at, "eps_min × eps_max")
     (err,) = at.error
-    assert err.value.startswith("Sweep rejected: sweep value eps_min=0.25, eps_max=0.05 is not a valid config: "
-                                "eps_min=0.25 is greater than eps_max=0.05")
+    assert shown(err.value).startswith("Sweep rejected: sweep value eps_min=0.25, eps_max=0.05 is not a valid config: "
+                                       "eps_min=0.25 is greater than eps_max=0.05")
 
 
 # ---- the heatmap cell click -------------------------------------------------------------------

@@ -322,7 +322,9 @@ def live_controls(key: str) -> dict[str, Any]:
     playing = st.session_state[pk]
     c[0].button("Pause" if playing else "Play", key=f"{key}.play",
                 icon=":material/pause:" if playing else ":material/play_arrow:",
-                on_click=lambda: st.session_state.update({pk: not st.session_state[pk]}))
+                # the label's action, not a toggle: a click delivered twice (a page run and a
+                # fragment run racing) still pauses a Pause
+                on_click=st.session_state.update, args=({pk: not playing},))
     step = c[1].button("Step", key=f"{key}.step", icon=":material/skip_next:")
     reset = c[2].button("Reset", key=f"{key}.reset", icon=":material/restart_alt:")
     speed = c[3].slider(f"Speed (steps per tick, {LIVE_TICKS_PER_S} ticks/s)", 1, 500, 20, key=f"{key}.speed")
