@@ -188,8 +188,8 @@ def frame_from_snapshot(snap: np.ndarray, flat_count: np.ndarray, b_size: int, s
     seg = _segments(boundary)
     cols: dict[str, Any] = {"step": np.asarray(step, dtype=np.int64), "fold": (seg // 2).astype(np.int32),
                             "phase": _phase_column(seg)}
-    for j, col in enumerate(SNAPSHOT_COLUMNS):
-        cols[col] = snap[:, j].astype(np.float32, copy=False)
+    for col, values in zip(SNAPSHOT_COLUMNS, _columns_of(snap)):
+        cols[col] = values
     cols[FLAT_COUNT] = np.asarray(flat_count, dtype=np.int32)
     cols[B_SIZE] = np.full(len(step), b_size, dtype=np.int32)
     ordered = ["step", "fold", "phase"] + [c for c, _ in DIAG_FIELDS]
@@ -205,7 +205,23 @@ def frame_from_snapshot(snap: np.ndarray, flat_count: np.ndarray, b_size: int, s
         ordered.append(FUSED_COLUMN)
     import pandas as pd
 
-    return pd.DataFrame({c: cols[c] for c in ordered})
+    # each column its own block, no copy: a 1,000,000-step frame in milliseconds, not the
+    # seconds of pandas gathering fifty columns into one 2-D block
+    return pd.DataFrame({c: cols[c] for c in ordered}, copy=False)
+
+
+#: Rows of the snapshot transposed at a time: a [rows, n] tile and its [n, rows] image stay in cache.
+_TILE_ROWS = 2048
+
+
+def _columns_of(snap: np.ndarray) -> np.ndarray:
+    """float32 [n, T]: the snapshot's columns, each contiguous (a tiled transpose: a plain
+    ``snap.T.copy()`` strides through all of ``snap`` for every column, several times slower)."""
+    snap = np.asarray(snap)
+    out = np.empty((snap.shape[1], snap.shape[0]), dtype=np.float32)
+    for a in range(0, snap.shape[0], _TILE_ROWS):
+        out[:, a:a + _TILE_ROWS] = snap[a:a + _TILE_ROWS].T
+    return out
 
 
 def config_value(name: str, value: Any) -> np.float32:

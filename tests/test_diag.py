@@ -90,3 +90,19 @@ def test_one_column_catalogue_serves_the_analysis_and_the_summary():
     assert diag.SNAPSHOT_COLUMNS[summary.POS_KELLY] == diag.KELLY
     assert diag.SNAPSHOT_COLUMNS[summary.POS_EPS_LIVE] == diag.LIVE
     assert diag.SNAPSHOT_COLUMNS[summary.POS_ENVELOPE] == diag.ENVELOPE
+
+
+@pytest.mark.parametrize("steps", [0, 1, 7, 2047, 2048, 2049, 6145])
+def test_a_snapshot_becomes_contiguous_float32_columns_bit_for_bit(steps):
+    """The tiled transpose of frame_from_snapshot over sizes around its tile: every column the
+    snapshot's own bits (NaN payloads and -0.0 included), each contiguous, none a view of ``snap``."""
+    rng = np.random.default_rng(steps)
+    snap = rng.standard_normal((steps, len(diag.SNAPSHOT_COLUMNS))).astype(np.float32)
+    if steps:
+        snap[steps // 2, 0], snap[-1, -1] = np.float32("nan"), np.float32(-0.0)
+    frame = diag.frame_from_snapshot(snap, np.zeros(steps, np.int32), 4, np.arange(steps), np.zeros(steps, bool))
+    for j, col in enumerate(diag.SNAPSHOT_COLUMNS):
+        values = frame[col].to_numpy()
+        assert values.dtype == np.float32 and values.flags.c_contiguous
+        assert np.array_equal(values.view(np.uint32), snap[:, j].view(np.uint32)), col
+        assert not np.shares_memory(values, snap)
