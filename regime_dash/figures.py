@@ -544,7 +544,8 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
         shade_colour = tone(colour, k)
         if off is not None and banded(row, y, name, off=off, secondary=secondary, legend=True):
             first[0] = False
-            keep(key, n0)
+            if key is not None:
+                keep(key, n0)
             return
         if smooth and smoothing > 0:
             y = ema_debiased(y, smoothing)
