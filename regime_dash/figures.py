@@ -25,6 +25,7 @@ import pandas as pd
 
 from regime_dash import diag, plotly_arrays
 from regime_dash.errors import ValidationError
+from regime_dash.figures_duty import band_xy, duty_columns, envelope_xy, flips_fast, hover_texts
 from regime_dash.figures_overlay import NONFINITE_COLOUR, all_finite, break_at_nonfinite, nonfinite_points
 
 # The panels' signals are diag's catalogue columns (diag.FLAG, diag.KELLY, ...): one list of names.
@@ -242,6 +243,39 @@ def spans(x: np.ndarray, flag: np.ndarray, min_gap: float = 0.0) -> list[tuple[f
         last = np.concatenate((first[1:], [True]))
         a, b = a[first], b[last]
     return list(zip(a, b))
+
+
+def duty_traces(xs: np.ndarray, values: np.ndarray, what: str, colour: str, *, columns: int,
+                top: float | None = None, off: float = 0.0, steps: bool = True,
+                x_out: Callable[[np.ndarray], object] | None = None, **legend) -> list[dict] | None:
+    """A flag or counter that flips on and off faster than ``columns`` as a duty-cycle band
+    (:mod:`regime_dash.figures_duty`): each pixel column filled up to its fraction of steps on,
+    the hover saying the fraction and the steps. None when it flips slower: spans, markers or a
+    line show it as they are.
+
+    ``top`` is a flag's band height at 100 % on; a counter (``top`` None) fills up to its column
+    maximum times the fraction, inside a light min/max envelope. ``off`` is the value that counts
+    as off (a counter drawn shifted, recency + 1). ``what`` names it in the hover; ``legend`` goes
+    on the band (``name``, default ``what``; ``legendgroup``, ``showlegend``).
+    """
+    v = np.asarray(values, dtype=np.float64) - off
+    if not flips_fast(v, columns):
+        return None
+    cols = duty_columns(xs, v, columns)
+    x_out = x_out or compact
+    out = []
+    if top is None:
+        ex, ey = envelope_xy(cols)
+        out.append(dict(type="scatter", x=x_out(ex), y=compact(ey + off), mode="lines", fill="toself",
+                        line=dict(width=0), fillcolor=_rgba(colour, 0.12), hoverinfo="skip", showlegend=False,
+                        legendgroup=legend.get("legendgroup"), name=f"{what} min/max"))
+    height = cols.on * (cols.hi if top is None else top) + (off if top is None else 0.0)
+    bx, by = band_xy(cols, height)
+    out.append(dict(type="scatter", x=x_out(bx), y=compact(by), mode="lines", line=dict(width=0.8, color=colour,
+                    shape="hv"), fill="tozeroy", fillcolor=_rgba(colour, 0.35),
+                    text=hover_texts(cols, what, steps) + [""], hovertemplate="%{text}<extra></extra>",
+                    **{"name": what, "showlegend": False, **legend}))
+    return out
 
 
 def x_values(frame: pd.DataFrame, x: str = "step") -> np.ndarray:
@@ -487,8 +521,19 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
         if memo is not None:
             memo[key] = fig.data[n0:]
 
-    def line(row, y, name, *, dash=None, secondary=False, smooth=True, width=1.5, band=True, k=0):
-        """One series; ``k`` is its tone (0 the run's main series, then lighter/darker variants)."""
+    def banded(row, values, name, *, top=None, off=0.0, secondary=False, legend=False) -> bool:
+        """The duty band of a flag or counter flipping faster than the pixel columns; False if it does not."""
+        shown = dict(name=label if legend and first[0] else f"{label} {name}", legendgroup=label,
+                     showlegend=legend and first[0])
+        traces = duty_traces(xs, values, f"{label} {name}", colour, columns=n_out, top=top, off=off,
+                             steps=x == "step", x_out=x_out, **shown)
+        for trace in traces or ():
+            fig.add_trace(trace, row=row, col=1, secondary_y=secondary)
+        return traces is not None
+
+    def line(row, y, name, *, dash=None, secondary=False, smooth=True, width=1.5, band=True, k=0, off=None):
+        """One series; ``k`` is its tone (0 the run's main series, then lighter/darker variants). A counter
+        (``off``: its value when off) flipping faster than the pixel columns is drawn as a duty band."""
         if y is None:
             return
         key = None if smooth and smoothing > 0 else ("line", row, name)
@@ -497,6 +542,11 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
             return
         n0 = len(fig.data)
         shade_colour = tone(colour, k)
+        if off is not None and banded(row, y, name, off=off, secondary=secondary, legend=True):
+            first[0] = False
+            if key is not None:
+                keep(key, n0)
+            return
         if smooth and smoothing > 0:
             y = ema_debiased(y, smoothing)
         red = downsample(xs, y, n_out)
@@ -536,7 +586,11 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
         if flag is None or top is None or not np.isfinite(top) or replayed(("shade", row, name)):
             return
         n0 = len(fig.data)
-        sp = spans(xs, flag() if callable(flag) else flag, span_gap)
+        flag = flag() if callable(flag) else flag
+        if banded(row, flag, name, top=top):
+            keep(("shade", row, name), n0)
+            return
+        sp = spans(xs, flag, span_gap)
         if not sp:
             return
         # one trace of rectangles separated by None gaps, not one shape per span: a run
@@ -552,11 +606,15 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
                            showlegend=False, name=f"{label} {name}"), row=row, col=1)
         keep(("shade", row, name), n0)
 
-    def markers(row, pos, y, name, symbol, secondary=False):
-        """Markers at the rows ``pos`` (an array, or a function that finds them)."""
+    def markers(row, pos, y, name, symbol, secondary=False, flag=None, top=1.0):
+        """Markers at the rows ``pos`` (an array, or a function that finds them); the duty band of
+        ``flag`` (the flag they mark) where it flips faster than the pixel columns."""
         if replayed(("markers", row, name)):
             return
         n0 = len(fig.data)
+        if flag is not None and banded(row, flag, name, top=top, secondary=secondary):
+            keep(("markers", row, name), n0)
+            return
         pos = pos() if callable(pos) else pos
         if pos is None or len(pos) == 0:
             keep(("markers", row, name), n0)
@@ -573,11 +631,12 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
 
     # 1 dead zone
     duration = col(diag.DURATION)
-    line(1, duration, "duration", smooth=False)
+    line(1, duration, "duration", smooth=False, off=0.0)
     top = np.nanmax(duration) if duration is not None and np.isfinite(duration).any() else 1.0
     shade(1, col(diag.FLAG), max(top, 1.0), "dead-zone episode")
     if diag.TIMEOUT in frame.columns:
-        markers(1, lambda: rows_of(ep.timeouts(vw)["step"]), duration, "timeout", "x")
+        markers(1, lambda: rows_of(ep.timeouts(vw)["step"]), duration, "timeout", "x", flag=col(diag.TIMEOUT),
+                top=max(top, 1.0))
     # 2 ε recovery
     eps_lo, eps_hi = col(diag.EPS_MIN), col(diag.EPS_MAX)
     if eps_lo is not None and eps_hi is not None:
@@ -589,7 +648,7 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
     # 3 tail
     recency = col(diag.RECENCY)
     if recency is not None:
-        line(3, recency + 1.0, "recency+1", smooth=False)
+        line(3, recency + 1.0, "recency+1", smooth=False, off=1.0)
         markers(3, lambda: rows_of(ep.tail_events(vw)["step"]), np.ones_like(recency), "tail event", "diamond")
     tail_var = col(diag.VARIANCE)
     if tail_var is not None:
@@ -602,7 +661,7 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
         finite = np.concatenate([a[np.isfinite(a)] for a in (sigma, envelope)])
         shade(4, lambda: reorder(ep.floor_active(vw)), float(finite.max()) if finite.size else 1.0, "floor active")
     # 5 v9 transition
-    line(5, col(diag.REMAINING), "transition remaining", smooth=False)
+    line(5, col(diag.REMAINING), "transition remaining", smooth=False, off=0.0)
     line(5, col(diag.SAFETY_FRAC), "safety_frac", dash="dot", secondary=True, k=2)
     # 6 IQN τ
     line(6, col(diag.TAU_MIN), "τ_min", dash="dash", k=1, width=2.5)
@@ -756,6 +815,11 @@ def live_figure(frame: pd.DataFrame, marks: Sequence[tuple[float, str, str]] = (
             if column not in tail.columns:
                 continue
             y = pd.to_numeric(tail[column], errors="coerce").to_numpy(dtype=np.float64)
+            band = (duty_traces(x, y, name, tone(colour, 2 * k), columns=DEFAULT_POINTS)
+                    if column in COUNTER_COLUMNS else None)
+            if band is not None:  # a counter flipping faster than the pixel columns
+                data += [{**trace, "xaxis": f"x{ax}", "yaxis": f"y{ax}"} for trace in band]
+                continue
             tx, ty = thin_flat(x, y)  # flat stretches (ε min, a counter at rest) cost two points
             data.append(dict(type="scatter", mode="lines", x=compact(tx), y=compact(ty), name=name, xaxis=f"x{ax}", yaxis=f"y{ax}",
                              line=dict(color=tone(colour, 2 * k), dash=dash, width=1.5 + (k == 0)),

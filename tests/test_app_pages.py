@@ -566,8 +566,8 @@ def test_replay_slider_rebuilds_only_the_what_if_traces(tmp_path, monkeypatch):
     from regime_dash.ui import plotly_react
 
     assert not at.get("plotly_chart")
-    chart = drawn_in_place(at)["replay.chart"]
-    assert chart["config"] == plotly_react.CONFIG
+    chart = drawn_in_place(at)["replay.chart.0"]
+    assert chart["config"] == {**plotly_react.CONFIG, "scrollZoom": False}  # a drag zooms (box), not the wheel
     # beside the component's module where streamlit found its manifest (an installed package),
     # else by the v1 file route
     assert (chart["bundle"], chart["bundle_base"]) == (plotly_react.BUNDLE, "module") or (
@@ -576,6 +576,47 @@ def test_replay_slider_rebuilds_only_the_what_if_traces(tmp_path, monkeypatch):
     assert {t.get("legendgroup") for t in spec["data"]} == {"baseline", "what-if"}
     live = [t for t in spec["data"] if t.get("name") == "what-if ε live"]
     assert len(live) == 1 and len(values(live[0]["y"])) <= 700  # about the chart's pixel width
+
+
+def replay_chart(at: AppTest) -> dict:
+    """The Replay chart's figure (its key carries the zoom count)."""
+    (figure,) = [d["figure"] for k, d in drawn_in_place(at).items() if k.startswith("replay.chart.")]
+    return figure
+
+
+def test_replay_box_zoom_keeps_its_window_and_redraws_at_full_resolution(tmp_path, monkeypatch):
+    """The default scenario's dead-zone flag flips every step: a duty band over the whole run; zoomed to
+    300 steps (the window a dragged box sets) every step is drawn and the flag is spans again; the
+    window stays through a slider move and the buttons step it."""
+    from regime_dash.ui import widgets
+
+    at = open_app(tmp_path / "store", monkeypatch)
+    at.switch_page(page("replay")).run()
+    no_exception(at, "replay")
+
+    def dead_zone(figure, run="baseline"):
+        (trace,) = [t for t in figure["data"] if t.get("name") == f"{run} dead-zone episode"]
+        return trace
+
+    whole = replay_chart(at)
+    assert dead_zone(whole)["fill"] == "tozeroy" and whole["layout"]["dragmode"] == "select"
+    key = widgets.window_key("replay.window", ["scenario:kelly_trap_run8:0:3000:128"])
+    at.session_state[key] = (1000, 1300)
+    at.run()
+    no_exception(at, "zoomed")
+    zoomed = replay_chart(at)
+    assert zoomed["layout"]["xaxis"]["range"] == [1000, 1300]
+    assert dead_zone(zoomed)["fill"] == "toself"  # 300 steps fit the pixel columns: spans
+    (duration,) = [t for t in zoomed["data"] if t.get("legendgroup") == "baseline"
+                   and "duration:" in t.get("hovertemplate", "")]
+    np.testing.assert_array_equal(values(duration["x"]), np.arange(1000, 1301))  # every step, none skipped
+    at.slider(key="replay.whatif.eps_min").set_value(0.13).run()
+    no_exception(at, "slider while zoomed")
+    assert replay_chart(at)["layout"]["xaxis"]["range"] == [1000, 1300]
+    at.button(key="replay.chart.earlier").click().run()
+    assert replay_chart(at)["layout"]["xaxis"]["range"] == [850, 1150]
+    at.button(key="replay.chart.out").click().run()
+    assert dead_zone(replay_chart(at))["fill"] == "tozeroy"
 
 
 def test_replay_model_switch_toggle_lets_the_timeout_fire_with_resurrection_on(tmp_path, monkeypatch):

@@ -208,6 +208,48 @@ def test_zoom_redraws_the_window_with_more_detail(server, browser_page, tmp_path
     shot(page, "6-explore-zoomed")
 
 
+FILL_OF_JS = """(name) => {
+    for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+        const t = (gd._fullData || []).find(t => t.name === name);
+        if (t) return t.fill;
+    }
+    return null;
+}"""
+
+
+def test_replay_zoom_turns_the_duty_band_into_spans(server, browser_page):
+    """Replay's default dead zone flips every step: a duty band over the whole run. Dragging across
+    the chart zooms in (Explore's box zoom), and the window, drawn again from every step, shows the
+    flag as its spans."""
+    page = browser_page
+    page.goto(server + "/replay")
+    traces_with(page, "baseline kelly_f")
+    page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')")
+    page.wait_for_timeout(500)
+    assert page.evaluate(FILL_OF_JS, "baseline dead-zone episode") == "tozeroy"
+    lo, hi = 1000, 1300
+    box = page.evaluate("""() => {
+        const gd = document.querySelector('.js-plotly-plot');
+        const t = gd._fullData.find(t => t.name === 'baseline kelly_f');
+        const ax = gd._fullLayout['xaxis' + t.xaxis.slice(1)], ya = gd._fullLayout['yaxis' + t.yaxis.slice(1)];
+        const r = gd.getBoundingClientRect();
+        return {left: r.left + ax._offset, width: ax._length, x0: ax.range[0], x1: ax.range[1],
+                y: r.top + ya._offset + ya._length / 2};
+    }""")
+
+    def px(step):
+        return box["left"] + (step - box["x0"]) / (box["x1"] - box["x0"]) * box["width"]
+    page.mouse.move(px(lo), box["y"])
+    page.mouse.down()
+    page.mouse.move(px((lo + hi) / 2), box["y"], steps=5)
+    page.mouse.move(px(hi), box["y"], steps=5)
+    page.mouse.up()
+    page.wait_for_function(f"() => ({FILL_OF_JS})('baseline dead-zone episode') === 'toself'")
+    shown = page.evaluate("""() => document.querySelector('.js-plotly-plot')._fullLayout.xaxis.range""")
+    assert abs(shown[0] - lo) < 30 and abs(shown[1] - hi) < 30, shown
+    shot(page, "replay-zoomed")
+
+
 def test_explore_shows_the_verdict_strip_and_a_marker_at_a_planted_violation(server, browser_page, tmp_path):
     """A file with a planted fault (a dead-zone duration at step 250, a NaN σ at step 600): the verdict
     strip above the charts names the first failure, and the chart has a marker at that step."""

@@ -318,7 +318,23 @@ def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: 
     outside it widens the view. ``on_marker(meta, x)`` is called when a point of a trace that
     carries a ``meta`` dict (a verdict marker of :func:`regime_dash.figures_overlay.overlay`) is clicked.
     """
-    from regime_dash.ui import cache, state
+    from regime_dash.ui import cache
+
+    fig = cache.signal_figure(fig_key, dict(runs), x, smoothing, height=height,
+                              x_offsets=tuple(sorted((offsets or {}).items())))
+    if decorate is not None:
+        fig = decorate(fig)
+    box_zoom(key, window_key, bounds, fig, window=window, zoomable=x == "step", on_marker=on_marker)
+
+
+def box_zoom(key: str, window_key: str, bounds: tuple[int, int], fig, *, window: tuple[int, int] | None = None,
+             zoomable: bool = True, on_marker: Callable[[Mapping[str, Any], Any], None] | None = None) -> None:
+    """Draw ``fig`` (a plotly ``Figure`` or its dict, on a step axis) with the box zoom of the window of
+    ``window_key``: a box dragged across the chart becomes that window, and buttons step it back,
+    forward and out to ``bounds``. The page draws the window from the full-resolution runs on its
+    next run (see :func:`zoomable_chart`); ``window`` (the steps shown) fixes the x range.
+    ``on_marker`` as :func:`zoomable_chart` takes it."""
+    from regime_dash.ui import state
 
     lo, hi = bounds
     version = st.session_state.setdefault(f"{key}.version", 0)
@@ -339,21 +355,17 @@ def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: 
         a = min(max(lo, a + direction * max(1, width // 2)), hi - width)
         set_window((a, a + width))
 
-    fig = cache.signal_figure(fig_key, dict(runs), x, smoothing, height=height,
-                              x_offsets=tuple(sorted((offsets or {}).items())))
-    if decorate is not None:
-        fig = decorate(fig)
-    if window is not None and x == "step" and window[1] > window[0]:
-        fig.update_xaxes(range=list(window))
-    zoomable = x == "step" and hi > lo
+    zoomable = zoomable and hi > lo
+    fig = _zoom_layout(fig, window if zoomable and window is not None and window[1] > window[0] else None,
+                       zoomable)
     if zoomable:
-        fig.update_layout(dragmode="select", selectdirection="h")
         c = st.columns([1, 1, 1, 5])
         c[0].button("Earlier", icon=":material/chevron_left:", key=f"{key}.earlier", on_click=shift, args=(-1,))
         c[1].button("Later", icon=":material/chevron_right:", key=f"{key}.later", on_click=shift, args=(1,))
         c[2].button("Whole run", icon=":material/zoom_out_map:", key=f"{key}.out", on_click=set_window,
                     args=(bounds,))
         c[3].caption("Drag across the chart to zoom in: the window is redrawn from every step of the run.")
+
     def clicked() -> None:
         hit = (st.session_state.get(chart_key) or {}).get("click") or {}
         if isinstance(hit.get("meta"), Mapping) and hit.get("x") is not None:
@@ -362,6 +374,33 @@ def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: 
     plotly_react.plotly_chart(fig, chart_key, on_select=zoom if zoomable else None,
                               on_click=clicked if on_marker else None,
                               config={**plotly_react.CONFIG, "scrollZoom": not zoomable})
+
+
+def _zoom_layout(fig, window: tuple[int, int] | None, select: bool):
+    """``fig`` with its x range set to ``window`` (None: left as it is) and, with ``select``, a drag that
+    draws a horizontal box; a figure dict's layout is copied, not changed in place (it may be cached)."""
+    if not isinstance(fig, Mapping):
+        if window is not None:
+            fig.update_xaxes(range=list(window))
+        if select:
+            fig.update_layout(dragmode="select", selectdirection="h")
+        return fig
+    layout = dict(fig["layout"])
+    if window is not None:
+        for name in [k for k in layout if k.startswith("xaxis")]:
+            layout[name] = {**layout[name], "range": list(window)}
+    if select:
+        layout.update(dragmode="select", selectdirection="h")
+    return {**fig, "layout": layout}
+
+
+def kept_window(key: str, bounds: tuple[int, int]) -> tuple[int, int]:
+    """The window kept under ``key`` where it lies within ``bounds``, else ``bounds`` (the whole run)."""
+    win = st.session_state.get(key)
+    lo, hi = bounds
+    if win is not None and len(win) == 2 and lo <= win[0] < win[1] <= hi:
+        return int(win[0]), int(win[1])
+    return bounds
 
 
 def plotly_chart(fig, key: str, **kwargs):

@@ -76,9 +76,15 @@ def what_if() -> None:
             runs["what-if, single path"] = cache.replay(source_key, stream, config.as_dict(), engine, fp,
                                                         layout)["frame"]
             keys.append(("what-if, single path", f"{run_key}|{config}"))
-        fig = cache.signal_spec(f"{run_key}|{config}|{controllers}", runs, "step", smoothing, height=900,
-                                points=CHART_POINTS, run_keys=tuple(keys))
-        widgets.plotly_chart(fig, "replay.chart")
+        # a box dragged on the chart zooms in: the window is drawn again from every step of the runs
+        bounds = widgets.step_bounds([base["frame"]])
+        window_key = widgets.window_key("replay.window", [source_key])
+        lo, hi = widgets.kept_window(window_key, bounds)
+        zoom = "" if (lo, hi) == bounds else f"|{lo}..{hi}"
+        fig = cache.signal_spec(f"{run_key}|{config}|{controllers}{zoom}", widgets.cut_window(runs, lo, hi), "step",
+                                smoothing, height=900, points=CHART_POINTS,
+                                run_keys=tuple((label, key + zoom) for label, key in keys))
+        widgets.box_zoom("replay.chart", window_key, bounds, fig, window=(lo, hi))
         with metrics:
             sections.summary_metrics("replay.summary",
                                     cache.replay_summary(source_key, stream, config.as_dict(), engine, fp, layout,
