@@ -134,6 +134,25 @@ FUSED_COLUMN = P + "config.fused_controllers"
 #: Columns that are integers in a frame (the rest of the diag columns are float32, like the ISV).
 INT_COLUMNS = {"step": np.int64, "fold": np.int32, FLAT_COUNT: np.int32, B_SIZE: np.int32}
 
+#: The unit of each catalogue column a chart's y axis names (a custom panel's title). The kinds: a
+#: count of steps, a fraction (kelly, ε, safety), reward units (PopArt's statistics and its reward
+#: envelope, after normalisation's inputs), pnl units (the session pnl and its variance's EMA, in pnl²),
+#: a quantile level (IQN's τ), a count (accounts, observations), a 0/1 flag. A column not named
+#: here (a trainer's own field) gets no unit rather than a guessed one.
+UNITS: dict[str, str] = {
+    KELLY: "fraction", KELLY_ANALYTIC: "fraction", SAFETY_FRAC: "fraction", COOLDOWN: "steps",
+    FLAT_COUNT: "count", B_SIZE: "count", WORST: "pnl units",
+    POPART_MEAN: "reward units", POPART_VAR: "reward units²", SIGMA: "reward units",
+    TAU_MIN: "quantile level", TAU_MIN_EFF: "quantile level", TAU_ACTION: "quantile level",
+    FLAG: "0/1 flag", DURATION: "steps", TIMEOUT: "0/1 flag", MAX_DURATION: "steps",
+    REMAINING: "steps", STEPS_CONFIG: "steps", DECAY_STEPS_CONFIG: "steps",
+    RECENCY: "steps", VARIANCE: "pnl units²", SIGMA_THR: "σ multiples", COUNT: "count",
+    FACTOR: "fraction", LIVE: "fraction", EPS_MIN: "fraction", EPS_MAX: "fraction", N_RECOVERY: "steps",
+    ENVELOPE: "reward units", DECAY_ALPHA: "fraction", BOOST_FACTOR: "multiple", BOOST_WINDOW: "steps",
+    **{col: "0/1 flag" for col in SWITCH_COLUMNS.values()}, FUSED_COLUMN: "0/1 flag",
+    "step": "steps", "fold": "count", "wall_time": "unix seconds",
+}
+
 
 def fold_and_phase(boundary: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Fold number and phase of each step, derived from the boundary markers.

@@ -10,6 +10,7 @@ Layout (see docs/CONTRACTS.md, "Run store")::
         _rejects.jsonl          one {"line", "reason", "raw"} object per rejected line
         _conflicts.jsonl        one {"line", "field", "value", "type"} per value set aside
       .lock                     serializes the commit step of concurrent ingests
+      _layouts.json             named chart layouts (regime_dash.store_layouts)
     .<store>.staging/           beside the store, on the same file system:
       ingest-<host>~<pid>~<uuid>/   work in progress (renamed into place when done)
       deleting-<host>~<pid>~<uuid>/ a run being deleted

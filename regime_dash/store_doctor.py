@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from regime_dash.errors import StoreError
 from regime_dash.store import PARTITION, RunStore
+from regime_dash.store_layouts import FILE as LAYOUTS_FILE
 
 __all__ = ["KINDS", "Problem", "repair", "survey"]
 
@@ -36,7 +37,7 @@ KINDS: dict[str, str] = {
 }
 
 _RUN_FILES = ("_meta.json", "_rejects.jsonl", "_conflicts.jsonl")
-_ROOT_NAMES = (".lock", ".staging", "_quarantine")
+_ROOT_NAMES = (".lock", ".staging", "_quarantine", LAYOUTS_FILE)
 
 
 @dataclass(frozen=True)

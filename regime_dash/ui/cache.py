@@ -427,3 +427,15 @@ def module_sweep(name: str, seed: int, steps: int | None, field: str, values: tu
     m = MODULES[name]
     return sweep_module(m, module_demo_stream(name, seed, steps), {field: list(values)}, engine,
                         base=m.config_type(**base))
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def custom_spec(key: str, _runs: dict, panels: str, x: str, smoothing: float, x_offsets: tuple = (),
+                x_range: tuple | None = None) -> dict:
+    """:func:`regime_dash.figures_custom.custom_spec` of ``_runs`` (identified by ``key``) for the panel
+    set of URL text ``panels`` (:func:`regime_dash.panel_set.encode`), as its plotly JSON dict."""
+    from regime_dash.figures_custom import custom_spec as spec
+    from regime_dash.panel_set import decode
+
+    return spec(_runs, decode(panels), x=x, smoothing=smoothing, x_offsets=dict(x_offsets) or None,
+                x_range=x_range)

@@ -109,7 +109,8 @@ def _kept() -> dict[str, Any]:
 
 
 def restore(key: str, param: str, kind: str, default: Any, *,
-            valid: Callable[[Any], bool] | None = None, options: Sequence[Any] | None = None) -> Any:
+            valid: Callable[[Any], bool] | None = None, options: Sequence[Any] | None = None,
+            reason: Callable[[Any], str | None] | None = None) -> Any:
     """Seed widget ``key`` before it is drawn; returns the value it will show.
 
     Parameters
@@ -125,6 +126,9 @@ def restore(key: str, param: str, kind: str, default: Any, *,
     valid, options
         A value that fails ``valid`` or is not among ``options`` (each item of a
         ``list``) is dropped for ``default`` (a URL may name a run since deleted).
+    reason
+        Says why a value cannot be used (``None``: it can); a URL value it refuses is dropped
+        with those words in the warning (a panel set's parse error names the bad item).
     """
     declared = st.session_state.setdefault(_DECLARED, {})
     declared[key] = (param, kind, default)
@@ -134,6 +138,8 @@ def restore(key: str, param: str, kind: str, default: Any, *,
             items = v if kind == "list" else [v]
             if any(i not in options for i in items):
                 return False
+        if reason is not None and reason(v) is not None:
+            return False
         return valid is None or valid(v)
 
     st.session_state.setdefault(_SHOWN, set()).add(key)
@@ -160,7 +166,8 @@ def restore(key: str, param: str, kind: str, default: Any, *,
         if v is not None and ok(v):
             value = v
         elif v is not None:
-            _dropped(param, text, "is outside what this control takes")
+            why = reason(v) if reason is not None else None
+            _dropped(param, text, why or "is outside what this control takes")
     st.session_state[key] = value
     return value
 

@@ -4,9 +4,11 @@ import streamlit as st
 
 from regime_dash import diag
 from regime_dash.errors import RegimeDashError
+from regime_dash.figures_custom import numeric_columns
 from regime_dash.figures_overlay import overlay
+from regime_dash.panel_set import encode
 from regime_dash.text import markdown_literal
-from regime_dash.ui import cache, live_alerts, provenance_panel, sections, state, widgets
+from regime_dash.ui import cache, live_alerts, panel_controls, provenance_panel, sections, state, widgets
 from regime_dash.ui.errors import show_error
 from regime_dash.ui.verdict_strip import verdict_strip
 
@@ -76,6 +78,7 @@ twins = single_twins()
 results = {labels[rid]: cache.analyse_run(root, rid, alias_key, twins.get(rid)) for rid in picked}
 verdict_strip("explore.verdict", results, WINDOW, frames)  # its buttons move the window (callbacks)
 PROVENANCE, ids = "explore.failure", {label: rid for rid, label in labels.items()}
+PANELS = "explore.panels"  # the panel set: the spec panels and the custom ones, in the URL as `panels`
 
 
 def follow_live_runs() -> None:
@@ -128,15 +131,25 @@ def charts() -> None:
     with c3:
         smoothing = widgets.smoothing_slider("explore.smoothing", param="smooth")
     lo, hi = widgets.window_slider(WINDOW, list(frames.values()), param="window", align=align)
+    panel_controls.restore_panels(PANELS, store)
+    panels = panel_controls.panel_rows(PANELS, numeric_columns(frames.values()))
+    panel_controls.layouts_panel(PANELS, store)
     view = widgets.cut_window(frames, lo, hi, align)
     offsets = {label: int(f["step"].min()) for label, f in frames.items() if len(f)} if align else None
     # checks and findings where they happen (placed by step: left out when runs are aligned)
     verdicts = None if align else {label: r.verdict for label, r in results.items()}
-    widgets.zoomable_chart("explore.chart", WINDOW, widgets.step_bounds(list(frames.values()), align),
-                           f"{root}|{'|'.join(picked)}|{alias_key}|{lo}|{hi}|{align}|{st.session_state.get('explore.live_version', '')}", view, x, smoothing,
-                           offsets=offsets, window=(lo, hi),
-                           decorate=(lambda fig: overlay(fig, verdicts, x=x)) if verdicts else None,
-                           on_marker=provenance_panel.marker_clicked(PROVENANCE, ids))
+    fig_key = f"{root}|{'|'.join(picked)}|{alias_key}|{lo}|{hi}|{align}|{st.session_state.get('explore.live_version', '')}"
+    if panels.spec:
+        widgets.zoomable_chart("explore.chart", WINDOW, widgets.step_bounds(list(frames.values()), align),
+                               fig_key, view, x, smoothing, offsets=offsets, window=(lo, hi),
+                               decorate=(lambda fig: overlay(fig, verdicts, x=x)) if verdicts else None,
+                               on_marker=provenance_panel.marker_clicked(PROVENANCE, ids))
+    if panels.panels:
+        widgets.plotly_chart(cache.custom_spec(fig_key, view, encode(panels), x, smoothing,
+                                               tuple(sorted((offsets or {}).items())),
+                                               (lo, hi) if x == "step" and hi > lo else None), "explore.custom")
+    elif not panels.spec:
+        st.info("No panels to draw: turn the spec panels on, or add a field above.")
     state.publish()
 
 
