@@ -50,10 +50,11 @@ class Layer:
 
 #: What may import what: a layer imports its own layer and the layers it names, never one below it.
 LAYERS: tuple[Layer, ...] = (
-    Layer("base", ("errors", "text", "diag_jsonl", "shards", "params", "config", "streams", "slots", "diag", "aliases"),
+    Layer("base", ("errors", "text", "diag_jsonl", "shards", "params", "config", "streams", "slots", "diag", "aliases",
+                   "panel_set"),
           ordered=True),
-    Layer("edge", ("ingest", "store", "store_doctor", "store_append", "store_labels", "tail", "alerts", "export",
-                     "live_frame"), ("base",)),
+    Layer("edge", ("ingest", "store", "store_doctor", "store_append", "store_labels", "store_layouts", "tail",
+                     "alerts", "export", "live_frame"), ("base",)),
     Layer("engines", ("engine",), ("base",)),
     Layer("sources and runs", (ROOT_MODULE, "market_jit", "scenarios", "simulator", "samples", "live", "distributed", "sweep"),
           ("base", "engines")),
@@ -61,7 +62,7 @@ LAYERS: tuple[Layer, ...] = (
           also=(("sensitivity", ("sources and runs",)), ("check_all", ("edge", "sources and runs")),
                 ("follow", ("edge",)), ("run_table", ("edge",)))),
     Layer("figures", ("figures", "figures_overlay", "figures_duty", "figures_sensitivity", "figures_compare",
-                       "plotly_arrays"),
+                       "figures_custom", "plotly_arrays"),
           ("base", "analysis")),
     Layer("controllers", ("modules",), ("base", "engines", "sources and runs", "analysis", "figures")),
     Layer("shells", ("cli", "benchmarks", "ui", "__main__"),
