@@ -84,9 +84,9 @@ def panel_rows(key: str, fields: Sequence[str]) -> PanelSet:
                  placeholder="type to search the runs' fields", on_change=_add, args=(key,))
     present = set(fields)
     for i, p in enumerate(panels.panels):
-        row = st.columns([6, 1.2, 1, 1, 1.2], vertical_alignment="center")
+        row = st.columns([4, 1, 1.1, 1.35, 1.5], vertical_alignment="center")
         gone = "" if p.field in present else " (no picked run has it)"
-        row[0].markdown(f"`{markdown_literal(p.field)}`{gone}")
+        row[0].markdown(f"**{markdown_literal(p.field)}**{gone}")
         st.session_state[f"{key}.log.{p.field}"] = p.log
         row[1].toggle("log", key=f"{key}.log.{p.field}", on_change=_set_log, args=(key, p.field),
                       help="A logarithmic y axis for this panel.")
