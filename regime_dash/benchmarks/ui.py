@@ -17,6 +17,8 @@
    - Replay: a what-if slider moved one step (``eps_min`` by 0.01, 25k steps);
    - Explore: the smoothing slider, the step window, a run added (25k and big; from the
      click on the run in the open list, and from the click that opens the list);
+   - Explore's custom panels (25k): a field picked from the search (its panel drawn), and a
+     custom panel's log toggle (its y axis redrawn as log);
    - Compare: the smoothing slider with ``--compare-runs`` runs of ``--steps`` steps overlaid;
    - every page's first chart (or first table where a page has no chart), warm: opened as a
      new page load, and reached through the app's menu from another page; timed until the
@@ -51,6 +53,7 @@ TARGETS: dict[str, float] = {
     "explore_big_smoothing": 1.5, "explore_big_window": 1.5, "explore_big_run_added": 1.5,
     "explore_big_run_added_from_open": 1.5,
     "compare_10_runs_smoothing": 1.0,
+    "explore_custom_panel_added": 0.7, "explore_custom_log_toggle": 0.7,
     "first_chart_runs": 2.0, "first_chart_explore": 2.0, "first_chart_replay": 2.0,
     "first_chart_live": 2.0, "first_chart_controllers": 2.0, "first_chart_slots": 2.0,
     "first_chart_compare": 2.0,
@@ -205,6 +208,61 @@ def explore_actions(ctx, base: str, run_id: str, other_id: str, repeat: int) -> 
             out["run_added_from_open"].append(from_open)
             _settle(page)
             page.keyboard.press("Escape")
+        return out
+    finally:
+        page.close()
+
+
+#: The y-axis type of the custom panel titled ``title`` (``"linear"``, ``"log"``), or null while
+#: no graph on the page has that panel.
+PANEL_AXIS_JS = """(title) => {
+    for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+        const L = gd._fullLayout, k = ((L && L.annotations) || []).findIndex(a => a.text === title);
+        if (k >= 0 && (gd._fullData || []).some(t => (t.y || []).length > 0)) return L['yaxis' + (k ? k + 1 : '')].type;
+    }
+    return null;
+}"""
+
+
+def custom_panel_actions(ctx, base: str, run_id: str, repeat: int) -> dict[str, list[float]]:
+    """Explore with ``run_id``: a field picked from the panel search until its panel is drawn (then
+    removed again), and that panel's log toggle until its y axis is drawn as log (or linear again)."""
+    from regime_dash import diag
+
+    field, title = diag.SIGMA, "popart.sigma"
+    page = ctx.new_page()
+    out: dict[str, list[float]] = {"custom_panel_added": [], "custom_log_toggle": []}
+
+    def until(script: str, arg: str, t0: float) -> float:
+        page.wait_for_function(f"(a) => {script}", arg=arg, polling="raf", timeout=120_000)
+        page.evaluate(PAINTED_JS)
+        return time.perf_counter() - t0
+    try:
+        page.goto(f"{base}/explore?runs={run_id}")
+        page.locator(".js-plotly-plot").first.wait_for()
+        _settle(page)
+        search = page.get_by_test_id("stSelectbox").filter(has_text="Add a panel")
+        for _ in range(repeat):
+            search.click()
+            page.keyboard.type(field)
+            page.get_by_role("option", name=field, exact=True).wait_for()
+            t0 = time.perf_counter()
+            page.keyboard.press("Enter")
+            out["custom_panel_added"].append(until(f"({PANEL_AXIS_JS})(a) !== null", title, t0))
+            _settle(page)
+            page.get_by_role("button", name="Remove", exact=True).click()
+            page.wait_for_function(f"(a) => ({PANEL_AXIS_JS})(a) === null", arg=title)
+            _settle(page)
+        page.goto(f"{base}/explore?runs={run_id}&panels={field}")
+        page.wait_for_function(f"(a) => ({PANEL_AXIS_JS})(a) !== null", arg=title)
+        _settle(page)
+        for k in range(repeat):
+            now = f"{title} (log)" if k % 2 == 0 else title  # the panel's title as it will be
+            t0 = time.perf_counter()
+            page.get_by_text("log", exact=True).click()
+            want = "log" if k % 2 == 0 else "linear"
+            out["custom_log_toggle"].append(until(f"({PANEL_AXIS_JS})(a) === {want!r}", now, t0))
+            _settle(page)
         return out
     finally:
         page.close()
@@ -413,6 +471,10 @@ def run(steps: int = 25_000, big_steps: int = 1_000_000, repeat: int = 5,
             if "explore" in only:
                 print(f"explore, {steps:,} steps…", file=sys.stderr)
                 for k, v in explore_actions(ctx, base, small["run_id"], second["run_id"], repeat).items():
+                    latencies[f"explore_{k}"] = v
+            if "explore" in only:
+                print(f"explore's custom panels, {steps:,} steps…", file=sys.stderr)
+                for k, v in custom_panel_actions(ctx, base, small["run_id"], repeat).items():
                     latencies[f"explore_{k}"] = v
             if big:
                 print(f"explore, {big_steps:,} steps…", file=sys.stderr)
