@@ -225,8 +225,8 @@ PANEL_AXIS_JS = """(title) => {
 
 
 def custom_panel_actions(ctx, base: str, run_id: str, repeat: int) -> dict[str, list[float]]:
-    """Explore with ``run_id``: a field picked from the panel search until its panel is drawn (then
-    removed again), and that panel's log toggle until its y axis is drawn as log (or linear again)."""
+    """Explore with ``run_id``: a field picked from the panel search until its panel is drawn (on a
+    fresh page each time), and that panel's log toggle until its y axis is drawn as log (or linear again)."""
     from regime_dash import diag
 
     field, title = diag.SIGMA, "popart.sigma"
@@ -238,20 +238,17 @@ def custom_panel_actions(ctx, base: str, run_id: str, repeat: int) -> dict[str, 
         page.evaluate(PAINTED_JS)
         return time.perf_counter() - t0
     try:
-        page.goto(f"{base}/explore?runs={run_id}")
-        page.locator(".js-plotly-plot").first.wait_for()
-        _settle(page)
         search = page.get_by_test_id("stSelectbox").filter(has_text="Add a panel")
         for _ in range(repeat):
+            page.goto(f"{base}/explore?runs={run_id}")  # a new session: the spec panels alone
+            page.locator(".js-plotly-plot").first.wait_for()
+            _settle(page)
             search.click()
             page.keyboard.type(field)
             page.get_by_role("option", name=field, exact=True).wait_for()
             t0 = time.perf_counter()
             page.keyboard.press("Enter")
             out["custom_panel_added"].append(until(f"({PANEL_AXIS_JS})(a) !== null", title, t0))
-            _settle(page)
-            page.get_by_role("button", name="Remove", exact=True).click()
-            page.wait_for_function(f"(a) => ({PANEL_AXIS_JS})(a) === null", arg=title)
             _settle(page)
         page.goto(f"{base}/explore?runs={run_id}&panels={field}")
         page.wait_for_function(f"(a) => ({PANEL_AXIS_JS})(a) !== null", arg=title)
