@@ -34,7 +34,7 @@ def valid_field(name: Any, *, text: str | None = None) -> str:
     """``name`` as a panel's field; raises :class:`ValidationError` naming it when it cannot be one
     (empty, too long, or holding ``,`` or ``~``, which the URL text uses, or a control character).
     ``text`` is the whole value it came from, quoted in the message where it is not ``name``."""
-    where = f" in {text!r}" if text is not None and text != name else ""
+    where = f" in {text[:80]!r}" if text is not None and text != name else ""
     if not isinstance(name, str) or not name.strip():
         raise ValidationError(f"panel field {name!r}{where} is empty: name a column of the runs",
                               field="panels", value=text if text is not None else name)
@@ -122,13 +122,13 @@ def decode(text: str) -> PanelSet:
             continue
         field, log = (item[: -len(LOG)], True) if item.endswith(LOG) else (item, False)
         if "~" in field:
-            raise ValidationError(f"panel item {item[:80]!r} of {text[:200]!r} is not a field with an "
+            raise ValidationError(f"panel item {item[:80]!r} of {text[:80]!r} is not a field with an "
                                   f"optional {LOG!r}", field="panels", value=text)
         panels.append(Panel(valid_field(field, text=text), log))
     try:
         return PanelSet(tuple(panels), spec)
     except ValidationError as exc:  # the whole text is what the caller gave
-        raise ValidationError(f"{exc} (in {text[:200]!r})", field="panels", value=text) from None
+        raise ValidationError(f"{exc} (in {text[:80]!r})", field="panels", value=text) from None
 
 
 def to_json(panels: PanelSet) -> dict[str, Any]:

@@ -24,6 +24,10 @@ BAD_URLS = [
     ("explore", "window", "inf..5"),
     ("explore", "window", f"0..{HUGE}"),
     ("explore", "smooth", "1e400"),
+    ("explore", "panels", HUGE),
+    ("explore", "panels", "risk_stack.popart.sigma~sqrt"),
+    ("explore", "layout", HUGE),
+    ("explore", "layout", "no such layout"),
 ]
 
 

@@ -36,7 +36,7 @@ def _why(text: str) -> str | None:
     try:
         panel_set.decode(text)
     except RegimeDashError as exc:
-        return f"cannot be used ({markdown_literal(str(exc))})"
+        return f"cannot be used ({markdown_literal(clip(str(exc), 200))})"
     return None
 
 
@@ -49,8 +49,9 @@ def restore_panels(key: str, store, *, param: str = "panels", layout_param: str 
             state.keep(key, panel_set.encode(store_layouts.load(store, name)))
             st.caption(f"Layout {markdown_literal(clip(name))} opened.")
         except RegimeDashError as exc:
-            st.warning(f"URL parameter {markdown_literal(layout_param)} dropped: {markdown_literal(str(exc))}; "
-                       "the panels shown are this view's own.", icon=":material/link_off:")
+            why = markdown_literal(clip(str(exc), 200))
+            st.warning(f"URL parameter {markdown_literal(layout_param)} dropped: {why}; the panels shown are "
+                       "this view's own.", icon=":material/link_off:")
         del st.query_params[layout_param]
     state.restore(key, param, "str", "", reason=_why)
     return current(key)

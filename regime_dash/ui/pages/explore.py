@@ -138,7 +138,8 @@ def charts() -> None:
     offsets = {label: int(f["step"].min()) for label, f in frames.items() if len(f)} if align else None
     # checks and findings where they happen (placed by step: left out when runs are aligned)
     verdicts = None if align else {label: r.verdict for label, r in results.items()}
-    fig_key = f"{root}|{'|'.join(picked)}|{alias_key}|{lo}|{hi}|{align}|{st.session_state.get('explore.live_version', '')}"
+    live_version = st.session_state.get("explore.live_version", "")
+    fig_key = f"{root}|{'|'.join(picked)}|{alias_key}|{lo}|{hi}|{align}|{live_version}"
     if panels.spec:
         widgets.zoomable_chart("explore.chart", WINDOW, widgets.step_bounds(list(frames.values()), align),
                                fig_key, view, x, smoothing, offsets=offsets, window=(lo, hi),
