@@ -1,4 +1,4 @@
-"""Explore: overlay stored runs on the regime panels; episodes, events and invariants."""
+"""Explore: overlay stored runs on the regime panels and on a panel for any field; episodes, events and invariants."""
 import pandas as pd
 import streamlit as st
 
@@ -112,8 +112,9 @@ def follow_live_runs() -> None:
 
 @st.fragment(run_every=1.0 if live else None)
 def charts() -> None:
-    """The failures table, the view controls and the chart: a change here reruns only this, not the
-    tables below; the provenance panel opens from here (a marker clicked or a row chosen)."""
+    """The failures table, the view controls, the panel set's controls and the charts (the spec panels,
+    then the custom panels): a change here reruns only this, not the tables below; the provenance panel
+    opens from here (a marker clicked or a row chosen)."""
     if live:
         follow_live_runs()
     provenance_panel.failures_table(PROVENANCE, results, ids)
