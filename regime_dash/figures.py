@@ -287,7 +287,8 @@ def x_values(frame: pd.DataFrame, x: str = "step") -> np.ndarray:
     return pd.to_numeric(frame[x], errors="coerce").to_numpy(dtype=np.float64)
 
 
-def _plot_x(xs: np.ndarray, x: str):
+def plot_x(xs: np.ndarray, x: str):
+    """x values as plotly draws them: dates on a wall-clock axis (``x="wall_time"``), else as they are."""
     return pd.to_datetime(xs, unit="s").to_numpy() if x == "wall_time" else xs
 
 
@@ -341,7 +342,7 @@ def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothin
                                  x_offsets=x_offsets, traces_of=traces_of), _validate=False)
     if x_range is not None:
         lo, hi = x_range
-        fig.update_xaxes(range=list(_plot_x(np.array([lo, hi], dtype=np.float64), x)))
+        fig.update_xaxes(range=list(plot_x(np.array([lo, hi], dtype=np.float64), x)))
     return fig
 
 
@@ -503,7 +504,7 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
 
     def x_out(values):
         """x values as sent: dates on a wall-clock axis, else the compact numbers."""
-        return _plot_x(values, x) if x == "wall_time" else compact(values)
+        return plot_x(values, x) if x == "wall_time" else compact(values)
 
     span_gap = (np.nanmax(xs) - np.nanmin(xs)) / max(n_out, 1) if len(xs) else 0.0
     first = [True]
@@ -573,7 +574,7 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
         first[0] = False
         nx, ny, words = nonfinite_points(xs, y)
         if len(nx):  # a visible marker whose hover says what the value was
-            fig.add_trace(dict(x=_plot_x(nx, x), y=ny, mode="markers", text=words,
+            fig.add_trace(dict(x=plot_x(nx, x), y=ny, mode="markers", text=words,
                                marker=dict(symbol="x", size=9, color=NONFINITE_COLOUR),
                                name=f"{label} {name} non-finite", legendgroup=label, showlegend=False,
                                hovertemplate=f"{label} {name}: %{{text}}<extra></extra>"),
@@ -598,7 +599,7 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
         px, py = [], []
         for a, b in sp:
             b = b if b > a else a + max(span_gap, 1e-9)  # a one-step span still gets a width
-            corners = _plot_x(np.array([a, a, b, b], dtype=np.float64), x)
+            corners = plot_x(np.array([a, a, b, b], dtype=np.float64), x)
             px += [*corners, None]
             py += [0.0, top, top, 0.0, None]
         fig.add_trace(dict(x=px, y=py, mode="lines", fill="toself", line=dict(width=0),

@@ -47,7 +47,7 @@ def short_name(column: str) -> str:
 
 
 @functools.lru_cache(maxsize=32)
-def _stacked(titles: tuple[str, ...], height: int) -> tuple[dict, tuple[tuple[str, str], ...]]:
+def stacked_layout(titles: tuple[str, ...], height: int) -> tuple[dict, tuple[tuple[str, str], ...]]:
     """A layout of ``len(titles)`` panels on one shared step axis, and each panel's ``(xaxis, yaxis)``."""
     from plotly.subplots import make_subplots
 
@@ -69,7 +69,7 @@ def _stacked(titles: tuple[str, ...], height: int) -> tuple[dict, tuple[tuple[st
 def _spec(data: list[dict], titles: Sequence[str], shapes: list[dict] | None = None) -> dict:
     import copy
 
-    layout, _ = _stacked(tuple(titles), PANEL_HEIGHT * len(titles) + MARGIN["t"] + MARGIN["b"])
+    layout, _ = stacked_layout(tuple(titles), PANEL_HEIGHT * len(titles) + MARGIN["t"] + MARGIN["b"])
     layout = copy.deepcopy(layout)
     if shapes:
         layout["shapes"] = shapes
@@ -77,7 +77,7 @@ def _spec(data: list[dict], titles: Sequence[str], shapes: list[dict] | None = N
 
 
 def _axes(n: int) -> tuple[tuple[str, str], ...]:
-    return _stacked(tuple(str(i) for i in range(n)), 100)[1]
+    return stacked_layout(tuple(str(i) for i in range(n)), 100)[1]
 
 
 def without_bands(spec: dict) -> dict:

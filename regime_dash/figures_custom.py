@@ -20,9 +20,9 @@ import pandas as pd
 
 from regime_dash import diag, plotly_arrays
 from regime_dash.errors import ValidationError
-from regime_dash.figures import (COUNTER_COLUMNS, DEFAULT_POINTS, FLAG_COLUMNS, compact, downsample, ema_debiased,
-                                 run_colour, thin_flat, x_values, _plot_x)
-from regime_dash.figures_compare import _stacked, short_name
+from regime_dash.figures import (COUNTER_COLUMNS, DEFAULT_POINTS, FLAG_COLUMNS, compact, downsample, duty_traces,
+                                 ema_debiased, plot_x, run_colour, thin_flat, x_values)
+from regime_dash.figures_compare import stacked_layout, short_name
 from regime_dash.figures_overlay import break_at_nonfinite
 from regime_dash.panel_set import PanelSet
 
@@ -100,11 +100,20 @@ def _run_traces(label: str, frame: pd.DataFrame, colour: str, fields: Sequence[s
         y = pd.to_numeric(frame[field], errors="coerce").to_numpy(dtype=np.float64)
         y = y[order] if order is not None else y
         kind = field_kind(field, y)
+        name = label if first else f"{label} {short_name(field)}"
+        band = None if kind == "signal" else duty_traces(
+            xs, y, f"{label} {short_name(field)}", colour, columns=n_out, top=1.0 if kind == "flag" else None,
+            steps=x == "step", x_out=lambda v: plot_x(v, x) if x == "wall_time" else compact(v),
+            name=name, legendgroup=label, showlegend=first)
+        if band is not None:  # flipping faster than the pixel columns: the fraction of steps on, per column
+            out += [{**trace, "xaxis": xa, "yaxis": ya} for trace in band]
+            first = False
+            continue
         lx, ly = _line(xs, y, kind, smoothing, n_out)
-        out.append({"type": "scatter", "x": _plot_x(lx, x) if x == "wall_time" else compact(lx),
+        out.append({"type": "scatter", "x": plot_x(lx, x) if x == "wall_time" else compact(lx),
                     "y": compact(ly), "mode": "lines", "xaxis": xa, "yaxis": ya,
                     "line": {"color": colour, "width": 1.5 * widen, **({"shape": "hv"} if kind == "flag" else {})},
-                    "name": label if first else f"{label} {short_name(field)}", "legendgroup": label,
+                    "name": name, "legendgroup": label,
                     "showlegend": first,
                     "hovertemplate": f"{label} {short_name(field)}: %{{y:.6g}}{at}<extra></extra>"})
         first = False
@@ -126,7 +135,7 @@ def custom_spec(runs: Mapping[str, pd.DataFrame], panels: PanelSet, *, x: str = 
         raise ValidationError("the panel set has no custom panel to draw", field="panels", value="")
     fields = panels.fields
     titles = tuple(f"{short_name(p.field)}{' (log)' if p.log else ''}" for p in panels.panels)
-    layout, axes = _stacked(titles, PANEL_HEIGHT * len(fields) + 150)
+    layout, axes = stacked_layout(titles, PANEL_HEIGHT * len(fields) + 150)
     layout = copy.deepcopy(layout)
     for p, (_, ya) in zip(panels.panels, axes):
         name = "yaxis" + ya[1:]  # "y2" → layout key "yaxis2"
@@ -140,7 +149,7 @@ def custom_spec(runs: Mapping[str, pd.DataFrame], panels: PanelSet, *, x: str = 
     elif x_offsets:
         layout["xaxis" + axes[-1][0][1:]]["title"] = {"text": "steps since each run's first step"}
     if x_range is not None:
-        rng = [v.item() if hasattr(v, "item") else v for v in _plot_x(np.asarray(x_range, dtype=np.float64), x)]
+        rng = [v.item() if hasattr(v, "item") else v for v in plot_x(np.asarray(x_range, dtype=np.float64), x)]
         for key in [k for k in layout if k.startswith("xaxis")]:
             layout[key]["range"] = [str(v) for v in rng] if x == "wall_time" else rng
     layout["uirevision"] = "custom"

@@ -166,3 +166,16 @@ def test_figure_runs_in_their_colours_and_a_missing_field_left_out():
     assert numeric_columns([b, a]) == [SIGMA, FLAG, "trainer.seen", "trainer.loss"]
     with pytest.raises(ValidationError):
         custom_spec({"a": a}, PanelSet())
+
+
+def test_a_flag_flipping_faster_than_the_columns_is_a_duty_band_on_its_custom_panel():
+    """A flag on every other step over 30,000 steps, drawn on 1,200 columns of 25 steps: each column
+    filled to the fraction of its steps on (12 or 13 of 25), not a solid block of lines from 0 to 1."""
+    from regime_dash.figures_custom import custom_spec
+
+    n = 30_000
+    f = pd.DataFrame({"step": np.arange(n), FLAG: (np.arange(n) % 2).astype(np.float32)})
+    (band,) = [t for t in custom_spec({"a": f}, PanelSet((Panel(FLAG),)))["data"] if t.get("fill") == "tozeroy"]
+    heights = _y(band)
+    assert band["yaxis"] == "y" and band["line"]["shape"] == "hv"
+    assert set(np.round(heights[:-1] * 25, 6)) == {12.0, 13.0} and len(heights) < 4 * 1300
