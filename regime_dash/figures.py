@@ -668,7 +668,7 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
     line(6, col(diag.TAU_MIN), "τ_min", dash="dash", k=1, width=2.5)
     line(6, col(diag.TAU_MIN_EFF), "τ_min effective")
     # 7 kelly
-    line(7, col(diag.KELLY), "kelly_f")
+    line(7, col(diag.KELLY), "kelly_f", off=0.0)  # zeroed step after step in a dead zone: its duty band
     line(7, col(diag.KELLY_ANALYTIC), "analytic", dash="dash", width=1, k=2)
 
 

@@ -171,18 +171,18 @@ def test_zoom_redraws_the_window_with_more_detail(server, browser_page, tmp_path
     page.get_by_test_id("stMultiSelect").first.click()
     page.get_by_role("option", name="long").first.click()  # the first run is picked already
     page.keyboard.press("Escape")
-    traces_with(page, "long kelly_f")
+    traces_with(page, "long σ")
     # the app has finished its run (a drag on a chart that is being replaced is lost)
     page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')")
     page.wait_for_timeout(500)
     lo, hi = 3000, 4000
-    before = page.evaluate(POINTS_IN_JS, ["long kelly_f", lo, hi])
+    before = page.evaluate(POINTS_IN_JS, ["long σ", lo, hi])
     assert 0 < before < hi - lo  # the whole run's view keeps a sample of this window
 
-    # drag across the kelly panel from step lo to step hi
+    # drag across the σ panel from step lo to step hi
     box = page.evaluate("""() => {
         const gd = Array.from(document.querySelectorAll('.js-plotly-plot')).pop();
-        const t = gd._fullData.find(t => t.name === 'long kelly_f');
+        const t = gd._fullData.find(t => t.name === 'long σ');
         const ax = gd._fullLayout['xaxis' + t.xaxis.slice(1)], ya = gd._fullLayout['yaxis' + t.yaxis.slice(1)];
         const r = gd.getBoundingClientRect();
         return {left: r.left + ax._offset, width: ax._length, x0: ax.range[0], x1: ax.range[1],
@@ -198,11 +198,11 @@ def test_zoom_redraws_the_window_with_more_detail(server, browser_page, tmp_path
     page.mouse.up()
     start = page.locator("input[type=range][aria-label='Steps in view — start']")
     page.wait_for_function("(el) => Number(el.getAttribute('aria-valuetext')) > 0", arg=start.element_handle())
-    page.wait_for_function(f"() => ({POINTS_IN_JS})(['long kelly_f', {lo + 50}, {hi - 50}]) > {before}")
+    page.wait_for_function(f"() => ({POINTS_IN_JS})(['long σ', {lo + 50}, {hi - 50}]) > {before}")
     window = (int(start.get_attribute("aria-valuetext")),
               int(page.locator("input[type=range][aria-label='Steps in view — end']").get_attribute("aria-valuetext")))
     assert abs(window[0] - lo) < 150 and abs(window[1] - hi) < 150, window
-    after = page.evaluate(POINTS_IN_JS, ["long kelly_f", *window])
+    after = page.evaluate(POINTS_IN_JS, ["long σ", *window])
     assert after == window[1] - window[0] + 1  # every step of the window, not a sample
     assert "window=" in page.url  # the zoom is in the URL too
     shot(page, "6-explore-zoomed")

@@ -65,7 +65,7 @@ def test_a_heatmap_cell_click_opens_its_replay(page):
 def test_two_runs_export_as_parquet(page):
     page.get_by_role("link", name="Explore").click()
     page.locator(".js-plotly-plot").first.wait_for()
-    page.get_by_role("combobox", name="Runs").click()
+    page.get_by_role("combobox", name="Runs", exact=True).click()
     page.get_by_role("option").first.click()  # the second run joins the first
     page.keyboard.press("Escape")
     page.get_by_role("tab", name="Download").click()

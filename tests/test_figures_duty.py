@@ -119,6 +119,18 @@ def test_replay_default_dead_zone_is_a_duty_band_not_a_solid_block(replay_defaul
     assert duration["name"] == "base"  # the run's first series carries its legend entry
 
 
+def test_replay_default_kelly_zeroed_step_after_step_is_a_duty_band(replay_default):
+    """kelly_f, zeroed on every other step of the dead zone, filled per column to its maximum times
+    the fraction of steps it is not zero (the band of a counter), not a solid min/max block."""
+    kelly = replay_default[diag.KELLY].to_numpy()
+    assert fd.on_off_flips(kelly) > 700
+    traces = figures.run_traces("base", replay_default, "#636EFA", n_out=700)
+    (band,) = [t for t in traces if t["name"] == "base kelly_f" and t.get("fill") == "tozeroy"]
+    cols = fd.duty_columns(replay_default["step"].to_numpy(), kelly, 700)
+    np.testing.assert_allclose(np.asarray(band["y"][:-1], dtype=np.float64), cols.on * cols.hi, rtol=1e-6)
+    assert np.any((cols.on > 0) & (cols.on < 1))
+
+
 def test_zoomed_in_the_same_flag_is_spans_again(replay_default):
     window = replay_default[(replay_default["step"] >= 1000) & (replay_default["step"] < 1300)]
     traces = figures.run_traces("z", window, "#636EFA", n_out=700)
