@@ -359,12 +359,13 @@ def box_zoom(key: str, window_key: str, bounds: tuple[int, int], fig, *, window:
     fig = _zoom_layout(fig, window if zoomable and window is not None and window[1] > window[0] else None,
                        zoomable)
     if zoomable:
-        c = st.columns([1, 1, 1, 5])
-        c[0].button("Earlier", icon=":material/chevron_left:", key=f"{key}.earlier", on_click=shift, args=(-1,))
-        c[1].button("Later", icon=":material/chevron_right:", key=f"{key}.later", on_click=shift, args=(1,))
-        c[2].button("Whole run", icon=":material/zoom_out_map:", key=f"{key}.out", on_click=set_window,
-                    args=(bounds,))
-        c[3].caption("Drag across the chart to zoom in: the window is redrawn from every step of the run.")
+        # one row sized to its buttons' labels: fixed column shares cut them ("E…") in a narrow page column
+        row = st.container(horizontal=True, vertical_alignment="center")
+        row.button("Earlier", icon=":material/chevron_left:", key=f"{key}.earlier", on_click=shift, args=(-1,))
+        row.button("Later", icon=":material/chevron_right:", key=f"{key}.later", on_click=shift, args=(1,))
+        row.button("Whole run", icon=":material/zoom_out_map:", key=f"{key}.out", on_click=set_window,
+                   args=(bounds,))
+        row.caption("Drag across the chart to zoom in: the window is redrawn from every step of the run.")
 
     def clicked() -> None:
         hit = (st.session_state.get(chart_key) or {}).get("click") or {}
