@@ -477,9 +477,11 @@ def test_replay_slider_redraws_the_chart_in_place_with_the_small_bundle(server, 
         slider.focus()
         slider.press("ArrowRight")  # eps_min one step up: the what-if run's ε floor moves
         # new traces drawn (not the moment of a redraw that holds none yet: no traces read as null)
+        # both sides written by JSON.stringify (Python's json.dumps spaces and formats numbers
+        # otherwise: every comparison with its text read "changed", before any redraw)
         page.wait_for_function(f"""(before) => {{ const t = ({TRACES_JS})('what-if kelly_f');
-                                    return t !== null && JSON.stringify(t) !== before; }}""",
-                               arg=json.dumps(before))
+                                    return t !== null && JSON.stringify(t) !== JSON.stringify(before); }}""",
+                               arg=before)
         page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')")
         page.wait_for_timeout(500)
         after = traces_with(page, "what-if kelly_f")
