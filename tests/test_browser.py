@@ -89,6 +89,32 @@ def traces_with(page, name: str) -> dict[str, list[float]]:
     return page.evaluate(TRACES_JS, name)
 
 
+#: The box of the panel that draws trace ``name`` in the last graph holding it: its x axis's page
+#: offset, length and range, and the y of its middle.
+PANEL_BOX_JS = """(name) => {
+    const gd = Array.from(document.querySelectorAll('.js-plotly-plot'))
+        .filter(g => (g._fullData || []).some(t => t.name === name)).pop();
+    const t = gd._fullData.find(t => t.name === name);
+    const ax = gd._fullLayout['xaxis' + t.xaxis.slice(1)], ya = gd._fullLayout['yaxis' + t.yaxis.slice(1)];
+    const r = gd.getBoundingClientRect();
+    return {left: r.left + ax._offset, width: ax._length, x0: ax.range[0], x1: ax.range[1],
+            y: r.top + ya._offset + ya._length / 2};
+}"""
+
+
+def drag_across(page, name: str, lo: float, hi: float) -> None:
+    """A mouse drag across the panel of trace ``name`` from step ``lo`` to step ``hi`` (a box zoom)."""
+    box = page.evaluate(PANEL_BOX_JS, name)
+
+    def px(step):
+        return box["left"] + (step - box["x0"]) / (box["x1"] - box["x0"]) * box["width"]
+    page.mouse.move(px(lo), box["y"])
+    page.mouse.down()
+    page.mouse.move(px((lo + hi) / 2), box["y"], steps=5)
+    page.mouse.move(px(hi), box["y"], steps=5)
+    page.mouse.up()
+
+
 def test_upload_explore_and_what_if(server, browser_page):
     page = browser_page
     page.goto(server + "/")
@@ -179,23 +205,7 @@ def test_zoom_redraws_the_window_with_more_detail(server, browser_page, tmp_path
     before = page.evaluate(POINTS_IN_JS, ["long σ", lo, hi])
     assert 0 < before < hi - lo  # the whole run's view keeps a sample of this window
 
-    # drag across the σ panel from step lo to step hi
-    box = page.evaluate("""() => {
-        const gd = Array.from(document.querySelectorAll('.js-plotly-plot')).pop();
-        const t = gd._fullData.find(t => t.name === 'long σ');
-        const ax = gd._fullLayout['xaxis' + t.xaxis.slice(1)], ya = gd._fullLayout['yaxis' + t.yaxis.slice(1)];
-        const r = gd.getBoundingClientRect();
-        return {left: r.left + ax._offset, width: ax._length, x0: ax.range[0], x1: ax.range[1],
-                y: r.top + ya._offset + ya._length / 2};
-    }""")
-
-    def px(step):
-        return box["left"] + (step - box["x0"]) / (box["x1"] - box["x0"]) * box["width"]
-    page.mouse.move(px(lo), box["y"])
-    page.mouse.down()
-    page.mouse.move(px((lo + hi) / 2), box["y"], steps=5)
-    page.mouse.move(px(hi), box["y"], steps=5)
-    page.mouse.up()
+    drag_across(page, "long σ", lo, hi)
     start = page.locator("input[type=range][aria-label='Steps in view — start']")
     page.wait_for_function("(el) => Number(el.getAttribute('aria-valuetext')) > 0", arg=start.element_handle())
     page.wait_for_function(f"() => ({POINTS_IN_JS})(['long σ', {lo + 50}, {hi - 50}]) > {before}")
@@ -228,22 +238,7 @@ def test_replay_zoom_turns_the_duty_band_into_spans(server, browser_page):
     page.wait_for_timeout(500)
     assert page.evaluate(FILL_OF_JS, "baseline dead-zone episode") == "tozeroy"
     lo, hi = 1000, 1300
-    box = page.evaluate("""() => {
-        const gd = document.querySelector('.js-plotly-plot');
-        const t = gd._fullData.find(t => t.name === 'baseline kelly_f');
-        const ax = gd._fullLayout['xaxis' + t.xaxis.slice(1)], ya = gd._fullLayout['yaxis' + t.yaxis.slice(1)];
-        const r = gd.getBoundingClientRect();
-        return {left: r.left + ax._offset, width: ax._length, x0: ax.range[0], x1: ax.range[1],
-                y: r.top + ya._offset + ya._length / 2};
-    }""")
-
-    def px(step):
-        return box["left"] + (step - box["x0"]) / (box["x1"] - box["x0"]) * box["width"]
-    page.mouse.move(px(lo), box["y"])
-    page.mouse.down()
-    page.mouse.move(px((lo + hi) / 2), box["y"], steps=5)
-    page.mouse.move(px(hi), box["y"], steps=5)
-    page.mouse.up()
+    drag_across(page, "baseline kelly_f", lo, hi)
     page.wait_for_function(f"() => ({FILL_OF_JS})('baseline dead-zone episode') === 'toself'")
     shown = page.evaluate("""() => document.querySelector('.js-plotly-plot')._fullLayout.xaxis.range""")
     assert abs(shown[0] - lo) < 30 and abs(shown[1] - hi) < 30, shown

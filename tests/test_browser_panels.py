@@ -11,18 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from regime_dash.benchmarks.page_load import CHROMIUM, chromium, serve
+from regime_dash.benchmarks.page_load import chromium, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "samples" / "diag.jsonl"
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.slow,  # a streamlit server and a browser
-    pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                       reason=f"{CHROMIUM} is not installed (.ci/run installs it with apt)"),
-]
-pytest.importorskip("playwright.sync_api", reason="playwright is in requirements-test.txt")
+from tests.test_browser import pytestmark  # noqa: F401  (the same marks and skips: chromium, playwright)
 
 #: The custom panel of each graph on the page whose subplot title is ``title``: its y axis's type,
 #: its title, and the runs (legend groups) drawn on it; null while no graph has that panel.

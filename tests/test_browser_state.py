@@ -13,17 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from regime_dash.benchmarks.page_load import CHROMIUM, chromium, make_run, serve
+from regime_dash.benchmarks.page_load import chromium, make_run, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.slow,  # a streamlit server and a browser
-    pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                       reason=f"{CHROMIUM} is not installed (.ci/run installs it with apt)"),
-]
-pytest.importorskip("playwright.sync_api", reason="playwright is in requirements-test.txt")
+from tests.test_browser import pytestmark  # noqa: F401  (the same marks and skips: chromium, playwright)
 
 
 SAMPLE = ROOT / "data" / "samples" / "diag.jsonl"
