@@ -11,14 +11,13 @@ name and is not stored.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 from regime_dash.errors import StoreError, ValidationError
 from regime_dash.panel_set import PanelSet, from_json, to_json
-from regime_dash.store import RunStore
+from regime_dash.store import RunStore, _replace_json
 
 __all__ = ["FILE", "NAME_RE", "delete", "list_layouts", "load", "save", "valid_name"]
 
@@ -60,14 +59,8 @@ def _read(store: RunStore) -> dict[str, Any]:
 
 
 def _write(store: RunStore, layouts: dict[str, Any]) -> None:
-    """The layouts file replaced in one rename (the caller holds the store's lock)."""
-    path = _path(store)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:  # "w": a stale tmp of a killed writer is truncated
-        json.dump({"layouts": layouts}, fh, indent=1, sort_keys=True)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    """The layouts file replaced in one rename, as ``_meta.json`` is (the caller holds the store's lock)."""
+    _replace_json(_path(store), {"layouts": dict(sorted(layouts.items()))})
 
 
 def save(store: RunStore, name: str, panels: PanelSet) -> str:
