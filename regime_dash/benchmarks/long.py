@@ -125,9 +125,11 @@ def _stage_diag_write(work: Path, a: argparse.Namespace) -> dict:
 
 
 def _stage_parquet_write(work: Path, a: argparse.Namespace) -> dict:
+    from regime_dash.cli.frame_out import write
+
     frame = _frame(work)
     t0 = time.perf_counter()
-    frame.to_parquet(work / "write.parquet", index=False)
+    write(frame, work / "write.parquet")
     seconds = time.perf_counter() - t0
     mb = (work / "write.parquet").stat().st_size / 1e6
     (work / "write.parquet").unlink()
