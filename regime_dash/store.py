@@ -94,6 +94,8 @@ from regime_dash.ingest import (
     iter_batches,
     report_reason,
     require_diag,
+    conform_table,
+    unified_types,
     unify_tables,
     unify_types,
 )
@@ -381,19 +383,84 @@ def _in_order(table: pa.Table, keys: Sequence[str]) -> bool:
     return bool(pc.all(pc.greater(first.slice(1), first.slice(0, len(first) - 1))).as_py())
 
 
-def _narrowed(table: pa.Table) -> pa.Table:
-    """``table`` with each float64 column that holds float32 values only (NaN and nulls kept) as float32."""
+def _as_float32(col: pa.ChunkedArray | pa.Array):
+    """``(fits, col as float32)``: whether every value of the float64 ``col`` (nulls aside, NaN kept) is a float32."""
     import pyarrow.compute as pc
 
+    small = pc.cast(col, pa.float32(), safe=False)
+    same = pc.or_kleene(pc.equal(pc.cast(small, pa.float64()), col), pc.is_nan(col))
+    return pc.all(same).as_py() is not False, small
+
+
+def _narrowed(table: pa.Table) -> pa.Table:
+    """``table`` with each float64 column that holds float32 values only (NaN and nulls kept) as float32."""
     for i, f in enumerate(table.schema):
-        if not pa.types.is_float64(f.type):
-            continue
-        col = table.column(i)
-        small = pc.cast(col, pa.float32(), safe=False)
-        same = pc.or_kleene(pc.equal(pc.cast(small, pa.float64()), col), pc.is_nan(col))
-        if pc.all(same).as_py() is not False:  # every value (nulls aside) comes back as it was
-            table = table.set_column(i, pa.field(f.name, pa.float32(), f.nullable, f.metadata), small)
+        if pa.types.is_float64(f.type):
+            fits, small = _as_float32(table.column(i))
+            if fits:
+                table = table.set_column(i, pa.field(f.name, pa.float32(), f.nullable, f.metadata), small)
     return table
+
+
+#: Rows a narrowed read takes at a time (whole row groups): its float64 transient, not the run's.
+_NARROW_ROWS = 1 << 16
+
+
+def _row_group_runs(part: pq.ParquetFile) -> Iterator[tuple[list[int], int]]:
+    """``part``'s row groups in runs of about :data:`_NARROW_ROWS` rows: each run's indices and first row."""
+    meta, group, first, rows = part.metadata, [], 0, 0
+    for g in range(meta.num_row_groups):
+        group.append(g)
+        rows += meta.row_group(g).num_rows
+        if rows >= _NARROW_ROWS or g == meta.num_row_groups - 1:
+            yield group, first
+            group, first, rows = [], first + rows, 0
+
+
+def _read_narrowed(files: Sequence[Path], columns: Sequence[str] | None, at: list) -> pa.Table:
+    """The parts as :func:`unify_tables` joins them, narrowed as :func:`_narrowed` narrows it, read a few
+    row groups at a time: a float64 column is kept as float32 while every value so far is one, so the run's
+    float64 copy is never whole in memory. A column found wider later is read again as float64 for the
+    pieces before (``at[0]``: the part being read, for the caller's message)."""
+    handles = []
+    for f in files:
+        at[0] = f
+        handles.append(pq.ParquetFile(f))
+    names, types = unified_types([h.schema_arrow for h in handles], columns)
+    narrow = [n for n in names if pa.types.is_float64(types[n])]
+    pieces: list[tuple[int, int, pa.Table]] = []  # (part, its first row there, the piece)
+    for k, h in enumerate(handles):
+        at[0] = files[k]
+        have = [n for n in names if n in h.schema_arrow.names]
+        for groups, first in _row_group_runs(h):
+            piece = conform_table(h.read_row_groups(groups, columns=have, use_threads=True), names, types)
+            for n in list(narrow):
+                fits, small = _as_float32(piece.column(n))
+                if fits:
+                    piece = piece.set_column(names.index(n), pa.field(n, pa.float32()), small)
+                else:
+                    narrow.remove(n)
+                    pieces = _widened(pieces, n, handles, files, at)
+            pieces.append((k, first, piece))
+    if not pieces:
+        return pa.table([pa.array([], pa.float32() if n in narrow else types[n]) for n in names], names=names)
+    return pa.concat_tables([piece for _, _, piece in pieces])
+
+
+def _widened(pieces: list[tuple[int, int, pa.Table]], name: str, handles: Sequence[pq.ParquetFile],
+             files: Sequence[Path], at: list) -> list[tuple[int, int, pa.Table]]:
+    """``pieces`` with their float32 column ``name`` read again as float64 (each part's column once)."""
+    whole: dict[int, pa.ChunkedArray] = {}
+    out = []
+    for k, first, piece in pieces:
+        if k not in whole:
+            at[0] = files[k]
+            have = name in handles[k].schema_arrow.names
+            whole[k] = (conform_table(handles[k].read(columns=[name]), [name], {name: pa.float64()}).column(0)
+                        if have else pa.chunked_array([pa.nulls(handles[k].metadata.num_rows, pa.float64())]))
+        i = piece.column_names.index(name)
+        out.append((k, first, piece.set_column(i, pa.field(name, pa.float64()), whole[k].slice(first, piece.num_rows))))
+    return out
 
 
 class RunStore:
@@ -901,7 +968,7 @@ class RunStore:
         with self._reading(run_id):
             return sorted(d.glob("part-*.parquet"))
 
-    def load_table(self, run_id: str, columns: Sequence[str] | None = None) -> pa.Table:
+    def load_table(self, run_id: str, columns: Sequence[str] | None = None, *, narrow: bool = False) -> pa.Table:
         """The run as one Arrow table, types unified across parts, in file order.
 
         Parameters
@@ -910,6 +977,9 @@ class RunStore:
             The run.
         columns
             Columns to read (dotted names); all when ``None``.
+        narrow
+            Each float64 column whose every value is a float32 as float32 (:meth:`load`'s), read a few
+            row groups at a time: the run's float64 copy is never held whole.
 
         Returns
         -------
@@ -930,30 +1000,34 @@ class RunStore:
         for _attempt in range(_READ_ATTEMPTS - 1):
             # a followed run merges its small parts (store_append.compact_parts): a part listed then
             # merged away is read again from a fresh listing
-            tables = self._read_parts(run_id, columns, vanished_ok=True)
-            if tables is not None:
-                return unify_tables(tables, columns)
-        return unify_tables(self._read_parts(run_id, columns, vanished_ok=False), columns)
+            table = self._read_parts(run_id, columns, vanished_ok=True, narrow=narrow)
+            if table is not None:
+                return table
+        return self._read_parts(run_id, columns, vanished_ok=False, narrow=narrow)
 
-    def _read_parts(self, run_id: str, columns: list[str] | None, vanished_ok: bool) -> list[pa.Table] | None:
-        """The run's parts read, or ``None`` (with ``vanished_ok``) when one went between the listing and
-        its read while the run stayed; a run deleted meanwhile raises."""
+    def _read_parts(self, run_id: str, columns: list[str] | None, vanished_ok: bool,
+                    narrow: bool = False) -> pa.Table | None:
+        """The run's parts read and joined (:func:`unify_tables`, or :func:`_read_narrowed` with ``narrow``),
+        or ``None`` (with ``vanished_ok``) when one went between the listing and its read while the run
+        stayed; a run deleted meanwhile raises."""
         files = self.parts(run_id)
         with self._reading(run_id) as part:
-            tables = []
-            for f in files:
-                part[0] = f
-                try:
+            try:
+                if narrow:
+                    return _read_narrowed(files, columns, part)
+                tables = []
+                for f in files:
+                    part[0] = f
                     if columns is None:
                         tables.append(pq.read_table(f))
                     else:
                         have = set(pq.read_schema(f).names)
                         tables.append(pq.read_table(f, columns=[c for c in columns if c in have]))
-                except FileNotFoundError:
-                    if vanished_ok and (self._run_dir(run_id) / _META).is_file():
-                        return None
-                    raise
-        return tables
+            except FileNotFoundError:
+                if vanished_ok and (self._run_dir(run_id) / _META).is_file():
+                    return None
+                raise
+        return unify_tables(tables, columns)
 
     @contextlib.contextmanager
     def _reading(self, run_id: str) -> Iterator[list]:
@@ -998,7 +1072,7 @@ class RunStore:
             extra = [c for c in ("step", LINE_COLUMN) if c not in want
                      and c in (set(self.meta(run_id).get("columns", {})) | {LINE_COLUMN})]
             read = want + extra
-        table = self.load_table(run_id, read)
+        table = self.load_table(run_id, read, narrow=narrow)
         sort_keys = [(c, "ascending") for c in ("step", LINE_COLUMN) if c in table.column_names
                      and (c != "step" or pa.types.is_integer(table.schema.field(c).type)
                           or pa.types.is_floating(table.schema.field(c).type))]
@@ -1006,8 +1080,6 @@ class RunStore:
             table = table.sort_by(sort_keys)
         if want is not None:
             table = table.select(want)
-        if narrow:
-            table = _narrowed(table)
         # a block per column and each Arrow column freed once converted: no second copy of the run
         return table.to_pandas(split_blocks=True, self_destruct=True)
 

@@ -406,3 +406,45 @@ def test_narrow_load_gives_float32_only_where_every_value_is_one(tmp_path):
     assert narrow["risk_stack.b"].dtype == "float64"  # 0.1·i: not, kept as they were
     assert (narrow["risk_stack.a"].astype("float64") == wide["risk_stack.a"]).all()
     assert narrow["risk_stack.b"].equals(wide["risk_stack.b"])
+
+
+def _bits(frame: pd.DataFrame) -> dict:
+    import numpy as np
+
+    return {c: (str(frame[c].dtype), frame[c].to_numpy().view(f"u{frame[c].dtype.itemsize}")
+                if frame[c].dtype.kind == "f" else frame[c].to_numpy()) for c in frame.columns}
+
+
+def test_narrow_load_reads_a_few_row_groups_at_a_time_with_the_whole_read_bits(tmp_path, monkeypatch):
+    """Across parts and pieces: a column wide only in the last piece read again as float64, one a part lacks
+    null there, int64 joined with float64; every bit as narrowing the whole table gives it."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    import regime_dash.store as store_mod
+
+    monkeypatch.setattr(store_mod, "_NARROW_ROWS", 3)  # several pieces a part
+    src = tmp_path / "n.jsonl"
+    src.write_text("".join(json.dumps({"step": i, "risk_stack.a": i + 0.5, "risk_stack.b": float(i),
+                                       "risk_stack.c": i}) + "\n" for i in range(6)))
+    store = RunStore(tmp_path / "store")
+    run_id = store.ingest(src).run_id
+    nan = np.array([0x7FF8000000000123], dtype=np.uint64).view(np.float64)[0]  # a NaN with a payload
+    second = pa.table({"step": pa.array(range(6, 14), pa.int64()),
+                       "risk_stack.a": [6.5, nan, 8.5, None, 10.5, 11.5, 12.5, 13.5],
+                       "risk_stack.b": [6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 0.1],  # 0.1: not a float32
+                       "risk_stack.c": [6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0],
+                       "risk_stack.d": [0.25] * 8})
+    pq.write_table(second, store.parts(run_id)[0].with_name("part-00001.parquet"), row_group_size=2)
+    got = store.load(run_id, narrow=True)
+    whole = store_mod._narrowed(store.load_table(run_id)).to_pandas()
+    assert list(got.columns) == list(whole.columns)
+    for c, (dtype, values) in _bits(whole).items():
+        assert str(got[c].dtype) == dtype, c
+        assert np.array_equal(_bits(got)[c][1], values), c
+    assert [str(got[c].dtype) for c in ("risk_stack.a", "risk_stack.b", "risk_stack.c", "risk_stack.d")] == [
+        "float32", "float64", "float32", "float32"]
+    assert got["risk_stack.d"].isna().sum() == 6 and got["risk_stack.b"].iloc[-1] == 0.1
+    picked = store.load(run_id, ["risk_stack.b", "risk_stack.c"], narrow=True)
+    assert list(picked.columns) == ["risk_stack.b", "risk_stack.c"]
+    assert np.array_equal(_bits(picked)["risk_stack.b"][1], _bits(whole)["risk_stack.b"][1])

@@ -116,7 +116,7 @@ Diag lines
 """
 from __future__ import annotations
 
-from regime_dash.ingest.columns import conform_column, json_text, unify_tables
+from regime_dash.ingest.columns import conform_column, conform_table, json_text, unified_types, unify_tables
 from regime_dash.ingest.diag_rows import NOT_DIAG_LINE, not_diag_reason, report_reason, require_diag
 from regime_dash.ingest.pipeline import iter_batches, parse
 from regime_dash.ingest.reference import parse_lines_reference
@@ -135,9 +135,11 @@ __all__ = [
     "IngestReport",
     "Reject",
     "conform_column",
+    "conform_table",
     "iter_batches",
     "parse",
     "parse_lines_reference",
+    "unified_types",
     "unify_tables",
     "unify_types",
     "json_text",

@@ -145,26 +145,36 @@ def unify_tables(tables: Sequence[pa.Table], columns: Sequence[str] | None = Non
     tables = [t for t in tables if t is not None]
     if not tables:
         return pa.table({c: pa.array([], pa.null()) for c in (columns or [])})
+    names, types = unified_types([t.schema for t in tables], columns)
+    if len(tables) == 1 and tables[0].column_names == names and all(
+            f.type == types[f.name] for f in tables[0].schema):
+        return tables[0]
+    return pa.concat_tables([conform_table(t, names, types) for t in tables])
+
+
+def unified_types(schemas: Sequence[pa.Schema],
+                  columns: Sequence[str] | None = None) -> tuple[list[str], dict[str, pa.DataType]]:
+    """The column names (``columns``, else first appearance) and the :func:`unify_types` join of each
+    over ``schemas`` (null for a name none has): the types :func:`unify_tables` gives."""
     types: dict[str, pa.DataType] = {}
-    for t in tables:
-        for f in t.schema:
+    for schema in schemas:
+        for f in schema:
             types[f.name] = f.type if f.name not in types else unify_types(types[f.name], f.type)
     names = list(columns) if columns is not None else list(types)
     for n in names:
         types.setdefault(n, pa.null())
-    if len(tables) == 1 and tables[0].column_names == names and all(
-            f.type == types[f.name] for f in tables[0].schema):
-        return tables[0]
-    pieces = []
-    for t in tables:
-        cols = []
-        for n in names:
-            if n in t.column_names:
-                cols.append(_cast_to(t.column(n), types[n]))
-            else:
-                cols.append(pa.nulls(t.num_rows, types[n]))
-        pieces.append(pa.table(cols, names=names) if names else pa.table({}))
-    return pa.concat_tables(pieces)
+    return names, types
+
+
+def conform_table(table: pa.Table, names: Sequence[str], types: dict[str, pa.DataType]) -> pa.Table:
+    """``table`` as the columns ``names`` of ``types`` (:func:`unified_types`): cast, or null where it lacks one."""
+    cols = []
+    for n in names:
+        if n in table.column_names:
+            cols.append(_cast_to(table.column(n), types[n]))
+        else:
+            cols.append(pa.nulls(table.num_rows, types[n]))
+    return pa.table(cols, names=list(names)) if names else pa.table({})
 
 
 def _coerce_py(v: Any, t: pa.DataType, fixed: bool = True) -> tuple[bool, Any]:
