@@ -235,8 +235,11 @@ _TILE_ROWS = 2048
 
 def _columns_of(snap: np.ndarray) -> np.ndarray:
     """float32 [n, T]: the snapshot's columns, each contiguous (a tiled transpose: a plain
-    ``snap.T.copy()`` strides through all of ``snap`` for every column, several times slower)."""
+    ``snap.T.copy()`` strides through all of ``snap`` for every column, several times slower); a
+    column-major ``snap``'s own columns, uncopied."""
     snap = np.asarray(snap)
+    if snap.dtype == np.float32 and snap.flags.f_contiguous and not snap.flags.c_contiguous:
+        return snap.T  # column-major already (the CPU fast scan's, made for the frame): its columns as they are
     out = np.empty((snap.shape[1], snap.shape[0]), dtype=np.float32)
     for a in range(0, snap.shape[0], _TILE_ROWS):
         out[:, a:a + _TILE_ROWS] = snap[a:a + _TILE_ROWS].T

@@ -106,3 +106,16 @@ def test_a_snapshot_becomes_contiguous_float32_columns_bit_for_bit(steps):
         assert values.dtype == np.float32 and values.flags.c_contiguous
         assert np.array_equal(values.view(np.uint32), snap[:, j].view(np.uint32)), col
         assert not np.shares_memory(values, snap)
+
+
+def test_a_column_major_snapshot_gives_its_own_columns_uncopied():
+    """The CPU fast scan's snapshot is [T, n] in Fortran order: the frame takes its columns as they are."""
+    rng = np.random.default_rng(3)
+    snap = np.asfortranarray(rng.standard_normal((5000, len(diag.SNAPSHOT_COLUMNS))).astype(np.float32))
+    snap[7, 2] = np.float32(-0.0)
+    frame = diag.frame_from_snapshot(snap, np.zeros(5000, np.int32), 4, np.arange(5000), np.zeros(5000, bool))
+    for j, col in enumerate(diag.SNAPSHOT_COLUMNS):
+        values = frame[col].to_numpy()
+        assert values.dtype == np.float32 and values.flags.c_contiguous
+        assert np.array_equal(values.view(np.uint32), snap[:, j].view(np.uint32)), col
+        assert np.shares_memory(values, snap[:, j]), col

@@ -220,7 +220,9 @@ def _signatures() -> dict[str, Any]:
     plan = (i32, i32, i32)  # r_idx, r_code, r_src
     return {
         "stats": nt.void(f32_2, nt.Array(nt.int32, 2, "C"), f32_2, i32, f32_2),
-        "scan": nt.void(*steps, f32, i32, f32, *plan, i32, nt.int64, f32_2, f32_2, nt.boolean),
+        # the snapshot column-major ([T, n] in Fortran order): each slot's column is the frame's, uncopied
+        "scan": nt.void(*steps, f32, i32, f32, *plan, i32, nt.int64, nt.Array(nt.float32, 2, "F"), f32_2,
+                        nt.boolean),
         "sweep": nt.void(*steps, f32_2, f32_2, *plan, i32, nt.int64, nt.Array(nt.float64, 2, "C"),
                          i32, nt.Array(nt.float32, 3, "C"), f32, f32),
     }
@@ -480,7 +482,7 @@ def run_cpu(stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout, snap
     r_idx, r_code, r_src = layout.reset_plan()
     t_steps = stream.steps
     isv = np.array(isv0, dtype=np.float32, copy=True)
-    snap = np.empty((t_steps, len(snap_idx)), dtype=np.float32)
+    snap = np.empty((len(snap_idx), t_steps), dtype=np.float32).T  # [T, n], each slot's column contiguous
     popart = np.empty((t_steps, 4), dtype=np.float32)  # μ, σ, μ_old, σ_old of each step
     scan(*_step_inputs(stream, stats), isv, _i32(reference.index_table(layout)),
          np.ascontiguousarray(boot, dtype=np.float32), _i32(r_idx), _i32(r_code), _i32(r_src), _i32(snap_idx),
