@@ -392,16 +392,6 @@ def _as_float32(col: pa.ChunkedArray | pa.Array):
     return pc.all(same).as_py() is not False, small
 
 
-def _narrowed(table: pa.Table) -> pa.Table:
-    """``table`` with each float64 column that holds float32 values only (NaN and nulls kept) as float32."""
-    for i, f in enumerate(table.schema):
-        if pa.types.is_float64(f.type):
-            fits, small = _as_float32(table.column(i))
-            if fits:
-                table = table.set_column(i, pa.field(f.name, pa.float32(), f.nullable, f.metadata), small)
-    return table
-
-
 #: Rows a narrowed read takes at a time (whole row groups): its float64 transient, not the run's.
 _NARROW_ROWS = 1 << 16
 
@@ -418,10 +408,10 @@ def _row_group_runs(part: pq.ParquetFile) -> Iterator[tuple[list[int], int]]:
 
 
 def _read_narrowed(files: Sequence[Path], columns: Sequence[str] | None, at: list) -> pa.Table:
-    """The parts as :func:`unify_tables` joins them, narrowed as :func:`_narrowed` narrows it, read a few
-    row groups at a time: a float64 column is kept as float32 while every value so far is one, so the run's
-    float64 copy is never whole in memory. A column found wider later is read again as float64 for the
-    pieces before (``at[0]``: the part being read, for the caller's message)."""
+    """The parts as :func:`unify_tables` joins them, each float64 column whose every value is a float32 as
+    float32, read a few row groups at a time: a float64 column is kept as float32 while every value so far
+    is one, so the run's float64 copy is never whole in memory. A column found wider later is read again
+    as float64 for the pieces before (``at[0]``: the part being read, for the caller's message)."""
     handles = []
     for f in files:
         at[0] = f

@@ -220,8 +220,9 @@ def _signatures() -> dict[str, Any]:
     plan = (i32, i32, i32)  # r_idx, r_code, r_src
     return {
         "stats": nt.void(f32_2, nt.Array(nt.int32, 2, "C"), f32_2, i32, f32_2),
-        # the snapshot column-major ([T, n] in Fortran order): each slot's column is the frame's, uncopied
-        "scan": nt.void(*steps, f32, i32, f32, *plan, i32, nt.int64, nt.Array(nt.float32, 2, "F"), f32_2,
+        # the snapshot column-major ([T, n] in Fortran order): each slot's column is the frame's, uncopied;
+        # layout A, as a one-step snapshot is C- and F-contiguous at once and numba types it C
+        "scan": nt.void(*steps, f32, i32, f32, *plan, i32, nt.int64, nt.Array(nt.float32, 2, "A"), f32_2,
                         nt.boolean),
         "sweep": nt.void(*steps, f32_2, f32_2, *plan, i32, nt.int64, nt.Array(nt.float64, 2, "C"),
                          i32, nt.Array(nt.float32, 3, "C"), f32, f32),
