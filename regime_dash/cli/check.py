@@ -141,14 +141,16 @@ def load_target(target: str, store: str | None = None,
                 table = pq.read_table(path)
             except (OSError, ValueError) as exc:
                 raise IngestError(f"cannot read {target!r} as Parquet: {exc}", path=target) from None
-            frame = table.to_pandas()
-            frame.attrs[NULL_ROWS_ATTR] = null_rows(table)  # pandas turns null and NaN alike into NaN
+            nulls = null_rows(table)  # pandas turns null and NaN alike into NaN
+            frame = _frame_of(table)
+            frame.attrs[NULL_ROWS_ATTR] = nulls
             return frame, {"file": path.name}
         from regime_dash import ingest
 
         table, report = ingest.parse(path, diag_only=True, aliases=aliases)
-        frame = table.to_pandas()
-        frame.attrs[NULL_ROWS_ATTR] = null_rows(table)
+        nulls = null_rows(table)
+        frame = _frame_of(table)
+        frame.attrs[NULL_ROWS_ATTR] = nulls
         if ingest.LINE_COLUMN in frame.columns:
             frame = frame.drop(columns=[ingest.LINE_COLUMN])
         return frame, {"file": path.name, "rejected_lines": report.rejected_count,
@@ -156,6 +158,12 @@ def load_target(target: str, store: str | None = None,
     frame = RunStore(store).load(ref, narrow=True)  # the slots as float32, as a replay or a Parquet run has them
     drop = [c for c in ("_line", "run") if c in frame.columns]
     return frame.drop(columns=drop), {"run_id": ref}
+
+
+def _frame_of(table) -> pd.DataFrame:
+    """``table`` as pandas as the store loads a run: a block per column, each Arrow column freed once
+    converted (``table`` is used up), so the run is not held twice."""
+    return table.to_pandas(split_blocks=True, self_destruct=True)
 
 
 def require_diag(frame: pd.DataFrame, target: str, source: dict) -> None:
