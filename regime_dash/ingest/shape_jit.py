@@ -24,7 +24,7 @@ _MAX_INT_DIGITS = 18
 _MAX_EXP_DIGITS = 2
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
 def _word(buf, p, e, a, b, c, d, f=-1, g=-1, h=-1, x=-1):
     """Whether the bytes ``a b c d [f g h x]`` (a word of 3 to 8 bytes; -1 ends it, and
     ``d`` may be -1) stand at ``buf[p:]``, before ``e``."""
@@ -37,63 +37,38 @@ def _word(buf, p, e, a, b, c, d, f=-1, g=-1, h=-1, x=-1):
     return True
 
 
-@njit(nogil=True, cache=True)
-def _number(buf, p, e):
-    """Scan a JSON number (Python's grammar, plus ``NaN``/``Infinity``/``-Infinity``) at
-    ``p``: (end, flag, integer value); end -1 when there is none."""
-    neg = False
-    if p < e and buf[p] == 45:
-        neg = True
-        p += 1
-    if p >= e:
-        return -1, 0, 0
-    c = buf[p]
-    if c == 73:  # Infinity
-        if _word(buf, p, e, 73, 110, 102, 105, 110, 105, 116, 121):
-            return p + 8, 4 if neg else 3, 0
-        return -1, 0, 0
-    if c == 78:  # NaN (Python's json has no -NaN)
-        if not neg and _word(buf, p, e, 78, 97, 78, -1):
-            return p + 3, 2, 0
-        return -1, 0, 0
+@njit(nogil=True, cache=True, inline="always")
+def _digits(buf, p, e):
+    """The run of ASCII digits at ``p``: (its end, its value, its length). The value wraps
+    past 19 digits; callers refuse such runs by their length. One compare a byte: a
+    byte minus ``0`` wraps to above 9 unless it is a digit."""
     v = 0
-    if c == 48:
+    q = p
+    while p < e:
+        d = np.uint8(buf[p] - np.uint8(48))
+        if d > 9:
+            break
+        v = v * 10 + d
         p += 1
-    elif 49 <= c <= 57:
-        nd = 0
-        while p < e and 48 <= buf[p] <= 57:
-            v = v * 10 + (buf[p] - 48)
-            p += 1
-            nd += 1
-            if nd > _MAX_INT_DIGITS:
-                return -1, 0, 0
-    else:
-        return -1, 0, 0
-    frac = False
-    if p < e and buf[p] == 46:
-        p += 1
-        q = p
-        while p < e and 48 <= buf[p] <= 57:
-            p += 1
-        if p == q:
-            return -1, 0, 0
-        frac = True
-    if p < e and (buf[p] == 101 or buf[p] == 69):
-        p += 1
-        if p < e and (buf[p] == 43 or buf[p] == 45):
-            p += 1
-        q = p
-        while p < e and 48 <= buf[p] <= 57:
-            p += 1
-        if p == q or p - q > _MAX_EXP_DIGITS:
-            return -1, 0, 0
-        frac = True
-    if frac:
-        return p, 1, 0
-    return p, 0, -v if neg else v
+    return p, v, p - q
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
+def _number_word(buf, p, e):
+    """Scan ``NaN``, ``Infinity`` or ``-Infinity`` at ``p`` (the numbers that start with
+    no digit; :func:`match_lines` reads the others): (end, flag, 0); end -1 when there
+    is none."""
+    neg = p < e and buf[p] == 45
+    if neg:
+        p += 1
+    if p < e and buf[p] == 73 and _word(buf, p, e, 73, 110, 102, 105, 110, 105, 116, 121):
+        return p + 8, 4 if neg else 3, 0
+    if p < e and buf[p] == 78 and not neg and _word(buf, p, e, 78, 97, 78, -1):
+        return p + 3, 2, 0  # Python's json has no -NaN
+    return -1, 0, 0
+
+
+@njit(nogil=True, cache=True, inline="always")
 def _value(buf, p, e, kind):
     """Scan a value of ``kind`` (or ``null``) at ``p``: (end or -1, flag, integer value,
     value start, value end). It takes no arrays: an array argument of a compiled call is
@@ -101,7 +76,7 @@ def _value(buf, p, e, kind):
     if p + 4 <= e and buf[p] == 110 and buf[p + 1] == 117 and buf[p + 2] == 108 and buf[p + 3] == 108:
         return p + 4, 5, 0, 0, 0  # null
     if kind == NUMBER:
-        end, flag, v = _number(buf, p, e)
+        end, flag, v = _number_word(buf, p, e)
         return end, flag, v, p, end
     if kind == BOOL:
         if p + 4 <= e and buf[p] == 116 and buf[p + 1] == 114 and buf[p + 2] == 117 and buf[p + 3] == 101:
@@ -153,7 +128,35 @@ def match_lines(buf, starts, ends, lit, lit_off, kinds, vs, ve, fl, iv):
                 break
             p += size
             if i < k:
-                end, flag, v, s, t = _value(buf, p, e, kinds[i])
+                s = p
+                if kinds[i] == NUMBER and p < e and (48 <= buf[p] <= 57 or (
+                        buf[p] == 45 and p + 1 < e and 48 <= buf[p + 1] <= 57)):
+                    # a number by Python's grammar, read here rather than in a helper
+                    # (a compiled call, even inlined, makes the scanner a third slower)
+                    neg = buf[p] == 45
+                    if neg:
+                        p += 1
+                    q = p
+                    p, v, nd = _digits(buf, p, e)
+                    # beyond int64, or a leading zero ("01"): not Python's, the other way
+                    good = nd <= _MAX_INT_DIGITS and (nd == 1 or buf[q] != 48)
+                    flag = 0
+                    if p < e and buf[p] == 46:
+                        p, _f, nf = _digits(buf, p + 1, e)
+                        good = good and nf > 0
+                        flag = 1
+                    if p < e and (buf[p] == 101 or buf[p] == 69):
+                        p += 1
+                        if p < e and (buf[p] == 43 or buf[p] == 45):
+                            p += 1
+                        p, _x, nx = _digits(buf, p, e)
+                        good = good and 0 < nx <= _MAX_EXP_DIGITS
+                        flag = 1
+                    if not good:
+                        break
+                    end, t, v = p, p, 0 if flag else (-v if neg else v)
+                else:
+                    end, flag, v, s, t = _value(buf, p, e, kinds[i])
                 if end < 0:
                     good = False
                     break
