@@ -311,6 +311,11 @@ _BLOCK_LINES = 256
 _MAX_SEGMENTS = 32
 
 
+#: Up to this many candidate lines are copied out one by one (a mask costs passes over
+#: the whole chunk: a shaped chunk with one odd line would pay them for that line).
+_JOIN_LINES = 1024
+
+
 @dataclass
 class _Chunk:
     table: pa.Table
@@ -437,11 +442,14 @@ def _parse_lines(data: bytes, final_unterminated: bool, hints: _Hints,
             bounds = np.unique(np.concatenate(([0], cuts, [m])))
             stack = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a][::-1]
         else:  # many: only the candidate lines, each with its line break, in one buffer
-            delta = np.zeros(len(buf) + 2, dtype=np.int32)
-            delta[starts[cand]] = 1
-            delta[ends[cand] + 1] -= 1
-            src = buf[np.cumsum(delta[: len(buf)]) > 0].tobytes()
             lens = np.minimum(ends[cand] + 1, len(buf)) - starts[cand]
+            if m <= _JOIN_LINES:  # a few left (the shape path read the rest): join them
+                src = b"".join([data[a:a + n] for a, n in zip(starts[cand].tolist(), lens.tolist())])
+            else:  # a mask of the chunk's bytes
+                delta = np.zeros(len(buf) + 2, dtype=np.int32)
+                delta[starts[cand]] = 1
+                delta[ends[cand] + 1] -= 1
+                src = buf[np.cumsum(delta[: len(buf)]) > 0].tobytes()
             src_ends = np.cumsum(lens)
             src_starts = src_ends - lens
             stack = [(0, m)]
