@@ -23,6 +23,14 @@ _MAX_INT_DIGITS = 18
 #: reference rejects: the line goes the other way).
 _MAX_EXP_DIGITS = 2
 
+#: Clinger's fast path: a decimal of at most this many digits whose value (the digits
+#: as an integer) is below 2**53, times or over an exactly representable power of ten
+#: (10**0 to 10**22), is one IEEE multiplication or division of two exact doubles, so
+#: correctly rounded: the double Python's ``float`` (and Arrow's cast) gives.
+_EXACT_DIGITS = 18
+_EXACT_MANTISSA = 1 << 53
+_EXACT_POW10 = np.array([10.0 ** i for i in range(23)])
+
 
 @njit(nogil=True, cache=True, inline="always")
 def _word(buf, p, e, a, b, c, d, f=-1, g=-1, h=-1, x=-1):
@@ -38,11 +46,10 @@ def _word(buf, p, e, a, b, c, d, f=-1, g=-1, h=-1, x=-1):
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _digits(buf, p, e):
-    """The run of ASCII digits at ``p``: (its end, its value, its length). The value wraps
-    past 19 digits; callers refuse such runs by their length. One compare a byte: a
-    byte minus ``0`` wraps to above 9 unless it is a digit."""
-    v = 0
+def _digits(buf, p, e, v):
+    """The run of ASCII digits at ``p``: (its end, ``v`` with its digits appended, its
+    length). The value wraps past 18 digits in all; callers refuse such runs by their
+    length. One compare a byte: a byte minus ``0`` wraps to above 9 unless it is a digit."""
     q = p
     while p < e:
         d = np.uint8(buf[p] - np.uint8(48))
@@ -102,11 +109,13 @@ def _value(buf, p, e, kind):
 
 
 @njit(nogil=True, cache=True)
-def match_lines(buf, starts, ends, lit, lit_off, kinds, vs, ve, fl, iv):
+def match_lines(buf, starts, ends, lit, lit_off, kinds, vs, ve, fl, iv, fv):
     """For each line ``buf[starts[r]:ends[r]]``: whether it is the template's literals
     with a value of each slot's kind (or null) between them, then only blanks; the
     values' spans, flags and integers go into ``vs``, ``ve``, ``fl``, ``iv`` (slot by
-    line: a column's values lie together; 0 where a slot has no span or integer)."""
+    line: a column's values lie together; 0 where a slot has no span or integer), and
+    into ``fv`` each number's double where Clinger's fast path gives it exactly (NaN
+    where it does not: that value needs the cast; untouched for the words and null)."""
     n = len(starts)
     k = len(kinds)
     ok = np.zeros(n, np.bool_)
@@ -137,24 +146,31 @@ def match_lines(buf, starts, ends, lit, lit_off, kinds, vs, ve, fl, iv):
                     if neg:
                         p += 1
                     q = p
-                    p, v, nd = _digits(buf, p, e)
+                    p, v, nd = _digits(buf, p, e, 0)
                     # beyond int64, or a leading zero ("01"): not Python's, the other way
                     good = nd <= _MAX_INT_DIGITS and (nd == 1 or buf[q] != 48)
                     flag = 0
+                    m, ndig, e10 = v, nd, 0  # the decimal's digits, their count, its power of ten
                     if p < e and buf[p] == 46:
-                        p, _f, nf = _digits(buf, p + 1, e)
+                        p, m, nf = _digits(buf, p + 1, e, m)
                         good = good and nf > 0
-                        flag = 1
+                        flag, ndig, e10 = 1, nd + nf, -nf
                     if p < e and (buf[p] == 101 or buf[p] == 69):
                         p += 1
-                        if p < e and (buf[p] == 43 or buf[p] == 45):
+                        minus = p < e and buf[p] == 45
+                        if p < e and (buf[p] == 43 or minus):
                             p += 1
-                        p, _x, nx = _digits(buf, p, e)
+                        p, ex, nx = _digits(buf, p, e, 0)
                         good = good and 0 < nx <= _MAX_EXP_DIGITS
-                        flag = 1
+                        flag, e10 = 1, e10 - ex if minus else e10 + ex
                     if not good:
                         break
                     end, t, v = p, p, 0 if flag else (-v if neg else v)
+                    dbl = np.nan
+                    if ndig <= _EXACT_DIGITS and m < _EXACT_MANTISSA and -22 <= e10 <= 22:
+                        dbl = m * _EXACT_POW10[e10] if e10 >= 0 else m / _EXACT_POW10[-e10]
+                        dbl = -dbl if neg else dbl
+                    fv[i, r] = dbl
                 else:
                     end, flag, v, s, t = _value(buf, p, e, kinds[i])
                 if end < 0:
