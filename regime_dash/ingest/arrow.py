@@ -216,12 +216,30 @@ def _special_floats(arr: pa.Array | pa.ChunkedArray) -> tuple[bool, bool]:
     return nan, inf
 
 
+#: ``N`` bytes looked at one by one before a plain search for ``-NaN`` takes over.
+_NAN_PROBES = 256
+
+
+def _has_minus_nan(data: bytes) -> bool:
+    """Whether ``data`` holds ``-NaN``. A search for the byte ``N`` (memchr: rare in
+    numbers, so a few probes) is some 30 times faster than one for ``-NaN`` where
+    minus signs abound; past ``_NAN_PROBES`` of them the plain search takes the rest."""
+    p = data.find(b"N")
+    for _ in range(_NAN_PROBES):
+        if p < 0:
+            return False
+        if p and data[p - 1] == 0x2D and data.startswith(b"NaN", p):
+            return True
+        p = data.find(b"N", p + 1)
+    return p >= 0 and data.find(b"-NaN", p - 1) >= 0
+
+
 def _arrow_only_tokens(data: bytes, nan: bool, inf: bool) -> bool:
     """Whether ``data`` may hold ``-NaN`` (when ``nan``) or an ``Inf`` that is not
     ``Infinity`` (when ``inf``): tokens Arrow reads as floats and Python's json rejects.
     Byte searches in C (no per-byte arrays); a false positive (such text inside a
     string) only costs speed."""
-    if nan and b"-NaN" in data:
+    if nan and _has_minus_nan(data):
         return True
     if inf:
         p = data.find(b"Inf")
