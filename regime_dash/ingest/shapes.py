@@ -15,9 +15,10 @@ the scanner accepts only what Python's ``json`` accepts:
   int64) and exponents of at most 2 digits (so float64: no ``1e400``);
 * strings without an escape or a control byte, their UTF-8 validated by Arrow.
 
-Floats are converted by the scanner where Clinger's fast path makes one IEEE operation
-exact (at most 18 digits below 2**53, a power of ten up to 10**22), the rest by Arrow's
-string-to-double cast (correctly rounded, as Python's ``float``). Any other line, or a chunk the scanner cannot vouch for, goes the usual way
+Floats are converted by the scanner where Clinger's fast path makes the conversion one
+correctly rounded IEEE operation (at most 18 digits below 2**53, a power of ten up to
+10**22), the rest by Arrow's string-to-double cast (correctly rounded, as Python's
+``float``). Any other line, or a chunk the scanner cannot vouch for, goes the usual way
 (:mod:`regime_dash.ingest.arrow`), so the result never depends on this path.
 
 numba loads on a background thread the first time a large source is read
