@@ -426,6 +426,22 @@ def _shaped(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, numbers: np.n
     return tables, rest
 
 
+def _compacted(data: bytes, buf: np.ndarray, starts: np.ndarray,
+               ends: np.ndarray) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """The lines ``data[starts:ends]``, each with its line break, in one buffer; and their
+    starts and ends there."""
+    lens = np.minimum(ends + 1, len(buf)) - starts
+    if len(starts) <= _JOIN_LINES:  # a few left (the shape path read the rest): join them
+        src = b"".join([data[a:a + n] for a, n in zip(starts.tolist(), lens.tolist())])
+    else:  # a mask of the chunk's bytes
+        delta = np.zeros(len(buf) + 2, dtype=np.int32)
+        delta[starts] = 1
+        delta[ends + 1] -= 1
+        src = buf[np.cumsum(delta[: len(buf)]) > 0].tobytes()
+    src_ends = np.cumsum(lens)
+    return src, src_ends - lens, src_ends
+
+
 def _parse_lines(data: bytes, final_unterminated: bool, hints: _Hints,
                  fixed: Mapping[str, pa.DataType], max_line: int) -> _Chunk:
     buf, starts, ends, numbers, n_lines = _solid_lines(data)
@@ -467,16 +483,7 @@ def _parse_lines(data: bytes, final_unterminated: bool, hints: _Hints,
             bounds = _union([0], cuts, [m])
             stack = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a][::-1]
         else:  # many: only the candidate lines, each with its line break, in one buffer
-            lens = np.minimum(ends[cand] + 1, len(buf)) - starts[cand]
-            if m <= _JOIN_LINES:  # a few left (the shape path read the rest): join them
-                src = b"".join([data[a:a + n] for a, n in zip(starts[cand].tolist(), lens.tolist())])
-            else:  # a mask of the chunk's bytes
-                delta = np.zeros(len(buf) + 2, dtype=np.int32)
-                delta[starts[cand]] = 1
-                delta[ends[cand] + 1] -= 1
-                src = buf[np.cumsum(delta[: len(buf)]) > 0].tobytes()
-            src_ends = np.cumsum(lens)
-            src_starts = src_ends - lens
+            src, src_starts, src_ends = _compacted(data, buf, starts[cand], ends[cand])
             stack = [(0, m)]
         fails = 0
         while stack:
