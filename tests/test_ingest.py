@@ -135,6 +135,17 @@ def test_arrow_only_quirks_are_rejected_like_python_json(fast):
 
 
 @both_paths
+def test_minus_nan_is_rejected_past_many_n_bytes(fast):
+    # the search for -NaN probes each "N" first, then searches plainly: a -NaN placed
+    # past the probes, among NaN values and N-heavy strings, is still found
+    good = b''.join(b'{"step": %d, "s": "NNNNNNNNNN", "v": NaN}\n' % i for i in range(60))
+    data = good + b'{"step": 60, "s": "x", "v": -NaN}\n' + b'{"step": 61, "v": 1.5}\n'
+    table, rep = run(data, fast)
+    assert [r.line for r in rep.rejected] == [61]
+    assert table.column("step").to_pylist() == [*range(60), 61]
+
+
+@both_paths
 @pytest.mark.parametrize("eol", [b"\n", b"\r\n", b"\r"])
 def test_cr_lf_and_crlf_all_end_a_line(fast, eol):
     # a lone CR is a line break (as Arrow reads it): it never merges two records

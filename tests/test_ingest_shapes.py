@@ -148,3 +148,17 @@ def test_integers_stay_int64_and_floats_are_correctly_rounded(kernels, monkeypat
     assert t.column("x").to_pylist() == [float(v) for v in vals]
     assert t.schema.field("y").type == pa.int64()
     assert np.array_equal(t.column("y").to_numpy(), np.arange(len(vals)))
+
+
+def test_floats_the_scanner_converts_are_python_s_to_the_bit(kernels, monkeypatch):
+    # either side of Clinger's fast path (18 digits, 2**53, 10**22) and the signed zeros
+    vals = ["-0.0", "-0", "0.0", "1E22", "1e23", "1e-22", "1e-23", "-1.5e-05", "2.5E+3",
+            "9007199254740991.0", "9007199254740992.0", "9007199254740993.0", "0.2697867137638703",
+            "0.17565562060255901", "12345678901234567.5", "0.000001234", "4.35", "1700000000.25",
+            "0.1234567890123456789", "8.98846567431158e307", "7e-10", "3", "-9007199254740993"]
+    lines = [f'{{"step": {i}, "x": {v}}}' for i, v in enumerate(vals)]
+    (t, r), off = _both(monkeypatch, "\n".join(lines).encode())
+    _same((t, r), off)
+    got = np.asarray(t.column("x").to_numpy()).view(np.uint64)
+    want = np.array([float(v) for v in vals]).view(np.uint64)
+    assert got.tolist() == want.tolist()

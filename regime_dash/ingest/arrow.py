@@ -125,6 +125,13 @@ def _lines_of(data: bytes, nl: np.ndarray | None = None) -> tuple[np.ndarray, np
     return buf, starts, ends
 
 
+def _union(*parts) -> np.ndarray:
+    """The sorted distinct values of ``parts`` (``np.unique``'s, without the import of
+    ``numpy.ma`` its first call makes: some 12 ms of a fresh ``ingest``)."""
+    a = np.sort(np.concatenate(parts))
+    return a[np.concatenate(([True], a[1:] != a[:-1]))] if len(a) else a
+
+
 def _solid_lines(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """(bytes, starts, ends, 1-based numbers) of the lines worth a look, and the line count.
 
@@ -140,7 +147,7 @@ def _solid_lines(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
         buf, starts, ends = _lines_of(data, nl)
         return buf, starts, ends, np.arange(1, n_lines + 1, dtype=np.int64), n_lines
     solid = np.flatnonzero((buf != 10) & (buf != 32) & (buf != 9) & (buf != 13))
-    idx = np.unique(np.searchsorted(nl, solid))  # the line holding each such byte
+    idx = _union(np.searchsorted(nl, solid))  # the line holding each such byte
     starts = np.where(idx > 0, nl[np.maximum(idx - 1, 0)] + 1, 0)
     ends = np.where(idx < len(nl), nl[np.minimum(idx, len(nl) - 1)], len(data))
     return buf, starts, ends, idx + 1, n_lines
@@ -216,12 +223,30 @@ def _special_floats(arr: pa.Array | pa.ChunkedArray) -> tuple[bool, bool]:
     return nan, inf
 
 
+#: ``N`` bytes looked at one by one before a plain search for ``-NaN`` takes over.
+_NAN_PROBES = 256
+
+
+def _has_minus_nan(data: bytes) -> bool:
+    """Whether ``data`` holds ``-NaN``. A search for the byte ``N`` (memchr: rare in
+    numbers, so a few probes) is some 30 times faster than one for ``-NaN`` where
+    minus signs abound; past ``_NAN_PROBES`` of them the plain search takes the rest."""
+    p = data.find(b"N")
+    for _ in range(_NAN_PROBES):
+        if p < 0:
+            return False
+        if p and data[p - 1] == 0x2D and data.startswith(b"NaN", p):
+            return True
+        p = data.find(b"N", p + 1)
+    return p >= 0 and data.find(b"-NaN", p - 1) >= 0
+
+
 def _arrow_only_tokens(data: bytes, nan: bool, inf: bool) -> bool:
     """Whether ``data`` may hold ``-NaN`` (when ``nan``) or an ``Inf`` that is not
     ``Infinity`` (when ``inf``): tokens Arrow reads as floats and Python's json rejects.
     Byte searches in C (no per-byte arrays); a false positive (such text inside a
     string) only costs speed."""
-    if nan and b"-NaN" in data:
+    if nan and _has_minus_nan(data):
         return True
     if inf:
         p = data.find(b"Inf")
@@ -311,6 +336,11 @@ _BLOCK_LINES = 256
 _MAX_SEGMENTS = 32
 
 
+#: Up to this many candidate lines are copied out one by one (a mask costs passes over
+#: the whole chunk: a shaped chunk with one odd line would pay them for that line).
+_JOIN_LINES = 1024
+
+
 @dataclass
 class _Chunk:
     table: pa.Table
@@ -396,6 +426,22 @@ def _shaped(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, numbers: np.n
     return tables, rest
 
 
+def _compacted(data: bytes, buf: np.ndarray, starts: np.ndarray,
+               ends: np.ndarray) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """The lines ``data[starts:ends]``, each with its line break, in one buffer; and their
+    starts and ends there."""
+    lens = np.minimum(ends + 1, len(buf)) - starts
+    if len(starts) <= _JOIN_LINES:  # a few left (the shape path read the rest): join them
+        src = b"".join([data[a:a + n] for a, n in zip(starts.tolist(), lens.tolist())])
+    else:  # a mask of the chunk's bytes
+        delta = np.zeros(len(buf) + 2, dtype=np.int32)
+        delta[starts] = 1
+        delta[ends + 1] -= 1
+        src = buf[np.cumsum(delta[: len(buf)]) > 0].tobytes()
+    src_ends = np.cumsum(lens)
+    return src, src_ends - lens, src_ends
+
+
 def _parse_lines(data: bytes, final_unterminated: bool, hints: _Hints,
                  fixed: Mapping[str, pa.DataType], max_line: int) -> _Chunk:
     buf, starts, ends, numbers, n_lines = _solid_lines(data)
@@ -424,9 +470,9 @@ def _parse_lines(data: bytes, final_unterminated: bool, hints: _Hints,
     pieces.extend(shaped)
     m = len(cand)
     if m:
-        other = np.union1d(plan.odd, plan.long)  # non-blank lines the fast path must not see
+        other = _union(plan.odd, plan.long)  # non-blank lines the fast path must not see
         if shaped:  # nor those the shape path read
-            other = np.union1d(other, np.setdiff1d(plan.cand, cand))
+            other = _union(other, plan.cand[~np.isin(plan.cand, cand, assume_unique=True)])
         if len(other) <= _MAX_SEGMENTS:
             # the candidates between two such lines are one stretch of the chunk (blank
             # lines included: Arrow skips them): no copy
@@ -434,16 +480,10 @@ def _parse_lines(data: bytes, final_unterminated: bool, hints: _Hints,
             src_starts = starts[cand]
             src_ends = np.minimum(ends[cand] + 1, len(data))
             cuts = np.searchsorted(cand, other)
-            bounds = np.unique(np.concatenate(([0], cuts, [m])))
+            bounds = _union([0], cuts, [m])
             stack = [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a][::-1]
         else:  # many: only the candidate lines, each with its line break, in one buffer
-            delta = np.zeros(len(buf) + 2, dtype=np.int32)
-            delta[starts[cand]] = 1
-            delta[ends[cand] + 1] -= 1
-            src = buf[np.cumsum(delta[: len(buf)]) > 0].tobytes()
-            lens = np.minimum(ends[cand] + 1, len(buf)) - starts[cand]
-            src_ends = np.cumsum(lens)
-            src_starts = src_ends - lens
+            src, src_starts, src_ends = _compacted(data, buf, starts[cand], ends[cand])
             stack = [(0, m)]
         fails = 0
         while stack:

@@ -23,8 +23,16 @@ _MAX_INT_DIGITS = 18
 #: reference rejects: the line goes the other way).
 _MAX_EXP_DIGITS = 2
 
+#: Clinger's fast path: a decimal of at most this many digits whose value (the digits
+#: as an integer) is below 2**53, times or over an exactly representable power of ten
+#: (10**0 to 10**22), is one IEEE multiplication or division of two exact doubles, so
+#: correctly rounded: the double Python's ``float`` (and Arrow's cast) gives.
+_EXACT_DIGITS = 18
+_EXACT_MANTISSA = 1 << 53
+_EXACT_POW10 = np.array([10.0 ** i for i in range(23)])
 
-@njit(nogil=True, cache=True)
+
+@njit(nogil=True, cache=True, inline="always")
 def _word(buf, p, e, a, b, c, d, f=-1, g=-1, h=-1, x=-1):
     """Whether the bytes ``a b c d [f g h x]`` (a word of 3 to 8 bytes; -1 ends it, and
     ``d`` may be -1) stand at ``buf[p:]``, before ``e``."""
@@ -37,63 +45,37 @@ def _word(buf, p, e, a, b, c, d, f=-1, g=-1, h=-1, x=-1):
     return True
 
 
-@njit(nogil=True, cache=True)
-def _number(buf, p, e):
-    """Scan a JSON number (Python's grammar, plus ``NaN``/``Infinity``/``-Infinity``) at
-    ``p``: (end, flag, integer value); end -1 when there is none."""
-    neg = False
-    if p < e and buf[p] == 45:
-        neg = True
+@njit(nogil=True, cache=True, inline="always")
+def _digits(buf, p, e, v):
+    """The run of ASCII digits at ``p``: (its end, ``v`` with its digits appended, its
+    length). The value wraps past 18 digits in all; callers refuse such runs by their
+    length. One compare a byte: a byte minus ``0`` wraps to above 9 unless it is a digit."""
+    q = p
+    while p < e:
+        d = np.uint8(buf[np.uint64(p)] - np.uint8(48))  # unsigned: no wraparound check
+        if d > 9:
+            break
+        v = v * 10 + d
         p += 1
-    if p >= e:
-        return -1, 0, 0
-    c = buf[p]
-    if c == 73:  # Infinity
-        if _word(buf, p, e, 73, 110, 102, 105, 110, 105, 116, 121):
-            return p + 8, 4 if neg else 3, 0
-        return -1, 0, 0
-    if c == 78:  # NaN (Python's json has no -NaN)
-        if not neg and _word(buf, p, e, 78, 97, 78, -1):
-            return p + 3, 2, 0
-        return -1, 0, 0
-    v = 0
-    if c == 48:
-        p += 1
-    elif 49 <= c <= 57:
-        nd = 0
-        while p < e and 48 <= buf[p] <= 57:
-            v = v * 10 + (buf[p] - 48)
-            p += 1
-            nd += 1
-            if nd > _MAX_INT_DIGITS:
-                return -1, 0, 0
-    else:
-        return -1, 0, 0
-    frac = False
-    if p < e and buf[p] == 46:
-        p += 1
-        q = p
-        while p < e and 48 <= buf[p] <= 57:
-            p += 1
-        if p == q:
-            return -1, 0, 0
-        frac = True
-    if p < e and (buf[p] == 101 or buf[p] == 69):
-        p += 1
-        if p < e and (buf[p] == 43 or buf[p] == 45):
-            p += 1
-        q = p
-        while p < e and 48 <= buf[p] <= 57:
-            p += 1
-        if p == q or p - q > _MAX_EXP_DIGITS:
-            return -1, 0, 0
-        frac = True
-    if frac:
-        return p, 1, 0
-    return p, 0, -v if neg else v
+    return p, v, p - q
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
+def _number_word(buf, p, e):
+    """Scan ``NaN``, ``Infinity`` or ``-Infinity`` at ``p`` (the numbers that start with
+    no digit; :func:`match_lines` reads the others): (end, flag, 0); end -1 when there
+    is none."""
+    neg = p < e and buf[p] == 45
+    if neg:
+        p += 1
+    if p < e and buf[p] == 73 and _word(buf, p, e, 73, 110, 102, 105, 110, 105, 116, 121):
+        return p + 8, 4 if neg else 3, 0
+    if p < e and buf[p] == 78 and not neg and _word(buf, p, e, 78, 97, 78, -1):
+        return p + 3, 2, 0  # Python's json has no -NaN
+    return -1, 0, 0
+
+
+@njit(nogil=True, cache=True, inline="always")
 def _value(buf, p, e, kind):
     """Scan a value of ``kind`` (or ``null``) at ``p``: (end or -1, flag, integer value,
     value start, value end). It takes no arrays: an array argument of a compiled call is
@@ -101,7 +83,7 @@ def _value(buf, p, e, kind):
     if p + 4 <= e and buf[p] == 110 and buf[p + 1] == 117 and buf[p + 2] == 108 and buf[p + 3] == 108:
         return p + 4, 5, 0, 0, 0  # null
     if kind == NUMBER:
-        end, flag, v = _number(buf, p, e)
+        end, flag, v = _number_word(buf, p, e)
         return end, flag, v, p, end
     if kind == BOOL:
         if p + 4 <= e and buf[p] == 116 and buf[p + 1] == 114 and buf[p + 2] == 117 and buf[p + 3] == 101:
@@ -127,40 +109,80 @@ def _value(buf, p, e, kind):
 
 
 @njit(nogil=True, cache=True)
-def match_lines(buf, starts, ends, lit, lit_off, kinds, vs, ve, fl, iv):
+def match_lines(buf, starts, ends, lit, lit_off, kinds, vs, ve, fl, iv, fv):
     """For each line ``buf[starts[r]:ends[r]]``: whether it is the template's literals
     with a value of each slot's kind (or null) between them, then only blanks; the
     values' spans, flags and integers go into ``vs``, ``ve``, ``fl``, ``iv`` (slot by
-    line: a column's values lie together; 0 where a slot has no span or integer)."""
+    line: a column's values lie together; 0 where a slot has no span or integer), and
+    into ``fv`` each number's double where Clinger's fast path gives it exactly (NaN
+    where it does not: that value needs the cast; untouched for the words and null)."""
     n = len(starts)
     k = len(kinds)
     ok = np.zeros(n, np.bool_)
     for r in range(n):
+        ur = np.uint64(r)
         p = starts[r]
         e = ends[r]
         good = True
         for i in range(k + 1):
+            ui = np.uint64(i)
             a = lit_off[i]
             size = lit_off[i + 1] - a
             if p + size > e:
                 good = False
                 break
             for j in range(size):
-                if buf[p + j] != lit[a + j]:
+                # unsigned indices: numba adds no negative-index wraparound (a fifth of the time)
+                if buf[np.uint64(p + j)] != lit[np.uint64(a + j)]:
                     good = False
                     break
             if not good:
                 break
             p += size
             if i < k:
-                end, flag, v, s, t = _value(buf, p, e, kinds[i])
+                s = p
+                if kinds[i] == NUMBER and p < e and (48 <= buf[p] <= 57 or (
+                        buf[p] == 45 and p + 1 < e and 48 <= buf[p + 1] <= 57)):
+                    # a number by Python's grammar, read here rather than in a helper
+                    # (a compiled call, even inlined, makes the scanner a third slower)
+                    neg = buf[p] == 45
+                    if neg:
+                        p += 1
+                    q = p
+                    p, v, nd = _digits(buf, p, e, 0)
+                    # beyond int64, or a leading zero ("01"): not Python's, the other way
+                    good = nd <= _MAX_INT_DIGITS and (nd == 1 or buf[q] != 48)
+                    flag = 0
+                    m, ndig, e10 = v, nd, 0  # the decimal's digits, their count, its power of ten
+                    if p < e and buf[p] == 46:
+                        p, m, nf = _digits(buf, p + 1, e, m)
+                        good = good and nf > 0
+                        flag, ndig, e10 = 1, nd + nf, -nf
+                    if p < e and (buf[p] == 101 or buf[p] == 69):
+                        p += 1
+                        minus = p < e and buf[p] == 45
+                        if p < e and (buf[p] == 43 or minus):
+                            p += 1
+                        p, ex, nx = _digits(buf, p, e, 0)
+                        good = good and 0 < nx <= _MAX_EXP_DIGITS
+                        flag, e10 = 1, e10 - ex if minus else e10 + ex
+                    if not good:
+                        break
+                    end, t, v = p, p, 0 if flag else (-v if neg else v)
+                    dbl = np.nan
+                    if ndig <= _EXACT_DIGITS and m < _EXACT_MANTISSA and -22 <= e10 <= 22:
+                        dbl = m * _EXACT_POW10[e10] if e10 >= 0 else m / _EXACT_POW10[-e10]
+                        dbl = -dbl if neg else dbl
+                    fv[ui, ur] = dbl
+                else:
+                    end, flag, v, s, t = _value(buf, p, e, kinds[i])
                 if end < 0:
                     good = False
                     break
-                vs[i, r] = s
-                ve[i, r] = t
-                fl[i, r] = flag
-                iv[i, r] = v
+                vs[ui, ur] = s
+                ve[ui, ur] = t
+                fl[ui, ur] = flag
+                iv[ui, ur] = v
                 p = end
         if good:
             while p < e and (buf[p] == 32 or buf[p] == 9 or buf[p] == 13):

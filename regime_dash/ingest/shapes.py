@@ -15,7 +15,9 @@ the scanner accepts only what Python's ``json`` accepts:
   int64) and exponents of at most 2 digits (so float64: no ``1e400``);
 * strings without an escape or a control byte, their UTF-8 validated by Arrow.
 
-Floats are converted by Arrow's string-to-double cast (correctly rounded, as Python's
+Floats are converted by the scanner where Clinger's fast path makes the conversion one
+correctly rounded IEEE operation (at most 18 digits below 2**53, a power of ten up to
+10**22), the rest by Arrow's string-to-double cast (correctly rounded, as Python's
 ``float``). Any other line, or a chunk the scanner cannot vouch for, goes the usual way
 (:mod:`regime_dash.ingest.arrow`), so the result never depends on this path.
 
@@ -68,7 +70,8 @@ def _load() -> None:
         f = np.zeros((1, 1), np.int8)
         b = np.frombuffer(b"{}", np.uint8)
         k.match_lines(b, np.zeros(1, np.int64), np.full(1, 2, np.int64), b,
-                      np.array([0, 1, 2], np.int64), np.zeros(1, np.int8), z, z.copy(), f, z.copy())
+                      np.array([0, 1, 2], np.int64), np.zeros(1, np.int8), z, z.copy(), f, z.copy(),
+                      np.zeros((1, 1)))
         k.gather(b, z, z.copy(), f, np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.bool_))
         k.views(b, z, z.copy(), f, np.zeros(1, np.int64), np.zeros(1, np.int64))
         _state["kernels"] = k
@@ -188,14 +191,15 @@ def template_of(line: bytes) -> Template | None:
 
 
 def match(tpl: Template, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray):
-    """Run the scanner over the lines; (matched mask, value starts, ends, flags, ints),
-    the last four slot by line."""
+    """Run the scanner over the lines; (matched mask, value starts, ends, flags, ints,
+    exact doubles), the last five slot by line."""
     k = kernels()
     shape = (len(tpl.kinds), len(starts))
     vs, ve, iv = np.zeros(shape, np.int64), np.zeros(shape, np.int64), np.zeros(shape, np.int64)
     fl = np.zeros(shape, np.int8)
-    ok = k.match_lines(buf, starts, ends, tpl.lit, tpl.lit_off, tpl.kinds, vs, ve, fl, iv)
-    return ok, vs, ve, fl, iv
+    fv = np.zeros(shape, np.float64)
+    ok = k.match_lines(buf, starts, ends, tpl.lit, tpl.lit_off, tpl.kinds, vs, ve, fl, iv, fv)
+    return ok, vs, ve, fl, iv, fv
 
 
 def _texts(buf, vs, ve, fl, rows, cols: list[int]) -> list[pa.Array]:
@@ -227,17 +231,19 @@ def _mask(null: np.ndarray) -> np.ndarray | None:
     return null if null.any() else None
 
 
-def _number(f: np.ndarray, ints: np.ndarray, text: pa.Array | None) -> pa.Array:
-    null = _mask(f == 5)
-    if text is None:
-        return from_numpy(ints, null)
-    vals = to_numpy(pc.cast(text, pa.float64()))
+def _float(f: np.ndarray, exact: np.ndarray, texts) -> pa.Array:
+    """A float64 column: the scanner's exact doubles (``exact``), the values it could not
+    vouch for (NaN there: beyond Clinger's fast path) cast from their text by Arrow
+    (``texts(rows)``: their string views), then NaN and the infinities by their flags."""
+    vals = np.array(exact)  # a copy: filled in below
+    need = np.flatnonzero((f <= 1) & np.isnan(vals))
+    if len(need):
+        vals[need] = to_numpy(pc.cast(texts(need), pa.float64()))
     if (f >= 2).any():
-        vals = vals.copy()
         vals[f == 2] = np.nan
         vals[f == 3] = np.inf
         vals[f == 4] = -np.inf
-    return from_numpy(vals, null)
+    return from_numpy(vals, _mask(f == 5))
 
 
 def _string(f: np.ndarray, text: pa.Array) -> pa.Array:
@@ -251,15 +257,15 @@ def _string(f: np.ndarray, text: pa.Array) -> pa.Array:
 def table_of(tpl: Template, buf, matched, line_numbers: np.ndarray) -> pa.Table:
     """The flattened table of the matched lines (``line_numbers``: theirs), as the fast
     path would give it: int64 for integers, float64 where a slot holds any other number."""
-    ok, vs, ve, fl, iv = matched
+    ok, vs, ve, fl, iv, fv = matched
     rows = np.flatnonzero(ok)
-    sub = fl if len(rows) == len(ok) else fl[:, rows]
+    whole = len(rows) == len(ok)
+    sub = fl if whole else fl[:, rows]
     # a number slot is float64 when it holds a fraction, an exponent, NaN or an infinity
-    floats = [i for i, kind in enumerate(tpl.kinds)
-              if kind == NUMBER and ((sub[i] >= 1) & (sub[i] <= 4)).any()]
+    floats = {i for i, kind in enumerate(tpl.kinds)
+              if kind == NUMBER and ((sub[i] >= 1) & (sub[i] <= 4)).any()}
     strings = [i for i, kind in enumerate(tpl.kinds) if kind == STRING and (sub[i] != 5).any()]
-    texts = dict(zip(floats, _number_texts(buf, vs, ve, fl, rows, floats)))
-    texts.update(zip(strings, _texts(buf, vs, ve, fl, rows, strings)))
+    texts = dict(zip(strings, _texts(buf, vs, ve, fl, rows, strings)))
     cols = [from_numpy(np.asarray(line_numbers, dtype=np.int64))]
     for i, kind in enumerate(tpl.kinds):
         f = sub[i]
@@ -269,6 +275,9 @@ def table_of(tpl: Template, buf, matched, line_numbers: np.ndarray) -> pa.Table:
             cols.append(from_numpy(f == 1, _mask(f == 5)))
         elif kind == STRING:
             cols.append(_string(f, texts[i]))
+        elif i in floats:
+            cols.append(_float(f, fv[i] if whole else fv[i, rows],
+                               lambda need, i=i: _number_texts(buf, vs, ve, fl, rows[need], [i])[0]))
         else:
-            cols.append(_number(f, iv[i] if len(rows) == len(ok) else iv[i, rows], texts.get(i)))
+            cols.append(from_numpy(iv[i] if whole else iv[i, rows], _mask(f == 5)))
     return pa.Table.from_arrays(cols, names=[LINE_COLUMN, *tpl.names])
