@@ -36,7 +36,6 @@ from typing import IO, Any, Iterator
 import math
 
 import numpy as np
-from numba import njit
 
 from regime_dash.engine import fast, reference
 from regime_dash.engine._jit import jitable
@@ -86,30 +85,57 @@ def sequential_dot_max() -> int:
 
 
 # ---- the loop's parts ----------------------------------------------------------------
-@njit(cache=True)
-def pairwise_sum(a, lo, n):
-    """``a[lo:lo + n].sum()`` as NumPy adds a float64 array: pairwise, 8 accumulators a block of ≤ 128
-    (a numba function, not an inlined one: it calls itself above 128)."""
+@jitable
+def _block_sum(a, lo, n):
+    """NumPy's pairwise sum of ``n`` ≤ 128 floats: in order below 8, else 8 accumulators, then the rest."""
     if n < 8:
         res = 0.0
         for i in range(lo, lo + n):
             res += a[i]
         return res
+    r0, r1, r2, r3, r4, r5, r6, r7 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3], a[lo + 4], a[lo + 5], a[lo + 6], \
+        a[lo + 7]
+    i = lo + 8
+    while i < lo + n - (n % 8):
+        r0, r1, r2, r3 = r0 + a[i], r1 + a[i + 1], r2 + a[i + 2], r3 + a[i + 3]
+        r4, r5, r6, r7 = r4 + a[i + 4], r5 + a[i + 5], r6 + a[i + 6], r7 + a[i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < lo + n:
+        res += a[i]
+        i += 1
+    return res
+
+
+@jitable
+def pairwise_sum(a, lo, n):
+    """``a[lo:lo + n].sum()`` as NumPy adds a float64 array: above 128 halves (cut at a multiple of 8)
+    summed and added, left then right. The recursion runs on explicit stacks: a cached numba function
+    that calls itself does not load back from numba's cache."""
     if n <= 128:
-        r = a[lo:lo + 8].copy()
-        i = 8
-        while i < n - (n % 8):
-            for j in range(8):
-                r[j] += a[lo + i + j]
-            i += 8
-        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
-        while i < n:
-            res += a[lo + i]
-            i += 1
-        return res
-    n2 = n // 2
-    n2 -= n2 % 8
-    return pairwise_sum(a, lo, n2) + pairwise_sum(a, lo + n2, n - n2)
+        return _block_sum(a, lo, n)
+    los, ns, stage = np.empty(64, np.int64), np.empty(64, np.int64), np.zeros(64, np.int64)
+    left, right = np.empty(64), np.empty(64)
+    top, los[0], ns[0] = 0, lo, n
+    while True:
+        at, m = los[top], ns[top]
+        half = m // 2 - (m // 2) % 8
+        if m <= 128:
+            v = _block_sum(a, at, m)
+        elif stage[top] < 2:  # push the left half, then the right one
+            stage[top] += 1
+            top += 1
+            los[top], ns[top], stage[top] = (at, half, 0) if stage[top - 1] == 1 else (at + half, m - half, 0)
+            continue
+        else:
+            v = left[top] + right[top]
+        top -= 1
+        if top < 0:
+            return v
+        if stage[top] == 1:
+            left[top] = v
+        else:
+            right[top] = v
 
 
 def sequential_dot(w, x):
@@ -265,6 +291,8 @@ def _fingerprint() -> str:
 
 
 def _build() -> dict[str, Any]:
+    from numba import njit
+
     from regime_dash import market_jit
     from regime_dash.engine.steppers import KELLY_COL
 
