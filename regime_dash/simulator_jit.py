@@ -3,8 +3,8 @@
 :class:`regime_dash.simulator.Simulator` on the ``fast`` stepper runs a plain stretch of steps
 (no injection pending) here, a block of steps at a time:
 
-1. every account's draws of the block (:func:`regime_dash.market_jit._draws`, the numbers
-   ``Draws.of`` gives) and the close sizes' lognormal factors, by the very NumPy expression
+1. every account's draws of the block (the numbers ``Draws.of`` gives, a close size only where the
+   account's close draw lets it close) and the close sizes' lognormal factors, by the very NumPy expression
    :func:`~regime_dash.simulator.market_step` evaluates (``np.exp`` is NumPy's SIMD exp,
    which numba's ``exp`` does not match bit for bit);
 2. one compiled loop over the block's steps: :func:`market_step` statement by statement,
@@ -31,6 +31,7 @@ import inspect
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any, Iterator
 
 import math
@@ -218,13 +219,23 @@ def _settle(lots, session, session_worst, tripped, pnl, reward_row, lots_row, pr
 
 
 # ---- the kernels -----------------------------------------------------------------------
-def make_block_draws(fingerprint: str, draws):
-    """The kernel of step rows' draws: ``draws`` (``market_jit._draws``) of each step ``t0 + r``."""
-    def block_draws(key0, key1, t0, close, win, opn, size, tau, ki, wi, fi, nor_r, nor_inv_r):
+def make_block_draws(fingerprint: str):
+    """The kernel of step rows' draws: ``market_jit._draws``' numbers of each step ``t0 + r``, except that an
+    account's close size (the ziggurat normal, the costly draw) is made only where its close draw is under
+    ``hazard``: elsewhere the account cannot close that step, and the size is never read (0 is written)."""
+    from regime_dash.market_jit import _ONE, _normal, _philox, _tau, _unit
+
+    def block_draws(key0, key1, t0, hazard, close, win, opn, size, tau, ki, wi, fi, nor_r, nor_inv_r):
         fingerprint  # noqa: B018 - keeps the dependency hash in the cache key
-        b = close.shape[1]
         for r in range(close.shape[0]):
-            tau[r] = draws(key0, key1, t0 + r, b, close[r], win[r], opn[r], size[r], ki, wi, fi, nor_r, nor_inv_r)
+            t = np.uint64(t0 + r)
+            for i in range(close.shape[1]):
+                lane = np.uint64(i) + _ONE
+                w0, w1, w2, w3 = _philox(_ONE, t, lane, key0, key1)
+                close[r, i], win[r, i], opn[r, i] = _unit(w0), _unit(w1), _unit(w2)
+                size[r, i] = _normal(w0, w1, w2, w3, t, lane, key0, key1, ki, wi, fi, nor_r, nor_inv_r) \
+                    if close[r, i] < hazard else 0.0
+            tau[r] = _tau(t, key0, key1)
 
     return block_draws
 
@@ -305,7 +316,7 @@ def _build() -> dict[str, Any]:
         except RuntimeError:  # no writable cache location (a read-only install): compile per process
             return njit(cache=False, **opts)(fn)
 
-    return {"draws": jit(make_block_draws(fingerprint, market_jit._draws)),
+    return {"draws": jit(make_block_draws(fingerprint)),
             "loop": jit(make_loop(fingerprint, KELLY_COL)), "dot": jit(sequential_dot)}
 
 
@@ -394,28 +405,44 @@ def _segment(sim, plan: _Plan, rows: tuple[np.ndarray, ...], sched: tuple[np.nda
     return done
 
 
-def run(sim, n: int) -> None:
-    """Advance ``sim`` (no injection pending, a host-state ``fast`` stepper) by ``n`` steps on the loop."""
+def _start_draws(pool: ThreadPoolExecutor, workers: int, plan: _Plan, sim, t0: int, m: int):
+    """Steps ``t0 .. t0 + m``'s draws of every account, made on the pool's threads (the kernel releases
+    the GIL), each a contiguous part of the rows; returns the arrays and the futures filling them."""
     from regime_dash import market_jit
 
-    plan, market, b = _Plan(sim), sim.market, sim.accounts
-    t_end = sim.t + int(n)
-    while sim.t < t_end:
-        t0, m = sim.t, min(BLOCK, t_end - sim.t)
-        draws = [np.empty((m, b)) for _ in range(4)]
-        tau = np.empty(m)
-        plan.kernels["draws"](np.uint64(sim.seed), np.uint64(0), t0, *draws, tau, market_jit.KI, market_jit.WI,
-                              market_jit.FI, market_jit.NOR_R, market_jit.NOR_INV_R)
-        # market_step's own expression over the block: NumPy's exp, element for element
-        factor = np.exp(market.jitter * draws[3] - 0.5 * market.jitter ** 2)
-        sched = sim.schedule.arrays(t0, t0 + m)
-        r = 0
-        while r < m:
-            r += _segment(sim, plan, (draws[0][r:], draws[1][r:], draws[2][r:], factor[r:], tau[r:]),
-                          tuple(a[r:] for a in sched))
-            if r < m:  # a step whose EMA dots BLAS does not add in order: the Python path's step
-                sim.step(1, compiled=False)
-                r += 1
+    arrays = [np.empty((m, sim.accounts)) for _ in range(4)] + [np.empty(m)]
+    part = -(-m // workers)
+    futures = [pool.submit(plan.kernels["draws"], np.uint64(sim.seed), np.uint64(0), t0 + lo, plan.prm[0],
+                           *(a[lo:lo + part] for a in arrays), market_jit.KI, market_jit.WI, market_jit.FI,
+                           market_jit.NOR_R, market_jit.NOR_INV_R) for lo in range(0, m, part)]
+    return arrays, futures
+
+
+def run(sim, n: int) -> None:
+    """Advance ``sim`` (no injection pending, a host-state ``fast`` stepper) by ``n`` steps on the loop.
+
+    A block's draws are made on worker threads while the loop runs the block before it."""
+    plan, market = _Plan(sim), sim.market
+    blocks = [(t, min(BLOCK, sim.t + int(n) - t)) for t in range(sim.t, sim.t + int(n), BLOCK)]
+    workers = max(1, fast._threads())
+    with ThreadPoolExecutor(workers) as pool:
+        pending = _start_draws(pool, workers, plan, sim, *blocks[0])
+        for i, (t0, m) in enumerate(blocks):
+            (close, win, opn, size, tau), futures = pending
+            for done in futures:
+                done.result()
+            if i + 1 < len(blocks):
+                pending = _start_draws(pool, workers, plan, sim, *blocks[i + 1])
+            # market_step's own expression over the block: NumPy's exp, element for element
+            factor = np.exp(market.jitter * size - 0.5 * market.jitter ** 2)
+            sched = sim.schedule.arrays(t0, t0 + m)
+            r = 0
+            while r < m:
+                r += _segment(sim, plan, (close[r:], win[r:], opn[r:], factor[r:], tau[r:]),
+                              tuple(a[r:] for a in sched))
+                if r < m:  # a step whose EMA dots BLAS does not add in order: the Python path's step
+                    sim.step(1, compiled=False)
+                    r += 1
     with _LOCK:
         _STATE.update(state="ready", error=None)
 
@@ -433,7 +460,7 @@ def announced(out: IO[str] | None = None, after_s: float = 1.0, every_s: float =
     def tick() -> None:
         if done.wait(after_s):
             return
-        print("compiling the simulator's closed loop once (numba; later runs load it from the cache)…",
+        print("preparing the simulator's compiled loop (numba: compiled once, then loaded from its cache)…",
               file=out, flush=True)
         while not done.wait(every_s):
             print(f"  still compiling… {time.monotonic() - t0:.0f} s", file=out, flush=True)
