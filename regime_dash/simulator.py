@@ -526,7 +526,7 @@ class Simulator:
                 return False
             if simulator_jit.is_compiled() or n >= simulator_jit.PYTHON_WHILE_COMPILING:
                 return True
-            simulator_jit.start_compile()
+            simulator_jit.start_compile(compile_loop)
             return False
         if compiled and not host_fast:
             raise ValidationError(f"the compiled loop runs on the 'fast' stepper, not {self.engine.name!r}",
@@ -608,6 +608,11 @@ class Simulator:
     def isv(self) -> np.ndarray:
         """The engine's ISV buffer now."""
         return self.engine.isv
+
+
+def compile_loop() -> None:
+    """Compile (or load from numba's disk cache) the simulator's compiled loop, by a one-account, one-step run."""
+    Simulator(accounts=1, engine="fast").step(1, compiled=True)
 
 
 # ---- presets -----------------------------------------------------------------------------

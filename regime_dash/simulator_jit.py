@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import IO, Any, Iterator
+from typing import IO, Any, Callable, Iterator
 
 import math
 
@@ -332,28 +332,22 @@ def is_compiled() -> bool:
     return _STATE["state"] == "ready"
 
 
-def compile_loop() -> None:
-    """Compile (or load from numba's disk cache) the loop, by running it on a one-account, one-step run."""
-    from regime_dash.simulator import Simulator
-
-    Simulator(accounts=1, engine="fast").step(1, compiled=True)
-
-
-def _background() -> None:
+def _background(warm: Callable[[], None]) -> None:
     try:
-        compile_loop()
+        warm()
     except Exception as exc:  # noqa: BLE001 - the Python path goes on; the reason is kept for the caller
         with _LOCK:
             _STATE.update(state="failed", error=f"{type(exc).__name__}: {exc}")
 
 
-def start_compile() -> None:
-    """Build the loop in a background thread; a no-op once started."""
+def start_compile(warm: Callable[[], None]) -> None:
+    """Run ``warm`` (a first run of the loop: ``simulator.compile_loop``) in a background thread,
+    which compiles the loop or loads it from numba's cache; a no-op once started."""
     with _LOCK:
         if _STATE["state"] != "cold":
             return
         _STATE["state"] = "compiling"
-    threading.Thread(target=_background, name="regime-dash-simulator-compile", daemon=True).start()
+    threading.Thread(target=_background, args=(warm,), name="regime-dash-simulator-compile", daemon=True).start()
 
 
 def compile_state() -> dict[str, Any]:
@@ -472,5 +466,5 @@ def announced(out: IO[str] | None = None, after_s: float = 1.0, every_s: float =
         done.set()
 
 
-__all__ = ["BLOCK", "PARAMS", "announced", "run", "compile_loop", "compile_state", "ema_tables", "is_compiled",
+__all__ = ["BLOCK", "PARAMS", "announced", "run", "compile_state", "ema_tables", "is_compiled",
            "sequential_dot_max", "start_compile"]
