@@ -194,6 +194,14 @@ class Schedule:
     def is_shock(self, t: int) -> bool:
         return t in self._shocks
 
+    def arrays(self, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Steps ``t0 .. t1``'s p_true (float64), boundary and shock flags (bool): :meth:`p_at`,
+        :meth:`is_boundary` and :meth:`is_shock` of each."""
+        t = np.arange(t0, t1, dtype=np.int64)
+        p = self._ps[np.searchsorted(self._starts, t, side="right") - 1]
+        return (p, np.isin(t, np.fromiter(self._boundaries, np.int64)),
+                np.isin(t, np.fromiter(self._shocks, np.int64)))
+
 
 def account_rng(seed: int, t: int, account: int) -> np.random.Generator:
     """The generator of account ``account`` at step ``t`` (``account`` -1: the step's τ): Philox keyed
@@ -353,6 +361,49 @@ def stream_of(steps: list[MarketStep], boundary: list[bool]) -> Stream:
                   boundary=np.array(boundary, bool), step=np.arange(len(steps), dtype=np.int64))
 
 
+class StepRecords:
+    """Per-step records as columns of fixed dtypes, added a row at a time (a Python step) or a block
+    of rows at a time (the compiled loop's), kept in step order."""
+
+    def __init__(self, dtypes: dict[str, type]):
+        self.dtypes = dtypes
+        self._rows: list[tuple] = []
+        self._blocks: list[tuple[np.ndarray, ...]] = []
+
+    def add_row(self, row: tuple) -> None:
+        self._rows.append(row)
+
+    def add_block(self, columns: tuple[np.ndarray, ...]) -> None:
+        self._flush()
+        self._blocks.append(columns)
+
+    def _flush(self) -> None:
+        if self._rows:
+            self._blocks.append(tuple(np.array([row[j] for row in self._rows], dtype=d)
+                                      for j, d in enumerate(self.dtypes.values())))
+            self._rows = []
+
+    def __len__(self) -> int:
+        return len(self._rows) + sum(len(block[0]) for block in self._blocks)
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """Every record so far, a column each (nothing recorded: no rows, no columns)."""
+        self._flush()
+        if not self._blocks:
+            return {}
+        return {name: np.concatenate([block[j] for block in self._blocks]).astype(d, copy=False)
+                for j, (name, d) in enumerate(self.dtypes.items())}
+
+
+#: :meth:`Simulator.market_frame`'s columns and their dtypes.
+MARKET_COLUMNS = {"step": np.int64, "p_true": np.float64, "closes": np.int64, "wins": np.int64,
+                  "open_accounts": np.int64, "pnl": np.float64, "cum_pnl": np.float64, "shock": np.bool_,
+                  "forced_flat": np.bool_}
+#: What :meth:`Simulator.stream` keeps a step: its rewards and lots rows and its scalar inputs.
+STREAM_COLUMNS = {"rewards": np.float32, "lots": np.int32, "kelly_analytic": np.float32, "cooldown": np.float32,
+                  "session_pnl_worst": np.float32, "tau_action": np.float32}
+
+
 # ---- the closed loop -----------------------------------------------------------------
 class Simulator:
     """The live run: :func:`market_step` and a :class:`StepEngine` in a closed loop.
@@ -417,8 +468,8 @@ class Simulator:
         self._pending_flat = False
         self._pending_boundary = False
         self._boundary: list[bool] = []
-        self._market_rows: list[tuple] = []
-        self._steps: list[MarketStep] = []
+        self._market_rows = StepRecords(MARKET_COLUMNS)
+        self._steps = StepRecords(STREAM_COLUMNS)
 
     # ---- injections (take effect at the next step) ----------------------------------
     def inject_tail_shock(self, account: int | None = None) -> None:
@@ -440,10 +491,59 @@ class Simulator:
         self._pending_boundary = True
 
     # ---- stepping --------------------------------------------------------------------------
-    def step(self, n: int = 1) -> None:
-        """Advance the closed loop by ``n`` steps."""
-        for _ in range(int(n)):
+    def step(self, n: int = 1, *, compiled: bool | None = None) -> None:
+        """Advance the closed loop by ``n`` steps.
+
+        On the ``fast`` stepper the steps run in one compiled loop
+        (:mod:`regime_dash.simulator_jit`), bit for bit the steps of the Python path; a step
+        with an injection pending runs on the Python path. ``compiled``: None (default) the
+        loop, except a stretch of fewer than ``simulator_jit.PYTHON_WHILE_COMPILING`` steps
+        while the loop is not compiled yet (those run on the Python path, and the compile
+        starts in the background); False the Python path; True the loop (a ValidationError
+        on another stepper).
+        """
+        n = int(n)
+        if n > 0 and (self._pending_shock is not None or self._pending_flat or self._pending_boundary):
             self._one()
+            n -= 1
+        if n > 0 and self._compiled(n, compiled):
+            from regime_dash import simulator_jit
+
+            with simulator_jit.announced():
+                simulator_jit.run(self, n)
+            return
+        for _ in range(n):
+            self._one()
+
+    def _compiled(self, n: int, compiled: bool | None) -> bool:
+        """Whether ``n`` plain steps run in the compiled loop (see :meth:`step`)."""
+        from regime_dash import simulator_jit
+        from regime_dash.engine.steppers import BackendStepper
+
+        host_fast = isinstance(self.engine, BackendStepper) and self.engine.name == "fast"
+        if compiled is None:
+            if not host_fast:
+                return False
+            if simulator_jit.is_compiled() or n >= simulator_jit.PYTHON_WHILE_COMPILING:
+                return True
+            simulator_jit.start_compile(compile_loop)
+            return False
+        if compiled and not host_fast:
+            raise ValidationError(f"the compiled loop runs on the 'fast' stepper, not {self.engine.name!r}",
+                                  field="engine", value=self.engine.name)
+        return bool(compiled)
+
+    def record_block(self, steps: np.ndarray, p_true: np.ndarray, boundary: np.ndarray, shock: np.ndarray,
+                     counts: np.ndarray, money: np.ndarray, stream: tuple[np.ndarray, ...] | None) -> None:
+        """Take the records of steps the compiled loop ran: ``counts`` [k, 3] closes, wins, open accounts;
+        ``money`` [k, 2] pnl, cum_pnl; ``stream`` (rewards, lots, the [k, 4] edge, cooldown, worst, τ) or None."""
+        self._boundary.extend(boundary.tolist())
+        self._market_rows.add_block((steps, p_true, counts[:, 0], counts[:, 1], counts[:, 2], money[:, 0],
+                                     money[:, 1], shock, np.zeros(len(steps), np.bool_)))
+        if self.keep_stream and stream is not None:
+            rewards, lots, inputs = stream
+            self._steps.add_block((rewards, lots, inputs[:, 0], inputs[:, 1], inputs[:, 2], inputs[:, 3]))
+        self.t += len(steps)
 
     def _one(self) -> None:
         t = self.t
@@ -460,9 +560,9 @@ class Simulator:
         self.kelly_f = self.engine.step(out.rewards, out.lots, inputs)  # the one value read back a step
         self._boundary.append(bool(boundary))
         if self.keep_stream:
-            self._steps.append(out)
-        self._market_rows.append((t, p, out.closes, out.wins, int(np.count_nonzero(out.lots)),
-                                  out.pnl, self.state.cum_pnl, shock is not None, self._pending_flat))
+            self._steps.add_row((out.rewards, out.lots, out.edge, out.cooldown, out.worst, out.tau_action))
+        self._market_rows.add_row((t, p, out.closes, out.wins, int(np.count_nonzero(out.lots)),
+                                   out.pnl, self.state.cum_pnl, shock is not None, self._pending_flat))
         self._pending_shock = None
         self._pending_flat = False
         self._pending_boundary = False
@@ -488,20 +588,31 @@ class Simulator:
 
     def market_frame(self) -> pd.DataFrame:
         """What the diag does not show: p_true, closes, wins, open accounts, pnl, injections."""
-        cols = ["step", "p_true", "closes", "wins", "open_accounts", "pnl", "cum_pnl", "shock", "forced_flat"]
-        return pd.DataFrame(self._market_rows, columns=cols)
+        columns = self._market_rows.columns()
+        if not columns:
+            return pd.DataFrame([], columns=list(MARKET_COLUMNS))
+        return pd.DataFrame(columns)
 
     def stream(self) -> Stream:
         """The inputs fed to the pipeline so far; replaying them gives :meth:`frame` again."""
         if not self.keep_stream:
             raise ValidationError("this simulator was made with keep_stream=False", field="keep_stream",
                                   value=False)
-        return stream_of(self._steps, self._boundary)
+        kept = self._steps.columns()
+        if not kept:
+            raise ValidationError("no market step to make a stream of", field="steps", value=0)
+        return Stream(**kept, boundary=np.array(self._boundary, bool), step=np.arange(len(self._boundary),
+                                                                                       dtype=np.int64))
 
     @property
     def isv(self) -> np.ndarray:
         """The engine's ISV buffer now."""
         return self.engine.isv
+
+
+def compile_loop() -> None:
+    """Compile (or load from numba's disk cache) the simulator's compiled loop, by a one-account, one-step run."""
+    Simulator(accounts=1, engine="fast").step(1, compiled=True)
 
 
 # ---- presets -----------------------------------------------------------------------------
@@ -533,8 +644,10 @@ PRESETS: dict[str, SimPreset] = {p.name: p for p in (
 
 
 def simulate(name: str, *, steps: int | None = None, accounts: int | None = None, seed: int = 0,
-             config: RegimeConfig | None = None, engine: str | StepEngine = "reference") -> Simulator:
-    """Run preset ``name`` for ``steps`` steps and return the simulator (``.frame()`` has the diag)."""
+             config: RegimeConfig | None = None, engine: str | StepEngine = "reference",
+             keep_stream: bool = True) -> Simulator:
+    """Run preset ``name`` for ``steps`` steps and return the simulator (``.frame()`` has the diag;
+    ``keep_stream`` as :class:`Simulator`'s)."""
     if name not in PRESETS:
         raise ValidationError(f"unknown live-run preset {name!r}; choose one of {sorted(PRESETS)}",
                               field="simulate", value=name)
@@ -543,6 +656,7 @@ def simulate(name: str, *, steps: int | None = None, accounts: int | None = None
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
         raise ValidationError(f"steps must be an int >= 1, got {steps!r}", field="steps", value=steps)
     sim = Simulator(accounts=preset.accounts if accounts is None else accounts, seed=seed, config=config,
-                    market=preset.market, schedule=preset.schedule(int(steps)), engine=engine)
+                    market=preset.market, schedule=preset.schedule(int(steps)), engine=engine,
+                    keep_stream=keep_stream)
     sim.step(int(steps))
     return sim

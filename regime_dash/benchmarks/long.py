@@ -94,7 +94,7 @@ def _stage_simulate(work: Path, a: argparse.Namespace) -> dict:
     from regime_dash.simulator import simulate
 
     t0 = time.perf_counter()
-    simulate(SIM_PRESET, steps=a.sim_steps, accounts=a.accounts, engine="fast").frame()
+    simulate(SIM_PRESET, steps=a.sim_steps, accounts=a.accounts, engine="fast", keep_stream=False).frame()
     return {"seconds": time.perf_counter() - t0, "units": a.sim_steps, "unit": "steps"}
 
 

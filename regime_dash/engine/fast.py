@@ -141,36 +141,43 @@ def _tree(v, lo, op_max):
     return v[lo]
 
 
+@jitable
+def stats_row(rewards, lots, t, sums, flat, local):
+    """Phase 1 of row ``t``: reduced as :func:`reference.block_reduce_stats` reduces one step (the same
+    float32 operations in the same order) into ``sums[t]``, and its flat count into ``flat[t]``.
+    ``local`` is float32 [3, 288] scratch. The simulator's compiled loop calls it a step at a time."""
+    b = rewards.shape[1]
+    # lanes no element reaches hold +0, and so does the tree of a warp of such lanes: only the
+    # warps that some element reaches are reduced, the others' partials are the +0 they give
+    lanes = min(b, _BLOCK_DIM)
+    warps = (lanes + _WARP - 1) // _WARP
+    for q in range(3):
+        for lane in range(warps * _WARP):
+            local[q, lane] = np.float32(0.0)
+    for start in range(0, b, _BLOCK_DIM):  # thread tid takes i = tid, tid + 256, ...
+        for lane in range(min(_BLOCK_DIM, b - start)):
+            x = rewards[t, start + lane]
+            local[0, lane] += x
+            local[1, lane] += x * x
+            local[2, lane] = _fmax(local[2, lane], abs(x))
+    for q in range(3):
+        row = local[q]
+        for w in range(_WARP):  # each warp's partial to lane w of the first warp, the rest 0
+            row[_BLOCK_DIM + w] = _tree(row, w * _WARP, q == 2) if w < warps else np.float32(0.0)
+        sums[t, q] = _tree(row, _BLOCK_DIM, q == 2)
+    n_flat = 0
+    for i in range(b):
+        if lots[t, i] == 0:
+            n_flat += 1
+    flat[t] = n_flat
+
+
 def _make_stats(fingerprint: str):
     def stats(rewards, lots, sums, flat, local):
-        """Phase 1 of rows ``0 .. len(flat)``: each row reduced as :func:`reference.block_reduce_stats`
-        reduces it (the same float32 operations in the same order), and its flat count."""
+        """Phase 1 of rows ``0 .. len(flat)``: :func:`stats_row` of each."""
         fingerprint  # noqa: B018
-        b = rewards.shape[1]
-        # lanes no element reaches hold +0, and so does the tree of a warp of such lanes: only the
-        # warps that some element reaches are reduced, the others' partials are the +0 they give
-        lanes = min(b, _BLOCK_DIM)
-        warps = (lanes + _WARP - 1) // _WARP
         for t in range(rewards.shape[0]):
-            for q in range(3):
-                for lane in range(warps * _WARP):
-                    local[q, lane] = np.float32(0.0)
-            for start in range(0, b, _BLOCK_DIM):  # thread tid takes i = tid, tid + 256, ...
-                for lane in range(min(_BLOCK_DIM, b - start)):
-                    x = rewards[t, start + lane]
-                    local[0, lane] += x
-                    local[1, lane] += x * x
-                    local[2, lane] = _fmax(local[2, lane], abs(x))
-            for q in range(3):
-                row = local[q]
-                for w in range(_WARP):  # each warp's partial to lane w of the first warp, the rest 0
-                    row[_BLOCK_DIM + w] = _tree(row, w * _WARP, q == 2) if w < warps else np.float32(0.0)
-                sums[t, q] = _tree(row, _BLOCK_DIM, q == 2)
-            n_flat = 0
-            for i in range(b):
-                if lots[t, i] == 0:
-                    n_flat += 1
-            flat[t] = n_flat
+            stats_row(rewards, lots, t, sums, flat, local)
 
     return stats
 

@@ -134,6 +134,17 @@ class _HostState:
     def isv(self) -> np.ndarray:
         return self._isv.copy()
 
+    @property
+    def boot(self) -> np.ndarray:
+        """The bootstrap row a boundary resets from (a copy)."""
+        return self._boot.copy()
+
+    def record(self, snap: np.ndarray, flat: np.ndarray, isv: np.ndarray) -> None:
+        """Take steps run elsewhere on this state (the simulator's compiled loop): their snapshot rows
+        float32 [k, n_snap] and flat counts int32 [k] join the trajectory, and ``isv`` is the ISV after them."""
+        self._log.add(np.asarray(snap, dtype=np.float32), np.asarray(flat, dtype=np.int32))
+        self._isv = np.asarray(isv, dtype=np.float32).copy()
+
 
 class ReferenceStepper(_HostState):
     """The reference engine's step functions, called directly (no per-step Stream).
