@@ -650,7 +650,8 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
     recency = col(diag.RECENCY)
     if recency is not None:
         line(3, recency + 1.0, "recency+1", smooth=False, off=1.0)
-        markers(3, lambda: rows_of(ep.tail_events(vw)["step"]), np.ones_like(recency), "tail event", "diamond")
+        markers(3, lambda: rows_of(vw.step[ep.tail_event_rows(vw)]), np.ones_like(recency), "tail event",
+                "diamond")
     tail_var = col(diag.VARIANCE)
     if tail_var is not None:
         line(3, np.sqrt(np.clip(tail_var, 0.0, None)), "σ Δworst", dash="dot", secondary=True, k=2)

@@ -381,3 +381,21 @@ def test_live_figure_is_light_valid_and_marked(trap_frame):
     assert [s["name"] for s in fig["layout"]["shapes"]] == []  # step 100 is before the last 500 steps
     fig = figures.live_figure(trap_frame, [(int(trap_frame["step"].iloc[-10]), "shock", "tail shock")], window=500)
     assert [s["name"].split(":")[0] for s in fig["layout"]["shapes"]] == [f"shock at {int(trap_frame['step'].iloc[-10])}"]
+
+
+def test_tail_event_markers_come_from_the_rows_alone_as_from_tail_events(trap_frame):
+    """The chart finds its tail-event markers without tail_events' boundary columns; on a frame out of
+    step order with repeated steps and an odd width, the markers are still tail_events' steps."""
+    from regime_dash.analysis import episodes
+    from regime_dash.analysis.view import view
+
+    awkward = pd.concat([trap_frame, trap_frame.iloc[100:1103]]).sample(frac=1.0, random_state=3)
+    vw = view(awkward)
+    expected = episodes.tail_events(vw)["step"].to_numpy()
+    assert len(expected) > 2
+    assert np.array_equal(vw.step[episodes.tail_event_rows(vw)], expected)
+    (tail,) = [t for t in figures.run_traces("odd", awkward, "#636EFA", n_out=37) if t["name"] == "odd tail event"]
+    pos = np.searchsorted(vw.step, expected)
+    if len(pos) > 37:
+        pos = pos[np.linspace(0, len(pos) - 1, 37).astype(np.int64)]
+    assert np.array_equal(np.asarray(tail["x"]), vw.step[pos])

@@ -121,6 +121,16 @@ def _dead_zone_table(vw: FrameView, merge_gap: int) -> pd.DataFrame:
     return out
 
 
+def tail_event_rows(frame: pd.DataFrame | FrameView) -> np.ndarray:
+    """Row positions (in step order) of the tail events: where the observer reset tail recency to 0.
+
+    The rows alone, without :func:`tail_events`' columns, which need the view's boundaries
+    (a chart marking the events draws none of them: at 1M rows the boundaries were most of it)."""
+    vw = as_view(frame)
+    _need(vw, "tail_events", v.RECENCY)
+    return np.flatnonzero(vw.f32(v.RECENCY) == 0)
+
+
 def tail_events(frame: pd.DataFrame | FrameView) -> pd.DataFrame:
     """Tail events: rows where the observer reset tail recency to 0.
 
@@ -134,8 +144,7 @@ def tail_events(frame: pd.DataFrame | FrameView) -> pd.DataFrame:
         ``popart_sigma`` (σ_effective at that step, success criterion 7).
     """
     vw = as_view(frame)
-    _need(vw, "tail_events", v.RECENCY)
-    rows = np.flatnonzero(vw.f32(v.RECENCY) == 0)
+    rows = tail_event_rows(vw)
     out = pd.DataFrame({"step": vw.step[rows].astype(np.int64)})
 
     def col(name: str) -> np.ndarray:
