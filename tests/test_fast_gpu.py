@@ -9,6 +9,7 @@ reference's snapshot.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from regime_dash import diag
@@ -165,6 +166,34 @@ def test_fast_gpu_run_needs_the_layouts_snapshot_slots():
     snap = snapshot_indices(L)[::-1].copy()
     with pytest.raises(ValidationError, match="snap_idx .* is not snapshot_indices"):
         fast_gpu.run(stream, isv0, boot, L, snap)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("b", [1, 7, 130])
+def test_fast_gpu_run_with_the_hosts_phase1_is_the_same_bits(b):
+    """Phase 1 given (the page's cached ``step_stats``) moves only [T]-sized inputs; with
+    ``normalized=False`` Pass 3 is left out. Every returned array keeps the reference's bits, and
+    the snapshot comes back column-major (the frame's columns without a host transpose)."""
+    from regime_dash.engine import fast
+
+    stream = random_stream(np.random.default_rng(4100 + b), T_STEPS, b)
+    isv0, boot = initial_isv(*VARIANTS["timeouts"], L)
+    snap_idx = snapshot_indices(L)
+    want = reference.run(stream, isv0, boot, L, snap_idx)
+    stats = fast.step_stats(stream)
+    full = fast_gpu.run(stream, isv0, boot, L, snap_idx, stats=stats)
+    lean = fast_gpu.run(stream, isv0, boot, L, snap_idx, stats=stats, normalized=False)
+    assert lean[2] is None and lean[3] is None
+    assert lean[0].flags.f_contiguous and full[0].flags.f_contiguous
+    for got in (full, lean):
+        for name, g, w in zip(("snapshot", "flat count", "normalized rewards", "v_pred", "final isv"), got, want):
+            if g is None:
+                continue
+            assert g.shape == w.shape and g.dtype == w.dtype, name
+            assert np.array_equal(_bits(g).ravel(), _bits(w).ravel()), name
+    frame = diag.frame_from_snapshot(lean[0], lean[1], b, stream.step, stream.boundary, RegimeConfig())
+    ref = diag.frame_from_snapshot(want[0], want[1], b, stream.step, stream.boundary, RegimeConfig())
+    pd.testing.assert_frame_equal(frame, ref, check_exact=True)
 
 
 @pytest.mark.gpu

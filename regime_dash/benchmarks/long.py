@@ -205,7 +205,7 @@ def _whatif(work: Path, a: argparse.Namespace, device: str) -> dict:
     from regime_dash.figures import run_traces, signal_spec
 
     stream = _stream(work)
-    options = {} if device == "gpu" else {"stats": fast.step_stats(stream)}
+    options = {"stats": fast.step_stats(stream)}  # the page's cached phase 1, on either device
     base = replay(stream, RegimeConfig(), engine="fast", device=device, **options)  # compiles, uploads
     kept = {}
 

@@ -637,10 +637,11 @@ def run(stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout, snap_idx
         The risk-stack path, ``"single"`` or ``"fused"`` (:mod:`regime_dash.engine.controllers`).
     stats
         Phase 1 of ``stream`` (:func:`step_stats`) when the caller keeps it between replays of
-        one stream (it does not depend on the config); the CPU path then skips phase 1. The
-        GPU path runs its own.
+        one stream (it does not depend on the config); the CPU path then skips phase 1, and the
+        GPU path uploads only the [T]-sized inputs (not the [T, b] rewards and lots).
     normalized
-        False: the CPU path leaves out the normalized rewards and ``v_pred`` (None).
+        False: the pass after the scan is left out; the normalized rewards and ``v_pred`` come back
+        None.
 
     Returns
     -------
@@ -650,7 +651,8 @@ def run(stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout, snap_idx
     if use_gpu(device):
         from regime_dash.engine import fast_gpu
 
-        return fast_gpu.run(stream, isv0, boot, layout, snap_idx, controllers=controllers)
+        return fast_gpu.run(stream, isv0, boot, layout, snap_idx, controllers=controllers, stats=stats,
+                            normalized=normalized)
     return run_cpu(stream, isv0, boot, layout, snap_idx, stats=stats, controllers=controllers,
                    normalized=normalized)
 

@@ -226,13 +226,26 @@ def _check_snapshot_slots(layout: SlotLayout, snap_idx: np.ndarray) -> None:
             field="snap_idx", value=snap_idx.tolist())
 
 
+def _columns_host(cp, snap) -> np.ndarray:
+    """The [T, n] snapshot on the host, column-major: transposed on the device (a millisecond),
+    where the host's tiled transpose of a million-step snapshot takes tens of milliseconds."""
+    return cp.asnumpy(cp.asfortranarray(snap), order="F")
+
+
 def run(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout,
         snap_idx: np.ndarray, *, options: tuple[str, ...] = loader.PARITY_OPTIONS,
-        controllers: str = "single"):
+        controllers: str = "single", stats=None, normalized: bool = True):
     """Replay ``stream`` in two phases on the GPU (the backend contract).
 
     ``controllers`` is the risk-stack path the scan is compiled for (``"fused"``:
     rl_fused_controllers, :data:`regime_dash.engine.controllers.FUSED_DEFINE`).
+    ``stats`` is phase 1 of ``stream`` (``StepStats``, the same bits as this engine's phase 1)
+    when the caller keeps it between replays: only the [T]-sized inputs then go to the device,
+    not the [T, b] rewards and lots. ``normalized=False`` leaves out Pass 3 (the normalized
+    rewards and ``v_pred`` come back None), as the CPU path does.
+
+    The snapshot comes back column-major (each slot's [T] column contiguous, as the CPU fast
+    scan writes it), so the frame takes its columns without a transpose on the host.
 
     Returns
     -------
@@ -245,12 +258,18 @@ def run(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout,
     cp = loader.cupy_module()
     mod = module(layout, options)
     with cp.cuda.Stream(non_blocking=True) as s:
-        p1 = _Phase1(cp, mod, stream, t_steps, b)
+        p1 = _Phase1(cp, mod, stream, t_steps, b, stats=stats)
         isv_rows = cp.asarray(isv0)[None, :].copy()
         boot_rows = cp.asarray(boot)[None, :].copy()
         norm_params = cp.empty((t_steps, 4), np.float32)
         snap = _scan(cp, mod, p1, layout, snap_idx, isv_rows, boot_rows, np.zeros(1, np.int32),
                      1, norm_params=norm_params)
+        if not normalized:
+            out = (_columns_host(cp, snap[0]), cp.asnumpy(p1.flat), None, None, cp.asnumpy(isv_rows[0]))
+            s.synchronize()
+            return out
+        if p1.rewards is None:  # phase 1 was given: Pass 3 still needs the raw rewards
+            p1.rewards = cp.asarray(stream.rewards)
         has_v = stream.v_pred is not None
         v_pred = cp.asarray(stream.v_pred) if has_v else cp.zeros(1, np.float32)
         total = t_steps * b
@@ -258,7 +277,7 @@ def run(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout,
         # phase 1 has read the raw rewards; Pass 3 now normalizes them in place
         mod["replay_normalize"](grid, (NORMALIZE_BLOCK,), (
             p1.rewards, v_pred, np.int32(has_v), norm_params, np.int32(t_steps), np.int32(b)))
-        out = (cp.asnumpy(snap[0]), cp.asnumpy(p1.flat), cp.asnumpy(p1.rewards),
+        out = (_columns_host(cp, snap[0]), cp.asnumpy(p1.flat), cp.asnumpy(p1.rewards),
                cp.asnumpy(v_pred) if has_v else None, cp.asnumpy(isv_rows[0]))
         s.synchronize()
     return out

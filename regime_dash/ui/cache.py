@@ -162,12 +162,13 @@ def replay(source_key: str, _stream, config: dict[str, Any], engine: str, layout
     its summary metrics are :func:`replay_summary` (separate, so a page can draw the
     chart before it pays for them).
     """
-    from regime_dash.engine import fast, replay_trajectory, resolve_engine
+    from regime_dash.engine import replay_trajectory, resolve_engine
 
     options = {}
-    if resolve_engine(engine) == "fast" and not fast.use_gpu("auto"):
-        # phase 1 does not depend on the config: a slider move replays the scan alone; and the
-        # page keeps only the frame, so the [T, b] normalized rewards are never made
+    if resolve_engine(engine) == "fast":
+        # phase 1 does not depend on the config: a slider move replays the scan alone (on a GPU,
+        # only the [T]-sized inputs go to the device); and the page keeps only the frame, so the
+        # [T, b] normalized rewards are never made
         options = {"stats": phase1(source_key, _stream), "normalized": False}
     traj = replay_trajectory(_stream, RegimeConfig(**config), engine=engine, layout=_layout,
                              controllers=controllers, **options)
@@ -176,8 +177,9 @@ def replay(source_key: str, _stream, config: dict[str, Any], engine: str, layout
 
 @st.cache_resource(show_spinner=False, max_entries=4)
 def phase1(source_key: str, _stream):
-    """The fast CPU engine's phase 1 of ``_stream`` (identified by ``source_key``), shared by every
-    replay of it (read only: not copied on a hit)."""
+    """The fast engine's phase 1 of ``_stream`` (identified by ``source_key``, made on the CPU: the
+    same bits as the GPU's), shared by every replay of it on either device (read only: not copied
+    on a hit)."""
     from regime_dash.engine import fast
 
     return fast.step_stats(_stream)
