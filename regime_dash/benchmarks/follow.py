@@ -9,7 +9,7 @@ commits them every 2 s. Reported:
   file that holds it (the commit); p50, p95 and max;
 * the follower's CPU, as a share of one core per followed file (its user+system time
   over the wall time, divided by the files), and its RSS sampled every second (first
-  after the warm-up, last, max);
+  after the warm-up, last, max, and its slope in MB a minute over the run and each half);
 * the baseline timed in the same run: a one-shot ``ingest`` of the same lines, and the
   follower's CPU per line against it.
 
@@ -104,6 +104,21 @@ def _latencies(store: Path, times: list[float]) -> list[float]:
     return out
 
 
+def _rss_slope(samples: list[tuple[float, float]]) -> dict:
+    """The follower's RSS growth in MB a minute: the least-squares slope over the samples after the warm-up,
+    and over their first and second halves (a flat follower shows ~0 in the second half of a long run)."""
+    import numpy as np
+
+    def slope(part):
+        if len(part) < 3:
+            return None
+        t, m = np.array(part, dtype=np.float64).T
+        return round(float(np.polyfit(t / 60.0, m, 1)[0]), 2)
+
+    half = len(samples) // 2
+    return {"all": slope(samples), "first_half": slope(samples[:half]), "second_half": slope(samples[half:])}
+
+
 def _pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
@@ -151,6 +166,7 @@ def measure(files: int, rate: float, seconds: float, workdir: Path, warmup: floa
             "cpu_share_per_file": round(cpu / wall / files, 4),
             "rss_first_mb": round(steady[0], 1), "rss_last_mb": round(steady[-1], 1),
             "rss_max_mb": round(max(steady), 1), "rss_samples_s_mb": samples,
+            "rss_slope_mb_per_min": _rss_slope([(t, m) for t, m in rss if t >= warmup] or rss),
             "chart_rows": len(chart_lat), "chart_latency_p50_s": round(_pct(chart_lat, 0.5), 3),
             "chart_latency_p95_s": round(_pct(chart_lat, 0.95), 3),
             "chart_latency_max_s": round(max(chart_lat, default=float("nan")), 3),
