@@ -174,3 +174,49 @@ def test_a_controller_modules_checks_from_the_registry():
     frame = module.replay(module.demo_stream(0, 600), module.config_type())
     inc = assert_equal_at_cuts(frame, (1, 150, 151, 400))
     assert any(c.id in set(module.check_ids) for c in inc.current.checks)
+
+
+def _envelope_finding(vd):
+    return [(f.severity, f.steps, f.spans, f.evidence, f.message) for f in vd.findings if f.id == "envelope_decay_horizon"]
+
+
+def long_envelope_frame(peak_at: tuple, n: int = 60_000, rate: float = 0.01) -> pd.DataFrame:
+    """A long run of a noisy resting envelope captured to ever higher peaks (each decaying at ``rate`` by
+    the kernel's line), a fall faster than α_d in the decay of the last peak, a phase change, and a new
+    lowest value late in the run (it moves the end when the resting level is the lowest value)."""
+    rng = np.random.default_rng(7)
+    env = np.ones(n, np.float32) + np.arange(n, dtype=np.float32) % 7 / 100
+    one, r = np.float32(1.0), np.float32(rate)
+    for k, p in enumerate(peak_at):
+        env[p] = 41.0 + 10 * k
+        for i in range(p + 1, n):
+            env[i] = (one - r) * env[i - 1] + r * (one + np.float32(rng.random() * 0.01))
+    if len(peak_at) > 1:
+        env[peak_at[-1] + 150] *= np.float32(0.5)  # faster than any batch allows
+    env[30_000] = 0.6
+    frame = pd.DataFrame({"step": np.arange(n), v.ENVELOPE: env, v.DECAY_ALPHA: np.full(n, 0.01, np.float32)})
+    frame["phase"] = np.where(np.arange(n) < n - 5000, "train", "eval")
+    return frame
+
+
+@pytest.mark.parametrize("peak_at", [(5,), (500, 20_000, 41_000)], ids=["rest-is-lowest", "rest-is-median"])
+def test_envelope_decay_horizon_across_long_prefixes_keeps_no_rows(peak_at):
+    """The envelope carry at cut points of a long run (peaks moving, the end moving, a divergent row) equals
+    the full finder, message and evidence too, and holds no per-row state."""
+    frame = long_envelope_frame(peak_at)
+    inc = IncrementalVerdict(reload=lambda: frame.iloc[:done].reset_index(drop=True))
+    done, ends = 0, {}
+    for cut in [4, 6, 7, 100, 155, 156, 157, 300, 5_000, 19_999, 20_001, 20_100, 20_300, 29_999, 30_001, 41_000,
+                41_149, 41_150, 41_151, 41_400, 50_000, 55_001, 60_000]:
+        got = inc.update(frame.iloc[done:cut].reset_index(drop=True))
+        done = cut
+        want = verdict(frame.iloc[:cut].reset_index(drop=True))
+        assert _envelope_finding(got) == _envelope_finding(want), f"differs after {cut} rows"
+        ends[cut] = [tuple(f[2][0]) for f in _envelope_finding(got)]
+    (sev, *_rest), = _envelope_finding(got)
+    assert inc.rebuilds == 0 and sev == ("fail" if len(peak_at) > 1 else "info")
+    if len(peak_at) == 1:  # the lowest value at 30,000 lowers the resting level: the end moves later
+        assert ends[29_999][0][1] < ends[30_001][0][1]
+    carry = inc.finders["envelope_decay_horizon"]
+    assert len(getattr(carry, "records", [])) < 2_000  # records from the end on, not the run's rows
+    assert not any(isinstance(x, (pd.DataFrame, np.ndarray)) and len(x) > 2_000 for x in vars(carry).values())

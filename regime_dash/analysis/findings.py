@@ -232,26 +232,34 @@ def _envelope_decay_horizon(vw: FrameView, opt: CheckOptions) -> list[Finding]:
     if not env[peak] > base > 0 or env[peak] < 2 * base:  # no shock worth the name
         return []
     target = base + (env[peak] - base) / 8.0
-    seg = env[peak:]
-    below = np.flatnonzero(seg <= target)
+    below = np.flatnonzero(env[peak:] <= target)
+    end = peak + int(below[0]) if len(below) else vw.n - 1
+    bad = _decay_divergence(vw, opt, peak, end)
+    return decay_finding(opt, alpha, int(vw.step[peak]), float(env[peak]), base, int(vw.step[end]),
+                         bool(len(below)), bad, vw.has(diag.INPUT_COLUMNS["batch_max_abs"]))
+
+
+def decay_finding(opt: CheckOptions, alpha: float, peak_step: int, peak: float, base: float, end_step: int,
+                  decayed: bool, bad: dict | None, has_batch_max: bool) -> list[Finding]:
+    """The envelope_decay_horizon finding from what the run showed: its peak, resting level, the step
+    its excess closed 7/8 (``decayed``; else the run's last step) and its first divergent row
+    (:func:`_decay_divergence`); shared by the full finder and the incremental carry."""
     half = math.log(2.0) / -math.log1p(-alpha)
     three = 3 * half
     ev = {"decay_alpha": alpha, "half_life": half, "three_half_lives": three,
-          "spec_claim": SPEC_ENVELOPE_CLAIM_STEPS, "peak_step": int(vw.step[peak]), "peak": float(env[peak]),
+          "spec_claim": SPEC_ENVELOPE_CLAIM_STEPS, "peak_step": peak_step, "peak": peak,
           "resting_envelope": base}
-    if len(below):
-        end = peak + int(below[0])
-        ev["measured_steps"] = int(vw.step[end] - vw.step[peak])
-        seen = f"here the envelope took {ev['measured_steps']} steps after its peak at step {int(vw.step[peak])}"
+    if decayed:
+        ev["measured_steps"] = int(end_step - peak_step)
+        seen = f"here the envelope took {ev['measured_steps']} steps after its peak at step {peak_step}"
     else:
-        end = vw.n - 1
-        seen = f"the run ends before the envelope's peak at step {int(vw.step[peak])} has decayed"
+        seen = f"the run ends before the envelope's peak at step {peak_step} has decayed"
     msg = (f"At α_d = {alpha:g} the envelope's half-life is {half:.0f} steps, so three half-lives are "
            f"{three:.0f} steps, not the ~{SPEC_ENVELOPE_CLAIM_STEPS} of the spec's \"What we explicitly accept\" note (its Theorem 6 says ~200); {seen} to close "
            f"7/8 of its excess.")
-    severity, why = _decay_severity(vw, opt, peak, end, ev)
-    return [Finding("envelope_decay_horizon", severity, f"{msg} {why}", [int(vw.step[peak])],
-                    [(int(vw.step[peak]), int(vw.step[end]))], ev, v.ENVELOPE)]
+    severity, why = _decay_severity(opt, bad, has_batch_max, ev)
+    return [Finding("envelope_decay_horizon", severity, f"{msg} {why}", [peak_step], [(peak_step, end_step)], ev,
+                    v.ENVELOPE)]
 
 
 #: How much longer than three half-lives the envelope may take to close 7/8 of its excess before, without
@@ -259,8 +267,9 @@ def _envelope_decay_horizon(vw: FrameView, opt: CheckOptions) -> list[Finding]:
 SLOW_DECAY_FACTOR = 1.5
 
 
-def _decay_severity(vw: FrameView, opt: CheckOptions, peak: int, end: int, ev: dict) -> tuple[str, str]:
-    """The envelope_decay_horizon's severity over rows ``[peak, end]``, and the sentence that says why.
+def _decay_severity(opt: CheckOptions, bad: dict | None, has_batch_max: bool, ev: dict) -> tuple[str, str]:
+    """The envelope_decay_horizon's severity given the first divergent row of ``[peak, end]``, and the
+    sentence that says why.
 
     ``fail``: a row where the envelope provably did not decay at its configured rate
     (:func:`_decay_divergence`). ``info``: the decay the kernel's formula gives at α_d (the spec's
@@ -268,12 +277,11 @@ def _decay_severity(vw: FrameView, opt: CheckOptions, peak: int, end: int, ev: d
     :data:`SLOW_DECAY_FACTOR` × three half-lives, or not decayed by the run's end, without the
     per-step batch max that would tell a slow decay from high batch maxima.
     """
-    bad = _decay_divergence(vw, opt, peak, end)
     if bad is not None:
         ev.update(bad)
         return "fail", (f"The envelope does not decay at its configured rate: at step {bad['step']} "
                         f"{bad['why']}.")
-    if vw.has(diag.INPUT_COLUMNS["batch_max_abs"]):
+    if has_batch_max:
         return "info", "Every decay step matches (1 − α_d)·ema + α_d·max|r| on the logged batch max."
     slow = ev.get("measured_steps")
     if slow is None or slow > SLOW_DECAY_FACTOR * ev["three_half_lives"]:
@@ -290,10 +298,21 @@ def _decay_divergence(vw: FrameView, opt: CheckOptions, peak: int, end: int) -> 
     batch max logged (``risk_stack.inputs.batch_max_abs``): any decay row (max|r| ≤ previous) whose
     envelope is not the kernel's float32 (1 − α_d)·ema + α_d·max|r|, within ``opt.ulps``.
     """
-    env, prev, alpha = vw.f32(v.ENVELOPE), vw.prev(v.ENVELOPE), vw.f32(v.DECAY_ALPHA)
     rows = np.zeros(vw.n, dtype=bool)
     rows[peak + 1:end + 1] = True
-    rows &= vw.contiguous & ~vw.boundary & ~vw.restart & np.isfinite(env) & np.isfinite(prev) & np.isfinite(alpha)
+    too_fast, off, floor, expect = decay_divergence_rows(vw, opt, rows)
+    bad = too_fast | off
+    if not bad.any():
+        return None
+    return decay_divergence_at(vw, int(np.flatnonzero(bad)[0]), too_fast, floor, expect, int(bad.sum()))
+
+
+def decay_divergence_rows(vw: FrameView, opt: CheckOptions, rows: np.ndarray):
+    """``(too_fast, off, floor, expect)`` over the rows of mask ``rows``: each row's divergence reads only
+    it and the row before it (:func:`_decay_divergence` says what diverges)."""
+    env, prev, alpha = vw.f32(v.ENVELOPE), vw.prev(v.ENVELOPE), vw.f32(v.DECAY_ALPHA)
+    rows = rows & vw.contiguous & ~vw.boundary & ~vw.restart & np.isfinite(env) & np.isfinite(prev) \
+        & np.isfinite(alpha)
     on = vw.switch("envelope")
     if on is not None:
         rows &= on
@@ -307,21 +326,24 @@ def _decay_divergence(vw: FrameView, opt: CheckOptions, peak: int, end: int) -> 
         decay = rows & np.isfinite(m) & ~(m > prev)
         expect = (ONE - alpha) * prev + alpha * m  # the kernel's slow-decay line, float32
         off = decay & ~_close(env, expect, opt.ulps)
-    bad = too_fast | off
-    if not bad.any():
-        return None
-    i = int(np.flatnonzero(bad)[0])
+    return too_fast, off, floor, expect
+
+
+def decay_divergence_at(vw: FrameView, i: int, too_fast: np.ndarray, floor: np.ndarray, expect: np.ndarray,
+                        count: int) -> dict:
+    """The evidence of divergent row ``i`` (of :func:`decay_divergence_rows`), ``count`` divergent rows in all."""
+    env, prev = vw.f32(v.ENVELOPE), vw.prev(v.ENVELOPE)
     logged = float(env[i])
     if too_fast[i]:
         why = (f"it fell from {float(prev[i]):.6g} to {logged:.6g}, below (1 − α_d)·previous = "
                f"{float(floor[i]):.6g}, faster than any batch allows")
         want = float(floor[i])
     else:
+        col = diag.INPUT_COLUMNS["batch_max_abs"]
         why = (f"(1 − α_d)·{float(prev[i]):.6g} + α_d·max|r| {float(vw.f32(col)[i]):.6g} gives "
                f"{float(expect[i]):.6g}, the file logs {logged:.6g}")
         want = float(expect[i])
-    return {"step": int(vw.step[i]), "why": why, "expected": want, "logged": logged,
-            "divergent_steps": int(bad.sum())}
+    return {"step": int(vw.step[i]), "why": why, "expected": want, "logged": logged, "divergent_steps": count}
 
 
 # ---- tau_unclamped ----------------------------------------------------------------------

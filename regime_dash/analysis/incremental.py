@@ -15,7 +15,8 @@ the state it keeps between batches:
   ``kelly_resurrection`` its row counts; ``finite_*`` which fields were seen;
 * :class:`Columns` re-runs a check on the columns it reads, kept for every row
   (a few bytes a row): the fallback of a result that depends on the whole run
-  (``envelope_decay_horizon``'s largest capture, ``throughput``'s windows).
+  (``throughput``'s windows against a baseline); ``envelope_decay_horizon`` keeps a
+  bounded state instead (:mod:`regime_dash.analysis.envelope_carry`).
 * the ``rederive.*`` checks (:mod:`regime_dash.analysis.rederive`) run the engine loop
   on one context row plus the new rows from the carried ``(isv, chain)``, and tally
   each formula's comparisons as the whole-prefix run does (its bootstrap kept from
@@ -42,12 +43,12 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from regime_dash import diag
 from regime_dash.analysis import findings as fd
 from regime_dash.analysis import invariants as inv
 from regime_dash.analysis import registry
 from regime_dash.analysis import rederive as rd
 from regime_dash.analysis import view as v
+from regime_dash.analysis.envelope_carry import EnvelopeCarry
 from regime_dash.analysis.episodes import RESURRECTION_GAP, _runs
 from regime_dash.analysis.findings import Finding
 from regime_dash.analysis.invariants import MAX_STEPS, CheckOptions, CheckResult, Found
@@ -623,18 +624,13 @@ def _check_carry(check: inv.Check, opt: CheckOptions) -> Carry:
     return special.get(check.id, lambda: RowLocal(check, opt))()
 
 
-_ENVELOPE_READS = (v.ENVELOPE, v.DECAY_ALPHA, diag.INPUT_COLUMNS["batch_max_abs"], diag.SWITCH_COLUMNS["envelope"],
-                   v.RECENCY, v.REMAINING, v.STEPS_CONFIG)
-
-
-def _finder_carries(opt: CheckOptions) -> dict[str, Carry]:
+def _finder_carries(opt: CheckOptions, envelope_history: Callable[[], np.ndarray]) -> dict[str, Carry]:
     return {
         "timeout_unreachable": _EpisodeCarry(opt),
         "tail_on_drift": _DriftCarry(),
         "tail_at_boundary": _BoundaryTailCarry(),
-        # the finding reads the envelope's rows, its switch and batch max, and the boundaries' signatures
-        "envelope_decay_horizon": Columns(_ENVELOPE_READS, lambda vw: fd._envelope_decay_horizon(vw, opt),
-                                          raw=("phase", "fold")),
+        # bounded state: the peak, the resting level, the end and the divergent rows up to it
+        "envelope_decay_horizon": EnvelopeCarry(opt, envelope_history),
         "tau_unclamped": _TauCarry(),
     }
 
@@ -674,7 +670,7 @@ class IncrementalVerdict:
     def _reset(self) -> None:
         self.checks = {c.id: _check_carry(c, self.options) for c in inv.CHECKS}
         self.rederived = _RederiveCarry(self.options)
-        self.finders = _finder_carries(self.options)
+        self.finders = _finder_carries(self.options, self._envelope_before)
         self.lookback = max(c.lookback for c in self._carries())
         self.tail = pd.DataFrame()
         self.columns: list[str] = []
@@ -699,6 +695,11 @@ class IncrementalVerdict:
             self._reset()
             return self._fold(whole, whole)
         return self._fold(new)
+
+    def _envelope_before(self) -> np.ndarray:
+        """The envelope of the rows folded in before the batch at hand (once per new envelope peak)."""
+        before = view(self._before())
+        return before.f32(v.ENVELOPE).astype(np.float64) if before.has(v.ENVELOPE) else np.empty(0)
 
     def _before(self) -> pd.DataFrame:
         """The rows folded in before the batch at hand."""

@@ -5,11 +5,12 @@ A writer process appends diag lines (the committed sample's, steps renumbered) t
 ``ingest --follow DIR --glob '*.diag.jsonl'`` (a separate process, as a user runs it)
 commits them every 2 s. Reported:
 
-* store latency: for every line, the time from its write to the rename of the part
-  file that holds it (the commit); p50, p95 and max;
+* store latency: for every line, the time from its write to the commit that holds it (a
+  thread reads the runs' follow status every 0.1 s); p50, p95 and max; the p95 by the
+  parts' mtimes too (a merged part's mtime is its merge's, so that one overstates it);
 * the follower's CPU, as a share of one core per followed file (its user+system time
   over the wall time, divided by the files), and its RSS sampled every second (first
-  after the warm-up, last, max);
+  after the warm-up, last, max, and its slope in MB a minute over the run and each half);
 * the baseline timed in the same run: a one-shot ``ingest`` of the same lines, and the
   follower's CPU per line against it.
 
@@ -104,6 +105,60 @@ def _latencies(store: Path, times: list[float]) -> list[float]:
     return out
 
 
+def _rss_slope(samples: list[tuple[float, float]]) -> dict:
+    """The follower's RSS growth in MB a minute: the least-squares slope over the samples after the warm-up,
+    and over their first and second halves (a flat follower shows ~0 in the second half of a long run)."""
+    import numpy as np
+
+    def slope(part):
+        if len(part) < 3:
+            return None
+        t, m = np.array(part, dtype=np.float64).T
+        return round(float(np.polyfit(t / 60.0, m, 1)[0]), 2)
+
+    half = len(samples) // 2
+    return {"all": slope(samples), "first_half": slope(samples[:half]), "second_half": slope(samples[half:])}
+
+
+class _CommitWatch:
+    """When each step reached the store: a thread reading the runs' follow status every ``every`` s
+    (its ``last_step`` moves at each commit, after the part's rename). A merged part's mtime is its
+    merge's time, not its rows' commit, so the parts' mtimes overstate the latency once parts merge."""
+
+    def __init__(self, store: Path, every: float = 0.1):
+        import threading
+
+        self.store, self.every, self.seen = store, every, {}  # run -> [(time, last step)]
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        from regime_dash.store import RunStore
+        from regime_dash.store_append import follow_status
+
+        rs = RunStore(self.store)
+        while not self.done.wait(self.every):
+            status = follow_status(rs) if self.store.exists() else {}
+            now = time.time()
+            for rid, st in status.items():
+                marks = self.seen.setdefault(rid, [])
+                if st["last_step"] is not None and (not marks or st["last_step"] > marks[-1][1]):
+                    marks.append((now, int(st["last_step"])))
+
+    def latencies(self, times: list[float]) -> list[float]:
+        """Write-to-commit seconds of every step of every run."""
+        self.done.set()
+        self.thread.join()
+        out = []
+        for marks in self.seen.values():
+            lo = 0
+            for at, last in marks:
+                out.extend(at - times[k] for k in range(lo, min(last + 1, len(times))))
+                lo = last + 1
+        return out
+
+
 def _pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
@@ -120,6 +175,7 @@ def measure(files: int, rate: float, seconds: float, workdir: Path, warmup: floa
     reader = subprocess.Popen([sys.executable, "-c", _READER, str(store), "w0.diag", str(workdir / "chart.json"),
                                str(seconds + 120)])
     time.sleep(3)  # its start (imports) is not a follow cost
+    watch = _CommitWatch(store)
     cpu0, t0 = _cpu_seconds(follower.pid), time.monotonic()
     writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(src), str(folder), str(files), str(rate),
                                str(seconds)])
@@ -134,6 +190,7 @@ def measure(files: int, rate: float, seconds: float, workdir: Path, warmup: floa
     times = json.loads((workdir / "write-times.json").read_text())
     follower.wait(120)
     reader.wait(120)
+    committed = watch.latencies(times)
     print(file=sys.stderr)
     lat = _latencies(store, times)
     chart = json.loads((workdir / "chart.json").read_text())
@@ -146,11 +203,14 @@ def measure(files: int, rate: float, seconds: float, workdir: Path, warmup: floa
     base = _baseline(folder / "w0.diag.jsonl", workdir / "base-store")
     follow_cpu_per_line = cpu / lines
     return {"files": files, "rate": rate, "seconds": round(wall, 1), "lines": lines,
-            "stored": len(lat), "latency_p50_s": round(_pct(lat, 0.5), 3),
-            "latency_p95_s": round(_pct(lat, 0.95), 3), "latency_max_s": round(max(lat, default=float("nan")), 3),
+            "stored": len(lat), "latency_p50_s": round(_pct(committed, 0.5), 3),
+            "latency_p95_s": round(_pct(committed, 0.95), 3),
+            "latency_max_s": round(max(committed, default=float("nan")), 3), "latency_steps": len(committed),
+            "part_mtime_latency_p95_s": round(_pct(lat, 0.95), 3),
             "cpu_share_per_file": round(cpu / wall / files, 4),
             "rss_first_mb": round(steady[0], 1), "rss_last_mb": round(steady[-1], 1),
             "rss_max_mb": round(max(steady), 1), "rss_samples_s_mb": samples,
+            "rss_slope_mb_per_min": _rss_slope([(t, m) for t, m in rss if t >= warmup] or rss),
             "chart_rows": len(chart_lat), "chart_latency_p50_s": round(_pct(chart_lat, 0.5), 3),
             "chart_latency_p95_s": round(_pct(chart_lat, 0.95), 3),
             "chart_latency_max_s": round(max(chart_lat, default=float("nan")), 3),
