@@ -395,11 +395,29 @@ def _zoom_layout(fig, window: tuple[int, int] | None, select: bool):
     return {**fig, "layout": layout}
 
 
-def kept_window(key: str, bounds: tuple[int, int]) -> tuple[int, int]:
-    """The window kept under ``key`` where it lies within ``bounds``, else ``bounds`` (the whole run)."""
-    win = st.session_state.get(key)
+def kept_window(key: str, bounds: tuple[int, int], param: str | None = None) -> tuple[int, int]:
+    """The window kept under ``key`` where it lies within ``bounds``, else ``bounds`` (the whole run).
+
+    ``param``: kept in the URL too, as ``lo..hi`` (a box zoom's window, which no slider shows); a URL
+    value that is not a window inside ``bounds`` is said and dropped. ``key`` names the runs drawn
+    (:func:`window_key`): when they change within the session, the URL's window, which was theirs,
+    is dropped rather than laid over the new ones."""
+    from regime_dash.ui import state
+
     lo, hi = bounds
-    if win is not None and len(win) == 2 and lo <= win[0] < win[1] <= hi:
+
+    def fits(win) -> bool:
+        return win is not None and len(win) == 2 and lo <= win[0] < win[1] <= hi
+
+    if param:
+        owner = f"_view.window_of.{param}"
+        if st.session_state.get(owner, key) != key and param in st.query_params:
+            del st.query_params[param]
+        st.session_state[owner] = key
+        if hi > lo:
+            state.restore(key, param, "range", bounds, valid=lambda v: v == bounds or fits(v))
+    win = st.session_state.get(key)
+    if fits(win):
         return int(win[0]), int(win[1])
     return bounds
 
