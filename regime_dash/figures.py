@@ -271,10 +271,10 @@ def duty_traces(xs: np.ndarray, values: np.ndarray, what: str, colour: str, *, c
                         legendgroup=legend.get("legendgroup"), name=f"{what} min/max"))
     height = cols.on * (cols.hi if top is None else top) + (off if top is None else 0.0)
     bx, by = band_xy(cols, height)
-    custom, template = hover_data(cols, steps)  # the band's closing point hovers as its last column
+    custom, template = hover_data(cols, what, steps)  # the band's closing point hovers as its last column
     out.append(dict(type="scatter", x=x_out(bx), y=compact(by), mode="lines", line=dict(width=0.8, color=colour,
                     shape="hv"), fill="tozeroy", fillcolor=_rgba(colour, 0.35),
-                    text=what, customdata=np.vstack([custom, custom[-1:]]), hovertemplate=template,
+                    customdata=np.vstack([custom, custom[-1:]]), hovertemplate=template,
                     **{"name": what, "showlegend": False, **legend}))
     return out
 

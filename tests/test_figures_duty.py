@@ -99,13 +99,13 @@ def test_hover_data_holds_the_numbers_the_hover_texts_word():
     flag = (np.sin(x / 7.0) > 0.3).astype(np.float64)
     cols = fd.duty_columns(x, flag, 70)
     for steps, template in ((True, fd.HOVER_STEPS), (False, fd.HOVER_ROWS)):
-        rows, said = fd.hover_data(cols, steps)
-        assert said == template and rows.dtype == np.float32 and rows.shape == (len(cols.on), 3 if steps else 2)
+        rows, said = fd.hover_data(cols, "flag", steps)
+        assert said == "flag" + template and rows.dtype == np.float32 and rows.shape == (len(cols.on), 3 if steps else 2)
         filled = [f"flag: on {r[0]:.3g}% " + (f"of steps {r[1]:.0f}–{r[2]:.0f}" if steps else f"of its {r[1]:.0f} rows")
                   for r in rows.astype(np.float64)]
         assert filled == fd.hover_texts(cols, "flag", steps)
     far = fd.duty_columns(x + 2**25, flag, 70)  # steps past float32's whole numbers: sent as float64
-    rows, _ = fd.hover_data(far)
+    rows, _ = fd.hover_data(far, "flag")
     assert rows.dtype == np.float64 and rows[0, 1] == far.x0[0]
 
 
@@ -131,10 +131,10 @@ def test_replay_default_dead_zone_is_a_duty_band_not_a_solid_block(replay_defaul
     np.testing.assert_allclose(frac, cols.on, rtol=1e-6)
     alternating = cols.on[(cols.lo == 0) & (cols.hi == 1)]
     assert alternating.size > 100 and np.all((alternating > 0) & (alternating < 1))
-    assert band["text"] == "base dead-zone episode" and band["hovertemplate"] == fd.HOVER_STEPS
+    assert band["hovertemplate"] == "base dead-zone episode" + fd.HOVER_STEPS
     np.testing.assert_array_equal(band["customdata"][:-1, 0], np.float32(100.0 * cols.on))
     np.testing.assert_array_equal(band["customdata"][-1], band["customdata"][-2])  # the closing point
-    (duration,) = [t for t in traces if t.get("fill") == "tozeroy" and "duration" in t["text"]]
+    (duration,) = [t for t in traces if t.get("fill") == "tozeroy" and "duration:" in t["hovertemplate"]]
     assert duration["name"] == "base"  # the run's first series carries its legend entry
 
 
