@@ -301,6 +301,23 @@ def download_tables(key: str, tables: Mapping[str, Callable[[], pd.DataFrame]], 
     download_view(key, tables[name], f"{stem}-{name.replace(' ', '-')}")
 
 
+#: With more runs overlaid than this, the series' min/max bands are left out (:func:`thin_bands`).
+BANDS_UP_TO = 3
+
+
+def thin_bands(spec: dict, runs: int) -> dict:
+    """``spec`` (a :func:`regime_dash.figures.signal_spec`) without its series' min/max bands when it
+    overlays more than :data:`BANDS_UP_TO` runs (:func:`regime_dash.figures_compare.without_bands`),
+    said in a caption: each run's bands cover the others' lines, and they were a third of the traces
+    and about half of the browser's drawing."""
+    from regime_dash.figures_compare import without_bands
+
+    if runs <= BANDS_UP_TO:
+        return spec
+    st.caption(f"{runs} runs: each line without its min/max band (up to {BANDS_UP_TO} runs drawn with it).")
+    return without_bands(spec)
+
+
 def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: str,
                    runs: Mapping[str, pd.DataFrame], x: str, smoothing: float, *,
                    offsets: Mapping[str, int] | None = None, height: int = 1400,
@@ -324,6 +341,7 @@ def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: 
     # encoding it again cost 0.2 s a redraw (the overlay takes the dict as it is)
     fig = cache.signal_spec(fig_key, dict(runs), x, smoothing, height=height,
                             x_offsets=tuple(sorted((offsets or {}).items())))
+    fig = thin_bands(fig, len(runs))
     if decorate is not None:
         fig = decorate(fig)
     box_zoom(key, window_key, bounds, fig, window=window, zoomable=x == "step", on_marker=on_marker)
