@@ -322,7 +322,8 @@ def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: 
                    runs: Mapping[str, pd.DataFrame], x: str, smoothing: float, *,
                    offsets: Mapping[str, int] | None = None, height: int = 1400,
                    window: tuple[int, int] | None = None, decorate: Callable[[Any], Any] | None = None,
-                   on_marker: Callable[[Mapping[str, Any], Any], None] | None = None) -> None:
+                   on_marker: Callable[[Mapping[str, Any], Any], None] | None = None,
+                   run_keys: tuple = ()) -> None:
     """The signal panels of ``runs`` (already cut to the window of ``window_key``), zoomable with detail.
 
     Dragging across the chart (step axis) selects a step range; it becomes the
@@ -334,13 +335,15 @@ def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: 
     by ``decorate`` (a function of the cached figure dict's copy, e.g. an overlay)
     outside it widens the view. ``on_marker(meta, x)`` is called when a point of a trace that
     carries a ``meta`` dict (a verdict marker of :func:`regime_dash.figures_overlay.overlay`) is clicked.
+    ``run_keys`` (``((label, key), ...)``, each key naming that run's frame as cut) caches each run's
+    traces on its own, with the ones the smoothing leaves as they are (:func:`regime_dash.ui.cache.signal_spec`).
     """
     from regime_dash.ui import cache
 
     # the figure dict, not a plotly Figure: with ten runs, building one, drawing the verdicts on it and
     # encoding it again cost 0.2 s a redraw (the overlay takes the dict as it is)
     fig = cache.signal_spec(fig_key, dict(runs), x, smoothing, height=height,
-                            x_offsets=tuple(sorted((offsets or {}).items())))
+                            x_offsets=tuple(sorted((offsets or {}).items())), run_keys=run_keys)
     fig = thin_bands(fig, len(runs))
     if decorate is not None:
         fig = decorate(fig)
