@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from test_app_pages import APP, TIMEOUT, no_exception, page, replay_chart  # noqa: E402
+from test_app_pages import no_exception, open_page, replay_chart  # noqa: E402
 
 #: The default source's key (the kelly_trap_run8 preset: 3,000 steps of 128 accounts).
 DEFAULT_SOURCE = "scenario:kelly_trap_run8:0:3000:128"
@@ -17,13 +17,7 @@ WHOLE = [0, 2999]
 
 
 def open_replay(tmp_path, monkeypatch, **params) -> AppTest:
-    monkeypatch.setenv("REGIME_DASH_STORE", str(tmp_path / "store"))
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.switch_page(page("replay")).run()
-    no_exception(at, "replay")
-    return at
+    return open_page(tmp_path / "store", monkeypatch, "replay", **params)
 
 
 def x_range(at: AppTest):
