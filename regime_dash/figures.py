@@ -25,7 +25,7 @@ import pandas as pd
 
 from regime_dash import diag, plotly_arrays
 from regime_dash.errors import ValidationError
-from regime_dash.figures_duty import band_xy, duty_columns, envelope_xy, flips_fast, hover_texts
+from regime_dash.figures_duty import band_xy, duty_columns, envelope_xy, flips_fast, hover_data
 from regime_dash.figures_overlay import NONFINITE_COLOUR, all_finite, break_at_nonfinite, nonfinite_points
 
 # The panels' signals are diag's catalogue columns (diag.FLAG, diag.KELLY, ...): one list of names.
@@ -271,9 +271,10 @@ def duty_traces(xs: np.ndarray, values: np.ndarray, what: str, colour: str, *, c
                         legendgroup=legend.get("legendgroup"), name=f"{what} min/max"))
     height = cols.on * (cols.hi if top is None else top) + (off if top is None else 0.0)
     bx, by = band_xy(cols, height)
+    custom, template = hover_data(cols, what, steps)  # the band's closing point hovers as its last column
     out.append(dict(type="scatter", x=x_out(bx), y=compact(by), mode="lines", line=dict(width=0.8, color=colour,
                     shape="hv"), fill="tozeroy", fillcolor=_rgba(colour, 0.35),
-                    text=hover_texts(cols, what, steps) + [""], hovertemplate="%{text}<extra></extra>",
+                    customdata=np.vstack([custom, custom[-1:]]), hovertemplate=template,
                     **{"name": what, "showlegend": False, **legend}))
     return out
 

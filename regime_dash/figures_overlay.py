@@ -54,7 +54,8 @@ def _panel_axes(fig) -> list[tuple[str, str]]:
     """``(xref, yref)`` of each panel, top to bottom, read from the layout (so a figure restored from
     JSON or a cache, which has lost its subplot grid, works too); secondary y axes are left out."""
     found = []
-    for key, val in fig.layout.to_plotly_json().items():
+    layout = fig["layout"] if isinstance(fig, Mapping) else fig.layout.to_plotly_json()
+    for key, val in layout.items():
         if key.startswith("yaxis") and isinstance(val, dict) and "overlaying" not in val:
             top = (val.get("domain") or [0, 1])[1]
             found.append((top, val.get("anchor", "x"), "y" + key[len("yaxis"):]))
@@ -73,17 +74,23 @@ def _numbers(values) -> np.ndarray:
         return np.asarray([np.nan if v is None else v for v in values], dtype=np.float64)
 
 
-def _y_extent(fig, yref: str) -> tuple[float, float]:
-    """Lowest and highest finite y of the traces on axis ``yref`` ((0, 1) when there are none)."""
-    lo, hi = np.inf, -np.inf
-    for tr in fig.data:
-        if (getattr(tr, "yaxis", None) or "y") != yref or tr.y is None:
+def _y_extents(fig) -> dict[str, tuple[float, float]]:
+    """``{yref: (lowest, highest)}``: the finite y of the traces on each y axis, in one pass over the
+    traces (an axis without any has none; the caller takes (0, 1)). Once per figure, not once per
+    item: a plotly trace's attributes are slow to read, and ten runs have 280 traces."""
+    out: dict[str, tuple[float, float]] = {}
+    dicts = isinstance(fig, Mapping)
+    for tr in (fig["data"] if dicts else fig.data):
+        ys = tr.get("y") if dicts else tr.y
+        if ys is None:
             continue
-        y = _numbers(tr.y)
+        y = _numbers(ys)
         y = y[np.isfinite(y)]
         if y.size:
-            lo, hi = min(lo, float(y.min())), max(hi, float(y.max()))
-    return (lo, hi) if np.isfinite(lo) else (0.0, 1.0)
+            ref = (tr.get("yaxis") if dicts else getattr(tr, "yaxis", None)) or "y"
+            lo, hi = out.get(ref, (np.inf, -np.inf))
+            out[ref] = (min(lo, float(y.min())), max(hi, float(y.max())))
+    return out
 
 
 def _items(verdict: Verdict) -> list[dict]:
@@ -100,12 +107,14 @@ def _items(verdict: Verdict) -> list[dict]:
 
 
 def overlay(fig, verdicts: Verdict | Mapping[str, Verdict], *, x: str = "step"):
-    """Draw each run's verdict on ``fig`` (from :func:`regime_dash.figures.signal_panels`).
+    """Draw each run's verdict on ``fig`` (from :func:`regime_dash.figures.signal_panels`, or its
+    figure dict, :func:`regime_dash.figures.signal_spec`).
 
     Parameters
     ----------
     fig
-        The signal panels.
+        The signal panels: a plotly ``Figure`` (drawn on in place) or a figure dict (left as it is:
+        a new dict is returned, its traces and shapes those of ``fig`` and the verdicts').
     verdicts
         One :class:`Verdict`, or ``{run label: Verdict}`` when several runs share the figure.
     x
@@ -113,36 +122,50 @@ def overlay(fig, verdicts: Verdict | Mapping[str, Verdict], *, x: str = "step"):
 
     Returns
     -------
-    plotly.graph_objects.Figure
-        ``fig``, with one marker trace per item (named ``verdict:<id>``, its ``meta``
+    plotly.graph_objects.Figure or dict
+        ``fig`` (as it came), with one marker trace per item (named ``verdict:<id>``, its ``meta``
         ``{"verdict": id, "run": label}`` for a click to name) and a shaded band per span.
     """
-    import plotly.graph_objects as go
-
     if x != "step":
         return fig
-    runs = {"": verdicts} if isinstance(verdicts, Verdict) else dict(verdicts)
+    traces, shapes = _verdict_marks(fig, {"": verdicts} if isinstance(verdicts, Verdict) else dict(verdicts))
+    if isinstance(fig, Mapping):  # a dict skips plotly's objects: ten runs' 280 traces cost 0.1 s in them
+        layout = dict(fig["layout"])
+        layout["shapes"] = [*layout.get("shapes", ()), *shapes]
+        return {**fig, "data": [*fig["data"], *traces], "layout": layout}
+    for shape in shapes:
+        fig.add_shape(**shape)
+    fig.add_traces(traces)
+    return fig
+
+
+def _verdict_marks(fig, runs: Mapping[str, Verdict]) -> tuple[list[dict], list[dict]]:
+    """The marker traces and span shapes of :func:`overlay`, as plotly dicts."""
     axes = _panel_axes(fig)
+    # the markers sit at an axis's highest y: each later item's extent is the same
+    extents = _y_extents(fig)
+    traces, shapes = [], []
     for label, verdict in runs.items():
         prefix = f"{label}: " if label else ""
         for item in _items(verdict):
             xref, yref = axes[min(panel_of(item["column"]), len(axes)) - 1]
-            lo, hi = _y_extent(fig, yref)
+            hi = extents.get(yref, (0.0, 1.0))[1]
             colour = SEVERITY_COLOURS.get(item["severity"], SEVERITY_COLOURS["info"])
             for a, b in item["spans"]:
-                fig.add_shape(type="rect", xref=xref, yref=f"{yref} domain", x0=a - 0.5, x1=b + 0.5, y0=0, y1=1,
-                              fillcolor=colour, opacity=0.14, line_width=0, layer="below")
+                shapes.append(dict(type="rect", xref=xref, yref=f"{yref} domain", x0=a - 0.5, x1=b + 0.5, y0=0,
+                                   y1=1, fillcolor=colour, opacity=0.14, line=dict(width=0), layer="below"))
             steps = sorted(set(item["steps"]) | {a for a, _ in item["spans"]})
             if not steps:
                 continue
             word = item["severity"].upper()
-            fig.add_trace(go.Scatter(
-                x=steps, y=[hi] * len(steps), xaxis=xref, yaxis=yref, mode="markers", name=f"verdict:{item['id']}",
+            traces.append(dict(
+                type="scatter", x=steps, y=[hi] * len(steps), xaxis=xref, yaxis=yref, mode="markers",
+                name=f"verdict:{item['id']}",
                 marker=dict(symbol="triangle-down" if item["kind"] == "check" else "star", size=12, color=colour,
                             line=dict(width=1, color="black")),
                 showlegend=False, legendgroup="verdict", meta={"verdict": item["id"], "run": label},
                 hovertemplate=f"{prefix}{word} {item['id']} @ step %{{x}}<br>{_wrap(item['text'])}<extra></extra>"))
-    return fig
+    return traces, shapes
 
 
 def provenance_figure(replay, step: int, split_step: int | None, column: str, *, height: int = 340) -> dict:

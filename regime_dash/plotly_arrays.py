@@ -18,14 +18,18 @@ TYPED_ARRAY_CODES = {np.dtype(t): code for t, code in (
 
 
 def encode(value: Any) -> Any:
-    """A 1-D numpy array of a :data:`TYPED_ARRAY_CODES` dtype as a typed array; anything else as it is
-    (datetime64, int64, bool and object arrays are left to plotly's own JSON encoder)."""
-    if not isinstance(value, np.ndarray) or value.ndim != 1:
+    """A 1-D or 2-D numpy array of a :data:`TYPED_ARRAY_CODES` dtype as a typed array (a 2-D one, such as
+    a trace's ``customdata`` of several values a point, with its ``shape``, ``"rows,columns"``); anything
+    else as it is (datetime64, int64, bool and object arrays are left to plotly's own JSON encoder)."""
+    if not isinstance(value, np.ndarray) or value.ndim not in (1, 2):
         return value
     code = TYPED_ARRAY_CODES.get(value.dtype)
     if code is None:
         return value
-    return {"dtype": code, "bdata": base64.b64encode(np.ascontiguousarray(value).tobytes()).decode("ascii")}
+    out = {"dtype": code, "bdata": base64.b64encode(np.ascontiguousarray(value).tobytes()).decode("ascii")}
+    if value.ndim == 2:
+        out["shape"] = f"{value.shape[0]},{value.shape[1]}"
+    return out
 
 
 def is_typed(values: Any) -> bool:
@@ -34,8 +38,10 @@ def is_typed(values: Any) -> bool:
 
 
 def decode(values: Mapping[str, Any]) -> np.ndarray:
-    """The array a typed array's JSON holds, in its own dtype."""
-    return np.frombuffer(base64.b64decode(values["bdata"]), dtype=np.dtype(values["dtype"]))
+    """The array a typed array's JSON holds, in its own dtype (and its ``shape``, where it has one)."""
+    flat = np.frombuffer(base64.b64decode(values["bdata"]), dtype=np.dtype(values["dtype"]))
+    shape = values.get("shape")
+    return flat if shape is None else flat.reshape([int(n) for n in str(shape).split(",")])
 
 
 __all__ = ["TYPED_ARRAY_CODES", "encode", "decode", "is_typed"]

@@ -38,6 +38,17 @@ def open_app(store: Path, monkeypatch) -> AppTest:
     return AppTest.from_file(APP, default_timeout=TIMEOUT).run()
 
 
+def open_page(store: Path, monkeypatch, name: str, **params) -> AppTest:
+    """Page ``name`` opened with the store at ``store`` and the URL's query ``params``, checked for exceptions."""
+    monkeypatch.setenv("REGIME_DASH_STORE", str(store))
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.switch_page(page(name)).run()
+    no_exception(at, name)
+    return at
+
+
 def shown(markdown: str) -> str:
     """The text a reader sees of an element's Markdown: the backslash escapes that keep file
     text literal (:func:`regime_dash.text.markdown_literal`) taken out."""

@@ -243,6 +243,17 @@ def test_replay_zoom_turns_the_duty_band_into_spans(server, browser_page):
     shown = page.evaluate("""() => document.querySelector('.js-plotly-plot')._fullLayout.xaxis.range""")
     assert abs(shown[0] - lo) < 30 and abs(shown[1] - hi) < 30, shown
     shot(page, "replay-zoomed")
+    page.wait_for_function("() => location.search.includes('window=')")  # the zoom is in the URL too
+    url = page.url
+    fresh = page.context.new_page()  # the copied URL in a new session opens the same window
+    try:
+        fresh.goto(url)
+        traces_with(fresh, "baseline kelly_f")
+        fresh.wait_for_function(f"() => ({FILL_OF_JS})('baseline dead-zone episode') === 'toself'")
+        again = fresh.evaluate("""() => document.querySelector('.js-plotly-plot')._fullLayout.xaxis.range""")
+        assert [round(v) for v in again] == [round(v) for v in shown], (again, shown)
+    finally:
+        fresh.close()
 
 
 def test_explore_shows_the_verdict_strip_and_a_marker_at_a_planted_violation(server, browser_page, tmp_path):

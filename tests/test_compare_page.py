@@ -19,7 +19,7 @@ from regime_dash.analysis import diff_runs  # noqa: E402
 from regime_dash.store import RunStore  # noqa: E402
 from regime_dash.store_labels import tag  # noqa: E402
 from regime_dash.text import markdown_literal  # noqa: E402
-from test_app_pages import APP, TIMEOUT, drawn_in_place, no_exception, page, values  # noqa: E402
+from test_app_pages import drawn_in_place, no_exception, open_page, values  # noqa: E402
 
 #: (name, max_duration, seed, steps)
 RUNS = (("a-s0", 500.0, 0, 300), ("a-s1", 500.0, 1, 240), ("a-s2", 500.0, 2, 280), ("b-s0", 200.0, 0, 300),
@@ -43,14 +43,7 @@ def store(tmp_path_factory) -> tuple[Path, dict[str, str], dict]:
 
 
 def open_compare(store, monkeypatch, **params) -> AppTest:
-    root, _, _ = store
-    monkeypatch.setenv("REGIME_DASH_STORE", str(root))
-    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.switch_page(page("compare")).run()
-    no_exception(at, "compare")
-    return at
+    return open_page(store[0], monkeypatch, "compare", **params)
 
 
 def chart(at: AppTest, key: str) -> dict:
@@ -196,3 +189,30 @@ def test_groups_of_runs_without_tags_or_config_say_how_to_get_some(tmp_path, mon
     at.run()
     no_exception(at, "nothing to group by")
     assert any("no tags and log no config" in i.value for i in at.info)
+
+
+
+@pytest.fixture(scope="module")
+def long_store(tmp_path_factory) -> tuple[Path, list[str]]:
+    """Four runs long enough (1,500 steps) that each series is drawn downsampled, over its min/max band."""
+    root = tmp_path_factory.mktemp("long") / "store"
+    rs = RunStore(root)
+    ids = []
+    for seed in range(4):
+        frame = replay(scenarios.make("tail_shock", seed=seed, steps=1500, accounts=4), RegimeConfig(),
+                       engine="reference")
+        ids.append(rs.ingest(diag.write_jsonl(frame, root.parent / f"l{seed}.jsonl"), name=f"l{seed}").run_id)
+    return root, ids
+
+
+@pytest.mark.parametrize("count", [3, 4])
+def test_explore_overlays_many_runs_without_their_bands_as_compare_does(long_store, monkeypatch, count):
+    """Up to three runs keep each series' min/max band; more are drawn as lines alone, and said so."""
+    root, ids = long_store
+    at = open_page(root, monkeypatch, "explore", runs=",".join(ids[:count]))
+    (figure,) = [d["figure"] for k, d in drawn_in_place(at).items() if k.startswith("explore.chart.")]
+    names = [str(t.get("name", "")) for t in figure["data"]]
+    bands = [n for n in names if n.endswith(" min/max")]
+    said = [c.value for c in at.caption if "without its min/max band" in c.value]
+    assert len({n.split(" ")[0] for n in names if n.endswith(" kelly_f")}) == count  # every run drawn
+    assert (bool(bands), bool(said)) == ((True, False) if count <= 3 else (False, True))

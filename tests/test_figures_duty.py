@@ -92,6 +92,23 @@ def test_band_and_envelope_shapes():
     assert fd.hover_texts(cols, "flag")[0] == "flag: on 50% of steps 0–9"
 
 
+def test_hover_data_holds_the_numbers_the_hover_texts_word():
+    """A band sends numbers and one template, not a sentence a column: the same words once the
+    template's fields are filled in (its d3 formats ``.3~g`` and ``.0f`` as Python's ``.3g``, ``.0f``)."""
+    x = np.arange(3000, dtype=np.float64) + 40_000
+    flag = (np.sin(x / 7.0) > 0.3).astype(np.float64)
+    cols = fd.duty_columns(x, flag, 70)
+    for steps, template in ((True, fd.HOVER_STEPS), (False, fd.HOVER_ROWS)):
+        rows, said = fd.hover_data(cols, "flag", steps)
+        assert said == "flag" + template and rows.dtype == np.float32 and rows.shape == (len(cols.on), 3 if steps else 2)
+        filled = [f"flag: on {r[0]:.3g}% " + (f"of steps {r[1]:.0f}–{r[2]:.0f}" if steps else f"of its {r[1]:.0f} rows")
+                  for r in rows.astype(np.float64)]
+        assert filled == fd.hover_texts(cols, "flag", steps)
+    far = fd.duty_columns(x + 2**25, flag, 70)  # steps past float32's whole numbers: sent as float64
+    rows, _ = fd.hover_data(far, "flag")
+    assert rows.dtype == np.float64 and rows[0, 1] == far.x0[0]
+
+
 # ---- the bands on the figures --------------------------------------------------------
 figures = pytest.importorskip("regime_dash.figures")
 
@@ -114,8 +131,10 @@ def test_replay_default_dead_zone_is_a_duty_band_not_a_solid_block(replay_defaul
     np.testing.assert_allclose(frac, cols.on, rtol=1e-6)
     alternating = cols.on[(cols.lo == 0) & (cols.hi == 1)]
     assert alternating.size > 100 and np.all((alternating > 0) & (alternating < 1))
-    assert "on " in band["text"][0] and "% of steps" in band["text"][0]
-    (duration,) = [t for t in traces if t.get("fill") == "tozeroy" and "duration" in t["text"][0]]
+    assert band["hovertemplate"] == "base dead-zone episode" + fd.HOVER_STEPS
+    np.testing.assert_array_equal(band["customdata"][:-1, 0], np.float32(100.0 * cols.on))
+    np.testing.assert_array_equal(band["customdata"][-1], band["customdata"][-2])  # the closing point
+    (duration,) = [t for t in traces if t.get("fill") == "tozeroy" and "duration:" in t["hovertemplate"]]
     assert duration["name"] == "base"  # the run's first series carries its legend entry
 
 

@@ -53,11 +53,12 @@ def test_drawable_and_trace_types_for_dicts_and_figures():
     assert plotly_react.trace_types({"data": [{"x": [1]}]}) == {"scatter"}  # plotly's default type
 
 
-def test_figure_json_sends_a_dict_as_it_is_and_a_figure_as_its_json():
+def test_figure_json_sends_a_dict_and_a_figure_as_their_json_text():
     import plotly.graph_objects as go
 
     spec = {"data": [{"type": "scatter", "x": [1, 2], "y": [3, 4]}], "layout": {"height": 300}}
-    assert plotly_react.figure_json(spec) is spec
+    sent = plotly_react.figure_json(spec)
+    assert isinstance(sent, str) and json.loads(sent) == spec
     fig = go.Figure(go.Scatter(x=np.arange(4, dtype=np.float32), y=np.arange(4, dtype=np.float32)))
     text = plotly_react.figure_json(fig)
     decoded = json.loads(text)

@@ -12,15 +12,13 @@ import streamlit as st
 
 from regime_dash import diag
 from regime_dash.analysis.groups import BANDS, group_options, group_runs
-from regime_dash.figures_compare import BAND_WORDS, short_name, without_bands
+from regime_dash.figures_compare import BAND_WORDS, short_name
 from regime_dash.ui import cache, state, widgets
 
 #: The fields the Groups tab starts on: the continuous signals of the panels, one a controller.
 GROUP_FIELDS = (diag.KELLY, diag.LIVE, diag.SIGMA, diag.TAU_MIN_EFF)
 #: How many differing fields the Difference tab starts on.
 DIFF_FIELDS = 6
-#: With more runs overlaid than this, the series' min/max bands are left out (:func:`without_bands`).
-BANDS_UP_TO = 3
 
 
 @st.fragment
@@ -34,10 +32,7 @@ def overlay(root: str, run_ids: Sequence[str], frames: Mapping[str, pd.DataFrame
     # each run's traces cached on their own: a run added costs its traces, not the others'
     run_keys = tuple((label, f"{root}|{rid}") for rid, label in zip(run_ids, frames))
     spec = cache.signal_spec(f"compare|{root}|{'|'.join(run_ids)}", dict(frames), x, smoothing, run_keys=run_keys)
-    if len(frames) > BANDS_UP_TO:
-        spec = without_bands(spec)
-        st.caption(f"{len(frames)} runs: each line without its min/max band (up to {BANDS_UP_TO} runs drawn with it).")
-    widgets.plotly_chart(spec, "compare.chart")
+    widgets.plotly_chart(widgets.thin_bands(spec, len(frames)), "compare.chart")
     state.publish()
 
 

@@ -82,22 +82,26 @@ def drawable(figure: Any) -> bool:
     return trace_types(figure) <= TRACE_TYPES
 
 
-def figure_json(figure: Any) -> Mapping[str, Any] | str:
-    """What the component is given: a figure dict that is plain JSON as it is; a plotly ``Figure``,
-    or a dict holding what JSON cannot (NumPy arrays or scalars, datetimes, NaN), as its JSON
-    text from plotly's own encoder (arrays as typed arrays, NaN as null; the browser parses it).
+def figure_json(figure: Any) -> str:
+    """What the component is given: the figure's JSON text, which the browser parses. A figure dict
+    that is plain JSON is encoded once, here; a plotly ``Figure``, or a dict holding what JSON cannot
+    (NumPy arrays or scalars, datetimes, NaN), by plotly's own encoder (arrays as typed arrays,
+    NaN as null).
 
     Streamlit sends a component's data as JSON: a dict it cannot encode would reach the
     browser as its ``str()``, and a NaN would break the browser's parse of the whole message.
+    Text, not the dict: streamlit encodes a component's data twice a run (the message, and
+    sorted for the element's identity), which for a dict of many traces (Compare's ten runs,
+    1.6 MB) was three encodings of it a redraw; a string is copied, not walked. And the browser
+    skips drawing a figure whose text is the one on screen.
     """
     import plotly.io
 
     if isinstance(figure, Mapping):
         try:
-            json.dumps(figure, allow_nan=False)
+            return json.dumps(figure, allow_nan=False)
         except (TypeError, ValueError):
             return plotly.io.json.to_json_plotly(figure)
-        return figure
     return plotly.io.to_json(figure, validate=False)
 
 

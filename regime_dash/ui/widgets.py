@@ -301,11 +301,29 @@ def download_tables(key: str, tables: Mapping[str, Callable[[], pd.DataFrame]], 
     download_view(key, tables[name], f"{stem}-{name.replace(' ', '-')}")
 
 
+#: With more runs overlaid than this, the series' min/max bands are left out (:func:`thin_bands`).
+BANDS_UP_TO = 3
+
+
+def thin_bands(spec: dict, runs: int) -> dict:
+    """``spec`` (a :func:`regime_dash.figures.signal_spec`) without its series' min/max bands when it
+    overlays more than :data:`BANDS_UP_TO` runs (:func:`regime_dash.figures_compare.without_bands`),
+    said in a caption: each run's bands cover the others' lines, and they were a third of the traces
+    and about half of the browser's drawing."""
+    from regime_dash.figures_compare import without_bands
+
+    if runs <= BANDS_UP_TO:
+        return spec
+    st.caption(f"{runs} runs: each line without its min/max band (up to {BANDS_UP_TO} runs drawn with it).")
+    return without_bands(spec)
+
+
 def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: str,
                    runs: Mapping[str, pd.DataFrame], x: str, smoothing: float, *,
                    offsets: Mapping[str, int] | None = None, height: int = 1400,
                    window: tuple[int, int] | None = None, decorate: Callable[[Any], Any] | None = None,
-                   on_marker: Callable[[Mapping[str, Any], Any], None] | None = None) -> None:
+                   on_marker: Callable[[Mapping[str, Any], Any], None] | None = None,
+                   run_keys: tuple = ()) -> None:
     """The signal panels of ``runs`` (already cut to the window of ``window_key``), zoomable with detail.
 
     Dragging across the chart (step axis) selects a step range; it becomes the
@@ -314,14 +332,19 @@ def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: 
     the wider view kept. Buttons step the window back, forward and out.
     ``bounds`` is the window's full range, ``fig_key`` names the figure's inputs
     for the cache; ``window`` (the steps shown) fixes the x range, so nothing drawn
-    by ``decorate`` (a function of the cached figure's copy, e.g. an overlay)
+    by ``decorate`` (a function of the cached figure dict's copy, e.g. an overlay)
     outside it widens the view. ``on_marker(meta, x)`` is called when a point of a trace that
     carries a ``meta`` dict (a verdict marker of :func:`regime_dash.figures_overlay.overlay`) is clicked.
+    ``run_keys`` (``((label, key), ...)``, each key naming that run's frame as cut) caches each run's
+    traces on its own, with the ones the smoothing leaves as they are (:func:`regime_dash.ui.cache.signal_spec`).
     """
     from regime_dash.ui import cache
 
-    fig = cache.signal_figure(fig_key, dict(runs), x, smoothing, height=height,
-                              x_offsets=tuple(sorted((offsets or {}).items())))
+    # the figure dict, not a plotly Figure: with ten runs, building one, drawing the verdicts on it and
+    # encoding it again cost 0.2 s a redraw (the overlay takes the dict as it is)
+    fig = cache.signal_spec(fig_key, dict(runs), x, smoothing, height=height,
+                            x_offsets=tuple(sorted((offsets or {}).items())), run_keys=run_keys)
+    fig = thin_bands(fig, len(runs))
     if decorate is not None:
         fig = decorate(fig)
     box_zoom(key, window_key, bounds, fig, window=window, zoomable=x == "step", on_marker=on_marker)
@@ -395,11 +418,29 @@ def _zoom_layout(fig, window: tuple[int, int] | None, select: bool):
     return {**fig, "layout": layout}
 
 
-def kept_window(key: str, bounds: tuple[int, int]) -> tuple[int, int]:
-    """The window kept under ``key`` where it lies within ``bounds``, else ``bounds`` (the whole run)."""
-    win = st.session_state.get(key)
+def kept_window(key: str, bounds: tuple[int, int], param: str | None = None) -> tuple[int, int]:
+    """The window kept under ``key`` where it lies within ``bounds``, else ``bounds`` (the whole run).
+
+    ``param``: kept in the URL too, as ``lo..hi`` (a box zoom's window, which no slider shows); a URL
+    value that is not a window inside ``bounds`` is said and dropped. ``key`` names the runs drawn
+    (:func:`window_key`): when they change within the session, the URL's window, which was theirs,
+    is dropped rather than laid over the new ones."""
+    from regime_dash.ui import state
+
     lo, hi = bounds
-    if win is not None and len(win) == 2 and lo <= win[0] < win[1] <= hi:
+
+    def fits(win) -> bool:
+        return win is not None and len(win) == 2 and lo <= win[0] < win[1] <= hi
+
+    if param:
+        owner = f"_view.window_of.{param}"
+        if st.session_state.get(owner, key) != key and param in st.query_params:
+            del st.query_params[param]
+        st.session_state[owner] = key
+        if hi > lo:
+            state.restore(key, param, "range", bounds, valid=lambda v: v == bounds or fits(v))
+    win = st.session_state.get(key)
+    if fits(win):
         return int(win[0]), int(win[1])
     return bounds
 

@@ -141,11 +141,13 @@ def charts() -> None:
     verdicts = None if align else {label: r.verdict for label, r in results.items()}
     live_version = st.session_state.get("explore.live_version", "")
     fig_key = f"{root}|{'|'.join(picked)}|{alias_key}|{lo}|{hi}|{align}|{live_version}"
+    # each run's traces cached on their own key: a smoothing change redraws only what it smooths
+    run_keys = tuple((labels[rid], f"{root}|{rid}|{alias_key}|{lo}|{hi}|{align}|{live_version}") for rid in picked)
     if panels.spec:
         widgets.zoomable_chart("explore.chart", WINDOW, widgets.step_bounds(list(frames.values()), align),
                                fig_key, view, x, smoothing, offsets=offsets, window=(lo, hi),
                                decorate=(lambda fig: overlay(fig, verdicts, x=x)) if verdicts else None,
-                               on_marker=provenance_panel.marker_clicked(PROVENANCE, ids))
+                               on_marker=provenance_panel.marker_clicked(PROVENANCE, ids), run_keys=run_keys)
     if panels.panels:
         widgets.plotly_chart(cache.custom_spec(fig_key, view, encode(panels), x, smoothing,
                                                tuple(sorted((offsets or {}).items())),

@@ -79,7 +79,7 @@ def what_if() -> None:
         # a box dragged on the chart zooms in: the window is drawn again from every step of the runs
         bounds = widgets.step_bounds([base["frame"]])
         window_key = widgets.window_key("replay.window", [source_key])
-        lo, hi = widgets.kept_window(window_key, bounds)
+        lo, hi = widgets.kept_window(window_key, bounds, param="window")  # in the URL as lo..hi
         zoom = "" if (lo, hi) == bounds else f"|{lo}..{hi}"
         fig = cache.signal_spec(f"{run_key}|{config}|{controllers}{zoom}", widgets.cut_window(runs, lo, hi), "step",
                                 smoothing, height=900, points=CHART_POINTS,

@@ -113,7 +113,7 @@ async function drain(chart, setTriggerValue) {
       }
       let figure = data.figure || {};
       try {
-        if (typeof figure === "string") figure = JSON.parse(figure);  // a Figure's JSON text
+        if (typeof figure === "string") figure = JSON.parse(figure);  // the figure as its JSON text
       } catch (err) {
         say(chart, `The chart could not be drawn: its figure is not JSON (${message(err)}).`, true);
         continue;

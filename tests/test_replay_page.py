@@ -1,0 +1,69 @@
+"""The Replay page's box zoom window in the URL (``window=lo..hi``), under AppTest: written when the
+window is zoomed, reopened from a URL, gone again at the whole run, and a value that cannot be a
+window of this stream said and dropped; a new stream in the session drops the old one's window."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from test_app_pages import no_exception, open_page, replay_chart  # noqa: E402
+
+#: The default source's key (the kelly_trap_run8 preset: 3,000 steps of 128 accounts).
+DEFAULT_SOURCE = "scenario:kelly_trap_run8:0:3000:128"
+#: Its whole run, the x range drawn without a zoom.
+WHOLE = [0, 2999]
+
+
+def open_replay(tmp_path, monkeypatch, **params) -> AppTest:
+    return open_page(tmp_path / "store", monkeypatch, "replay", **params)
+
+
+def x_range(at: AppTest):
+    return replay_chart(at)["layout"]["xaxis"].get("range")
+
+
+def url_window(at: AppTest):
+    value = at.query_params.get("window")
+    return value[0] if isinstance(value, list) else value
+
+
+def dropped_notes(at: AppTest) -> list[str]:
+    return [w.value for w in at.warning if "URL parameter" in w.value and "window" in w.value]
+
+
+def test_a_zoomed_window_goes_to_the_url_and_a_url_reopens_it(tmp_path, monkeypatch):
+    from regime_dash.ui import widgets
+
+    at = open_replay(tmp_path, monkeypatch)
+    assert url_window(at) is None and x_range(at) == WHOLE  # the whole run: nothing in the URL
+    at.session_state[widgets.window_key("replay.window", [DEFAULT_SOURCE])] = (1000, 1300)  # a box dragged
+    at.run()
+    no_exception(at, "zoomed")
+    assert url_window(at) == "1000..1300" and x_range(at) == [1000, 1300]
+
+    reopened = open_replay(tmp_path, monkeypatch, window="1000..1300")  # the copied URL, a new session
+    assert x_range(reopened) == [1000, 1300] and not dropped_notes(reopened)
+    reopened.button(key="replay.chart.later").click().run()
+    assert url_window(reopened) == "1150..1450" and x_range(reopened) == [1150, 1450]
+    reopened.button(key="replay.chart.out").click().run()
+    assert url_window(reopened) is None and x_range(reopened) == WHOLE
+
+
+@pytest.mark.parametrize("text", ["2000..5000", "1300..1000", "10..10", "a..b", "7"])
+def test_a_url_window_that_cannot_be_used_is_said_and_dropped(tmp_path, monkeypatch, text):
+    """Past the stream's last step, backwards, empty, not numbers, not a range: each is said, naming
+    the parameter, dropped from the URL, and the whole run is drawn."""
+    at = open_replay(tmp_path, monkeypatch, window=text)
+    (note,) = dropped_notes(at)
+    assert "window" in note and "dropped" in note
+    assert url_window(at) is None and x_range(at) == WHOLE
+
+
+def test_another_stream_drops_the_window_of_the_one_before(tmp_path, monkeypatch):
+    at = open_replay(tmp_path, monkeypatch, window="1000..1300")
+    assert x_range(at) == [1000, 1300]
+    at.number_input(key="replay.source.seed").set_value(1).run()
+    no_exception(at, "seed 1")
+    assert url_window(at) is None and x_range(at) == WHOLE and not dropped_notes(at)
