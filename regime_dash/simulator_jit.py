@@ -30,7 +30,6 @@ import hashlib
 import inspect
 import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any, Callable, Iterator
 
@@ -448,22 +447,12 @@ def announced(out: IO[str] | None = None, after_s: float = 1.0, every_s: float =
     if is_compiled():
         yield
         return
-    out = sys.stderr if out is None else out
-    done, t0 = threading.Event(), time.monotonic()
+    from regime_dash.engine.warm import still_compiling
 
-    def tick() -> None:
-        if done.wait(after_s):
-            return
-        print("preparing the simulator's compiled loop (numba: compiled once, then loaded from its cache)…",
-              file=out, flush=True)
-        while not done.wait(every_s):
-            print(f"  still compiling… {time.monotonic() - t0:.0f} s", file=out, flush=True)
-
-    threading.Thread(target=tick, daemon=True).start()
-    try:
+    with still_compiling(sys.stderr if out is None else out, every_s, after_s=after_s,
+                         first="preparing the simulator's compiled loop (numba: compiled once, then loaded "
+                               "from its cache)…"):
         yield
-    finally:
-        done.set()
 
 
 __all__ = ["BLOCK", "PARAMS", "announced", "run", "compile_state", "ema_tables", "is_compiled",

@@ -223,6 +223,28 @@ def choose_engine(requested: str, steps: int, kernels: tuple[str, ...] = REPLAY_
 
 
 @contextlib.contextmanager
+def still_compiling(out: IO[str], every_s: float, *, after_s: float = 0.0,
+                    first: str | None = None) -> Iterator[None]:
+    """Around a block that may compile: after ``after_s``, ``first`` (when given) on ``out``, then
+    ``still compiling… N s`` every ``every_s`` until the block ends (a thread; nothing when it ends sooner)."""
+    done, t0 = threading.Event(), time.monotonic()
+
+    def tick() -> None:
+        if first is not None:
+            if done.wait(after_s):
+                return
+            print(first, file=out, flush=True)
+        while not done.wait(every_s):
+            print(f"  still compiling… {time.monotonic() - t0:.0f} s", file=out, flush=True)
+
+    threading.Thread(target=tick, daemon=True).start()
+    try:
+        yield
+    finally:
+        done.set()
+
+
+@contextlib.contextmanager
 def announced(engine: str, out: IO[str] | None = None, every_s: float = 15.0,
               kernels: tuple[str, ...] = REPLAY_KERNELS) -> Iterator[None]:
     """Around a replay on ``engine``: if it will compile the fast engine, say so first and while it runs.
@@ -238,18 +260,11 @@ def announced(engine: str, out: IO[str] | None = None, every_s: float = 15.0,
         return
     print(f"compiling the fast engine once (about {estimate_s(False):.0f} s; later runs load it from the "
           "cache; --engine reference skips it)", file=out, flush=True)
-    done = threading.Event()
     t0 = time.monotonic()
-
-    def tick() -> None:
-        while not done.wait(every_s):
-            print(f"  still compiling… {time.monotonic() - t0:.0f} s", file=out, flush=True)
-
-    threading.Thread(target=tick, daemon=True).start()
     try:
-        yield
+        with still_compiling(out, every_s):
+            yield
     finally:
-        done.set()
         if _loaded_in_process():
             _save_timing("cold_s", time.monotonic() - t0)
 
