@@ -197,6 +197,40 @@ def test_fast_gpu_run_with_the_hosts_phase1_is_the_same_bits(b):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("piece", [32, 96, 1024, 4096])
+@pytest.mark.parametrize("normalized", [True, False])
+def test_the_scan_in_pieces_copied_back_beside_it_is_the_same_bits(monkeypatch, piece, normalized):
+    """The single replay's scan launched over pieces of steps (each piece's rows copied back while
+    the next runs) gives the reference's bits: pieces shorter than a boundary's spacing, longer than
+    the run, and ending inside a dead-zone stretch, with and without Pass 3 after them."""
+    from regime_dash.engine import fast
+
+    monkeypatch.setattr(fast_gpu, "SCAN_PIECE", piece)
+    stream = random_stream(np.random.default_rng(4200 + piece), T_STEPS + 7, 33)
+    isv0, boot = initial_isv(*VARIANTS["model_switches"], L)
+    snap_idx = snapshot_indices(L)
+    want = reference.run(stream, isv0, boot, L, snap_idx)
+    for stats in (None, fast.step_stats(stream)):
+        got = fast_gpu.run(stream, isv0, boot, L, snap_idx, stats=stats, normalized=normalized)
+        assert got[0].flags.f_contiguous
+        for name, g, w in zip(("snapshot", "flat count", "normalized rewards", "v_pred", "final isv"), got, want):
+            if g is None:
+                assert not normalized and name in ("normalized rewards", "v_pred"), name
+                continue
+            assert g.shape == w.shape and g.dtype == w.dtype, name
+            assert np.array_equal(_bits(g).ravel(), _bits(w).ravel()), (name, piece)
+
+
+@pytest.mark.gpu
+def test_a_scan_piece_that_is_not_whole_batches_is_refused(monkeypatch):
+    monkeypatch.setattr(fast_gpu, "SCAN_PIECE", 40)
+    stream = random_stream(np.random.default_rng(1), 100, 2)
+    isv0, boot = initial_isv(*VARIANTS["default"], L)
+    with pytest.raises(ValidationError, match="scan piece 40"):
+        fast_gpu.run(stream, isv0, boot, L, snapshot_indices(L))
+
+
+@pytest.mark.gpu
 def test_sweep_values_packed_on_the_device_are_the_host_finalized_metrics():
     from regime_dash.engine import fast, metric_pack
     from regime_dash.sweep import _scalar_stream

@@ -92,10 +92,12 @@ class _Phase1:
         self.boundary = cp.asarray(stream.boundary.astype(i32))
         if stats is not None or not batch:  # phase 1 runs elsewhere (``StepStats``): only [T]-sized inputs move
             self.rewards = None
+            self.flat_host = None
             if stats is not None:
                 self.set_stats(cp, stats)
             return
         self.rewards = cp.asarray(stream.rewards)
+        self.flat_host = None
         lots = cp.asarray(stream.lots)
         self.stats = cp.empty((t_steps, 3), np.float32)
         self.flat = cp.empty(t_steps, i32)
@@ -107,7 +109,8 @@ class _Phase1:
     def set_stats(self, cp, stats) -> None:
         """Phase 1's statistics (``StepStats``, run elsewhere) to the device."""
         self.stats = cp.asarray(np.ascontiguousarray(stats.sums, dtype=np.float32))
-        self.flat = cp.asarray(np.ascontiguousarray(stats.flat, dtype=np.int32))
+        self.flat_host = np.ascontiguousarray(stats.flat, dtype=np.int32)  # returned (a copy): no copy back
+        self.flat = cp.asarray(self.flat_host)
 
     def inputs(self) -> tuple:
         """The scan kernels' per-step arguments, in their order."""
@@ -126,23 +129,67 @@ def _reset_args(cp, layout: SlotLayout) -> tuple:
 
 
 def _scan(cp, mod, p1: _Phase1, layout: SlotLayout, snap_idx: np.ndarray, isv_rows, boot_rows,
-          keep_slot: np.ndarray, n_keep: int, norm_params=None):
+          keep_slot: np.ndarray, n_keep: int, norm_params=None, steps: tuple[int, int] | None = None,
+          snap_out=None):
     """The single-replay scan ``replay_scan_warp`` over ``isv_rows`` (device [S, n_isv], updated in place).
 
     Returns the [n_keep, T, n_snap] snapshots of the scenarios with ``keep_slot[s] >= 0``
     (and fills ``norm_params`` [T, 4] from scenario 0).
     The snapshot columns are compiled in (``SNAP_SLOT_LIST``), so ``snap_idx`` must be
     the layout's diag snapshot slots.
+    ``steps`` ``(t0, t1)`` launches those steps alone, into rows ``t0..t1`` of ``snap_out`` (and of
+    ``norm_params``): the state a launch leaves between steps is the ISV row (lane 0 writes it back,
+    the next launch reads it), so launches over consecutive pieces give the bits of one launch.
     """
     _check_snapshot_slots(layout, snap_idx)
     i32 = np.int32
     n_scen = int(isv_rows.shape[0])
-    snap_out = cp.empty((max(n_keep, 1), p1.t_steps, len(snap_idx)), np.float32)
-    norm_d = norm_params if norm_params is not None else cp.zeros(1, np.float32)
+    t0, t1 = steps if steps is not None else (0, p1.t_steps)
+    if steps is not None and n_keep != 1:  # the kernel finds scenario k's rows k·(t1 − t0) rows apart
+        raise ValidationError(f"a scan over steps {t0}..{t1} keeps one snapshot, not {n_keep}",
+                              field="n_keep", value=n_keep)
+    if snap_out is None:
+        snap_out = cp.empty((max(n_keep, 1), p1.t_steps, len(snap_idx)), np.float32)
+    norm_d = norm_params[t0:t1] if norm_params is not None else cp.zeros(1, np.float32)
+    inputs = [a[t0:t1] for a in p1.inputs()]  # views: the pointers offset to the piece
     mod["replay_scan_warp"]((n_scen,), (SCAN_WARP,), (
-        isv_rows, boot_rows, i32(n_scen), i32(p1.t_steps), i32(p1.b), *_reset_args(cp, layout),
-        *p1.inputs(), cp.asarray(keep_slot), snap_out, norm_d, i32(norm_params is not None)))
+        isv_rows, boot_rows, i32(n_scen), i32(t1 - t0), i32(p1.b), *_reset_args(cp, layout),
+        *inputs, cp.asarray(keep_slot), snap_out[:, t0:t1], norm_d, i32(norm_params is not None)))
     return snap_out
+
+
+#: Steps a launch of the single replay's scan covers when its snapshot goes to the host (a multiple
+#: of the scan's SCAN_WARP-step batch): each piece's rows are copied back while the next piece runs.
+SCAN_PIECE = 1 << 17
+
+
+def _scan_to_host(cp, mod, p1: _Phase1, layout: SlotLayout, snap_idx: np.ndarray, isv_rows, boot_rows,
+                  norm_params) -> np.ndarray:
+    """Scenario 0's scan in launches of ``piece`` steps on the current stream, its snapshot copied to
+    the host as float32 [T, n] column-major piece by piece on a second stream, so the copy back (tens
+    of milliseconds at a million steps) runs beside the scan (one warp) instead of after it."""
+    piece = SCAN_PIECE
+    if piece <= 0 or piece % SCAN_WARP:
+        raise ValidationError(f"scan piece {piece} is not a positive multiple of {SCAN_WARP} steps",
+                              field="piece", value=piece)
+    t_steps, n_snap = p1.t_steps, len(snap_idx)
+    snap = cp.empty((1, t_steps, n_snap), np.float32)
+    pieces = []
+    for t0 in range(0, t_steps, piece):
+        t1 = min(t0 + piece, t_steps)
+        _scan(cp, mod, p1, layout, snap_idx, isv_rows, boot_rows, np.zeros(1, np.int32), 1,
+              norm_params=norm_params, steps=(t0, t1), snap_out=snap)
+        pieces.append((t0, t1, cp.cuda.get_current_stream().record()))
+    host = np.empty((t_steps, n_snap), np.float32, order="F")
+    copier = cp.cuda.Stream(non_blocking=True)
+    with copier:
+        for t0, t1, launched in pieces:
+            copier.wait_event(launched)
+            cols = cp.ascontiguousarray(snap[0, t0:t1].T)  # [n, piece]: each column's run contiguous
+            for j in range(n_snap):  # into a pageable array: each copy returns once it is done
+                cols[j].get(stream=copier, out=host[t0:t1, j])
+    copier.synchronize()
+    return host
 
 
 def _sweep(cp, mod, p1: _Phase1, layout: SlotLayout, rows, boots, keep: Sequence[int]):
@@ -226,12 +273,6 @@ def _check_snapshot_slots(layout: SlotLayout, snap_idx: np.ndarray) -> None:
             field="snap_idx", value=snap_idx.tolist())
 
 
-def _columns_host(cp, snap) -> np.ndarray:
-    """The [T, n] snapshot on the host, column-major: transposed on the device (a millisecond),
-    where the host's tiled transpose of a million-step snapshot takes tens of milliseconds."""
-    return cp.asnumpy(cp.asfortranarray(snap), order="F")
-
-
 def run(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout,
         snap_idx: np.ndarray, *, options: tuple[str, ...] = loader.PARITY_OPTIONS,
         controllers: str = "single", stats=None, normalized: bool = True):
@@ -262,10 +303,10 @@ def run(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout,
         isv_rows = cp.asarray(isv0)[None, :].copy()
         boot_rows = cp.asarray(boot)[None, :].copy()
         norm_params = cp.empty((t_steps, 4), np.float32)
-        snap = _scan(cp, mod, p1, layout, snap_idx, isv_rows, boot_rows, np.zeros(1, np.int32),
-                     1, norm_params=norm_params)
+        snap = _scan_to_host(cp, mod, p1, layout, snap_idx, isv_rows, boot_rows, norm_params)
+        flat = p1.flat_host.copy() if p1.flat_host is not None else cp.asnumpy(p1.flat)
         if not normalized:
-            out = (_columns_host(cp, snap[0]), cp.asnumpy(p1.flat), None, None, cp.asnumpy(isv_rows[0]))
+            out = (snap, flat, None, None, cp.asnumpy(isv_rows[0]))
             s.synchronize()
             return out
         if p1.rewards is None:  # phase 1 was given: Pass 3 still needs the raw rewards
@@ -277,8 +318,8 @@ def run(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout,
         # phase 1 has read the raw rewards; Pass 3 now normalizes them in place
         mod["replay_normalize"](grid, (NORMALIZE_BLOCK,), (
             p1.rewards, v_pred, np.int32(has_v), norm_params, np.int32(t_steps), np.int32(b)))
-        out = (_columns_host(cp, snap[0]), cp.asnumpy(p1.flat), cp.asnumpy(p1.rewards),
-               cp.asnumpy(v_pred) if has_v else None, cp.asnumpy(isv_rows[0]))
+        out = (snap, flat, cp.asnumpy(p1.rewards), cp.asnumpy(v_pred) if has_v else None,
+               cp.asnumpy(isv_rows[0]))
         s.synchronize()
     return out
 
