@@ -25,7 +25,7 @@ import pandas as pd
 
 from regime_dash import diag, plotly_arrays
 from regime_dash.errors import ValidationError
-from regime_dash.figures_duty import band_xy, duty_columns, envelope_xy, flips_fast, hover_data
+from regime_dash.figures_duty import DutyBins, band_xy, duty_bins, envelope_xy, fast_duty, hover_data
 from regime_dash.figures_overlay import NONFINITE_COLOUR, all_finite, break_at_nonfinite, nonfinite_points
 
 # The panels' signals are diag's catalogue columns (diag.FLAG, diag.KELLY, ...): one list of names.
@@ -197,11 +197,14 @@ def downsample(x: np.ndarray, y: np.ndarray, n_out: int = DEFAULT_POINTS) -> Red
     ``x`` must be non-decreasing. Non-finite ``y`` are dropped first. The band
     has ``n_out // 4`` equal-count buckets; each holds the minimum and maximum
     of every ``y`` in it, so the extremes the selection skipped stay visible.
+    A float32 ``y`` stays float32 (no [T] float64 copy): tsdownsample's LTTB reads each
+    value as a float64, which a float32 converts to exactly, so it picks the same points.
     """
     if n_out < 4:
         raise ValidationError(f"n_out={n_out!r} must be at least 4", field="n_out", value=n_out)
     x = np.asarray(x)
-    y = np.asarray(y, dtype=np.float64)
+    y = np.asarray(y)
+    y = np.ascontiguousarray(y, dtype=np.float32 if y.dtype == np.float32 else np.float64)
     if not all_finite(y):
         keep = np.isfinite(y)
         x, y = x[keep], y[keep]
@@ -227,7 +230,11 @@ def spans(x: np.ndarray, flag: np.ndarray, min_gap: float = 0.0) -> list[tuple[f
     Spans closer than ``min_gap`` in ``x`` are merged, so a run with thousands
     of short episodes still draws about a pixel's worth of shapes each.
     """
-    f = np.nan_to_num(np.asarray(flag, dtype=np.float64)) != 0.0
+    v = np.asarray(flag)
+    if v.dtype.kind in "biu" or (v.dtype.kind == "f" and all_finite(v)):
+        f = v != 0  # no NaN to read as off: no [T] float64 copy
+    else:
+        f = np.nan_to_num(np.asarray(flag, dtype=np.float64)) != 0.0
     if not f.any():
         return []
     edges = np.diff(np.concatenate(([0], f.astype(np.int8), [0])))
@@ -247,7 +254,8 @@ def spans(x: np.ndarray, flag: np.ndarray, min_gap: float = 0.0) -> list[tuple[f
 
 def duty_traces(xs: np.ndarray, values: np.ndarray, what: str, colour: str, *, columns: int,
                 top: float | None = None, off: float = 0.0, steps: bool = True,
-                x_out: Callable[[np.ndarray], object] | None = None, **legend) -> list[dict] | None:
+                x_out: Callable[[np.ndarray], object] | None = None, bins: DutyBins | None = None,
+                **legend) -> list[dict] | None:
     """A flag or counter that flips on and off faster than ``columns`` as a duty-cycle band
     (:mod:`regime_dash.figures_duty`): each pixel column filled up to its fraction of steps on,
     the hover saying the fraction and the steps. None when it flips slower: spans, markers or a
@@ -256,12 +264,13 @@ def duty_traces(xs: np.ndarray, values: np.ndarray, what: str, colour: str, *, c
     ``top`` is a flag's band height at 100 % on; a counter (``top`` None) fills up to its column
     maximum times the fraction, inside a light min/max envelope. ``off`` is the value that counts
     as off (a counter drawn shifted, recency + 1). ``what`` names it in the hover; ``legend`` goes
-    on the band (``name``, default ``what``; ``legendgroup``, ``showlegend``).
+    on the band (``name``, default ``what``; ``legendgroup``, ``showlegend``). ``bins``:
+    :func:`regime_dash.figures_duty.duty_bins` of ``xs`` and ``columns``, when the caller draws
+    several signals against the same ``xs``.
     """
-    v = np.asarray(values, dtype=np.float64) - off
-    if not flips_fast(v, columns):
+    cols = fast_duty(xs, values, columns, off=off, bins=bins)
+    if cols is None:
         return None
-    cols = duty_columns(xs, v, columns)
     x_out = x_out or compact
     out = []
     if top is None:
@@ -465,6 +474,32 @@ class _TraceBatch:
         self.data.append({"type": "scatter", **trace, **self._axes[(row, secondary_y)]})
 
 
+def _plot_order(vw, x: str, offset: float) -> tuple[np.ndarray, np.ndarray | None]:
+    """The x values of a view's rows in plotting order, and the order (None: the rows' own).
+
+    On the step axis with whole-number steps these are the view's steps, sorted already; any
+    other x (a wall clock can step back) is sorted here, as downsampling needs."""
+    frame = vw.frame
+    if x == "step" and "step" in frame.columns and frame["step"].dtype.kind in "iu":
+        xs = vw.step.astype(np.float64)
+        return (xs - offset if offset else xs), None
+    xs = x_values(frame, x)
+    if offset:
+        xs = xs - offset
+    if np.any(np.diff(xs) < 0):
+        order = np.argsort(xs, kind="stable")
+        return xs[order], order
+    return xs, None
+
+
+def _finite_max(*series: np.ndarray) -> float:
+    """The largest finite value of any of ``series``, 1.0 when there is none."""
+    if all(all_finite(a) for a in series):
+        return float(max(a.max() for a in series)) if any(a.size for a in series) else 1.0
+    finite = np.concatenate([a[np.isfinite(a)] for a in series])
+    return float(finite.max()) if finite.size else 1.0
+
+
 def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, x: str, smoothing: float,
              n_out: int, offset: float = 0.0, widen: float = 1.0, memo: dict | None = None) -> None:
     if len(frame) == 0:
@@ -474,23 +509,23 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
 
     vw = view(frame)  # sorted by step: the row order every analysis mask is in
     frame = vw.frame
-    xs = x_values(frame, x)
-    if offset:
-        xs = xs - offset
-    order = None
-    if np.any(np.diff(xs) < 0):  # wall clocks can step back; downsampling needs sorted x
-        order = np.argsort(xs, kind="stable")
-        xs = xs[order]
+    xs, order = _plot_order(vw, x, offset)
 
     def reorder(a):
         return a[order] if order is not None else a
 
     def col(name):
+        """A column as numbers: a float32 one as it is (read only, no [T] copy: every trace of it
+        reads float32 exactly as its float64 image), any other as float64."""
         if name not in frame.columns:
             return None
         if memo is not None and ("col", name) in memo:
             return memo[("col", name)]
-        values = reorder(pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype=np.float64))
+        series = frame[name]
+        if series.dtype == np.float32:
+            values = reorder(series.to_numpy())
+        else:
+            values = reorder(pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64))
         if memo is not None and len(values) <= MEMO_ROWS:
             values.setflags(write=False)  # shared by every later call: never changed in place
             memo[("col", name)] = values
@@ -507,8 +542,11 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
         """x values as sent: dates on a wall-clock axis, else the compact numbers."""
         return plot_x(values, x) if x == "wall_time" else compact(values)
 
-    span_gap = (np.nanmax(xs) - np.nanmin(xs)) / max(n_out, 1) if len(xs) else 0.0
+    # sorted: a finite x's extent is its ends
+    extent = (xs[-1] - xs[0]) if all_finite(xs) else (np.nanmax(xs) - np.nanmin(xs))
+    span_gap = extent / max(n_out, 1) if len(xs) else 0.0
     first = [True]
+    cut: list = []  # the duty bands' columns of xs, cut once for every flag and counter of the run
 
     at = " (step %{x:d})" if x == "step" else ""
 
@@ -527,8 +565,10 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
         """The duty band of a flag or counter flipping faster than the pixel columns; False if it does not."""
         shown = dict(name=label if legend and first[0] else f"{label} {name}", legendgroup=label,
                      showlegend=legend and first[0])
+        if not cut:
+            cut.append(duty_bins(xs, n_out))
         traces = duty_traces(xs, values, f"{label} {name}", colour, columns=n_out, top=top, off=off,
-                             steps=x == "step", x_out=x_out, **shown)
+                             steps=x == "step", x_out=x_out, bins=cut[0], **shown)
         for trace in traces or ():
             fig.add_trace(trace, row=row, col=1, secondary_y=secondary)
         return traces is not None
@@ -634,7 +674,7 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
     # 1 dead zone
     duration = col(diag.DURATION)
     line(1, duration, "duration", smooth=False, off=0.0)
-    top = np.nanmax(duration) if duration is not None and np.isfinite(duration).any() else 1.0
+    top = np.float64(np.nanmax(duration)) if duration is not None and np.isfinite(duration).any() else 1.0
     shade(1, col(diag.FLAG), max(top, 1.0), "dead-zone episode")
     if diag.TIMEOUT in frame.columns:
         markers(1, lambda: rows_of(ep.timeouts(vw)["step"]), duration, "timeout", "x", flag=col(diag.TIMEOUT),
@@ -650,19 +690,18 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
     # 3 tail
     recency = col(diag.RECENCY)
     if recency is not None:
-        line(3, recency + 1.0, "recency+1", smooth=False, off=1.0)
-        markers(3, lambda: rows_of(vw.step[ep.tail_event_rows(vw)]), np.ones_like(recency), "tail event",
-                "diamond")
+        line(3, np.add(recency, 1.0, dtype=np.float64), "recency+1", smooth=False, off=1.0)
+        markers(3, lambda: rows_of(vw.step[ep.tail_event_rows(vw)]), None, "tail event", "diamond")
     tail_var = col(diag.VARIANCE)
     if tail_var is not None:
-        line(3, np.sqrt(np.clip(tail_var, 0.0, None)), "σ Δworst", dash="dot", secondary=True, k=2)
+        line(3, np.sqrt(np.maximum(tail_var, 0.0, dtype=np.float64)), "σ Δworst", dash="dot", secondary=True,
+             k=2)
     # 4 σ envelope
     sigma, envelope, var = col(diag.SIGMA), col(diag.ENVELOPE), col(diag.POPART_VAR)
     line(4, sigma, "σ")
     line(4, envelope, "envelope", dash="dash", k=2, width=2.5)
     if sigma is not None and envelope is not None and var is not None:
-        finite = np.concatenate([a[np.isfinite(a)] for a in (sigma, envelope)])
-        shade(4, lambda: reorder(ep.floor_active(vw)), float(finite.max()) if finite.size else 1.0, "floor active")
+        shade(4, lambda: reorder(ep.floor_active(vw)), _finite_max(sigma, envelope), "floor active")
     # 5 v9 transition
     line(5, col(diag.REMAINING), "transition remaining", smooth=False, off=0.0)
     line(5, col(diag.SAFETY_FRAC), "safety_frac", dash="dot", secondary=True, k=2)

@@ -41,15 +41,74 @@ def flips_fast(values: np.ndarray, columns: int) -> bool:
     return on_off_flips(values) > columns
 
 
-def duty_columns(x: np.ndarray, values: np.ndarray, columns: int) -> DutyColumns:
+def _finite(v: np.ndarray) -> bool:
+    """Whether every value is finite, read with a min and a max (a NaN or ±Inf carries into them)."""
+    return v.size == 0 or v.dtype.kind in "biu" or bool(np.isfinite(v.min()) and np.isfinite(v.max()))
+
+
+@dataclass(frozen=True)
+class DutyBins:
+    """A finite, non-decreasing x cut into ``columns`` equal stretches once, for every signal drawn
+    against it (a chart's flags and counters of one run share their steps): each non-empty
+    column's first row, its steps, its first and last x."""
+
+    columns: int
+    rows: int
+    starts: np.ndarray
+    counts: np.ndarray
+    x0: np.ndarray
+    x1: np.ndarray
+
+
+def _check_columns(columns: int) -> None:
+    if columns < 1:
+        raise ValidationError(f"columns={columns!r} must be at least 1", field="columns", value=columns)
+
+
+def _cut(xs: np.ndarray, columns: int) -> tuple[np.ndarray, np.ndarray]:
+    """(first row, steps) of each non-empty column of a finite, non-decreasing, non-empty ``xs``."""
+    if np.any(xs[1:] < xs[:-1]):
+        raise ValidationError("x must be non-decreasing to cut it into columns", field="x", value=None)
+    width = (xs[-1] - xs[0]) / columns
+    col = (np.zeros(xs.size, dtype=np.int64) if width <= 0
+           else np.minimum(((xs - xs[0]) / width).astype(np.int64), columns - 1))
+    counts = np.bincount(col, minlength=columns)
+    counts = counts[counts > 0]
+    return np.concatenate(([0], np.cumsum(counts)[:-1])), counts
+
+
+def duty_bins(x: np.ndarray, columns: int) -> DutyBins | None:
+    """``x`` cut into ``columns`` as :func:`duty_columns` cuts it; None where ``x`` is empty or has a
+    non-finite value (each signal then cuts the rows it keeps itself)."""
+    _check_columns(columns)
+    xs = np.asarray(x, dtype=np.float64)
+    if xs.size == 0 or not _finite(xs):
+        return None
+    starts, counts = _cut(xs, columns)
+    return DutyBins(columns, xs.size, starts, counts, xs[starts], xs[starts + counts - 1])
+
+
+def duty_columns(x: np.ndarray, values: np.ndarray, columns: int, *, off: float = 0.0,
+                 bins: DutyBins | None = None) -> DutyColumns:
     """``values`` over non-decreasing ``x`` cut into ``columns`` equal stretches of ``x``.
 
     Columns no step falls in are left out; steps whose x or value is not finite do not count.
+    ``off`` is the value that counts as off: the columns are those of ``values - off``. ``bins``
+    is :func:`duty_bins` of the same ``x`` and ``columns``, for a caller that draws several signals
+    against one x: where every value is finite, the columns are read from it with no [T] copy
+    (each column's min and max minus ``off`` is the min and max of the differences, since rounding
+    keeps the order).
     """
-    if columns < 1:
-        raise ValidationError(f"columns={columns!r} must be at least 1", field="columns", value=columns)
+    _check_columns(columns)
+    v = np.asarray(values)
+    if bins is not None and bins.columns == columns and bins.rows == v.size and v.dtype.kind in "biuf" \
+            and _finite(v):
+        on = np.add.reduceat(v != np.float64(off), bins.starts, dtype=np.int64)
+        lo = np.minimum.reduceat(v, bins.starts).astype(np.float64) - off
+        hi = np.maximum.reduceat(v, bins.starts).astype(np.float64) - off
+        return DutyColumns(x0=bins.x0, x1=bins.x1, steps=bins.counts, on=on / bins.counts, lo=lo, hi=hi)
     xs = np.asarray(x, dtype=np.float64)
-    v = np.asarray(values, dtype=np.float64)
+    v = np.asarray(values, dtype=np.float64) - off
     if xs.shape != v.shape:
         raise ValidationError(f"x has {xs.size} values and the signal {v.size}", field="values", value=v.size)
     keep = np.isfinite(xs) & np.isfinite(v)
@@ -58,17 +117,24 @@ def duty_columns(x: np.ndarray, values: np.ndarray, columns: int) -> DutyColumns
     if xs.size == 0:
         empty = np.empty(0)
         return DutyColumns(empty, empty, np.empty(0, dtype=np.int64), empty, empty, empty)
-    if np.any(np.diff(xs) < 0):
-        raise ValidationError("x must be non-decreasing to cut it into columns", field="x", value=None)
-    width = (xs[-1] - xs[0]) / columns
-    col = (np.zeros(xs.size, dtype=np.int64) if width <= 0
-           else np.minimum(((xs - xs[0]) / width).astype(np.int64), columns - 1))
-    counts = np.bincount(col, minlength=columns)
-    counts = counts[counts > 0]
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    starts, counts = _cut(xs, columns)
     nonzero = np.add.reduceat((v != 0.0).astype(np.int64), starts)
     return DutyColumns(x0=xs[starts], x1=xs[starts + counts - 1], steps=counts, on=nonzero / counts,
                        lo=np.minimum.reduceat(v, starts), hi=np.maximum.reduceat(v, starts))
+
+
+def fast_duty(x: np.ndarray, values: np.ndarray, columns: int, *, off: float = 0.0,
+              bins: DutyBins | None = None) -> DutyColumns | None:
+    """:func:`duty_columns` of ``values`` where they flip on and off faster than ``columns``
+    (:func:`flips_fast` of ``values - off``), else None; the on/off test made once for both."""
+    v = np.asarray(values)
+    if v.dtype.kind in "biuf" and _finite(v):  # no non-finite step to skip: no [T] copy
+        on = v != np.float64(off)
+        if np.count_nonzero(on[1:] != on[:-1]) <= columns:
+            return None
+        return duty_columns(x, v, columns, off=off, bins=bins)
+    shifted = np.asarray(values, dtype=np.float64) - off
+    return duty_columns(x, shifted, columns) if flips_fast(shifted, columns) else None
 
 
 def right_edges(cols: DutyColumns) -> np.ndarray:
@@ -126,5 +192,5 @@ def envelope_xy(cols: DutyColumns) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([xs, xs[::-1]]), np.concatenate([top, bottom[::-1]])
 
 
-__all__ = ["DutyColumns", "on_off_flips", "flips_fast", "duty_columns", "right_edges", "hover_texts",
+__all__ = ["DutyColumns", "DutyBins", "on_off_flips", "flips_fast", "duty_bins", "duty_columns", "fast_duty", "right_edges", "hover_texts",
            "hover_data", "HOVER_STEPS", "HOVER_ROWS", "band_xy", "envelope_xy"]

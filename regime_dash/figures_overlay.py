@@ -231,6 +231,11 @@ MAX_NONFINITE_MARKERS = 2000
 
 def all_finite(y: np.ndarray) -> bool:
     """Whether every value is finite, read with a min and a max (no [T] mask; a NaN or ±Inf carries into them)."""
+    y = np.asarray(y)
+    if y.dtype.kind in "biu":
+        return True
+    if y.dtype.kind not in "fc":
+        y = np.asarray(y, dtype=np.float64)
     return y.size == 0 or bool(np.isfinite(y.min()) and np.isfinite(y.max()))
 
 
@@ -247,9 +252,9 @@ def _nonfinite(y: np.ndarray) -> np.ndarray:
 def nonfinite_points(xs: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Where a line's NaN/±Inf values are: their x, a y to draw a marker at (the last finite value
     before it, else the first after, else 0) and the word their hover shows (``NaN``, ``+Inf``, ``-Inf``)."""
-    y = np.asarray(y, dtype=np.float64)
-    if all_finite(y):
+    if all_finite(np.asarray(y)):  # read in its own dtype: no [T] float64 copy of a finite line
         return np.empty(0), np.empty(0), []
+    y = np.asarray(y, dtype=np.float64)
     bad = _nonfinite(y)
     if not bad.any():
         return np.empty(0), np.empty(0), []
@@ -269,7 +274,7 @@ def nonfinite_points(xs: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndar
 def break_at_nonfinite(rx: np.ndarray, ry: np.ndarray, xs: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The reduced line ``(rx, ry)`` with a gap (y = NaN) at the start of every stretch where ``y`` is
     not finite, so that plotly breaks the line there instead of drawing it through."""
-    if all_finite(np.asarray(y, dtype=np.float64)):
+    if all_finite(np.asarray(y)):
         return rx, ry
     bad = _nonfinite(y)
     if not bad.any():
