@@ -191,7 +191,7 @@ class Reduced:
     band_hi: np.ndarray
 
 
-def downsample(x: np.ndarray, y: np.ndarray, n_out: int = DEFAULT_POINTS) -> Reduced:
+def downsample(x: np.ndarray, y: np.ndarray, n_out: int = DEFAULT_POINTS, *, finite: bool | None = None) -> Reduced:
     """MinMaxLTTB-select about ``n_out`` points of ``(x, y)`` plus a min/max band.
 
     ``x`` must be non-decreasing. Non-finite ``y`` are dropped first. The band
@@ -199,13 +199,14 @@ def downsample(x: np.ndarray, y: np.ndarray, n_out: int = DEFAULT_POINTS) -> Red
     of every ``y`` in it, so the extremes the selection skipped stay visible.
     A float32 ``y`` stays float32 (no [T] float64 copy): tsdownsample's LTTB reads each
     value as a float64, which a float32 converts to exactly, so it picks the same points.
+    ``finite``: whether every ``y`` is finite, when the caller has read it already (None: read here).
     """
     if n_out < 4:
         raise ValidationError(f"n_out={n_out!r} must be at least 4", field="n_out", value=n_out)
     x = np.asarray(x)
     y = np.asarray(y)
     y = np.ascontiguousarray(y, dtype=np.float32 if y.dtype == np.float32 else np.float64)
-    if not all_finite(y):
+    if not (all_finite(y) if finite is None else finite):
         keep = np.isfinite(y)
         x, y = x[keep], y[keep]
     empty = np.empty(0)
@@ -237,9 +238,11 @@ def spans(x: np.ndarray, flag: np.ndarray, min_gap: float = 0.0) -> list[tuple[f
         f = np.nan_to_num(np.asarray(flag, dtype=np.float64)) != 0.0
     if not f.any():
         return []
-    edges = np.diff(np.concatenate(([0], f.astype(np.int8), [0])))
-    starts = np.flatnonzero(edges == 1)
-    stops = np.flatnonzero(edges == -1) - 1
+    change = np.flatnonzero(f[1:] != f[:-1]) + 1  # the first row of each run after the first
+    rises = change[f[change]]
+    starts = rises if not f[0] else np.concatenate(([0], rises))
+    falls = change[~f[change]] - 1
+    stops = falls if not f[-1] else np.concatenate((falls, [len(f) - 1]))
     xs = np.asarray(x)
     a, b = xs[starts], xs[stops]
     if min_gap > 0 and len(a) > 1:
@@ -591,7 +594,8 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
             return
         if smooth and smoothing > 0:
             y = ema_debiased(y, smoothing)
-        red = downsample(xs, y, n_out)
+        finite = all_finite(y)  # read once: most lines have no NaN/±Inf to drop, break at or mark
+        red = downsample(xs, y, n_out, finite=finite)
         if band and len(red.band_x) and not np.array_equal(red.band_lo, red.band_hi):
             # one closed polygon (the maxima forward, the minima back), not two traces and a
             # fill between them: half the traces for the browser to draw. A band as thin as
@@ -604,8 +608,8 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
                                fillcolor=_rgba(shade_colour, 0.15), hoverinfo="skip",
                                showlegend=False, legendgroup=label, name=f"{label} {name} min/max"),
                           row=row, col=1, secondary_y=secondary)
-        lx, ly = break_at_nonfinite(red.x, red.y, xs, y)  # the line breaks at NaN/±Inf, never drawn through
-        lx, ly = thin_flat(lx, ly)
+        # the line breaks at NaN/±Inf, never drawn through
+        lx, ly = thin_flat(*((red.x, red.y) if finite else break_at_nonfinite(red.x, red.y, xs, y)))
         fig.add_trace(dict(x=x_out(lx), y=compact(ly), mode="lines",
                            line=dict(color=shade_colour, width=width * widen, **({"dash": dash} if dash else {})),
                            name=label if first[0] else f"{label} {name}",
@@ -613,7 +617,7 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
                            hovertemplate=f"{label} {name}: %{{y:.6g}}{at}<extra></extra>"),
                       row=row, col=1, secondary_y=secondary)
         first[0] = False
-        nx, ny, words = nonfinite_points(xs, y)
+        nx, ny, words = (np.empty(0), None, None) if finite else nonfinite_points(xs, y)
         if len(nx):  # a visible marker whose hover says what the value was
             fig.add_trace(dict(x=plot_x(nx, x), y=ny, mode="markers", text=words,
                                marker=dict(symbol="x", size=9, color=NONFINITE_COLOUR),

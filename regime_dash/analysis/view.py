@@ -212,6 +212,21 @@ def as_view(frame: pd.DataFrame | FrameView) -> FrameView:
     return frame if isinstance(frame, FrameView) else view(frame)
 
 
+#: Whole-number steps read as they are, where a float64 holds each exactly (as the general path reads them).
+_EXACT_STEPS = 2**53
+
+
+def _whole_steps(column: pd.Series) -> np.ndarray | None:
+    """An integer ``step`` column as int64 (its own copy), with no float64 round trip and no NaN to
+    look for; None for any other column (read through ``to_numeric``)."""
+    if column.dtype.kind not in "iu" or not len(column):
+        return None
+    values = column.to_numpy()
+    if values.min() < -_EXACT_STEPS or values.max() > _EXACT_STEPS:
+        return None
+    return values.astype(np.int64)
+
+
 def view(frame: pd.DataFrame) -> FrameView:
     """Prepare ``frame`` (canonical column names) for analysis.
 
@@ -223,13 +238,16 @@ def view(frame: pd.DataFrame) -> FrameView:
     rows = np.arange(len(frame), dtype=np.int64)
     if "step" not in frame.columns:
         return FrameView(frame.reset_index(drop=True), rows, False, source_rows=rows)
-    step = pd.to_numeric(pd.Series(frame["step"]), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-    placed = np.isfinite(step)
-    dropped = int((~placed).sum())
-    if dropped:
-        frame, step, rows = frame.loc[placed], step[placed], rows[placed]
-    step = step.astype(np.int64)
-    if len(step) > 1 and (np.diff(step) < 0).any():
+    step = _whole_steps(frame["step"])
+    dropped = 0
+    if step is None:
+        step = pd.to_numeric(pd.Series(frame["step"]), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        placed = np.isfinite(step)
+        dropped = int((~placed).sum())
+        if dropped:
+            frame, step, rows = frame.loc[placed], step[placed], rows[placed]
+        step = step.astype(np.int64)
+    if len(step) > 1 and (step[1:] < step[:-1]).any():
         order = np.argsort(step, kind="stable")
         frame, step, rows = frame.iloc[order], step[order], rows[order]
     return FrameView(frame.reset_index(drop=True), step, True, dropped, source_rows=rows)
