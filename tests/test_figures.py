@@ -10,6 +10,7 @@ import pytest
 
 from regime_dash import RegimeConfig, diag, replay, scenarios
 from regime_dash.analysis import diagnose
+from regime_dash.analysis.view import view
 from regime_dash.errors import ValidationError
 
 figures = pytest.importorskip("regime_dash.figures")
@@ -121,6 +122,74 @@ def test_spans_and_merge():
     assert figures.spans(x, flag) == [(0, 1), (4, 4), (6, 8)]
     assert figures.spans(x, flag, min_gap=2) == [(0, 1), (4, 8)]
     assert figures.spans(x, np.zeros(10)) == []
+
+
+def _spans_by_loop(x, flag):
+    """Each run of nonzero (NaN: off) values, found value by value (the reference)."""
+    out, start = [], None
+    for i, v in enumerate(flag):
+        on = bool(v != 0 and v == v)
+        if on and start is None:
+            start = i
+        if not on and start is not None:
+            out.append((x[start], x[i - 1]))
+            start = None
+    return out + ([(x[start], x[len(flag) - 1])] if start is not None else [])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.bool_])
+def test_spans_match_a_value_by_value_loop(rng, dtype):
+    x = np.arange(400) * 2
+    for flag in (rng.integers(0, 2, 400), np.ones(400), np.r_[1, np.zeros(398), 1], np.r_[0, np.ones(399)]):
+        assert figures.spans(x, flag.astype(dtype)) == _spans_by_loop(x, flag)
+    holed = rng.integers(0, 2, 400).astype(np.float64)
+    holed[::13], holed[5::17] = np.nan, np.inf
+    assert figures.spans(x, holed) == _spans_by_loop(x, holed)
+
+
+def test_downsample_of_float32_picks_the_points_of_its_float64_image(rng):
+    x = np.arange(200_000, dtype=np.float64)
+    for y in (np.cumsum(rng.normal(size=x.size)), rng.integers(0, 4, x.size) * 1.0, np.exp(5 * rng.normal(size=x.size))):
+        y32 = y.astype(np.float32)
+        got, want = figures.downsample(x, y32, 700), figures.downsample(x, y32.astype(np.float64), 700)
+        assert got.y.dtype == np.float32  # no float64 copy of the signal
+        for name in ("x", "y", "band_x", "band_lo", "band_hi"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+
+
+@pytest.fixture(scope="module")
+def long_frame() -> pd.DataFrame:
+    """60,000 steps of kelly_trap_run8 with resurrection: flags and counters that flip every few steps."""
+    return replay(scenarios.make("kelly_trap_run8", steps=60_000, accounts=16), RegimeConfig(max_duration=300),
+                  engine="fast")
+
+
+def test_float32_columns_draw_as_their_float64_images(long_frame):
+    """The panels read a float32 column as it is: the figure is the one of the same frame with every
+    column widened to float64 (the values the panels once copied out of it), duty bands, lines with
+    NaN and ±Inf, and the smoothing included."""
+    holed = long_frame.copy()
+    for col, bad in ((diag.SIGMA, np.nan), (diag.LIVE, np.inf), (diag.DURATION, np.nan), (diag.KELLY, -np.inf)):
+        values = holed[col].to_numpy().copy()
+        values[5_000:5_003] = bad
+        holed[col] = values
+    for frame, smoothing in ((long_frame, 0.0), (holed, 0.0), (holed, 0.6)):
+        assert frame[diag.SIGMA].dtype == np.float32
+        wide = frame.astype({c: np.float64 for c in frame.columns if frame[c].dtype == np.float32})
+        got = figures.signal_spec({"a": frame, "b": long_frame}, n_out=200, smoothing=smoothing)
+        want = figures.signal_spec({"a": wide, "b": long_frame}, n_out=200, smoothing=smoothing)
+        assert got == want
+    names = [t["name"] for t in got["data"]]
+    assert "a dead-zone episode" in names and "a kelly_f min/max" in names  # a duty band and a line's band
+
+
+def test_whole_number_steps_view_and_draw_as_their_float_image(long_frame):
+    shuffled = long_frame.sample(frac=1.0, random_state=3)
+    floats = shuffled.astype({"step": np.float64})
+    vw, vf = view(shuffled), view(floats)
+    assert vw.step.dtype == vf.step.dtype == np.int64 and vw.step.tobytes() == vf.step.tobytes()
+    assert (vw.source_rows == vf.source_rows).all()
+    assert figures.signal_spec({"a": shuffled}, n_out=300) == figures.signal_spec({"a": floats}, n_out=300)
 
 
 # ---- signal panels --------------------------------------------------------------------

@@ -172,3 +172,65 @@ def test_live_chart_bands_a_fast_counter(replay_default):
     assert band["name"] == "duration" and band["yaxis"] == "y"
     y = np.asarray(band["y"], dtype=np.float64)
     assert np.any((y > 0) & (y < 1))
+
+
+# ---- one cut of x for every signal of a run --------------------------------------------
+def _full_pass_cut(x, columns):
+    """Each non-empty column's first row and steps, every row's column computed (the reference)."""
+    width = (x[-1] - x[0]) / columns
+    col = np.zeros(x.size, np.int64) if width <= 0 else np.minimum(((x - x[0]) / width).astype(np.int64), columns - 1)
+    counts = np.bincount(col, minlength=columns)
+    counts = counts[counts > 0]
+    return np.concatenate(([0], np.cumsum(counts)[:-1])), counts
+
+
+@pytest.mark.parametrize("n, columns", [(100_003, 700), (3000, 700), (1001, 100), (50, 200), (7, 3), (1, 5)])
+def test_bins_cut_x_as_every_row_cut_does(rng, n, columns):
+    x = np.cumsum(rng.integers(0, 4, size=n)).astype(np.float64) + 0.1  # repeated x too
+    bins = fd.duty_bins(x, columns)
+    starts, counts = _full_pass_cut(x, columns)
+    np.testing.assert_array_equal(bins.starts, starts)
+    np.testing.assert_array_equal(bins.counts, counts)
+    np.testing.assert_array_equal(bins.x0, x[starts])
+    np.testing.assert_array_equal(bins.x1, x[starts + counts - 1])
+    assert fd.duty_bins(np.full(9, 3.0), 4).counts.tolist() == [9]  # no width: one column
+
+
+def test_bins_are_none_where_x_is_not_finite_and_refuse_a_falling_x():
+    assert fd.duty_bins(np.array([0.0, np.nan, 2.0]), 2) is None
+    assert fd.duty_bins(np.empty(0), 2) is None
+    with pytest.raises(ValidationError, match="non-decreasing"):
+        fd.duty_bins(np.array([0.0, 2.0, 1.0]), 2)
+
+
+def _same_columns(a, b):
+    for name in ("x0", "x1", "steps", "on", "lo", "hi"):
+        got, want = getattr(a, name), getattr(b, name)
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), name
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.bool_])
+@pytest.mark.parametrize("off", [0.0, 1.0, 0.3])
+def test_columns_read_through_bins_are_those_of_the_shifted_signal(rng, dtype, off):
+    x = np.arange(20_000, dtype=np.float64) * 1.5
+    v = (rng.integers(0, 3, size=x.size) * rng.normal(size=x.size) * 7).astype(dtype)
+    got = fd.duty_columns(x, v, 300, off=off, bins=fd.duty_bins(x, 300))
+    _same_columns(got, fd.duty_columns(x, v.astype(np.float64) - off, 300))
+
+
+def test_fast_duty_is_flips_fast_then_the_columns(rng):
+    x = np.arange(30_000, dtype=np.float64)
+    bins = fd.duty_bins(x, 200)
+    slow = np.repeat(rng.integers(0, 2, size=100), 300).astype(np.float32)  # 300-step stretches
+    fast = rng.integers(0, 2, size=x.size).astype(np.float32)
+    holed = fast.astype(np.float64)
+    holed[::97] = np.nan  # not finite: each signal cut on its own rows
+    for v in (slow, fast, holed, fast + np.float32(1.0)):
+        for off in (0.0, 1.0):
+            shifted = v.astype(np.float64) - off
+            got = fd.fast_duty(x, v, 200, off=off, bins=bins)
+            if not fd.flips_fast(shifted, 200):
+                assert got is None
+                continue
+            _same_columns(got, fd.duty_columns(x, shifted, 200))
+    assert fd.fast_duty(x, fast, 200, bins=bins) is not None and fd.fast_duty(x, slow, 200, bins=bins) is None
