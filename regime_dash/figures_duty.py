@@ -46,6 +46,16 @@ def _finite(v: np.ndarray) -> bool:
     return v.size == 0 or v.dtype.kind in "biu" or bool(np.isfinite(v.min()) and np.isfinite(v.max()))
 
 
+def _differs(v: np.ndarray, off: float) -> np.ndarray:
+    """``v != off`` as the float64 comparison makes it, with no [T] float64 copy where ``off`` is a
+    value of ``v``'s own dtype (0 and 1 always are): the comparison there is the same."""
+    if v.dtype.kind in "biu" and off in (0.0, 1.0):
+        return v != int(off)
+    if v.dtype.kind == "f" and float(v.dtype.type(off)) == off:
+        return v != v.dtype.type(off)
+    return np.asarray(v, dtype=np.float64) != off
+
+
 @dataclass(frozen=True)
 class DutyBins:
     """A finite, non-decreasing x cut into ``columns`` equal stretches once, for every signal drawn
@@ -133,7 +143,7 @@ def duty_columns(x: np.ndarray, values: np.ndarray, columns: int, *, off: float 
     v = np.asarray(values)
     if bins is not None and bins.columns == columns and bins.rows == v.size and v.dtype.kind in "biuf" \
             and _finite(v):
-        on = np.add.reduceat(v != np.float64(off), bins.starts, dtype=np.int64)
+        on = np.add.reduceat(_differs(v, off), bins.starts, dtype=np.int64)
         lo = np.minimum.reduceat(v, bins.starts).astype(np.float64) - off
         hi = np.maximum.reduceat(v, bins.starts).astype(np.float64) - off
         return DutyColumns(x0=bins.x0, x1=bins.x1, steps=bins.counts, on=on / bins.counts, lo=lo, hi=hi)
@@ -159,7 +169,7 @@ def fast_duty(x: np.ndarray, values: np.ndarray, columns: int, *, off: float = 0
     (:func:`flips_fast` of ``values - off``), else None; the on/off test made once for both."""
     v = np.asarray(values)
     if v.dtype.kind in "biuf" and _finite(v):  # no non-finite step to skip: no [T] copy
-        on = v != np.float64(off)
+        on = _differs(v, off)
         if np.count_nonzero(on[1:] != on[:-1]) <= columns:
             return None
         return duty_columns(x, v, columns, off=off, bins=bins)

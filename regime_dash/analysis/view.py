@@ -222,7 +222,7 @@ def _whole_steps(column: pd.Series) -> np.ndarray | None:
     if column.dtype.kind not in "iu" or not len(column):
         return None
     values = column.to_numpy()
-    if values.min() < -_EXACT_STEPS or values.max() > _EXACT_STEPS:
+    if int(values.min()) < -_EXACT_STEPS or int(values.max()) > _EXACT_STEPS:
         return None
     return values.astype(np.int64)
 
