@@ -168,8 +168,11 @@ def fold_and_phase(boundary: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _segments(boundary: np.ndarray) -> np.ndarray:
-    """int64 [T]: the segment of each step (:func:`fold_and_phase`'s model)."""
-    seg = np.cumsum(np.asarray(boundary, dtype=bool), dtype=np.int64)
+    """int32 [T] (int64 past 2**31 - 1 steps): the segment of each step (:func:`fold_and_phase`'s
+    model), never negative. A count of steps fits int32 below that, and its running sum is
+    several times faster than int64's."""
+    flags = np.asarray(boundary, dtype=bool)
+    seg = np.cumsum(flags, dtype=np.int32 if len(flags) < 2**31 else np.int64)
     if len(seg) and boundary[0]:
         seg -= 1  # a boundary at the first step opens segment 0, it does not end one
     return seg
@@ -180,7 +183,7 @@ def _phase_column(seg: np.ndarray):
     words by index: the column pandas would make of the words, with no [T] array of Python strings."""
     import pandas as pd
 
-    return pd.Series(["train", "eval"]).array.take(seg % 2)
+    return pd.Series(["train", "eval"]).array.take((seg & 1).astype(np.int8))  # the parity of each segment
 
 
 def frame_from_snapshot(snap: np.ndarray, flat_count: np.ndarray, b_size: int, step: np.ndarray,
@@ -205,7 +208,7 @@ def frame_from_snapshot(snap: np.ndarray, flat_count: np.ndarray, b_size: int, s
         Whether the fused controller path ran: then the frame has the :data:`FUSED_COLUMN` (all 1).
     """
     seg = _segments(boundary)
-    cols: dict[str, Any] = {"step": np.asarray(step, dtype=np.int64), "fold": (seg // 2).astype(np.int32),
+    cols: dict[str, Any] = {"step": np.asarray(step, dtype=np.int64), "fold": (seg >> 1).astype(np.int32),
                             "phase": _phase_column(seg)}
     for col, values in zip(SNAPSHOT_COLUMNS, _columns_of(snap)):
         cols[col] = values

@@ -61,6 +61,29 @@ def test_fold_and_phase_alternate_at_boundaries():
     assert list(fold) == [0, 0, 0, 0, 1, 1, 1]
 
 
+def _folds_by_loop(boundary):
+    """Fold and phase step by step: a boundary past the first step ends a segment (the reference)."""
+    seg, folds, phases = 0, [], []
+    for i, b in enumerate(boundary):
+        seg += bool(b) and i > 0
+        folds.append(seg // 2)
+        phases.append("train" if seg % 2 == 0 else "eval")
+    return folds, phases
+
+
+def test_a_frame_s_fold_and_phase_follow_its_boundaries(rng):
+    for boundary in (rng.random(5000) < 0.01, np.r_[True, rng.random(4999) < 0.3], np.zeros(50, bool),
+                     np.ones(40, bool)):
+        snap = np.zeros((len(boundary), len(diag.SNAPSHOT_SLOTS)), np.float32)
+        frame = diag.frame_from_snapshot(snap, np.zeros(len(boundary), np.int32), 4, np.arange(len(boundary)),
+                                         boundary)
+        folds, phases = _folds_by_loop(boundary)
+        assert frame["fold"].dtype == np.int32 and frame["fold"].tolist() == folds
+        assert frame["phase"].tolist() == phases
+        fold, phase = diag.fold_and_phase(boundary)
+        assert fold.tolist() == folds and list(phase) == phases
+
+
 def test_flatten_unflatten_inverse():
     obj = {"a": {"b": 1, "c": {"d": 2.5}}, "e": "x"}
     assert diag.flatten(obj) == {"a.b": 1, "a.c.d": 2.5, "e": "x"}
