@@ -67,3 +67,20 @@ def test_another_stream_drops_the_window_of_the_one_before(tmp_path, monkeypatch
     at.number_input(key="replay.source.seed").set_value(1).run()
     no_exception(at, "seed 1")
     assert url_window(at) is None and x_range(at) == WHOLE and not dropped_notes(at)
+
+
+def test_a_replay_and_its_stream_are_cached_as_they_are_not_copied():
+    """A slider move reads the cached baseline and what-if replays: the cache hands back the frames
+    themselves (a value cache would unpickle a copy of each, at 1M steps most of a second), and the
+    stream a page reads is the one cached (a value cache holds a pickled copy beside it)."""
+    from regime_dash import RegimeConfig
+    from regime_dash.ui import cache
+
+    stream = cache.scenario_stream("tail_shock", 0, 300, 4)
+    assert cache.scenario_stream("tail_shock", 0, 300, 4) is stream
+    config = RegimeConfig(max_duration=40).as_dict()
+    first = cache.replay("scenario:tail_shock:0:300:4", stream, config, "fast")
+    again = cache.replay("scenario:tail_shock:0:300:4", stream, config, "fast")
+    assert again is first and again["frame"] is first["frame"]
+    other = cache.replay("scenario:tail_shock:0:300:4", stream, RegimeConfig().as_dict(), "fast")
+    assert other["frame"] is not first["frame"]

@@ -198,8 +198,9 @@ WHATIF_POINTS = 700
 
 def _whatif(work: Path, a: argparse.Namespace, device: str) -> dict:
     """A slider move as the Replay page makes it: the stream's phase 1 and the baseline's replay and
-    traces are the page's cached ones (made once, untimed); a move replays the scan with one field
-    changed and builds the what-if's traces and the figure dict."""
+    traces are the page's cached ones (made once, untimed; its cache hands the stream and the frames
+    back as they are, not copies); a move replays the scan with one field changed and builds the
+    what-if's traces and the figure dict."""
     from regime_dash.config import RegimeConfig
     from regime_dash.engine import fast, replay
     from regime_dash.figures import run_traces, signal_spec

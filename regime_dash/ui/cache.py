@@ -1,7 +1,8 @@
 """Cached loaders of the dashboard: the store, run frames, replays and figures.
 
 ``st.cache_resource`` holds things that are shared and not copied (the store,
-the engine probe); ``st.cache_data`` holds values (frames, replay results).
+the engine probe, a stream's phase 1 and its replays, whose frames are too big to copy
+on every hit); ``st.cache_data`` holds values (stored runs' frames, figures).
 Runs in the store are immutable once in place, so a run's frame is keyed by
 its id alone. Arguments whose name starts with ``_`` are not hashed; the key
 that stands for them is passed beside them.
@@ -151,7 +152,7 @@ def engine_status() -> dict[str, str | None]:
     return probe()
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+@st.cache_resource(show_spinner=False, max_entries=16)
 def replay(source_key: str, _stream, config: dict[str, Any], engine: str, layout_fingerprint: str = "",
            _layout=None, controllers: str = "single") -> dict[str, Any]:
     """A replay of ``_stream`` (identified by ``source_key``) under ``config``, on the controller path
@@ -160,7 +161,10 @@ def replay(source_key: str, _stream, config: dict[str, Any], engine: str, layout
     ``_layout`` is the slot layout (the default registry when None), named in
     the cache key by its fingerprint. Returns ``{"frame", "seconds", "engine"}``;
     its summary metrics are :func:`replay_summary` (separate, so a page can draw the
-    chart before it pays for them).
+    chart before it pays for them). The cached dict itself, read only (callers must not
+    change the frame): a value cache pickles a frame when it stores it and unpickles a copy
+    on every hit, at 1,000,000 steps 0.4 s and 0.1–0.7 s, and a what-if move reads the
+    baseline and the what-if (and each again for the summary metrics).
     """
     from regime_dash.engine import replay_trajectory, resolve_engine
 
@@ -296,15 +300,19 @@ def sample_files() -> list:
                   if p.is_file() and (p.name.endswith(".jsonl") or p.name.endswith(".jsonl.gz")))
 
 
-@st.cache_data(show_spinner="building the scenario…", max_entries=16)
+@st.cache_resource(show_spinner="building the scenario…", max_entries=16)
 def scenario_stream(name: str, seed: int, steps: int | None, accounts: int | None):
-    """:func:`regime_dash.scenarios.make` (cached: presets are deterministic in their arguments)."""
+    """:func:`regime_dash.scenarios.make` (cached: presets are deterministic in their arguments).
+
+    This and the other streams are cached as resources, read only: a value cache holds a
+    pickled copy beside the one a page reads (a 1,000,000-step stream of 128 accounts is a GB)
+    and unpickles it again on every rerun of the page."""
     from regime_dash import scenarios
 
     return scenarios.make(name, seed=seed, steps=steps, accounts=accounts)
 
 
-@st.cache_data(show_spinner="running the simulator…", max_entries=8)
+@st.cache_resource(show_spinner="running the simulator…", max_entries=8)
 def simulator_stream(preset: str, seed: int, steps: int, config: dict[str, Any]):
     """The inputs a closed-loop live run of ``preset`` fed its pipeline (``config``), as a Stream."""
     from regime_dash.simulator import simulate
@@ -312,7 +320,7 @@ def simulator_stream(preset: str, seed: int, steps: int, config: dict[str, Any])
     return simulate(preset, steps=steps, seed=seed, config=RegimeConfig(**config)).stream()
 
 
-@st.cache_data(show_spinner="reading the stream file…", max_entries=4)
+@st.cache_resource(show_spinner="reading the stream file…", max_entries=4)
 def uploaded_stream(digest: str, _data: bytes, suffix: str):
     """A stream file's bytes (``.npz`` or ``.parquet``, named by ``digest``) as a validated Stream."""
     import tempfile
