@@ -208,28 +208,43 @@ def frame_from_snapshot(snap: np.ndarray, flat_count: np.ndarray, b_size: int, s
         Whether the fused controller path ran: then the frame has the :data:`FUSED_COLUMN` (all 1).
     """
     seg = _segments(boundary)
-    cols: dict[str, Any] = {"step": np.asarray(step, dtype=np.int64), "fold": (seg >> 1).astype(np.int32),
-                            "phase": _phase_column(seg)}
+    counts = np.empty((2, len(step)), dtype=np.int32)  # fold and b_size: the rows of one block
+    np.right_shift(seg, 1, out=counts[0], casting="same_kind" if seg.dtype == np.int32 else "unsafe")
+    counts[1].fill(b_size)
+    cols: dict[str, Any] = {"step": np.asarray(step, dtype=np.int64), "fold": counts[0], "phase": _phase_column(seg)}
     for col, values in zip(SNAPSHOT_COLUMNS, _columns_of(snap)):
         cols[col] = values
     cols[FLAT_COUNT] = np.asarray(flat_count, dtype=np.int32)
-    cols[B_SIZE] = np.full(len(step), b_size, dtype=np.int32)
+    cols[B_SIZE] = counts[1]
     ordered = ["step", "fold", "phase"] + [c for c, _ in DIAG_FIELDS]
+    constant = {}
     if config is not None:
         for name, col in CONFIG_COLUMNS.items():
             if isinstance(config, Mapping) and name not in config:
                 continue
             value = config[name] if isinstance(config, Mapping) else getattr(config, name)
-            cols[col] = np.full(len(step), config_value(name, value), dtype=np.float32)
-            ordered.append(col)
+            constant[col] = config_value(name, value)
     if fused:
-        cols[FUSED_COLUMN] = np.ones(len(step), dtype=np.float32)
-        ordered.append(FUSED_COLUMN)
+        constant[FUSED_COLUMN] = np.float32(1.0)
+    cols.update(_constant_columns(constant, len(step)))
+    ordered += list(constant)
     import pandas as pd
 
     # each column its own block, no copy: a 1,000,000-step frame in milliseconds, not the
     # seconds of pandas gathering fifty columns into one 2-D block
     return pd.DataFrame({c: cols[c] for c in ordered}, copy=False)
+
+
+def _constant_columns(values: Mapping[str, np.float32], rows: int) -> dict[str, np.ndarray]:
+    """``{column: float32 [rows] of its value}``, the rows of one block: a 1,000,000-step frame's
+    dozen constant columns are 48 MB, which NumPy asks the kernel to back with huge pages, where a
+    4 MB column a time takes a page fault every 4 KB (several times the time to fill them)."""
+    block = np.empty((len(values), rows), dtype=np.float32)
+    out = {}
+    for row, (col, value) in zip(block, values.items()):
+        row.fill(value)
+        out[col] = row
+    return out
 
 
 #: Rows of the snapshot transposed at a time: a [rows, n] tile and its [n, rows] image stay in cache.

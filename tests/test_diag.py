@@ -84,6 +84,29 @@ def test_a_frame_s_fold_and_phase_follow_its_boundaries(rng):
         assert fold.tolist() == folds and list(phase) == phases
 
 
+def test_a_frame_s_constant_columns_hold_their_values_and_change_alone(rng):
+    """The config columns (and ``b_size``, ``fold``) are rows of shared blocks: each holds its value,
+    and a write to one changes no other column."""
+    from regime_dash import RegimeConfig
+
+    config = RegimeConfig(popart_alpha=0.02, kelly_cap=0.3)
+    boundary = rng.random(800) < 0.05
+    snap = np.zeros((800, len(diag.SNAPSHOT_SLOTS)), np.float32)
+    frame = diag.frame_from_snapshot(snap, np.zeros(800, np.int32), 5, np.arange(800), boundary, config,
+                                     fused=True)
+    for name, col in diag.CONFIG_COLUMNS.items():
+        values = frame[col].to_numpy()
+        assert values.dtype == np.float32 and (values == diag.config_value(name, getattr(config, name))).all()
+    assert (frame[diag.FUSED_COLUMN] == 1).all() and (frame[diag.B_SIZE] == 5).all()
+    before = frame.copy()
+    kelly_cap = diag.CONFIG_COLUMNS["kelly_cap"]
+    frame.iloc[10:, frame.columns.get_loc(kelly_cap)] = np.float32(0.5)
+    frame.loc[3, diag.B_SIZE] = 7
+    changed = {c for c in frame.columns if not frame[c].equals(before[c])}
+    assert changed == {kelly_cap, diag.B_SIZE}
+    assert frame[diag.B_SIZE].tolist() == [5] * 3 + [7] + [5] * 796 and frame["fold"].equals(before["fold"])
+
+
 def test_flatten_unflatten_inverse():
     obj = {"a": {"b": 1, "c": {"d": 2.5}}, "e": "x"}
     assert diag.flatten(obj) == {"a.b": 1, "a.c.d": 2.5, "e": "x"}
