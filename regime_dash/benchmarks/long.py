@@ -223,6 +223,8 @@ def _whatif(work: Path, a: argparse.Namespace, device: str) -> dict:
         signal_spec({"baseline": base, "what-if": what_if}, n_out=WHATIF_POINTS, height=900, traces_of=traces_of)
         return time.perf_counter() - t0
 
+    # the page's first chart, before any slider moved: the baseline drawn as both runs, its traces kept
+    signal_spec({"baseline": base, "what-if": base}, n_out=WHATIF_POINTS, height=900, traces_of=traces_of)
     move(400)
     runs = sorted(move(v) for v in (500, 600, 700))
     return {"seconds": runs[1], "units": a.steps, "unit": "steps"}
