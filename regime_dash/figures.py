@@ -181,7 +181,8 @@ def compact(values: np.ndarray) -> np.ndarray:
 class Reduced:
     """A trace cut to about ``n_out`` points, with its per-bucket min/max band.
 
-    ``band_x`` is empty when the trace was short enough to send whole.
+    ``band_x`` is empty when the trace was short enough to send whole. ``finite``: whether every
+    value of the trace given was finite (its non-finite ones were dropped).
     """
 
     x: np.ndarray
@@ -189,6 +190,7 @@ class Reduced:
     band_x: np.ndarray
     band_lo: np.ndarray
     band_hi: np.ndarray
+    finite: bool = True
 
 
 def downsample(x: np.ndarray, y: np.ndarray, n_out: int = DEFAULT_POINTS, *, finite: bool | None = None) -> Reduced:
@@ -206,23 +208,34 @@ def downsample(x: np.ndarray, y: np.ndarray, n_out: int = DEFAULT_POINTS, *, fin
     x = np.asarray(x)
     y = np.asarray(y)
     y = np.ascontiguousarray(y, dtype=np.float32 if y.dtype == np.float32 else np.float64)
-    if not (all_finite(y) if finite is None else finite):
+    band = None
+    if finite is None and len(y) > n_out:
+        # the band's minima and maxima carry any NaN or ±Inf: read from them, not by two more passes
+        band = _band(y, n_out)
+        finite = bool(np.isfinite(band[1]).all() and np.isfinite(band[2]).all())
+    elif finite is None:
+        finite = all_finite(y)
+    if not finite:
         keep = np.isfinite(y)
-        x, y = x[keep], y[keep]
+        x, y, band = x[keep], y[keep], None
     empty = np.empty(0)
     if len(y) <= n_out:
-        return Reduced(x, y, empty, empty, empty)
+        return Reduced(x, y, empty, empty, empty, finite)
     from tsdownsample import MinMaxLTTBDownsampler
 
     xf = np.asarray(x, dtype=np.float64)
     idx = MinMaxLTTBDownsampler().downsample(xf, y, n_out=n_out)
-    buckets = max(2, n_out // 4)
-    starts = np.linspace(0, len(y), buckets + 1).astype(np.int64)[:-1]
-    lo = np.minimum.reduceat(y, starts)
-    hi = np.maximum.reduceat(y, starts)
+    starts, lo, hi = band if band is not None else _band(y, n_out)
     ends = np.append(starts[1:], len(y)) - 1
     bx = x[(starts + ends) // 2]
-    return Reduced(x[idx], y[idx], bx, lo, hi)
+    return Reduced(x[idx], y[idx], bx, lo, hi, finite)
+
+
+def _band(y: np.ndarray, n_out: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(first row, minimum, maximum) of each of :func:`downsample`'s ``n_out // 4`` equal-count buckets."""
+    buckets = max(2, n_out // 4)
+    starts = np.linspace(0, len(y), buckets + 1).astype(np.int64)[:-1]
+    return starts, np.minimum.reduceat(y, starts), np.maximum.reduceat(y, starts)
 
 
 def spans(x: np.ndarray, flag: np.ndarray, min_gap: float = 0.0) -> list[tuple[float, float]]:
@@ -594,8 +607,8 @@ def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, 
             return
         if smooth and smoothing > 0:
             y = ema_debiased(y, smoothing)
-        finite = all_finite(y)  # read once: most lines have no NaN/±Inf to drop, break at or mark
-        red = downsample(xs, y, n_out, finite=finite)
+        red = downsample(xs, y, n_out)
+        finite = red.finite  # read once: most lines have no NaN/±Inf to drop, break at or mark
         if band and len(red.band_x) and not np.array_equal(red.band_lo, red.band_hi):
             # one closed polygon (the maxima forward, the minima back), not two traces and a
             # fill between them: half the traces for the browser to draw. A band as thin as

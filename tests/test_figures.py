@@ -157,6 +157,34 @@ def test_downsample_of_float32_picks_the_points_of_its_float64_image(rng):
             np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
 
 
+def test_downsample_says_whether_the_trace_was_finite_as_a_read_of_every_value_does(rng):
+    y = rng.normal(size=50_000).astype(np.float32)
+    for bad in (None, np.nan, np.inf, -np.inf):
+        z = y.copy()
+        if bad is not None:
+            z[12_345] = bad
+        red = figures.downsample(np.arange(z.size), z, 700)
+        assert red.finite is (bad is None)
+        told = figures.downsample(np.arange(z.size), z, 700, finite=bad is None)
+        for name in ("x", "y", "band_x", "band_lo", "band_hi"):
+            np.testing.assert_array_equal(getattr(red, name), getattr(told, name))
+    assert figures.downsample(np.arange(5), np.array([1.0, np.nan, 2, 3, 4]), 700).finite is False
+
+
+def test_a_view_of_rows_in_step_order_keeps_no_row_positions_and_reads_nulls_as_before():
+    from regime_dash.analysis.view import NULL_ROWS_ATTR
+
+    frame = pd.DataFrame({"step": np.arange(6), diag.SIGMA: np.arange(6.0)})
+    frame.attrs[NULL_ROWS_ATTR] = {diag.SIGMA: np.array([1, 4])}
+    vw = view(frame)
+    assert vw.source_rows is None
+    assert vw.null(diag.SIGMA).tolist() == [False, True, False, False, True, False]
+    shuffled = frame.iloc[[5, 0, 1, 2, 3, 4]]
+    assert view(shuffled).source_rows.tolist() == [1, 2, 3, 4, 5, 0]
+    # the nulls are rows 1 and 4 of the frame handed in (steps 0 and 3), in step order rows 0 and 3
+    assert view(shuffled).null(diag.SIGMA).tolist() == [True, False, False, True, False, False]
+
+
 @pytest.fixture(scope="module")
 def long_frame() -> pd.DataFrame:
     """60,000 steps of kelly_trap_run8 with resurrection: flags and counters that flip every few steps."""

@@ -87,7 +87,8 @@ class FrameView:
     step_given: bool
     rows_without_step: int = 0
     _cache: dict = field(default_factory=dict, repr=False)
-    #: Position of each row in the frame handed to :func:`view` (before sorting and dropping).
+    #: Position of each row in the frame handed to :func:`view` (before sorting and dropping); None
+    #: where every row kept its own (nothing sorted or dropped).
     source_rows: np.ndarray | None = None
 
     @property
@@ -235,9 +236,10 @@ def view(frame: pd.DataFrame) -> FrameView:
     (``rows_without_step`` counts them); a frame without a ``step`` column uses the
     row number as its step and says so through ``step_given = False``.
     """
-    rows = np.arange(len(frame), dtype=np.int64)
     if "step" not in frame.columns:
+        rows = np.arange(len(frame), dtype=np.int64)
         return FrameView(frame.reset_index(drop=True), rows, False, source_rows=rows)
+    rows = None  # the rows' own positions until some are dropped or sorted: no [T] array of them
     step = _whole_steps(frame["step"])
     dropped = 0
     if step is None:
@@ -245,9 +247,9 @@ def view(frame: pd.DataFrame) -> FrameView:
         placed = np.isfinite(step)
         dropped = int((~placed).sum())
         if dropped:
-            frame, step, rows = frame.loc[placed], step[placed], rows[placed]
+            frame, step, rows = frame.loc[placed], step[placed], np.flatnonzero(placed)
         step = step.astype(np.int64)
     if len(step) > 1 and (step[1:] < step[:-1]).any():
         order = np.argsort(step, kind="stable")
-        frame, step, rows = frame.iloc[order], step[order], rows[order]
+        frame, step, rows = frame.iloc[order], step[order], (order if rows is None else rows[order])
     return FrameView(frame.reset_index(drop=True), step, True, dropped, source_rows=rows)
