@@ -141,12 +141,8 @@ def duty_columns(x: np.ndarray, values: np.ndarray, columns: int, *, off: float 
     """
     _check_columns(columns)
     v = np.asarray(values)
-    if bins is not None and bins.columns == columns and bins.rows == v.size and v.dtype.kind in "biuf" \
-            and _finite(v):
-        on = np.add.reduceat(_differs(v, off), bins.starts, dtype=np.int64)
-        lo = np.minimum.reduceat(v, bins.starts).astype(np.float64) - off
-        hi = np.maximum.reduceat(v, bins.starts).astype(np.float64) - off
-        return DutyColumns(x0=bins.x0, x1=bins.x1, steps=bins.counts, on=on / bins.counts, lo=lo, hi=hi)
+    if _fits(bins, columns, v) and _finite(v):
+        return _binned(v, _differs(v, off), off, bins)
     xs = np.asarray(x, dtype=np.float64)
     v = np.asarray(values, dtype=np.float64) - off
     if xs.shape != v.shape:
@@ -163,6 +159,18 @@ def duty_columns(x: np.ndarray, values: np.ndarray, columns: int, *, off: float 
                        lo=np.minimum.reduceat(v, starts), hi=np.maximum.reduceat(v, starts))
 
 
+def _fits(bins: DutyBins | None, columns: int, v: np.ndarray) -> bool:
+    return bins is not None and bins.columns == columns and bins.rows == v.size and v.dtype.kind in "biuf"
+
+
+def _binned(v: np.ndarray, on: np.ndarray, off: float, bins: DutyBins) -> DutyColumns:
+    """The columns of a finite ``v`` (``on``: where it is not ``off``) read through ``bins``."""
+    steps_on = np.add.reduceat(on, bins.starts, dtype=np.int64)
+    lo = np.minimum.reduceat(v, bins.starts).astype(np.float64) - off
+    hi = np.maximum.reduceat(v, bins.starts).astype(np.float64) - off
+    return DutyColumns(x0=bins.x0, x1=bins.x1, steps=bins.counts, on=steps_on / bins.counts, lo=lo, hi=hi)
+
+
 def fast_duty(x: np.ndarray, values: np.ndarray, columns: int, *, off: float = 0.0,
               bins: DutyBins | None = None) -> DutyColumns | None:
     """:func:`duty_columns` of ``values`` where they flip on and off faster than ``columns``
@@ -172,7 +180,7 @@ def fast_duty(x: np.ndarray, values: np.ndarray, columns: int, *, off: float = 0
         on = _differs(v, off)
         if np.count_nonzero(on[1:] != on[:-1]) <= columns:
             return None
-        return duty_columns(x, v, columns, off=off, bins=bins)
+        return _binned(v, on, off, bins) if _fits(bins, columns, v) else duty_columns(x, v, columns, off=off)
     shifted = np.asarray(values, dtype=np.float64) - off
     return duty_columns(x, shifted, columns) if flips_fast(shifted, columns) else None
 
