@@ -162,3 +162,48 @@ def test_floats_the_scanner_converts_are_python_s_to_the_bit(kernels, monkeypatc
     got = np.asarray(t.column("x").to_numpy()).view(np.uint64)
     want = np.array([float(v) for v in vals]).view(np.uint64)
     assert got.tolist() == want.tolist()
+
+
+def _stored(root, source, monkeypatch, *, kernels_on: bool, reference: bool = False):
+    """``source`` ingested into a store of its own: the stored table, and the rows the
+    shape path read."""
+    from regime_dash.ingest import arrow
+    from regime_dash.store import RunStore
+
+    rows = []
+    table_of = shapes.table_of
+    with monkeypatch.context() as m:
+        m.setattr(shapes, "table_of", lambda *a: rows.append(int(a[2][0].sum())) or table_of(*a))
+        if not kernels_on:
+            m.setitem(shapes._state, "kernels", None)
+        if reference:  # the line-by-line reference reads every chunk
+            m.setattr(arrow, "_parse_lines", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("slow")))
+        store = RunStore(root, chunk_bytes=1 << 18)
+        return store.load_table(store.ingest(source).run_id), sum(rows)
+
+
+def test_a_replay_written_diag_takes_the_shape_path_and_stores_the_slow_path_s_frame(
+        kernels, monkeypatch, tmp_path, capsys):
+    """The file ``replay --out x.jsonl`` writes (compact separators, float32 values as their
+    shortest float64 text, 17 digits often) is read by the scanner line for line, and the
+    run stored from it is the Arrow path's and the reference's, to the bit."""
+    from regime_dash.cli import main
+
+    path = tmp_path / "run.jsonl"
+    assert main(["replay", "--scenario", "kelly_trap_run8", "--steps", "2000", "--accounts", "16",
+                 "--engine", "reference", "--out", str(path)]) == 0
+    capsys.readouterr()
+    assert path.stat().st_size > 4 * (1 << 18)  # several chunks
+    shaped, read = _stored(tmp_path / "a", path, monkeypatch, kernels_on=True)
+    assert read == shaped.num_rows == 2000, "the shape path left lines of the replay's diag to Arrow"
+    for kw in ({"kernels_on": False}, {"kernels_on": False, "reference": True}):
+        slow, read = _stored(tmp_path / str(len(kw)), path, monkeypatch, **kw)
+        assert read == 0
+        assert shaped.schema == slow.schema, kw
+        for name in shaped.column_names:
+            a, b = shaped.column(name).combine_chunks(), slow.column(name).combine_chunks()
+            if pa.types.is_floating(a.type):
+                a, b = (np.asarray(x.to_numpy(zero_copy_only=False)).view(np.int64) for x in (a, b))
+                assert np.array_equal(a, b) and shaped.column(name).null_count == slow.column(name).null_count, name
+            else:
+                assert a.equals(b), (name, kw)
