@@ -207,3 +207,28 @@ def test_a_replay_written_diag_takes_the_shape_path_and_stores_the_slow_path_s_f
                 assert np.array_equal(a, b) and shaped.column(name).null_count == slow.column(name).null_count, name
             else:
                 assert a.equals(b), (name, kw)
+
+
+def test_floats_past_clinger_s_path_are_python_s_to_the_bit(kernels, monkeypatch):
+    """17- and 18-digit decimals (a float32's shortest text as a double, random digits),
+    exact halfway cases between two doubles (ties to even) and either side of the
+    power-of-ten range the scanner converts: as Python's ``float``, bit for bit."""
+    rng = np.random.default_rng(7)
+    f32 = (rng.standard_normal(3000).astype(np.float32).astype(np.float64)
+           * 10.0 ** rng.integers(-9, 9, 3000))
+    vals = [repr(float(x)) for x in f32]
+    vals += [f"{int(d)}e{int(q)}" for d, q in zip(rng.integers(10**16, 10**18, 2000), rng.integers(-30, 25, 2000))]
+    vals += [str((2 * k + 1) << s) for k, s in zip(rng.integers(2**52, 2**53, 500).tolist(), [0, 1, 2, 3] * 125)]
+    vals += ["9007199254740993", "123456789012345678e-27", "123456789012345678e-28", "123456789012345678e22",
+             "99999999999999999e22", "0.1000000000000000055511151231257827", "17976931348623157e292"]
+    lines = [f'{{"step": {i}, "x": {v}}}' for i, v in enumerate(vals)]
+    (t, r), off = _both(monkeypatch, "\n".join(lines).encode())
+    _same((t, r), off)
+    got = np.asarray(t.column("x").to_numpy()).view(np.uint64)
+    want = np.array([float(v) for v in vals]).view(np.uint64)
+    assert got.tolist() == want.tolist()
+    calls = []  # and the scanner, not the cast, converted the 17-digit ones
+    real = shapes._number_texts
+    monkeypatch.setattr(shapes, "_number_texts", lambda *a: calls.append(len(a[4])) or real(*a))
+    parse("\n".join(lines[:3000]).encode())
+    assert sum(calls) == 0
