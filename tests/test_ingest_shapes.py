@@ -162,3 +162,73 @@ def test_floats_the_scanner_converts_are_python_s_to_the_bit(kernels, monkeypatc
     got = np.asarray(t.column("x").to_numpy()).view(np.uint64)
     want = np.array([float(v) for v in vals]).view(np.uint64)
     assert got.tolist() == want.tolist()
+
+
+def _stored(root, source, monkeypatch, *, kernels_on: bool, reference: bool = False):
+    """``source`` ingested into a store of its own: the stored table, and the rows the
+    shape path read."""
+    from regime_dash.ingest import arrow
+    from regime_dash.store import RunStore
+
+    rows = []
+    table_of = shapes.table_of
+    with monkeypatch.context() as m:
+        m.setattr(shapes, "table_of", lambda *a: rows.append(int(a[2][0].sum())) or table_of(*a))
+        if not kernels_on:
+            m.setitem(shapes._state, "kernels", None)
+        if reference:  # the line-by-line reference reads every chunk
+            m.setattr(arrow, "_parse_lines", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("slow")))
+        store = RunStore(root, chunk_bytes=1 << 18)
+        return store.load_table(store.ingest(source).run_id), sum(rows)
+
+
+def test_a_replay_written_diag_takes_the_shape_path_and_stores_the_slow_path_s_frame(
+        kernels, monkeypatch, tmp_path, capsys):
+    """The file ``replay --out x.jsonl`` writes (compact separators, float32 values as their
+    shortest float64 text, 17 digits often) is read by the scanner line for line, and the
+    run stored from it is the Arrow path's and the reference's, to the bit."""
+    from regime_dash.cli import main
+
+    path = tmp_path / "run.jsonl"
+    assert main(["replay", "--scenario", "kelly_trap_run8", "--steps", "2000", "--accounts", "16",
+                 "--engine", "reference", "--out", str(path)]) == 0
+    capsys.readouterr()
+    assert path.stat().st_size > 4 * (1 << 18)  # several chunks
+    shaped, read = _stored(tmp_path / "a", path, monkeypatch, kernels_on=True)
+    assert read == shaped.num_rows == 2000, "the shape path left lines of the replay's diag to Arrow"
+    for kw in ({"kernels_on": False}, {"kernels_on": False, "reference": True}):
+        slow, read = _stored(tmp_path / str(len(kw)), path, monkeypatch, **kw)
+        assert read == 0
+        assert shaped.schema == slow.schema, kw
+        for name in shaped.column_names:
+            a, b = shaped.column(name).combine_chunks(), slow.column(name).combine_chunks()
+            if pa.types.is_floating(a.type):
+                a, b = (np.asarray(x.to_numpy(zero_copy_only=False)).view(np.int64) for x in (a, b))
+                assert np.array_equal(a, b) and shaped.column(name).null_count == slow.column(name).null_count, name
+            else:
+                assert a.equals(b), (name, kw)
+
+
+def test_floats_past_clinger_s_path_are_python_s_to_the_bit(kernels, monkeypatch):
+    """17- and 18-digit decimals (a float32's shortest text as a double, random digits),
+    exact halfway cases between two doubles (ties to even) and either side of the
+    power-of-ten range the scanner converts: as Python's ``float``, bit for bit."""
+    rng = np.random.default_rng(7)
+    f32 = (rng.standard_normal(3000).astype(np.float32).astype(np.float64)
+           * 10.0 ** rng.integers(-9, 9, 3000))
+    vals = [repr(float(x)) for x in f32]
+    vals += [f"{int(d)}e{int(q)}" for d, q in zip(rng.integers(10**16, 10**18, 2000), rng.integers(-30, 25, 2000))]
+    vals += [str((2 * k + 1) << s) for k, s in zip(rng.integers(2**52, 2**53, 500).tolist(), [0, 1, 2, 3] * 125)]
+    vals += ["9007199254740993", "123456789012345678e-27", "123456789012345678e-28", "123456789012345678e22",
+             "99999999999999999e22", "0.1000000000000000055511151231257827", "17976931348623157e292"]
+    lines = [f'{{"step": {i}, "x": {v}}}' for i, v in enumerate(vals)]
+    (t, r), off = _both(monkeypatch, "\n".join(lines).encode())
+    _same((t, r), off)
+    got = np.asarray(t.column("x").to_numpy()).view(np.uint64)
+    want = np.array([float(v) for v in vals]).view(np.uint64)
+    assert got.tolist() == want.tolist()
+    calls = []  # and the scanner, not the cast, converted the 17-digit ones
+    real = shapes._number_texts
+    monkeypatch.setattr(shapes, "_number_texts", lambda *a: calls.append(len(a[4])) or real(*a))
+    parse("\n".join(lines[:3000]).encode())
+    assert sum(calls) == 0

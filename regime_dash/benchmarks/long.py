@@ -291,9 +291,13 @@ def _run_child(stage: str, work: Path, args: argparse.Namespace) -> dict:
 
 def run(args: argparse.Namespace, work: Path) -> dict[str, dict]:
     """Every stage, each in its own child process, in :data:`STAGES` order."""
+    from regime_dash.benchmarks.ingest import _warm_shapes
     from regime_dash.engine import warm
 
     warm.compile_kernels()  # the fast engine's compile is not a stage's time
+    # nor the ingest scanner's: on a cold numba cache it compiles on a thread during the
+    # ingest stage, a core taken from the parsing workers for seconds
+    _warm_shapes()
     rows: dict[str, dict] = {}
     for stage, (what, _, _) in STAGES.items():
         print(f"bench long: {stage} ({what})…", file=sys.stderr, flush=True)

@@ -132,8 +132,10 @@ def _union(*parts) -> np.ndarray:
     return a[np.concatenate(([True], a[1:] != a[:-1]))] if len(a) else a
 
 
-def _solid_lines(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
-    """(bytes, starts, ends, 1-based numbers) of the lines worth a look, and the line count.
+def _solid_lines(data: bytes, nl: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                                     np.ndarray, int]:
+    """(bytes, starts, ends, 1-based numbers) of the lines worth a look, and the line count
+    (``nl``: the offsets of the line breaks, when known).
 
     Where lines are long (real data), that is every line. Where they are short on
     average (a flood of blank lines), only the lines holding a byte other than a blank
@@ -141,7 +143,8 @@ def _solid_lines(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
     costs a few NumPy passes over its bytes, and no per-line arrays.
     """
     buf = np.frombuffer(data, dtype=np.uint8)
-    nl = np.flatnonzero(buf == 10)
+    if nl is None:
+        nl = np.flatnonzero(buf == 10)
     n_lines = len(nl) + (0 if data.endswith(b"\n") or not data else 1)
     if n_lines <= len(data) // 32 or not len(nl):
         buf, starts, ends = _lines_of(data, nl)
@@ -354,8 +357,9 @@ class _Chunk:
 
 def _parse_chunk(data: bytes | _TooLong, final_unterminated: bool, hints: _Hints,
                  fixed: Mapping[str, pa.DataType] = CANONICAL_TYPES,
-                 max_line: int = DEFAULT_MAX_LINE_BYTES) -> _Chunk:
-    """Parse one chunk with line numbers relative to the chunk (first line = 1).
+                 max_line: int = DEFAULT_MAX_LINE_BYTES, nl: np.ndarray | None = None) -> _Chunk:
+    """Parse one chunk with line numbers relative to the chunk (first line = 1); ``nl``:
+    the offsets of its line breaks, when the caller has them.
 
     Never raises for its content: a failure this module did not foresee sends the
     chunk to the reference, and a line even that cannot read is rejected with the error.
@@ -365,7 +369,7 @@ def _parse_chunk(data: bytes | _TooLong, final_unterminated: bool, hints: _Hints
                       [Reject(1, too_long_reason(data.size, max_line))], 0, 1)
     # CR and CRLF arrive as LF: _read_chunks turned them into it
     try:
-        return _parse_lines(data, final_unterminated, hints, fixed, max_line)
+        return _parse_lines(data, final_unterminated, hints, fixed, max_line, nl)
     except Exception as e:  # noqa: BLE001 - the last line of defence: nothing escapes ingest
         return _parse_chunk_reference(data, final_unterminated, fixed, max_line, e)
 
@@ -443,8 +447,8 @@ def _compacted(data: bytes, buf: np.ndarray, starts: np.ndarray,
 
 
 def _parse_lines(data: bytes, final_unterminated: bool, hints: _Hints,
-                 fixed: Mapping[str, pa.DataType], max_line: int) -> _Chunk:
-    buf, starts, ends, numbers, n_lines = _solid_lines(data)
+                 fixed: Mapping[str, pa.DataType], max_line: int, nl: np.ndarray | None = None) -> _Chunk:
+    buf, starts, ends, numbers, n_lines = _solid_lines(data, nl)
     plan = _plan(buf, starts, ends, max_line)
     last = n_lines if final_unterminated and not data.endswith(b"\n") else -1
     pieces: list[pa.Table] = []

@@ -8,6 +8,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterator, Mapping
 
+import numpy as np
 import pyarrow as pa
 
 from regime_dash.errors import IngestError
@@ -25,9 +26,11 @@ from regime_dash.ingest.columns import _settle_pending, unify_tables
 from regime_dash.ingest.sources import (
     DEFAULT_CHUNK_BYTES,
     DEFAULT_MAX_LINE_BYTES,
+    _MAX_CHUNK_LINES,
     _Blocks,
     _open,
     _read_chunks,
+    split_lines,
 )
 from regime_dash.ingest.arrow import _Chunk, _Hints, _parse_chunk
 from regime_dash.ingest.diag_rows import quarantine_non_diag, quarantine_unsafe_steps
@@ -80,6 +83,65 @@ class _Renumber:
         batch = Batch(table, rejects, off + 1, result.n_lines, pos, aside, coerced, size)
         self.report.add(batch)
         return batch
+
+
+class _Split:
+    """A chunk of more than ``_MAX_CHUNK_LINES`` lines, cut (:func:`split_lines`) for its
+    pieces to be parsed one by one: the per-line objects of a flood of short lines stay
+    a chunk's worth."""
+
+    def __init__(self, pieces: list[bytes], final: bool):
+        self.cut = pieces
+        self.final = final
+
+    def pieces(self) -> Iterator[tuple[bytes, bool]]:
+        last = len(self.cut) - 1
+        for i, piece in enumerate(self.cut):
+            yield piece, self.final and i == last
+
+
+def _in_order(pool: ThreadPoolExecutor, work, chunks, workers: int, renumber, position) -> Iterator[Batch]:
+    """The chunks parsed by ``pool``, renumbered in source order, with bounded read-ahead:
+    one chunk queued beyond the busy workers, and no more bytes than the in-flight budget.
+    A chunk the worker hands back cut (:class:`_Split`) has its pieces parsed in its place,
+    read ahead the same way, before the chunks after it are taken."""
+    pending: deque = deque()
+    queued = 0
+
+    def settle(fut, pos: int, size: int) -> Iterator[Batch]:
+        result = fut.result()
+        if not isinstance(result, _Split):
+            yield renumber(result, pos, size)
+            return
+        cut: deque = deque()
+        try:
+            for piece, final in result.pieces():
+                cut.append((pool.submit(work, piece, final, False), len(piece)))
+                while len(cut) > workers:
+                    f, n = cut.popleft()
+                    yield renumber(f.result(), pos, n)
+            while cut:
+                f, n = cut.popleft()
+                yield renumber(f.result(), pos, n)
+        finally:
+            for f, _n in cut:
+                f.cancel()
+
+    try:
+        for data, final in chunks:
+            size = len(data) if isinstance(data, bytes) else data.size
+            pending.append((pool.submit(work, data, final), position(), size))
+            queued += size if isinstance(data, bytes) else 0
+            del data
+            while len(pending) > workers + 1 or (len(pending) > 1 and queued > _INFLIGHT_BYTES):
+                fut, pos, size = pending.popleft()
+                queued = max(0, queued - size)
+                yield from settle(fut, pos, size)
+        while pending:
+            yield from settle(*pending.popleft())
+    finally:
+        for fut, _p, _s in pending:
+            fut.cancel()
 
 
 def iter_batches(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: str | None = None,
@@ -149,8 +211,13 @@ def iter_batches(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: s
     blocks = _Blocks(raw, path)
     position = lambda: blocks.done  # noqa: E731
 
-    def work(data, final):
-        chunk = _parse_chunk(data, final, hints, fixed, max_line_bytes)
+    def work(data, final, whole=True):
+        nl = None
+        if whole and isinstance(data, bytes) and len(data) > _MAX_CHUNK_LINES:
+            nl = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+            if len(nl) > _MAX_CHUNK_LINES:  # a flood of short lines: cut, then parse the pieces
+                return _Split(split_lines(data, nl), final)
+        chunk = _parse_chunk(data, final, hints, fixed, max_line_bytes, nl)
         if not diag_only:
             return chunk
         return quarantine_unsafe_steps(quarantine_non_diag(chunk, data, aliases), data)
@@ -159,30 +226,15 @@ def iter_batches(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: s
         chunks = _read_chunks(blocks(chunk_bytes), report, max_line_bytes)
         if workers == 1:
             for data, final in chunks:
-                size = len(data) if isinstance(data, bytes) else data.size
-                yield renumber(work(data, final), position(), size)
+                result = work(data, final)
+                if isinstance(result, _Split):
+                    for piece, piece_final in result.pieces():
+                        yield renumber(work(piece, piece_final, False), position(), len(piece))
+                else:
+                    yield renumber(result, position(), len(data) if isinstance(data, bytes) else data.size)
         else:
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ingest") as pool:
-                pending: deque = deque()
-                queued = 0
-                try:
-                    for data, final in chunks:
-                        size = len(data) if isinstance(data, bytes) else data.size
-                        pending.append((pool.submit(work, data, final), position(), size))
-                        queued += size if isinstance(data, bytes) else 0
-                        del data
-                        # bounded read-ahead: one chunk queued beyond the busy workers, and
-                        # no more bytes than the in-flight budget
-                        while len(pending) > workers + 1 or (len(pending) > 1 and queued > _INFLIGHT_BYTES):
-                            fut, pos, size = pending.popleft()
-                            queued = max(0, queued - size)
-                            yield renumber(fut.result(), pos, size)
-                    while pending:
-                        fut, pos, size = pending.popleft()
-                        yield renumber(fut.result(), pos, size)
-                finally:
-                    for fut, _p, _s in pending:
-                        fut.cancel()
+                yield from _in_order(pool, work, chunks, workers, renumber, position)
         report.complete = True
     finally:
         report.gzip = blocks.gzip

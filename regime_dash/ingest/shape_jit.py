@@ -9,6 +9,8 @@ number with a fraction or an exponent), 2 (``NaN``), 3 (``Infinity``), 4
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -30,6 +32,76 @@ _MAX_EXP_DIGITS = 2
 _EXACT_DIGITS = 18
 _EXACT_MANTISSA = 1 << 53
 _EXACT_POW10 = np.array([10.0 ** i for i in range(23)])
+
+#: Beyond Clinger's path (17 digits, as a float32's shortest text as a double has, are past
+#: 2**53), decimals of at most ``_EXACT_DIGITS`` digits times 10**q for q in this range are
+#: converted by Eisel and Lemire's algorithm (as fast_float and Go's strconv do): the digits
+#: times a 128-bit truncation of 5**q give the double correctly rounded, or say that they
+#: cannot (the value then goes to Arrow's cast, as any other).
+_LEMIRE_Q_MIN, _LEMIRE_Q_MAX = -27, 22
+
+
+def _pow5_128(q: int) -> int:
+    """5**q normalized into [2**127, 2**128): truncated for q >= 0, rounded up below
+    (fast_float's table, for q >= -27)."""
+    if q >= 0:
+        p = 5 ** q
+        return p << (128 - p.bit_length()) if p.bit_length() <= 128 else p >> (p.bit_length() - 128)
+    p5 = 5 ** -q
+    return (1 << (p5.bit_length() + 127)) // p5 + 1
+
+
+_POW5 = [_pow5_128(q) for q in range(_LEMIRE_Q_MIN, _LEMIRE_Q_MAX + 1)]
+_POW5_HI = np.array([x >> 64 for x in _POW5], np.uint64)
+_POW5_LO = np.array([x & ((1 << 64) - 1) for x in _POW5], np.uint64)
+_U32 = np.uint64(0xFFFFFFFF)
+_U9 = np.uint64(0x1FF)
+_UMAX = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _mul128(a, b):
+    """The 128-bit product of two uint64: (high, low) words."""
+    a_lo, a_hi, b_lo, b_hi = a & _U32, a >> np.uint64(32), b & _U32, b >> np.uint64(32)
+    p0, p1, p2, p3 = a_lo * b_lo, a_lo * b_hi, a_hi * b_lo, a_hi * b_hi
+    mid = (p0 >> np.uint64(32)) + (p1 & _U32) + (p2 & _U32)
+    hi = p3 + (p1 >> np.uint64(32)) + (p2 >> np.uint64(32)) + (mid >> np.uint64(32))
+    return hi, (mid << np.uint64(32)) | (p0 & _U32)
+
+
+@njit(nogil=True, cache=True)
+def lemire(m, q):
+    """The double nearest ``m * 10**q`` (``0 < m < 2**63``, ``q`` in the table's range),
+    ties to even, as Python's ``float`` of its text; NaN where the algorithm cannot vouch."""
+    w = np.uint64(m)
+    lz = 0
+    for bits in (32, 16, 8, 4, 2, 1):  # leading zeros, by halves
+        if w < (np.uint64(1) << np.uint64(64 - bits)):
+            w <<= np.uint64(bits)
+            lz += bits
+    k = q - _LEMIRE_Q_MIN
+    hi, lo = _mul128(w, _POW5_HI[k])
+    if hi & _U9 == _U9:  # the low bits may carry into those kept: the table's next word
+        hi2, _lo2 = _mul128(w, _POW5_LO[k])
+        lo2 = lo + hi2
+        if hi2 > lo2:
+            hi += np.uint64(1)
+        lo = lo2
+        if hi & _U9 == _U9 and lo == _UMAX:
+            return np.nan
+    upper = int(hi >> np.uint64(63))
+    shift = np.uint64(upper + 9)
+    mant = hi >> shift
+    power2 = (((152170 + 65536) * q) >> 16) + 63 + upper - lz + 1023
+    if power2 <= 0 or power2 >= 2046:
+        return np.nan  # subnormal or near overflow: not this path's
+    if lo <= np.uint64(1) and -4 <= q <= 23 and mant & np.uint64(3) == np.uint64(1) and (mant << shift) == hi:
+        mant ^= np.uint64(1)  # exactly halfway: round to even (down) rather than up
+    mant = (mant + (mant & np.uint64(1))) >> np.uint64(1)
+    if mant >= (np.uint64(2) << np.uint64(52)):
+        mant = np.uint64(1) << np.uint64(52)
+        power2 += 1
+    return math.ldexp(float(mant), power2 - 1075)
 
 
 @njit(nogil=True, cache=True, inline="always")
@@ -114,8 +186,9 @@ def match_lines(buf, starts, ends, lit, lit_off, kinds, vs, ve, fl, iv, fv):
     with a value of each slot's kind (or null) between them, then only blanks; the
     values' spans, flags and integers go into ``vs``, ``ve``, ``fl``, ``iv`` (slot by
     line: a column's values lie together; 0 where a slot has no span or integer), and
-    into ``fv`` each number's double where Clinger's fast path gives it exactly (NaN
-    where it does not: that value needs the cast; untouched for the words and null)."""
+    into ``fv`` each number's double where Clinger's fast path or :func:`lemire` gives
+    it correctly rounded (NaN where neither does: that value needs the cast; untouched
+    for the words and null)."""
     n = len(starts)
     k = len(kinds)
     ok = np.zeros(n, np.bool_)
@@ -170,8 +243,17 @@ def match_lines(buf, starts, ends, lit, lit_off, kinds, vs, ve, fl, iv, fv):
                         break
                     end, t, v = p, p, 0 if flag else (-v if neg else v)
                     dbl = np.nan
+                    if ndig > _EXACT_DIGITS and nd == 1 and buf[q] == 48:
+                        # "0.000ddd": the zeros before the first digit are no digits of m
+                        z = q + 2
+                        while z < p and buf[z] == 48:
+                            z += 1
+                        ndig -= z - q - 1
                     if ndig <= _EXACT_DIGITS and m < _EXACT_MANTISSA and -22 <= e10 <= 22:
                         dbl = m * _EXACT_POW10[e10] if e10 >= 0 else m / _EXACT_POW10[-e10]
+                        dbl = -dbl if neg else dbl
+                    elif ndig <= _EXACT_DIGITS and _LEMIRE_Q_MIN <= e10 <= _LEMIRE_Q_MAX:
+                        dbl = lemire(m, e10)  # m >= 2**53 here: never 0
                         dbl = -dbl if neg else dbl
                     fv[ui, ur] = dbl
                 else:

@@ -17,9 +17,11 @@ the scanner accepts only what Python's ``json`` accepts:
 
 Floats are converted by the scanner where Clinger's fast path makes the conversion one
 correctly rounded IEEE operation (at most 18 digits below 2**53, a power of ten up to
-10**22), the rest by Arrow's string-to-double cast (correctly rounded, as Python's
-``float``). Any other line, or a chunk the scanner cannot vouch for, goes the usual way
-(:mod:`regime_dash.ingest.arrow`), so the result never depends on this path.
+10**22) or Eisel and Lemire's algorithm rounds it correctly (at most 18 digits, 10**-27
+to 10**22: the 17-digit texts of float32 values), the rest by Arrow's string-to-double
+cast (correctly rounded, as Python's ``float``). Any other line, or a chunk the scanner
+cannot vouch for, goes the usual way (:mod:`regime_dash.ingest.arrow`), so the result
+never depends on this path.
 
 numba loads on a background thread the first time a large source is read
 (:func:`worth_loading`, :func:`start_loading`); until its kernels are ready (cached on
@@ -233,7 +235,7 @@ def _mask(null: np.ndarray) -> np.ndarray | None:
 
 def _float(f: np.ndarray, exact: np.ndarray, texts) -> pa.Array:
     """A float64 column: the scanner's exact doubles (``exact``), the values it could not
-    vouch for (NaN there: beyond Clinger's fast path) cast from their text by Arrow
+    vouch for (NaN there: beyond both of its conversions) cast from their text by Arrow
     (``texts(rows)``: their string views), then NaN and the infinities by their flags."""
     vals = np.array(exact)  # a copy: filled in below
     need = np.flatnonzero((f <= 1) & np.isnan(vals))

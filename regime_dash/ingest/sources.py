@@ -6,11 +6,11 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import queue
+import threading
 import zlib
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Iterable, Iterator
-
-import numpy as np
 
 from regime_dash.errors import IngestError
 from regime_dash.ingest.report import IngestReport
@@ -158,28 +158,52 @@ def _is_gzip_header(head: bytes) -> bool:
 _MAX_CHUNK_LINES = 1 << 16
 
 
-def _capped(piece: bytes) -> Iterator[tuple[bytes, bool]]:
-    """``piece`` (whole lines) as chunks of at most ``_MAX_CHUNK_LINES`` lines."""
-    if len(piece) <= _MAX_CHUNK_LINES:
-        yield piece, False  # too short to hold that many lines
-        return
-    buf = np.frombuffer(piece, dtype=np.uint8)
-    nl = buf == 10
-    if int(np.count_nonzero(nl)) <= _MAX_CHUNK_LINES:  # real data: one NumPy pass
-        yield piece, False
-        return
-    cuts = np.flatnonzero(nl)[_MAX_CHUNK_LINES - 1::_MAX_CHUNK_LINES] + 1
-    start = 0
+def split_lines(piece: bytes, nl) -> list[bytes]:
+    """``piece`` (whole lines; ``nl``: the offsets of its line breaks) as pieces of at most
+    ``_MAX_CHUNK_LINES`` lines. The parsing workers count a chunk's lines (they need its
+    line breaks anyway) and hand back an over-full one to be cut here, so the reading
+    thread makes no pass over the bytes of real data for this."""
+    cuts = nl[_MAX_CHUNK_LINES - 1::_MAX_CHUNK_LINES] + 1
+    pieces, start = [], 0
     for cut in cuts.tolist():
-        yield piece[start:cut], False
+        pieces.append(piece[start:cut])
         start = cut
     if start < len(piece):
-        yield piece[start:], False
+        pieces.append(piece[start:])
+    return pieces
+
+
+class _Hasher:
+    """sha256 of the blocks on a thread of its own: :mod:`hashlib` releases the GIL on
+    large buffers, so the hash runs beside the reading thread's work rather than in it.
+    At most a few blocks wait for it (bounded memory)."""
+
+    def __init__(self) -> None:
+        self.h = hashlib.sha256()
+        self.blocks: queue.Queue = queue.Queue(maxsize=4)
+        self.thread = threading.Thread(target=self._run, name="ingest-sha256", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while (block := self.blocks.get()) is not None:
+            self.h.update(block)
+
+    def update(self, block: bytes) -> None:
+        self.blocks.put(block)
+
+    def hexdigest(self) -> str:
+        self.stop()
+        return self.h.hexdigest()
+
+    def stop(self) -> None:
+        if self.thread.is_alive():
+            self.blocks.put(None)
+            self.thread.join()
 
 
 def _hashed(blocks: Iterable[bytes], h, report: IngestReport) -> Iterator[bytes]:
     for block in blocks:
-        h.update(block)  # releases the GIL for large buffers
+        h.update(block)
         report.content_bytes += len(block)
         yield block
 
@@ -211,10 +235,21 @@ def _read_chunks(blocks: Iterator[bytes], report: IngestReport,
     stays at a few chunks plus one line of at most ``max_line`` bytes, for any input,
     decompressed gzip bombs included.
 
-    Line numbers are not counted here (a GIL-holding scan on the one reading thread);
-    workers number lines within their chunk and :class:`_Renumber` shifts them.
+    Line numbers are not counted here (a scan on the one reading thread); workers
+    number lines within their chunk and :class:`_Renumber` shifts them, and cut a chunk
+    of more than ``_MAX_CHUNK_LINES`` lines (:func:`split_lines`).
     """
-    h = hashlib.sha256()
+    h = _Hasher()
+    try:
+        yield from _lines_of_blocks(blocks, h, report, max_line)
+        report.sha256 = h.hexdigest()
+    finally:
+        h.stop()
+
+
+def _lines_of_blocks(blocks: Iterator[bytes], h: _Hasher, report: IngestReport,
+                     max_line: int) -> Iterator[tuple[bytes | _TooLong, bool]]:
+    """:func:`_read_chunks`' reading, the hash ``h`` fed as blocks arrive."""
     carry: list[bytes] = []
     carry_len = 0
     skipped = 0  # bytes of an over-long line dropped so far
@@ -261,7 +296,7 @@ def _read_chunks(blocks: Iterator[bytes], report: IngestReport,
         carry = [block[cut:]] if cut < len(block) else []
         carry_len = len(block) - cut
         if piece:
-            yield from _capped(piece)
+            yield piece, False
     if cr:  # the file ended with a lone CR: it ended the last line
         if skipped:
             yield _TooLong(skipped), False
@@ -273,4 +308,3 @@ def _read_chunks(blocks: Iterator[bytes], report: IngestReport,
         yield _TooLong(skipped), True
     elif carry:
         yield b"".join(carry), True
-    report.sha256 = h.hexdigest()
