@@ -505,6 +505,8 @@ def load(path: str | Path, *, lazy: bool = False) -> Stream:
                 data[name] = flat.reshape(len(col), -1) if len(col) else flat.reshape(0, 0)
             else:
                 data[name] = col.to_numpy(zero_copy_only=False)
+            # writable, as an .npz's are: Arrow hands out read-only views, which the compiled scans refuse
+            data[name] = np.require(data[name], requirements="W")
     else:
         raise StreamError(f"unknown stream file type {path.suffix!r} (use .parquet or .npz)",
                           field="path", value=str(path))
@@ -596,7 +598,8 @@ class StreamFile:
             import pyarrow.parquet as pq
 
             table = pq.read_table(self.path, columns=list(STEP_FIELDS))
-            data = {name: table.column(name).to_numpy() for name in STEP_FIELDS}
+            # writable, as load's arrays are (Arrow hands out read-only views; the compiled scans take writable ones)
+            data = {name: np.require(table.column(name).to_numpy(), requirements="W") for name in STEP_FIELDS}
         values = {name: cast(name, data[name], SCHEMA[name]) for name in STEP_FIELDS}
         return StepStream(**values, accounts=self.accounts)
 
