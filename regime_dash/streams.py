@@ -88,19 +88,25 @@ SCHEMA: dict[str, ArraySpec] = {
     "v_pred": ArraySpec(np.float32, 2, "V predictions for rl_popart_v_correct", optional=True, axis="account"),
 }
 OPTIONAL = tuple(name for name, spec in SCHEMA.items() if spec.optional)
+#: The per-step fields: all a fast replay given the stream's phase 1 reads of it (besides b).
+STEP_FIELDS = tuple(name for name, spec in SCHEMA.items() if spec.rank == 1)
+#: The [T, b] fields.
+BATCH_FIELDS = tuple(name for name, spec in SCHEMA.items() if spec.rank == 2)
 
 
-def _where(index: Any, spec: ArraySpec) -> str:
-    """``step index i`` (and ``, <axis> j`` for a rank-2 field) of an np.argwhere row."""
+def _where(index: Any, spec: ArraySpec, first: int = 0) -> str:
+    """``step index i`` (and ``, <axis> j`` for a rank-2 field) of an np.argwhere row; ``first`` is the
+    step index of the array's row 0 (a block of a longer stream)."""
     i = [int(k) for k in np.atleast_1d(index)]
-    return f"step index {i[0]}" + (f", {spec.axis} {i[1]}" if len(i) > 1 else "")
+    return f"step index {i[0] + first}" + (f", {spec.axis} {i[1]}" if len(i) > 1 else "")
 
 
-def cast(name: str, value: Any, spec: ArraySpec) -> np.ndarray:
+def cast(name: str, value: Any, spec: ArraySpec, first: int = 0) -> np.ndarray:
     """``value`` as an array of ``spec.dtype`` (as it is if it has it); raise :class:`StreamError` if it does not fit.
 
     Booleans accept 0/1 integers; integers accept floats that hold whole numbers.
-    Values that do not survive the cast unchanged (a fractional lot, say) raise.
+    Values that do not survive the cast unchanged (a fractional lot, say) raise; ``first`` is
+    the step index of ``value``'s row 0, for the message.
     """
     dtype = np.dtype(spec.dtype)
     arr = np.asarray(value)
@@ -118,7 +124,7 @@ def cast(name: str, value: Any, spec: ArraySpec) -> np.ndarray:
     if not np.all(same):
         i = np.argwhere(~same)[0] if arr.ndim else ()
         bad = arr[tuple(i)].item()
-        raise StreamError(f"{name} must hold whole numbers; at {_where(i, spec) if arr.ndim else 'the value'} "
+        raise StreamError(f"{name} must hold whole numbers; at {_where(i, spec, first) if arr.ndim else 'the value'} "
                           f"it holds {bad!r}", field=name, value=bad)
     return out
 
@@ -207,7 +213,7 @@ def problems(arrays: Mapping[str, Any], schema: Mapping[str, ArraySpec], *,
             yield from _value_problems(name, arr, spec)
 
 
-def _value_problems(name: str, arr: np.ndarray, spec: ArraySpec) -> Iterator[StreamError]:
+def _value_problems(name: str, arr: np.ndarray, spec: ArraySpec, first: int = 0) -> Iterator[StreamError]:
     if arr.size == 0:
         return
     # a min and a max read the array once with no temporaries (a NaN or an inf carries into them);
@@ -217,7 +223,8 @@ def _value_problems(name: str, arr: np.ndarray, spec: ArraySpec) -> Iterator[Str
         bad = ~np.isfinite(arr)
         if bad.any():
             i = np.argwhere(bad)[0]
-            yield StreamError(f"{name} holds a non-finite value {float(arr[tuple(i)])!r} at {_where(i, spec)}",
+            yield StreamError(f"{name} holds a non-finite value {float(arr[tuple(i)])!r} at "
+                              f"{_where(i, spec, first)}",
                               field=name, value=float(arr[tuple(i)]))
     if (spec.lo is not None and low < spec.lo) or (spec.hi is not None and high > spec.hi):
         out = np.zeros(arr.shape, dtype=bool)
@@ -230,7 +237,8 @@ def _value_problems(name: str, arr: np.ndarray, spec: ArraySpec) -> Iterator[Str
             rule = (f"lie in [{spec.lo}, {spec.hi}]" if spec.lo is not None and spec.hi is not None
                     else f"be >= {spec.lo}" if spec.lo is not None else f"be <= {spec.hi}")
             bad = arr[tuple(i)].item()
-            yield StreamError(f"{name} must {rule}; at {_where(i, spec)} it holds {bad!r}", field=name, value=bad)
+            yield StreamError(f"{name} must {rule}; at {_where(i, spec, first)} it holds {bad!r}", field=name,
+                              value=bad)
     if name == "step" and arr.ndim == 1 and len(arr) > 1:
         d = np.diff(arr)
         if (d <= 0).any():
@@ -316,6 +324,10 @@ class Stream:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         return {k: v for k, v in out.items() if v is not None}
 
+    def per_step(self) -> "StepStream":
+        """Its per-step fields and b, without the [T, b] arrays (the arrays shared, not copied)."""
+        return StepStream(**{name: getattr(self, name) for name in STEP_FIELDS}, accounts=self.accounts)
+
     def slice(self, start: int, stop: int) -> "Stream":
         """Steps ``[start, stop)`` as a new stream."""
         return Stream(**{k: v[start:stop] for k, v in self.arrays().items()})
@@ -340,6 +352,40 @@ class Stream:
             raise StreamError(f"unknown stream file type {path.suffix!r} (use .parquet or .npz)",
                               field="path", value=str(path))
         return path
+
+
+@dataclass(frozen=True, eq=False)
+class StepStream:
+    """A stream without its [T, b] arrays: the per-step fields (:data:`STEP_FIELDS`) and b.
+
+    What a fast replay given the stream's phase 1 (``engine.fast.step_stats``) and no
+    normalize pass reads; at T = 1,000,000 steps it is ~20 MB where the whole stream of 128
+    accounts is a GB. Made by :meth:`Stream.per_step` or from a file by :class:`StreamFile`;
+    validated as the stream's own fields are.
+    """
+
+    kelly_analytic: np.ndarray
+    cooldown: np.ndarray
+    session_pnl_worst: np.ndarray
+    tau_action: np.ndarray
+    boundary: np.ndarray
+    step: np.ndarray
+    accounts: int
+
+    def __post_init__(self):
+        if isinstance(self.accounts, bool) or not isinstance(self.accounts, (int, np.integer)) or self.accounts < 1:
+            raise StreamError(f"accounts must be a whole number >= 1, got {self.accounts!r}", field="accounts",
+                              value=self.accounts)
+        object.__setattr__(self, "accounts", int(self.accounts))
+        check_schema(self.arrays(), {name: SCHEMA[name] for name in STEP_FIELDS})
+
+    @property
+    def steps(self) -> int:
+        return int(self.step.shape[0])
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The per-step fields as a dict."""
+        return {name: getattr(self, name) for name in STEP_FIELDS}
 
 
 def check_arrays(stream: Stream) -> tuple[int, int]:
@@ -392,33 +438,46 @@ def _npz_headers(z, name: str) -> tuple[str, np.dtype, tuple[int, ...]]:
     return field, dtype, tuple(int(n) for n in shape)
 
 
-def _read_npz(path: Path) -> dict[str, np.ndarray]:
-    """An ``.npz`` stream file's arrays. Names, dtypes and shapes are checked from the member
-    headers first, and the declared size against :data:`MAX_STREAM_BYTES`, so a small file
-    that inflates to gigabytes is refused before anything is inflated."""
+def _npz_heads(z, path: Path) -> list[tuple[str, np.dtype, tuple[int, ...], str]]:
+    """Every member's (field, dtype, shape, member name) of an open ``.npz``, checked from the
+    headers alone: known fields, each once, one step count, at most :data:`MAX_STREAM_BYTES`."""
+    heads = [(*_npz_headers(z, n), n) for n in z.namelist()]
+    fields_ = [h[0] for h in heads]
+    if len(set(fields_)) != len(fields_):
+        raise StreamError(f"{path.name}: a stream field is stored twice", field="path", value=path.name)
+    steps = {h[2][0] for h in heads}
+    if len(steps) > 1:
+        raise StreamError(f"{path.name}: fields disagree on the step count ({sorted(steps)[:4]})",
+                          field="step", value=sorted(steps)[:4])
+    declared = sum(int(np.prod(shape, dtype=object)) * dtype.itemsize for _, dtype, shape, _ in heads)
+    if declared > MAX_STREAM_BYTES:
+        raise StreamError(f"{path.name}: its arrays declare {declared:,} bytes, over the "
+                          f"{MAX_STREAM_BYTES:,}-byte limit of a stream file", field="path", value=declared)
+    return heads
+
+
+def _open_zip(path: Path):
+    import zipfile
+
+    try:
+        return zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as e:
+        raise StreamError(f"{path.name}: not an .npz file ({e})", field="path", value=path.name) from None
+
+
+def _read_npz(path: Path, only: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+    """An ``.npz`` stream file's arrays (those of the fields ``only`` names, if given). Names, dtypes and
+    shapes are checked from the member headers first (:func:`_npz_heads`), so a small file that
+    inflates to gigabytes is refused before anything is inflated."""
     import zipfile
 
     from numpy.lib import format as npy
 
-    try:
-        z = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as e:
-        raise StreamError(f"{path.name}: not an .npz file ({e})", field="path", value=path.name) from None
-    with z:
-        heads = [_npz_headers(z, n) for n in z.namelist()]
-        fields_ = [h[0] for h in heads]
-        if len(set(fields_)) != len(fields_):
-            raise StreamError(f"{path.name}: a stream field is stored twice", field="path", value=path.name)
-        steps = {h[2][0] for h in heads}
-        if len(steps) > 1:
-            raise StreamError(f"{path.name}: fields disagree on the step count ({sorted(steps)[:4]})",
-                              field="step", value=sorted(steps)[:4])
-        declared = sum(int(np.prod(shape, dtype=object)) * dtype.itemsize for _, dtype, shape in heads)
-        if declared > MAX_STREAM_BYTES:
-            raise StreamError(f"{path.name}: its arrays declare {declared:,} bytes, over the "
-                              f"{MAX_STREAM_BYTES:,}-byte limit of a stream file", field="path", value=declared)
+    with _open_zip(path) as z:
         data = {}
-        for (field, _, _), name in zip(heads, z.namelist()):
+        for field, _, _, name in _npz_heads(z, path):
+            if only is not None and field not in only:
+                continue
             try:
                 with z.open(name) as fh:
                     data[field] = npy.read_array(fh, allow_pickle=False)
@@ -446,6 +505,8 @@ def load(path: str | Path, *, lazy: bool = False) -> Stream:
                 data[name] = flat.reshape(len(col), -1) if len(col) else flat.reshape(0, 0)
             else:
                 data[name] = col.to_numpy(zero_copy_only=False)
+            # writable, as an .npz's are: Arrow hands out read-only views, which the compiled scans refuse
+            data[name] = np.require(data[name], requirements="W")
     else:
         raise StreamError(f"unknown stream file type {path.suffix!r} (use .parquet or .npz)",
                           field="path", value=str(path))
@@ -457,3 +518,184 @@ def load(path: str | Path, *, lazy: bool = False) -> Stream:
     if missing:
         raise StreamError(f"{path.name}: missing stream field(s) {missing}", field=missing[0])
     return Stream.make(**data, lazy=lazy)
+
+
+#: Elements of one [T, b] field a :meth:`StreamFile.blocks` block holds (16 MB of float32).
+BLOCK_ELEMENTS = 1 << 22
+
+
+class StreamFile:
+    """A stream file (``.npz`` or ``.parquet``, as :meth:`Stream.save` writes) read without its [T, b]
+    arrays held at once: the per-step fields whole (:meth:`per_step`), the [T, b] fields a block of
+    steps at a time (:meth:`blocks`), each value checked as :func:`load` checks it.
+
+    Opening reads the headers only (the ``.npy`` member headers, the Parquet schema): the field
+    names, T and b. Reading every block of :meth:`blocks` once checks what :func:`load` would; a
+    file with several problems may name another of them first.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if not self.path.exists():
+            raise StreamError(f"stream file {str(self.path)!r} does not exist", field="path", value=str(self.path))
+        if self.path.suffix not in (".npz", ".parquet"):
+            raise StreamError(f"unknown stream file type {self.path.suffix!r} (use .parquet or .npz)",
+                              field="path", value=str(self.path))
+        self.fields = self._npz_fields() if self.path.suffix == ".npz" else self._parquet_fields()
+        missing = [n for n in SCHEMA if n not in self.fields and n not in OPTIONAL]
+        if missing:
+            raise StreamError(f"{self.path.name}: missing stream field(s) {missing}", field=missing[0])
+        self.accounts = self._width()
+
+    @property
+    def steps(self) -> int:
+        return self.fields["step"][1][0]
+
+    def _npz_fields(self) -> dict[str, tuple[np.dtype, tuple[int, ...], str]]:
+        with _open_zip(self.path) as z:
+            return {field: (dtype, shape, name) for field, dtype, shape, name in _npz_heads(z, self.path)}
+
+    def _parquet_fields(self) -> dict[str, tuple[Any, tuple[int, ...], str]]:
+        import pyarrow.parquet as pq
+
+        try:
+            meta = pq.ParquetFile(self.path)
+        except (OSError, ValueError) as e:
+            raise StreamError(f"{self.path.name}: not a Parquet file ({str(e)[:120]})", field="path",
+                              value=self.path.name) from None
+        unknown = sorted(set(meta.schema_arrow.names) - set(SCHEMA))
+        if unknown:
+            raise StreamError(f"{self.path.name}: unknown stream field(s) {unknown}; expected {list(SCHEMA)}",
+                              field=unknown[0], value=unknown[0])
+        t = meta.metadata.num_rows
+        return {name: (meta.schema_arrow.field(name).type, (t,) if SCHEMA[name].rank == 1 else (t, -1), name)
+                for name in meta.schema_arrow.names}
+
+    def _width(self) -> int:
+        """b, and the same T and b in every field (the step count and the account count not 0)."""
+        t = self.steps
+        widths = {name: self._first_row_width(name) for name in BATCH_FIELDS if name in self.fields}
+        b = widths["rewards"]
+        for name, w in widths.items():
+            if w != b:
+                raise StreamError(f"{name} has {w} accounts, rewards has {b}", field=name, value=w)
+        if t == 0 or b == 0:
+            raise StreamError(f"stream has T = {t} steps and b = {b} accounts", field="rewards", value=(t, b))
+        return b
+
+    def _first_row_width(self, name: str) -> int:
+        shape = self.fields[name][1]
+        if shape[-1] >= 0 or shape[0] == 0:
+            return max(shape[-1], 0)
+        first = next(self._parquet_batches((name,), 1))  # a list column: b is its first row's length
+        return len(first.column(0).flatten())
+
+    def per_step(self) -> StepStream:
+        """The per-step fields and b, checked."""
+        if self.path.suffix == ".npz":
+            data = _read_npz(self.path, only=STEP_FIELDS)
+        else:
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(self.path, columns=list(STEP_FIELDS))
+            # writable, as load's arrays are (Arrow hands out read-only views; the compiled scans take writable ones)
+            data = {name: np.require(table.column(name).to_numpy(), requirements="W") for name in STEP_FIELDS}
+        values = {name: cast(name, data[name], SCHEMA[name]) for name in STEP_FIELDS}
+        return StepStream(**values, accounts=self.accounts)
+
+    def blocks(self, rows: int | None = None) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+        """``(first step index, {field: block})`` of every [T, b] field the file holds, ``rows`` steps at a
+        time (default: :data:`BLOCK_ELEMENTS` elements a field), each block cast to its dtype and checked.
+
+        Raises
+        ------
+        StreamError
+            A block's values break :data:`SCHEMA` (named at their step index in the whole stream).
+        """
+        rows = max(1, BLOCK_ELEMENTS // self.accounts) if rows is None else int(rows)
+        if rows < 1:
+            raise StreamError(f"rows must be >= 1, got {rows}", field="rows", value=rows)
+        names = tuple(n for n in BATCH_FIELDS if n in self.fields)
+        raw = self._npz_blocks(names, rows) if self.path.suffix == ".npz" else self._parquet_blocks(names, rows)
+        start = 0
+        for block in raw:
+            yield start, {name: self._checked(name, arr, start) for name, arr in block.items()}
+            start += len(block[names[0]])
+        if start != self.steps:
+            raise StreamError(f"{self.path.name}: its [T, b] fields hold {start} steps, not {self.steps}",
+                              field="rewards", value=start)
+
+    def _checked(self, name: str, arr: np.ndarray, start: int) -> np.ndarray:
+        spec = SCHEMA[name]
+        out = cast(name, arr, spec, first=start)
+        if out.ndim != 2 or out.shape[1] != self.accounts:
+            raise StreamError(f"{name} has shape {out.shape} at step index {start}, expected "
+                              f"({len(out)}, {self.accounts})", field=name, value=out.shape)
+        first = next(_value_problems(name, out, spec, first=start), None)
+        if first is not None:
+            raise first
+        return out
+
+    def _npz_blocks(self, names: tuple[str, ...], rows: int) -> Iterator[dict[str, np.ndarray]]:
+        import zipfile
+
+        with _open_zip(self.path) as z:
+            readers = {}
+            try:
+                for name in names:
+                    dtype, shape, member = self.fields[name]
+                    readers[name] = _npy_rows(z.open(member), name, dtype, shape, rows)
+                while True:
+                    block = {name: next(reader, None) for name, reader in readers.items()}
+                    if any(v is None for v in block.values()):
+                        return
+                    yield block
+            except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+                raise StreamError(f"{self.path.name}: cannot be read ({str(e)[:120]})", field="path") from None
+            finally:
+                for reader in readers.values():
+                    reader.close()
+
+    def _parquet_batches(self, names: tuple[str, ...], rows: int):
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(self.path).iter_batches(batch_size=rows, columns=list(names))
+
+    def _parquet_blocks(self, names: tuple[str, ...], rows: int) -> Iterator[dict[str, np.ndarray]]:
+        for batch in self._parquet_batches(names, rows):
+            block = {}
+            for name in names:
+                col = batch.column(name)
+                flat = col.flatten().to_numpy(zero_copy_only=False)
+                if flat.size != len(col) * self.accounts:
+                    raise StreamError(f"{name}: its rows are not all {self.accounts} accounts long", field=name)
+                block[name] = flat.reshape(len(col), self.accounts)
+            yield block
+
+
+def _npy_rows(fh, name: str, dtype: np.dtype, shape: tuple[int, ...], rows: int) -> Iterator[np.ndarray]:
+    """An open ``.npy`` member's [T, b] array ``rows`` rows at a time, read past its header (closed at the end).
+
+    A Fortran-ordered member (rows are not contiguous in it) is read whole and handed out in rows."""
+    from numpy.lib import format as npy
+
+    with fh:
+        version = npy.read_magic(fh)
+        _, fortran, _ = npy.read_array_header_1_0(fh) if version == (1, 0) else npy.read_array_header_2_0(fh)
+        t, b = shape
+        if fortran:
+            whole = np.frombuffer(_read_exact(fh, t * b * dtype.itemsize, name), dtype).reshape(shape, order="F")
+            for a in range(0, t, rows):
+                yield whole[a:a + rows]
+            return
+        for a in range(0, t, rows):
+            n = min(rows, t - a)
+            yield np.frombuffer(_read_exact(fh, n * b * dtype.itemsize, name), dtype).reshape(n, b)
+
+
+def _read_exact(fh, size: int, name: str) -> bytearray:
+    """``size`` bytes of ``fh``, writable (an array over them is writable, as :func:`load`'s are)."""
+    data = bytearray(fh.read(size))
+    if len(data) != size:
+        raise StreamError(f"{name}: the file ends inside its array ({len(data):,} of {size:,} bytes)", field=name)
+    return data

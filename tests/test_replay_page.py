@@ -84,3 +84,36 @@ def test_a_replay_and_its_stream_are_cached_as_they_are_not_copied():
     assert again is first and again["frame"] is first["frame"]
     other = cache.replay("scenario:tail_shock:0:300:4", stream, RegimeConfig().as_dict(), "fast")
     assert other["frame"] is not first["frame"]
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".parquet"])
+def test_an_uploaded_stream_replays_light_and_as_the_whole_stream(suffix):
+    """A stream file is held light (per-step fields and phase 1, no [T, b] arrays): its fast replays equal
+    the whole stream's bit for bit; the reference engine and a sweep load the whole stream from the file."""
+    import hashlib
+    import tempfile
+    from pathlib import Path
+
+    import pandas as pd
+
+    from regime_dash import RegimeConfig, scenarios
+    from regime_dash.engine.file_phase1 import LightFile
+    from regime_dash.ui import cache
+
+    stream = scenarios.make("tail_shock", steps=700, accounts=19)
+    with tempfile.TemporaryDirectory() as tmp:
+        data = stream.save(Path(tmp) / f"s{suffix}").read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    light = cache.uploaded_stream(digest, data, suffix)
+    assert isinstance(light, LightFile) and (light.steps, light.accounts) == (700, 19)
+    key = f"file:{digest}"
+    for config in (RegimeConfig(), RegimeConfig(max_duration=90, eps_min=0.11)):
+        for engine in ("fast", "reference"):
+            got = cache.replay(key, light, config.as_dict(), engine)["frame"]
+            want = cache.replay("whole:" + key, stream, config.as_dict(), engine)["frame"]
+            pd.testing.assert_frame_equal(got, want, check_exact=True)
+    whole = cache.full_stream(key, light)
+    assert (whole.rewards == stream.rewards).all() and (whole.lots == stream.lots).all()
+    grid = {"max_duration": [50.0, 400.0]}
+    pd.testing.assert_frame_equal(cache.sweep(key, light, grid, "fast")["table"],
+                                  cache.sweep("whole:" + key, stream, grid, "fast")["table"], check_exact=True)

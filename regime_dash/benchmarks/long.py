@@ -12,7 +12,8 @@ writer on the same frame; ``ingest`` of that file against DuckDB's ``read_json``
 ``check``; Explore's first chart of the stored run and a smoothing change (the figure
 dict the page sends; the browser's draw is ``bench ui``'s); the Replay page's what-if
 slider on the 1M-step stream (a replay with one field changed and the chart's figure
-dict, the stream's phase 1 and the baseline's traces cached as the page caches them) on
+dict, the stream's per-step fields and phase 1, read from its file block by block, and the
+baseline's traces cached as the page caches them) on
 the CPU fast engine, and on the GPU where cupy and a device are present (one line saying
 why not otherwise).
 
@@ -59,12 +60,6 @@ def _cli(argv: list[str]) -> None:
         code = main(argv)
     if code not in (0, 1):  # check exits 1 on a failed check, which is a result
         raise RuntimeError(f"`python -m regime_dash {' '.join(argv)}` exited {code}")
-
-
-def _stream(work: Path):
-    from regime_dash import streams
-
-    return streams.load(work / "stream.npz")
 
 
 def _stage_scenario(work: Path, a: argparse.Namespace) -> dict:
@@ -197,16 +192,16 @@ WHATIF_POINTS = 700
 
 
 def _whatif(work: Path, a: argparse.Namespace, device: str) -> dict:
-    """A slider move as the Replay page makes it: the stream's phase 1 and the baseline's replay and
-    traces are the page's cached ones (made once, untimed; its cache hands the stream and the frames
-    back as they are, not copies); a move replays the scan with one field changed and builds the
-    what-if's traces and the figure dict."""
+    """A slider move as the Replay page makes it: the stream file's per-step fields and phase 1 (read
+    block by block, never its whole [T, b] arrays) and the baseline's replay and traces are the page's
+    cached ones (made once, untimed; its cache hands them back as they are, not copies); a move replays
+    the scan with one field changed and builds the what-if's traces and the figure dict."""
     from regime_dash.config import RegimeConfig
-    from regime_dash.engine import fast, replay
+    from regime_dash.engine import file_phase1, replay
     from regime_dash.figures import run_traces, signal_spec
 
-    stream = _stream(work)
-    options = {"stats": fast.step_stats(stream)}  # the page's cached phase 1, on either device
+    stream, stats = file_phase1.read(work / "stream.npz")  # the page's cached light inputs, on either device
+    options = {"stats": stats, "normalized": False}
     base = replay(stream, RegimeConfig(), engine="fast", device=device, **options)  # compiles, uploads
     kept = {}
 

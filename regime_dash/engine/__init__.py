@@ -22,7 +22,7 @@ from regime_dash.config import RegimeConfig
 from regime_dash.engine.controllers import CONTROLLERS, check_controllers  # noqa: F401  (CONTROLLERS: public)
 from regime_dash.errors import EngineUnavailable, StreamError, ValidationError
 from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
-from regime_dash.streams import Stream
+from regime_dash.streams import StepStream, Stream
 
 #: engine name -> "module:function" of its backend (imported on first use, so
 #: that cupy and numba are only needed by the engines that use them).
@@ -168,11 +168,27 @@ def step_sums(stream: Stream) -> np.ndarray:
     return sums
 
 
+def _check_step_stream(stream: StepStream, name: str, options: Mapping[str, Any]) -> None:
+    """A :class:`StepStream` (no [T, b] arrays) replays only where nothing reads them: on the fast engine,
+    given the stream's phase 1 (``stats``) and with the normalize pass left out (``normalized=False``)."""
+    stats = options.get("stats")
+    if name != "fast" or stats is None or options.get("normalized", True):
+        raise StreamError("a StepStream holds no [T, b] rewards and lots: it replays only on engine 'fast' given "
+                          "its phase 1 (stats=) and with normalized=False; load the whole stream for the rest",
+                          field="stream", value=name)
+    if np.shape(stats.sums) != (stream.steps, 3) or np.shape(stats.flat) != (stream.steps,):
+        raise ValidationError(f"stats cover {np.shape(stats.flat)} steps, the stream has {stream.steps}",
+                              field="stats", value=np.shape(stats.flat))
+
+
 def replay_trajectory(stream: Stream, config: RegimeConfig | None = None, engine: str = "reference",
                       isv: Mapping[str, float] | None = None, layout: SlotLayout | None = None,
                       log_inputs: bool = False, controllers: str = "single", **options: Any) -> Trajectory:
-    """Like :func:`replay`, returning the full :class:`Trajectory`."""
-    if not isinstance(stream, Stream):
+    """Like :func:`replay`, returning the full :class:`Trajectory` (``rewards_normalized`` None where
+    the normalize pass is left out)."""
+    if isinstance(stream, StepStream):
+        _check_step_stream(stream, resolve_engine(engine), options)
+    elif not isinstance(stream, Stream):
         raise StreamError(f"stream must be a regime_dash.Stream, got {type(stream).__name__}",
                           field="stream", value=type(stream).__name__)
     config = RegimeConfig() if config is None else config
@@ -210,7 +226,8 @@ def replay(stream: Stream, config: RegimeConfig | None = None, engine: str = "re
     Parameters
     ----------
     stream
-        The inputs (see :mod:`regime_dash.streams`).
+        The inputs (see :mod:`regime_dash.streams`); a :class:`~regime_dash.streams.StepStream` (its
+        per-step fields only) on engine ``fast`` given its phase 1 (``stats=``).
     config
         What-if config; defaults to the spec's values.
     engine

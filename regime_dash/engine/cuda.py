@@ -29,7 +29,7 @@ from regime_dash.engine import loader
 from regime_dash.engine.controllers import check_controllers
 from regime_dash.errors import StreamError, ValidationError
 from regime_dash.slots import SlotLayout
-from regime_dash.streams import Stream, check_arrays
+from regime_dash.streams import SCHEMA, STEP_FIELDS, StepStream, Stream, check_arrays, check_schema
 
 #: The .cu files of this engine (one NVRTC module).
 FILES: tuple[str, ...] = (
@@ -60,8 +60,11 @@ def available() -> str | None:
 
 
 def check_inputs(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout,
-                 snap_idx: np.ndarray) -> tuple[int, int]:
+                 snap_idx: np.ndarray, per_step: bool = False) -> tuple[int, int]:
     """Check a backend call's arrays before anything goes to the device; return (T, b).
+
+    ``per_step``: the call reads only the per-step fields (phase 1 given, no normalize pass),
+    so a :class:`~regime_dash.streams.StepStream` is accepted.
 
     Streams are validated when built, but a backend can be called directly, with
     arrays changed after validation or sliced into non-contiguous views, so the
@@ -74,10 +77,14 @@ def check_inputs(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: Slo
     ValidationError
         ``isv0``, ``boot`` or ``snap_idx`` is not what the layout needs.
     """
-    if not isinstance(stream, Stream):
+    if isinstance(stream, StepStream) and per_step:
+        t_steps, b = stream.steps, stream.accounts
+        check_schema(stream.arrays(), {name: SCHEMA[name] for name in STEP_FIELDS}, values=False)
+    elif not isinstance(stream, Stream):
         raise StreamError(f"stream must be a regime_dash.Stream, got {type(stream).__name__}",
                           field="stream", value=type(stream).__name__)
-    t_steps, b = check_arrays(stream)
+    else:
+        t_steps, b = check_arrays(stream)
     for name, arr in stream.arrays().items():
         if not arr.flags.c_contiguous:
             raise StreamError(f"{name} must be C-contiguous (strides {arr.strides}); "

@@ -46,8 +46,9 @@ from regime_dash.engine import reference, summary
 from regime_dash.engine._jit import HAVE_NUMBA, jitable
 from regime_dash.engine.controllers import check_controllers
 from regime_dash.engine.step_stats import StepStats
-from regime_dash.errors import EngineUnavailable, ValidationError
+from regime_dash.errors import EngineUnavailable, StreamError, ValidationError
 from regime_dash.slots import SlotLayout
+from regime_dash.streams import StepStream
 
 DEVICES = ("auto", "cpu", "gpu")
 
@@ -438,12 +439,41 @@ def step_stats(stream) -> StepStats:
     reduction) reduces one step, the same float32 operations in the same order, with no
     [steps, b] temporaries. Without numba, that NumPy function over the blocks.
     """
-    t_steps = stream.steps
+    return step_stats_blocks([(0, stream.rewards, stream.lots)], stream.steps)
+
+
+def step_stats_blocks(blocks, t_steps: int) -> StepStats:
+    """Phase 1 of a stream handed over a block of steps at a time: ``blocks`` yields
+    ``(first step index, rewards [n, b], lots [n, b])`` covering steps ``0 .. t_steps`` once.
+
+    Phase 1 is a reduction per row, so it is :func:`step_stats` of the whole stream bit for bit,
+    whatever the blocks (a stream file read in blocks, :meth:`regime_dash.streams.StreamFile.blocks`).
+
+    Raises
+    ------
+    ValidationError
+        The blocks do not cover ``0 .. t_steps`` in order.
+    """
     sums = np.empty((t_steps, 3), dtype=np.float32)
     flat = np.empty(t_steps, dtype=np.int32)
-    rewards, lots = np.ascontiguousarray(stream.rewards, np.float32), np.ascontiguousarray(stream.lots, np.int32)
     kernel = _kernel("stats") if HAVE_NUMBA else None
+    done = 0
+    for start, rewards, lots in blocks:
+        n = len(rewards)
+        if start != done or len(lots) != n or start + n > t_steps:
+            raise ValidationError(f"a phase-1 block of {n} steps at step index {start} does not follow step "
+                                  f"index {done} of {t_steps}", field="blocks", value=start)
+        # the kernel's one signature takes writable C arrays (Arrow hands out read-only ones)
+        _stats_into(kernel, np.require(rewards, np.float32, "CW"), np.require(lots, np.int32, "CW"),
+                    sums[start:start + n], flat[start:start + n])
+        done += n
+    if done != t_steps:
+        raise ValidationError(f"the phase-1 blocks cover {done} of {t_steps} steps", field="blocks", value=done)
+    return StepStats(sums, flat)
 
+
+def _stats_into(kernel, rewards: np.ndarray, lots: np.ndarray, sums: np.ndarray, flat: np.ndarray) -> None:
+    """Phase 1 of these rows into ``sums`` and ``flat``, :data:`ROW_BLOCK` rows a task on every core."""
     def block(rows: slice) -> None:
         if kernel is not None:  # lanes 256 .. 287: the first warp's tree
             kernel(rewards[rows], lots[rows], sums[rows], flat[rows], np.empty((3, _BLOCK_DIM + _WARP), np.float32))
@@ -452,8 +482,7 @@ def step_stats(stream) -> StepStats:
         sums[rows, 0], sums[rows, 1], sums[rows, 2] = s, q, m
         flat[rows] = np.count_nonzero(lots[rows] == 0, axis=1)  # rl_regime_flat_count
 
-    _run_blocks(block, _row_blocks(t_steps))
-    return StepStats(sums, flat)
+    _run_blocks(block, _row_blocks(len(rewards)))
 
 
 def _step_inputs(stream, stats: StepStats) -> tuple[np.ndarray, ...]:
@@ -646,8 +675,17 @@ def run(stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout, snap_idx
     Returns
     -------
     The backend contract's five arrays (see :mod:`regime_dash.engine`).
+
+    Raises
+    ------
+    StreamError
+        ``stream`` is a :class:`~regime_dash.streams.StepStream` (no [T, b] arrays) and ``stats`` is None
+        or ``normalized`` is True: both read the [T, b] arrays.
     """
     check_controllers(controllers)
+    if isinstance(stream, StepStream) and (stats is None or normalized):
+        raise StreamError("a StepStream holds no [T, b] rewards and lots: give its phase 1 (stats=) and "
+                          "normalized=False", field="stream", value=type(stream).__name__)
     if use_gpu(device):
         from regime_dash.engine import fast_gpu
 

@@ -283,7 +283,8 @@ def run(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout,
     ``stats`` is phase 1 of ``stream`` (``StepStats``, the same bits as this engine's phase 1)
     when the caller keeps it between replays: only the [T]-sized inputs then go to the device,
     not the [T, b] rewards and lots. ``normalized=False`` leaves out Pass 3 (the normalized
-    rewards and ``v_pred`` come back None), as the CPU path does.
+    rewards and ``v_pred`` come back None), as the CPU path does; given ``stats`` and with
+    ``normalized=False``, ``stream`` may be a :class:`~regime_dash.streams.StepStream`.
 
     The snapshot comes back column-major (each slot's [T] column contiguous, as the CPU fast
     scan writes it), so the frame takes its columns without a transpose on the host.
@@ -293,7 +294,8 @@ def run(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout,
     (snap float32 [T, n], flat int32 [T], rewards_normalized float32 [T, b],
     v_pred_corrected float32 [T, b] or None, isv_final float32 [n_isv])
     """
-    t_steps, b = check_inputs(stream, isv0, boot, layout, snap_idx)
+    # a StepStream (per-step fields only) passes where nothing reads the [T, b] arrays
+    t_steps, b = check_inputs(stream, isv0, boot, layout, snap_idx, per_step=stats is not None and not normalized)
     _check_snapshot_slots(layout, snap_idx)
     options = path_options(controllers, options)
     cp = loader.cupy_module()

@@ -16,6 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from regime_dash.config import RegimeConfig
+from regime_dash.streams import Stream
 
 #: Environment variable naming the store directory (tests point it at a tmp dir).
 STORE_ENV = "REGIME_DASH_STORE"
@@ -168,25 +169,41 @@ def replay(source_key: str, _stream, config: dict[str, Any], engine: str, layout
     """
     from regime_dash.engine import replay_trajectory, resolve_engine
 
-    options = {}
+    options, stream = {}, None
     if resolve_engine(engine) == "fast":
-        # phase 1 does not depend on the config: a slider move replays the scan alone (on a GPU,
-        # only the [T]-sized inputs go to the device); and the page keeps only the frame, so the
-        # [T, b] normalized rewards are never made
-        options = {"stats": phase1(source_key, _stream), "normalized": False}
-    traj = replay_trajectory(_stream, RegimeConfig(**config), engine=engine, layout=_layout,
-                             controllers=controllers, **options)
+        # phase 1 does not depend on the config: a slider move replays the scan alone over the
+        # per-step fields (on a GPU, only the [T]-sized inputs go to the device); and the page keeps
+        # only the frame, so the [T, b] normalized rewards are never made, nor the batch read
+        stream, stats = light_inputs(source_key, _stream)
+        options = {"stats": stats, "normalized": False}
+    traj = replay_trajectory(stream or full_stream(source_key, _stream), RegimeConfig(**config), engine=engine,
+                             layout=_layout, controllers=controllers, **options)
     return {"frame": traj.frame, "seconds": traj.seconds, "engine": traj.engine}
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
-def phase1(source_key: str, _stream):
-    """The fast engine's phase 1 of ``_stream`` (identified by ``source_key``, made on the CPU: the
-    same bits as the GPU's), shared by every replay of it on either device (read only: not copied
-    on a hit)."""
+def light_inputs(source_key: str, _stream):
+    """``(per-step fields, phase 1)`` of ``_stream`` (identified by ``source_key``): all a fast replay of it
+    reads; phase 1 made on the CPU, the same bits as the GPU's. A light file source
+    (:class:`regime_dash.engine.file_phase1.LightFile`) holds them already. Shared by every replay of
+    the stream on either device (read only: not copied on a hit)."""
     from regime_dash.engine import fast
 
-    return fast.step_stats(_stream)
+    if isinstance(_stream, Stream):
+        return _stream.per_step(), fast.step_stats(_stream)
+    return _stream.inputs, _stream.stats
+
+
+@st.cache_resource(show_spinner="reading the whole stream file…", max_entries=1)
+def _loaded(source_key: str, _source):
+    return _source.load()
+
+
+def full_stream(source_key: str, _stream):
+    """The whole :class:`~regime_dash.streams.Stream` of a page's source: ``_stream`` itself, or a light file
+    source's stream loaded from its file (cached, one at a time) for what reads the [T, b] arrays (the
+    reference and cuda engines, a sweep, the sensitivity tab, a live run)."""
+    return _stream if isinstance(_stream, Stream) else _loaded(source_key, _stream)
 
 
 def replay_summary(source_key: str, _stream, config: dict[str, Any], engine: str, layout_fingerprint: str = "",
@@ -322,16 +339,23 @@ def simulator_stream(preset: str, seed: int, steps: int, config: dict[str, Any])
 
 @st.cache_resource(show_spinner="reading the stream file…", max_entries=4)
 def uploaded_stream(digest: str, _data: bytes, suffix: str):
-    """A stream file's bytes (``.npz`` or ``.parquet``, named by ``digest``) as a validated Stream."""
+    """A stream file's bytes (``.npz`` or ``.parquet``, named by ``digest``), checked, held light
+    (:class:`regime_dash.engine.file_phase1.LightFile`: the per-step fields and phase 1, read block by
+    block; :func:`full_stream` loads the rest when something needs it). The file stays in a temporary
+    directory that lives as long as the cache entry."""
     import tempfile
     from pathlib import Path
 
-    from regime_dash.streams import load
+    from regime_dash.engine import file_phase1
 
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / f"stream{suffix}"
-        path.write_bytes(_data)
-        return load(path)
+    tmp = tempfile.TemporaryDirectory(prefix="regime-dash-stream-")
+    path = Path(tmp.name) / f"stream{suffix}"
+    path.write_bytes(_data)
+    try:
+        return file_phase1.open_light(path, owner=tmp)
+    except BaseException:
+        tmp.cleanup()
+        raise
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -392,7 +416,7 @@ def sweep(source_key: str, _stream, grid: dict[str, list[float]], engine: str,
     """
     from regime_dash.sweep import sweep as run_sweep
 
-    result = run_sweep(_stream, grid, engine=engine, base=RegimeConfig(**base) if base else None,
+    result = run_sweep(full_stream(source_key, _stream), grid, engine=engine, base=RegimeConfig(**base) if base else None,
                        layout=_layout)
     return {"table": result.table, "seconds": result.seconds, "engine": result.engine}
 

@@ -166,7 +166,9 @@ SOURCES = ("Scenario", "Stream file", "Simulator")
 def stream_source(key: str, kind: str | None = None, in_url: bool = False) -> tuple[str | None, Any]:
     """Choose the replay input: a scenario preset, an uploaded stream file, or a simulator run.
 
-    Returns ``(source_key, stream)``; ``source_key`` names the stream for caches,
+    Returns ``(source_key, stream)``: a Stream, or for a file its light form
+    (:class:`regime_dash.engine.file_phase1.LightFile`; :func:`cache.full_stream` gives the whole
+    stream); ``source_key`` names the stream for caches,
     and both are ``None`` until a file is uploaded. ``kind`` (one of
     :data:`SOURCES`) skips the source radio. With ``in_url`` the choice is
     kept across pages and in the URL (``src``, ``scenario``, ``seed``, ...; a file
@@ -291,7 +293,9 @@ def live_source(key: str) -> dict[str, Any] | None:
     kind = st.radio("Source", LIVE_SOURCES, horizontal=True, key=f"{key}.kind")
     if kind != "Simulator":
         source_key, stream = stream_source(key, kind=kind)
-        return None if stream is None else {"kind": kind, "key": source_key, "stream": stream}
+        if stream is None:
+            return None
+        return {"kind": kind, "key": source_key, "stream": cache.full_stream(source_key, stream)}
     names = list(PRESETS)
     c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
     preset = c1.selectbox("Market preset", names, key=f"{key}.sim.preset",

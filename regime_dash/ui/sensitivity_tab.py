@@ -16,7 +16,7 @@ from regime_dash.config import RegimeConfig, field_names
 from regime_dash.errors import RegimeDashError
 from regime_dash.sensitivity import PAIR_FIELDS, sensitivity
 from regime_dash.text import markdown_literal
-from regime_dash.ui import sections, widgets
+from regime_dash.ui import cache, sections, widgets
 
 
 def clicked_field(event: Any, last: str | None) -> str | None:
@@ -80,7 +80,7 @@ def sensitivity_tab(key: str, source_key: str, stream: Any, base: RegimeConfig |
     fp = layout.fingerprint_hex() if layout is not None else ""
     ident = (source_key, fp, tuple(base.as_dict().items()))
     if st.button("Run sensitivity", key=f"{key}.run", type="primary"):
-        result = _run(stream, base, layout)
+        result = _run(cache.full_stream(source_key, stream), base, layout)
         if result is not None:
             st.session_state[f"{key}.result"] = (ident, result)
     stored = st.session_state.get(f"{key}.result")
