@@ -80,7 +80,7 @@ def test_each_command_still_gets_its_full_parser(capsys):
         assert len(full) > len(listed) and f"python -m regime_dash {name}" in full, name
 
 
-def test_clean_cli_ingest_imports_no_pandas(tmp_path):
+def test_clean_cli_ingest_imports_no_pandas_nor_pyarrow_compute(tmp_path):
     """A clean diag's ingest builds its columns without pyarrow's pandas shim
     (``regime_dash.ingest.arrays``): importing pandas cost a fresh ``ingest`` half a second."""
     from regime_dash.benchmarks.ingest import make_diag_file
@@ -95,3 +95,5 @@ def test_clean_cli_ingest_imports_no_pandas(tmp_path):
     stored, mods = out.rsplit("MODULES", 1)
     assert '"rows": ' in stored and '"rejected_count": 0' in stored
     assert "pandas" not in mods.split()
+    # nor pyarrow.compute (~0.13 s to import): the clean path's checks and casts are NumPy's
+    assert "pyarrow.compute" not in mods.split()

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from regime_dash.ingest.arrays import to_numpy
 from regime_dash.ingest.types import unify_types
 
 
@@ -253,6 +253,11 @@ def _step_range(col: pa.ChunkedArray) -> tuple[Any, Any]:
     t = col.type
     if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
         return None, None
+    if t == pa.int64() and col.null_count == 0 and len(col):  # the canonical step, in NumPy
+        v = to_numpy(col)
+        return int(v.min()), int(v.max())
+    import pyarrow.compute as pc  # only here: its import costs a fresh ingest ~0.13 s
+
     if pa.types.is_floating(t):
         col = pc.filter(col, pc.is_finite(col))
     mm = pc.min_max(col).as_py()

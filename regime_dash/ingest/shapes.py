@@ -38,7 +38,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from regime_dash.ingest.arrays import from_numpy, to_numpy
 from regime_dash.ingest.reference import _flatten_into
@@ -240,6 +239,8 @@ def _float(f: np.ndarray, exact: np.ndarray, texts) -> pa.Array:
     vals = np.array(exact)  # a copy: filled in below
     need = np.flatnonzero((f <= 1) & np.isnan(vals))
     if len(need):
+        import pyarrow.compute as pc  # only where needed: a fresh ingest without numba never is
+
         vals[need] = to_numpy(pc.cast(texts(need), pa.float64()))
     if (f >= 2).any():
         vals[f == 2] = np.nan
@@ -251,6 +252,8 @@ def _float(f: np.ndarray, exact: np.ndarray, texts) -> pa.Array:
 def _string(f: np.ndarray, text: pa.Array) -> pa.Array:
     null = f == 5
     if null.any():
+        import pyarrow.compute as pc
+
         text = pc.if_else(from_numpy(null), pa.nulls(1, pa.string())[0], text)
     text.validate(full=True)  # UTF-8 (raises: the chunk goes the usual way)
     return text
