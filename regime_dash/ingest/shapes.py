@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -71,9 +72,11 @@ def _load() -> None:
         z = np.zeros((1, 1), np.int64)
         f = np.zeros((1, 1), np.int8)
         b = np.frombuffer(b"{}", np.uint8)
-        k.match_lines(b, np.zeros(1, np.int64), np.full(1, 2, np.int64), b,
-                      np.array([0, 1, 2], np.int64), np.zeros(1, np.int8), z, z.copy(), f, z.copy(),
-                      np.zeros((1, 1)))
+        if sys.byteorder != "little":  # the scanner's word reads are little-endian
+            raise RuntimeError("the shape path needs a little-endian host")
+        k.match_lines(b, k.windows(b), k.windows(_padded(b)), 0, np.zeros(1, np.int64), np.full(1, 2, np.int64),
+                      k.windows(_padded(b)), np.array([0, 1, 2], np.int64), np.zeros(1, np.int8), z, z.copy(),
+                      f, z.copy(), np.zeros((1, 1)))
         k.gather(b, z, z.copy(), f, np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.bool_))
         k.views(b, z, z.copy(), f, np.zeros(1, np.int64), np.zeros(1, np.int64))
         _state["kernels"] = k
@@ -81,10 +84,13 @@ def _load() -> None:
         _state["failed"] = True
 
 
+def _padded(lit: np.ndarray) -> np.ndarray:
+    """The literals with the 8 bytes after them that the scanner's word reads may touch."""
+    return np.concatenate((lit, np.zeros(8, np.uint8)))
+
+
 def worth_loading(total: int | None) -> bool:
     """Whether a source of ``total`` bytes (``None``: unknown) should load the kernels."""
-    import sys
-
     if total is None:
         return "numba" in sys.modules
     return total >= MIN_SOURCE_BYTES or ("numba" in sys.modules and total >= MIN_WARM_BYTES)
@@ -200,7 +206,13 @@ def match(tpl: Template, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray):
     vs, ve, iv = np.zeros(shape, np.int64), np.zeros(shape, np.int64), np.zeros(shape, np.int64)
     fl = np.zeros(shape, np.int8)
     fv = np.zeros(shape, np.float64)
-    ok = k.match_lines(buf, starts, ends, tpl.lit, tpl.lit_off, tpl.kinds, vs, ve, fl, iv, fv)
+    # the scanner reads 8 bytes at a time, up to 7 past a line's end: the lines that end
+    # closer than that to the end of ``buf`` (the chunk's last) are read from a padded copy
+    near = ends + 8 > len(buf)
+    t0 = int(starts[near].min()) if near.any() else len(buf)
+    tail = _padded(buf[t0:])
+    ok = k.match_lines(buf, k.windows(buf), k.windows(tail), t0, starts, ends, k.windows(_padded(tpl.lit)),
+                       tpl.lit_off, tpl.kinds, vs, ve, fl, iv, fv)
     return ok, vs, ve, fl, iv, fv
 
 
