@@ -241,23 +241,28 @@ def _number_texts(buf, vs, ve, fl, rows, cols: list[int]) -> list[pa.Array]:
     return [whole.slice(j * n, n) for j in range(len(cols))]
 
 
-def _mask(null: np.ndarray) -> np.ndarray | None:
-    return null if null.any() else None
+def _flag_counts(sub: np.ndarray) -> np.ndarray:
+    """How many lines hold each flag (0 to 5) in each slot (``sub``: flags, slot by line):
+    one pass over the flags for every slot's questions, not a pass a question a slot."""
+    k = len(sub)
+    keys = sub.astype(np.intp) + 6 * np.arange(k, dtype=np.intp)[:, None]
+    return np.bincount(keys.ravel(), minlength=6 * k).reshape(k, 6)
 
 
-def _float(f: np.ndarray, exact: np.ndarray, texts) -> pa.Array:
+def _float(f: np.ndarray, exact: np.ndarray, texts, counts: np.ndarray) -> pa.Array:
     """A float64 column: the scanner's exact doubles (``exact``), the values it could not
     vouch for (NaN there: beyond both of its conversions) cast from their text by Arrow
-    (``texts(rows)``: their string views), then NaN and the infinities by their flags."""
+    (``texts(rows)``: their string views), then NaN and the infinities by their flags
+    (``counts``: the column's :func:`_flag_counts`)."""
     vals = np.array(exact)  # a copy: filled in below
     need = np.flatnonzero((f <= 1) & np.isnan(vals))
     if len(need):
         vals[need] = to_numpy(pc.cast(texts(need), pa.float64()))
-    if (f >= 2).any():
+    if counts[2:5].any():
         vals[f == 2] = np.nan
         vals[f == 3] = np.inf
         vals[f == 4] = -np.inf
-    return from_numpy(vals, _mask(f == 5))
+    return from_numpy(vals, f == 5 if counts[5] else None)
 
 
 def _string(f: np.ndarray, text: pa.Array) -> pa.Array:
@@ -275,23 +280,25 @@ def table_of(tpl: Template, buf, matched, line_numbers: np.ndarray) -> pa.Table:
     rows = np.flatnonzero(ok)
     whole = len(rows) == len(ok)
     sub = fl if whole else fl[:, rows]
+    counts = _flag_counts(sub)
+    values = counts[:, :5].any(axis=1)  # a slot holding anything but null
+    nulls = counts[:, 5] > 0
     # a number slot is float64 when it holds a fraction, an exponent, NaN or an infinity
-    floats = {i for i, kind in enumerate(tpl.kinds)
-              if kind == NUMBER and ((sub[i] >= 1) & (sub[i] <= 4)).any()}
-    strings = [i for i, kind in enumerate(tpl.kinds) if kind == STRING and (sub[i] != 5).any()]
+    floats = values & (tpl.kinds == NUMBER) & counts[:, 1:5].any(axis=1)
+    strings = np.flatnonzero(values & (tpl.kinds == STRING)).tolist()
     texts = dict(zip(strings, _texts(buf, vs, ve, fl, rows, strings)))
     cols = [from_numpy(np.asarray(line_numbers, dtype=np.int64))]
-    for i, kind in enumerate(tpl.kinds):
+    for i, kind in enumerate(tpl.kinds.tolist()):
         f = sub[i]
-        if kind == NULL or not (f != 5).any():
+        if kind == NULL or not values[i]:
             cols.append(pa.nulls(len(rows)))
         elif kind == BOOL:
-            cols.append(from_numpy(f == 1, _mask(f == 5)))
+            cols.append(from_numpy(f == 1, f == 5 if nulls[i] else None))
         elif kind == STRING:
             cols.append(_string(f, texts[i]))
-        elif i in floats:
+        elif floats[i]:
             cols.append(_float(f, fv[i] if whole else fv[i, rows],
-                               lambda need, i=i: _number_texts(buf, vs, ve, fl, rows[need], [i])[0]))
+                               lambda need, i=i: _number_texts(buf, vs, ve, fl, rows[need], [i])[0], counts[i]))
         else:
-            cols.append(from_numpy(iv[i] if whole else iv[i, rows], _mask(f == 5)))
+            cols.append(from_numpy(iv[i] if whole else iv[i, rows], f == 5 if nulls[i] else None))
     return pa.Table.from_arrays(cols, names=[LINE_COLUMN, *tpl.names])
