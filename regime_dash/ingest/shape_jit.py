@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
 #: Slot kinds (the kind of the template line's value there).
 NUMBER, BOOL, STRING, NULL = 0, 1, 2, 3
@@ -117,19 +117,62 @@ def _word(buf, p, e, a, b, c, d, f=-1, g=-1, h=-1, x=-1):
     return True
 
 
+#: The scanner's signature, declared rather than inferred so that its word views
+#: (:func:`windows`) are typed unaligned: numba then reads them with unaligned loads. Input
+#: arrays are read-only here, so writable ones convert to these types too.
+_BYTES = types.Array(types.uint8, 1, "C", readonly=True)
+_WORDS = types.Array(types.uint64, 1, "A", readonly=True, aligned=False)
+_INTS = types.Array(types.int64, 1, "C", readonly=True)
+_KINDS = types.Array(types.int8, 1, "C", readonly=True)
+_MATCH_SIGNATURE = types.Array(types.bool_, 1, "C")(
+    _BYTES, _WORDS, _WORDS, types.int64, _INTS, _INTS, _WORDS, _INTS, _KINDS,
+    types.Array(types.int64, 2, "C"), types.Array(types.int64, 2, "C"), types.Array(types.int8, 2, "C"),
+    types.Array(types.int64, 2, "C"), types.Array(types.float64, 2, "C"))
+
+
+def windows(a: np.ndarray) -> np.ndarray:
+    """Every 8-byte window of the bytes ``a`` as an unsigned integer, the first byte
+    lowest (element ``i``: bytes ``i`` to ``i + 7``; ``len(a) - 7`` of them): a view, no
+    copy. Little-endian hosts only (the loader refuses others)."""
+    return np.ndarray((max(len(a) - 7, 0),), np.dtype("<u8"), buffer=a, offset=0, strides=(1,))
+
+
+_ZEROS = np.uint64(0x3030303030303030)
+_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
+_PAST_NINE = np.uint64(0x7676767676767676)
+_HIGH_BITS = np.uint64(0x8080808080808080)
+_LOW_BITS = np.uint64(0x0101010101010101)
+_BYTE_PAIRS = np.uint64(0x000000FF000000FF)
+_MUL_HI = np.uint64(100 + (1000000 << 32))
+_MUL_LO = np.uint64(1 + (10000 << 32))
+_POW10_INT = np.array([10 ** i for i in range(9)], np.int64)
+
+
 @njit(nogil=True, cache=True, inline="always")
-def _digits(buf, p, e, v):
-    """The run of ASCII digits at ``p``: (its end, ``v`` with its digits appended, its
-    length). The value wraps past 18 digits in all; callers refuse such runs by their
-    length. One compare a byte: a byte minus ``0`` wraps to above 9 unless it is a digit."""
-    q = p
-    while p < e:
-        d = np.uint8(buf[np.uint64(p)] - np.uint8(48))  # unsigned: no wraparound check
-        if d > 9:
-            break
-        v = v * 10 + d
-        p += 1
-    return p, v, p - q
+def _leading_digits(w):
+    """How many of the bytes of ``w`` (a window: first byte lowest) are ASCII digits
+    before the first that is not (0 to 8). A byte is a digit when it XOR ``0`` is at most
+    9: adding 0x76 to its low 7 bits sets the top bit from 10 on, with no carry out."""
+    lo = w ^ _ZEROS
+    stop = (((lo & _LOW7) + _PAST_NINE) | lo) & _HIGH_BITS
+    first = stop & (np.uint64(0) - stop)  # the lowest such top bit (0: none)
+    below = ((first - np.uint64(1)) >> np.uint64(7)) & _LOW_BITS  # one bit a byte before it
+    return np.int64((below * _LOW_BITS) >> np.uint64(56))
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _digits_value(w, c):
+    """The value of the first ``c`` bytes of ``w``, ASCII digits (``c`` from 0 to 8): they
+    are moved to the top, ``0`` bytes put before them, and the 8 digits read in three
+    multiplications, pairs of digits then pairs of pairs (fast_float's)."""
+    if c == 0:
+        return np.int64(0)
+    if c < 8:
+        w = (w << np.uint64(8 * (8 - c))) | (_ZEROS >> np.uint64(8 * c))
+    w -= _ZEROS
+    w = w * np.uint64(10) + (w >> np.uint64(8))
+    w = (((w & _BYTE_PAIRS) * _MUL_HI) + (((w >> np.uint64(16)) & _BYTE_PAIRS) * _MUL_LO)) >> np.uint64(32)
+    return np.int64(w & _U32)
 
 
 @njit(nogil=True, cache=True, inline="always")
@@ -180,22 +223,31 @@ def _value(buf, p, e, kind):
     return -1, 0, 0, 0, 0  # a null slot holds only null
 
 
-@njit(nogil=True, cache=True)
-def match_lines(buf, starts, ends, lit, lit_off, kinds, vs, ve, fl, iv, fv):
+@njit(_MATCH_SIGNATURE, nogil=True, cache=True)
+def match_lines(buf, bw, tw, t0, starts, ends, lw, lit_off, kinds, vs, ve, fl, iv, fv):
     """For each line ``buf[starts[r]:ends[r]]``: whether it is the template's literals
+    (``lw``: the windows of the literals, 8 bytes of padding after them)
     with a value of each slot's kind (or null) between them, then only blanks; the
     values' spans, flags and integers go into ``vs``, ``ve``, ``fl``, ``iv`` (slot by
     line: a column's values lie together; 0 where a slot has no span or integer), and
     into ``fv`` each number's double where Clinger's fast path or :func:`lemire` gives
     it correctly rounded (NaN where neither does: that value needs the cast; untouched
-    for the words and null)."""
+    for the words and null). A number has its span only where its double is NaN (the
+    cast's to read; nothing else reads a number's text). Only entries other than 0 are
+    written: the outputs must come zeroed.
+
+    The line's bytes are read 8 at a time from windows (:func:`windows`): those of ``buf``
+    (``bw``) where 8 bytes of it follow the line's end, else those of a padded copy of
+    ``buf[t0:]`` (``tw``) that holds the line, so that no read leaves the arrays."""
     n = len(starts)
+    nb = len(buf)
     k = len(kinds)
     ok = np.zeros(n, np.bool_)
     for r in range(n):
         ur = np.uint64(r)
         p = starts[r]
         e = ends[r]
+        src, base = (bw, 0) if e + 8 <= nb else (tw, t0)
         good = True
         for i in range(k + 1):
             ui = np.uint64(i)
@@ -204,9 +256,12 @@ def match_lines(buf, starts, ends, lit, lit_off, kinds, vs, ve, fl, iv, fv):
             if p + size > e:
                 good = False
                 break
-            for j in range(size):
-                # unsigned indices: numba adds no negative-index wraparound (a fifth of the time)
-                if buf[np.uint64(p + j)] != lit[np.uint64(a + j)]:
+            for j in range(0, size, 8):
+                # eight bytes a compare, the last word's bytes past the literal masked off
+                x = src[np.uint64(p + j - base)] ^ lw[np.uint64(a + j)]
+                if size - j < 8:
+                    x &= (np.uint64(1) << np.uint64(8 * (size - j))) - np.uint64(1)
+                if x != 0:
                     good = False
                     break
             if not good:
@@ -222,13 +277,30 @@ def match_lines(buf, starts, ends, lit, lit_off, kinds, vs, ve, fl, iv, fv):
                     if neg:
                         p += 1
                     q = p
-                    p, v, nd = _digits(buf, p, e, 0)
+                    v = 0
+                    while True:  # the integer's digits, up to 8 a word (the word loops
+                        # are written out: a helper taking an array costs a reference
+                        # count a call)
+                        c = min(_leading_digits(src[np.uint64(p - base)]), e - p)
+                        v = v * _POW10_INT[c] + _digits_value(src[np.uint64(p - base)], c)
+                        p += c
+                        if c < 8:
+                            break
+                    nd = p - q
                     # beyond int64, or a leading zero ("01"): not Python's, the other way
                     good = nd <= _MAX_INT_DIGITS and (nd == 1 or buf[q] != 48)
                     flag = 0
                     m, ndig, e10 = v, nd, 0  # the decimal's digits, their count, its power of ten
                     if p < e and buf[p] == 46:
-                        p, m, nf = _digits(buf, p + 1, e, m)
+                        p += 1
+                        f0 = p
+                        while True:
+                            c = min(_leading_digits(src[np.uint64(p - base)]), e - p)
+                            m = m * _POW10_INT[c] + _digits_value(src[np.uint64(p - base)], c)
+                            p += c
+                            if c < 8:
+                                break
+                        nf = p - f0
                         good = good and nf > 0
                         flag, ndig, e10 = 1, nd + nf, -nf
                     if p < e and (buf[p] == 101 or buf[p] == 69):
@@ -236,12 +308,13 @@ def match_lines(buf, starts, ends, lit, lit_off, kinds, vs, ve, fl, iv, fv):
                         minus = p < e and buf[p] == 45
                         if p < e and (buf[p] == 43 or minus):
                             p += 1
-                        p, ex, nx = _digits(buf, p, e, 0)
+                        nx = min(_leading_digits(src[np.uint64(p - base)]), e - p)
+                        ex = _digits_value(src[np.uint64(p - base)], nx)
+                        p += nx  # 8 digits or more: refused below all the same
                         good = good and 0 < nx <= _MAX_EXP_DIGITS
                         flag, e10 = 1, e10 - ex if minus else e10 + ex
                     if not good:
                         break
-                    end, t, v = p, p, 0 if flag else (-v if neg else v)
                     dbl = np.nan
                     if ndig > _EXACT_DIGITS and nd == 1 and buf[q] == 48:
                         # "0.000ddd": the zeros before the first digit are no digits of m
@@ -255,9 +328,18 @@ def match_lines(buf, starts, ends, lit, lit_off, kinds, vs, ve, fl, iv, fv):
                     elif ndig <= _EXACT_DIGITS and _LEMIRE_Q_MIN <= e10 <= _LEMIRE_Q_MAX:
                         dbl = lemire(m, e10)  # m >= 2**53 here: never 0
                         dbl = -dbl if neg else dbl
+                    # only what is not 0 is stored (the outputs come zeroed): a store
+                    # costs about what the scan of the value does
                     fv[ui, ur] = dbl
-                else:
-                    end, flag, v, s, t = _value(buf, p, e, kinds[i])
+                    if flag:
+                        fl[ui, ur] = 1
+                    elif v:
+                        iv[ui, ur] = -v if neg else v
+                    if dbl != dbl:  # its double is the cast's: the cast reads its text
+                        vs[ui, ur] = s
+                        ve[ui, ur] = p
+                    continue
+                end, flag, v, s, t = _value(buf, p, e, kinds[i])
                 if end < 0:
                     good = False
                     break

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -70,9 +71,11 @@ def _load() -> None:
         z = np.zeros((1, 1), np.int64)
         f = np.zeros((1, 1), np.int8)
         b = np.frombuffer(b"{}", np.uint8)
-        k.match_lines(b, np.zeros(1, np.int64), np.full(1, 2, np.int64), b,
-                      np.array([0, 1, 2], np.int64), np.zeros(1, np.int8), z, z.copy(), f, z.copy(),
-                      np.zeros((1, 1)))
+        if sys.byteorder != "little":  # the scanner's word reads are little-endian
+            raise RuntimeError("the shape path needs a little-endian host")
+        k.match_lines(b, k.windows(b), k.windows(_padded(b)), 0, np.zeros(1, np.int64), np.full(1, 2, np.int64),
+                      k.windows(_padded(b)), np.array([0, 1, 2], np.int64), np.zeros(1, np.int8), z, z.copy(),
+                      f, z.copy(), np.zeros((1, 1)))
         k.gather(b, z, z.copy(), f, np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.bool_))
         k.views(b, z, z.copy(), f, np.zeros(1, np.int64), np.zeros(1, np.int64))
         _state["kernels"] = k
@@ -80,10 +83,13 @@ def _load() -> None:
         _state["failed"] = True
 
 
+def _padded(lit: np.ndarray) -> np.ndarray:
+    """The literals with the 8 bytes after them that the scanner's word reads may touch."""
+    return np.concatenate((lit, np.zeros(8, np.uint8)))
+
+
 def worth_loading(total: int | None) -> bool:
     """Whether a source of ``total`` bytes (``None``: unknown) should load the kernels."""
-    import sys
-
     if total is None:
         return "numba" in sys.modules
     return total >= MIN_SOURCE_BYTES or ("numba" in sys.modules and total >= MIN_WARM_BYTES)
@@ -199,7 +205,13 @@ def match(tpl: Template, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray):
     vs, ve, iv = np.zeros(shape, np.int64), np.zeros(shape, np.int64), np.zeros(shape, np.int64)
     fl = np.zeros(shape, np.int8)
     fv = np.zeros(shape, np.float64)
-    ok = k.match_lines(buf, starts, ends, tpl.lit, tpl.lit_off, tpl.kinds, vs, ve, fl, iv, fv)
+    # the scanner reads 8 bytes at a time, up to 7 past a line's end: the lines that end
+    # closer than that to the end of ``buf`` (the chunk's last) are read from a padded copy
+    near = ends + 8 > len(buf)
+    t0 = int(starts[near].min()) if near.any() else len(buf)
+    tail = _padded(buf[t0:])
+    ok = k.match_lines(buf, k.windows(buf), k.windows(tail), t0, starts, ends, k.windows(_padded(tpl.lit)),
+                       tpl.lit_off, tpl.kinds, vs, ve, fl, iv, fv)
     return ok, vs, ve, fl, iv, fv
 
 
@@ -228,25 +240,30 @@ def _number_texts(buf, vs, ve, fl, rows, cols: list[int]) -> list[pa.Array]:
     return [whole.slice(j * n, n) for j in range(len(cols))]
 
 
-def _mask(null: np.ndarray) -> np.ndarray | None:
-    return null if null.any() else None
+def _flag_counts(sub: np.ndarray) -> np.ndarray:
+    """How many lines hold each flag (0 to 5) in each slot (``sub``: flags, slot by line):
+    one pass over the flags for every slot's questions, not a pass a question a slot."""
+    k = len(sub)
+    keys = sub.astype(np.intp) + 6 * np.arange(k, dtype=np.intp)[:, None]
+    return np.bincount(keys.ravel(), minlength=6 * k).reshape(k, 6)
 
 
-def _float(f: np.ndarray, exact: np.ndarray, texts) -> pa.Array:
+def _float(f: np.ndarray, exact: np.ndarray, texts, counts: np.ndarray) -> pa.Array:
     """A float64 column: the scanner's exact doubles (``exact``), the values it could not
     vouch for (NaN there: beyond both of its conversions) cast from their text by Arrow
-    (``texts(rows)``: their string views), then NaN and the infinities by their flags."""
+    (``texts(rows)``: their string views), then NaN and the infinities by their flags
+    (``counts``: the column's :func:`_flag_counts`)."""
     vals = np.array(exact)  # a copy: filled in below
     need = np.flatnonzero((f <= 1) & np.isnan(vals))
     if len(need):
         import pyarrow.compute as pc  # only where needed: a fresh ingest without numba never is
 
         vals[need] = to_numpy(pc.cast(texts(need), pa.float64()))
-    if (f >= 2).any():
+    if counts[2:5].any():
         vals[f == 2] = np.nan
         vals[f == 3] = np.inf
         vals[f == 4] = -np.inf
-    return from_numpy(vals, _mask(f == 5))
+    return from_numpy(vals, f == 5 if counts[5] else None)
 
 
 def _string(f: np.ndarray, text: pa.Array) -> pa.Array:
@@ -266,23 +283,25 @@ def table_of(tpl: Template, buf, matched, line_numbers: np.ndarray) -> pa.Table:
     rows = np.flatnonzero(ok)
     whole = len(rows) == len(ok)
     sub = fl if whole else fl[:, rows]
+    counts = _flag_counts(sub)
+    values = counts[:, :5].any(axis=1)  # a slot holding anything but null
+    nulls = counts[:, 5] > 0
     # a number slot is float64 when it holds a fraction, an exponent, NaN or an infinity
-    floats = {i for i, kind in enumerate(tpl.kinds)
-              if kind == NUMBER and ((sub[i] >= 1) & (sub[i] <= 4)).any()}
-    strings = [i for i, kind in enumerate(tpl.kinds) if kind == STRING and (sub[i] != 5).any()]
+    floats = values & (tpl.kinds == NUMBER) & counts[:, 1:5].any(axis=1)
+    strings = np.flatnonzero(values & (tpl.kinds == STRING)).tolist()
     texts = dict(zip(strings, _texts(buf, vs, ve, fl, rows, strings)))
     cols = [from_numpy(np.asarray(line_numbers, dtype=np.int64))]
-    for i, kind in enumerate(tpl.kinds):
+    for i, kind in enumerate(tpl.kinds.tolist()):
         f = sub[i]
-        if kind == NULL or not (f != 5).any():
+        if kind == NULL or not values[i]:
             cols.append(pa.nulls(len(rows)))
         elif kind == BOOL:
-            cols.append(from_numpy(f == 1, _mask(f == 5)))
+            cols.append(from_numpy(f == 1, f == 5 if nulls[i] else None))
         elif kind == STRING:
             cols.append(_string(f, texts[i]))
-        elif i in floats:
+        elif floats[i]:
             cols.append(_float(f, fv[i] if whole else fv[i, rows],
-                               lambda need, i=i: _number_texts(buf, vs, ve, fl, rows[need], [i])[0]))
+                               lambda need, i=i: _number_texts(buf, vs, ve, fl, rows[need], [i])[0], counts[i]))
         else:
-            cols.append(from_numpy(iv[i] if whole else iv[i, rows], _mask(f == 5)))
+            cols.append(from_numpy(iv[i] if whole else iv[i, rows], f == 5 if nulls[i] else None))
     return pa.Table.from_arrays(cols, names=[LINE_COLUMN, *tpl.names])
