@@ -28,6 +28,7 @@ Values in, values out: nothing here reads or writes files.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import time
@@ -41,7 +42,8 @@ import pandas as pd
 from regime_dash.config import SWITCHES, RegimeConfig, field_names
 from regime_dash.engine.summary import METRICS
 from regime_dash.errors import ConfigError, ValidationError
-from regime_dash.streams import Stream
+from regime_dash.engine.step_stats import StepStats
+from regime_dash.streams import StepStream, Stream
 
 #: The numeric fields' declarations by name: each one's domain is its slider's (min, max, step).
 _NUMERIC = RegimeConfig.numeric_specs()
@@ -338,16 +340,18 @@ def _pair_effects(table: pd.DataFrame, base: RegimeConfig, base_row: pd.Series) 
 
 
 # ---- the analysis --------------------------------------------------------------------------
-def sensitivity(stream: Stream, base: RegimeConfig | None = None, *, fields: Sequence[str] | None = None,
-                points: int = POINTS, pair_fields: int = PAIR_FIELDS, pair_points: int = PAIR_POINTS,
-                engine: str = "auto", device: str = "auto", layout=None,
-                progress: Progress | None = None, explain_findings: bool = True) -> SensitivityResult:
+def sensitivity(stream: Stream | StepStream, base: RegimeConfig | None = None, *,
+                fields: Sequence[str] | None = None, points: int = POINTS, pair_fields: int = PAIR_FIELDS,
+                pair_points: int = PAIR_POINTS, engine: str = "auto", device: str = "auto", layout=None,
+                progress: Progress | None = None, explain_findings: bool = True,
+                stats: StepStats | None = None) -> SensitivityResult:
     """Sweep every config field around ``base`` on ``stream``; rank them; pair the top ones.
 
     Parameters
     ----------
     stream
-        The replayed inputs.
+        The replayed inputs: a Stream, or on engine ``fast`` given its phase 1 (``stats``)
+        a :class:`~regime_dash.streams.StepStream`, its per-step fields only.
     base
         The config the fields vary around; the spec's defaults if None.
     fields
@@ -358,8 +362,9 @@ def sensitivity(stream: Stream, base: RegimeConfig | None = None, *, fields: Seq
         How many of the top-ranked fields get pairwise grids (0: none).
     pair_points
         Values per field in a pairwise grid.
-    engine, device, layout
-        As in :func:`regime_dash.sweep.sweep`.
+    engine, device, layout, stats
+        As in :func:`regime_dash.sweep.sweep` (``stats``: the stream's phase 1, shared by
+        every sweep of the analysis; the same result as without it).
     progress
         Called as ``progress(fraction, label)`` while it runs.
     explain_findings
@@ -374,11 +379,40 @@ def sensitivity(stream: Stream, base: RegimeConfig | None = None, *, fields: Seq
     ConfigError
         ``base`` is not a RegimeConfig, or ``fields`` names an unknown field.
     ValidationError
-        Bad ``points``, ``pair_fields`` or ``pair_points``.
+        Bad ``points``, ``pair_fields`` or ``pair_points``; ``stats`` as :func:`regime_dash.sweep.sweep`
+        refuses it.
+    StreamError
+        A StepStream on an engine other than ``fast``, or without ``stats``.
     """
     from regime_dash.sweep import sweep
 
     t0 = time.perf_counter()
+    base, names = _checked_args(base, fields, pair_fields, pair_points)
+    report = progress or (lambda fraction, label: None)
+    run = functools.partial(sweep, stream, engine=engine, device=device, layout=layout, stats=stats)
+
+    one, oat, skipped = _one_at_a_time(run, names, base, points, pair_fields, pair_points, report)
+    effects, quiet, edges = _field_effects(oat, names)
+    done = len(oat) / _total(len(oat), len(names), pair_fields, pair_points)
+    found = _base_findings(one, quiet, explain_findings, report, done)
+    why = explain(quiet, found)
+    no_effect = [NoEffect(n, None if edges[n] is None else edges[n][0],
+                          {} if edges[n] is None else edges[n][1], why[n]) for n in quiet]
+    score = effects[~effects["field"].isin(quiet)].groupby("field", sort=False)["share"].sum()
+    ranking = sorted(((n, float(s)) for n, s in score.items()), key=lambda t: -t[1])
+
+    pair_table, pairs, pair_skipped = _pairs(run, [n for n, _ in ranking[:pair_fields]], oat, base, pair_points,
+                                             report)
+    report(1.0, "done")
+    return SensitivityResult(base=base, oat=oat, effects=effects, ranking=ranking, no_effect=no_effect,
+                             pairs=pairs, pair_table=pair_table, skipped=skipped + pair_skipped,
+                             findings=[f.to_dict() for f in found], engine=one.engine,
+                             seconds=time.perf_counter() - t0, steps=stream.steps, accounts=stream.accounts)
+
+
+def _checked_args(base: Any, fields: Sequence[str] | None, pair_fields: Any, pair_points: Any
+                  ) -> tuple[RegimeConfig, list[str]]:
+    """``(base, field names)`` of :func:`sensitivity`'s arguments, checked (the spec's defaults for no base)."""
     base = RegimeConfig() if base is None else base
     if not isinstance(base, RegimeConfig):
         raise ConfigError(f"base must be a RegimeConfig, got {type(base).__name__}", field="base",
@@ -391,52 +425,64 @@ def sensitivity(stream: Stream, base: RegimeConfig | None = None, *, fields: Seq
     for label, v, least in (("pair_fields", pair_fields, 0), ("pair_points", pair_points, 2)):
         if isinstance(v, bool) or not isinstance(v, int) or v < least:
             raise ValidationError(f"{label} must be an int >= {least}, got {v!r}", field=label, value=v)
-    report = progress or (lambda fraction, label: None)
+    return base, names
 
+
+def _total(n_configs: int, n_names: int, pair_fields: int, pair_points: int) -> int:
+    """The progress bar's length before the pairwise grids are known: those counted at their largest."""
+    return n_configs + math.comb(min(pair_fields, n_names), 2) * pair_points ** 2
+
+
+def _one_at_a_time(run: Callable[..., Any], names: Sequence[str], base: RegimeConfig, points: int,
+                   pair_fields: int, pair_points: int, report: Progress) -> tuple[Any, pd.DataFrame, list]:
+    """The one-at-a-time sweep (the base replay kept): ``(its SweepResult, the table with the varied
+    field first, the values the config rejected)``."""
     configs, varied, skipped = _candidates(names, base, points)
-    n_pairs = math.comb(min(pair_fields, len(names)), 2)
-    # the pairwise grids are not known yet: count them at their largest for the bar
-    total = len(configs) + n_pairs * pair_points ** 2
+    total = _total(len(configs), len(names), pair_fields, pair_points)
     report(0.0, f"one field at a time: {len(configs)} replays")
-    one = sweep(stream, configs, engine=engine, device=device, layout=layout, keep=[0],
-                progress=lambda done, _n: report(done / total, f"one field at a time: {done}/{len(configs)}"))
+    one = run(configs, keep=[0],
+              progress=lambda done, _n: report(done / total, f"one field at a time: {done}/{len(configs)}"))
     oat = pd.concat([pd.Series(varied, name="field", dtype=object), one.table], axis=1)
+    return one, oat, skipped
 
+
+def _field_effects(oat: pd.DataFrame, names: Sequence[str]) -> tuple[pd.DataFrame, list[str], dict]:
+    """``(effects with their shares, the no-effect fields, {field: its edge-only move or None})``."""
     effects = _effects(oat, names)
     edges = {n: _edge_only(oat, n) for n in names}
     spans = effects.groupby("field", sort=False)["span"].max()
     quiet = [n for n in names if spans[n] == 0 or edges[n] is not None]
     effects["share"] = _shares(effects, quiet)
-    found: list[Any] = []
-    if explain_findings and quiet:
-        report(len(configs) / total, "findings of the base replay")
-        from regime_dash.analysis.findings import find
+    return effects, quiet, edges
 
-        found = list(find(one.trajectories[0]))
-    why = explain(quiet, found)
-    no_effect = [NoEffect(n, None if edges[n] is None else edges[n][0],
-                          {} if edges[n] is None else edges[n][1], why[n]) for n in quiet]
-    score = effects[~effects["field"].isin(quiet)].groupby("field", sort=False)["share"].sum()
-    ranking = sorted(((n, float(s)) for n, s in score.items()), key=lambda t: -t[1])
 
-    top = [n for n, _ in ranking[:pair_fields]]
-    pair_cfgs, owners, pair_skipped = _pair_configs(top, oat, base, pair_points)
-    cols = ["field_a", "field_b", *field_names(), *METRICS]
-    pair_table, ran = pd.DataFrame(columns=cols), one.engine
+def _base_findings(one: Any, quiet: Sequence[str], explain_findings: bool, report: Progress,
+                   fraction: float) -> list[Any]:
+    """The base replay's findings, looked up only when some field has no effect to explain."""
+    if not (explain_findings and quiet):
+        return []
+    report(fraction, "findings of the base replay")
+    from regime_dash.analysis.findings import find
+
+    return list(find(one.trajectories[0]))
+
+
+def _pairs(run: Callable[..., Any], top: Sequence[str], oat: pd.DataFrame, base: RegimeConfig,
+           pair_points: int, report: Progress) -> tuple[pd.DataFrame, pd.DataFrame, list]:
+    """The pairwise grids of the ``top`` fields: ``(their table, each pair's span and interaction per metric,
+    the values the config rejected)``."""
+    pair_cfgs, owners, skipped = _pair_configs(top, oat, base, pair_points)
+    pair_table = pd.DataFrame(columns=["field_a", "field_b", *field_names(), *METRICS])
     if pair_cfgs:
-        done0 = len(configs)
+        done0 = len(oat)
         total = done0 + len(pair_cfgs)
         report(done0 / total, f"pairs: {len(pair_cfgs)} replays")
-        two = sweep(stream, pair_cfgs, engine=engine, device=device, layout=layout,
-                    progress=lambda done, _n: report((done0 + done) / total, f"pairs: {done}/{len(pair_cfgs)}"))
+        two = run(pair_cfgs, progress=lambda done, _n: report((done0 + done) / total,
+                                                              f"pairs: {done}/{len(pair_cfgs)}"))
         pair_table = pd.concat([pd.DataFrame(owners, columns=["field_a", "field_b"]), two.table], axis=1)
     pairs = _pair_effects(pair_table, base, oat.iloc[0]) if len(pair_table) else \
         pd.DataFrame(columns=["field_a", "field_b", "metric", "span", "interaction"])
-    report(1.0, "done")
-    return SensitivityResult(base=base, oat=oat, effects=effects, ranking=ranking, no_effect=no_effect,
-                             pairs=pairs, pair_table=pair_table, skipped=skipped + pair_skipped,
-                             findings=[f.to_dict() for f in found], engine=ran,
-                             seconds=time.perf_counter() - t0, steps=stream.steps, accounts=stream.accounts)
+    return pair_table, pairs, skipped
 
 
 # ---- helpers -------------------------------------------------------------------------------

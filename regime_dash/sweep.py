@@ -20,6 +20,11 @@ pieces of steps that grow (:func:`phase1_pieces`): the scan of a piece starts as
 soon as that piece's phase 1 is done (and, on a cluster, published), while phase 1
 works on the next, so phase 1 is hidden behind the scan but for its first piece.
 
+Given the stream's phase 1 (``stats=``), a fast sweep computes none and reads only the
+per-step fields: it runs from a :class:`~regime_dash.streams.StepStream` (a stream file
+held light, :mod:`regime_dash.engine.file_phase1`) as from the whole stream, with the
+same table. The reference and cuda engines replay the [T, b] arrays and need the whole stream.
+
 ``scheduler=`` shards the configs over dask.distributed workers
 (:mod:`regime_dash.distributed`), one contiguous shard per worker (a grid's shard
 is the grid and an index range, expanded on the worker); the table is the same as
@@ -52,7 +57,8 @@ from regime_dash.engine import (initial_isv, replay_trajectory, resolve_engine,
 from regime_dash.engine import metric_pack, summary
 from regime_dash.errors import ConfigError, StreamError, ValidationError
 from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
-from regime_dash.streams import Stream
+from regime_dash.engine.step_stats import StepStats
+from regime_dash.streams import StepStream, Stream
 
 #: Scenarios per chunk on the CPU: bounds the [chunk, n_isv] initial-state rows
 #: (4096 × 716 float32 × 2 ≈ 23 MB) whatever S is.
@@ -436,15 +442,6 @@ def _resolved(handle: Any) -> Any:
     return distributed.published(handle)
 
 
-def _scalar_stream(stream: Stream) -> Stream:
-    """``stream``'s per-step fields with a [T, 1] zero batch: a scan given phase 1 reads nothing else."""
-    t = stream.steps
-    return Stream(rewards=np.zeros((t, 1), np.float32), lots=np.zeros((t, 1), np.int32),
-                  kelly_analytic=stream.kelly_analytic, cooldown=stream.cooldown,
-                  session_pnl_worst=stream.session_pnl_worst, tau_action=stream.tau_action,
-                  boundary=stream.boundary, step=stream.step)
-
-
 def _gpu_here() -> bool:
     from regime_dash.engine import fast_gpu
 
@@ -479,8 +476,8 @@ def _phase1_stats(stream: Stream, device: str = "auto", device_id: int | None = 
 
     On the GPU the [T, b] batch goes up in pinned chunks, each reduced as it lands
     (:mod:`regime_dash.engine.staged_phase1`), and only the [T] statistics come back.
-    A GPU scan then reads only phase 1 and the per-step scalars, so its shards get no
-    [T, b] batch; the CPU scan (``fast.sweep_cpu``) takes the whole stream.
+    A scan then reads only phase 1 and the per-step fields (:func:`_per_step`), so the
+    shards get no [T, b] batch, on either device.
     """
     if device != "cpu" and _gpu_here():
         import cupy
@@ -525,20 +522,17 @@ class _Pieces:
 
     def whole(self):
         """Phase 1 of every step (waits for every piece; one piece: itself)."""
-        from regime_dash.engine.step_stats import StepStats
-
         pieces = list(self)
         if len(pieces) == 1:
             return pieces[0][2]
         return StepStats(np.concatenate([p[2].sums for p in pieces]), np.concatenate([p[2].flat for p in pieces]))
 
 
-def _fast_shard(shard: _Shard, scalars: Stream, stats: Any, accounts: int, layout: SlotLayout, isv,
+def _fast_shard(shard: _Shard, scalars: StepStream, stats: Any, accounts: int, layout: SlotLayout, isv,
                 device: str, chunk_size: int | None, progress: Progress | None = None):
     """Run one shard of a fast sweep: ``(metric columns, {index: snapshot}, engine)``.
 
-    ``scalars`` is the stream (on the GPU: its per-step fields over a [T, 1] zero
-    batch, :func:`_scalar_stream`), ``stats`` its phase 1 as a list of pieces
+    ``scalars`` is the stream's per-step fields (:func:`_per_step`), ``stats`` its phase 1 as a list of pieces
     (:func:`phase1_pieces`; in-process futures, on a cluster the ``distributed.Variable``
     each is published into (:func:`distributed.later`), each resolving to ``(t0, t1, StepStats)``:
     waited for only once the rows are planned; on the GPU each piece's steps are
@@ -614,17 +608,18 @@ def _replay_shard(shard: _Shard, stream: Stream, layout: SlotLayout, isv, engine
     return np.array(rows, dtype=np.float64).reshape(len(rows), summary.N_METRICS).T.copy(), trajectories, engine
 
 
-def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], engine: str = "auto",
+def sweep(stream: Stream | StepStream, configs: Sequence[RegimeConfig] | Mapping[str, Any], engine: str = "auto",
           keep: Sequence[int] | None = None, layout: SlotLayout | None = None,
           progress: Progress | None = None, *, isv: Mapping[str, float] | None = None,
           device: str = "auto", chunk_size: int | None = None, base: RegimeConfig | None = None,
-          scheduler: Any = None, **options: Any) -> SweepResult:
+          scheduler: Any = None, stats: StepStats | None = None, **options: Any) -> SweepResult:
     """Replay ``stream`` under every config and summarize each replay in one row.
 
     Parameters
     ----------
     stream
-        The replayed inputs.
+        The replayed inputs; on engine ``fast`` given ``stats``, a :class:`~regime_dash.streams.StepStream`
+        (the per-step fields: all a fast sweep reads once it has phase 1) will do.
     configs
         A grid ``{field: values}`` (see :class:`ConfigGrid`: checked and built as
         NumPy columns, no config object per scenario), or a list of :class:`RegimeConfig`
@@ -654,19 +649,30 @@ def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], e
         ``distributed.Client`` (see :mod:`regime_dash.distributed`): the configs
         are split into one contiguous shard per worker (a grid's shard is the grid
         and its index range, a list's its field columns). The table is the same
-        as in-process, value for value. A fast sweep on GPU workers sends each
-        worker phase 1 (computed once here, published as the shards start) and the
-        per-step scalars, not the [T, b] batch; on CPU workers the whole stream goes.
-        Each worker gets one copy per sweep (``client.scatter(..., broadcast=True)``).
+        as in-process, value for value. A fast sweep sends each worker phase 1
+        (computed once here, published as the shards start) and the per-step
+        fields, never the [T, b] batch. Each worker gets one copy per sweep
+        (``client.scatter(..., broadcast=True)``).
+    stats
+        For ``fast``: the stream's phase 1 (``engine.fast.step_stats``, ``engine.file_phase1.read``),
+        when the caller has it; the sweep then computes none. The same table either way.
     **options
         Backend options of the per-replay engines (e.g. ``graph=True`` for ``cuda``).
 
     Returns
     -------
     SweepResult
+
+    Raises
+    ------
+    StreamError
+        Not a Stream or StepStream; a StepStream on engine ``reference`` or ``cuda``, or without ``stats``.
+    ValidationError
+        ``stats`` off engine ``fast`` or not of the stream's steps; a bad ``keep``, ``chunk_size``,
+        ``device`` or ``options``.
     """
     t0 = time.perf_counter()
-    if not isinstance(stream, Stream):
+    if not isinstance(stream, (Stream, StepStream)):
         raise StreamError(f"stream must be a regime_dash.Stream, got {type(stream).__name__}",
                           field="stream", value=type(stream).__name__)
     grid = ConfigGrid.of(configs, base) if isinstance(configs, Mapping) else None
@@ -675,6 +681,17 @@ def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], e
     if not n_configs:
         raise ConfigError("the sweep has no configs", field="configs", value=configs)
     layout = (layout or DEFAULT_LAYOUT).validate()
+    keep = _checked_keep(keep, n_configs)
+    _check_chunk_size(chunk_size)
+    name = _engine_name(engine, device, options, scheduler)
+    _check_phase1(stream, name, stats)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        run = _Run(layout, progress, isv, device, chunk_size, scheduler, name, options, pool)
+        return _sweep_run(stream, stats, _Source(grid, config_list), n_configs, keep, run, t0)
+
+
+def _checked_keep(keep: Any, n_configs: int) -> list[int]:
+    """``keep`` as a list of distinct config indices, in the order given."""
     if keep is not None and (isinstance(keep, (str, bytes)) or not isinstance(keep, Iterable)):
         raise ValidationError(f"keep must be a sequence of config indices, got {type(keep).__name__} {keep!r}",
                               field="keep", value=keep)
@@ -683,11 +700,19 @@ def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], e
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k < n_configs:
             raise ValidationError(f"keep index {k!r} is not a config index in 0..{n_configs - 1}",
                                   field="keep", value=k)
-    keep = [int(k) for k in keep]
+    return [int(k) for k in keep]
+
+
+def _check_chunk_size(chunk_size: Any) -> None:
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int)
                                    or chunk_size < 1):
         raise ValidationError(f"chunk_size must be a positive integer, got {chunk_size!r}",
                               field="chunk_size", value=chunk_size)
+
+
+def _engine_name(engine: str, device: str, options: Mapping[str, Any], scheduler: Any) -> str:
+    """The engine a sweep runs on (``auto``: ``fast`` where it can run, else ``reference``), its
+    ``device`` and ``options`` checked against it."""
     if engine == "auto":
         name = "fast" if resolve_engine("auto") == "fast" else "reference"
     else:
@@ -703,9 +728,48 @@ def sweep(stream: Stream, configs: Sequence[RegimeConfig] | Mapping[str, Any], e
 
         if scheduler is None or device not in fast.DEVICES:
             fast.use_gpu(device)  # the device's name, and in-process that a GPU asked for is here
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return _sweep_run(stream, _Source(grid, config_list), n_configs, keep, layout, progress, isv, device,
-                          chunk_size, scheduler, name, options, pool, t0)
+    return name
+
+
+def _check_phase1(stream: Stream | StepStream, name: str, stats: Any) -> None:
+    """A StepStream sweeps only where nothing reads its missing [T, b] arrays: on engine ``fast`` given
+    its phase 1; and a given phase 1 is a ``StepStats`` of the stream's steps, for engine ``fast``."""
+    light = isinstance(stream, StepStream)
+    if light and name != "fast":
+        raise StreamError(f"a StepStream holds no [T, b] rewards and lots: engine {name!r} replays them; "
+                          "load the whole stream for it", field="stream", value=name)
+    if light and stats is None:
+        raise StreamError("a StepStream holds no [T, b] rewards and lots to compute phase 1 from: give its "
+                          "phase 1 (stats=), or load the whole stream", field="stats", value=None)
+    if stats is None:
+        return
+    if name != "fast":
+        raise ValidationError(f"stats= (phase 1) applies to engine 'fast' only, not {name!r}",
+                              field="stats", value=name)
+    if not isinstance(stats, StepStats):
+        raise ValidationError(f"stats must be the stream's phase 1 (a StepStats), got {type(stats).__name__}",
+                              field="stats", value=type(stats).__name__)
+    if np.shape(stats.sums) != (stream.steps, 3) or np.shape(stats.flat) != (stream.steps,):
+        raise ValidationError(f"stats cover sums {np.shape(stats.sums)} and flat {np.shape(stats.flat)}, "
+                              f"the stream has {stream.steps} steps", field="stats", value=np.shape(stats.flat))
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What a checked sweep runs with, beside its stream and configs (see :func:`sweep`).
+
+    ``pool`` is a one-thread executor for phase 1 and the table's field columns.
+    """
+
+    layout: SlotLayout
+    progress: Progress | None
+    isv: Mapping[str, float] | None
+    device: str
+    chunk_size: int | None
+    scheduler: Any
+    name: str
+    options: dict
+    pool: concurrent.futures.Executor
 
 
 class _Source:
@@ -730,11 +794,11 @@ class _Source:
         return _Shard(start, stop, local, table={n: c[start:stop] for n, c in self.columns().items()})
 
 
-def _sweep_run(stream, source: _Source, n_configs, keep, layout, progress, isv, device, chunk_size, scheduler,
-               name, options, pool, t0) -> SweepResult:
+def _sweep_run(stream: Stream | StepStream, given: StepStats | None, source: _Source, n_configs: int,
+               keep: list[int], run: _Run, t0: float) -> SweepResult:
     """:func:`sweep` once its arguments are checked: shard, run (here or on the workers), assemble.
 
-    ``pool`` is a one-thread executor: phase 1 runs in it (the stream's upload and
+    Phase 1 (unless ``given``) runs in ``run.pool`` (the stream's upload and
     reduction on the GPU, or NumPy's threads) while this thread plans the shard's
     rows, or, on a cluster, sends the workers everything else and starts the
     shards, which plan their rows and wait for phase 1 (:func:`distributed.later`);
@@ -744,49 +808,77 @@ def _sweep_run(stream, source: _Source, n_configs, keep, layout, progress, isv, 
     """
     from regime_dash import distributed
 
-    with distributed.connect(scheduler) as client, contextlib.ExitStack() as stack:
+    with distributed.connect(run.scheduler) as client, contextlib.ExitStack() as stack:
         parts = 1 if client is None else distributed.worker_count(client)
-        gpu = name == "fast" and _fast_on_gpu(device, client)
-        stats = None
-        if name == "fast":
-            # on a cluster of this host's GPUs, phase 1 spreads over them (a PCIe link each)
-            n_local = 0 if client is None or not gpu else distributed.local_gpus(client)
-            bounds = phase1_pieces(stream.steps) if gpu else [(0, stream.steps)]
-            stats = [concurrent.futures.Future() for _ in bounds]
-            pool.submit(_phase1_in_pieces, stream, device, _cuda_device(),
-                        list(range(n_local)) if n_local > 1 else None, bounds, stats)
-        pool.submit(source.columns)
+        gpu = run.name == "fast" and _fast_on_gpu(run.device, client)
+        stats = _phase1_handles(stream, given, gpu, run, client) if run.name == "fast" else None
+        run.pool.submit(source.columns)
         shards = [source.shard(a, b, keep) for a, b in distributed.shard_bounds(n_configs, parts)]
-        if name == "fast":
-            device = "gpu" if gpu else "cpu"
-            shared = [_scalar_stream(stream) if gpu else stream, stats, stream.accounts, layout, isv, device,
-                      chunk_size]
-            fn = _fast_shard
+        if run.name == "fast":
+            fn, shared = _fast_shard, [_per_step(stream), stats, stream.accounts, run.layout, run.isv,
+                                       "gpu" if gpu else "cpu", run.chunk_size]
         else:
-            shared = [stream, layout, isv, name, options]
-            fn = _replay_shard
+            fn, shared = _replay_shard, [stream, run.layout, run.isv, run.name, run.options]
         metrics = np.empty((summary.N_METRICS, n_configs), dtype=np.float64)
         if client is None:  # one shard, with phase 1 maybe still running: its own progress, per chunk or per config
-            columns, kept, ran = fn(shards[0], *shared, progress)
+            columns, kept, ran = fn(shards[0], *shared, run.progress)
             metric_pack.fill(metrics, 0, n_configs, columns)
             results = [(kept, ran)]
         else:
-            publishers = []
-            if stats is not None:  # the shards start now and wait for phase 1 once their rows are planned
-                later = [stack.enter_context(distributed.later(client)) for _ in stats]
-                shared[1], publishers = [h for h, _ in later], [p for _, p in later]
+            results = _on_cluster(client, stack, fn, shards, shared, stats, metrics, run.progress)
+    return _assemble(stream, source.columns(), shards, results, metrics, stats, keep, run.layout, t0)
 
-            def land(k: int, result: Any) -> tuple:  # as each shard arrives: its metrics into the table
-                columns, kept, ran = result
-                metric_pack.fill(metrics, shards[k].start, shards[k].stop, columns)
-                return kept, ran
 
-            futures = distributed.submit_shards(functools.partial(_packed_shard, fn), shards, client,
-                                                shared=shared)
-            for piece, publish in zip(stats or (), publishers):  # each piece as it is done
-                publish(piece.result())
-            results = distributed.gather_shards(futures, progress=progress, each=land)
-    fields = source.columns()
+def _per_step(stream: Stream | StepStream) -> StepStream:
+    """What a fast sweep's shards read of the stream, given phase 1: its per-step fields and b."""
+    return stream.per_step() if isinstance(stream, Stream) else stream
+
+
+def _phase1_handles(stream: Stream | StepStream, given: StepStats | None, gpu: bool, run: _Run,
+                    client: Any) -> list[concurrent.futures.Future]:
+    """Phase 1 as futures of ``(t0, t1, StepStats)`` pieces: ``given`` as one piece, done; or computed in
+    ``run.pool`` (:func:`_phase1_in_pieces`), in :func:`phase1_pieces` on the GPU, in one piece on the CPU."""
+    if given is not None:
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        done.set_result((0, stream.steps, given))
+        return [done]
+    from regime_dash import distributed
+
+    # on a cluster of this host's GPUs, phase 1 spreads over them (a PCIe link each)
+    n_local = 0 if client is None or not gpu else distributed.local_gpus(client)
+    bounds = phase1_pieces(stream.steps) if gpu else [(0, stream.steps)]
+    pieces = [concurrent.futures.Future() for _ in bounds]
+    run.pool.submit(_phase1_in_pieces, stream, run.device, _cuda_device(),
+                    list(range(n_local)) if n_local > 1 else None, bounds, pieces)
+    return pieces
+
+
+def _on_cluster(client: Any, stack: contextlib.ExitStack, fn: Callable[..., Any], shards: list[_Shard],
+                shared: list, stats: list | None, metrics: np.ndarray, progress: Progress | None) -> list[tuple]:
+    """The shards run on the workers, each shard's metrics landed into ``metrics`` as it arrives;
+    phase 1's pieces (``stats``) published as each is done. ``[(kept, engine)]`` per shard."""
+    from regime_dash import distributed
+
+    publishers = []
+    if stats is not None:  # the shards start now and wait for phase 1 once their rows are planned
+        later = [stack.enter_context(distributed.later(client)) for _ in stats]
+        shared[1], publishers = [h for h, _ in later], [p for _, p in later]
+
+    def land(k: int, result: Any) -> tuple:  # as each shard arrives: its metrics into the table
+        columns, kept, ran = result
+        metric_pack.fill(metrics, shards[k].start, shards[k].stop, columns)
+        return kept, ran
+
+    futures = distributed.submit_shards(functools.partial(_packed_shard, fn), shards, client, shared=shared)
+    for piece, publish in zip(stats or (), publishers):  # each piece as it is done
+        publish(piece.result())
+    return distributed.gather_shards(futures, progress=progress, each=land)
+
+
+def _assemble(stream: Stream | StepStream, fields: Columns, shards: list[_Shard], results: list[tuple],
+              metrics: np.ndarray, stats: list | None, keep: list[int], layout: SlotLayout,
+              t0: float) -> SweepResult:
+    """The table (the config columns, then the metrics) and the kept trajectories, in ``keep`` order."""
     trajectories: dict[int, pd.DataFrame] = {}
     flat = functools.cache(lambda: _Pieces(stats).whole().flat)  # once, if a snapshot was kept
     for shard, (kept, _) in zip(shards, results):

@@ -74,6 +74,18 @@ def test_fast_sweep_over_two_processes_equals_in_process(stream, client):
     assert len(remote.table[list(METRICS)].drop_duplicates()) > 1
 
 
+def test_a_light_fast_sweep_over_two_processes_equals_in_process(stream, client):
+    """The workers get the per-step fields and the given phase 1: the whole stream's table."""
+    from regime_dash.engine import fast
+
+    want = sweep(stream, GRID, engine="fast", device="cpu", keep=[0, 7])
+    remote = sweep(stream.per_step(), GRID, engine="fast", device="cpu", keep=[0, 7], scheduler=client,
+                   stats=fast.step_stats(stream))
+    pd.testing.assert_frame_equal(remote.table, want.table, check_exact=True)
+    for k in (0, 7):
+        pd.testing.assert_frame_equal(remote.trajectories[k], want.trajectories[k], check_exact=True)
+
+
 def test_config_list_and_per_replay_engine_over_two_processes(stream, client):
     configs = [RegimeConfig(max_duration=20 + 30 * k, eps_min=0.01 * k) for k in range(5)]
     local = sweep(stream, configs, engine="reference", keep=[4])

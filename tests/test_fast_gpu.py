@@ -233,7 +233,6 @@ def test_a_scan_piece_that_is_not_whole_batches_is_refused(monkeypatch):
 @pytest.mark.gpu
 def test_sweep_values_packed_on_the_device_are_the_host_finalized_metrics():
     from regime_dash.engine import fast, metric_pack
-    from regime_dash.sweep import _scalar_stream
 
     stream = random_stream(np.random.default_rng(3), T_STEPS, 64)
     rows = _scenarios()
@@ -243,7 +242,7 @@ def test_sweep_values_packed_on_the_device_are_the_host_finalized_metrics():
     values = np.stack([np.repeat(np.float32([20, 60, 400]), 70)[:200],
                        np.tile(np.float32([0.0, 0.01, 0.05, 0.2]), 50)], axis=1)
     stats = fast.step_stats(stream)
-    args = (_scalar_stream(stream), stats, stream.accounts, boot, boot, slot_idx, values,
+    args = (stream.per_step(), stats, stream.accounts, boot, boot, slot_idx, values,
             np.zeros(0, np.int32), L, [1, 150])
     acc, snaps = fast_gpu.sweep_values(*args)
     cols, snaps_packed = fast_gpu.sweep_values(*args, packed=True)

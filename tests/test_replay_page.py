@@ -88,8 +88,8 @@ def test_a_replay_and_its_stream_are_cached_as_they_are_not_copied():
 
 @pytest.mark.parametrize("suffix", [".npz", ".parquet"])
 def test_an_uploaded_stream_replays_light_and_as_the_whole_stream(suffix):
-    """A stream file is held light (per-step fields and phase 1, no [T, b] arrays): its fast replays equal
-    the whole stream's bit for bit; the reference engine and a sweep load the whole stream from the file."""
+    """A stream file is held light (per-step fields and phase 1, no [T, b] arrays): its fast replays and
+    sweeps equal the whole stream's bit for bit; the reference engine loads the whole stream from the file."""
     import hashlib
     import tempfile
     from pathlib import Path
@@ -115,5 +115,38 @@ def test_an_uploaded_stream_replays_light_and_as_the_whole_stream(suffix):
     whole = cache.full_stream(key, light)
     assert (whole.rewards == stream.rewards).all() and (whole.lots == stream.lots).all()
     grid = {"max_duration": [50.0, 400.0]}
-    pd.testing.assert_frame_equal(cache.sweep(key, light, grid, "fast")["table"],
-                                  cache.sweep("whole:" + key, stream, grid, "fast")["table"], check_exact=True)
+    for engine in ("fast", "reference"):
+        pd.testing.assert_frame_equal(cache.sweep(key, light, grid, engine)["table"],
+                                      cache.sweep("whole:" + key, stream, grid, "fast")["table"], check_exact=True)
+
+
+def test_an_uploaded_streams_sweep_and_sensitivity_on_the_fast_engine_never_load_it(tmp_path, monkeypatch):
+    """On the fast engine the page's what-if, sweep and sensitivity of an uploaded file read only its light
+    inputs: nothing asks for the whole stream (``cache.full_stream`` of the light source)."""
+    from test_app_pages import upload_sample_stream
+
+    from regime_dash.ui import cache
+
+    real = cache.full_stream
+    loads = []
+
+    def whole(source_key, stream):
+        if not isinstance(stream, cache.Stream):
+            loads.append(source_key)
+        return real(source_key, stream)
+
+    monkeypatch.setattr(cache, "full_stream", whole)
+    at = open_replay(tmp_path, monkeypatch)
+    at.selectbox(key="replay.engine").set_value("fast").run()
+    upload_sample_stream(at, "replay.source")
+    at.number_input(key="replay.sweep.n1").set_value(3)
+    at.button(key="replay.sweep.run").click().run()
+    no_exception(at, "sweep of the file")
+    assert any(c.value.startswith("3 replays in") for c in at.caption)
+    at.button(key="replay.sensitivity.run").click().run()
+    no_exception(at, "sensitivity of the file")
+    assert any(c.value.startswith("133 one-at-a-time and") for c in at.caption)
+    assert not at.error and loads == []
+    at.selectbox(key="replay.engine").set_value("reference").run()  # the reference engine does load it
+    no_exception(at, "reference replay of the file")
+    assert loads

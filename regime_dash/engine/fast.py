@@ -573,7 +573,8 @@ def sweep_cpu(stream, isv0s: np.ndarray, boot_rows: np.ndarray, layout: SlotLayo
     Parameters
     ----------
     stream
-        The replayed stream.
+        The replayed stream; given ``stats``, only its per-step fields and b are read, so it may
+        be a :class:`~regime_dash.streams.StepStream`.
     isv0s, boot_rows
         float32 [S, n_isv]: each scenario's initial ISV and its boundary bootstrap.
     layout
@@ -592,9 +593,17 @@ def sweep_cpu(stream, isv0s: np.ndarray, boot_rows: np.ndarray, layout: SlotLayo
         Each scenario's accumulator row (:data:`summary.INIT` order); :func:`summary.finalize` reads it.
     kept : dict
         ``{k: float32 [T, n_snap]}`` for ``k`` in ``keep``.
+
+    Raises
+    ------
+    StreamError
+        ``stream`` is a StepStream and ``stats`` is None: phase 1 reads the [T, b] arrays.
     """
     from regime_dash.engine import snapshot_indices
 
+    if isinstance(stream, StepStream) and stats is None:
+        raise StreamError("a StepStream holds no [T, b] rewards and lots to compute phase 1 from: give its "
+                          "phase 1 (stats=)", field="stream", value=type(stream).__name__)
     kernel = _kernel("sweep")
     stats = step_stats(stream) if stats is None else stats
     snap_idx = snapshot_indices(layout) if snap_idx is None else _i32(snap_idx)

@@ -416,7 +416,8 @@ def sweep_values(scalars: Stream, stats, accounts: int, isv0: np.ndarray, boot: 
     Parameters
     ----------
     scalars
-        A stream whose per-step fields are used (its [T, b] batch is not read).
+        A stream whose per-step fields are used (its [T, b] batch is not read): a
+        :class:`~regime_dash.streams.StepStream`, or a Stream.
     stats
         ``StepStats`` of the real stream (phase 1).
     accounts

@@ -167,18 +167,31 @@ def replay(source_key: str, _stream, config: dict[str, Any], engine: str, layout
     on every hit, at 1,000,000 steps 0.4 s and 0.1–0.7 s, and a what-if move reads the
     baseline and the what-if (and each again for the summary metrics).
     """
-    from regime_dash.engine import replay_trajectory, resolve_engine
+    from regime_dash.engine import replay_trajectory
 
-    options, stream = {}, None
-    if resolve_engine(engine) == "fast":
-        # phase 1 does not depend on the config: a slider move replays the scan alone over the
-        # per-step fields (on a GPU, only the [T]-sized inputs go to the device); and the page keeps
-        # only the frame, so the [T, b] normalized rewards are never made, nor the batch read
-        stream, stats = light_inputs(source_key, _stream)
-        options = {"stats": stats, "normalized": False}
-    traj = replay_trajectory(stream or full_stream(source_key, _stream), RegimeConfig(**config), engine=engine,
-                             layout=_layout, controllers=controllers, **options)
+    stream, options = engine_inputs(source_key, _stream, engine)
+    if options:  # the page keeps only the frame: the [T, b] normalized rewards are never made, nor the batch read
+        options["normalized"] = False
+    traj = replay_trajectory(stream, RegimeConfig(**config), engine=engine, layout=_layout, controllers=controllers,
+                             **options)
     return {"frame": traj.frame, "seconds": traj.seconds, "engine": traj.engine}
+
+
+def engine_inputs(source_key: str, _stream, engine: str) -> tuple[Any, dict[str, Any]]:
+    """``(stream, options)``: what a replay, sweep or sensitivity of the page's source on ``engine`` reads.
+
+    On the fast engine, the light inputs (:func:`light_inputs`: the per-step fields) and ``{"stats": phase 1}``:
+    phase 1 does not depend on the config, so each config replays the scan alone (on a GPU only the
+    [T]-sized inputs go to the device) and an uploaded file's whole stream is never loaded. On the
+    reference and cuda engines, which read the [T, b] arrays, the whole stream (:func:`full_stream`) and no
+    options. ``engine`` resolves as :func:`regime_dash.sweep.sweep` resolves it (``auto``: fast where it runs).
+    """
+    from regime_dash.engine import resolve_engine
+
+    if resolve_engine(engine) == "fast":
+        stream, stats = light_inputs(source_key, _stream)
+        return stream, {"stats": stats}
+    return full_stream(source_key, _stream), {}
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
@@ -202,7 +215,7 @@ def _loaded(source_key: str, _source):
 def full_stream(source_key: str, _stream):
     """The whole :class:`~regime_dash.streams.Stream` of a page's source: ``_stream`` itself, or a light file
     source's stream loaded from its file (cached, one at a time) for what reads the [T, b] arrays (the
-    reference and cuda engines, a sweep, the sensitivity tab, a live run)."""
+    reference and cuda engines, the normalize pass, a live run)."""
     return _stream if isinstance(_stream, Stream) else _loaded(source_key, _stream)
 
 
@@ -409,15 +422,17 @@ def group_spec(key: str, _frames: dict, groups: tuple, columns: tuple, band: str
 @st.cache_data(show_spinner="sweeping…", max_entries=4)
 def sweep(source_key: str, _stream, grid: dict[str, list[float]], engine: str,
           base: dict[str, Any] | None = None, layout_fingerprint: str = "", _layout=None) -> dict[str, Any]:
-    """:func:`regime_dash.sweep.sweep` of ``_stream`` over ``grid`` on top of ``base``.
+    """:func:`regime_dash.sweep.sweep` of ``_stream`` over ``grid`` on top of ``base``, from what
+    :func:`engine_inputs` gives ``engine`` (on the fast engine, the light inputs and their phase 1).
 
     Returns ``{"table", "seconds", "engine"}``; the table has one row per
     config: every config field, then the summary metrics.
     """
     from regime_dash.sweep import sweep as run_sweep
 
-    result = run_sweep(full_stream(source_key, _stream), grid, engine=engine, base=RegimeConfig(**base) if base else None,
-                       layout=_layout)
+    stream, options = engine_inputs(source_key, _stream, engine)
+    result = run_sweep(stream, grid, engine=engine, base=RegimeConfig(**base) if base else None, layout=_layout,
+                       **options)
     return {"table": result.table, "seconds": result.seconds, "engine": result.engine}
 
 

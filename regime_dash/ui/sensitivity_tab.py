@@ -49,12 +49,13 @@ def no_effect_table(result: Any) -> pd.DataFrame:
                         columns=["field", "explained by", "except at the end of its range"])
 
 
-def _run(stream: Any, base: RegimeConfig, layout) -> Any:
+def _run(source_key: str, stream: Any, base: RegimeConfig, layout) -> Any:
     bar = st.progress(0.0, text="sensitivity: starting")
     try:
-        # engines agree bit for bit, so the sweep takes the fast one wherever it runs
-        result = sensitivity(stream, base, engine="auto", layout=layout,
-                             progress=lambda f, text: bar.progress(min(max(f, 0.0), 1.0), text=text))
+        # engines agree bit for bit, so the sweep takes the fast one wherever it runs, from the light inputs
+        inputs, options = cache.engine_inputs(source_key, stream, "auto")
+        result = sensitivity(inputs, base, engine="auto", layout=layout,
+                             progress=lambda f, text: bar.progress(min(max(f, 0.0), 1.0), text=text), **options)
     except RegimeDashError as exc:
         bar.empty()
         st.error(f"Sensitivity failed: {markdown_literal(exc)}")
@@ -80,7 +81,7 @@ def sensitivity_tab(key: str, source_key: str, stream: Any, base: RegimeConfig |
     fp = layout.fingerprint_hex() if layout is not None else ""
     ident = (source_key, fp, tuple(base.as_dict().items()))
     if st.button("Run sensitivity", key=f"{key}.run", type="primary"):
-        result = _run(cache.full_stream(source_key, stream), base, layout)
+        result = _run(source_key, stream, base, layout)
         if result is not None:
             st.session_state[f"{key}.result"] = (ident, result)
     stored = st.session_state.get(f"{key}.result")
