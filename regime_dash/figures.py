@@ -474,8 +474,9 @@ def run_traces(label: str, frame: pd.DataFrame, colour: str, *, x: str = "step",
     """
     # the axes' names do not depend on the height or the x axis: any cached layout gives them
     batch = _TraceBatch(_panel_layout(1400, "step", "step")[1])
-    _add_run(batch, label, frame, colour, x=x, smoothing=smoothing, n_out=n_out, offset=offset, widen=widen,
-             memo=memo)
+    if len(frame):
+        _RunPanels(batch, label, frame, colour, x=x, smoothing=smoothing, n_out=n_out, offset=offset, widen=widen,
+                   memo=memo).draw()
     return batch.data
 
 
@@ -516,218 +517,288 @@ def _finite_max(*series: np.ndarray) -> float:
     return float(finite.max()) if finite.size else 1.0
 
 
-def _add_run(fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, x: str, smoothing: float,
-             n_out: int, offset: float = 0.0, widen: float = 1.0, memo: dict | None = None) -> None:
-    if len(frame) == 0:
-        return
-    from regime_dash.analysis import episodes as ep
-    from regime_dash.analysis.view import view
+class _RunPanels:
+    """One run's drawing on the seven panels: the run's view, its x values in plotting order, the
+    ``memo`` (see :func:`run_traces`), the duty bands' columns and whether the legend entry is drawn yet.
 
-    vw = view(frame)  # sorted by step: the row order every analysis mask is in
-    frame = vw.frame
-    xs, order = _plot_order(vw, x, offset)
+    :meth:`draw` adds every panel's traces to ``fig``; each panel is a method of its own, drawn
+    with the series helpers :meth:`line`, :meth:`shade` and :meth:`markers`.
+    """
 
-    def reorder(a):
-        return a[order] if order is not None else a
+    def __init__(self, fig: _TraceBatch, label: str, frame: pd.DataFrame, colour: str, *, x: str,
+                 smoothing: float, n_out: int, offset: float = 0.0, widen: float = 1.0,
+                 memo: dict | None = None) -> None:
+        from regime_dash.analysis.view import view
 
-    def col(name):
+        self.fig, self.label, self.colour, self.x = fig, label, colour, x
+        self.smoothing, self.n_out, self.widen, self.memo = smoothing, n_out, widen, memo
+        self.vw = view(frame)  # sorted by step: the row order every analysis mask is in
+        self.frame = self.vw.frame
+        self.xs, self.order = _plot_order(self.vw, x, offset)
+        xs = self.xs
+        # sorted: a finite x's extent is its ends
+        extent = (xs[-1] - xs[0]) if all_finite(xs) else (np.nanmax(xs) - np.nanmin(xs))
+        self.span_gap = extent / max(n_out, 1) if len(xs) else 0.0
+        self.first = True  # the next series drawn carries the run's legend entry
+        self.bins: DutyBins | None = None  # the duty bands' columns of xs, cut once for every flag and counter
+        self.at = " (step %{x:d})" if x == "step" else ""
+
+    def draw(self) -> None:
+        """Every panel of the run, top to bottom."""
+        self.dead_zone()
+        self.eps_recovery()
+        self.tail()
+        self.sigma_envelope()
+        self.transition()
+        self.iqn_tau()
+        self.kelly()
+
+    # ---- the run's values ----------------------------------------------------------
+    def reorder(self, a: np.ndarray) -> np.ndarray:
+        """``a`` (one value a row, in step order) in plotting order."""
+        return a[self.order] if self.order is not None else a
+
+    def col(self, name: str) -> np.ndarray | None:
         """A column as numbers: a float32 one as it is (read only, no [T] copy: every trace of it
         reads float32 exactly as its float64 image), any other as float64."""
-        if name not in frame.columns:
+        if name not in self.frame.columns:
             return None
+        memo = self.memo
         if memo is not None and ("col", name) in memo:
             return memo[("col", name)]
-        series = frame[name]
+        series = self.frame[name]
         if series.dtype == np.float32:
-            values = reorder(series.to_numpy())
+            values = self.reorder(series.to_numpy())
         else:
-            values = reorder(pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64))
+            values = self.reorder(pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64))
         if memo is not None and len(values) <= MEMO_ROWS:
             values.setflags(write=False)  # shared by every later call: never changed in place
             memo[("col", name)] = values
         return values
 
-    def rows_of(steps) -> np.ndarray:
+    def rows_of(self, steps) -> np.ndarray:
         """Row positions (in plotting order) of the given trainer steps."""
-        rows = np.searchsorted(vw.step, np.asarray(steps, dtype=np.int64))
-        if order is None:
+        rows = np.searchsorted(self.vw.step, np.asarray(steps, dtype=np.int64))
+        if self.order is None:
             return rows
-        return np.sort(np.argsort(order)[rows])
+        return np.sort(np.argsort(self.order)[rows])
 
-    def x_out(values):
+    def x_out(self, values: np.ndarray):
         """x values as sent: dates on a wall-clock axis, else the compact numbers."""
-        return plot_x(values, x) if x == "wall_time" else compact(values)
+        return plot_x(values, self.x) if self.x == "wall_time" else compact(values)
 
-    # sorted: a finite x's extent is its ends
-    extent = (xs[-1] - xs[0]) if all_finite(xs) else (np.nanmax(xs) - np.nanmin(xs))
-    span_gap = extent / max(n_out, 1) if len(xs) else 0.0
-    first = [True]
-    cut: list = []  # the duty bands' columns of xs, cut once for every flag and counter of the run
-
-    at = " (step %{x:d})" if x == "step" else ""
-
-    def replayed(key) -> bool:
+    # ---- the memo -----------------------------------------------------------------------
+    def replayed(self, key) -> bool:
         """Whether the traces kept under ``key`` (see ``memo``) were added again."""
-        if memo is None or key not in memo:
+        if self.memo is None or key not in self.memo:
             return False
-        fig.data.extend(memo[key])
+        self.fig.data.extend(self.memo[key])
         return True
 
-    def keep(key, n0: int) -> None:
-        if memo is not None:
-            memo[key] = fig.data[n0:]
+    def keep(self, key, n0: int) -> None:
+        """Keep the traces added since there were ``n0`` under ``key``."""
+        if self.memo is not None:
+            self.memo[key] = self.fig.data[n0:]
 
-    def banded(row, values, name, *, top=None, off=0.0, secondary=False, legend=False) -> bool:
+    # ---- the series helpers ------------------------------------------------------------
+    def banded(self, row: int, values: np.ndarray, name: str, *, top: float | None = None, off: float = 0.0,
+               secondary: bool = False, legend: bool = False) -> bool:
         """The duty band of a flag or counter flipping faster than the pixel columns; False if it does not."""
-        shown = dict(name=label if legend and first[0] else f"{label} {name}", legendgroup=label,
-                     showlegend=legend and first[0])
-        if not cut:
-            cut.append(duty_bins(xs, n_out))
-        traces = duty_traces(xs, values, f"{label} {name}", colour, columns=n_out, top=top, off=off,
-                             steps=x == "step", x_out=x_out, bins=cut[0], **shown)
+        label = self.label
+        shown = dict(name=label if legend and self.first else f"{label} {name}", legendgroup=label,
+                     showlegend=legend and self.first)
+        if self.bins is None:
+            self.bins = duty_bins(self.xs, self.n_out)
+        traces = duty_traces(self.xs, values, f"{label} {name}", self.colour, columns=self.n_out, top=top,
+                             off=off, steps=self.x == "step", x_out=self.x_out, bins=self.bins, **shown)
         for trace in traces or ():
-            fig.add_trace(trace, row=row, col=1, secondary_y=secondary)
+            self.fig.add_trace(trace, row=row, col=1, secondary_y=secondary)
         return traces is not None
 
-    def line(row, y, name, *, dash=None, secondary=False, smooth=True, width=1.5, band=True, k=0, off=None):
+    def line(self, row: int, y: np.ndarray | None, name: str, *, dash: str | None = None, secondary: bool = False,
+             smooth: bool = True, width: float = 1.5, band: bool = True, k: int = 0, off: float | None = None) -> None:
         """One series; ``k`` is its tone (0 the run's main series, then lighter/darker variants). A counter
         (``off``: its value when off) flipping faster than the pixel columns is drawn as a duty band."""
         if y is None:
             return
-        key = None if smooth and smoothing > 0 else ("line", row, name)
-        if key is not None and replayed(key):
-            first[0] = False
+        smoothed = smooth and self.smoothing > 0
+        key = None if smoothed else ("line", row, name)
+        if key is not None and self.replayed(key):
+            self.first = False
             return
-        n0 = len(fig.data)
-        shade_colour = tone(colour, k)
-        if off is not None and banded(row, y, name, off=off, secondary=secondary, legend=True):
-            first[0] = False
+        n0 = len(self.fig.data)
+        if off is not None and self.banded(row, y, name, off=off, secondary=secondary, legend=True):
+            self.first = False
             if key is not None:
-                keep(key, n0)
+                self.keep(key, n0)
             return
-        if smooth and smoothing > 0:
-            y = ema_debiased(y, smoothing)
-        red = downsample(xs, y, n_out)
-        finite = red.finite  # read once: most lines have no NaN/±Inf to drop, break at or mark
+        if smoothed:
+            y = ema_debiased(y, self.smoothing)
+        red = downsample(self.xs, y, self.n_out)
+        shade_colour = tone(self.colour, k)
         if band and len(red.band_x) and not np.array_equal(red.band_lo, red.band_hi):
-            # one closed polygon (the maxima forward, the minima back), not two traces and a
-            # fill between them: half the traces for the browser to draw. A band as thin as
-            # the line (a series constant within every bucket) is left out.
-            hx, hy = thin_flat(red.band_x, red.band_hi, stride=0)
-            lx_, ly_ = thin_flat(red.band_x[::-1], red.band_lo[::-1], stride=0)
-            fig.add_trace(dict(x=x_out(np.concatenate([hx, lx_])), y=compact(np.concatenate([hy, ly_])),
-                               mode="lines",
-                               line=dict(width=0, color=shade_colour), fill="toself",
-                               fillcolor=_rgba(shade_colour, 0.15), hoverinfo="skip",
-                               showlegend=False, legendgroup=label, name=f"{label} {name} min/max"),
-                          row=row, col=1, secondary_y=secondary)
-        # the line breaks at NaN/±Inf, never drawn through
-        lx, ly = thin_flat(*((red.x, red.y) if finite else break_at_nonfinite(red.x, red.y, xs, y)))
-        fig.add_trace(dict(x=x_out(lx), y=compact(ly), mode="lines",
-                           line=dict(color=shade_colour, width=width * widen, **({"dash": dash} if dash else {})),
-                           name=label if first[0] else f"{label} {name}",
-                           legendgroup=label, showlegend=first[0],
-                           hovertemplate=f"{label} {name}: %{{y:.6g}}{at}<extra></extra>"),
-                      row=row, col=1, secondary_y=secondary)
-        first[0] = False
-        nx, ny, words = (np.empty(0), None, None) if finite else nonfinite_points(xs, y)
-        if len(nx):  # a visible marker whose hover says what the value was
-            fig.add_trace(dict(x=plot_x(nx, x), y=ny, mode="markers", text=words,
-                               marker=dict(symbol="x", size=9, color=NONFINITE_COLOUR),
-                               name=f"{label} {name} non-finite", legendgroup=label, showlegend=False,
-                               hovertemplate=f"{label} {name}: %{{text}}<extra></extra>"),
-                          row=row, col=1, secondary_y=secondary)
+            # a band as thin as the line (a series constant within every bucket) is left out
+            self.min_max_band(row, red, name, shade_colour, secondary)
+        self.series(row, red, y, name, shade_colour, width=width, dash=dash, secondary=secondary)
+        self.first = False
+        if not red.finite:  # read once: most lines have no NaN/±Inf to drop, break at or mark
+            self.nonfinite_markers(row, y, name, secondary)
         if key is not None:
-            keep(key, n0)
+            self.keep(key, n0)
 
-    def shade(row, flag, top, name):
+    def min_max_band(self, row: int, red: Reduced, name: str, shade_colour: str, secondary: bool) -> None:
+        """The per-bucket minima and maxima of a downsampled series as one closed polygon (the maxima
+        forward, the minima back), not two traces and a fill between them: half the traces for the
+        browser to draw."""
+        hx, hy = thin_flat(red.band_x, red.band_hi, stride=0)
+        lx, ly = thin_flat(red.band_x[::-1], red.band_lo[::-1], stride=0)
+        self.fig.add_trace(dict(x=self.x_out(np.concatenate([hx, lx])), y=compact(np.concatenate([hy, ly])),
+                                mode="lines",
+                                line=dict(width=0, color=shade_colour), fill="toself",
+                                fillcolor=_rgba(shade_colour, 0.15), hoverinfo="skip",
+                                showlegend=False, legendgroup=self.label, name=f"{self.label} {name} min/max"),
+                           row=row, col=1, secondary_y=secondary)
+
+    def series(self, row: int, red: Reduced, y: np.ndarray, name: str, shade_colour: str, *, width: float,
+               dash: str | None, secondary: bool) -> None:
+        """The line of a downsampled series ``red`` of ``y``, the run's legend entry if it is the first."""
+        label = self.label
+        # the line breaks at NaN/±Inf, never drawn through
+        lx, ly = thin_flat(*((red.x, red.y) if red.finite else break_at_nonfinite(red.x, red.y, self.xs, y)))
+        self.fig.add_trace(dict(x=self.x_out(lx), y=compact(ly), mode="lines",
+                                line=dict(color=shade_colour, width=width * self.widen,
+                                          **({"dash": dash} if dash else {})),
+                                name=label if self.first else f"{label} {name}",
+                                legendgroup=label, showlegend=self.first,
+                                hovertemplate=f"{label} {name}: %{{y:.6g}}{self.at}<extra></extra>"),
+                           row=row, col=1, secondary_y=secondary)
+
+    def nonfinite_markers(self, row: int, y: np.ndarray, name: str, secondary: bool) -> None:
+        """A visible marker at each NaN/±Inf of ``y`` whose hover says what the value was."""
+        nx, ny, words = nonfinite_points(self.xs, y)
+        if not len(nx):
+            return
+        label = self.label
+        self.fig.add_trace(dict(x=plot_x(nx, self.x), y=ny, mode="markers", text=words,
+                                marker=dict(symbol="x", size=9, color=NONFINITE_COLOUR),
+                                name=f"{label} {name} non-finite", legendgroup=label, showlegend=False,
+                                hovertemplate=f"{label} {name}: %{{text}}<extra></extra>"),
+                           row=row, col=1, secondary_y=secondary)
+
+    def shade(self, row: int, flag, top: float | None, name: str) -> None:
         """Shaded spans where ``flag`` (an array, or a function that makes it) is set."""
-        if flag is None or top is None or not np.isfinite(top) or replayed(("shade", row, name)):
+        if flag is None or top is None or not np.isfinite(top) or self.replayed(("shade", row, name)):
             return
-        n0 = len(fig.data)
+        n0 = len(self.fig.data)
         flag = flag() if callable(flag) else flag
-        if banded(row, flag, name, top=top):
-            keep(("shade", row, name), n0)
+        if self.banded(row, flag, name, top=top):
+            self.keep(("shade", row, name), n0)
             return
-        sp = spans(xs, flag, span_gap)
+        sp = spans(self.xs, flag, self.span_gap)
         if not sp:
             return
         # one trace of rectangles separated by None gaps, not one shape per span: a run
         # with thousands of episodes stays one trace
         px, py = [], []
         for a, b in sp:
-            b = b if b > a else a + max(span_gap, 1e-9)  # a one-step span still gets a width
-            corners = plot_x(np.array([a, a, b, b], dtype=np.float64), x)
+            b = b if b > a else a + max(self.span_gap, 1e-9)  # a one-step span still gets a width
+            corners = plot_x(np.array([a, a, b, b], dtype=np.float64), self.x)
             px += [*corners, None]
             py += [0.0, top, top, 0.0, None]
-        fig.add_trace(dict(x=px, y=py, mode="lines", fill="toself", line=dict(width=0),
-                           fillcolor=_rgba(colour, 0.18), hoverinfo="skip", legendgroup=label,
-                           showlegend=False, name=f"{label} {name}"), row=row, col=1)
-        keep(("shade", row, name), n0)
+        self.fig.add_trace(dict(x=px, y=py, mode="lines", fill="toself", line=dict(width=0),
+                                fillcolor=_rgba(self.colour, 0.18), hoverinfo="skip", legendgroup=self.label,
+                                showlegend=False, name=f"{self.label} {name}"), row=row, col=1)
+        self.keep(("shade", row, name), n0)
 
-    def markers(row, pos, y, name, symbol, secondary=False, flag=None, top=1.0):
+    def markers(self, row: int, pos, y: np.ndarray | None, name: str, symbol: str, secondary: bool = False,
+                flag: np.ndarray | None = None, top: float = 1.0) -> None:
         """Markers at the rows ``pos`` (an array, or a function that finds them); the duty band of
         ``flag`` (the flag they mark) where it flips faster than the pixel columns."""
-        if replayed(("markers", row, name)):
+        key = ("markers", row, name)
+        if self.replayed(key):
             return
-        n0 = len(fig.data)
-        if flag is not None and banded(row, flag, name, top=top, secondary=secondary):
-            keep(("markers", row, name), n0)
+        n0 = len(self.fig.data)
+        if flag is not None and self.banded(row, flag, name, top=top, secondary=secondary):
+            self.keep(key, n0)
             return
         pos = pos() if callable(pos) else pos
         if pos is None or len(pos) == 0:
-            keep(("markers", row, name), n0)
+            self.keep(key, n0)
             return
-        if len(pos) > n_out:  # thousands of events: keep an even sample, the band shows density
-            pos = pos[np.linspace(0, len(pos) - 1, n_out).astype(np.int64)]
-        fig.add_trace(dict(x=x_out(xs[pos]), y=compact(y[pos] if y is not None else np.ones(len(pos))),
-                           mode="markers", marker=dict(symbol=symbol, size=8, color=colour,
-                                                       line=dict(width=1, color="black")),
-                           name=f"{label} {name}", legendgroup=label, showlegend=False,
-                           hovertemplate=f"{label} {name} @ %{{x{':d' if x == 'step' else ''}}}<extra></extra>"),
-                      row=row, col=1, secondary_y=secondary)
-        keep(("markers", row, name), n0)
+        if len(pos) > self.n_out:  # thousands of events: keep an even sample, the band shows density
+            pos = pos[np.linspace(0, len(pos) - 1, self.n_out).astype(np.int64)]
+        step_format = ":d" if self.x == "step" else ""
+        self.fig.add_trace(dict(x=self.x_out(self.xs[pos]),
+                                y=compact(y[pos] if y is not None else np.ones(len(pos))),
+                                mode="markers", marker=dict(symbol=symbol, size=8, color=self.colour,
+                                                            line=dict(width=1, color="black")),
+                                name=f"{self.label} {name}", legendgroup=self.label, showlegend=False,
+                                hovertemplate=f"{self.label} {name} @ %{{x{step_format}}}<extra></extra>"),
+                           row=row, col=1, secondary_y=secondary)
+        self.keep(key, n0)
 
-    # 1 dead zone
-    duration = col(diag.DURATION)
-    line(1, duration, "duration", smooth=False, off=0.0)
-    top = np.float64(np.nanmax(duration)) if duration is not None and np.isfinite(duration).any() else 1.0
-    shade(1, col(diag.FLAG), max(top, 1.0), "dead-zone episode")
-    if diag.TIMEOUT in frame.columns:
-        markers(1, lambda: rows_of(ep.timeouts(vw)["step"]), duration, "timeout", "x", flag=col(diag.TIMEOUT),
-                top=max(top, 1.0))
-    # 2 ε recovery
-    eps_lo, eps_hi = col(diag.EPS_MIN), col(diag.EPS_MAX)
-    if eps_lo is not None and eps_hi is not None:
-        line(2, eps_lo, "ε min", dash="dot", smooth=False, width=0.8, band=False, k=3)
-        line(2, eps_hi, "ε max", dash="dot", smooth=False, width=0.8, band=False, k=3)
-        fig.data[-1].update(fill="tonexty", fillcolor=_rgba(colour, 0.08))
-    line(2, col(diag.LIVE), "ε live")
-    line(2, col(diag.FACTOR), "recovery factor", dash="dashdot", width=1, k=2)
-    # 3 tail
-    recency = col(diag.RECENCY)
-    if recency is not None:
-        line(3, np.add(recency, 1.0, dtype=np.float64), "recency+1", smooth=False, off=1.0)
-        markers(3, lambda: rows_of(vw.step[ep.tail_event_rows(vw)]), None, "tail event", "diamond")
-    tail_var = col(diag.VARIANCE)
-    if tail_var is not None:
-        line(3, np.sqrt(np.maximum(tail_var, 0.0, dtype=np.float64)), "σ Δworst", dash="dot", secondary=True,
-             k=2)
-    # 4 σ envelope
-    sigma, envelope, var = col(diag.SIGMA), col(diag.ENVELOPE), col(diag.POPART_VAR)
-    line(4, sigma, "σ")
-    line(4, envelope, "envelope", dash="dash", k=2, width=2.5)
-    if sigma is not None and envelope is not None and var is not None:
-        shade(4, lambda: reorder(ep.floor_active(vw)), _finite_max(sigma, envelope), "floor active")
-    # 5 v9 transition
-    line(5, col(diag.REMAINING), "transition remaining", smooth=False, off=0.0)
-    line(5, col(diag.SAFETY_FRAC), "safety_frac", dash="dot", secondary=True, k=2)
-    # 6 IQN τ
-    line(6, col(diag.TAU_MIN), "τ_min", dash="dash", k=1, width=2.5)
-    line(6, col(diag.TAU_MIN_EFF), "τ_min effective")
-    # 7 kelly
-    line(7, col(diag.KELLY), "kelly_f", off=0.0)  # zeroed step after step in a dead zone: its duty band
-    line(7, col(diag.KELLY_ANALYTIC), "analytic", dash="dash", width=1, k=2)
+    # ---- the panels, top to bottom -------------------------------------------------------
+    def dead_zone(self) -> None:
+        """Panel 1: the duration, the episodes shaded, the timeouts marked."""
+        from regime_dash.analysis import episodes as ep
+
+        duration = self.col(diag.DURATION)
+        self.line(1, duration, "duration", smooth=False, off=0.0)
+        top = np.float64(np.nanmax(duration)) if duration is not None and np.isfinite(duration).any() else 1.0
+        self.shade(1, self.col(diag.FLAG), max(top, 1.0), "dead-zone episode")
+        if diag.TIMEOUT in self.frame.columns:
+            self.markers(1, lambda: self.rows_of(ep.timeouts(self.vw)["step"]), duration, "timeout", "x",
+                         flag=self.col(diag.TIMEOUT), top=max(top, 1.0))
+
+    def eps_recovery(self) -> None:
+        """Panel 2: ε live in its [min, max] band; the recovery factor."""
+        eps_lo, eps_hi = self.col(diag.EPS_MIN), self.col(diag.EPS_MAX)
+        if eps_lo is not None and eps_hi is not None:
+            self.line(2, eps_lo, "ε min", dash="dot", smooth=False, width=0.8, band=False, k=3)
+            self.line(2, eps_hi, "ε max", dash="dot", smooth=False, width=0.8, band=False, k=3)
+            self.fig.data[-1].update(fill="tonexty", fillcolor=_rgba(self.colour, 0.08))
+        self.line(2, self.col(diag.LIVE), "ε live")
+        self.line(2, self.col(diag.FACTOR), "recovery factor", dash="dashdot", width=1, k=2)
+
+    def tail(self) -> None:
+        """Panel 3: recency + 1 (log axis), the tail events marked; σ of Δworst on the right."""
+        from regime_dash.analysis import episodes as ep
+
+        recency = self.col(diag.RECENCY)
+        if recency is not None:
+            self.line(3, np.add(recency, 1.0, dtype=np.float64), "recency+1", smooth=False, off=1.0)
+            self.markers(3, lambda: self.rows_of(self.vw.step[ep.tail_event_rows(self.vw)]), None, "tail event",
+                         "diamond")
+        tail_var = self.col(diag.VARIANCE)
+        if tail_var is not None:
+            self.line(3, np.sqrt(np.maximum(tail_var, 0.0, dtype=np.float64)), "σ Δworst", dash="dot",
+                      secondary=True, k=2)
+
+    def sigma_envelope(self) -> None:
+        """Panel 4: PopArt σ against its envelope, the rows where the floor is active shaded."""
+        from regime_dash.analysis import episodes as ep
+
+        sigma, envelope, var = self.col(diag.SIGMA), self.col(diag.ENVELOPE), self.col(diag.POPART_VAR)
+        self.line(4, sigma, "σ")
+        self.line(4, envelope, "envelope", dash="dash", k=2, width=2.5)
+        if sigma is not None and envelope is not None and var is not None:
+            self.shade(4, lambda: self.reorder(ep.floor_active(self.vw)), _finite_max(sigma, envelope),
+                       "floor active")
+
+    def transition(self) -> None:
+        """Panel 5: the v9 transition's steps remaining; safety_frac on the right."""
+        self.line(5, self.col(diag.REMAINING), "transition remaining", smooth=False, off=0.0)
+        self.line(5, self.col(diag.SAFETY_FRAC), "safety_frac", dash="dot", secondary=True, k=2)
+
+    def iqn_tau(self) -> None:
+        """Panel 6: IQN τ_min against the effective τ_min."""
+        self.line(6, self.col(diag.TAU_MIN), "τ_min", dash="dash", k=1, width=2.5)
+        self.line(6, self.col(diag.TAU_MIN_EFF), "τ_min effective")
+
+    def kelly(self) -> None:
+        """Panel 7: the Kelly fraction after resurrection; the analytic one."""
+        self.line(7, self.col(diag.KELLY), "kelly_f", off=0.0)  # zeroed step after step in a dead zone: its duty band
+        self.line(7, self.col(diag.KELLY_ANALYTIC), "analytic", dash="dash", width=1, k=2)
 
 
 # ---- sweeps -------------------------------------------------------------------------
