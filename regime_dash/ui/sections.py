@@ -289,6 +289,7 @@ def live_source(key: str) -> dict[str, Any] | None:
     the source: a new key means a new run), or None until a file is uploaded.
     """
     from regime_dash.simulator import PRESETS
+    from regime_dash.ui import cache
 
     kind = st.radio("Source", LIVE_SOURCES, horizontal=True, key=f"{key}.kind")
     if kind != "Simulator":
