@@ -232,3 +232,24 @@ def test_floats_past_clinger_s_path_are_python_s_to_the_bit(kernels, monkeypatch
     monkeypatch.setattr(shapes, "_number_texts", lambda *a: calls.append(len(a[4])) or real(*a))
     parse("\n".join(lines[:3000]).encode())
     assert sum(calls) == 0
+
+
+def test_each_float_column_casts_only_where_its_own_values_need_it(kernels, monkeypatch):
+    """Columns of one shape, each its own case: one value past the scanner's conversions
+    (cast from its text) at a different line in each of two columns, a NaN and an
+    infinity in a third, nulls in a fourth, plain doubles in the last (taken as the
+    scanner gave them): bit for bit as the reference reads them."""
+    rows = []
+    for i in range(300):
+        a = "1e-30" if i == 17 else f"{i / 7!r}"
+        b = "0.12345678901234567890123" if i == 250 else f"{i * 0.25}"
+        c = "NaN" if i == 3 else "-Infinity" if i == 299 else f"{i}.5"
+        d = "null" if i % 11 == 5 else f"{i / 3!r}"
+        rows.append(f'{{"step": {i}, "a": {a}, "b": {b}, "c": {c}, "d": {d}, "e": {i / 9!r}}}')
+    (t, r), off = _both(monkeypatch, "\n".join(rows).encode())
+    _same((t, r), off)
+    for name in "abcde":
+        got = np.asarray(t.column(name).to_numpy(zero_copy_only=False))
+        want = np.asarray(off[0].column(name).to_numpy(zero_copy_only=False))
+        assert got.view(np.uint64).tolist() == want.view(np.uint64).tolist(), name
+    assert t.column("d").null_count == 27 and math.isnan(t.column("c")[3].as_py())

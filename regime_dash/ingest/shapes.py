@@ -248,11 +248,14 @@ def _flag_counts(sub: np.ndarray) -> np.ndarray:
     return np.bincount(keys.ravel(), minlength=6 * k).reshape(k, 6)
 
 
-def _float(f: np.ndarray, exact: np.ndarray, texts, counts: np.ndarray) -> pa.Array:
+def _float(f: np.ndarray, exact: np.ndarray, texts, counts: np.ndarray, cast: bool) -> pa.Array:
     """A float64 column: the scanner's exact doubles (``exact``), the values it could not
-    vouch for (NaN there: beyond both of its conversions) cast from their text by Arrow
-    (``texts(rows)``: their string views), then NaN and the infinities by their flags
-    (``counts``: the column's :func:`_flag_counts`)."""
+    vouch for (NaN there: beyond both of its conversions; ``cast``: whether there are any)
+    cast from their text by Arrow (``texts(rows)``: their string views), then NaN and the
+    infinities by their flags (``counts``: the column's :func:`_flag_counts`)."""
+    if not cast and not counts[2:5].any():
+        # every value is the scanner's double: the column is ``exact`` as it is, no copy
+        return from_numpy(exact, f == 5 if counts[5] else None)
     vals = np.array(exact)  # a copy: filled in below
     need = np.flatnonzero((f <= 1) & np.isnan(vals))
     if len(need):
@@ -290,6 +293,10 @@ def table_of(tpl: Template, buf, matched, line_numbers: np.ndarray) -> pa.Table:
     floats = values & (tpl.kinds == NUMBER) & counts[:, 1:5].any(axis=1)
     strings = np.flatnonzero(values & (tpl.kinds == STRING)).tolist()
     texts = dict(zip(strings, _texts(buf, vs, ve, fl, rows, strings)))
+    exact = fv if whole else fv[:, rows]
+    # a slot holds a value to cast where a number's double is NaN: one pass for every slot
+    # (the doubles of the other slots are 0, never NaN)
+    casts = ((sub <= 1) & np.isnan(exact)).any(axis=1) if floats.any() else floats
     cols = [from_numpy(np.asarray(line_numbers, dtype=np.int64))]
     for i, kind in enumerate(tpl.kinds.tolist()):
         f = sub[i]
@@ -300,8 +307,8 @@ def table_of(tpl: Template, buf, matched, line_numbers: np.ndarray) -> pa.Table:
         elif kind == STRING:
             cols.append(_string(f, texts[i]))
         elif floats[i]:
-            cols.append(_float(f, fv[i] if whole else fv[i, rows],
-                               lambda need, i=i: _number_texts(buf, vs, ve, fl, rows[need], [i])[0], counts[i]))
+            cols.append(_float(f, exact[i], lambda need, i=i: _number_texts(buf, vs, ve, fl, rows[need], [i])[0],
+                               counts[i], bool(casts[i])))
         else:
             cols.append(from_numpy(iv[i] if whole else iv[i, rows], f == 5 if nulls[i] else None))
     return pa.Table.from_arrays(cols, names=[LINE_COLUMN, *tpl.names])
