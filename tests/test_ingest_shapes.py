@@ -253,3 +253,21 @@ def test_each_float_column_casts_only_where_its_own_values_need_it(kernels, monk
         want = np.asarray(off[0].column(name).to_numpy(zero_copy_only=False))
         assert got.view(np.uint64).tolist() == want.view(np.uint64).tolist(), name
     assert t.column("d").null_count == 27 and math.isnan(t.column("c")[3].as_py())
+
+
+def test_slot_counts_compiled_and_in_numpy_agree(kernels, monkeypatch):
+    """The compiled per-slot summary (flag counts, numbers whose double is NaN) is the NumPy
+    one, over every line and over a subset (a chunk's matched lines), NaN under every flag."""
+    rng = np.random.default_rng(11)
+    fl = rng.integers(0, 6, (9, 500)).astype(np.int8)
+    fv = rng.standard_normal((9, 500))
+    fv[rng.random((9, 500)) < 0.05] = np.nan
+    fv[3] = 0.0  # a slot with no NaN at all
+    for rows in (np.arange(500), np.flatnonzero(rng.random(500) < 0.4), np.array([7]), np.arange(0)):
+        sub = fl if len(rows) == 500 else fl[:, rows]
+        compiled = shapes._slot_counts(fl, fv, rows, sub)
+        monkeypatch.setitem(shapes._state, "kernels", None)
+        plain = shapes._slot_counts(fl, fv, rows, sub)
+        monkeypatch.setitem(shapes._state, "kernels", kernels)
+        assert compiled[0].tolist() == plain[0].tolist() and compiled[1].tolist() == plain[1].tolist()
+        assert compiled[0].sum() == 9 * len(rows)

@@ -474,3 +474,23 @@ def line_breaks(buf, bw):
             out[c] = p
             c += 1
     return out[:c].copy()
+
+
+@njit(types.Array(types.int64, 2, "C")(types.Array(types.int8, 2, "C", readonly=True),
+                                      types.Array(types.float64, 2, "C", readonly=True), _INTS),
+      nogil=True, cache=True)
+def slot_counts(fl, fv, rows):
+    """For each slot (a row of ``fl``, flags slot by line), over the lines ``rows``: how
+    many lines hold each flag (columns 0 to 5), and how many hold a number whose double
+    is NaN (flag 0 or 1 with NaN in ``fv``: the values the float cast reads; column 6).
+    One pass over the slots' flags rather than NumPy's few."""
+    k = fl.shape[0]
+    out = np.zeros((k, 7), np.int64)
+    for i in range(k):
+        for t in range(len(rows)):
+            r = rows[t]
+            f = fl[i, r]
+            out[i, f] += 1
+            if f <= 1 and fv[i, r] != fv[i, r]:
+                out[i, 6] += 1
+    return out
