@@ -507,20 +507,24 @@ def test_column_types_settle_the_same_over_many_chunks_of_the_same_types():
     objs = []
     for i in range(600):
         o = {"step": i, "n": i, "f": 1.5 * i, "s": f"s{i % 7}", "late": None, "xs": [i, i + 1]}
-        if i == 250:
-            o["n"] = 2.5  # the run's int64 widens to float64
+        if i == 550:
+            o["n"] = 2.5  # the run's int64 widens to float64, past the last change of columns
         if i == 300:
             o["late"] = 4
         if i == 450:
             o["f"] = True  # another kind: set aside
         if i == 500:
             o["s"] = 12
+        if 100 <= i < 120 or 400 <= i < 410:
+            o["opt"] = "x" if i == 405 else i  # a column in some chunks only
         objs.append(o)
     data = lines(*objs)
     many, rep = parse(data, chunk_bytes=2_000, workers=1)
     check_against_model(data, many, rep)
     one, rep1 = parse(data, workers=1)
     assert many.schema == one.schema
+    assert rep.to_dict()["columns"] == rep1.to_dict()["columns"]
+    assert rep.to_dict()["columns"]["n"] == "double" and rep.aside_count == rep1.aside_count > 0
     for name in one.column_names:
         assert all(same(a, b) for a, b in zip(many.column(name).to_pylist(), one.column(name).to_pylist())), name
     assert many.schema.field("n").type == pa.float64() and many.schema.field("late").type == pa.int64()
@@ -530,7 +534,7 @@ def test_column_types_settle_the_same_over_many_chunks_of_the_same_types():
     assert len(batches) > 20
     for b in batches:
         first = b.table.column("_line")[0].as_py()
-        if first > 251:
+        if first > 551:
             assert b.table.schema.field("n").type == pa.float64(), first
         if first > 301:
             assert b.table.schema.field("late").type == pa.int64(), first
