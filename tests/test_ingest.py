@@ -497,3 +497,44 @@ def test_arrays_from_and_to_numpy_match_pyarrow(dtype):
             assert first_valid(masked) == int(np.argmax(~mask))
     with pytest.raises(TypeError):
         from_numpy(np.zeros(2, np.uint16))
+
+
+def test_column_types_settle_the_same_over_many_chunks_of_the_same_types():
+    """Chunks that repeat the run's types (each column kept as it is) between chunks that
+    widen them (int64 then float64), start them late (null, then a type), hold a list,
+    or a value of another kind (coerced or set aside): as the model reads the lines, and
+    the same batch after batch as in one chunk."""
+    objs = []
+    for i in range(600):
+        o = {"step": i, "n": i, "f": 1.5 * i, "s": f"s{i % 7}", "late": None, "xs": [i, i + 1]}
+        if i == 550:
+            o["n"] = 2.5  # the run's int64 widens to float64, past the last change of columns
+        if i == 300:
+            o["late"] = 4
+        if i == 450:
+            o["f"] = True  # another kind: set aside
+        if i == 500:
+            o["s"] = 12
+        if 100 <= i < 120 or 400 <= i < 410:
+            o["opt"] = "x" if i == 405 else i  # a column in some chunks only
+        objs.append(o)
+    data = lines(*objs)
+    many, rep = parse(data, chunk_bytes=2_000, workers=1)
+    check_against_model(data, many, rep)
+    one, rep1 = parse(data, workers=1)
+    assert many.schema == one.schema
+    assert rep.to_dict()["columns"] == rep1.to_dict()["columns"]
+    assert rep.to_dict()["columns"]["n"] == "double" and rep.aside_count == rep1.aside_count > 0
+    for name in one.column_names:
+        assert all(same(a, b) for a, b in zip(many.column(name).to_pylist(), one.column(name).to_pylist())), name
+    assert many.schema.field("n").type == pa.float64() and many.schema.field("late").type == pa.int64()
+    # batch by batch (as the store writes them): once widened or started, a column keeps
+    # the run's type in every later batch, values read the same
+    batches = list(iter_batches(data, chunk_bytes=2_000, workers=1))
+    assert len(batches) > 20
+    for b in batches:
+        first = b.table.column("_line")[0].as_py()
+        if first > 551:
+            assert b.table.schema.field("n").type == pa.float64(), first
+        if first > 301:
+            assert b.table.schema.field("late").type == pa.int64(), first

@@ -95,3 +95,49 @@ def test_a_window_is_the_eight_bytes_at_its_index():
     assert len(w) == len(buf) - 7
     assert [int(x) for x in w] == [int.from_bytes(buf[i:i + 8].tobytes(), "little") for i in range(len(w))]
     assert len(shape_jit.windows(buf[:5])) == 0
+
+
+def test_line_breaks_read_by_words_are_numpy_s_at_every_offset(kernels):
+    """Line feeds at every position of a 32-byte step and of a word, buffers of every
+    length around the steps, views at odd addresses, bytes next to ``\\n`` (``\\x0b``,
+    ``\\x8a``, ``\\t``, CR) and feeds dense enough to pass the kernel's capacity (``[-1]``:
+    NumPy's turn)."""
+    k = kernels
+    rng = np.random.default_rng(3)
+    tricky = np.array([9, 10, 11, 13, 0x8A, 0x0A ^ 0x80, 0, 255], np.uint8)
+    for n in [*range(0, 100), 255, 256, 257, 4096 + 31]:
+        for density in (0.0, 0.02, 0.3, 1.0):
+            raw = np.concatenate((np.zeros(3, np.uint8), rng.choice(tricky, n)))
+            raw[3:][rng.random(n) >= density] = 10 ^ 1
+            raw[3:][rng.random(n) < density] = 10
+            buf = raw[3:]  # a view at an odd address
+            want = np.flatnonzero(buf == 10)
+            got = k.line_breaks(buf, k.windows(buf))
+            if len(want) > n // 64 + 8 - 1 and len(got) == 1 and got[0] == -1:
+                continue  # over its capacity: said so, not cut short
+            assert got.tolist() == want.tolist(), (n, density)
+    for at in range(64):
+        buf = np.full(64, 32, np.uint8)
+        buf[at] = 10
+        assert k.line_breaks(buf, k.windows(buf)).tolist() == [at]
+
+
+@pytest.mark.parametrize("ending", ["\n", "\r\n", "\r"])
+def test_chunks_whose_line_breaks_the_kernel_finds_read_as_the_reference_reads_them(kernels, monkeypatch,
+                                                                                     ending):
+    """Chunks large enough for the workers to look for their line breaks (the kernel's
+    word reads there), with blank and blank-looking lines, CR and CRLF breaks, and a last
+    line with no break: as with the kernels off (NumPy's line breaks, Arrow's reading)."""
+    from regime_dash.ingest import pipeline
+
+    calls = []
+    real = pipeline._line_breaks
+    monkeypatch.setattr(pipeline, "_line_breaks", lambda d: calls.append(len(d)) or real(d))
+    lines = [_good(i) for i in range(1500)]
+    for i in range(0, 1500, 97):
+        lines[i] = ["", "   ", "\t", _good(i) + "  "][i % 4]
+    body = ending.join(lines) + ending
+    body += _good(9999)  # the last line, no break after it
+    on, off = _both(monkeypatch, body.encode(), chunk_bytes=150_000)
+    _same(on, off)
+    assert len(calls) >= 2 and on[1].blank_lines > 0 and on[0].num_rows > 1400

@@ -232,3 +232,42 @@ def test_floats_past_clinger_s_path_are_python_s_to_the_bit(kernels, monkeypatch
     monkeypatch.setattr(shapes, "_number_texts", lambda *a: calls.append(len(a[4])) or real(*a))
     parse("\n".join(lines[:3000]).encode())
     assert sum(calls) == 0
+
+
+def test_each_float_column_casts_only_where_its_own_values_need_it(kernels, monkeypatch):
+    """Columns of one shape, each its own case: one value past the scanner's conversions
+    (cast from its text) at a different line in each of two columns, a NaN and an
+    infinity in a third, nulls in a fourth, plain doubles in the last (taken as the
+    scanner gave them): bit for bit as the reference reads them."""
+    rows = []
+    for i in range(300):
+        a = "1e-30" if i == 17 else f"{i / 7!r}"
+        b = "0.12345678901234567890123" if i == 250 else f"{i * 0.25}"
+        c = "NaN" if i == 3 else "-Infinity" if i == 299 else f"{i}.5"
+        d = "null" if i % 11 == 5 else f"{i / 3!r}"
+        rows.append(f'{{"step": {i}, "a": {a}, "b": {b}, "c": {c}, "d": {d}, "e": {i / 9!r}}}')
+    (t, r), off = _both(monkeypatch, "\n".join(rows).encode())
+    _same((t, r), off)
+    for name in "abcde":
+        got = np.asarray(t.column(name).to_numpy(zero_copy_only=False))
+        want = np.asarray(off[0].column(name).to_numpy(zero_copy_only=False))
+        assert got.view(np.uint64).tolist() == want.view(np.uint64).tolist(), name
+    assert t.column("d").null_count == 27 and math.isnan(t.column("c")[3].as_py())
+
+
+def test_slot_counts_compiled_and_in_numpy_agree(kernels, monkeypatch):
+    """The compiled per-slot summary (flag counts, numbers whose double is NaN) is the NumPy
+    one, over every line and over a subset (a chunk's matched lines), NaN under every flag."""
+    rng = np.random.default_rng(11)
+    fl = rng.integers(0, 6, (9, 500)).astype(np.int8)
+    fv = rng.standard_normal((9, 500))
+    fv[rng.random((9, 500)) < 0.05] = np.nan
+    fv[3] = 0.0  # a slot with no NaN at all
+    for rows in (np.arange(500), np.flatnonzero(rng.random(500) < 0.4), np.array([7]), np.arange(0)):
+        sub = fl if len(rows) == 500 else fl[:, rows]
+        compiled = shapes._slot_counts(fl, fv, rows, sub)
+        monkeypatch.setitem(shapes._state, "kernels", None)
+        plain = shapes._slot_counts(fl, fv, rows, sub)
+        monkeypatch.setitem(shapes._state, "kernels", kernels)
+        assert compiled[0].tolist() == plain[0].tolist() and compiled[1].tolist() == plain[1].tolist()
+        assert compiled[0].sum() == 9 * len(rows)

@@ -444,6 +444,8 @@ def _settle_pending(table: pa.Table, pending: list, types: dict[str, pa.DataType
             continue
         extra = by_col.get(f.name, ())
         run = types.get(f.name)
+        if not extra and run is not None and run == f.type and not pa.types.is_null(run):
+            continue  # the run's type already: it stays, and the column as it is
         col = original = table.column(i)
         firsts = [(line, _value_type(v)) for line, v in extra]
         if len(col) > col.null_count:

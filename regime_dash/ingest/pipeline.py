@@ -51,6 +51,18 @@ def _default_workers() -> int:
     return max(1, min(8, n))
 
 
+def _line_breaks(data: bytes) -> np.ndarray:
+    """The offsets of the line breaks of ``data``: by the compiled scanner's word reads when
+    its kernels are loaded and the lines are not short, else by NumPy (the same offsets)."""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    k = shapes.kernels()
+    if k is not None:
+        nl = k.line_breaks(buf, k.windows(buf))
+        if not len(nl) or nl[0] >= 0:
+            return nl
+    return np.flatnonzero(buf == 10)
+
+
 class _Renumber:
     """Turns chunk-relative line numbers into file line numbers, in source order, and
     settles the run's type of every column without a fixed type: the first type seen,
@@ -214,7 +226,7 @@ def iter_batches(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: s
     def work(data, final, whole=True):
         nl = None
         if whole and isinstance(data, bytes) and len(data) > _MAX_CHUNK_LINES:
-            nl = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+            nl = _line_breaks(data)
             if len(nl) > _MAX_CHUNK_LINES:  # a flood of short lines: cut, then parse the pieces
                 return _Split(split_lines(data, nl), final)
         chunk = _parse_chunk(data, final, hints, fixed, max_line_bytes, nl)

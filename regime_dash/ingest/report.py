@@ -185,6 +185,7 @@ class IngestReport:
     truncated_gzip: bool = False
     complete: bool = False
     _types: dict[str, pa.DataType] = field(default_factory=dict, repr=False)
+    _folded: pa.Schema | None = field(default=None, repr=False, compare=False)
 
     def add(self, batch: Batch) -> None:
         """Fold one batch into the report."""
@@ -197,13 +198,16 @@ class IngestReport:
         self.rejected_count += len(batch.rejects)
         self.not_diag_lines += sum(1 for r in batch.rejects if r.reason == NOT_DIAG_LINE)
         self.note(batch.aside, batch.coerced)
-        for f in table.schema:
-            if f.name == LINE_COLUMN:
-                continue
-            old = self._types.get(f.name)
-            new = f.type if old is None else unify_types(old, f.type)
-            self._types[f.name] = new
-            self.columns[f.name] = str(new)
+        # the schema folded in last, folded in again, changes nothing (the join is idempotent)
+        if self._folded is None or not table.schema.equals(self._folded):
+            for f in table.schema:
+                if f.name == LINE_COLUMN:
+                    continue
+                old = self._types.get(f.name)
+                new = f.type if old is None else unify_types(old, f.type)
+                self._types[f.name] = new
+                self.columns[f.name] = str(new)
+            self._folded = table.schema
         if "step" in table.column_names and table.num_rows:
             lo, hi = _step_range(table.column("step"))
             if lo is not None:

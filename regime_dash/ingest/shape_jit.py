@@ -426,3 +426,71 @@ def views(buf, vs, ve, fl, rows, cols):
                     raw[q * 16 + 4 + x] = buf[a + x]
                 out[q, 3] = a  # out[q, 2], the buffer index, stays 0
     return out
+
+
+_LINE_FEEDS = np.uint64(0x0A0A0A0A0A0A0A0A)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _feeds(w):
+    """The top bit of each byte of ``w`` that is ``\\n``, the others clear. A byte is a line
+    feed when it XOR ``\\n`` is 0: its low 7 bits plus 0x7F, or'd with it, leave its top bit
+    clear only then (no carry leaves a byte)."""
+    x = w ^ _LINE_FEEDS
+    return ~(((x & _LOW7) + _LOW7) | x) & _HIGH_BITS
+
+
+@njit(types.Array(types.int64, 1, "C")(_BYTES, _WORDS), nogil=True, cache=True)
+def line_breaks(buf, bw):
+    """The offsets of the ``\\n`` bytes of ``buf`` (``bw``: its windows, :func:`windows`),
+    as ``np.flatnonzero(buf == 10)`` gives them, read 32 bytes (four words) a step: a step
+    without a line feed, nearly all of them, costs one test. ``[-1]`` where there are more
+    than one a 64 bytes (short lines: the caller's NumPy pass then, as for a chunk of one
+    line)."""
+    n = len(buf)
+    cap = n // 64 + 8
+    out = np.empty(cap, np.int64)
+    c = 0
+    blocks = n // 32
+    for i in range(blocks):
+        a = np.uint64(32 * i)
+        if not (_feeds(bw[a]) | _feeds(bw[a + np.uint64(8)]) | _feeds(bw[a + np.uint64(16)])
+                | _feeds(bw[a + np.uint64(24)])):
+            continue
+        for j in range(4):
+            z = _feeds(bw[a + np.uint64(8 * j)])
+            while z:
+                if c == cap:
+                    return np.full(1, -1, np.int64)
+                bit = z & (np.uint64(0) - z)
+                below = ((bit - np.uint64(1)) >> np.uint64(7)) & _LOW_BITS  # one bit a byte before it
+                out[c] = 32 * i + 8 * j + np.int64((below * _LOW_BITS) >> np.uint64(56))
+                c += 1
+                z ^= bit
+    for p in range(32 * blocks, n):
+        if buf[p] == 10:
+            if c == cap:
+                return np.full(1, -1, np.int64)
+            out[c] = p
+            c += 1
+    return out[:c].copy()
+
+
+@njit(types.Array(types.int64, 2, "C")(types.Array(types.int8, 2, "C", readonly=True),
+                                      types.Array(types.float64, 2, "C", readonly=True), _INTS),
+      nogil=True, cache=True)
+def slot_counts(fl, fv, rows):
+    """For each slot (a row of ``fl``, flags slot by line), over the lines ``rows``: how
+    many lines hold each flag (columns 0 to 5), and how many hold a number whose double
+    is NaN (flag 0 or 1 with NaN in ``fv``: the values the float cast reads; column 6).
+    One pass over the slots' flags rather than NumPy's few."""
+    k = fl.shape[0]
+    out = np.zeros((k, 7), np.int64)
+    for i in range(k):
+        for t in range(len(rows)):
+            r = rows[t]
+            f = fl[i, r]
+            out[i, f] += 1
+            if f <= 1 and fv[i, r] != fv[i, r]:
+                out[i, 6] += 1
+    return out

@@ -248,11 +248,27 @@ def _flag_counts(sub: np.ndarray) -> np.ndarray:
     return np.bincount(keys.ravel(), minlength=6 * k).reshape(k, 6)
 
 
-def _float(f: np.ndarray, exact: np.ndarray, texts, counts: np.ndarray) -> pa.Array:
+def _slot_counts(fl, fv, rows, sub) -> tuple[np.ndarray, np.ndarray]:
+    """(:func:`_flag_counts` of the flags ``sub`` of the matched lines ``rows``, whether
+    each slot holds a number whose double is NaN there: a value the float cast reads), from
+    one compiled pass where the kernels are loaded. The doubles of slots other than
+    numbers are 0, never NaN."""
+    k = kernels()
+    if k is not None:
+        both = k.slot_counts(fl, fv, rows)
+        return both[:, :6], both[:, 6] > 0
+    exact = fv if len(rows) == fv.shape[1] else fv[:, rows]
+    return _flag_counts(sub), ((sub <= 1) & np.isnan(exact)).any(axis=1)
+
+
+def _float(f: np.ndarray, exact: np.ndarray, texts, counts: np.ndarray, cast: bool) -> pa.Array:
     """A float64 column: the scanner's exact doubles (``exact``), the values it could not
-    vouch for (NaN there: beyond both of its conversions) cast from their text by Arrow
-    (``texts(rows)``: their string views), then NaN and the infinities by their flags
-    (``counts``: the column's :func:`_flag_counts`)."""
+    vouch for (NaN there: beyond both of its conversions; ``cast``: whether there are any)
+    cast from their text by Arrow (``texts(rows)``: their string views), then NaN and the
+    infinities by their flags (``counts``: the column's :func:`_flag_counts`)."""
+    if not cast and not counts[2:5].any():
+        # every value is the scanner's double: the column is ``exact`` as it is, no copy
+        return from_numpy(exact, f == 5 if counts[5] else None)
     vals = np.array(exact)  # a copy: filled in below
     need = np.flatnonzero((f <= 1) & np.isnan(vals))
     if len(need):
@@ -283,7 +299,7 @@ def table_of(tpl: Template, buf, matched, line_numbers: np.ndarray) -> pa.Table:
     rows = np.flatnonzero(ok)
     whole = len(rows) == len(ok)
     sub = fl if whole else fl[:, rows]
-    counts = _flag_counts(sub)
+    counts, casts = _slot_counts(fl, fv, rows, sub)
     values = counts[:, :5].any(axis=1)  # a slot holding anything but null
     nulls = counts[:, 5] > 0
     # a number slot is float64 when it holds a fraction, an exponent, NaN or an infinity
@@ -301,7 +317,8 @@ def table_of(tpl: Template, buf, matched, line_numbers: np.ndarray) -> pa.Table:
             cols.append(_string(f, texts[i]))
         elif floats[i]:
             cols.append(_float(f, fv[i] if whole else fv[i, rows],
-                               lambda need, i=i: _number_texts(buf, vs, ve, fl, rows[need], [i])[0], counts[i]))
+                               lambda need, i=i: _number_texts(buf, vs, ve, fl, rows[need], [i])[0],
+                               counts[i], bool(casts[i])))
         else:
             cols.append(from_numpy(iv[i] if whole else iv[i, rows], f == 5 if nulls[i] else None))
     return pa.Table.from_arrays(cols, names=[LINE_COLUMN, *tpl.names])
