@@ -34,7 +34,7 @@ import tempfile
 import time
 from contextlib import redirect_stdout
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 DEFAULT_STEPS = 1_000_000
 DEFAULT_ACCOUNTS = 128
