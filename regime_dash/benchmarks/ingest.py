@@ -318,14 +318,14 @@ def _compile_bytecode() -> None:
     compileall.compile_dir(str(Path(__file__).resolve().parents[1]), quiet=2)
 
 
-def _warm_shapes() -> bool:
-    """Load the shape path's kernels (as a process that has numba, the app, has them after
-    its first large ingest); whether they loaded."""
+def _warm_shapes() -> str | None:
+    """Load the shape path's kernels (the built-in scanner, or numba's as a process that has
+    numba, the app, has them after its first large ingest); which loaded: "C" or "numba"
+    (``None``: neither)."""
     from regime_dash.ingest import shapes
 
-    shapes.start_loading()
-    shapes._state["thread"].join()
-    return shapes.kernels() is not None
+    k = shapes.wait_loaded()
+    return None if k is None else "C" if k is shapes.native() else "numba"
 
 
 def _time_pyarrow(path: Path, work: Path, repeat: int) -> tuple[float, float]:
@@ -434,7 +434,7 @@ def run_benchmark(size_mb: float = 100.0, repeat: int = 3, peak_mb: float = 0.0,
         mb_blank = blank.stat().st_size / 1e6
         shapes_loaded = _warm_shapes()
         _compile_bytecode()
-        _time_ours(clean, tmp, 1)  # untimed warm-up: page cache, numba's kernels from disk
+        _time_ours(clean, tmp, 1)  # untimed warm-up: page cache, the kernels
         # interleave the contenders so load from other processes hits them alike
         t_ours, t_duck, t_pa, t_pa_w, t_bad, t_blank, t_cli, t_cli_duck = [], [], [], [], [], [], [], []
         for _ in range(repeat):
@@ -527,7 +527,7 @@ def main(args: argparse.Namespace) -> int:
     v = res["versions"]
     print(f"ingest benchmark, {res['file_mb']} MB nested diag.jsonl, median of {res['repeat']}, "
           f"{res['cpus']} CPUs; DuckDB {v['duckdb']}, pyarrow {v['pyarrow']}, Python {v['python']}"
-          f"; shape path {'loaded' if res['shape_path_loaded'] else 'NOT loaded'}")
+          f"; shape path {res['shape_path_loaded'] or 'NOT'} loaded")
     for k, val in m.items():
         print(f"  {k:34s} {val:8.1f} MB/s")
     if "ratio_vs_duckdb" in res:

@@ -14,46 +14,17 @@ import math
 import numpy as np
 from numba import njit, types
 
+from regime_dash.ingest import shape_tables as _t
+
 #: Slot kinds (the kind of the template line's value there).
 NUMBER, BOOL, STRING, NULL = 0, 1, 2, 3
 
-#: Most digits of an integer read here (beyond, it could leave int64: the line goes the
-#: other way).
-_MAX_INT_DIGITS = 18
+# the grammar's limits and the conversion tables (see shape_tables), as numba's globals
 
-#: Most digits of an exponent read here (beyond, the value may leave float64, which the
-#: reference rejects: the line goes the other way).
-_MAX_EXP_DIGITS = 2
-
-#: Clinger's fast path: a decimal of at most this many digits whose value (the digits
-#: as an integer) is below 2**53, times or over an exactly representable power of ten
-#: (10**0 to 10**22), is one IEEE multiplication or division of two exact doubles, so
-#: correctly rounded: the double Python's ``float`` (and Arrow's cast) gives.
-_EXACT_DIGITS = 18
-_EXACT_MANTISSA = 1 << 53
-_EXACT_POW10 = np.array([10.0 ** i for i in range(23)])
-
-#: Beyond Clinger's path (17 digits, as a float32's shortest text as a double has, are past
-#: 2**53), decimals of at most ``_EXACT_DIGITS`` digits times 10**q for q in this range are
-#: converted by Eisel and Lemire's algorithm (as fast_float and Go's strconv do): the digits
-#: times a 128-bit truncation of 5**q give the double correctly rounded, or say that they
-#: cannot (the value then goes to Arrow's cast, as any other).
-_LEMIRE_Q_MIN, _LEMIRE_Q_MAX = -27, 22
-
-
-def _pow5_128(q: int) -> int:
-    """5**q normalized into [2**127, 2**128): truncated for q >= 0, rounded up below
-    (fast_float's table, for q >= -27)."""
-    if q >= 0:
-        p = 5 ** q
-        return p << (128 - p.bit_length()) if p.bit_length() <= 128 else p >> (p.bit_length() - 128)
-    p5 = 5 ** -q
-    return (1 << (p5.bit_length() + 127)) // p5 + 1
-
-
-_POW5 = [_pow5_128(q) for q in range(_LEMIRE_Q_MIN, _LEMIRE_Q_MAX + 1)]
-_POW5_HI = np.array([x >> 64 for x in _POW5], np.uint64)
-_POW5_LO = np.array([x & ((1 << 64) - 1) for x in _POW5], np.uint64)
+_MAX_INT_DIGITS, _MAX_EXP_DIGITS = _t.MAX_INT_DIGITS, _t.MAX_EXP_DIGITS
+_EXACT_DIGITS, _EXACT_MANTISSA, _EXACT_POW10 = _t.EXACT_DIGITS, _t.EXACT_MANTISSA, _t.EXACT_POW10
+_LEMIRE_Q_MIN, _LEMIRE_Q_MAX = _t.LEMIRE_Q_MIN, _t.LEMIRE_Q_MAX
+_POW5_HI, _POW5_LO = _t.POW5_HI, _t.POW5_LO
 _U32 = np.uint64(0xFFFFFFFF)
 _U9 = np.uint64(0x1FF)
 _UMAX = np.uint64(0xFFFFFFFFFFFFFFFF)

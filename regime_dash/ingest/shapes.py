@@ -23,10 +23,13 @@ cast (correctly rounded, as Python's ``float``). Any other line, or a chunk the 
 cannot vouch for, goes the usual way (:mod:`regime_dash.ingest.arrow`), so the result
 never depends on this path.
 
-numba loads on a background thread the first time a large source is read
-(:func:`worth_loading`, :func:`start_loading`); until its kernels are ready (cached on
-disk after the first compile), chunks go the usual way, so a small ingest or a first
-run never waits.
+The kernels are the scanner compiled ahead of time (:mod:`~regime_dash.ingest.shape_native`,
+built by ``pip install`` where a C compiler is present), ready at once for any source
+but a small one. Without it, numba's (:mod:`~regime_dash.ingest.shape_jit`, the same
+loops) load on a background thread the first time a large source is read
+(:func:`worth_loading`, :func:`start_loading`); until they are ready (cached on disk
+after the first compile), chunks go the usual way, so a small ingest or a first run
+never waits. Both give the same outputs, bit for bit (the tests hold them to it).
 """
 from __future__ import annotations
 
@@ -63,22 +66,37 @@ _state: dict[str, Any] = {"kernels": None, "thread": None, "failed": False}
 _lock = threading.Lock()
 
 
+def native() -> Any:
+    """The scanner compiled ahead of time (:mod:`~regime_dash.ingest.shape_native`), or
+    ``None`` where the package was installed without it (no C compiler then)."""
+    try:
+        from regime_dash.ingest import shape_native
+    except ImportError:
+        return None
+    return shape_native
+
+
+def load_numba() -> Any:
+    """The numba scanner (:mod:`~regime_dash.ingest.shape_jit`), compiled or loaded from
+    numba's disk cache by one tiny call each; raises where numba cannot compile here."""
+    from regime_dash.ingest import shape_jit as k
+
+    if sys.byteorder != "little":  # the scanner's word reads are little-endian
+        raise RuntimeError("the shape path needs a little-endian host")
+    z = np.zeros((1, 1), np.int64)
+    f = np.zeros((1, 1), np.int8)
+    b = np.frombuffer(b"{}", np.uint8)
+    k.match_lines(b, k.windows(b), k.windows(_padded(b)), 0, np.zeros(1, np.int64), np.full(1, 2, np.int64),
+                  k.windows(_padded(b)), np.array([0, 1, 2], np.int64), np.zeros(1, np.int8), z, z.copy(),
+                  f, z.copy(), np.zeros((1, 1)))
+    k.gather(b, z, z.copy(), f, np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.bool_))
+    k.views(b, z, z.copy(), f, np.zeros(1, np.int64), np.zeros(1, np.int64))
+    return k
+
+
 def _load() -> None:
     try:
-        from regime_dash.ingest import shape_jit as k
-
-        # one tiny call each compiles the kernels, or loads them from numba's disk cache
-        z = np.zeros((1, 1), np.int64)
-        f = np.zeros((1, 1), np.int8)
-        b = np.frombuffer(b"{}", np.uint8)
-        if sys.byteorder != "little":  # the scanner's word reads are little-endian
-            raise RuntimeError("the shape path needs a little-endian host")
-        k.match_lines(b, k.windows(b), k.windows(_padded(b)), 0, np.zeros(1, np.int64), np.full(1, 2, np.int64),
-                      k.windows(_padded(b)), np.array([0, 1, 2], np.int64), np.zeros(1, np.int8), z, z.copy(),
-                      f, z.copy(), np.zeros((1, 1)))
-        k.gather(b, z, z.copy(), f, np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1, np.bool_))
-        k.views(b, z, z.copy(), f, np.zeros(1, np.int64), np.zeros(1, np.int64))
-        _state["kernels"] = k
+        _state["kernels"] = load_numba()
     except Exception:  # noqa: BLE001 - no numba, or it cannot compile here: the usual way
         _state["failed"] = True
 
@@ -89,19 +107,39 @@ def _padded(lit: np.ndarray) -> np.ndarray:
 
 
 def worth_loading(total: int | None) -> bool:
-    """Whether a source of ``total`` bytes (``None``: unknown) should load the kernels."""
+    """Whether a source of ``total`` bytes (``None``: unknown) should load the kernels: any
+    but a small one where the compiled scanner is built in, else (numba's load costs about
+    what it saves on a few hundred MB) a large one, or any where numba is loaded already."""
+    if native() is not None:
+        return total is None or total >= MIN_WARM_BYTES
     if total is None:
         return "numba" in sys.modules
     return total >= MIN_SOURCE_BYTES or ("numba" in sys.modules and total >= MIN_WARM_BYTES)
 
 
 def start_loading() -> None:
-    """Load the kernels on a daemon thread (once per process)."""
+    """Make the kernels ready: the built-in scanner at once, else numba's on a daemon
+    thread (once per process)."""
     with _lock:
-        if _state["thread"] is None and not _state["failed"]:
-            t = threading.Thread(target=_load, name="ingest-shapes", daemon=True)
-            _state["thread"] = t
-            t.start()
+        if _state["kernels"] is not None or _state["thread"] is not None or _state["failed"]:
+            return
+        built_in = native()
+        if built_in is not None:
+            _state["kernels"] = built_in
+            return
+        t = threading.Thread(target=_load, name="ingest-shapes", daemon=True)
+        _state["thread"] = t
+        t.start()
+
+
+def wait_loaded() -> Any:
+    """Start loading the kernels if nothing has, wait for them; the kernels, or ``None``
+    where they cannot load here."""
+    start_loading()
+    t = _state["thread"]
+    if t is not None:
+        t.join()
+    return _state["kernels"]
 
 
 def kernels() -> Any:
