@@ -1,7 +1,7 @@
 """The shape path (ingest/shapes.py) reads exactly what the usual path reads.
 
 Every source here is parsed twice, with the compiled scanner on (from the first
-candidate line of a chunk) and off, and the tables and reports must be equal: values,
+candidate line of a chunk; the C one and numba's, each in turn) and off, and the tables and reports must be equal: values,
 types, nulls, NaN and infinities, rejects with their line numbers, set-aside values.
 """
 from __future__ import annotations
@@ -17,12 +17,23 @@ from regime_dash.ingest import parse, shapes
 from regime_dash.benchmarks.ingest import make_diag_file
 
 
-@pytest.fixture(scope="module")
-def kernels():
-    shapes.start_loading()
-    shapes._state["thread"].join()
-    assert shapes.kernels() is not None, "the shape kernels did not load"
-    return shapes.kernels()
+def scanner(name: str):
+    """The shape kernels by name: "C" (built by ``pip install``, which needs a C compiler,
+    as the README's commands have) or "numba"."""
+    if name == "C":
+        k = shapes.native()
+        assert k is not None, "the C scanner (ingest/_shape_scan.c) was not built by pip install"
+        return k
+    return shapes.load_numba()
+
+
+@pytest.fixture(scope="module", params=["C", "numba"])
+def kernels(request):
+    """Each test runs with either scanner as the shape path's kernels."""
+    saved = shapes._state["kernels"]
+    shapes._state["kernels"] = k = scanner(request.param)
+    yield k
+    shapes._state["kernels"] = saved
 
 
 def _both(monkeypatch, source: bytes, **kw):

@@ -84,9 +84,11 @@ class Import:
 
 
 def modules_of(root: Path, package: str) -> dict[str, tuple[Path, bool]]:
-    """``{dotted name: (file, is a package __init__)}`` of every module under ``root/package``."""
+    """``{dotted name: (file, is a package __init__)}`` of every module under ``root/package``:
+    its Python files, and its C sources, each compiled into an extension module of its name
+    (``setup.py``), which imports none of ours."""
     out = {}
-    for path in sorted((root / package).rglob("*.py")):
+    for path in sorted([*(root / package).rglob("*.py"), *(root / package).rglob("*.c")]):
         parts = list(path.relative_to(root).with_suffix("").parts)
         is_pkg = parts[-1] == "__init__"
         out[".".join(parts[:-1] if is_pkg else parts)] = (path, is_pkg)
@@ -120,6 +122,8 @@ def imports_of(root: Path, package: str) -> list[Import]:
     modules = modules_of(root, package)
     out = []
     for name, (path, is_pkg) in modules.items():
+        if path.suffix != ".py":
+            continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
             for target in _targets(node, name, is_pkg, modules):
                 if target and target != name:

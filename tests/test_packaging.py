@@ -102,7 +102,9 @@ from importlib import resources
 import regime_dash
 from regime_dash.engine import loader
 from regime_dash.ui import navigation, plotly_react
+from regime_dash.ingest import shapes
 root = resources.files("regime_dash")
+scanner = shapes.native()
 print(json.dumps({
     "package": regime_dash.__file__,
     "sys_path": sys.path,
@@ -114,6 +116,7 @@ print(json.dumps({
     "manifest": str(root.joinpath("pyproject.toml")),
     "pages": len(navigation.PAGES),
     "page_files": [f for f, _, _ in navigation.PAGES if (navigation.PAGES_DIR / f).is_file()],
+    "scanner": None if scanner is None else scanner._c.__file__,
 }))
 """
 
@@ -122,10 +125,10 @@ def _build_wheel(tmp: Path) -> Path:
     """Build the wheel from a copy of the sources (a build in the checkout would leave build/ there)."""
     src = tmp / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(REPO / name, src / name)
     shutil.copytree(REPO / "regime_dash", src / "regime_dash",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so"))
     out = tmp / "dist"
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                            "--no-index", "-q", "-w", str(out), str(src)],
@@ -179,6 +182,8 @@ def _check_resources(bin_dir: Path, cwd: Path, site: Path) -> None:
     assert Path(got["assets"]).is_relative_to(site)
     assert Path(got["manifest"]).is_relative_to(site) and Path(got["manifest"]).is_file()
     assert got["pages"] >= 7 and len(got["page_files"]) == got["pages"], got["page_files"]
+    # the C scanner, compiled into the wheel (a fresh machine has gcc and Python's headers)
+    assert got["scanner"] and Path(got["scanner"]).is_relative_to(site), got["scanner"]
 
 
 def _app_answers(bin_dir: Path, cwd: Path, store: Path) -> None:

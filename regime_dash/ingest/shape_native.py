@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from regime_dash.ingest import _shape_scan as _c
+import regime_dash.ingest._shape_scan as _c
 from regime_dash.ingest import shape_tables
 
 _c.set_tables(shape_tables.POW5_HI, shape_tables.POW5_LO, shape_tables.EXACT_POW10)
