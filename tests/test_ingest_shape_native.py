@@ -192,3 +192,26 @@ def test_arguments_that_would_read_outside_a_buffer_are_refused_with_the_value(c
     fl[0, 0] = 9
     with pytest.raises(ValueError, match="flag outside 0 to 5"):
         c.slot_counts(fl, fv, np.array([0, 1]))
+
+
+def test_without_the_c_scanner_numba_s_loads_on_a_thread_for_large_sources_only(monkeypatch):
+    """An install without a C compiler: small sources load nothing, a large one (or any once
+    numba is in the process) starts numba's scanner on a thread, and ingest reads the same."""
+    monkeypatch.setattr(shapes, "native", lambda: None)
+    monkeypatch.setattr(shapes, "_state", {"kernels": None, "thread": None, "failed": False})
+    assert not shapes.worth_loading(shapes.MIN_WARM_BYTES - 1)
+    assert shapes.worth_loading(shapes.MIN_SOURCE_BYTES)
+    import sys
+    assert shapes.worth_loading(shapes.MIN_WARM_BYTES) == ("numba" in sys.modules)
+    shapes.start_loading()
+    assert shapes._state["thread"] is not None  # on a thread: the caller never waits
+    k = shapes.wait_loaded()
+    assert k is not None and k.__name__ == "regime_dash.ingest.shape_jit"
+
+
+def test_with_the_c_scanner_any_but_a_small_source_has_it_at_once(monkeypatch):
+    monkeypatch.setattr(shapes, "_state", {"kernels": None, "thread": None, "failed": False})
+    assert shapes.worth_loading(shapes.MIN_WARM_BYTES) and shapes.worth_loading(None)
+    assert not shapes.worth_loading(shapes.MIN_WARM_BYTES - 1)
+    shapes.start_loading()
+    assert shapes._state["thread"] is None and shapes.kernels() is scanner("C")
