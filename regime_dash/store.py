@@ -85,7 +85,6 @@ from regime_dash.errors import IngestError, StoreError
 from regime_dash.ingest.diag_rows import meta_reason
 from regime_dash.ingest import (
     CANONICAL_TYPES,
-    DEFAULT_CHUNK_BYTES,
     DEFAULT_MAX_LINE_BYTES,
     LINE_COLUMN,
     Aside,
@@ -483,13 +482,14 @@ class RunStore:
     root
         The store directory; created on first ingest. Defaults to :func:`default_store`.
     chunk_bytes
-        Chunk size handed to :func:`regime_dash.ingest.iter_batches`.
+        Chunk size handed to :func:`regime_dash.ingest.iter_batches` (``None``: by the
+        source's size).
     max_line_bytes
         Longest line an ingest reads; a longer one is rejected with its size, unread.
     """
 
     def __init__(self, root: str | os.PathLike | None = None, *,
-                 chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                 chunk_bytes: int | None = None,
                  max_line_bytes: int = DEFAULT_MAX_LINE_BYTES):
         self.root = Path(root) if root is not None else default_store()
         self.chunk_bytes = chunk_bytes

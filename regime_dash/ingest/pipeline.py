@@ -24,12 +24,12 @@ from regime_dash.ingest.report import (
 )
 from regime_dash.ingest.columns import _settle_pending, unify_tables
 from regime_dash.ingest.sources import (
-    DEFAULT_CHUNK_BYTES,
     DEFAULT_MAX_LINE_BYTES,
     _MAX_CHUNK_LINES,
     _Blocks,
     _open,
     _read_chunks,
+    chunk_bytes_for,
     split_lines,
 )
 from regime_dash.ingest.arrow import _Chunk, _Hints, _parse_chunk
@@ -156,7 +156,7 @@ def _in_order(pool: ThreadPoolExecutor, work, chunks, workers: int, renumber, po
             fut.cancel()
 
 
-def iter_batches(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: str | None = None,
+def iter_batches(source: Any, *, chunk_bytes: int | None = None, path: str | None = None,
                  report: IngestReport | None = None, workers: int | None = None,
                  types: Mapping[str, pa.DataType] | None = None,
                  max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, diag_only: bool = False,
@@ -174,6 +174,7 @@ def iter_batches(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: s
         binary file object. Gzip is detected from the magic bytes, not the name.
     chunk_bytes
         Target bytes per chunk (chunks end at a line break; a longer line is one chunk).
+        ``None``: by the source's size (:func:`~regime_dash.ingest.sources.chunk_bytes_for`).
     path
         Name used in error messages and the report (defaults to ``source`` if a path).
     report
@@ -203,7 +204,7 @@ def iter_batches(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: s
     IngestError
         The source cannot be opened or read (missing file, corrupt gzip).
     """
-    if not isinstance(chunk_bytes, int) or chunk_bytes < 1:
+    if chunk_bytes is not None and (not isinstance(chunk_bytes, int) or chunk_bytes < 1):
         raise IngestError(f"chunk_bytes must be a positive int, got {chunk_bytes!r}", path=path)
     if not isinstance(max_line_bytes, int) or max_line_bytes < 1:
         raise IngestError(f"max_line_bytes must be a positive int, got {max_line_bytes!r}", path=path)
@@ -215,6 +216,7 @@ def iter_batches(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: s
     fixed = {**(types or {}), **CANONICAL_TYPES}
     raw, total, to_close = _open(source, path)
     report.source_bytes = total
+    chunk_bytes = chunk_bytes or chunk_bytes_for(total)
     if shapes.worth_loading(total):
         shapes.start_loading()  # numba, on a thread: later chunks may take the shape path
     hints = _Hints()
@@ -258,7 +260,7 @@ def iter_batches(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: s
                 pass
 
 
-def parse(source: Any, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES, path: str | None = None,
+def parse(source: Any, *, chunk_bytes: int | None = None, path: str | None = None,
           workers: int | None = None, types: Mapping[str, pa.DataType] | None = None,
           max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, diag_only: bool = False,
           aliases: Mapping[str, Any] | None = None) -> tuple[pa.Table, IngestReport]:
