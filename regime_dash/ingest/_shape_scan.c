@@ -43,12 +43,20 @@ static inline uint64_t word_at(const uint8_t *s, int64_t i) {
     return w;
 }
 
+/* The 128-bit product of two words: one instruction where the compiler has 128-bit integers,
+ * else four 32-bit products (shape_jit._mul128's; the same exact product either way). */
 static inline void mul128(uint64_t a, uint64_t b, uint64_t *hi, uint64_t *lo) {
+#ifdef __SIZEOF_INT128__
+    unsigned __int128 p = (unsigned __int128)a * b;
+    *hi = (uint64_t)(p >> 64);
+    *lo = (uint64_t)p;
+#else
     uint64_t a_lo = a & U32, a_hi = a >> 32, b_lo = b & U32, b_hi = b >> 32;
     uint64_t p0 = a_lo * b_lo, p1 = a_lo * b_hi, p2 = a_hi * b_lo, p3 = a_hi * b_hi;
     uint64_t mid = (p0 >> 32) + (p1 & U32) + (p2 & U32);
     *hi = p3 + (p1 >> 32) + (p2 >> 32) + (mid >> 32);
     *lo = (mid << 32) | (p0 & U32);
+#endif
 }
 
 /* The double nearest m * 10**q (0 < m < 2**63, q in the table's range), ties to even;
@@ -88,7 +96,12 @@ static double lemire(uint64_t m, int64_t q) {
         mant = (uint64_t)1 << 52;
         power2 += 1;
     }
-    return ldexp((double)mant, (int)(power2 - 1075));
+    /* ldexp(mant, power2 - 1075), its bits set directly: mant is in [2**52, 2**53) and
+     * power2 in [1, 2046], so the double is normal, its exponent field power2 */
+    uint64_t bits = ((uint64_t)power2 << 52) | (mant & (((uint64_t)1 << 52) - 1));
+    double d;
+    memcpy(&d, &bits, 8);
+    return d;
 }
 
 /* How many leading bytes of w (first byte lowest) are ASCII digits (0 to 8). */
