@@ -237,7 +237,7 @@ def iter_batches(source: Any, *, chunk_bytes: int | None = None, path: str | Non
         return quarantine_unsafe_steps(quarantine_non_diag(chunk, data, aliases), data)
 
     try:
-        chunks = _read_chunks(blocks(chunk_bytes), report, max_line_bytes)
+        chunks = _read_chunks(blocks, chunk_bytes, report, max_line_bytes)
         if workers == 1:
             for data, final in chunks:
                 result = work(data, final)

@@ -7,6 +7,7 @@ import hashlib
 import io
 import os
 import queue
+import stat
 import threading
 import zlib
 from dataclasses import dataclass
@@ -109,14 +110,16 @@ class _Blocks:
         self.done += len(b)
         return bytes(b) if not isinstance(b, bytes) else b
 
-    def __call__(self, size: int) -> Iterator[bytes]:
+    def __call__(self, size: int, plain: bool = False) -> Iterator[bytes]:
+        """Blocks of about ``size`` bytes, inflated where the source is gzip (``plain``: the
+        source is known not to be, as after :meth:`whole_lines`)."""
         first = self._read(size)
         while 0 < len(first) < 4:  # a stream may hand out fewer bytes than asked
             more = self._read(size)
             if not more:
                 break
             first += more
-        if not _is_gzip_header(first):
+        if plain or not _is_gzip_header(first):
             while first:
                 yield first
                 first = self._read(size)
@@ -155,6 +158,48 @@ class _Blocks:
                     raise IngestError(f"cannot read {self.path or 'input'}: data after the "
                                       "end of the gzip stream", path=self.path)
                 return
+
+
+    def in_place(self) -> int | None:
+        """The size of the source where it is a regular file read from its start, neither
+        gzip nor opening with a byte order mark (:meth:`whole_lines` reads it), else ``None``."""
+        if not isinstance(self.raw, io.FileIO) or self.done:
+            return None
+        try:
+            st = os.fstat(self.raw.fileno())
+            head = os.pread(self.raw.fileno(), 4, 0) if self.raw.tell() == 0 else b""
+        except (OSError, ValueError):
+            return None
+        if not stat.S_ISREG(st.st_mode) or len(head) < 4 or _is_gzip_header(head) or head.startswith(_BOM):
+            return None
+        return st.st_size
+
+    def whole_lines(self, size: int, total: int) -> Iterator[bytes]:
+        """Blocks of a regular file (:meth:`in_place`, ``total`` bytes) that end at a line
+        break: where the last one of about ``size`` bytes lies is read first (the last
+        ``_PEEK`` bytes of the block), then the block up to it, so no partial line is
+        carried and joined to the next block (a copy of every byte, and its page faults).
+        Stops at a block whose last ``_PEEK`` bytes hold no line break, and before the
+        last two blocks (the usual reading takes the rest, from the file's position)."""
+        fd = self.raw.fileno()
+        pos = 0
+        while total - pos > 2 * size and size > _PEEK:
+            try:
+                window = os.pread(fd, _PEEK, pos + size - _PEEK)
+                cut = window.rfind(b"\n")
+                block = os.pread(fd, size - _PEEK + cut + 1, pos) if cut >= 0 else b""
+            except OSError as e:
+                raise IngestError(f"cannot read {self.path or 'input'}: {e}", path=self.path) from e
+            if cut < 0 or len(block) != size - _PEEK + cut + 1 or not block.endswith(b"\n"):
+                break  # a long line, or the file changed under us: the usual way from here
+            pos += len(block)
+            self.done += len(block)
+            yield block
+        self.raw.seek(pos)
+
+
+#: Bytes at the end of a block searched for its last line break (:meth:`_Blocks.whole_lines`).
+_PEEK = 64 << 10
 
 
 def _is_gzip_header(head: bytes) -> bool:
@@ -236,7 +281,7 @@ def _without_bom(blocks: Iterable[bytes]) -> Iterator[bytes]:
     yield from it
 
 
-def _read_chunks(blocks: Iterator[bytes], report: IngestReport,
+def _read_chunks(blocks: _Blocks, size: int, report: IngestReport,
                  max_line: int = DEFAULT_MAX_LINE_BYTES) -> Iterator[tuple[bytes | _TooLong, bool]]:
     """Yield (whole lines, final_unterminated); hash as we go.
 
@@ -252,20 +297,29 @@ def _read_chunks(blocks: Iterator[bytes], report: IngestReport,
     """
     h = _Hasher()
     try:
-        yield from _lines_of_blocks(blocks, h, report, max_line)
+        total = blocks.in_place()
+        if total is not None:  # a regular file: whole lines read in place while they last
+            for block in blocks.whole_lines(size, total):
+                h.update(block)
+                report.content_bytes += len(block)
+                yield _lf(block), False
+        yield from _lines_of_blocks(blocks(size, plain=total is not None), h, report, max_line,
+                                    at_start=total is None)
         report.sha256 = h.hexdigest()
     finally:
         h.stop()
 
 
 def _lines_of_blocks(blocks: Iterator[bytes], h: _Hasher, report: IngestReport,
-                     max_line: int) -> Iterator[tuple[bytes | _TooLong, bool]]:
-    """:func:`_read_chunks`' reading, the hash ``h`` fed as blocks arrive."""
+                     max_line: int, at_start: bool = True) -> Iterator[tuple[bytes | _TooLong, bool]]:
+    """:func:`_read_chunks`' reading, the hash ``h`` fed as blocks arrive (``at_start``: the
+    blocks open the source, where a byte order mark is dropped)."""
     carry: list[bytes] = []
     carry_len = 0
     skipped = 0  # bytes of an over-long line dropped so far
     cr = b""  # a CR that ended the previous block: a line break unless LF follows
-    for block in _without_bom(_hashed(blocks, h, report)):
+    hashed = _hashed(blocks, h, report)
+    for block in _without_bom(hashed) if at_start else hashed:
         if cr or b"\r" in block:
             # CR, LF and CRLF all end a line: a lone CR becomes LF here, so line lengths
             # (and the long-line limit) count the same whatever the line breaks
