@@ -215,3 +215,25 @@ def test_with_the_c_scanner_any_but_a_small_source_has_it_at_once(monkeypatch):
     assert not shapes.worth_loading(shapes.MIN_WARM_BYTES - 1)
     shapes.start_loading()
     assert shapes._state["thread"] is None and shapes.kernels() is scanner("C")
+
+
+@pytest.mark.parametrize("few", [0, 10 ** 9])
+def test_values_past_both_conversions_are_python_s_by_the_cast_or_by_float(monkeypatch, few):
+    """The values neither conversion vouches for (exponents past the tables, 19+ digits) are
+    converted by Arrow's cast or, a few a column, by Python's float: the same doubles."""
+    from regime_dash.ingest import parse
+
+    rng = np.random.default_rng(12)
+    vals = [f"{int(d)}e{int(q)}" for d, q in zip(rng.integers(10 ** 16, 10 ** 18, 1500), rng.integers(-60, -28, 1500))]
+    vals += ["0.12345678901234567890123", "1e-30", "-4.9406564584124654e-300"] * 20
+    lines = [f'{{"step": {i}, "x": {v}, "y": {i}.25}}' for i, v in enumerate(vals)]
+    monkeypatch.setattr(shapes, "_FEW_CASTS", few)
+    monkeypatch.setitem(shapes._state, "kernels", scanner("C"))
+    casts = []
+    import pyarrow.compute as pc
+    real = pc.cast
+    monkeypatch.setattr(pc, "cast", lambda *a, **k: casts.append(1) or real(*a, **k))
+    t, r = parse("\n".join(lines).encode())
+    assert r.rejected_count == 0 and bool(casts) == (few == 0)
+    got = np.asarray(t.column("x").to_numpy()).view(np.uint64)
+    assert got.tolist() == np.array([float(v) for v in vals]).view(np.uint64).tolist()

@@ -18,8 +18,9 @@ the scanner accepts only what Python's ``json`` accepts:
 Floats are converted by the scanner where Clinger's fast path makes the conversion one
 correctly rounded IEEE operation (at most 18 digits below 2**53, a power of ten up to
 10**22) or Eisel and Lemire's algorithm rounds it correctly (at most 18 digits, 10**-27
-to 10**22: the 17-digit texts of float32 values), the rest by Arrow's string-to-double
-cast (correctly rounded, as Python's ``float``). Any other line, or a chunk the scanner
+to 10**22: the 17-digit texts of float32 values), the rest by Python's ``float`` where a
+column of a chunk has a few, else by Arrow's string-to-double cast (both correctly
+rounded: the same double). Any other line, or a chunk the scanner
 cannot vouch for, goes the usual way (:mod:`regime_dash.ingest.arrow`), so the result
 never depends on this path.
 
@@ -299,6 +300,10 @@ def _slot_counts(fl, fv, rows, sub) -> tuple[np.ndarray, np.ndarray]:
     return _flag_counts(sub), ((sub <= 1) & np.isnan(exact)).any(axis=1)
 
 
+#: Values of one column of a chunk converted by Python's ``float`` rather than Arrow's cast.
+_FEW_CASTS = 512
+
+
 def _float(f: np.ndarray, exact: np.ndarray, texts, counts: np.ndarray, cast: bool) -> pa.Array:
     """A float64 column: the scanner's exact doubles (``exact``), the values it could not
     vouch for (NaN there: beyond both of its conversions; ``cast``: whether there are any)
@@ -309,8 +314,12 @@ def _float(f: np.ndarray, exact: np.ndarray, texts, counts: np.ndarray, cast: bo
         return from_numpy(exact, f == 5 if counts[5] else None)
     vals = np.array(exact)  # a copy: filled in below
     need = np.flatnonzero((f <= 1) & np.isnan(vals))
-    if len(need):
-        import pyarrow.compute as pc  # only where needed: a fresh ingest without numba never is
+    if 0 < len(need) <= _FEW_CASTS:
+        # Python's float is correctly rounded too (the same double): a few values cost less
+        # this way than importing pyarrow.compute
+        vals[need] = [float(t) for t in texts(need).to_pylist()]
+    elif len(need):
+        import pyarrow.compute as pc  # only where many need it
 
         vals[need] = to_numpy(pc.cast(texts(need), pa.float64()))
     if counts[2:5].any():
