@@ -14,7 +14,6 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-
 from tests.test_ingest_shapes import _both, _same, kernels  # noqa: F401 - the fixture
 
 

@@ -1,8 +1,9 @@
 """The shape path (ingest/shapes.py) reads exactly what the usual path reads.
 
 Every source here is parsed twice, with the compiled scanner on (from the first
-candidate line of a chunk; the C one and numba's, each in turn) and off, and the tables and reports must be equal: values,
-types, nulls, NaN and infinities, rejects with their line numbers, set-aside values.
+candidate line of a chunk; the C one and numba's, each in turn) and off, and the tables
+and reports must be equal: values, types, nulls, NaN and infinities, rejects with their
+line numbers, set-aside values.
 """
 from __future__ import annotations
 

@@ -482,6 +482,21 @@ typedef struct {
     int64_t nb, row_len, n, nc;
 } Spans;
 
+/* How many slots ``cells`` flags (slot by line) of ``row_len`` lines are, each of ``rows``
+ * (``n`` of them) checked to be one of those lines; -1 with an exception set where not. */
+static Py_ssize_t slots_of(Py_ssize_t cells, Py_ssize_t row_len, const int64_t *rows, Py_ssize_t n) {
+    if (row_len < 0 || (row_len == 0 ? cells != 0 : cells % row_len != 0)) {
+        PyErr_Format(PyExc_ValueError, "fl: %zd cells are no whole number of rows of %zd", cells, row_len);
+        return -1;
+    }
+    for (Py_ssize_t t = 0; t < n; t++)
+        if (rows[t] < 0 || rows[t] >= row_len) {
+            PyErr_Format(PyExc_ValueError, "rows[%zd] = %lld: not a line of %zd", t, (long long)rows[t], row_len);
+            return -1;
+        }
+    return row_len ? cells / row_len : 0;
+}
+
 /* Takes buf, vs, ve, fl (slot by line, row_len lines), rows and cols, each checked. */
 static int take_spans(Buffers *B, Spans *S, PyObject **o, Py_ssize_t row_len) {
     Py_ssize_t nb, cells, n, nc;
@@ -489,16 +504,9 @@ static int take_spans(Buffers *B, Spans *S, PyObject **o, Py_ssize_t row_len) {
         || !(S->vs = take(B, o[1], 0, 8, cells, "vs", NULL)) || !(S->ve = take(B, o[2], 0, 8, cells, "ve", NULL))
         || !(S->rows = take(B, o[4], 0, 8, -1, "rows", &n)) || !(S->cols = take(B, o[5], 0, 8, -1, "cols", &nc)))
         return 0;
-    if (row_len < 0 || (row_len == 0 ? cells != 0 : cells % row_len != 0)) {
-        PyErr_Format(PyExc_ValueError, "fl: %zd cells are no whole number of rows of %zd", cells, row_len);
+    Py_ssize_t slots = slots_of(cells, row_len, S->rows, n);
+    if (slots < 0)
         return 0;
-    }
-    Py_ssize_t slots = row_len ? cells / row_len : 0;
-    for (Py_ssize_t t = 0; t < n; t++)
-        if (S->rows[t] < 0 || S->rows[t] >= row_len) {
-            PyErr_Format(PyExc_ValueError, "rows[%zd] = %lld: not a line of %zd", t, (long long)S->rows[t], row_len);
-            return 0;
-        }
     for (Py_ssize_t j = 0; j < nc; j++)
         if (S->cols[j] < 0 || S->cols[j] >= slots) {
             PyErr_Format(PyExc_ValueError, "cols[%zd] = %lld: not a slot of %zd", j, (long long)S->cols[j], slots);
@@ -703,18 +711,9 @@ static PyObject *py_slot_counts(PyObject *self, PyObject *args) {
     if (!(fl = take(&B, o[0], 0, 1, -1, "fl", &cells)) || !(fv = take(&B, o[1], 0, 8, cells, "fv", NULL))
         || !(rows = take(&B, o[2], 0, 8, -1, "rows", &n)))
         return fail(&B);
-    if (row_len < 0 || (row_len == 0 ? cells != 0 : cells % row_len != 0)) {
-        PyErr_Format(PyExc_ValueError, "fl: %zd cells are no whole number of rows of %zd", cells, row_len);
+    Py_ssize_t k = slots_of(cells, row_len, rows, n);
+    if (k < 0 || !(out = take(&B, o[3], 1, 8, k * 7, "out", NULL)))
         return fail(&B);
-    }
-    Py_ssize_t k = row_len ? cells / row_len : 0;
-    if (!(out = take(&B, o[3], 1, 8, k * 7, "out", NULL)))
-        return fail(&B);
-    for (Py_ssize_t t = 0; t < n; t++)
-        if (rows[t] < 0 || rows[t] >= row_len) {
-            PyErr_Format(PyExc_ValueError, "rows[%zd] = %lld: not a line of %zd", t, (long long)rows[t], row_len);
-            return fail(&B);
-        }
     int bad = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < k && !bad; i++)

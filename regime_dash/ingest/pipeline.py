@@ -218,7 +218,7 @@ def iter_batches(source: Any, *, chunk_bytes: int | None = None, path: str | Non
     report.source_bytes = total
     chunk_bytes = chunk_bytes or chunk_bytes_for(total)
     if shapes.worth_loading(total):
-        shapes.start_loading()  # numba, on a thread: later chunks may take the shape path
+        shapes.start_loading()  # the C scanner at once, or numba's on a thread (later chunks then)
     hints = _Hints()
     workers = workers or _default_workers()
     renumber = _Renumber(report, fixed)

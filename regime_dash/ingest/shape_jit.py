@@ -15,12 +15,9 @@ import numpy as np
 from numba import njit, types
 
 from regime_dash.ingest import shape_tables as _t
-
-#: Slot kinds (the kind of the template line's value there).
-NUMBER, BOOL, STRING, NULL = 0, 1, 2, 3
+from regime_dash.ingest.shape_tables import BOOL, NUMBER, STRING
 
 # the grammar's limits and the conversion tables (see shape_tables), as numba's globals
-
 _MAX_INT_DIGITS, _MAX_EXP_DIGITS = _t.MAX_INT_DIGITS, _t.MAX_EXP_DIGITS
 _EXACT_DIGITS, _EXACT_MANTISSA, _EXACT_POW10 = _t.EXACT_DIGITS, _t.EXACT_MANTISSA, _t.EXACT_POW10
 _LEMIRE_Q_MIN, _LEMIRE_Q_MAX = _t.LEMIRE_Q_MIN, _t.LEMIRE_Q_MAX

@@ -21,9 +21,6 @@ from regime_dash.ingest import shape_tables
 
 _c.set_tables(shape_tables.POW5_HI, shape_tables.POW5_LO, shape_tables.EXACT_POW10)
 
-#: Slot kinds (the kind of the template line's value there), as ``shape_jit`` numbers them.
-NUMBER, BOOL, STRING, NULL = 0, 1, 2, 3
-
 
 def windows(a: np.ndarray) -> np.ndarray:
     """The bytes ``a`` as the C loops read their words: the array itself, contiguous."""

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
+#: Slot kinds (the kind of the template line's value there; ``_shape_scan.c``'s enum too).
+NUMBER, BOOL, STRING, NULL = 0, 1, 2, 3
+
 #: Most digits of an integer read here (beyond, it could leave int64: the line goes the
 #: other way).
 MAX_INT_DIGITS = 18

@@ -34,6 +34,7 @@ never waits. Both give the same outputs, bit for bit (the tests hold them to it)
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
@@ -47,9 +48,7 @@ import pyarrow as pa
 from regime_dash.ingest.arrays import from_numpy, to_numpy
 from regime_dash.ingest.reference import _flatten_into
 from regime_dash.ingest.report import LINE_COLUMN
-
-#: Slot kinds, as :mod:`regime_dash.ingest.shape_jit` numbers them.
-NUMBER, BOOL, STRING, NULL = 0, 1, 2, 3
+from regime_dash.ingest.shape_tables import BOOL, NULL, NUMBER, STRING
 
 #: Fewest candidate lines in a chunk worth a template.
 MIN_LINES = 64
@@ -67,9 +66,11 @@ _state: dict[str, Any] = {"kernels": None, "thread": None, "failed": False}
 _lock = threading.Lock()
 
 
+@functools.cache
 def native() -> Any:
     """The scanner compiled ahead of time (:mod:`~regime_dash.ingest.shape_native`), or
-    ``None`` where the package was installed without it (no C compiler then)."""
+    ``None`` where the package was installed without it (no C compiler then); looked for
+    once a process, not at every ingest."""
     try:
         from regime_dash.ingest import shape_native
     except ImportError:
@@ -307,7 +308,8 @@ _FEW_CASTS = 512
 def _float(f: np.ndarray, exact: np.ndarray, texts, counts: np.ndarray, cast: bool) -> pa.Array:
     """A float64 column: the scanner's exact doubles (``exact``), the values it could not
     vouch for (NaN there: beyond both of its conversions; ``cast``: whether there are any)
-    cast from their text by Arrow (``texts(rows)``: their string views), then NaN and the
+    converted from their text (``texts(rows)``: their string views) by Python's ``float``
+    where they are few, else by Arrow's cast, then NaN and the
     infinities by their flags (``counts``: the column's :func:`_flag_counts`)."""
     if not cast and not counts[2:5].any():
         # every value is the scanner's double: the column is ``exact`` as it is, no copy

@@ -101,11 +101,14 @@ class _Blocks:
         self.gzip = False
         self.truncated = False
 
+    def _unreadable(self, e: OSError) -> IngestError:
+        return IngestError(f"cannot read {self.path or 'input'}: {e}", path=self.path)
+
     def _read(self, n: int) -> bytes:
         try:
             b = self.raw.read(n)
         except OSError as e:
-            raise IngestError(f"cannot read {self.path or 'input'}: {e}", path=self.path) from e
+            raise self._unreadable(e) from e
         b = b or b""
         self.done += len(b)
         return bytes(b) if not isinstance(b, bytes) else b
@@ -159,7 +162,6 @@ class _Blocks:
                                       "end of the gzip stream", path=self.path)
                 return
 
-
     def in_place(self) -> int | None:
         """The size of the source where it is a regular file read from its start, neither
         gzip nor opening with a byte order mark (:meth:`whole_lines` reads it), else ``None``."""
@@ -189,7 +191,7 @@ class _Blocks:
                 cut = window.rfind(b"\n")
                 block = os.pread(fd, size - _PEEK + cut + 1, pos) if cut >= 0 else b""
             except OSError as e:
-                raise IngestError(f"cannot read {self.path or 'input'}: {e}", path=self.path) from e
+                raise self._unreadable(e) from e
             if cut < 0 or len(block) != size - _PEEK + cut + 1 or not block.endswith(b"\n"):
                 break  # a long line, or the file changed under us: the usual way from here
             pos += len(block)
@@ -299,9 +301,7 @@ def _read_chunks(blocks: _Blocks, size: int, report: IngestReport,
     try:
         total = blocks.in_place()
         if total is not None:  # a regular file: whole lines read in place while they last
-            for block in blocks.whole_lines(size, total):
-                h.update(block)
-                report.content_bytes += len(block)
+            for block in _hashed(blocks.whole_lines(size, total), h, report):
                 yield _lf(block), False
         yield from _lines_of_blocks(blocks(size, plain=total is not None), h, report, max_line,
                                     at_start=total is None)
