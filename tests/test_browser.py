@@ -312,6 +312,21 @@ POINT_JS = """(name) => {
     return null;
 }"""
 
+#: The failures table's box (the first data grid after the "Failures (n)" caption, not in a stale
+#: element), once it has stayed put for two animation frames; null until then. While Explore reruns,
+#: a grid of the page being replaced may still be laid out above it.
+TABLE_BOX_JS = """() => {
+    const caption = Array.from(document.querySelectorAll('[data-testid=stMarkdown]'))
+        .find(m => m.innerText.trim().startsWith('Failures ('));
+    const table = caption && Array.from(document.querySelectorAll('[data-testid=stDataFrame]')).find(t =>
+        (caption.compareDocumentPosition(t) & Node.DOCUMENT_POSITION_FOLLOWING) && !t.closest('[data-stale=true]'));
+    const r = table && table.getBoundingClientRect();
+    const box = r && r.width > 0 && r.height > 0 ? `${r.x},${r.y}` : null;
+    const steady = box !== null && box === window.__rdTableBox;
+    window.__rdTableBox = box;
+    return steady ? {x: r.x, y: r.y} : null;
+}"""
+
 #: Milliseconds from ``t0`` (``performance.now()``) until the provenance panel shows its formula, its
 #: highlighted rows and its drawn replay chart (polled every animation frame); false until then.
 PANEL_OPEN_JS = """(t0) => {
@@ -376,9 +391,9 @@ def test_clicking_a_failure_marker_opens_its_provenance_panel(server, browser_pa
         # the page's default pick, as every value equal to its default does)
         assert f"runs={run_id}" in page.url or page.evaluate(POINT_JS, "verdict:rederive.popart_mean")["step"] == 700
     # a row of the failures table opens it too (the grid's row-selection cell, left of the first row)
-    table = page.locator("[data-testid=stDataFrame]:visible").first  # the failures table
-    table.wait_for(state="visible")  # drawn again after the panel closed
-    box = table.bounding_box()
+    # the failures table, drawn again after the panel closed: found and measured in the page in one step,
+    # since Streamlit may replace an element between a locator's wait and a separate bounding_box() call
+    box = page.wait_for_function(TABLE_BOX_JS, polling="raf").json_value()
     page.mouse.move(box["x"] + 16, box["y"] + 35 + 17)
     page.wait_for_timeout(300)  # the grid draws the row's checkbox on hover; a press too quick is lost
     page.mouse.down()
