@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -115,3 +116,18 @@ def test_load_module_without_a_device_raises_engine_unavailable():
         pytest.skip("a CUDA device is present here; this checks the device-less error")
     with pytest.raises(EngineUnavailable, match="cannot run here"):
         loader.load_module(["rl_regime_observer.cu"])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the driver probe is Linux's libcuda.so.1")
+def test_without_a_loadable_driver_available_says_so_and_never_imports_cupy(monkeypatch):
+    code = ("import sys; from regime_dash.engine import loader; "
+            "loader.DRIVER_LIBRARY = 'libregime_dash_no_such_driver.so.1'; "
+            "print(loader.available()); print('cupy' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    reason, imported = proc.stdout.splitlines()
+    assert reason.startswith("no NVIDIA driver (") and "libregime_dash_no_such_driver.so.1" in reason
+    assert imported == "False"
+    monkeypatch.setattr(loader, "DRIVER_LIBRARY", "libregime_dash_no_such_driver.so.1")
+    with pytest.raises(EngineUnavailable, match="no NVIDIA driver"):
+        loader.cupy_module()

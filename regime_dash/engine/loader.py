@@ -17,7 +17,9 @@ log when NVRTC rejects the source.
 """
 from __future__ import annotations
 
+import ctypes
 import hashlib
+import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any, Sequence
@@ -102,8 +104,28 @@ def nvcc_ptx_command(name: str, layout: SlotLayout = DEFAULT_LAYOUT, arch: str =
             "-o", output, str(KERNEL_DIR / name)]
 
 
+#: The NVIDIA driver's library on Linux. cupy loads it too, so where it cannot be loaded no
+#: device can run, and cupy's import (a few tenths of a second) is spared.
+DRIVER_LIBRARY = "libcuda.so.1"
+
+
+def _driver_problem() -> str | None:
+    """Why the NVIDIA driver cannot be loaded here, else None (and None off Linux, where
+    cupy's own probe answers): a millisecond's ``dlopen`` before importing cupy."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        ctypes.CDLL(DRIVER_LIBRARY)
+    except OSError as exc:
+        return f"no NVIDIA driver ({exc})"
+    return None
+
+
 def available() -> str | None:
     """None when the CUDA engines can run here, else why not (never raises)."""
+    problem = _driver_problem()
+    if problem is not None:
+        return problem
     try:
         import cupy
     except Exception as exc:  # ImportError, or a broken install raising anything
