@@ -306,9 +306,12 @@ def _run_child(stage: str, work: Path, args: argparse.Namespace) -> dict:
 
 def run(args: argparse.Namespace, work: Path) -> dict[str, dict]:
     """Every stage, each in its own child process, in :data:`STAGES` order."""
-    from regime_dash.benchmarks.ingest import _warm_shapes
+    from regime_dash.benchmarks.ingest import _compile_bytecode, _warm_shapes
     from regime_dash.engine import warm
 
+    # the modules byte-compiled as a wheel's install leaves them: a checkout run with
+    # PYTHONDONTWRITEBYTECODE set compiles every module again in every stage's process
+    _compile_bytecode()
     warm.compile_kernels()  # the fast engine's compile is not a stage's time
     # nor the ingest scanner's where it is numba's (no C compiler at install): on a cold
     # cache it compiles on a thread during the ingest stage, a core taken from the workers
