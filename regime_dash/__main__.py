@@ -1,3 +1,3 @@
-from regime_dash.cli import main
+from regime_dash.cli import script
 
-raise SystemExit(main())
+raise SystemExit(script())

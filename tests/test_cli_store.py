@@ -160,3 +160,27 @@ def test_bench_ingest_smoke(tmp_path, capsys):
 def test_bench_rejects_bad_sizes(capsys):
     assert main(["bench", "ingest", "--size-mb", "0"]) == 2
     assert "size-mb" in capsys.readouterr().err
+
+
+def test_the_command_freezes_its_objects_at_the_end_and_its_output_is_whole(tmp_path, files, capsys):
+    """``script`` (the command's entry) runs ``main`` and then freezes the objects (the exit skips its
+    collections); the run is stored and the JSON printed all the same, in-process and in a fresh process."""
+    import gc
+
+    from regime_dash.cli import script
+
+    good, _ = files
+    before = gc.get_freeze_count()
+    try:
+        assert script(["ingest", str(good), "--store", str(tmp_path / "a"), "--json"]) == 0
+        assert gc.get_freeze_count() > before
+    finally:
+        gc.unfreeze()
+    first = json.loads(capsys.readouterr().out)[0]
+    assert first["rows"] == 100 and first["rejected"][0]["line"] == 101
+    proc = subprocess.run([sys.executable, "-m", "regime_dash", "ingest", str(good), "--store",
+                           str(tmp_path / "b"), "--json"], capture_output=True, text=True, env=child_env(), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)[0] == first  # the same report (the run id is the file's name and hash)
+    assert main(["runs", "--store", str(tmp_path / "b"), "--json"]) == 0
+    assert [r["run_id"] for r in json.loads(capsys.readouterr().out)] == [first["run_id"]]

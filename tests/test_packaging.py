@@ -61,8 +61,8 @@ def test_the_components_manifest_names_the_project_and_the_chart_folder():
     assert (folder / plotly_react.BUNDLE).is_file()
 
 
-def test_console_script_is_the_cli_main():
-    assert _pyproject()["project"]["scripts"] == {"regime-dash": "regime_dash.cli:main"}
+def test_console_script_is_the_cli_script():
+    assert _pyproject()["project"]["scripts"] == {"regime-dash": "regime_dash.cli:script"}
 
 
 def test_plotly_range_ships_the_vendored_plotly_js():

@@ -13,6 +13,7 @@ numba or pyarrow before its handler runs.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import sys
@@ -110,6 +111,16 @@ class _Parser(argparse.ArgumentParser):
         self.print_usage(sys.stderr)
         say(f"{self.prog}: error: {message}", file=sys.stderr)
         sys.exit(2)
+
+
+def script(argv: list[str] | None = None) -> int:
+    """The ``regime-dash`` command and ``python -m regime_dash``: :func:`main`, its objects then frozen
+    (``gc.freeze``) so the interpreter's exit frees them without its final collections walking every
+    object pandas, pyarrow and numba made (0.2-0.3 s of every command). The command's files are closed
+    by then; the standard streams are flushed at exit all the same."""
+    code = main(argv)
+    gc.freeze()
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
