@@ -197,7 +197,7 @@ PLANTED = [
      lambda f: row_where(f, col(f, v.FACTOR) < 0.5), v.LIVE, lambda f, k: col(f, v.LIVE)[k] + 1e-3, 1, ""),
     ("tail_recency_skipped_count", rich_frame, "tail_recency",
      lambda f: row_where(f, (col(f, v.RECENCY) > 3) & (col(f, v.RECENCY) < 1e5)), v.RECENCY,
-     lambda f, k: col(f, v.RECENCY)[k] + 1, None, ""),
+     lambda f, k: col(f, v.RECENCY)[k] + 1, None, "not 0 and not previous+1"),
     ("tail_recency_tail_before_the_welford_gate", rich_frame, "tail_recency",
      lambda f: row_where(f, col(f, v.COUNT) < 10), v.RECENCY, lambda f, k: 0.0, None, "welford_count < 10"),
     ("welford_count_monotone_drop", rich_frame, "welford_count_monotone",

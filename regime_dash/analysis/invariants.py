@@ -355,19 +355,19 @@ def _tail_recency(view: FrameView, _opt: CheckOptions):
     # re-bootstrapped to the sentinel, then +1 per step (more than one across a gap)
     sentinel = whole & (rec >= s) & (rec <= s + np.maximum(gap, ONE))
     ok = _select(view, rule, gap_rule, rule | sentinel, gap_rule | sentinel, whole)
-    why = np.full(view.n, "not 0 and not previous+1", dtype=object)
     gated = np.zeros(view.n, dtype=bool)
     if view.has(v.COUNT):
         # G23: no tail event while the Welford count is below 10
         gated = tail & (view.f32(v.COUNT) < F32(10))
-        why[gated] = "tail event while welford_count < 10"
     finite = np.isfinite(rec) & (view.restart | np.isfinite(prev))
     bad = finite & (~ok | gated)
     if not bad.any():
         extra = " and no tail before welford_count reaches 10" if view.has(v.COUNT) else ""
         return bad, (f"recency is 0 at a tail and previous+1 otherwise on {int(view.checked.sum())} "
                      f"consecutive rows{extra}" + _note_unverified(view, finite))
-    return bad, _first(view, bad, lambda i: f"recency={_fmt(rec[i])}, previous={_fmt(prev[i])}: {why[i]}")
+    # the reason made for the rows shown only (a [T] array of strings costs more than the rule)
+    return bad, _first(view, bad, lambda i: f"recency={_fmt(rec[i])}, previous={_fmt(prev[i])}: " + (
+        "tail event while welford_count < 10" if gated[i] else "not 0 and not previous+1"))
 
 
 def _welford_count(view: FrameView, _opt: CheckOptions):
@@ -573,17 +573,17 @@ def _tau_boost(view: FrameView, _opt: CheckOptions):
         ok = np.where(recent, (eff == boosted) | (eff == tmin), eff == tmin)
     else:
         ok = np.where(recent & f5, eff == boosted, eff == tmin)
-    why = np.full(view.n, "", dtype=object)
+    clamp = np.zeros(view.n, dtype=bool)
     if view.has(v.TAU_ACTION):
         act = view.f32(v.TAU_ACTION)
         clamp = np.isfinite(act) & (act < eff)  # τ = max(τ, τ_min_eff)
         ok &= ~clamp
-        why[clamp] = "tau_action below tau_min_effective"
     bad = finite & ~ok
     if not bad.any():
         return bad, (f"tau_min_effective = tau_min*factor while recency < n_window ({int((finite & recent).sum())} "
                      f"rows), tau_min otherwise; tau_action >= tau_min_effective" + _note_unverified(view, finite))
-    return bad, _first(view, bad, lambda i: why[i] or f"tau_min_effective={_fmt(eff[i])} with tau_min="
+    return bad, _first(view, bad, lambda i: "tau_action below tau_min_effective" if clamp[i] else
+                       f"tau_min_effective={_fmt(eff[i])} with tau_min="
                        f"{_fmt(tmin[i])}, factor={_fmt(factor[i])}, recency={_fmt(rec[i])}, "
                        f"n_window={_fmt(window[i])}")
 
