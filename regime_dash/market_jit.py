@@ -31,6 +31,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+from regime_dash.market import Market
+
 _TABLES = np.load(Path(__file__).with_name("ziggurat_normal.npz"))
 KI = _TABLES["ki"].astype(np.uint64)
 WI = _TABLES["wi"].astype(np.float64)
@@ -148,7 +150,7 @@ def draws(seed: int, t: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return (*out, float(tau))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # a command generates on a thread while it loads the engine
 def _scripted(key0, key1, p_true, boundary, force_flat, latch_from, prm, ki, wi, fi, nor_r, nor_inv_r,
               rewards, lots_out, edge_out, cooldown_out, worst_out, tau_out):
     """Every step of a scripted run (see :func:`scripted`), its draws made as they are read.
@@ -248,3 +250,9 @@ def scripted(seed: int, accounts: int, market, p_true: np.ndarray, *, kelly: flo
     out["boundary"] = boundary
     out["step"] = np.arange(n, dtype=np.int64)
     return out
+
+
+def load() -> None:
+    """Load :func:`scripted`'s compiled loop (from numba's cache, or compiled on first use) without
+    running a step: the run after it holds no lock a thread loading modules needs."""
+    scripted(0, 1, Market(), np.zeros(0), kelly=0.5)

@@ -22,7 +22,7 @@ import numpy as np
 
 from regime_dash import streams
 from regime_dash.errors import ValidationError
-from regime_dash.simulator import Market
+from regime_dash.market import Market
 from regime_dash.streams import Stream
 
 #: Run #8's trap: "Trap continued for 1,737 steps with zero closed trades."

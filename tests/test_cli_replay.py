@@ -43,6 +43,28 @@ def test_scenario_to_jsonl_ingests_to_the_same_values(tmp_path):
     _same_values(expected, store.load(result.run_id))
 
 
+def test_a_scripted_scenario_generated_on_a_thread_is_the_one_make_builds(tmp_path):
+    """``--scenario`` of a scripted preset runs the market on a thread while the engine loads: the
+    Parquet holds what the in-process replay of ``scenarios.make``'s stream gives, every column."""
+    out = tmp_path / "trap.parquet"
+    rc = main(["replay", "--scenario", "kelly_trap_run8", "--steps", "2400", "--accounts", "24", "--seed", "5",
+               "--engine", "fast", "--out", str(out)])
+    assert rc == 0
+    stream = scenarios.make("kelly_trap_run8", seed=5, steps=2400, accounts=24)
+    expected = replay(stream, engine="fast", log_inputs=True)
+    got = pd.read_parquet(out)
+    assert list(got.columns) == list(expected.columns)
+    _same_values(expected, got)
+    assert got["risk_stack.inputs.batch_sum"].abs().sum() > 0  # the run traded
+
+
+def test_a_scenario_refused_on_the_thread_says_why(tmp_path, capsys):
+    rc = main(["replay", "--scenario", "kelly_trap_run8", "--steps", "100", "--out", str(tmp_path / "x.parquet")])
+    assert rc == 2
+    assert "steps must be an int >= 1937, got 100" in capsys.readouterr().err
+    assert not (tmp_path / "x.parquet").exists()
+
+
 def test_simulate_with_settings_to_parquet(tmp_path):
     out = tmp_path / "live.parquet"
     rc = main(["replay", "--simulate", "adverse_regime", "--steps", "600", "--accounts", "16", "--seed", "1",

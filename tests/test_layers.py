@@ -56,7 +56,7 @@ LAYERS: tuple[Layer, ...] = (
     Layer("edge", ("ingest", "store", "store_doctor", "store_append", "store_labels", "store_layouts", "tail",
                      "alerts", "export", "live_frame"), ("base",)),
     Layer("engines", ("engine",), ("base",)),
-    Layer("sources and runs", (ROOT_MODULE, "market_jit", "scenarios", "simulator", "simulator_jit",
+    Layer("sources and runs", (ROOT_MODULE, "market", "market_jit", "scenarios", "simulator", "simulator_jit",
                                   "samples", "live", "distributed", "sweep"),
           ("base", "engines")),
     Layer("analysis", ("analysis", "sensitivity", "check_all", "follow", "run_table"), ("base", "engines"),

@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # the annotation only: pandas loads with the replay
 
 def register(subparsers) -> None:
     from regime_dash.scenarios import SCENARIOS
-    from regime_dash.simulator import PRESETS
+    from regime_dash.market import PRESETS
 
     p = subparsers.add_parser(
         "replay", help=help_of("replay"),
@@ -73,23 +73,23 @@ def produce(args: argparse.Namespace) -> pd.DataFrame:
     carries the single path's frame and the finding in ``attrs`` (``single``, ``findings``)."""
     from regime_dash import scenarios
     from regime_dash.config import RegimeConfig
-    from regime_dash.engine import replay
-    from regime_dash.simulator import simulate
-
-    from regime_dash.engine import warm
 
     config = RegimeConfig().with_settings(args.settings)
     controllers = getattr(args, "controllers", "single")
     if args.simulate:
+        from regime_dash.simulator import simulate
+
         if controllers != "single":
             raise ValidationError("--controllers fused replays a --scenario or a --stream; --simulate runs the "
                                   "single controllers", field="controllers", value=controllers)
         return simulate(args.simulate, steps=args.steps, accounts=args.accounts, seed=args.seed,
                         config=config, engine=args.engine).frame()
     if args.scenario:
-        stream = scenarios.make(args.scenario, seed=args.seed, steps=args.steps, accounts=args.accounts)
+        stream = _scenario_while_loading(args)
     else:
         stream = scenarios.recorded(steps=args.steps, accounts=args.accounts, path=args.stream)
+    from regime_dash.engine import replay, warm
+
     engine = warm.choose_engine(args.engine, stream.steps)
     if args.engine == "auto" and engine == "reference" and warm.fast_needs_compile():
         say(f"the fast engine is not compiled yet (about {warm.estimate_s(False):.0f} s); replaying "
@@ -104,6 +104,24 @@ def produce(args: argparse.Namespace) -> pd.DataFrame:
             frame.attrs["single"], frame.attrs["findings"] = single_twin(frame, stream, config, engine,
                                                                          log_inputs=True)
     return frame
+
+
+def _scenario_while_loading(args: argparse.Namespace):
+    """The ``--scenario`` stream, generated on a thread while this one imports the engine and pandas.
+
+    The scripted market's compiled loop is loaded first, here (loading takes the GIL); its run
+    releases the GIL, so the imports the replay needs cost the command no time of their own.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from regime_dash import market_jit, scenarios
+
+    market_jit.load()
+    with ThreadPoolExecutor(1, thread_name_prefix="scenario") as pool:
+        made = pool.submit(scenarios.make, args.scenario, seed=args.seed, steps=args.steps, accounts=args.accounts)
+        import pandas  # noqa: F401 - loaded while the market runs
+        from regime_dash.engine import replay  # noqa: F401
+        return made.result()
 
 
 def _needs_twin(config, controllers: str) -> bool:

@@ -26,7 +26,7 @@ from regime_dash.errors import ConfigError
 def register(subparsers) -> None:
     from regime_dash.scenarios import SCENARIOS
     from regime_dash.sensitivity import PAIR_FIELDS, PAIR_POINTS, POINTS
-    from regime_dash.simulator import PRESETS
+    from regime_dash.market import PRESETS
 
     p = subparsers.add_parser(
         "sensitivity", help=help_of("sensitivity"),
