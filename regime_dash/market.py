@@ -15,6 +15,9 @@ import numpy as np
 
 from regime_dash.errors import ValidationError
 
+#: ``on_block(lo, hi, rewards, lots)``: rows ``lo .. hi`` of a run's [T, b] arrays are made (final).
+BlockSink = Callable[[int, int, np.ndarray, np.ndarray], None]
+
 #: Run #8's tail: a $6484 loss, −19.45 after reward_scale 0.003 (Theorem 6).
 RUN8_SHOCK_PNL = 6484.0
 

@@ -31,7 +31,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from regime_dash.market import Market
+from regime_dash.market import BlockSink, Market
 
 _TABLES = np.load(Path(__file__).with_name("ziggurat_normal.npz"))
 KI = _TABLES["ki"].astype(np.uint64)
@@ -150,28 +150,38 @@ def draws(seed: int, t: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return (*out, float(tau))
 
 
+@njit(cache=True)
+def _start(prm, state):
+    """The market's state before step 0 into ``state`` (see :func:`_scripted`)."""
+    p_ema, w, l = prm[7], prm[2], prm[3]
+    state[0], state[1], state[2] = p_ema, w, l
+    state[3] = p_ema - (1.0 - p_ema) * l / w
+    state[4], state[5] = 0.0, 0.0
+
+
 @njit(cache=True, nogil=True)  # a command generates on a thread while it loads the engine
 def _scripted(key0, key1, p_true, boundary, force_flat, latch_from, prm, ki, wi, fi, nor_r, nor_inv_r,
-              rewards, lots_out, edge_out, cooldown_out, worst_out, tau_out):
-    """Every step of a scripted run (see :func:`scripted`), its draws made as they are read.
+              rewards, lots_out, edge_out, cooldown_out, worst_out, tau_out,
+              state, lots, session, session_worst, tripped, t_lo, t_hi):
+    """Steps ``t_lo .. t_hi`` of a scripted run (see :func:`scripted`), its draws made as they are read.
 
     ``prm`` holds :data:`PARAMS` in order, then the scripted Kelly; the outputs are the run's
-    whole stream arrays. An account's draws of a step are one Philox block (and, for a normal
-    the ziggurat rejects, the blocks after it), made only when the step reads them: when the
-    account holds a position or may open one. What is not read is never made, and since every
-    draw is a function of its counter alone, the numbers read are the ones :func:`draws` gives.
+    whole stream arrays. The market carries ``state`` (p, W and L EMAs, edge, cooldown, dead)
+    and the per-account ``lots``, ``session``, ``session_worst``, ``tripped`` from one call to
+    the next, so a run made a block of steps at a time is the run made at once, bit for bit.
+    An account's draws of a step are one Philox block (and, for a normal the ziggurat
+    rejects, the blocks after it), made only when the step reads them: when the account
+    holds a position or may open one. What is not read is never made, and since every draw
+    is a function of its counter alone, the numbers read are the ones :func:`draws` gives.
     """
     hazard, pi_open, w, l, jitter, reward_scale, alpha = prm[0], prm[1], prm[2], prm[3], prm[4], prm[5], prm[6]
-    p_ema, base_lots, dd_limit, cd_steps, tau_lo, tau_hi, scripted_kelly = prm[7], prm[8], prm[9], prm[10], \
-        prm[11], prm[12], prm[13]
+    base_lots, dd_limit, cd_steps, tau_lo, tau_hi, scripted_kelly = prm[8], prm[9], prm[10], prm[11], prm[12], \
+        prm[13]
     b = rewards.shape[1]
-    lots = np.zeros(b, np.int32)
-    session, session_worst, tripped = np.zeros(b), np.zeros(b), np.zeros(b, np.bool_)
     keep, half_j2 = 1.0 - alpha, 0.5 * jitter ** 2
-    w_ema, l_ema = w, l
-    edge = p_ema - (1.0 - p_ema) * l / w
-    cooldown, dead = 0, False
-    for t in range(rewards.shape[0]):
+    p_ema, w_ema, l_ema, edge = state[0], state[1], state[2], state[3]
+    cooldown, dead = np.int64(state[4]), state[5] != 0.0
+    for t in range(t_lo, t_hi):
         tt = np.uint64(t)
         dead = dead or (t >= latch_from and edge <= 0.0)
         if boundary[t]:
@@ -219,6 +229,8 @@ def _scripted(key0, key1, p_true, boundary, force_flat, latch_from, prm, ki, wi,
         cooldown_out[t] = np.float32(cooldown)
         worst_out[t] = np.float32(session_worst.min())
         tau_out[t] = np.float32(tau_lo + (tau_hi - tau_lo) * _tau(tt, key0, key1))
+    state[0], state[1], state[2], state[3] = p_ema, w_ema, l_ema, edge
+    state[4], state[5] = np.float64(cooldown), 1.0 if dead else 0.0
 
 
 #: The market's fields in the order :func:`_scripted` reads them (then the scripted sizing fraction).
@@ -226,15 +238,21 @@ PARAMS = ("hazard", "pi_open", "win", "loss", "jitter", "reward_scale", "ema_alp
           "drawdown_limit", "cooldown_steps", "tau_lo", "tau_hi")
 
 
+#: Steps a scripted run makes between two calls of its ``on_block``.
+BLOCK_STEPS = 1 << 16
+
+
 def scripted(seed: int, accounts: int, market, p_true: np.ndarray, *, kelly: float,
              boundary: np.ndarray | None = None, force_flat: np.ndarray | None = None,
-             latch_from: int | None = None) -> dict[str, np.ndarray]:
+             latch_from: int | None = None, on_block: BlockSink | None = None) -> dict[str, np.ndarray]:
     """A scripted run's stream arrays: ``market_step`` each step with kelly_f = ``kelly`` while the
     previous step's edge is positive, else 0.
 
     ``p_true[t]`` is step t's win probability; ``boundary[t]`` runs reset_session_state before
     step t; ``force_flat[t]`` closes every position at step t; from step ``latch_from`` on, the
     first step whose previous edge is ≤ 0 stops every open for good (Run #8's trap).
+    ``on_block(lo, hi, rewards, lots)``, where given, is called as each :data:`BLOCK_STEPS` steps
+    are made, with the whole [T, b] arrays, whose rows ``lo .. hi`` are then final.
     """
     n = len(p_true)
     boundary = np.zeros(n, bool) if boundary is None else np.asarray(boundary, bool)
@@ -245,8 +263,16 @@ def scripted(seed: int, accounts: int, market, p_true: np.ndarray, *, kelly: flo
            "kelly_analytic": np.empty(n, np.float32), "cooldown": np.empty(n, np.float32),
            "session_pnl_worst": np.empty(n, np.float32), "tau_action": np.empty(n, np.float32)}
     latch = n if latch_from is None else int(latch_from)
-    _scripted(np.uint64(seed), np.uint64(0), np.asarray(p_true, np.float64), boundary, force_flat, latch, prm,
-              KI, WI, FI, NOR_R, NOR_INV_R, *out.values())
+    state = np.empty(6)
+    _start(prm, state)
+    carried = (np.zeros(accounts, np.int32), np.zeros(accounts), np.zeros(accounts), np.zeros(accounts, np.bool_))
+    step = max(n, 1) if on_block is None else BLOCK_STEPS
+    for lo in range(0, max(n, 1), step):  # one call at least: a run of no steps loads the loop too
+        hi = min(lo + step, n)
+        _scripted(np.uint64(seed), np.uint64(0), np.asarray(p_true, np.float64), boundary, force_flat, latch, prm,
+                  KI, WI, FI, NOR_R, NOR_INV_R, *out.values(), state, *carried, lo, hi)
+        if on_block is not None and hi > lo:
+            on_block(lo, hi, out["rewards"], out["lots"])
     out["boundary"] = boundary
     out["step"] = np.arange(n, dtype=np.int64)
     return out

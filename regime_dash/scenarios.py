@@ -11,7 +11,8 @@ controller without resurrection allows), with ⌈base·0.5⌉ lots. Replaying a
 preset then shows what the regime signals would have done on such a run; for
 the closed loop, where kelly_f drives the trades, see :mod:`regime_dash.simulator`.
 
-:data:`SCENARIOS` maps each name to its function; :func:`make` builds one by name.
+:data:`SCENARIOS` maps each name to its function; :func:`make` builds one by name, and tells
+an ``on_block`` callback each block of steps as it is made (:data:`SCRIPTED` presets take it too).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ import numpy as np
 
 from regime_dash import streams
 from regime_dash.errors import ValidationError
-from regime_dash.market import Market
+from regime_dash.market import BlockSink, Market
 from regime_dash.streams import Stream
 
 #: Run #8's trap: "Trap continued for 1,737 steps with zero closed trades."
@@ -63,7 +64,8 @@ def _at(steps: int, step: int) -> np.ndarray:
     return mark
 
 
-def calm(seed: int = 0, steps: int | None = None, accounts: int | None = None) -> Stream:
+def calm(seed: int = 0, steps: int | None = None, accounts: int | None = None,
+         on_block: BlockSink | None = None) -> Stream:
     """A healthy market: p_true 0.6, the edge stays positive and accounts keep trading.
 
     Shows the quiet baseline: kelly_f never reaches 0, there is never a step
@@ -71,7 +73,7 @@ def calm(seed: int = 0, steps: int | None = None, accounts: int | None = None) -
     fires. Defaults: 2000 steps, 64 accounts.
     """
     seed, steps, accounts = _seed(seed), _size(steps, 2000, "steps"), _size(accounts, 64, "accounts")
-    return _run(seed, accounts, Market(ema_alpha=0.005), np.full(steps, 0.6))
+    return _run(seed, accounts, Market(ema_alpha=0.005), np.full(steps, 0.6), on_block=on_block)
 
 
 def tail_shock(seed: int = 0, steps: int | None = None, accounts: int | None = None) -> Stream:
@@ -97,7 +99,8 @@ def tail_shock(seed: int = 0, steps: int | None = None, accounts: int | None = N
                        tau_action=np.full(steps, 0.05, np.float32))
 
 
-def kelly_trap_run8(seed: int = 0, steps: int | None = None, accounts: int | None = None) -> Stream:
+def kelly_trap_run8(seed: int = 0, steps: int | None = None, accounts: int | None = None,
+                    on_block: BlockSink | None = None) -> Stream:
     """The spec's Run #8: kelly_f goes to 0, open positions drain to 0, then 1,737 steps with no closes.
 
     p_true is 0.6 for the first fifth of the run, then 0.3. Once the edge of
@@ -115,10 +118,11 @@ def kelly_trap_run8(seed: int = 0, steps: int | None = None, accounts: int | Non
     t_adverse, t_trap = (steps - RUN8_TRAP_STEPS) // 5, steps - RUN8_TRAP_STEPS
     p_true = np.where(np.arange(steps) >= t_adverse, 0.3, 0.6)
     return _run(seed, accounts, Market(ema_alpha=0.005), p_true, force_flat=_at(steps, t_trap - 1),
-                latch_from=t_adverse)
+                latch_from=t_adverse, on_block=on_block)
 
 
-def fold_boundary(seed: int = 0, steps: int | None = None, accounts: int | None = None) -> Stream:
+def fold_boundary(seed: int = 0, steps: int | None = None, accounts: int | None = None,
+                  on_block: BlockSink | None = None) -> Stream:
     """Train switches to eval at step ``steps // 2``; reset_session_state runs there.
 
     The market trades as in :func:`calm` (p_true 0.6 in train, 0.57 in eval);
@@ -132,10 +136,11 @@ def fold_boundary(seed: int = 0, steps: int | None = None, accounts: int | None 
     seed, steps, accounts = _seed(seed), _size(steps, 2000, "steps", 2), _size(accounts, 64, "accounts")
     t_b = steps // 2
     return _run(seed, accounts, Market(ema_alpha=0.005), np.where(np.arange(steps) < t_b, 0.6, 0.57),
-                boundary=_at(steps, t_b))
+                boundary=_at(steps, t_b), on_block=on_block)
 
 
-def adverse_regime(seed: int = 0, steps: int | None = None, accounts: int | None = None) -> Stream:
+def adverse_regime(seed: int = 0, steps: int | None = None, accounts: int | None = None,
+                   on_block: BlockSink | None = None) -> Stream:
     """The edge stays negative for a long stretch while in-flight positions keep closing.
 
     p_true is 0.6 for the first tenth, 0.3 until 35 % of the run, then 0.85.
@@ -149,7 +154,7 @@ def adverse_regime(seed: int = 0, steps: int | None = None, accounts: int | None
     seed, steps, accounts = _seed(seed), _size(steps, 3000, "steps", 10), _size(accounts, 128, "accounts")
     t = np.arange(steps)
     p_true = np.where(t < steps // 10, 0.6, np.where(t < 35 * steps // 100, 0.3, 0.85))
-    return _run(seed, accounts, Market(hazard=0.0015, ema_alpha=0.05), p_true)
+    return _run(seed, accounts, Market(hazard=0.0015, ema_alpha=0.05), p_true, on_block=on_block)
 
 
 def recorded(seed: int = 0, steps: int | None = None, accounts: int | None = None,
@@ -198,7 +203,21 @@ def _lookup(name: str) -> Callable[..., Stream]:
     return SCENARIOS[name]
 
 
+#: The presets whose market runs a block of steps at a time (:func:`market_jit.scripted`).
+SCRIPTED = frozenset({"calm", "kelly_trap_run8", "fold_boundary", "adverse_regime"})
+
+
 def make(name: str, seed: int = 0, steps: int | None = None, accounts: int | None = None,
-         **kwargs) -> Stream:
-    """Build preset ``name`` (``kwargs`` go to the preset, e.g. ``path`` for ``recorded``)."""
-    return _lookup(name)(seed=seed, steps=steps, accounts=accounts, **kwargs)
+         on_block: BlockSink | None = None, **kwargs) -> Stream:
+    """Build preset ``name`` (``kwargs`` go to the preset, e.g. ``path`` for ``recorded``).
+
+    ``on_block(lo, hi, rewards, lots)``, where given, is told as rows ``lo .. hi`` of the [T, b]
+    arrays are made: block by block for a :data:`SCRIPTED` preset, once for the whole run otherwise.
+    """
+    preset = _lookup(name)
+    if on_block is not None and name in SCRIPTED:
+        kwargs["on_block"] = on_block
+    stream = preset(seed=seed, steps=steps, accounts=accounts, **kwargs)
+    if on_block is not None and name not in SCRIPTED:
+        on_block(0, stream.steps, stream.rewards, stream.lots)
+    return stream

@@ -66,3 +66,28 @@ def test_drawdown_cooldown_and_forced_flat_follow_market_step():
     assert (want["cooldown"] > 0).any()  # the drawdown path ran
     for k, x in want.items():
         assert np.array_equal(got[k], x), k
+
+
+@pytest.mark.parametrize("block, n", [(7, 800), (1, 97), (256, 800), (800, 800), (999, 800), (64, 0)])
+def test_a_run_made_block_by_block_is_the_run_made_at_once(monkeypatch, block, n):
+    """``on_block``: the market's state carried between blocks (drawdown, cooldown, a boundary, a forced
+    close and the trap's latch among them), each block told once, in order, with its rows final."""
+    market = Market(drawdown_limit=1500.0, cooldown_steps=20, hazard=0.1, jitter=0.4)
+    p_true = np.where(np.arange(n) < 300, 0.35, 0.6)
+    boundary, flat = np.zeros(n, bool), np.zeros(n, bool)
+    boundary[[i for i in (200, 500) if i < n]] = True
+    flat[[i for i in (650,) if i < n]] = True
+    kw = dict(kelly=0.5, boundary=boundary, force_flat=flat, latch_from=min(n, 700))
+    whole = market_jit.scripted(9, 24, market, p_true, **kw)
+    monkeypatch.setattr(market_jit, "BLOCK_STEPS", block)
+    told = []
+
+    def on_block(lo, hi, rewards, lots):
+        told.append((lo, hi))
+        assert np.array_equal(rewards[lo:hi], whole["rewards"][lo:hi])
+        assert np.array_equal(lots[lo:hi], whole["lots"][lo:hi])
+
+    blocks = market_jit.scripted(9, 24, market, p_true, on_block=on_block, **kw)
+    assert told == [(lo, min(lo + block, n)) for lo in range(0, n, block)]
+    for k, x in whole.items():
+        assert np.array_equal(blocks[k], x), k

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from regime_dash.cli import help_of, say
 from regime_dash.cli import replay_live
 from regime_dash.cli.frame_out import OUT_SUFFIXES, check_out, write
+from regime_dash.cli.scenario_stream import generated
 from regime_dash.errors import ValidationError
 
 if TYPE_CHECKING:  # the annotation only: pandas loads with the replay
@@ -84,44 +85,29 @@ def produce(args: argparse.Namespace) -> pd.DataFrame:
                                   "single controllers", field="controllers", value=controllers)
         return simulate(args.simulate, steps=args.steps, accounts=args.accounts, seed=args.seed,
                         config=config, engine=args.engine).frame()
+    stats = None
     if args.scenario:
-        stream = _scenario_while_loading(args)
+        stream, stats = generated(args.scenario, args.engine, seed=args.seed, steps=args.steps,
+                                  accounts=args.accounts)
     else:
         stream = scenarios.recorded(steps=args.steps, accounts=args.accounts, path=args.stream)
     from regime_dash.engine import replay, warm
 
     engine = warm.choose_engine(args.engine, stream.steps)
+    options = {"stats": stats} if stats is not None and engine == "fast" else {}
     if args.engine == "auto" and engine == "reference" and warm.fast_needs_compile():
         say(f"the fast engine is not compiled yet (about {warm.estimate_s(False):.0f} s); replaying "
               f"{stream.steps:,} steps on the reference engine instead (--engine fast compiles it)",
               file=sys.stderr)
     with warm.announced(engine):
         # the inputs logged so every output can be re-derived (check's rederive.*), on either path
-        frame = replay(stream, config, engine=engine, log_inputs=True, controllers=controllers)
+        frame = replay(stream, config, engine=engine, log_inputs=True, controllers=controllers, **options)
         if getattr(args, "single_out", None) is not None or _needs_twin(config, controllers):
             from regime_dash.analysis.mirror_drift import single_twin
 
             frame.attrs["single"], frame.attrs["findings"] = single_twin(frame, stream, config, engine,
                                                                          log_inputs=True)
     return frame
-
-
-def _scenario_while_loading(args: argparse.Namespace):
-    """The ``--scenario`` stream, generated on a thread while this one imports the engine and pandas.
-
-    The scripted market's compiled loop is loaded first, here (loading takes the GIL); its run
-    releases the GIL, so the imports the replay needs cost the command no time of their own.
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
-    from regime_dash import market_jit, scenarios
-
-    market_jit.load()
-    with ThreadPoolExecutor(1, thread_name_prefix="scenario") as pool:
-        made = pool.submit(scenarios.make, args.scenario, seed=args.seed, steps=args.steps, accounts=args.accounts)
-        import pandas  # noqa: F401 - loaded while the market runs
-        from regime_dash.engine import replay  # noqa: F401
-        return made.result()
 
 
 def _needs_twin(config, controllers: str) -> bool:
