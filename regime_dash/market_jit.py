@@ -150,15 +150,6 @@ def draws(seed: int, t: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return (*out, float(tau))
 
 
-@njit(cache=True)
-def _start(prm, state):
-    """The market's state before step 0 into ``state`` (see :func:`_scripted`)."""
-    p_ema, w, l = prm[7], prm[2], prm[3]
-    state[0], state[1], state[2] = p_ema, w, l
-    state[3] = p_ema - (1.0 - p_ema) * l / w
-    state[4], state[5] = 0.0, 0.0
-
-
 @njit(cache=True, nogil=True)  # a command generates on a thread while it loads the engine
 def _scripted(key0, key1, p_true, boundary, force_flat, latch_from, prm, ki, wi, fi, nor_r, nor_inv_r,
               rewards, lots_out, edge_out, cooldown_out, worst_out, tau_out,
@@ -263,13 +254,15 @@ def scripted(seed: int, accounts: int, market, p_true: np.ndarray, *, kelly: flo
            "kelly_analytic": np.empty(n, np.float32), "cooldown": np.empty(n, np.float32),
            "session_pnl_worst": np.empty(n, np.float32), "tau_action": np.empty(n, np.float32)}
     latch = n if latch_from is None else int(latch_from)
-    state = np.empty(6)
-    _start(prm, state)
+    # before step 0: the EMAs at p_ema0, W and L, their edge (IEEE doubles, as in the loop), no cooldown, not dead
+    p0, w, l = prm[7], prm[2], prm[3]
+    state = np.array([p0, w, l, p0 - (1.0 - p0) * l / w, 0.0, 0.0])
     carried = (np.zeros(accounts, np.int32), np.zeros(accounts), np.zeros(accounts), np.zeros(accounts, np.bool_))
+    p_true = np.asarray(p_true, np.float64)
     step = max(n, 1) if on_block is None else BLOCK_STEPS
     for lo in range(0, max(n, 1), step):  # one call at least: a run of no steps loads the loop too
         hi = min(lo + step, n)
-        _scripted(np.uint64(seed), np.uint64(0), np.asarray(p_true, np.float64), boundary, force_flat, latch, prm,
+        _scripted(np.uint64(seed), np.uint64(0), p_true, boundary, force_flat, latch, prm,
                   KI, WI, FI, NOR_R, NOR_INV_R, *out.values(), state, *carried, lo, hi)
         if on_block is not None and hi > lo:
             on_block(lo, hi, out["rewards"], out["lots"])

@@ -16,6 +16,7 @@ an ``on_block`` callback each block of steps as it is made (:data:`SCRIPTED` pre
 """
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Callable
 
@@ -203,8 +204,8 @@ def _lookup(name: str) -> Callable[..., Stream]:
     return SCENARIOS[name]
 
 
-#: The presets whose market runs a block of steps at a time (:func:`market_jit.scripted`).
-SCRIPTED = frozenset({"calm", "kelly_trap_run8", "fold_boundary", "adverse_regime"})
+#: The presets whose market runs a block of steps at a time (:func:`market_jit.scripted`): those taking ``on_block``.
+SCRIPTED = frozenset(name for name, preset in SCENARIOS.items() if "on_block" in inspect.signature(preset).parameters)
 
 
 def make(name: str, seed: int = 0, steps: int | None = None, accounts: int | None = None,

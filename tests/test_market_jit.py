@@ -43,6 +43,10 @@ def _same(a, b) -> None:
         assert np.array_equal(x, b.arrays()[k]), k
 
 
+def test_the_scripted_presets_are_those_the_oracle_steps():
+    assert scenarios.SCRIPTED == set(scenario_oracle.PRESETS)
+
+
 @pytest.mark.parametrize("name", sorted(scenario_oracle.PRESETS))
 @pytest.mark.parametrize("seed", [0, 5])
 def test_every_scripted_preset_is_the_numpy_steps_stream(name, seed):
