@@ -10,28 +10,26 @@ must not pay for numba and the engines, which only a replay or a sweep needs.
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 #: Public name -> the module that defines it.
 _EXPORTS = {
-    "RegimeConfig": "regime_dash.config",
-    "Stream": "regime_dash.streams",
+    "RegimeConfig": "regime_dash.core.config",
+    "Stream": "regime_dash.core.streams",
     "Trajectory": "regime_dash.engine",
     "replay": "regime_dash.engine",
     "replay_trajectory": "regime_dash.engine",
-    "sweep": "regime_dash.sweep",
+    "sweep": "regime_dash.runs.sweeps",
 }
 
 __all__ = sorted(_EXPORTS)
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from regime_dash.config import RegimeConfig
+    from regime_dash.core.config import RegimeConfig
     from regime_dash.engine import Trajectory, replay, replay_trajectory
-    from regime_dash.streams import Stream
-    from regime_dash.sweep import sweep
+    from regime_dash.core.streams import Stream
+    from regime_dash.runs.sweeps import sweep
 
 
 def __getattr__(name: str) -> Any:
@@ -45,25 +43,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS))
-
-
-class _Package(types.ModuleType):
-    """The package's module type: ``regime_dash.sweep`` stays the function.
-
-    The submodule ``regime_dash.sweep`` shares the function's name, and the import
-    system binds a submodule on its parent when it first loads it. Loaded lazily,
-    that would replace the public function by the module; this data descriptor keeps
-    the function, as the eager import of old did.
-    """
-
-    @property
-    def sweep(self):
-        return importlib.import_module("regime_dash.sweep").sweep
-
-    @sweep.setter
-    def sweep(self, value) -> None:
-        if not isinstance(value, types.ModuleType):
-            raise AttributeError("regime_dash.sweep is the sweep function; patch regime_dash.sweep.sweep")
-
-
-sys.modules[__name__].__class__ = _Package

@@ -146,7 +146,7 @@ class EngineUnavailable(RegimeDashError):
 
 
 class KernelCompileError(RegimeDashError):
-    """NVRTC/nvcc rejected a kernel; the log cites the real ``regime_dash/kernels/*.cu`` file and line."""
+    """NVRTC/nvcc rejected a kernel; the log cites the real ``kernels/*.cu`` file and line."""
 
     kernel: str | None = None
     log: str = ""

@@ -82,9 +82,9 @@ def main(argv: list[str] | None = None) -> int:
 def _measure(args, out: dict, say) -> None:
     """Fill ``out`` row by row (what was measured survives a later failure)."""
     from regime_dash.benchmarks import engines
-    from regime_dash.config import RegimeConfig
+    from regime_dash.core.config import RegimeConfig
     from regime_dash.engine import cuda, fast_gpu, initial_isv, loader, snapshot_indices
-    from regime_dash.slots import DEFAULT_LAYOUT
+    from regime_dash.core.slots import DEFAULT_LAYOUT
 
     layout = DEFAULT_LAYOUT
     stream = engines.bench_stream(args.steps, args.accounts)

@@ -18,9 +18,9 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     from regime_dash.benchmarks import engines
-    from regime_dash.config import RegimeConfig
+    from regime_dash.core.config import RegimeConfig
     from regime_dash.engine import fast_gpu, initial_isv, loader, snapshot_indices
-    from regime_dash.slots import DEFAULT_LAYOUT
+    from regime_dash.core.slots import DEFAULT_LAYOUT
 
     p = argparse.ArgumentParser(description=__doc__.split("::")[0].strip())
     p.add_argument("--steps", type=int, default=engines.DEFAULT_STEPS)

@@ -149,8 +149,8 @@ def phase1_variants(stream, n_gpu: int, pageable: bool = True) -> dict:
 def shard_pieces(scalars, stats, accounts, grid, start, stop, repeats=3):
     """Each piece of one GPU shard (``sweep._fast_shard`` on the device), synchronized after each: median ms."""
     from regime_dash.engine import fast_gpu, loader, metric_pack
-    from regime_dash.slots import DEFAULT_LAYOUT as layout
-    from regime_dash.sweep import _SlotPlan
+    from regime_dash.core.slots import DEFAULT_LAYOUT as layout
+    from regime_dash.runs.sweeps import _SlotPlan
 
     cp = loader.cupy_module()
     runs: dict = {}
@@ -212,12 +212,12 @@ def main() -> None:
     a = ap.parse_args()
     import pandas as pd
 
-    from regime_dash import distributed
+    from regime_dash.runs import scheduler as distributed
 
     from regime_dash.benchmarks.engines import bench_stream, sweep_grid
     from regime_dash.engine import loader, staged_phase1, summary
-    from regime_dash.slots import DEFAULT_LAYOUT
-    from regime_dash.sweep import ConfigGrid, _scalar_stream, _SlotPlan, sweep
+    from regime_dash.core.slots import DEFAULT_LAYOUT
+    from regime_dash.runs.sweeps import ConfigGrid, _scalar_stream, _SlotPlan, sweep
 
     reason = loader.available()
     if reason is not None:

@@ -3,7 +3,7 @@
 One nested dict per row (``diag.unflatten`` of the dotted names), each value made a
 Python scalar, ``json.dumps(..., separators=(",", ":"))``; a ``None``, and a NaN in a meta
 column, leaves the key out of the row. Kept here verbatim so the fast writer
-(:mod:`regime_dash.diag_jsonl`) is checked against it byte for byte.
+(:mod:`regime_dash.diag.jsonl`) is checked against it byte for byte.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from regime_dash.diag import META_COLUMNS, unflatten
+from regime_dash.diag.catalogue import META_COLUMNS, unflatten
 
 import numpy as np
 

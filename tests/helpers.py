@@ -36,7 +36,8 @@ def planted_diag(path, steps: int = 1000, step: int = 700, factor: float = 1.5):
 
     Returns ``(path of the diag.jsonl written, the frame before the change)``.
     """
-    from regime_dash import diag, scenarios
+    from regime_dash.diag import catalogue as diag
+    from regime_dash.sources import scenarios
 
     frame = rd.replay(scenarios.make("tail_shock", steps=steps, accounts=64), rd.RegimeConfig(),
                       engine="reference", log_inputs=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from regime_dash.scenarios import RUN8_TRAP_STEPS, SCRIPTED_KELLY
-from regime_dash.simulator import Draws, Market, MarketState, kelly_edge, market_step, stream_of
+from regime_dash.sources.scenarios import RUN8_TRAP_STEPS, SCRIPTED_KELLY
+from regime_dash.sources.simulator import Draws, Market, MarketState, kelly_edge, market_step, stream_of
 
 
 class Recorder:

@@ -5,8 +5,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from regime_dash import RegimeConfig, replay, scenarios, simulator
-from regime_dash.aliases import ALIASES, canonical_frame, parse_alias_json, resolve_columns
+from regime_dash import RegimeConfig, replay
+from regime_dash.sources import scenarios
+from regime_dash.sources import simulator
+from regime_dash.diag.aliases import ALIASES, canonical_frame, parse_alias_json, resolve_columns
 from regime_dash.analysis import (boundaries, dead_zone_episodes, diagnose, find_all, floor_spans,
                                   run_checks, summary, tail_events, timeouts, transitions)
 from regime_dash.analysis import view as v

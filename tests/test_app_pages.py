@@ -17,9 +17,11 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from regime_dash import RegimeConfig, diag, replay, scenarios  # noqa: E402
+from regime_dash import RegimeConfig, replay  # noqa: E402
+from regime_dash.sources import scenarios
+from regime_dash.diag import catalogue as diag
 from regime_dash.engine import engine_status  # noqa: E402
-from regime_dash.samples import DIAG_NAME, SAMPLE_DIR  # noqa: E402
+from regime_dash.sources.samples import DIAG_NAME, SAMPLE_DIR  # noqa: E402
 from regime_dash.text import markdown_literal  # noqa: E402  (file names are shown as text)
 
 import apptest_protos as protos  # noqa: E402
@@ -110,14 +112,14 @@ def run_ids() -> list[str]:
     """Ids of the runs in the store the app is pointed at."""
     import os
 
-    from regime_dash.store import RunStore
+    from regime_dash.store.run_store import RunStore
 
     return [r["run_id"] for r in RunStore(os.environ["REGIME_DASH_STORE"]).list_runs()]
 
 
 def upload_sample_stream(at: AppTest, key: str):
     """Pick "Stream file" under source widget ``key``, check the prompt, upload the sample stream; the Stream."""
-    from regime_dash.streams import load
+    from regime_dash.core.streams import load
 
     at.radio(key=f"{key}.kind").set_value("Stream file").run()
     no_exception(at, "stream file, nothing uploaded")
@@ -296,7 +298,7 @@ def test_explore_pairs_a_fused_run_with_its_single_twin_for_the_mirror_drift(tmp
     at.switch_page(page("explore")).run()
     import os
 
-    from regime_dash.store import RunStore
+    from regime_dash.store.run_store import RunStore
 
     names = {r["name"]: r["run_id"] for r in RunStore(os.environ["REGIME_DASH_STORE"]).list_runs()}
     fused_id = next(i for n, i in names.items() if n.startswith("fused"))
@@ -389,7 +391,7 @@ def html_bodies(at: AppTest) -> list[str]:
 
 def test_explore_failures_table_says_what_check_says_and_a_row_opens_the_panel(tmp_path, monkeypatch,
                                                                               planted_diag_file):
-    from regime_dash.aliases import canonical_frame
+    from regime_dash.diag.aliases import canonical_frame
     from regime_dash.analysis import diagnose
     from regime_dash.analysis.texts import check_message
     from regime_dash.cli.check import load_target
@@ -555,7 +557,7 @@ def test_replay_max_duration_changes_timeouts(tmp_path, monkeypatch):
 
 def test_replay_slider_rebuilds_only_the_what_if_traces(tmp_path, monkeypatch):
     """A what-if slider move builds the what-if run's traces; the baseline's come from the cache."""
-    from regime_dash import figures
+    from regime_dash.figures import signals as figures
 
     at = open_app(tmp_path / "store", monkeypatch)
     at.switch_page(page("replay")).run()
@@ -666,7 +668,7 @@ def test_replay_fused_path_with_the_layer4_mirror_off_shows_the_drift_and_the_si
 
 
 def test_every_config_field_has_a_slider_around_its_default():
-    from regime_dash.config import SWITCHES, RegimeConfig, field_names
+    from regime_dash.core.config import SWITCHES, RegimeConfig, field_names
     from regime_dash.ui import widgets
 
     numeric = [f for f in field_names() if f not in SWITCHES]
@@ -788,7 +790,7 @@ def test_streamlit_config_is_deliberate():
 
 
 def test_an_imported_layout_is_used_by_replays(tmp_path, monkeypatch):
-    from regime_dash.slots import DEFAULT_LAYOUT
+    from regime_dash.core.slots import DEFAULT_LAYOUT
 
     at = open_app(tmp_path / "store", monkeypatch)
     at.switch_page(page("replay")).run()
@@ -947,7 +949,7 @@ def test_explore_aligns_runs_at_their_first_step(tmp_path, monkeypatch, replay_d
 def test_runs_delete_refuses_when_the_confirmed_run_is_gone(loaded, tmp_path):
     """A run deleted elsewhere (another tab, ``rm``) between the tick and the click: the list falls
     back to another run, and that run must not be deleted in its place."""
-    from regime_dash.store import RunStore
+    from regime_dash.store.run_store import RunStore
 
     at = loaded
     store = RunStore(tmp_path / "store")
@@ -964,7 +966,7 @@ def test_runs_delete_refuses_when_the_confirmed_run_is_gone(loaded, tmp_path):
 
 
 def test_runs_delete_refuses_a_run_picked_after_the_tick(loaded, tmp_path):
-    from regime_dash.store import RunStore
+    from regime_dash.store.run_store import RunStore
 
     at = loaded
     store = RunStore(tmp_path / "store")
@@ -980,7 +982,7 @@ def test_runs_delete_refuses_a_run_picked_after_the_tick(loaded, tmp_path):
 def test_explore_draws_the_good_run_beside_a_damaged_one(loaded, tmp_path):
     """A damaged part file (here emptied) in one picked run: the page says which run, in one
     notice, and still draws the other."""
-    from regime_dash.store import RunStore
+    from regime_dash.store.run_store import RunStore
 
     at = loaded
     store = RunStore(tmp_path / "store")

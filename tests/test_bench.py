@@ -151,7 +151,7 @@ def test_bench_stream_exercises_the_pipeline():
 
 
 def test_sweep_grid_has_exactly_n_valid_configs():
-    from regime_dash.sweep import ConfigGrid
+    from regime_dash.runs.sweeps import ConfigGrid
 
     for n in (1, 3, 7, 1024, 65_536, 262_144, 3000):
         grid = engines.sweep_grid(n)

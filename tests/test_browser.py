@@ -187,7 +187,9 @@ def test_zoom_redraws_the_window_with_more_detail(server, browser_page, tmp_path
     """Dragging across Explore's chart re-reads the window at full resolution: more points in it."""
     import hashlib
 
-    from regime_dash import RegimeConfig, diag, replay, scenarios
+    from regime_dash import RegimeConfig, replay
+    from regime_dash.diag import catalogue as diag
+    from regime_dash.sources import scenarios
 
     page = browser_page
     frame = replay(scenarios.make("kelly_trap_run8", steps=8000, accounts=16), RegimeConfig(), engine="reference")
@@ -284,7 +286,7 @@ def test_explore_shows_the_verdict_strip_and_a_marker_at_a_planted_violation(ser
     assert 250 in xs and "verdict:finite_risk_stack_fields" in traces
     page.get_by_text("first failure: dead_zone_duration @ 250").wait_for()
     strip = page.locator("[data-testid=stMarkdownContainer]").filter(has_text="planted — verdict").first.inner_text()
-    from regime_dash.aliases import canonical_frame
+    from regime_dash.diag.aliases import canonical_frame
     from regime_dash.analysis import verdict
     from regime_dash.cli.check import load_target
 

@@ -12,9 +12,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from regime_dash import RegimeConfig, diag, replay, scenarios
+from regime_dash import RegimeConfig, replay
+from regime_dash.diag import catalogue as diag
+from regime_dash.sources import scenarios
 from regime_dash.benchmarks.page_load import chromium, serve
-from regime_dash.store import RunStore
+from regime_dash.store.run_store import RunStore
 from tests.test_browser import ROOT, pytestmark, shot  # noqa: F401  (pytestmark: the same marks and skips)
 
 

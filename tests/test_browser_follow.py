@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from regime_dash.benchmarks.page_load import CHROMIUM, chromium, serve
-from regime_dash.store_append import follow_run_id
+from regime_dash.store.append import follow_run_id
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "samples" / "diag.jsonl"

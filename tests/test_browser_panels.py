@@ -37,7 +37,7 @@ PANEL_JS = """(title) => {
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """``streamlit run app.py`` on a store of three runs; yields ``(base URL, {name: run id})``."""
-    from regime_dash.store import RunStore
+    from regime_dash.store.run_store import RunStore
 
     store, tmp = tmp_path_factory.mktemp("store"), tmp_path_factory.mktemp("diag")
     lines = SAMPLE.read_text().splitlines(keepends=True)
@@ -58,7 +58,7 @@ def browser_page():
 
 
 def test_a_shared_url_opens_three_runs_with_a_log_scale_custom_panel(served, browser_page):
-    from regime_dash import diag
+    from regime_dash.diag import catalogue as diag
 
     base, ids = served
     page = browser_page

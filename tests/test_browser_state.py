@@ -25,7 +25,7 @@ SAMPLE = ROOT / "data" / "samples" / "diag.jsonl"
 
 def add_delete_runs(store: Path, tmp: Path) -> None:
     """Two more runs for the delete test: ``keep`` (the sample) and ``victim`` (its first 600 lines)."""
-    from regime_dash.store import RunStore
+    from regime_dash.store.run_store import RunStore
 
     victim = tmp / "victim.jsonl"
     victim.write_text("".join(SAMPLE.read_text().splitlines(keepends=True)[:600]))
@@ -34,7 +34,7 @@ def add_delete_runs(store: Path, tmp: Path) -> None:
 
 
 def stored_names(store: Path) -> list[str]:
-    from regime_dash.store import RunStore
+    from regime_dash.store.run_store import RunStore
 
     return sorted(r["name"] for r in RunStore(store).list_runs())
 

@@ -15,7 +15,7 @@ import pytest
 from regime_dash.analysis import run_checks, verdict
 from regime_dash.analysis import view as v
 from regime_dash.cli import main
-from regime_dash.diag import SWITCH_COLUMNS, write_jsonl
+from regime_dash.diag.catalogue import SWITCH_COLUMNS, write_jsonl
 from test_invariants import STEP0, rich_frame
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -155,8 +155,9 @@ def test_check_and_diff_on_a_file_that_is_not_a_diag_exit_2_naming_it(tmp_path, 
 
 def test_a_live_run_that_switches_f2_mid_run_carries_the_switch_per_row():
     """Live: F2 turned off at step 600; the switch column follows, and G17 is judged row by row."""
-    from regime_dash import RegimeConfig, scenarios
-    from regime_dash.live import LiveRun
+    from regime_dash import RegimeConfig
+    from regime_dash.sources import scenarios
+    from regime_dash.runs.live import LiveRun
 
     run = LiveRun.of_stream(scenarios.make("kelly_trap_run8", steps=1940, accounts=16), RegimeConfig())
     run.step(600)  # into the cycling dead zone (from step 114)

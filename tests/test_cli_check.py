@@ -15,8 +15,8 @@ from regime_dash.analysis import CHECK_IDS
 from regime_dash.analysis.rederive_formulas import FORMULAS
 from regime_dash.analysis import view as v
 from regime_dash.cli import main
-from regime_dash.diag import write_jsonl
-from regime_dash.store import RunStore
+from regime_dash.diag.catalogue import write_jsonl
+from regime_dash.store.run_store import RunStore
 from test_invariants import STEP0, rich_frame, timeout_frame
 
 ROOT = Path(__file__).resolve().parent.parent

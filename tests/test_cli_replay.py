@@ -10,11 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from regime_dash import RegimeConfig, diag, replay, scenarios
+from regime_dash import RegimeConfig, replay
+from regime_dash.diag import catalogue as diag
+from regime_dash.sources import scenarios
 from regime_dash.cli import main
-from regime_dash.config import field_names
-from regime_dash.simulator import simulate
-from regime_dash.store import RunStore
+from regime_dash.core.config import field_names
+from regime_dash.sources.simulator import simulate
+from regime_dash.store.run_store import RunStore
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -8,9 +8,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from regime_dash import RegimeConfig, diag, replay, scenarios
+from regime_dash import RegimeConfig, replay
+from regime_dash.diag import catalogue as diag
+from regime_dash.sources import scenarios
 from regime_dash.cli import main
-from regime_dash.live import LiveRun
+from regime_dash.runs.live import LiveRun
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from regime_dash import market_jit, scenarios
+from regime_dash.sources import market_jit
+from regime_dash.sources import scenarios
 from regime_dash.cli.scenario_stream import generated
 from regime_dash.engine import fast
 from regime_dash.errors import ValidationError

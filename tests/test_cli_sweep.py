@@ -43,7 +43,7 @@ def test_csv_out_matches_single_replays(stream_file, tmp_path, capsys):
     assert "swept 4 configs over 180 steps × 9 accounts (engine fast-cpu" in capsys.readouterr().err
     table = pd.read_csv(out)
     assert len(table) == 4
-    from regime_dash import streams
+    from regime_dash.core import streams
 
     stream = streams.load(stream_file)
     for k, row in table.iterrows():

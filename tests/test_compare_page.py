@@ -14,10 +14,12 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from regime_dash import RegimeConfig, diag, replay, scenarios  # noqa: E402
+from regime_dash import RegimeConfig, replay  # noqa: E402
+from regime_dash.sources import scenarios
+from regime_dash.diag import catalogue as diag
 from regime_dash.analysis import diff_runs  # noqa: E402
-from regime_dash.store import RunStore  # noqa: E402
-from regime_dash.store_labels import tag  # noqa: E402
+from regime_dash.store.run_store import RunStore  # noqa: E402
+from regime_dash.store.labels import tag  # noqa: E402
 from regime_dash.text import markdown_literal  # noqa: E402
 from test_app_pages import drawn_in_place, no_exception, open_page, values  # noqa: E402
 

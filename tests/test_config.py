@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from regime_dash.config import FIELD_SLOTS, RegimeConfig, field_names, parse_setting
+from regime_dash.core.config import FIELD_SLOTS, RegimeConfig, field_names, parse_setting
 from regime_dash.errors import ConfigError
-from regime_dash.slots import DEFAULT_LAYOUT
+from regime_dash.core.slots import DEFAULT_LAYOUT
 
 
 def test_defaults_are_the_spec_bootstraps():
@@ -77,7 +77,7 @@ def test_one_declaration_gives_every_slider_domain():
 
 
 def test_grid_parser_is_strict_and_names_the_field():
-    from regime_dash.config import parse_grid
+    from regime_dash.core.config import parse_grid
 
     assert parse_grid(["max_duration=10,20", "envelope=off"]) == {"max_duration": [10, 20], "envelope": [False]}
     with pytest.raises(ConfigError, match="twice") as exc:

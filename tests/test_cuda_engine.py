@@ -12,14 +12,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from regime_dash import diag
-from regime_dash.config import RegimeConfig
+from regime_dash.diag import catalogue as diag
+from regime_dash.core.config import RegimeConfig
 from regime_dash.engine import cuda as cuda_engine
 from regime_dash.engine import initial_isv, replay_trajectory, snapshot_indices
 from regime_dash.engine.summary import summarize_frame
 from regime_dash.errors import EngineUnavailable, StreamError, ValidationError
-from regime_dash.slots import DEFAULT_LAYOUT
-from regime_dash.streams import Stream
+from regime_dash.core.slots import DEFAULT_LAYOUT
+from regime_dash.core.streams import Stream
 
 T_STEPS = 2000
 SIZES = (1, 31, 256, 1024, 1500)

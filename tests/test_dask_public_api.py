@@ -70,7 +70,7 @@ def test_the_rules_catch_what_they_forbid():
 
 def test_regime_dash_uses_only_public_dask():
     modules = _dask_modules()
-    assert PACKAGE / "distributed.py" in modules and PACKAGE / "sweep.py" in modules
+    assert PACKAGE / "runs" / "scheduler.py" in modules and PACKAGE / "runs" / "sweeps.py" in modules
     found = [v for p in modules for v in _violations(p.read_text(encoding="utf-8"), str(p.relative_to(PACKAGE)))]
     if found:
         pytest.fail("private dask API in regime_dash:\n" + "\n".join(found))

@@ -10,15 +10,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from regime_dash.store import RunStore
+from regime_dash.store.run_store import RunStore
 
 pytest.importorskip("streamlit")
 
-from regime_dash import RegimeConfig, diag, replay, scenarios  # noqa: E402
+from regime_dash import RegimeConfig, replay  # noqa: E402
+from regime_dash.sources import scenarios
+from regime_dash.diag import catalogue as diag
 from regime_dash.analysis import diff_runs  # noqa: E402
 from regime_dash.errors import ConfigError, ExportError  # noqa: E402
-from regime_dash.export import settle, to_bytes  # noqa: E402
-from regime_dash.sweep import expand_configs  # noqa: E402
+from regime_dash.store.export import settle, to_bytes  # noqa: E402
+from regime_dash.runs.sweeps import expand_configs  # noqa: E402
 import apptest_protos as protos  # noqa: E402
 from tests.test_app_pages import (chart_spec, charts, no_exception, open_app, page, run_ids, shown,  # noqa: E402
                                   values)
@@ -102,7 +104,7 @@ def test_explore_exports_two_runs_with_mixed_types(tmp_path, monkeypatch, diag_l
     assert [len(RunStore(os.environ["REGIME_DASH_STORE"]).conflicts(r)) for r in run_ids()] in ([0, 300], [300, 0])
 
     # any failure says why, on the page
-    from regime_dash import export
+    from regime_dash.store import export
 
     def refuse(table, fmt):
         raise ExportError("column 'label' cannot be written as Parquet: planted", column="label", format=fmt)

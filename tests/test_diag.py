@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 import regime_dash as rd
-from regime_dash import diag
+from regime_dash.diag import catalogue as diag
 from regime_dash.errors import ParseError
 from tests.helpers import stream
 
@@ -122,7 +122,7 @@ def test_strict_reader_names_the_line(tmp_path):
 
 
 def test_one_column_catalogue_serves_the_analysis_and_the_summary():
-    from regime_dash import diag
+    from regime_dash.diag import catalogue as diag
     from regime_dash.analysis import view
     from regime_dash.engine import summary
 

@@ -5,7 +5,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from regime_dash import diag, diag_jsonl, replay, scenarios, simulator
+from regime_dash import replay
+from regime_dash.diag import catalogue as diag
+from regime_dash.diag import jsonl as diag_jsonl
+from regime_dash.sources import scenarios
+from regime_dash.sources import simulator
 from regime_dash.modules import MODULES, get
 from tests.diag_writer_oracle import jsonl_bytes
 

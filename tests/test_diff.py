@@ -5,10 +5,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from regime_dash import RegimeConfig, replay, scenarios
+from regime_dash import RegimeConfig, replay
+from regime_dash.sources import scenarios
 from regime_dash.analysis import diff_runs
 from regime_dash.analysis import view as v
-from regime_dash.diag import read_jsonl, write_jsonl
+from regime_dash.diag.catalogue import read_jsonl, write_jsonl
 from regime_dash.errors import ValidationError
 from test_invariants import STEP0, rich_frame
 

@@ -8,12 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from regime_dash import RegimeConfig, distributed
-from regime_dash.check_all import COLUMNS, check_all, store_check, summary_row
+from regime_dash import RegimeConfig
+from regime_dash.runs import scheduler as distributed
+from regime_dash.runs.check_all import COLUMNS, check_all, store_check, summary_row
 from regime_dash.cli import main
 from regime_dash.errors import EngineUnavailable, ValidationError
-from regime_dash.samples import SAMPLE_DIR
-from regime_dash.sweep import sweep
+from regime_dash.sources.samples import SAMPLE_DIR
+from regime_dash.runs.sweeps import sweep
 from test_fast_engine import regime_stream
 
 pytest.importorskip("distributed", reason="dask.distributed is in requirements-test.txt; not installed here")
@@ -122,7 +123,7 @@ def test_cli_sweep_takes_a_scheduler_address(client, tmp_path, capsys):
 # ---- check --all ---------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def store_dir(tmp_path_factory):
-    from regime_dash.store import RunStore
+    from regime_dash.store.run_store import RunStore
 
     root = tmp_path_factory.mktemp("store")
     store = RunStore(root)
@@ -147,7 +148,7 @@ def test_summary_row_counts_and_first_failure():
 
 
 def test_check_all_in_process_and_over_two_processes_agree(store_dir, client):
-    from regime_dash.store import RunStore
+    from regime_dash.store.run_store import RunStore
     import functools
 
     runs = [r["run_id"] for r in RunStore(store_dir).list_runs()] + ["no-such-run"]
@@ -217,7 +218,7 @@ def test_shards_wait_for_phase_1_and_are_released_when_it_fails(stream, client, 
 
     from regime_dash.errors import StreamError
 
-    sweep_module = importlib.import_module("regime_dash.sweep")  # the package's `sweep` is the function
+    sweep_module = importlib.import_module("regime_dash.runs.sweeps")  # the package's `sweep` is the function
     real = sweep_module._phase1_stats
 
     def slow(*args, **kwargs):  # the shards are on the workers before phase 1 is done

@@ -9,9 +9,12 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from regime_dash import RegimeConfig, diag, replay, scenarios, store_layouts  # noqa: E402
-from regime_dash.panel_set import Panel, PanelSet  # noqa: E402
-from regime_dash.store import RunStore  # noqa: E402
+from regime_dash import RegimeConfig, replay  # noqa: E402
+from regime_dash.store import layouts as store_layouts
+from regime_dash.diag import catalogue as diag
+from regime_dash.sources import scenarios
+from regime_dash.diag.panel_set import Panel, PanelSet  # noqa: E402
+from regime_dash.store.run_store import RunStore  # noqa: E402
 from test_app_pages import APP, TIMEOUT, drawn_in_place, no_exception, page  # noqa: E402
 
 SIGMA, FLAT = diag.SIGMA, diag.FLAT_COUNT

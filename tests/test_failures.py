@@ -1,5 +1,5 @@
 """A verdict's failures in check's words, and one explained (regime_dash.analysis.texts, .failures),
-the replay figure and the markers a click names (regime_dash.figures_overlay)."""
+the replay figure and the markers a click names (regime_dash.figures.overlay)."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 
 import regime_dash as rd
-from regime_dash import diag, scenarios
-from regime_dash.aliases import canonical_frame
+from regime_dash.diag import catalogue as diag
+from regime_dash.sources import scenarios
+from regime_dash.diag.aliases import canonical_frame
 from regime_dash.analysis import diagnose, verdict
 from regime_dash.analysis.failures import (OUTPUT_READ, READ_NOW, READ_PREV, explain, failures, find_item,
                                            marked, source_of)
@@ -139,8 +140,8 @@ def test_a_bound_check_shows_its_rows_and_a_step_off_the_run_is_refused(planted)
 
 
 def test_markers_name_their_item_and_run_for_a_click(planted):
-    from regime_dash.figures import signal_panels
-    from regime_dash.figures_overlay import overlay
+    from regime_dash.figures.signals import signal_panels
+    from regime_dash.figures.overlay import overlay
 
     frame, _ = planted
     fig = overlay(signal_panels({"planted": frame}), {"planted": verdict(frame)})
@@ -149,7 +150,7 @@ def test_markers_name_their_item_and_run_for_a_click(planted):
 
 
 def test_the_replay_figure_draws_both_lines_and_the_split(planted):
-    from regime_dash.figures_overlay import provenance_figure
+    from regime_dash.figures.overlay import provenance_figure
 
     frame, _ = planted
     e = explain(frame, find_item(verdict(frame), "rederive.popart_mean"), STEP)

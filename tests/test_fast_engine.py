@@ -12,7 +12,7 @@ import pytest
 from regime_dash import RegimeConfig, Stream, replay_trajectory
 from regime_dash.engine import fast, initial_isv, reference, snapshot_indices
 from regime_dash.errors import EngineUnavailable, ValidationError
-from regime_dash.slots import DEFAULT_LAYOUT
+from regime_dash.core.slots import DEFAULT_LAYOUT
 
 
 def regime_stream(rng: np.random.Generator, steps: int, accounts: int, v_pred: bool = True) -> Stream:

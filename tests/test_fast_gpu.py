@@ -12,11 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from regime_dash import diag
-from regime_dash.config import RegimeConfig
+from regime_dash.diag import catalogue as diag
+from regime_dash.core.config import RegimeConfig
 from regime_dash.engine import fast_gpu, initial_isv, reference, snapshot_indices, summary
 from regime_dash.errors import StreamError, ValidationError
-from regime_dash.slots import DEFAULT_LAYOUT as L
+from regime_dash.core.slots import DEFAULT_LAYOUT as L
 from test_cuda_engine import SIZES, T_STEPS, VARIANTS, random_stream
 
 
@@ -270,7 +270,7 @@ def _pieces(stats, cuts):
 @pytest.mark.gpu
 @pytest.mark.parametrize("cuts", [[1], [31], [1, 2, 1500], [T_STEPS - 1], list(range(100, T_STEPS, 100))])
 def test_a_sweep_launched_piece_by_piece_is_the_same_bits_as_one_launch(cuts):
-    from regime_dash.config import FIELD_SLOTS
+    from regime_dash.core.config import FIELD_SLOTS
     from regime_dash.engine import fast
 
     stream = random_stream(np.random.default_rng(12), T_STEPS, 31)

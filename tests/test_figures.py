@@ -1,4 +1,4 @@
-"""regime_dash.figures: smoothing, downsampling, spans and the signal panels, without streamlit."""
+"""regime_dash.figures.signals: smoothing, downsampling, spans and the signal panels, without streamlit."""
 from __future__ import annotations
 
 import subprocess
@@ -8,12 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from regime_dash import RegimeConfig, diag, replay, scenarios
+from regime_dash import RegimeConfig, replay
+from regime_dash.diag import catalogue as diag
+from regime_dash.sources import scenarios
 from regime_dash.analysis import diagnose
 from regime_dash.analysis.view import view
 from regime_dash.errors import ValidationError
 
-figures = pytest.importorskip("regime_dash.figures")
+figures = pytest.importorskip("regime_dash.figures.signals")
 go = pytest.importorskip("plotly.graph_objects")
 
 
@@ -429,7 +431,7 @@ def test_sweep_line_orders_points():
 
 
 def test_figures_does_not_import_streamlit():
-    code = "import regime_dash.figures, sys; print('streamlit' in sys.modules)"
+    code = "import regime_dash.figures.signals, sys; print('streamlit' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -5,11 +5,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from regime_dash import plotly_arrays
+from regime_dash.figures import plotly_arrays
 from regime_dash.analysis.diff import field_deltas
 
-fc = pytest.importorskip("regime_dash.figures_compare")
-figures = pytest.importorskip("regime_dash.figures")
+fc = pytest.importorskip("regime_dash.figures.compare")
+figures = pytest.importorskip("regime_dash.figures.signals")
 
 
 def arr(v):

@@ -1,11 +1,13 @@
-"""regime_dash.figures_duty: per-column duty fractions from every step, and the bands drawn with them."""
+"""regime_dash.figures.duty: per-column duty fractions from every step, and the bands drawn with them."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from regime_dash import RegimeConfig, diag, replay, scenarios
-from regime_dash import figures_duty as fd
+from regime_dash import RegimeConfig, replay
+from regime_dash.diag import catalogue as diag
+from regime_dash.sources import scenarios
+from regime_dash.figures import duty as fd
 from regime_dash.errors import ValidationError
 
 
@@ -110,7 +112,7 @@ def test_hover_data_holds_the_numbers_the_hover_texts_word():
 
 
 # ---- the bands on the figures --------------------------------------------------------
-figures = pytest.importorskip("regime_dash.figures")
+figures = pytest.importorskip("regime_dash.figures.signals")
 
 
 @pytest.fixture(scope="module")

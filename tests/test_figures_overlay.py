@@ -1,4 +1,4 @@
-"""Verdicts and non-finite values on the signal panels (regime_dash.figures_overlay)."""
+"""Verdicts and non-finite values on the signal panels (regime_dash.figures.overlay)."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,8 +6,8 @@ import pytest
 
 from regime_dash.analysis import verdict
 from regime_dash.analysis import view as v
-from regime_dash.figures import signal_panels
-from regime_dash.figures_overlay import SEVERITY_COLOURS, break_at_nonfinite, nonfinite_points, overlay, panel_of
+from regime_dash.figures.signals import signal_panels
+from regime_dash.figures.overlay import SEVERITY_COLOURS, break_at_nonfinite, nonfinite_points, overlay, panel_of
 from test_invariants import STEP0, rich_frame
 
 pytest.importorskip("plotly")

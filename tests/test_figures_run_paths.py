@@ -1,6 +1,6 @@
-"""regime_dash.figures: every way of building a run's traces gives the same traces, on awkward runs.
+"""regime_dash.figures.signals: every way of building a run's traces gives the same traces, on awkward runs.
 
-The signal panels are drawn from one run at a time (:func:`regime_dash.figures.run_traces`), either
+The signal panels are drawn from one run at a time (:func:`regime_dash.figures.signals.run_traces`), either
 fresh, through a caller's ``memo`` (the dashboard's per-run cache, smoothing moving back and forth)
 or through a caller's ``traces_of`` (the Replay page's kept baseline). Each run here takes one of the
 drawing's side paths: duty bands, NaN/±Inf, a wall clock that steps back, rows out of order,
@@ -12,9 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from regime_dash import RegimeConfig, diag, replay, scenarios
+from regime_dash import RegimeConfig, replay
+from regime_dash.diag import catalogue as diag
+from regime_dash.sources import scenarios
 
-figures = pytest.importorskip("regime_dash.figures")
+figures = pytest.importorskip("regime_dash.figures.signals")
 
 COLOUR = "#EF553B"
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from regime_dash.analysis import CheckOptions, Finding, find, verdict
-from regime_dash import diag
+from regime_dash.diag import catalogue as diag
 from regime_dash.analysis import view as v
 
 
@@ -95,7 +95,8 @@ def test_verdict_only_runs_the_ids_asked_for_and_rejects_unknown_ones():
 # ---- kelly_trap_run8: the README's own replay, with F2 on and off ---------------------------------
 @pytest.fixture(scope="module")
 def run8():
-    from regime_dash import RegimeConfig, replay, scenarios
+    from regime_dash import RegimeConfig, replay
+    from regime_dash.sources import scenarios
 
     stream = scenarios.make("kelly_trap_run8", steps=1940, accounts=16)
     out = {on: replay(stream, RegimeConfig(resurrection=on)) for on in (True, False)}
@@ -281,7 +282,8 @@ def test_envelope_that_decays_too_slowly_warns_without_the_batch_max_and_fails_w
 
 
 def test_envelope_decay_of_a_replay_logging_its_inputs_is_info_and_one_changed_value_fails_there():
-    from regime_dash import RegimeConfig, replay, scenarios
+    from regime_dash import RegimeConfig, replay
+    from regime_dash.sources import scenarios
 
     frame = replay(scenarios.make("tail_shock", steps=1000), RegimeConfig(), log_inputs=True)
     (f,) = [x for x in find(frame) if x.id == "envelope_decay_horizon"]

@@ -1,4 +1,4 @@
-"""Following a file a real writer process is still writing (regime_dash.follow, ``ingest --follow``).
+"""Following a file a real writer process is still writing (regime_dash.follow.follower, ``ingest --follow``).
 
 Covers: appends; a partial last line that waits for its newline; rotation (the path replaced);
 truncation (a new segment); kill -9 of the follower mid-commit and a restart (exact rows, no
@@ -21,9 +21,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from regime_dash.alerts import Dispatch
-from regime_dash.follow import Follower, FollowSet, follow
-from regime_dash.store import RunStore
+from regime_dash.follow.alerts import Dispatch
+from regime_dash.follow.follower import Follower, FollowSet, follow
+from regime_dash.store.run_store import RunStore
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "samples" / "diag.jsonl"

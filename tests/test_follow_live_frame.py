@@ -1,4 +1,4 @@
-"""A followed run held by a reader and grown by each commit's rows (regime_dash.live_frame).
+"""A followed run held by a reader and grown by each commit's rows (regime_dash.follow.live_frame).
 
 Covers: after every commit the held frame equals the run read whole (the Explore data layer's
 frame), while each refresh reads only the new rows (merged parts included); a refresh with no
@@ -13,10 +13,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from regime_dash import store_append
-from regime_dash.follow import Follower
-from regime_dash.live_frame import LiveFrame, run_frame
-from regime_dash.store import RunStore
+from regime_dash.store import append as store_append
+from regime_dash.follow.follower import Follower
+from regime_dash.follow.live_frame import LiveFrame, run_frame
+from regime_dash.store.run_store import RunStore
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "samples" / "diag.jsonl"
 LINES = SAMPLE.read_bytes().splitlines(keepends=True)

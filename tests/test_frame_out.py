@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from regime_dash import replay, scenarios
+from regime_dash import replay
+from regime_dash.sources import scenarios
 from regime_dash.cli.frame_out import dictionary_columns, write
 
 

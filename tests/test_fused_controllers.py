@@ -21,11 +21,12 @@ import numpy as np
 import pytest
 
 import regime_dash as rd
-from regime_dash import diag, scenarios
+from regime_dash.diag import catalogue as diag
+from regime_dash.sources import scenarios
 from regime_dash.analysis import verdict
 from regime_dash.analysis.findings import fused_mirror_drift
 from regime_dash.analysis.rederive import rederive
-from regime_dash.config import MIRROR_SWITCHES, RegimeConfig
+from regime_dash.core.config import MIRROR_SWITCHES, RegimeConfig
 from regime_dash.analysis.mirror_drift import needs_single_twin, single_twin
 from regime_dash.errors import ValidationError
 from tests.helpers import col, stream

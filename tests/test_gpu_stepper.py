@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from regime_dash import RegimeConfig, scenarios
+from regime_dash import RegimeConfig
+from regime_dash.sources import scenarios
 from regime_dash.benchmarks import live_step
 from regime_dash.cli import main
 from regime_dash.engine import engine_status, initial_isv
@@ -17,9 +18,9 @@ from regime_dash.engine.gpu_stepper import (MAX_GRAPH_STEPS, GpuStepper, availab
 from regime_dash.engine.stepper_choice import live_engine, make_stepper
 from regime_dash.engine.steppers import KELLY_COL, BackendStepper, ReferenceStepper, block_inputs
 from regime_dash.errors import ValidationError
-from regime_dash.live import LiveRun
-from regime_dash.simulator import PRESETS, Simulator
-from regime_dash.slots import DEFAULT_LAYOUT
+from regime_dash.runs.live import LiveRun
+from regime_dash.sources.simulator import PRESETS, Simulator
+from regime_dash.core.slots import DEFAULT_LAYOUT
 
 NO_GPU = available()
 

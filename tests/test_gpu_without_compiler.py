@@ -21,7 +21,7 @@ def no_nvrtc(*args, **kwargs):
 cupy.RawModule = no_nvrtc
 from regime_dash.engine import engine_status, resolve_engine, replay
 from regime_dash.errors import EngineUnavailable
-from regime_dash.scenarios import kelly_trap_run8
+from regime_dash.sources.scenarios import kelly_trap_run8
 status = engine_status()
 stream = kelly_trap_run8(seed=1, steps=2000, accounts=4)
 try:

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from regime_dash.errors import IngestError
-from regime_dash.store import RunStore
+from regime_dash.store.run_store import RunStore
 
 from hostile import (
     REPO,
@@ -253,7 +253,7 @@ def test_a_failed_upload_is_reported_once_and_the_others_store(tmp_path, monkeyp
 _SLOW_INGEST = textwrap.dedent("""
     import sys, time
     from regime_dash.ingest import pipeline as ingest  # where iter_batches looks them up
-    from regime_dash.store import RunStore
+    from regime_dash.store.run_store import RunStore
     real = ingest._parse_chunk
     def slow(*a, **k):
         time.sleep(0.02)  # stretch the ingest so kills land at many points of it

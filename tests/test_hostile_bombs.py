@@ -19,7 +19,7 @@ SAMPLE_STREAM = REPO / "data" / "samples" / "recorded_stream.npz"
 
 
 def _load_child(path: Path) -> list[str]:
-    return [sys.executable, "-c", "import sys; from regime_dash.streams import load\n"
+    return [sys.executable, "-c", "import sys; from regime_dash.core.streams import load\n"
             "from regime_dash.errors import StreamError\n"
             "try:\n    load(sys.argv[1])\nexcept StreamError as e:\n    print('refused:', e); sys.exit(2)\n",
             str(path)]
@@ -38,7 +38,7 @@ def test_an_npz_bomb_of_unknown_members_is_refused_before_it_inflates(tmp_path):
 
 
 def test_an_npz_whose_headers_declare_gigabytes_is_refused_from_the_headers(tmp_path):
-    from regime_dash.streams import MAX_STREAM_BYTES, load
+    from regime_dash.core.streams import MAX_STREAM_BYTES, load
 
     bomb = write_npz_bomb(tmp_path / "big.npz", {"rewards.npy": ((1 << 26, 64), "<f4"),
                                                    "lots.npy": ((1 << 26, 64), "<i4")}, fill_mb=1)
@@ -56,7 +56,7 @@ def test_an_npz_whose_headers_declare_gigabytes_is_refused_from_the_headers(tmp_
     ({"rewards.npy": ((10, 2), "<f4"), "lots.npy": ((11, 2), "<i4")}, "disagree on the step count"),
 ])
 def test_an_npz_with_bad_headers_names_the_field(tmp_path, members, match):
-    from regime_dash.streams import load
+    from regime_dash.core.streams import load
 
     path = write_npz_bomb(tmp_path / "bad.npz", members)
     with pytest.raises(StreamError, match=match):
@@ -64,7 +64,7 @@ def test_an_npz_with_bad_headers_names_the_field(tmp_path, members, match):
 
 
 def test_an_npz_whose_data_is_shorter_than_its_header_says(tmp_path):
-    from regime_dash.streams import load
+    from regime_dash.core.streams import load
 
     path = write_npz_bomb(tmp_path / "short.npz", {"rewards.npy": ((1 << 20, 64), "<f4")}, fill_mb=1)
     with pytest.raises(StreamError, match="rewards: cannot be read"):
@@ -72,7 +72,7 @@ def test_an_npz_whose_data_is_shorter_than_its_header_says(tmp_path):
 
 
 def test_the_sample_stream_still_loads():
-    from regime_dash.streams import load
+    from regime_dash.core.streams import load
 
     assert load(SAMPLE_STREAM).rewards.shape == (1200, 64)
 
@@ -80,9 +80,10 @@ def test_the_sample_stream_still_loads():
 # ------------------------------------------------------------- isv_slots.rs
 
 _SLOT_CHILD = """import sys
-from regime_dash import RegimeConfig, replay, scenarios
+from regime_dash import RegimeConfig, replay
+from regime_dash.sources import scenarios
 from regime_dash.errors import SlotLayoutError
-from regime_dash.slots import import_rust
+from regime_dash.core.slots import import_rust
 try:
     layout = import_rust(open(sys.argv[1]).read()).layout
 except SlotLayoutError as e:
@@ -123,7 +124,7 @@ def test_the_slots_page_refuses_a_huge_index_and_replay_still_works(tmp_path, mo
 
 _WIDE_CHILD = """import sys, time
 from regime_dash.errors import IngestError
-from regime_dash.store import RunStore
+from regime_dash.store.run_store import RunStore
 t = time.perf_counter()
 try:
     res = RunStore(sys.argv[1]).ingest(sys.argv[2])
@@ -156,7 +157,7 @@ def test_a_file_of_20000_keys_is_refused_quickly_and_bounded(tmp_path, per_line)
 
 def test_ingest_time_grows_linearly_with_the_key_count(tmp_path):
     """Twice the keys (spread over twice the lines) costs about twice the time, not four times."""
-    from regime_dash.store import RunStore
+    from regime_dash.store.run_store import RunStore
 
     def best(keys: int) -> float:
         src = _wide(tmp_path / f"w{keys}.jsonl", keys, 10)
@@ -172,7 +173,7 @@ def test_ingest_time_grows_linearly_with_the_key_count(tmp_path):
 
 
 def test_a_run_at_the_column_cap_is_stored(tmp_path):
-    from regime_dash.store import MAX_COLUMNS, RunStore
+    from regime_dash.store.run_store import MAX_COLUMNS, RunStore
 
     src = _wide(tmp_path / "cap.jsonl", MAX_COLUMNS - 1, 5)  # plus step: exactly the cap
     assert len(RunStore(tmp_path / "s").ingest(src).columns) == MAX_COLUMNS

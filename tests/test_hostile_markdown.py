@@ -17,8 +17,8 @@ import pytest
 
 pytest.importorskip("streamlit")
 
-from regime_dash.samples import DIAG_NAME, SAMPLE_DIR  # noqa: E402
-from regime_dash.store import RunStore  # noqa: E402
+from regime_dash.sources.samples import DIAG_NAME, SAMPLE_DIR  # noqa: E402
+from regime_dash.store.run_store import RunStore  # noqa: E402
 from regime_dash.text import markdown_literal  # noqa: E402
 from tests.test_app_pages import APP, TIMEOUT, no_exception, open_app, page, shown  # noqa: E402
 

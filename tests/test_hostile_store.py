@@ -16,10 +16,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from regime_dash.check_all import check_all, store_check
+from regime_dash.runs.check_all import check_all, store_check
 from regime_dash.errors import StoreError
-from regime_dash.store import RunStore
-from regime_dash.store_doctor import repair, survey
+from regime_dash.store.run_store import RunStore
+from regime_dash.store.doctor import repair, survey
 
 from hostile import REPO, child_env, good_lines
 

@@ -14,7 +14,7 @@ def _modules_after(code: str) -> set[str]:
 
 
 def test_import_regime_dash_imports_no_streamlit_plotly_or_cupy():
-    mods = _modules_after("import regime_dash, regime_dash.engine.reference, regime_dash.diag")
+    mods = _modules_after("import regime_dash, regime_dash.engine.reference, regime_dash.diag.catalogue")
     assert "regime_dash" in mods
     for heavy in ("streamlit", "plotly", "cupy"):
         assert heavy not in mods, f"import regime_dash imported {heavy}"
@@ -32,17 +32,17 @@ def test_only_the_ui_imports_streamlit():
 
 
 def test_import_ingest_leaves_numba_and_the_engines_unloaded():
-    mods = _modules_after("import regime_dash.ingest, regime_dash.store")
+    mods = _modules_after("import regime_dash.ingest, regime_dash.store.run_store")
     assert "numba" not in mods
     assert "regime_dash.engine" not in mods
 
 
 def test_lazy_top_level_names_resolve_and_sweep_stays_the_function():
     out = subprocess.run([sys.executable, "-c",
-                          "import regime_dash.sweep, regime_dash as rd\n"
+                          "import regime_dash.runs.sweeps, regime_dash as rd\n"
                           "print(callable(rd.sweep), rd.sweep.__module__, rd.replay.__name__, rd.Stream.__name__)"],
                          capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["True", "regime_dash.sweep", "replay", "Stream"]
+    assert out.stdout.split() == ["True", "regime_dash.runs.sweeps", "replay", "Stream"]
 
 
 def test_cli_help_imports_no_heavy_library_and_no_command_module():

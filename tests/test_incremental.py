@@ -118,7 +118,7 @@ def test_a_column_seen_late_and_a_step_going_back_re_judge_once():
 
 def test_the_committed_sample():
     from regime_dash import ingest
-    from regime_dash.aliases import canonical_frame
+    from regime_dash.diag.aliases import canonical_frame
 
     table, _ = ingest.parse(SAMPLE)
     frame = canonical_frame(table.to_pandas().drop(columns=["_line"]))
@@ -127,8 +127,8 @@ def test_the_committed_sample():
 
 def _logged_replay(name="fold_boundary", seed=2, steps=2400, **cfg):
     import regime_dash as rdash
-    from regime_dash import scenarios
-    from regime_dash.config import RegimeConfig
+    from regime_dash.sources import scenarios
+    from regime_dash.core.config import RegimeConfig
 
     return rdash.replay(scenarios.make(name, seed=seed, steps=steps), RegimeConfig(**cfg), engine="reference",
                         log_inputs=True)

@@ -180,7 +180,7 @@ def _stored(root, source, monkeypatch, *, kernels_on: bool, reference: bool = Fa
     """``source`` ingested into a store of its own: the stored table, and the rows the
     shape path read."""
     from regime_dash.ingest import arrow
-    from regime_dash.store import RunStore
+    from regime_dash.store.run_store import RunStore
 
     rows = []
     table_of = shapes.table_of

@@ -294,7 +294,7 @@ def test_kelly_trap_is_excused_by_an_observed_timeout_and_not_without_it():
 
 def test_kelly_trap_fires_on_a_real_trap_without_resurrection():
     """A live run with F2 off, where a boundary keeps resetting the duration: a true trap."""
-    from regime_dash import simulator
+    from regime_dash.sources import simulator
 
     frame = simulator.simulate("fold_boundary", steps=1000, accounts=16,
                                config=RegimeConfig(resurrection=False)).frame()

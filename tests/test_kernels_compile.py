@@ -1,4 +1,4 @@
-"""Every regime_dash/kernels/*.cu compiles with ``nvcc --ptx -arch=sm_90`` and the registry's defines.
+"""Every kernels/*.cu compiles with ``nvcc --ptx -arch=sm_90`` and the registry's defines.
 
 These need nvcc, not a GPU: they run wherever nvcc is on PATH (CI runs on a
 machine with the CUDA toolkit) and skip, saying so, where it is absent. The
@@ -17,7 +17,7 @@ import pytest
 from regime_dash.engine import loader
 from regime_dash.modules import kernel_defines
 from regime_dash.errors import EngineUnavailable
-from regime_dash.slots import DEFAULT_LAYOUT
+from regime_dash.core.slots import DEFAULT_LAYOUT
 
 NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not on PATH (CUDA toolkit absent)")
@@ -71,13 +71,13 @@ def test_no_kernel_hard_codes_a_slot_number():
     literal = re.compile(r"isv\s*\[\s*\d")
     for name in loader.kernel_files() + list(loader.HEADERS):
         text = (loader.KERNEL_DIR / name).read_text()
-        assert not literal.search(text), f"regime_dash/kernels/{name} indexes the ISV with a literal"
+        assert not literal.search(text), f"kernels/{name} indexes the ISV with a literal"
 
 
 def test_source_text_prepends_line_directives():
     text = loader.source_text(["rl_regime_observer.cu", "eval_warmup_decay.cu"])
-    assert text.startswith('#line 1 "regime_dash/kernels/rl_regime_observer.cu"\n')
-    assert '\n#line 1 "regime_dash/kernels/eval_warmup_decay.cu"\n' in text
+    assert text.startswith('#line 1 "kernels/rl_regime_observer.cu"\n')
+    assert '\n#line 1 "kernels/eval_warmup_decay.cu"\n' in text
 
 
 @needs_nvcc
@@ -95,7 +95,7 @@ def test_compile_errors_cite_the_kernel_file_and_line(tmp_path, monkeypatch):
                            "-o", str(tmp_path / "x.ptx"), str(unit)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
-    assert "regime_dash/kernels/broken.cu(3)" in proc.stderr, proc.stderr
+    assert "kernels/broken.cu(3)" in proc.stderr, proc.stderr
 
 
 def test_source_hash_covers_headers_and_files(tmp_path, monkeypatch):

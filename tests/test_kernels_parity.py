@@ -13,7 +13,7 @@ import pytest
 from regime_dash.engine import reference as ref
 from regime_dash.engine import cuda as cuda_engine
 from regime_dash.engine import fast_gpu, loader
-from regime_dash.slots import DEFAULT_LAYOUT as L
+from regime_dash.core.slots import DEFAULT_LAYOUT as L
 
 pytestmark = pytest.mark.gpu
 

@@ -7,11 +7,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from regime_dash import RegimeConfig, scenarios
+from regime_dash import RegimeConfig
+from regime_dash.sources import scenarios
 from regime_dash.engine import fast, file_phase1
 from regime_dash.errors import StreamError, ValidationError
-from regime_dash.sensitivity import sensitivity
-from regime_dash.sweep import expand_configs, sweep
+from regime_dash.runs.sensitivity import sensitivity
+from regime_dash.runs.sweeps import expand_configs, sweep
 
 GRIDS = [
     {"resurrection": [True, False], "max_duration": [15, 400], "eps_min": [0.0, 0.05]},

@@ -1,4 +1,4 @@
-"""Live runs of any source (regime_dash.live): stepping equals replay, config changes carry the ISV over,
+"""Live runs of any source (regime_dash.runs.live): stepping equals replay, config changes carry the ISV over,
 injections on a stream are edits of its inputs, the simulator takes config changes too."""
 from __future__ import annotations
 
@@ -6,13 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from regime_dash import RegimeConfig, replay, scenarios
-from regime_dash.config import FIELD_SLOTS
+from regime_dash import RegimeConfig, replay
+from regime_dash.sources import scenarios
+from regime_dash.core.config import FIELD_SLOTS
 from regime_dash.engine import replay_trajectory
 from regime_dash.errors import ValidationError
-from regime_dash.live import LiveRun, reconfigured_isv, status_line
-from regime_dash.simulator import PRESETS, Simulator, simulate
-from regime_dash.slots import DEFAULT_LAYOUT
+from regime_dash.runs.live import LiveRun, reconfigured_isv, status_line
+from regime_dash.sources.simulator import PRESETS, Simulator, simulate
+from regime_dash.core.slots import DEFAULT_LAYOUT
 
 DZ = "risk_stack.regime.dead_zone."
 

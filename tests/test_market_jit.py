@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from regime_dash import market_jit, scenarios
-from regime_dash.simulator import Draws, Market, account_rng, stream_of
+from regime_dash.sources import market_jit
+from regime_dash.sources import scenarios
+from regime_dash.sources.simulator import Draws, Market, account_rng, stream_of
 from tests import scenario_oracle
 
 

@@ -12,7 +12,7 @@ from regime_dash.modules.sp18_hold import slots as S
 from regime_dash.modules.sp18_hold import twin
 from regime_dash.modules.sp18_hold.demo import bar_stream
 from regime_dash.modules.sp18_hold.replay import COL
-from regime_dash.slots import SlotLayout
+from regime_dash.core.slots import SlotLayout
 from tests.helpers import by_id
 
 M = MODULES["sp18_hold"]

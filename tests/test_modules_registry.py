@@ -15,7 +15,7 @@ from regime_dash.errors import StreamError, ValidationError
 from regime_dash.analysis.invariants import CheckResult
 from regime_dash.modules import MODULES, full_layout, get, kernel_defines, module_slots, orphan_slots
 from regime_dash.modules.base import ControllerModule, ModuleConfig, ModuleStream
-from regime_dash.slots import DEFAULT_LAYOUT, Slot
+from regime_dash.core.slots import DEFAULT_LAYOUT, Slot
 
 NVCC = shutil.which("nvcc")
 CONTROLLERS = ("sp14_alpha_grad_gate", "sp18_hold", "pearl_c")
@@ -196,7 +196,7 @@ def test_module_engines_agree_on_the_device():
 def test_regime_observer_adapter_is_the_core_replay_and_checks():
     from regime_dash import replay
     from regime_dash.analysis import run_checks
-    from regime_dash.config import RegimeConfig, field_names
+    from regime_dash.core.config import RegimeConfig, field_names
 
     m = MODULES["regime_observer"]
     assert m.core and "regime_observer" in MODULES
@@ -438,7 +438,7 @@ def test_controllers_page_sliders_checks_figures_slots_and_sweep():
 
 @pytest.mark.parametrize("name", CONTROLLERS)
 def test_a_saved_diag_file_checks_like_the_replay(name, tmp_path):
-    from regime_dash.diag import read_jsonl, write_jsonl
+    from regime_dash.diag.catalogue import read_jsonl, write_jsonl
 
     m = MODULES[name]
     changes = {"sp14_alpha_grad_gate": {"target": 0.6, "hysteresis": 0.05},

@@ -16,8 +16,8 @@ import pytest
 from regime_dash.cli import main
 from regime_dash.errors import NotDiagError
 from regime_dash.ingest import NOT_DIAG_LINE, parse
-from regime_dash.samples import DIAG_NAME, SAMPLE_DIR
-from regime_dash.store import RunStore
+from regime_dash.sources.samples import DIAG_NAME, SAMPLE_DIR
+from regime_dash.store.run_store import RunStore
 
 SAMPLE = SAMPLE_DIR / DIAG_NAME
 

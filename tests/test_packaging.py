@@ -174,7 +174,7 @@ def _check_resources(bin_dir: Path, cwd: Path, site: Path) -> None:
     assert Path(got["kernel_dir"]).is_relative_to(site)
     expected = sorted(p.name for p in (REPO / "regime_dash" / "kernels").iterdir() if p.suffix in (".cu", ".cuh"))
     assert got["kernels"] == expected
-    assert got["unit"].startswith('#line 1 "regime_dash/kernels/rl_regime_observer.cu"\n')
+    assert got["unit"].startswith('#line 1 "kernels/rl_regime_observer.cu"\n')
     from regime_dash.ui import plotly_react
 
     bundle = REPO / "regime_dash" / "ui" / "plotly_assets" / plotly_react.BUNDLE

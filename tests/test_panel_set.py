@@ -8,10 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from regime_dash import diag, store_layouts
+from regime_dash.diag import catalogue as diag
+from regime_dash.store import layouts as store_layouts
 from regime_dash.errors import StoreError, ValidationError
-from regime_dash.panel_set import Panel, PanelSet, decode, encode, from_json, to_json
-from regime_dash.store import RunStore
+from regime_dash.diag.panel_set import Panel, PanelSet, decode, encode, from_json, to_json
+from regime_dash.store.run_store import RunStore
 
 SIGMA, FLAG, KELLY = diag.SIGMA, diag.FLAG, diag.KELLY
 
@@ -71,7 +72,7 @@ def test_layouts_save_load_list_delete(tmp_path):
     with pytest.raises(StoreError, match="no layout 'kelly'.*sigma log"):
         store_layouts.load(store, "kelly")
     # the store's own listing and its doctor are not disturbed by the file
-    from regime_dash import store_doctor
+    from regime_dash.store import doctor as store_doctor
 
     assert store.list_runs() == [] and store_doctor.survey(store) == []
 
@@ -129,13 +130,13 @@ def _frame(n: int = 3000) -> pd.DataFrame:
 
 
 def _y(trace) -> np.ndarray:
-    from regime_dash.plotly_arrays import decode as arrays
+    from regime_dash.figures.plotly_arrays import decode as arrays
 
     return np.asarray(arrays(trace["y"]), dtype=np.float64)
 
 
 def test_figure_log_axis_units_and_unsmoothed_flags_and_counters():
-    from regime_dash.figures_custom import custom_spec
+    from regime_dash.figures.custom import custom_spec
 
     panels = PanelSet((Panel(SIGMA, True), Panel(FLAG), Panel("trainer.loss"), Panel("trainer.seen")))
     f = _frame()
@@ -156,8 +157,8 @@ def test_figure_log_axis_units_and_unsmoothed_flags_and_counters():
 
 
 def test_figure_runs_in_their_colours_and_a_missing_field_left_out():
-    from regime_dash.figures import run_colour
-    from regime_dash.figures_custom import custom_spec, numeric_columns
+    from regime_dash.figures.signals import run_colour
+    from regime_dash.figures.custom import custom_spec, numeric_columns
 
     a, b = _frame(200), _frame(200).drop(columns=["trainer.loss"]).assign(phase="train")
     spec = custom_spec({"a": a, "b": b}, PanelSet((Panel("trainer.loss"), Panel(SIGMA))))
@@ -171,7 +172,7 @@ def test_figure_runs_in_their_colours_and_a_missing_field_left_out():
 def test_a_flag_flipping_faster_than_the_columns_is_a_duty_band_on_its_custom_panel():
     """A flag on every other step over 30,000 steps, drawn on 1,200 columns of 25 steps: each column
     filled to the fraction of its steps on (12 or 13 of 25), not a solid block of lines from 0 to 1."""
-    from regime_dash.figures_custom import custom_spec
+    from regime_dash.figures.custom import custom_spec
 
     n = 30_000
     f = pd.DataFrame({"step": np.arange(n), FLAG: (np.arange(n) % 2).astype(np.float32)})

@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("streamlit")
 
-from regime_dash import figures  # noqa: E402
+from regime_dash.figures import signals as figures  # noqa: E402
 from regime_dash.ui import plotly_react  # noqa: E402
 
 

@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 import regime_dash as rd
-from regime_dash import diag, scenarios
+from regime_dash.diag import catalogue as diag
+from regime_dash.sources import scenarios
 from regime_dash.analysis.rederive import rederive
 from regime_dash.analysis.rederive_formulas import FORMULAS
-from regime_dash.config import RegimeConfig
-from regime_dash.simulator import simulate
+from regime_dash.core.config import RegimeConfig
+from regime_dash.sources.simulator import simulate
 
 ALL = {f.check_id for f in FORMULAS}
 

@@ -16,11 +16,12 @@ import types
 import numpy as np
 import pytest
 
-from regime_dash import diag, scenarios
+from regime_dash.diag import catalogue as diag
+from regime_dash.sources import scenarios
 from regime_dash.analysis.rederive import rederive
-from regime_dash.config import RegimeConfig
+from regime_dash.core.config import RegimeConfig
 from regime_dash.engine import initial_isv, input_columns, reference, snapshot_indices
-from regime_dash.slots import DEFAULT_LAYOUT
+from regime_dash.core.slots import DEFAULT_LAYOUT
 
 STEPS = 3000
 

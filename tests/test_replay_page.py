@@ -96,7 +96,8 @@ def test_an_uploaded_stream_replays_light_and_as_the_whole_stream(suffix):
 
     import pandas as pd
 
-    from regime_dash import RegimeConfig, scenarios
+    from regime_dash import RegimeConfig
+    from regime_dash.sources import scenarios
     from regime_dash.engine.file_phase1 import LightFile
     from regime_dash.ui import cache
 

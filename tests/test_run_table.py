@@ -7,12 +7,12 @@ import pytest
 
 import regime_dash as rd
 from regime_dash.cli import main
-from regime_dash.diag_jsonl import write as write_diag_jsonl
+from regime_dash.diag.jsonl import write as write_diag_jsonl
 from regime_dash.errors import ValidationError
-from regime_dash.run_table import TABLE_KEY, filter_rows, parse_where, run_facts, table
-from regime_dash.scenarios import kelly_trap_run8
-from regime_dash.store import RunStore
-from regime_dash.store_labels import tag
+from regime_dash.runs.run_table import TABLE_KEY, filter_rows, parse_where, run_facts, table
+from regime_dash.sources.scenarios import kelly_trap_run8
+from regime_dash.store.run_store import RunStore
+from regime_dash.store.labels import tag
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def test_config_and_summary_come_from_the_frame_and_are_cached(store):
     frame = store.load(by["md300"]["run_id"])
     summ = by["md300"]["summary"]
     assert summ["dead_zone_steps"] == int((frame["risk_stack.regime.dead_zone.flag"] == 1).sum())
-    from regime_dash.check_all import store_check
+    from regime_dash.runs.check_all import store_check
 
     doc = store_check(by["md300"]["run_id"], str(store.root))
     assert summ["verdict"] == doc["status"] and summ["fail"] == doc["counts"]["fail"]
@@ -80,7 +80,7 @@ def test_cli_runs_json_tag_where(store, capsys):
 def test_cli_where_compares_a_config_slot_at_float32(tmp_path, capsys):
     """The sample logs eps_min as its float32 slot holds it (0.05000000074505806): ``eps_min==0.05``
     matches it, and ``>``/``!=`` do not, as for any other value the slot holds exactly."""
-    from regime_dash.samples import DIAG_NAME, SAMPLE_DIR
+    from regime_dash.sources.samples import DIAG_NAME, SAMPLE_DIR
 
     assert '"min":0.05000000074505806' in (SAMPLE_DIR / DIAG_NAME).read_text()[:2000]
     s = RunStore(tmp_path / "store")
@@ -103,7 +103,7 @@ def test_cli_where_compares_a_config_slot_at_float32(tmp_path, capsys):
 
 
 def test_logged_config_alone_is_the_rows_config_without_judging_the_run(store):
-    from regime_dash.run_table import logged_config
+    from regime_dash.runs.run_table import logged_config
 
     for r in store.list_runs():
         assert logged_config(store, r["run_id"]) == run_facts(store, r["run_id"])["config"]

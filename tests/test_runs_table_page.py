@@ -8,8 +8,8 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from regime_dash.samples import SAMPLE_DIR  # noqa: E402
-from regime_dash.store import RunStore  # noqa: E402
+from regime_dash.sources.samples import SAMPLE_DIR  # noqa: E402
+from regime_dash.store.run_store import RunStore  # noqa: E402
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 RUNS = "regime_dash/ui/pages/runs.py"

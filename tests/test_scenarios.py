@@ -4,10 +4,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from regime_dash import RegimeConfig, diag, replay, samples, scenarios, streams
+from regime_dash import RegimeConfig, replay
+from regime_dash.diag import catalogue as diag
+from regime_dash.sources import samples
+from regime_dash.sources import scenarios
+from regime_dash.core import streams
 from regime_dash.errors import StreamError, ValidationError
-from regime_dash.scenarios import RUN8_TRAP_STEPS, SCENARIOS
-from regime_dash.store import RunStore
+from regime_dash.sources.scenarios import RUN8_TRAP_STEPS, SCENARIOS
+from regime_dash.store.run_store import RunStore
 
 SYNTHETIC = [n for n in SCENARIOS if n != "recorded"]
 KELLY = "risk_stack.kelly.fraction"

@@ -1,4 +1,4 @@
-"""regime_dash.sensitivity, its CLI, its figures and its benchmark, on Run #8's trap."""
+"""regime_dash.runs.sensitivity, its CLI, its figures and its benchmark, on Run #8's trap."""
 from __future__ import annotations
 
 import json
@@ -7,13 +7,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from regime_dash import RegimeConfig, replay, scenarios
+from regime_dash import RegimeConfig, replay
+from regime_dash.sources import scenarios
 from regime_dash.analysis.findings import find
 from regime_dash.cli import main
-from regime_dash.config import SWITCHES, field_names
+from regime_dash.core.config import SWITCHES, field_names
 from regime_dash.engine.summary import METRICS, summarize_frame
 from regime_dash.errors import ConfigError, ValidationError
-from regime_dash.sensitivity import explain, field_values, format_value, sensitivity
+from regime_dash.runs.sensitivity import explain, field_values, format_value, sensitivity
 
 F2_OFF = RegimeConfig(resurrection=False)
 
@@ -239,7 +240,7 @@ def test_cli_bad_input_exits_2_with_a_message(argv, message, capsys):
 
 # ---- figures ---------------------------------------------------------------------------
 def test_tornado_bars_span_low_to_high_from_the_base(off):
-    figures = pytest.importorskip("regime_dash.figures_sensitivity")
+    figures = pytest.importorskip("regime_dash.figures.sensitivity")
     fig = figures.tornado(off.effects, "timeout_steps")
     (bar,) = fig.data
     rows = off.effects[(off.effects["metric"] == "timeout_steps") & (off.effects["span"] > 0)]
@@ -256,7 +257,7 @@ def test_tornado_bars_span_low_to_high_from_the_base(off):
 
 
 def test_field_sweep_draws_one_panel_per_metric(on):
-    figures = pytest.importorskip("regime_dash.figures_sensitivity")
+    figures = pytest.importorskip("regime_dash.figures.sensitivity")
     table = on.field_sweep("max_duration")
     fig = figures.field_sweep(table, "max_duration", ["timeout_steps", "dead_zone_steps"])
     assert len(fig.data) == 2

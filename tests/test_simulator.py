@@ -11,9 +11,9 @@ from regime_dash import RegimeConfig, replay
 from regime_dash.engine import backend, engine_status, initial_isv, reference
 from regime_dash.engine.steppers import BackendStepper, ReferenceStepper
 from regime_dash.errors import ValidationError
-from regime_dash.simulator import (PRESETS, Draws, Market, Schedule, Simulator, ema_over, kelly_edge, simulate,
+from regime_dash.sources.simulator import (PRESETS, Draws, Market, Schedule, Simulator, ema_over, kelly_edge, simulate,
                                    account_rng)
-from regime_dash.slots import DEFAULT_LAYOUT
+from regime_dash.core.slots import DEFAULT_LAYOUT
 
 KELLY = "risk_stack.kelly.fraction"
 FLAT = "risk_stack.positions.flat_count"

@@ -5,10 +5,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from regime_dash import simulator_jit
-from regime_dash.config import RegimeConfig
+from regime_dash.sources import simulator_jit
+from regime_dash.core.config import RegimeConfig
 from regime_dash.errors import ValidationError
-from regime_dash.simulator import PRESETS, Market, Schedule, Simulator, ema_over
+from regime_dash.sources.simulator import PRESETS, Market, Schedule, Simulator, ema_over
 
 
 def _pair(steps: int, accounts: int, **kw) -> tuple[Simulator, Simulator]:

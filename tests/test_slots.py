@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from regime_dash.errors import SlotLayoutError
-from regime_dash.slots import DEFAULT_LAYOUT as L, TABLE_COLUMNS, SlotLayout, fnv1a64, import_rust, read_table
+from regime_dash.core.slots import DEFAULT_LAYOUT as L, TABLE_COLUMNS, SlotLayout, fnv1a64, import_rust, read_table
 
 # the spec's new slots: index, bootstrap (the spec's bootstrap list) and the policy of its
 # "Regime observer reset policy" (None where it names none)
@@ -57,7 +57,7 @@ def test_unnumbered_slots_are_local_below_685():
 
 
 def test_model_switch_slots_are_local_config_below_the_local_block_and_off_at_bootstrap():
-    from regime_dash.config import FIELD_SLOTS, MODEL_SWITCHES
+    from regime_dash.core.config import FIELD_SLOTS, MODEL_SWITCHES
 
     slots = [L[FIELD_SLOTS[name]] for name in MODEL_SWITCHES]
     assert sorted(s.index for s in slots) == [663, 664]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import regime_dash as rd
-from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
+from regime_dash.core.slots import DEFAULT_LAYOUT, SlotLayout
 from tests.helpers import col, stream
 
 F = np.float32

@@ -19,7 +19,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from regime_dash.errors import IngestError, StoreError
-from regime_dash.store import RunStore, default_store, sanitize_name
+from regime_dash.store.run_store import RunStore, default_store, sanitize_name
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -163,7 +163,7 @@ def test_kill_during_ingest_leaves_no_partial_run_and_next_ingest_succeeds(tmp_p
     code = textwrap.dedent("""
         import sys, time
         from regime_dash.ingest import pipeline as ingest  # where iter_batches looks them up
-        from regime_dash.store import RunStore
+        from regime_dash.store.run_store import RunStore
         real = ingest._parse_chunk
         def slow(*a, **k):
             time.sleep(0.05)  # stretch the ingest so the kill lands mid-way
@@ -203,7 +203,7 @@ def test_a_lock_held_by_a_killed_process_does_not_block_the_next_ingest(tmp_path
     root = tmp_path / "store"
     code = textwrap.dedent("""
         import sys, time
-        from regime_dash.store import RunStore
+        from regime_dash.store.run_store import RunStore
         with RunStore(sys.argv[1])._locked():
             print("held", flush=True)
             time.sleep(120)
@@ -246,7 +246,7 @@ def test_concurrent_ingests_same_and_different_bytes(tmp_path):
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     a.write_bytes(diag(3000))
     b.write_bytes(diag(3000, start=5000))
-    code = ("import sys, json; from regime_dash.store import RunStore; "
+    code = ("import sys, json; from regime_dash.store.run_store import RunStore; "
             "r = RunStore(sys.argv[1], chunk_bytes=1 << 16).ingest(sys.argv[2]); "
             "print(json.dumps([r.run_id, r.duplicate_of]))")
     procs = [subprocess.Popen([sys.executable, "-c", code, str(root), str(p)],
@@ -361,7 +361,7 @@ def test_default_store_env(monkeypatch, tmp_path):
 _PEAK = textwrap.dedent("""
     import resource, sys
     from regime_dash.ingest import pipeline as ingest  # where iter_batches looks them up
-    from regime_dash.store import RunStore
+    from regime_dash.store.run_store import RunStore
     ingest._default_workers = lambda: 2  # the same pipeline depth on any machine
     RunStore(sys.argv[2], chunk_bytes=1 << 20).ingest(sys.argv[1])
     print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
@@ -392,7 +392,7 @@ def test_memory_does_not_grow_with_file_size(tmp_path):
 
 
 def test_narrow_load_gives_float32_only_where_every_value_is_one(tmp_path):
-    from regime_dash.store import RunStore
+    from regime_dash.store.run_store import RunStore
 
     src = tmp_path / "n.jsonl"
     lines = [{"step": 2 - i if i < 3 else i, "risk_stack.a": float(i) + 0.5, "risk_stack.b": 0.1 * i}
@@ -435,7 +435,7 @@ def test_narrow_load_reads_a_few_row_groups_at_a_time_with_the_whole_read_bits(t
     import numpy as np
     import pyarrow.parquet as pq
 
-    import regime_dash.store as store_mod
+    import regime_dash.store.run_store as store_mod
 
     monkeypatch.setattr(store_mod, "_NARROW_ROWS", 3)  # several pieces a part
     src = tmp_path / "n.jsonl"

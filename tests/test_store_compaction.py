@@ -1,4 +1,4 @@
-"""A followed run's small parts merged as it grows (regime_dash.store_append.compact_parts).
+"""A followed run's small parts merged as it grows (regime_dash.store.append.compact_parts).
 
 Covers: the part count stays at the log of the commits while every row stays, once, in file
 order (pyarrow, DuckDB and the store read the same); a reader listing the run at every step of
@@ -16,10 +16,10 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from regime_dash import store_append
-from regime_dash.follow import Follower
-from regime_dash.store import RunStore
-from regime_dash.store_append import LEVEL_KEY, rows_after
+from regime_dash.store import append as store_append
+from regime_dash.follow.follower import Follower
+from regime_dash.store.run_store import RunStore
+from regime_dash.store.append import LEVEL_KEY, rows_after
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "samples" / "diag.jsonl"
 LINES = SAMPLE.read_bytes().splitlines(keepends=True)

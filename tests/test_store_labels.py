@@ -8,8 +8,8 @@ import pytest
 
 from regime_dash.cli import main
 from regime_dash.errors import StoreError, ValidationError
-from regime_dash.store import RunStore
-from regime_dash.store_labels import remove_alias, rename, set_note, tag, untag
+from regime_dash.store.run_store import RunStore
+from regime_dash.store.labels import remove_alias, rename, set_note, tag, untag
 
 
 def _diag(path, n: int, seed: int = 0):

@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from regime_dash import scenarios
-from regime_dash.config import RegimeConfig
+from regime_dash.sources import scenarios
+from regime_dash.core.config import RegimeConfig
 from regime_dash.engine import fast, file_phase1, replay, replay_trajectory
 from regime_dash.errors import StreamError
-from regime_dash.streams import STEP_FIELDS, Stream, StepStream, StreamFile, load
+from regime_dash.core.streams import STEP_FIELDS, Stream, StepStream, StreamFile, load
 
 
 def _awkward(rng, t: int, b: int, v_pred: bool = False) -> Stream:

@@ -6,7 +6,7 @@ import pytest
 
 from regime_dash.errors import StreamError, StreamErrors
 from regime_dash.modules.pearl_c.stream import PearlCStream
-from regime_dash.streams import Stream, load, validate
+from regime_dash.core.streams import Stream, load, validate
 
 
 def _stream(rng, t=6, b=3, v_pred=False):

@@ -1,4 +1,4 @@
-"""regime_dash.sweep: one row per config, equal to the single replay's summary, memory bounded."""
+"""regime_dash.runs.sweeps: one row per config, equal to the single replay's summary, memory bounded."""
 from __future__ import annotations
 
 import tracemalloc
@@ -9,11 +9,11 @@ import pytest
 
 import regime_dash
 from regime_dash import RegimeConfig
-from regime_dash.config import field_names
+from regime_dash.core.config import field_names
 from regime_dash.engine import initial_isv, replay, summary
 from regime_dash.errors import ConfigError, StreamError, ValidationError
-from regime_dash.slots import DEFAULT_LAYOUT
-from regime_dash.sweep import CPU_CHUNK, expand_configs, initial_rows, sweep
+from regime_dash.core.slots import DEFAULT_LAYOUT
+from regime_dash.runs.sweeps import CPU_CHUNK, expand_configs, initial_rows, sweep
 from test_fast_engine import regime_stream
 
 GRID = {"resurrection": [True, False], "max_duration": [15, 400], "eps_min": [0.0, 0.05],
@@ -26,7 +26,7 @@ def stream():
 
 
 def test_package_exports_sweep():
-    assert regime_dash.sweep is sweep
+    assert regime_dash.runs.sweeps is sweep
 
 
 def test_grid_expands_in_product_order():
@@ -156,7 +156,7 @@ def test_gpu_sweep_equals_cpu_sweep(stream):
 def test_grid_columns_are_the_product_in_order_and_slice_by_index():
     import itertools
 
-    from regime_dash.sweep import ConfigGrid
+    from regime_dash.runs.sweeps import ConfigGrid
 
     grid = {"max_duration": [10, 20, 30], "envelope": [True, False], "eps_min": [0.0, 0.1]}
     g = ConfigGrid.of(grid, RegimeConfig(tau_min=0.2))
@@ -186,7 +186,7 @@ def test_grid_table_equals_the_table_of_its_expanded_list(stream):
 
 
 def test_a_grid_sweep_builds_no_config_object_per_scenario(stream, monkeypatch):
-    from regime_dash import config
+    from regime_dash.core import config
 
     built = []
     real = config.RegimeConfig.__post_init__
@@ -198,7 +198,7 @@ def test_a_grid_sweep_builds_no_config_object_per_scenario(stream, monkeypatch):
 
 
 def test_grid_values_are_checked_once_per_axis_and_across_fields():
-    from regime_dash.sweep import ConfigGrid
+    from regime_dash.runs.sweeps import ConfigGrid
 
     with pytest.raises(ConfigError, match=r"max_duration=True .*finite number") as err:
         ConfigGrid.of({"max_duration": [10, True]})
@@ -221,7 +221,7 @@ def test_grid_values_are_checked_once_per_axis_and_across_fields():
 
 
 def test_config_slot_values_equal_to_isv_config_by_config():
-    from regime_dash.sweep import ConfigGrid, config_slot_values
+    from regime_dash.runs.sweeps import ConfigGrid, config_slot_values
 
     grid = ConfigGrid.of({"eps_max": [0.5, 0.7], "safety_frac_normal": [0.3, 0.5], "tau_min": [0.1, 0.2]})
     slots, values = config_slot_values(grid.columns())
@@ -241,7 +241,7 @@ def test_gpu_grid_sweep_equals_the_list_sweep(stream):
 
 
 def _two_gpus_reason() -> str | None:
-    from regime_dash import distributed
+    from regime_dash.runs import scheduler as distributed
 
     n = distributed.gpu_count()
     return None if n >= 2 else f"needs two GPUs, {n} here"
@@ -255,7 +255,7 @@ def _two_gpus_reason() -> str | None:
     (1, 1000, [0, 0, 0]),  # two chunks over three ranges: the last one idle
     (None, 7, "all")])    # every GPU of the machine
 def test_staged_phase1_is_the_same_bits_as_phase1(threads, chunk_steps, devices):
-    from regime_dash import distributed
+    from regime_dash.runs import scheduler as distributed
     from regime_dash.engine import fast, fast_gpu, staged_phase1
 
     if devices == "all":
@@ -273,7 +273,7 @@ def test_staged_phase1_is_the_same_bits_as_phase1(threads, chunk_steps, devices)
 @pytest.mark.parametrize("chunk_steps, devices", [(7, None), (1000, None), (7, [0, 0]), (500, [0, 0, 0]),
                                                   (7, "all")])
 def test_a_pinned_stream_goes_straight_over_the_link_with_the_same_bits(chunk_steps, devices):
-    from regime_dash import distributed
+    from regime_dash.runs import scheduler as distributed
     from regime_dash.engine import fast, loader, staged_phase1
 
     cp = loader.cupy_module()
@@ -303,7 +303,7 @@ def test_a_sweep_of_a_pinned_stream_is_the_same_table():
 
 
 def test_phase1_pieces_cover_the_steps_in_order_and_grow():
-    from regime_dash.sweep import PHASE1_FIRST_PIECE, PHASE1_PIECE_GROWTH, phase1_pieces
+    from regime_dash.runs.sweeps import PHASE1_FIRST_PIECE, PHASE1_PIECE_GROWTH, phase1_pieces
 
     assert phase1_pieces(1) == [(0, 1)]
     assert phase1_pieces(2 * PHASE1_FIRST_PIECE - 1) == [(0, 2 * PHASE1_FIRST_PIECE - 1)]
@@ -322,7 +322,7 @@ def test_phase1_pieces_cover_the_steps_in_order_and_grow():
 def test_a_gpu_sweep_with_phase1_in_pieces_is_the_same_table(stream, monkeypatch, first):
     import importlib
 
-    sweep_module = importlib.import_module("regime_dash.sweep")
+    sweep_module = importlib.import_module("regime_dash.runs.sweeps")
     grid = {"max_duration": [15, 60, 400], "eps_min": [0.0, 0.05, 0.2], "resurrection": [True, False]}
     want = sweep(stream, grid, engine="fast", device="cpu", keep=[0, 17])
     monkeypatch.setattr(sweep_module, "PHASE1_FIRST_PIECE", first)
@@ -346,7 +346,7 @@ def test_pinning_a_stream_without_a_gpu_says_why():
 
 @pytest.mark.gpu
 def test_staged_phase1_names_a_device_that_is_not_here():
-    from regime_dash import distributed
+    from regime_dash.runs import scheduler as distributed
     from regime_dash.engine import staged_phase1
 
     s = regime_stream(np.random.default_rng(11), 50, 8, v_pred=False)
@@ -365,13 +365,13 @@ def test_gpu_sweep_over_a_cluster_of_this_hosts_gpus_equals_in_process(stream, m
     pytest.importorskip("distributed", reason="dask.distributed is in requirements-test.txt; not installed here")
     import distributed as dd
 
-    from regime_dash import distributed
+    from regime_dash.runs import scheduler as distributed
 
     grid = {"max_duration": [15, 60, 400, 900], "eps_min": [0.0, 0.05, 0.2, 0.3], "resurrection": [True, False]}
     local = sweep(stream, grid, device="gpu", keep=[0, 9, 31])
     import importlib
 
-    monkeypatch.setattr(importlib.import_module("regime_dash.sweep"), "PHASE1_FIRST_PIECE", 20)  # 3 pieces
+    monkeypatch.setattr(importlib.import_module("regime_dash.runs.sweeps"), "PHASE1_FIRST_PIECE", 20)  # 3 pieces
     with distributed.local_cluster() as cluster, dd.Client(cluster) as client:
         client.wait_for_workers(2, timeout=120)
         workers = distributed.worker_count(client)
@@ -390,7 +390,7 @@ def test_gpu_sweep_over_a_cluster_of_this_hosts_gpus_equals_in_process(stream, m
 def test_a_bad_grid_names_the_first_failing_config_as_building_them_one_by_one_would():
     import itertools
 
-    from regime_dash.sweep import ConfigGrid
+    from regime_dash.runs.sweeps import ConfigGrid
 
     def one_by_one(grid):
         for combo in itertools.product(*grid.values()):
@@ -447,7 +447,7 @@ def test_packed_metrics_come_back_bit_for_bit():
 
 
 def test_a_grid_shard_plans_its_rows_from_its_varying_axes_alone():
-    from regime_dash.sweep import ConfigGrid, _SlotPlan
+    from regime_dash.runs.sweeps import ConfigGrid, _SlotPlan
 
     isv = {"RL_KELLY_FRACTION_INDEX": 0.0, "RL_IQN_TAU_MIN_EFFECTIVE_INDEX": 0.3}
     grid = ConfigGrid.of({"eps_max": [0.6, 0.8], "tau_min": [0.2], "envelope": [True, False],
@@ -465,7 +465,7 @@ def test_a_grid_shard_plans_its_rows_from_its_varying_axes_alone():
 
 
 def test_a_slot_plan_tells_minus_zero_from_zero():
-    from regime_dash.sweep import _SlotPlan
+    from regime_dash.runs.sweeps import _SlotPlan
 
     configs = [RegimeConfig(eps_min=0.0), RegimeConfig(eps_min=-0.0)]
     cols = {n: np.array([getattr(c, n) for c in configs]) for n in field_names()}
@@ -477,7 +477,7 @@ def test_a_slot_plan_tells_minus_zero_from_zero():
 
 
 def test_bad_base_and_keep_get_our_errors_naming_them(stream):
-    from regime_dash.sweep import ConfigGrid
+    from regime_dash.runs.sweeps import ConfigGrid
 
     with pytest.raises(ConfigError, match="base must be a RegimeConfig, got str 'x'") as err:
         ConfigGrid.of({"eps_min": [0.1]}, "x")

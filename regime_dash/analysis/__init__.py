@@ -1,7 +1,7 @@
 """Diagnostics on a diag frame: episodes, events, spec invariants, success criteria, run diff.
 
 Pure functions on DataFrames with the canonical column names (docs/CONTRACTS.md); rename
-a real file's columns first with :func:`regime_dash.aliases.canonical_frame`.
+a real file's columns first with :func:`regime_dash.diag.aliases.canonical_frame`.
 
 ``verdict(frame)`` (:mod:`.verdict`) is the one function that judges a run:
 core invariants, success criteria, module checks and findings.
@@ -29,7 +29,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from regime_dash import diag
+from regime_dash.diag import catalogue as diag
 from regime_dash.analysis.coverage import counts as coverage_counts
 from regime_dash.analysis.coverage import coverage
 from regime_dash.analysis.coverage import merge as merge_coverage

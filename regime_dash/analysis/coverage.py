@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from regime_dash import diag
+from regime_dash.diag import catalogue as diag
 from regime_dash.analysis.invariants import CheckResult
 from regime_dash.analysis.rederive_formulas import FORMULAS, INPUT_FIELDS
 

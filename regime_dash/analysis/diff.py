@@ -159,7 +159,7 @@ def diff_runs(a: pd.DataFrame, b: pd.DataFrame, columns: list[str] | None = None
     Parameters
     ----------
     a, b
-        Frames with a ``step`` column (canonical names, see :mod:`regime_dash.aliases`).
+        Frames with a ``step`` column (canonical names, see :mod:`regime_dash.diag.aliases`).
     columns
         Columns to compare; all shared columns when ``None``.
 

@@ -25,7 +25,7 @@ from typing import Callable
 
 import numpy as np
 
-from regime_dash import diag
+from regime_dash.diag import catalogue as diag
 from regime_dash.analysis import findings as fd
 from regime_dash.analysis import view as v
 from regime_dash.analysis.invariants import CheckOptions

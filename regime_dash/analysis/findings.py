@@ -28,7 +28,7 @@ import pandas as pd
 
 from regime_dash.analysis import view as v
 from regime_dash.analysis.episodes import RESURRECTION_GAP, _runs, dead_zone_episodes
-from regime_dash import diag
+from regime_dash.diag import catalogue as diag
 from regime_dash.analysis.invariants import CheckOptions, _close, _tol
 from regime_dash.analysis.view import ONE, FrameView, as_view
 
@@ -399,7 +399,7 @@ def fused_mirror_drift(fused: pd.DataFrame | FrameView, single: pd.DataFrame | F
     ValidationError
         ``fused`` does not say it ran the fused path, or ``single`` says it did.
     """
-    from regime_dash import diag
+    from regime_dash.diag import catalogue as diag
     from regime_dash.analysis.diff import diff_runs
     from regime_dash.errors import ValidationError
 

@@ -5,7 +5,7 @@ a spread. :func:`align` puts N runs' values of one column on the union of their 
 where a run lacks a step); :func:`group_stats` gives, at each step, a group's mean and its band
 (min-max, or ±1 σ) over the runs that have a finite value there, and how many that is: a step
 only some runs reached is summed over those. :func:`group_options` and :func:`group_runs` say
-which runs go together, from the runs table's rows (:mod:`regime_dash.run_table`: ``tags`` and
+which runs go together, from the runs table's rows (:mod:`regime_dash.runs.run_table`: ``tags`` and
 the logged ``config``).
 
 σ is the population standard deviation (``ddof=0``): a group of one run, or a step one run of

@@ -31,7 +31,7 @@ from typing import Callable, Iterable
 import numpy as np
 import pandas as pd
 
-from regime_dash import diag
+from regime_dash.diag import catalogue as diag
 from regime_dash.analysis import view as v
 from regime_dash.analysis.episodes import _runs
 from regime_dash.analysis.view import F32, ONE, FrameView, as_view, countdown_next
@@ -832,7 +832,7 @@ def run_checks(frame_or_view: pd.DataFrame | FrameView, ids: Iterable[str] | Non
     Parameters
     ----------
     frame_or_view
-        A frame (see :func:`regime_dash.aliases.canonical_frame`) or a prepared view.
+        A frame (see :func:`regime_dash.diag.aliases.canonical_frame`) or a prepared view.
     ids
         Check ids to run, in :data:`CHECK_IDS` order; all when ``None``.
     options

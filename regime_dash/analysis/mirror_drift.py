@@ -16,9 +16,9 @@ from typing import Any
 import pandas as pd
 
 from regime_dash.analysis.findings import Finding, fused_mirror_drift
-from regime_dash.config import MIRROR_SWITCHES, RegimeConfig
+from regime_dash.core.config import MIRROR_SWITCHES, RegimeConfig
 from regime_dash.engine import check_controllers, replay
-from regime_dash.streams import Stream
+from regime_dash.core.streams import Stream
 
 
 def mirrors_off(config: RegimeConfig) -> tuple[str, ...]:

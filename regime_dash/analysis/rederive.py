@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from regime_dash import diag
+from regime_dash.diag import catalogue as diag
 from regime_dash.analysis.invariants import MAX_STEPS, CheckResult
 from regime_dash.analysis.rederive_formulas import BY_OUTPUT, FORMULAS, NOW, Formula
 from regime_dash.analysis.view import FrameView, as_view
-from regime_dash.config import FIELD_SLOTS, RegimeConfig, derived_bootstraps
+from regime_dash.core.config import FIELD_SLOTS, RegimeConfig, derived_bootstraps
 from regime_dash.engine import rederive as engine
 from regime_dash.engine.reference import SLOT_ORDER
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from regime_dash import diag
-from regime_dash.diag import CONFIG_COLUMNS as CFG
-from regime_dash.diag import INPUT_COLUMNS as IN
+from regime_dash.diag import catalogue as diag
+from regime_dash.diag.catalogue import CONFIG_COLUMNS as CFG
+from regime_dash.diag.catalogue import INPUT_COLUMNS as IN
 
 #: The lag of a read: the row itself, or the row before (after the boundary's reset, where there is one).
 NOW, PREV = 0, 1
@@ -131,7 +131,7 @@ FORMULAS: tuple[Formula, ...] = (
 BY_OUTPUT = {f.output: f for f in FORMULAS}
 
 #: Logged fields that are inputs of the pipeline (recorded, nothing to recompute them from); the last,
-#: the controller path a fused replay ran (:data:`regime_dash.diag.FUSED_COLUMN`).
+#: the controller path a fused replay ran (:data:`regime_dash.diag.catalogue.FUSED_COLUMN`).
 INPUT_FIELDS: tuple[str, ...] = (
     diag.COOLDOWN, diag.WORST, diag.B_SIZE, diag.MAX_DURATION, diag.STEPS_CONFIG, diag.DECAY_STEPS_CONFIG,
     diag.SIGMA_THR, diag.EPS_MIN, diag.EPS_MAX, diag.N_RECOVERY, diag.DECAY_ALPHA, diag.BOOST_FACTOR,

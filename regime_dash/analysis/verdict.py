@@ -95,7 +95,7 @@ def verdict(frame: pd.DataFrame | FrameView, options: CheckOptions | None = None
     Parameters
     ----------
     frame
-        A diag frame (see :func:`regime_dash.aliases.canonical_frame`) or a prepared view.
+        A diag frame (see :func:`regime_dash.diag.aliases.canonical_frame`) or a prepared view.
     options
         The shared check options (ulp tolerance, trap limit, ...); module checks take them too.
     ids

@@ -30,13 +30,13 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from regime_dash import diag
-# The columns the analysis reads: the catalogue of regime_dash.diag (the finders and checks import them here).
-from regime_dash.diag import (  # noqa: F401
+from regime_dash.diag import catalogue as diag
+# The columns the analysis reads: the catalogue of regime_dash.diag.catalogue (the finders and checks import them here).
+from regime_dash.diag.catalogue import (  # noqa: F401
     B_SIZE, BOOST_FACTOR, BOOST_WINDOW, COUNT, DECAY_ALPHA, DURATION, ENVELOPE, EPS_MAX, EPS_MIN, FACTOR, FLAG,
     KELLY, KELLY_ANALYTIC, LIVE, MAX_DURATION, N_RECOVERY, POPART_VAR, RECENCY, REMAINING, SIGMA, SIGMA_THR,
     STEPS_CONFIG, TAU_ACTION, TAU_MIN, TAU_MIN_EFF, TIMEOUT, VARIANCE, WORST)
-from regime_dash.slots import DEFAULT_LAYOUT
+from regime_dash.core.slots import DEFAULT_LAYOUT
 
 P, R = diag.P, diag.R
 

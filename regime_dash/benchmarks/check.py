@@ -38,7 +38,7 @@ _READ = "import sys, pandas as pd; pd.read_parquet(sys.argv[1])"
 def write_run(path: Path, steps: int, accounts: int) -> Path:
     """The benchmark's diag: a replayed scenario with its inputs logged, as Parquet."""
     import regime_dash as rd
-    from regime_dash import scenarios
+    from regime_dash.sources import scenarios
 
     stream = scenarios.make("kelly_trap_run8", steps=steps, accounts=accounts)
     frame = rd.replay(stream, engine="fast", device="cpu", log_inputs=True)

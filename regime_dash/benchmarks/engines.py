@@ -15,7 +15,7 @@ On one synthetic stream (T = 25,000 steps × b = 1,024 accounts by default; see
 ``fast`` GPU device        phase 1 + scan + normalize launched on device-resident data
                            (CUDA events), the like-for-like partner of ``cuda`` per step
 ``fast`` GPU end to end    ``fast_gpu.run``: host arrays in, host arrays out
-``sweep``                  :func:`regime_dash.sweep` with S configs, on each device here
+``sweep``                  :func:`regime_dash.runs.sweeps` with S configs, on each device here
 D2D copy                   a device-to-device copy of the stream's rewards and lots: the roofline
 live                       one live step of the GPU and the reference stepper, the market apart
                            (:mod:`regime_dash.benchmarks.live_step`; ``--live-only`` runs just these)
@@ -52,8 +52,8 @@ import numpy as np
 
 from regime_dash.benchmarks.inputs import bench_stream
 from regime_dash.benchmarks.timing import repeat, timed, wall
-from regime_dash.config import RegimeConfig
-from regime_dash.streams import Stream
+from regime_dash.core.config import RegimeConfig
+from regime_dash.core.streams import Stream
 
 #: Targets read as ratios of figures measured in one run.
 RATIO_TARGETS = {
@@ -421,7 +421,7 @@ def _phase1_from_host(staged: bool) -> Callable[[Context], Timed]:
 
 def _warm_sweep(ctx: Context, device: str) -> None:
     """One small sweep per device before its rows (the kernels loaded); its failure fails each of them."""
-    from regime_dash.sweep import sweep
+    from regime_dash.runs.sweeps import sweep
 
     key = ("warm sweep", device)
     if key not in ctx.state:
@@ -436,7 +436,7 @@ def _warm_sweep(ctx: Context, device: str) -> None:
 
 def _sweep(device: str, size: int, as_list: bool) -> Callable[[Context], Timed]:
     def setup(ctx: Context) -> Timed:
-        from regime_dash.sweep import expand_configs, sweep
+        from regime_dash.runs.sweeps import expand_configs, sweep
 
         _warm_sweep(ctx, device)
         configs = expand_configs(sweep_grid(size)) if as_list else sweep_grid(size)
@@ -501,7 +501,7 @@ def _sweep_kernel_timed(ctx: Context, size: int) -> Timed:
 
     from regime_dash.engine import fast_gpu, initial_isv, loader
 
-    sw = importlib.import_module("regime_dash.sweep")  # the package exports the function under that name
+    sw = importlib.import_module("regime_dash.runs.sweeps")  # the package exports the function under that name
     layout = ctx.init[2]
     cp = loader.cupy_module()
     mod = fast_gpu.module(layout)
@@ -523,7 +523,7 @@ def _sweep_kernel_timed(ctx: Context, size: int) -> Timed:
 
 def _one_gpu_sweep(grid: dict[str, list[float]], small: dict[str, list[float]]) -> Callable[[Context], Timed]:
     def setup(ctx: Context) -> Timed:
-        from regime_dash.sweep import sweep
+        from regime_dash.runs.sweeps import sweep
 
         sweep(ctx.warm, small, engine="fast", device="gpu")
         return _walled(lambda: sweep(ctx.stream, grid, engine="fast", device="gpu"), gpus=1)  # warm-up at full size
@@ -534,7 +534,7 @@ def _dask_sweep(grid: dict[str, list[float]], small: dict[str, list[float]], cli
                 labelled: bool) -> Callable[[Context], Timed]:
     """The grid sweep through a local cluster of one worker per GPU (``client``'s, or its own if None)."""
     def setup(ctx: Context) -> Timed:
-        from regime_dash import distributed
+        from regime_dash.runs import scheduler as distributed
         from regime_dash.errors import EngineUnavailable
 
         n_gpu = distributed.gpu_count()
@@ -547,8 +547,8 @@ def _dask_sweep(grid: dict[str, list[float]], small: dict[str, list[float]], cli
 
 
 def _dask_timed(ctx: Context, grid, small, client: Any, n_gpu: int, labelled: bool) -> Timed:
-    from regime_dash import distributed
-    from regime_dash.sweep import sweep
+    from regime_dash.runs import scheduler as distributed
+    from regime_dash.runs.sweeps import sweep
 
     client.wait_for_workers(n_gpu, timeout=120)
     want = sweep(ctx.stream, small, engine="fast", device="gpu").table
@@ -618,7 +618,7 @@ def _scale_out_section(ctx: Context, extra_steps: Sequence[int], accounts: int, 
 
 def _cluster_client(stack: contextlib.ExitStack) -> Any:
     """A client of a local cluster of one worker per GPU, closed with ``stack``; None with fewer than two GPUs."""
-    from regime_dash import distributed
+    from regime_dash.runs import scheduler as distributed
 
     if distributed.gpu_count() < 2:
         return None
@@ -727,7 +727,7 @@ def _check_sizes(steps: int, accounts: int, repeats: int, budget_s: float, sweep
 
 def _context(steps: int, accounts: int, seed: int, repeats: int, budget_s: float) -> Context:
     from regime_dash.engine import initial_isv, loader, snapshot_indices
-    from regime_dash.slots import DEFAULT_LAYOUT
+    from regime_dash.core.slots import DEFAULT_LAYOUT
 
     stream = bench_stream(steps, accounts, seed)
     isv0, boot = initial_isv(RegimeConfig(), None, DEFAULT_LAYOUT)

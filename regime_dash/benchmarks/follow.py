@@ -16,7 +16,7 @@ commits them every 2 s. Reported:
 
 * chart latency: a reader process does what the Explore page does for a live run once
   a second (the follow status read, then, when the run's version moved, the held frame
-  grown by the new rows: :class:`regime_dash.live_frame.LiveFrame`) on the first file's
+  grown by the new rows: :class:`regime_dash.follow.live_frame.LiveFrame`) on the first file's
   run; for every line, the time from its write to that reader holding it. The browser's
   draw of what it holds is not in it (``tests/test_browser_follow.py`` shows the in-place
   redraw);
@@ -57,9 +57,9 @@ json.dump(times, open(f"{folder}/../write-times.json", "w"))  # a file: a pipe t
 #: What the chart reader runs: Explore's live redraw of one run, once a second, until the run's follow ends.
 _READER = r"""
 import json, sys, time
-from regime_dash.live_frame import LiveFrame
-from regime_dash.store import RunStore
-from regime_dash.store_append import follow_status
+from regime_dash.follow.live_frame import LiveFrame
+from regime_dash.store.run_store import RunStore
+from regime_dash.store.append import follow_status
 store, name, out, limit = RunStore(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4])
 seen, live, version, started = {}, None, None, time.monotonic()
 while time.monotonic() - started < limit:
@@ -134,8 +134,8 @@ class _CommitWatch:
         self.thread.start()
 
     def _watch(self) -> None:
-        from regime_dash.store import RunStore
-        from regime_dash.store_append import follow_status
+        from regime_dash.store.run_store import RunStore
+        from regime_dash.store.append import follow_status
 
         rs = RunStore(self.store)
         while not self.done.wait(self.every):
@@ -165,7 +165,7 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 def measure(files: int, rate: float, seconds: float, workdir: Path, warmup: float = 10.0) -> dict:
-    from regime_dash.samples import SAMPLE_DIR
+    from regime_dash.sources.samples import SAMPLE_DIR
 
     src, folder, store = SAMPLE_DIR / "diag.jsonl", workdir / "logs", workdir / "store"
     folder.mkdir(parents=True)

@@ -260,7 +260,7 @@ def bomb_peaks(work: Path, expanded_gib: float) -> dict[str, Any]:
 
 
 def _time_ours(path: Path, work: Path, repeat: int) -> float:
-    from regime_dash.store import RunStore
+    from regime_dash.store.run_store import RunStore
 
     def once():
         root = work / "store"
@@ -345,7 +345,7 @@ def _time_pyarrow(path: Path, work: Path, repeat: int) -> tuple[float, float]:
 
 _PEAK_CHILD = """
 import sys, threading, time
-from regime_dash.store import RunStore
+from regime_dash.store.run_store import RunStore
 
 def rss():
     with open('/proc/self/status') as f:

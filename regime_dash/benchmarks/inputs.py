@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from regime_dash.streams import Stream
+from regime_dash.core.streams import Stream
 
 
 def bench_stream(steps: int, accounts: int, seed: int = 0) -> Stream:

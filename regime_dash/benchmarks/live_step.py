@@ -13,7 +13,7 @@ inputs (step t's rewards, lots and scalars, prepared before the clock starts):
                       blocks launch is captured before the clock starts
 ``reference step``    :meth:`ReferenceStepper.step` calls: the baseline, same inputs
 ``simulator ...``     :meth:`Simulator.step` with each stepper: the market model included
-``market model``      :func:`regime_dash.simulator.market_step` alone, per step
+``market model``      :func:`regime_dash.sources.simulator.market_step` alone, per step
 
 Every figure comes from this run; the first call of each stepper is a warm-up
 and not timed. The target is a GPU step of at most
@@ -85,12 +85,12 @@ def _step_call(stepper, stream, inputs):
 def measure(accounts: int, steps: int = DEFAULT_LIVE_STEPS, seed: int = 0) -> dict[str, Any]:
     """The live rows at b = ``accounts`` (see the module docstring); GPU rows say why when they cannot run."""
     from regime_dash.benchmarks.inputs import bench_stream
-    from regime_dash.config import RegimeConfig
+    from regime_dash.core.config import RegimeConfig
     from regime_dash.engine import initial_isv
     from regime_dash.engine.gpu_stepper import GpuStepper, available
     from regime_dash.engine.steppers import ReferenceStepper, block_inputs
-    from regime_dash.simulator import Draws, Market, MarketState, Simulator, market_step
-    from regime_dash.slots import DEFAULT_LAYOUT
+    from regime_dash.sources.simulator import Draws, Market, MarketState, Simulator, market_step
+    from regime_dash.core.slots import DEFAULT_LAYOUT
 
     layout = DEFAULT_LAYOUT
     stream = bench_stream(steps + TICK, accounts, seed)
@@ -160,11 +160,11 @@ def run(accounts: tuple[int, ...] = DEFAULT_LIVE_ACCOUNTS, steps: int = DEFAULT_
 def profile(accounts: int = 1_024, steps: int = DEFAULT_LIVE_STEPS, top: int = 25) -> str:
     """cProfile of ``steps`` :meth:`GpuStepper.step` calls at b = ``accounts``: the top functions by own time."""
     from regime_dash.benchmarks.inputs import bench_stream
-    from regime_dash.config import RegimeConfig
+    from regime_dash.core.config import RegimeConfig
     from regime_dash.engine import initial_isv
     from regime_dash.engine.gpu_stepper import GpuStepper
     from regime_dash.engine.steppers import block_inputs
-    from regime_dash.slots import DEFAULT_LAYOUT
+    from regime_dash.core.slots import DEFAULT_LAYOUT
 
     stream = bench_stream(steps + 1, accounts)
     inputs = [block_inputs(stream, t) for t in range(stream.steps)]

@@ -68,7 +68,7 @@ def _cli(argv: list[str]) -> None:
 
 
 def _stage_scenario(work: Path, a: argparse.Namespace) -> dict:
-    from regime_dash import scenarios
+    from regime_dash.sources import scenarios
 
     t0 = time.perf_counter()
     stream = scenarios.make(SCENARIO, steps=a.steps, accounts=a.accounts)
@@ -91,7 +91,7 @@ def _stage_draws(work: Path, a: argparse.Namespace) -> dict:
 
 
 def _stage_simulate(work: Path, a: argparse.Namespace) -> dict:
-    from regime_dash.simulator import simulate
+    from regime_dash.sources.simulator import simulate
 
     t0 = time.perf_counter()
     simulate(SIM_PRESET, steps=a.sim_steps, accounts=a.accounts, engine="fast", keep_stream=False).frame()
@@ -113,7 +113,7 @@ def _frame(work: Path):
 
 
 def _stage_diag_write(work: Path, a: argparse.Namespace) -> dict:
-    from regime_dash import diag
+    from regime_dash.diag import catalogue as diag
 
     frame = _frame(work)
     t0 = time.perf_counter()
@@ -202,8 +202,8 @@ def _stage_check(work: Path, a: argparse.Namespace) -> dict:
 
 
 def _stage_explore(work: Path, a: argparse.Namespace) -> dict:
-    from regime_dash.figures import signal_spec
-    from regime_dash.store import RunStore
+    from regime_dash.figures.signals import signal_spec
+    from regime_dash.store.run_store import RunStore
 
     t0 = time.perf_counter()
     store = RunStore(work / "store")
@@ -225,9 +225,9 @@ def _whatif(work: Path, a: argparse.Namespace, device: str) -> dict:
     block by block, never its whole [T, b] arrays) and the baseline's replay and traces are the page's
     cached ones (made once, untimed; its cache hands them back as they are, not copies); a move replays
     the scan with one field changed and builds the what-if's traces and the figure dict."""
-    from regime_dash.config import RegimeConfig
+    from regime_dash.core.config import RegimeConfig
     from regime_dash.engine import file_phase1, replay
-    from regime_dash.figures import run_traces, signal_spec
+    from regime_dash.figures.signals import run_traces, signal_spec
 
     stream, stats = file_phase1.read(work / "stream.npz")  # the page's cached light inputs, on either device
     options = {"stats": stats, "normalized": False}

@@ -135,9 +135,10 @@ def chromium(viewport: tuple[int, int] = (1400, 2400), timeout_ms: int = 120_000
 
 def make_run(store: str | os.PathLike, steps: int, accounts: int, seed: int = 0) -> dict[str, Any]:
     """Replay ``kelly_trap_run8`` for ``steps`` steps, write it as a diag.jsonl and ingest it into ``store``."""
-    from regime_dash import diag, scenarios
+    from regime_dash.diag import catalogue as diag
+    from regime_dash.sources import scenarios
     from regime_dash.engine import replay_trajectory
-    from regime_dash.store import RunStore
+    from regime_dash.store.run_store import RunStore
 
     with Stopwatch() as sw:
         stream = scenarios.make("kelly_trap_run8", seed=seed, steps=steps, accounts=accounts)
@@ -197,10 +198,10 @@ def million_step_costs(store: str | os.PathLike, run_id: str, target: int = 1_00
     import numpy as np
     import pandas as pd
 
-    from regime_dash import figures
-    from regime_dash.aliases import canonical_frame
+    from regime_dash.figures import signals as figures
+    from regime_dash.diag.aliases import canonical_frame
     from regime_dash.analysis import diagnose
-    from regime_dash.store import RunStore
+    from regime_dash.store.run_store import RunStore
 
     frame = canonical_frame(RunStore(store).load(run_id))
     big = pd.concat([frame] * -(-target // len(frame)), ignore_index=True).iloc[:target]

@@ -5,7 +5,7 @@
     python -m regime_dash bench sensitivity [--scenario kelly_trap_run8] [--steps T] [--accounts B]
         [--repeats N] [--device auto|cpu|gpu] [--json FILE]
 
-Times :func:`regime_dash.sensitivity.sensitivity` on one scenario (by default
+Times :func:`regime_dash.runs.sensitivity.sensitivity` on one scenario (by default
 Run #8's trap: 3,000 steps × 128 accounts, every config field one at a time and
 the top three pairwise, findings included) and, in the same run and on the
 same stream, one single replay on the same engine (``replay(..., engine="fast")``
@@ -31,11 +31,11 @@ TARGET_S = 2.0
 def run(scenario: str = "kelly_trap_run8", steps: int | None = None, accounts: int | None = None,
         repeats: int = 5, device: str = "cpu", seed: int = 0) -> dict[str, Any]:
     """Time the sensitivity and a single replay of one scenario; see the module docstring."""
-    from regime_dash import scenarios
-    from regime_dash.config import RegimeConfig
+    from regime_dash.sources import scenarios
+    from regime_dash.core.config import RegimeConfig
     from regime_dash.engine import replay
     from regime_dash.errors import ValidationError
-    from regime_dash.sensitivity import sensitivity
+    from regime_dash.runs.sensitivity import sensitivity
 
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValidationError(f"repeats must be an int >= 1, got {repeats!r}", field="repeats", value=repeats)

@@ -80,16 +80,17 @@ HAS_TRACE_JS = """(name) => Array.from(document.querySelectorAll('.js-plotly-plo
 
 #: Columns the charts draw (the big run keeps only these, so its file stays a few hundred MB).
 def _chart_columns() -> list[str]:
-    from regime_dash import figures
+    from regime_dash.figures import signals as figures
 
     return sorted({"step", *figures.PANEL_COLUMNS})
 
 
 def make_big_run(store: str | os.PathLike, steps: int, seed: int = 0, base_steps: int = 25_000) -> dict[str, Any]:
     """A ``steps``-step run in ``store``: a ``base_steps`` replay's chart columns, tiled with steps renumbered."""
-    from regime_dash import diag, scenarios
+    from regime_dash.diag import catalogue as diag
+    from regime_dash.sources import scenarios
     from regime_dash.engine import replay
-    from regime_dash.store import RunStore
+    from regime_dash.store.run_store import RunStore
 
     t0 = time.perf_counter()
     frame = replay(scenarios.make("kelly_trap_run8", seed=seed, steps=base_steps, accounts=64), engine="auto")
@@ -229,7 +230,7 @@ PANEL_AXIS_JS = """(title) => {
 def custom_panel_actions(ctx, base: str, run_id: str, repeat: int) -> dict[str, list[float]]:
     """Explore with ``run_id``: a field picked from the panel search until its panel is drawn (on a
     fresh page each time), and that panel's log toggle until its y axis is drawn as log (or linear again)."""
-    from regime_dash import diag
+    from regime_dash.diag import catalogue as diag
 
     field, title = diag.SIGMA, "popart.sigma"
     page = ctx.new_page()

@@ -97,7 +97,7 @@ def _modules_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
 
 
 def _sensitivity_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
-    from regime_dash.scenarios import SCENARIOS
+    from regime_dash.sources.scenarios import SCENARIOS
 
     p.add_argument("--scenario", default="kelly_trap_run8", choices=sorted(SCENARIOS),
                    help="scenario preset (default kelly_trap_run8: 3000 steps × 128 accounts)")

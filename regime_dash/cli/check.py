@@ -103,7 +103,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _user_aliases(path: str | None) -> dict | None:
-    from regime_dash.aliases import parse_alias_json
+    from regime_dash.diag.aliases import parse_alias_json
     from regime_dash.errors import ValidationError
 
     if path is None:
@@ -119,7 +119,7 @@ def _user_aliases(path: str | None) -> dict | None:
 def load_target(target: str, store: str | None = None,
                 aliases: dict | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Read a run: a file when ``target`` is one, else a run id or unique run name in the
-    store (:func:`regime_dash.store.resolve_target`).
+    store (:func:`regime_dash.store.run_store.resolve_target`).
 
     Returns the frame (raw column names) and a small ``source`` dict for the report. A
     diag.jsonl is read as the store reads it: its JSON object lines without a diag field
@@ -127,7 +127,7 @@ def load_target(target: str, store: str | None = None,
     the file is not a diag (``None`` when it is one).
     """
     from regime_dash.errors import IngestError
-    from regime_dash.store import RunStore, resolve_target
+    from regime_dash.store.run_store import RunStore, resolve_target
 
     from regime_dash.analysis.view import NULL_ROWS_ATTR, null_rows
 
@@ -176,7 +176,7 @@ def require_diag(frame: pd.DataFrame, target: str, source: dict) -> None:
 
 
 def _prepared(target: str, store: str | None, aliases: dict | None) -> tuple[pd.DataFrame, dict]:
-    from regime_dash.aliases import canonical_frame
+    from regime_dash.diag.aliases import canonical_frame
 
     frame, source = load_target(target, store, aliases)
     frame = canonical_frame(frame, aliases)
@@ -241,12 +241,12 @@ def _announce_rederivation(rows: int) -> None:
 
 
 def run_check_all(args: argparse.Namespace) -> int:
-    """``check --all``: every run of the store, one summary table (regime_dash.check_all)."""
+    """``check --all``: every run of the store, one summary table (regime_dash.runs.check_all)."""
     import functools
 
-    from regime_dash.check_all import check_all, store_check
+    from regime_dash.runs.check_all import check_all, store_check
     from regime_dash.errors import ValidationError
-    from regime_dash.store import RunStore
+    from regime_dash.store.run_store import RunStore
 
     if args.target is not None or args.only is not None:
         raise ValidationError("check --all takes no RUN_ID|FILE and no --only", field="all",
@@ -268,7 +268,7 @@ def run_check_all(args: argparse.Namespace) -> int:
 def check_all_exit_code(statuses) -> int:
     """``check --all``'s exit status: 2 when a run could not be read (damaged, deleted meanwhile) or is
     not a diag (as ``check RUN`` exits for it), else 1 when a run failed, else 0."""
-    from regime_dash.check_all import NOT_DIAG
+    from regime_dash.runs.check_all import NOT_DIAG
 
     statuses = list(statuses)
     if NOT_DIAG in statuses or "error" in statuses:

@@ -33,8 +33,8 @@ def _line(run_id: str, verdict, rows: int, last) -> str:
 
 def run_check_follow(args: argparse.Namespace, poll_every: float = 0.5) -> int:
     from regime_dash.errors import ValidationError
-    from regime_dash.follow import RunWatch
-    from regime_dash.store import RunStore
+    from regime_dash.follow.follower import RunWatch
+    from regime_dash.store.run_store import RunStore
 
     if args.target is None:
         raise ValidationError("check --follow needs the RUN being followed", field="target")

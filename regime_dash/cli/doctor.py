@@ -1,7 +1,7 @@
 """``python -m regime_dash doctor [--repair]``: what is wrong with the run store, and moving it aside.
 
 Lists damaged parts, orphan run folders (no ``_meta.json``), stray files, symlinked
-run folders and staging debris, one line each (:mod:`regime_dash.store_doctor`).
+run folders and staging debris, one line each (:mod:`regime_dash.store.doctor`).
 ``--repair`` moves each to ``<store>/_quarantine/`` and never deletes. Exit status:
 0 nothing wrong (or everything moved), 1 problems listed and left in place, 2 a
 move failed.
@@ -31,8 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_doctor(args: argparse.Namespace) -> int:
     from regime_dash.cli.progress import ProgressBar
-    from regime_dash.store import RunStore
-    from regime_dash.store_doctor import repair, survey
+    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.doctor import repair, survey
 
     store = RunStore(args.store)
     bar = ProgressBar("surveying the store", unit="entries", scale=1) if sys.stderr.isatty() else None

@@ -28,7 +28,7 @@ def check_out(out: str | Path) -> Path:
 
 def write(frame: pd.DataFrame, out: str | Path) -> Path:
     """Write ``frame`` to ``out`` as diag.jsonl or Parquet, chosen by suffix."""
-    from regime_dash import diag
+    from regime_dash.diag import catalogue as diag
 
     out = check_out(out)
     out.parent.mkdir(parents=True, exist_ok=True)  # a new folder, as the README's data/out/

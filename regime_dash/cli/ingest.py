@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         from regime_dash.cli.ingest_follow import run_follow
 
         return run_follow(args)
-    from regime_dash.store import RunStore
+    from regime_dash.store.run_store import RunStore
 
     from regime_dash.errors import ValidationError
 

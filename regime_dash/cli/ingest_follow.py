@@ -1,7 +1,7 @@
 """``ingest FILE --follow --name NAME`` and ``ingest --follow DIR --glob PATTERN``.
 
 Tails diag.jsonl files a trainer is still writing into the store, one run each
-(:mod:`regime_dash.follow`): new lines are committed every ``--commit-every``
+(:mod:`regime_dash.follow.follower`): new lines are committed every ``--commit-every``
 seconds, the run's verdict is updated on each commit, and a check that starts
 failing raises one alert (``--on-alert CMD`` gets its JSON on stdin,
 ``--alert-webhook URL`` gets it POSTed). A status line is printed per commit.
@@ -46,10 +46,10 @@ def _status(c) -> str:
 
 
 def run_follow(args: argparse.Namespace) -> int:
-    from regime_dash.alerts import Dispatch
+    from regime_dash.follow.alerts import Dispatch
     from regime_dash.errors import ValidationError
-    from regime_dash.follow import DEFAULT_DASHBOARD, FollowSet, follow
-    from regime_dash.store import RunStore
+    from regime_dash.follow.follower import DEFAULT_DASHBOARD, FollowSet, follow
+    from regime_dash.store.run_store import RunStore
 
     if args.commit_every is None or not args.commit_every > 0:
         raise ValidationError(f"--commit-every must be > 0 seconds, got {args.commit_every!r}",

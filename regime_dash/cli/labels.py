@@ -1,7 +1,7 @@
 """``tag RUN TAG...``, ``untag RUN TAG...``, ``note RUN TEXT`` and ``rename RUN NEW``.
 
 RUN is a run id, the run's name or an alias (see ``runs``); the changes live in the run's
-metadata (:mod:`regime_dash.store_labels`). Exit 2 for an unknown run or a bad tag.
+metadata (:mod:`regime_dash.store.labels`). Exit 2 for an unknown run or a bad tag.
 """
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_tag(args: argparse.Namespace) -> int:
-    from regime_dash.store import RunStore
-    from regime_dash.store_labels import tag
+    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.labels import tag
 
     store = RunStore(args.store)
     tags = tag(store, args.run, args.tags)
@@ -43,8 +43,8 @@ def run_tag(args: argparse.Namespace) -> int:
 
 
 def run_untag(args: argparse.Namespace) -> int:
-    from regime_dash.store import RunStore
-    from regime_dash.store_labels import untag
+    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.labels import untag
 
     store = RunStore(args.store)
     tags, missing = untag(store, args.run, args.tags)
@@ -55,8 +55,8 @@ def run_untag(args: argparse.Namespace) -> int:
 
 
 def run_note(args: argparse.Namespace) -> int:
-    from regime_dash.store import RunStore
-    from regime_dash.store_labels import set_note
+    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.labels import set_note
 
     store = RunStore(args.store)
     note = set_note(store, args.run, args.text)
@@ -65,8 +65,8 @@ def run_note(args: argparse.Namespace) -> int:
 
 
 def run_rename(args: argparse.Namespace) -> int:
-    from regime_dash.store import RunStore
-    from regime_dash.store_labels import rename
+    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.labels import rename
 
     done = rename(RunStore(args.store), args.run, args.new)
     say(f"renamed {done['old']} to {done['name']} (run id {done['run_id']} unchanged)")

@@ -89,7 +89,7 @@ def run_replay(args: argparse.Namespace) -> int:
     if args.out:
         out = Path(args.out)
         if out.suffix == ".jsonl":
-            from regime_dash.diag import write_jsonl
+            from regime_dash.diag.catalogue import write_jsonl
 
             write_jsonl(frame, out)
         else:

@@ -40,8 +40,8 @@ if TYPE_CHECKING:  # the annotation only: pandas loads with the replay
 
 
 def register(subparsers) -> None:
-    from regime_dash.scenarios import SCENARIOS
-    from regime_dash.market import PRESETS
+    from regime_dash.sources.scenarios import SCENARIOS
+    from regime_dash.sources.market import PRESETS
 
     p = subparsers.add_parser(
         "replay", help=help_of("replay"),
@@ -72,13 +72,13 @@ def register(subparsers) -> None:
 def produce(args: argparse.Namespace) -> pd.DataFrame:
     """The diag frame the arguments ask for (no file written); a fused replay with a mirror off
     carries the single path's frame and the finding in ``attrs`` (``single``, ``findings``)."""
-    from regime_dash import scenarios
-    from regime_dash.config import RegimeConfig
+    from regime_dash.sources import scenarios
+    from regime_dash.core.config import RegimeConfig
 
     config = RegimeConfig().with_settings(args.settings)
     controllers = getattr(args, "controllers", "single")
     if args.simulate:
-        from regime_dash.simulator import simulate
+        from regime_dash.sources.simulator import simulate
 
         if controllers != "single":
             raise ValidationError("--controllers fused replays a --scenario or a --stream; --simulate runs the "

@@ -11,7 +11,7 @@ prints one line to stdout: the step, kelly_f, the dead zone and its duration,
 last line. ``--change STEP:FIELD=VALUE`` switches a config field from step STEP
 on (the ISV state carries over); ``--inject STEP:shock|flat|boundary`` injects
 before step STEP (on a stream: an edit of its inputs; see
-:mod:`regime_dash.live`). ``--interval`` paces the ticks for a person watching
+:mod:`regime_dash.runs.live`). ``--interval`` paces the ticks for a person watching
 a terminal; the default 0 runs as fast as it can, for a log. Ctrl-C stops the
 run; ``--out`` then gets what was played.
 """
@@ -59,7 +59,7 @@ def events(changes: list[str], injections: list[str]) -> list[tuple[int, str, ob
 
     ``kind`` is ``config`` (``what``: ``{field: value}``) or one of :data:`INJECTIONS`.
     """
-    from regime_dash.config import parse_setting
+    from regime_dash.core.config import parse_setting
 
     out: list[tuple[int, str, object]] = []
     for text in changes:
@@ -75,11 +75,11 @@ def events(changes: list[str], injections: list[str]) -> list[tuple[int, str, ob
 
 
 def make_run(args: argparse.Namespace):
-    """The :class:`~regime_dash.live.LiveRun` the source arguments name, not started."""
-    from regime_dash import scenarios
-    from regime_dash.config import RegimeConfig
-    from regime_dash.live import LiveRun
-    from regime_dash.simulator import PRESETS, Simulator
+    """The :class:`~regime_dash.runs.live.LiveRun` the source arguments name, not started."""
+    from regime_dash.sources import scenarios
+    from regime_dash.core.config import RegimeConfig
+    from regime_dash.runs.live import LiveRun
+    from regime_dash.sources.simulator import PRESETS, Simulator
 
     config = RegimeConfig().with_settings(args.settings)
     if args.simulate:
@@ -112,8 +112,8 @@ def _apply(run, kind: str, what) -> None:
 def run(args: argparse.Namespace) -> int:
     """Play the run, printing a status line per tick; write ``--out`` at the end if given."""
     from regime_dash.cli.frame_out import write
-    from regime_dash.config import RegimeConfig
-    from regime_dash.live import status_line
+    from regime_dash.core.config import RegimeConfig
+    from regime_dash.runs.live import status_line
 
     if args.tick < 1:
         raise ValidationError(f"--tick must be >= 1, got {args.tick}", field="--tick", value=args.tick)

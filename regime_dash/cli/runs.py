@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from regime_dash.store import RunStore
+    from regime_dash.store.run_store import RunStore
 
     store = RunStore(args.store)
     runs = _rows(store, args)
@@ -62,7 +62,7 @@ def _rows(store, args: argparse.Namespace) -> list[dict]:
     if not (args.json or args.where):
         runs = store.list_runs()
         return [r for r in runs if all(t in r["tags"] for t in args.tag)]
-    from regime_dash.run_table import filter_rows, parse_where, table
+    from regime_dash.runs.run_table import filter_rows, parse_where, table
 
     for w in args.where:
         parse_where(w)  # a malformed test fails before any run is judged
@@ -80,10 +80,10 @@ def _rows(store, args: argparse.Namespace) -> list[dict]:
 
 
 def run_rm(args: argparse.Namespace) -> int:
-    from regime_dash.store import RunStore
+    from regime_dash.store.run_store import RunStore
 
     store = RunStore(args.store)
-    from regime_dash.store_labels import remove_alias
+    from regime_dash.store.labels import remove_alias
 
     for ref in args.run_ids:
         rid, how = store.resolve_ref(ref)  # StoreError -> "error: ..." and exit 2 (cli.main)

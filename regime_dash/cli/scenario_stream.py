@@ -17,7 +17,8 @@ def generated(name: str, engine: str, **size: Any) -> tuple[Any, Any]:
     """``(stream, phase 1 or None)`` of preset ``name`` (``size``: seed, steps, accounts), phase 1
     where the replay will run the fast engine on the CPU with its kernels already compiled
     (a compile is announced by the replay itself, never run silently here)."""
-    from regime_dash import market_jit, scenarios
+    from regime_dash.sources import market_jit
+    from regime_dash.sources import scenarios
 
     market_jit.load()  # loading takes the GIL; the run on the thread then leaves it to this one
     made: queue.SimpleQueue = queue.SimpleQueue()

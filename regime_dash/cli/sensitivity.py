@@ -24,9 +24,9 @@ from regime_dash.errors import ConfigError
 
 
 def register(subparsers) -> None:
-    from regime_dash.scenarios import SCENARIOS
-    from regime_dash.sensitivity import PAIR_FIELDS, PAIR_POINTS, POINTS
-    from regime_dash.market import PRESETS
+    from regime_dash.sources.scenarios import SCENARIOS
+    from regime_dash.runs.sensitivity import PAIR_FIELDS, PAIR_POINTS, POINTS
+    from regime_dash.sources.market import PRESETS
 
     p = subparsers.add_parser(
         "sensitivity", help=help_of("sensitivity"),
@@ -58,7 +58,7 @@ def register(subparsers) -> None:
 def load_stream(args: argparse.Namespace, base):
     """The stream the arguments name; a ``--simulate`` live run runs under ``base``."""
     if args.simulate:
-        from regime_dash.simulator import simulate
+        from regime_dash.sources.simulator import simulate
 
         return simulate(args.simulate, steps=args.steps, accounts=args.accounts, seed=args.seed,
                         config=base).stream()
@@ -72,9 +72,9 @@ def source_name(args: argparse.Namespace) -> str:
 
 
 def format_report(result, source: str) -> list[str]:
-    """The human report of a :class:`~regime_dash.sensitivity.SensitivityResult`."""
-    from regime_dash.config import RegimeConfig
-    from regime_dash.sensitivity import format_value
+    """The human report of a :class:`~regime_dash.runs.sensitivity.SensitivityResult`."""
+    from regime_dash.core.config import RegimeConfig
+    from regime_dash.runs.sensitivity import format_value
 
     default = RegimeConfig().as_dict()
     changed = {k: v for k, v in result.base.as_dict().items() if default[k] != v}
@@ -106,8 +106,8 @@ def format_report(result, source: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from regime_dash.config import RegimeConfig
-    from regime_dash.sensitivity import sensitivity
+    from regime_dash.core.config import RegimeConfig
+    from regime_dash.runs.sensitivity import sensitivity
 
     base = RegimeConfig().with_settings(args.settings)
     fields = None

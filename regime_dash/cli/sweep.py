@@ -34,7 +34,7 @@ OUT_SUFFIXES = (".csv", ".parquet")
 
 
 def register(subparsers) -> None:
-    from regime_dash.scenarios import SCENARIOS
+    from regime_dash.sources.scenarios import SCENARIOS
 
     p = subparsers.add_parser(
         "sweep", help=help_of("sweep"),
@@ -64,18 +64,18 @@ def register(subparsers) -> None:
 def parse_grid(items: list[str]) -> dict[str, list[Any]]:
     """``["max_duration=100,500", "envelope=on,off"]`` → ``{field: [values]}``.
 
-    The one strict grid parser (:func:`regime_dash.params.parse_grid`) over
+    The one strict grid parser (:func:`regime_dash.core.params.parse_grid`) over
     RegimeConfig's fields: an unknown field, a field named twice, an empty or
     bad value raise :class:`ConfigError` naming it.
     """
-    from regime_dash.config import parse_grid as parse_config_grid
+    from regime_dash.core.config import parse_grid as parse_config_grid
 
     return parse_config_grid(items)
 
 
 def load_stream(args: argparse.Namespace):
     """The stream the arguments name (a preset, or a file cut to --steps/--accounts)."""
-    from regime_dash import scenarios
+    from regime_dash.sources import scenarios
 
     if args.scenario:
         return scenarios.make(args.scenario, seed=args.seed, steps=args.steps, accounts=args.accounts)
@@ -96,8 +96,8 @@ def write_table(table: pd.DataFrame, out: str | Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from regime_dash.config import RegimeConfig
-    from regime_dash.sweep import sweep
+    from regime_dash.core.config import RegimeConfig
+    from regime_dash.runs.sweeps import sweep
 
     if args.out and Path(args.out).suffix not in OUT_SUFFIXES:
         raise ValidationError(f"--out {args.out!r}: unknown suffix {Path(args.out).suffix!r}; "

@@ -17,12 +17,12 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from regime_dash import diag
-from regime_dash.config import RegimeConfig
+from regime_dash.diag import catalogue as diag
+from regime_dash.core.config import RegimeConfig
 from regime_dash.engine.controllers import CONTROLLERS, check_controllers  # noqa: F401  (CONTROLLERS: public)
 from regime_dash.errors import EngineUnavailable, StreamError, ValidationError
-from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
-from regime_dash.streams import StepStream, Stream
+from regime_dash.core.slots import DEFAULT_LAYOUT, SlotLayout
+from regime_dash.core.streams import StepStream, Stream
 
 #: engine name -> "module:function" of its backend (imported on first use, so
 #: that cupy and numba are only needed by the engines that use them).
@@ -142,7 +142,7 @@ def _fast_on_cpu(options: Mapping[str, Any]) -> bool:
 
 
 def input_columns(stream: Stream, sums: np.ndarray | None = None) -> dict[str, np.ndarray]:
-    """The :data:`regime_dash.diag.INPUT_COLUMNS` of ``stream``: its edge and τ inputs, and each step's
+    """The :data:`regime_dash.diag.catalogue.INPUT_COLUMNS` of ``stream``: its edge and τ inputs, and each step's
     (Σr, Σr², max|r|) in rl_popart_normalize's reduction order (:func:`.reference.block_reduce_stats`)."""
     sums = step_sums(stream) if sums is None else sums
     values = (stream.kelly_analytic, stream.tau_action, sums[:, 0], sums[:, 1], sums[:, 2])
@@ -226,7 +226,7 @@ def replay(stream: Stream, config: RegimeConfig | None = None, engine: str = "re
     Parameters
     ----------
     stream
-        The inputs (see :mod:`regime_dash.streams`); a :class:`~regime_dash.streams.StepStream` (its
+        The inputs (see :mod:`regime_dash.core.streams`); a :class:`~regime_dash.core.streams.StepStream` (its
         per-step fields only) on engine ``fast`` given its phase 1 (``stats=``).
     config
         What-if config; defaults to the spec's values.
@@ -236,9 +236,9 @@ def replay(stream: Stream, config: RegimeConfig | None = None, engine: str = "re
     isv
         Initial slot values by slot name, applied after bootstrap and config.
     layout
-        Slot layout (e.g. from :func:`regime_dash.slots.import_rust`).
+        Slot layout (e.g. from :func:`regime_dash.core.slots.import_rust`).
     log_inputs
-        Also log the inputs a diag does not carry (:data:`regime_dash.diag.INPUT_COLUMNS`: the Kelly edge,
+        Also log the inputs a diag does not carry (:data:`regime_dash.diag.catalogue.INPUT_COLUMNS`: the Kelly edge,
         IQN τ before its clamp, each step's batch sums), so every output can be re-derived from the file.
     controllers
         The risk-stack path: ``"single"`` (the single controller kernels, launch order
@@ -252,9 +252,9 @@ def replay(stream: Stream, config: RegimeConfig | None = None, engine: str = "re
     -------
     pandas.DataFrame
         ``step``, ``fold``, ``phase``, the dotted diag columns, the config columns (F2/F4/F5, models,
-        mirrors and the config slots; :data:`regime_dash.diag.CONFIG_COLUMNS`), the input columns
+        mirrors and the config slots; :data:`regime_dash.diag.catalogue.CONFIG_COLUMNS`), the input columns
         with ``log_inputs`` and, on the fused path,
-        :data:`regime_dash.diag.FUSED_COLUMN`. ``attrs`` carries ``layout_fingerprint``,
+        :data:`regime_dash.diag.catalogue.FUSED_COLUMN`. ``attrs`` carries ``layout_fingerprint``,
         ``engine`` and ``controllers``.
     """
     name = resolve_engine(engine)

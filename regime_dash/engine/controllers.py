@@ -9,7 +9,7 @@ CMDP → IQN τ → Inventory β → Kelly) and ``rl_fused_controllers`` (step 8
 ``fused``
     ``rl_fused_controllers``: the same functions behind the mirror switches
     ``fused_mirror_tau_boost`` and ``fused_mirror_resurrection`` of
-    :class:`~regime_dash.config.RegimeConfig` (on, the spec, it is the single
+    :class:`~regime_dash.core.config.RegimeConfig` (on, the spec, it is the single
     path bit for bit).
 
 Every engine takes ``controllers=``; the scans of the fast engine on the GPU

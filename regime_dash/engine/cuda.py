@@ -28,8 +28,8 @@ import numpy as np
 from regime_dash.engine import loader
 from regime_dash.engine.controllers import check_controllers
 from regime_dash.errors import StreamError, ValidationError
-from regime_dash.slots import SlotLayout
-from regime_dash.streams import SCHEMA, STEP_FIELDS, StepStream, Stream, check_arrays, check_schema
+from regime_dash.core.slots import SlotLayout
+from regime_dash.core.streams import SCHEMA, STEP_FIELDS, StepStream, Stream, check_arrays, check_schema
 
 #: The .cu files of this engine (one NVRTC module).
 FILES: tuple[str, ...] = (
@@ -64,7 +64,7 @@ def check_inputs(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: Slo
     """Check a backend call's arrays before anything goes to the device; return (T, b).
 
     ``per_step``: the call reads only the per-step fields (phase 1 given, no normalize pass),
-    so a :class:`~regime_dash.streams.StepStream` is accepted.
+    so a :class:`~regime_dash.core.streams.StepStream` is accepted.
 
     Streams are validated when built, but a backend can be called directly, with
     arrays changed after validation or sliced into non-contiguous views, so the

@@ -47,8 +47,8 @@ from regime_dash.engine._jit import HAVE_NUMBA, jitable
 from regime_dash.engine.controllers import check_controllers
 from regime_dash.engine.step_stats import StepStats
 from regime_dash.errors import EngineUnavailable, StreamError, ValidationError
-from regime_dash.slots import SlotLayout
-from regime_dash.streams import StepStream
+from regime_dash.core.slots import SlotLayout
+from regime_dash.core.streams import StepStream
 
 DEVICES = ("auto", "cpu", "gpu")
 
@@ -66,7 +66,7 @@ _COMPACT_IX = np.arange(len(reference.SLOT_ORDER), dtype=np.int32)
 
 
 def _compact_pos(snapshot_pos: int) -> int:
-    from regime_dash import diag
+    from regime_dash.diag import catalogue as diag
 
     return reference.SLOT_ORDER.index(diag.SNAPSHOT_SLOTS[snapshot_pos])
 
@@ -85,8 +85,8 @@ def _dependency_fingerprint() -> str:
     # module constants it freezes in (slot positions, policy codes, summary
     # positions) come from the registry; both ride in the closure, so editing
     # either invalidates the cache, and nothing else does.
-    from regime_dash import diag
-    from regime_dash.slots import POLICY_CODES
+    from regime_dash.diag import catalogue as diag
+    from regime_dash.core.slots import POLICY_CODES
     from regime_dash.engine import _jit
 
     h = hashlib.sha256()
@@ -447,7 +447,7 @@ def step_stats_blocks(blocks, t_steps: int) -> StepStats:
     ``(first step index, rewards [n, b], lots [n, b])`` covering steps ``0 .. t_steps`` once.
 
     Phase 1 is a reduction per row, so it is :func:`step_stats` of the whole stream bit for bit,
-    whatever the blocks (a stream file read in blocks, :meth:`regime_dash.streams.StreamFile.blocks`).
+    whatever the blocks (a stream file read in blocks, :meth:`regime_dash.core.streams.StreamFile.blocks`).
 
     Raises
     ------
@@ -574,7 +574,7 @@ def sweep_cpu(stream, isv0s: np.ndarray, boot_rows: np.ndarray, layout: SlotLayo
     ----------
     stream
         The replayed stream; given ``stats``, only its per-step fields and b are read, so it may
-        be a :class:`~regime_dash.streams.StepStream`.
+        be a :class:`~regime_dash.core.streams.StepStream`.
     isv0s, boot_rows
         float32 [S, n_isv]: each scenario's initial ISV and its boundary bootstrap.
     layout
@@ -688,7 +688,7 @@ def run(stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout, snap_idx
     Raises
     ------
     StreamError
-        ``stream`` is a :class:`~regime_dash.streams.StepStream` (no [T, b] arrays) and ``stats`` is None
+        ``stream`` is a :class:`~regime_dash.core.streams.StepStream` (no [T, b] arrays) and ``stats`` is None
         or ``normalized`` is True: both read the [T, b] arrays.
     """
     check_controllers(controllers)

@@ -1,9 +1,9 @@
 """The GPU half of the fast engine: a two-phase replay, and sweeps over many scenarios.
 
-Phase 1 (``regime_dash/kernels/replay_step_stats.cu``) reduces every step's [b] batch in
+Phase 1 (``kernels/replay_step_stats.cu``) reduces every step's [b] batch in
 parallel, one 256-thread block per step, to the flat count and Σr, Σr², max|r|,
 with common.cuh's reduction in rl_popart_normalize's order. Phase 2
-(``regime_dash/kernels/replay_scan.cu``) runs the scalar state machine over the shared
+(``kernels/replay_scan.cu``) runs the scalar state machine over the shared
 phase-1 stats with the same float operations as regime_step.cuh's functions
 (which the per-step kernels call), with the ISV held in registers (the slot and
 snapshot lists are compiled in from the registry, so ``run`` accepts only the
@@ -13,7 +13,7 @@ recurrences, which lane 0 runs, and everything that hangs off them, which the
 32 lanes evaluate for 32 steps at once; it writes the [T, n] snapshot and each
 step's PopArt (μ, σ) pairs, and ``replay_normalize.cu`` then applies Pass 3
 (and rl_popart_v_correct) to all steps at once. For a sweep
-(``regime_dash/kernels/replay_sweep.cu``: one thread per scenario, one launch for all S) each
+(``kernels/replay_sweep.cu``: one thread per scenario, one launch for all S) each
 block loads every batch of step inputs once into shared memory, the threads keep
 only the slots the chain touches in registers (:func:`chain_slots`) and fold each
 step's snapshot row into register accumulators (the twin of
@@ -39,8 +39,8 @@ from regime_dash.engine.controllers import path_options
 from regime_dash.engine.cuda import check_inputs
 from regime_dash.engine.step_stats import StepStats
 from regime_dash.errors import ValidationError
-from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
-from regime_dash.streams import Stream, check_arrays
+from regime_dash.core.slots import DEFAULT_LAYOUT, SlotLayout
+from regime_dash.core.streams import Stream, check_arrays
 
 FILES: tuple[str, ...] = ("replay_step_stats.cu", "replay_scan.cu", "replay_normalize.cu",
                           "replay_sweep.cu")
@@ -63,7 +63,7 @@ def chain_slots(layout: SlotLayout) -> list[int]:
     The sweep kernel keeps only these in registers (``-DCHAIN_SLOT_LIST``); the
     header reaches slots only through their ``*_INDEX`` names, so this list is complete.
     """
-    from regime_dash import diag
+    from regime_dash.diag import catalogue as diag
 
     text = (loader.KERNEL_DIR / _STEP_HEADER).read_text(encoding="utf-8")
     names = set(re.findall(r"\b([A-Z][A-Z0-9_]*_INDEX)\b", text)) | set(diag.SNAPSHOT_SLOTS)
@@ -284,7 +284,7 @@ def run(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout,
     when the caller keeps it between replays: only the [T]-sized inputs then go to the device,
     not the [T, b] rewards and lots. ``normalized=False`` leaves out Pass 3 (the normalized
     rewards and ``v_pred`` come back None), as the CPU path does; given ``stats`` and with
-    ``normalized=False``, ``stream`` may be a :class:`~regime_dash.streams.StepStream`.
+    ``normalized=False``, ``stream`` may be a :class:`~regime_dash.core.streams.StepStream`.
 
     The snapshot comes back column-major (each slot's [T] column contiguous, as the CPU fast
     scan writes it), so the frame takes its columns without a transpose on the host.
@@ -417,7 +417,7 @@ def sweep_values(scalars: Stream, stats, accounts: int, isv0: np.ndarray, boot: 
     ----------
     scalars
         A stream whose per-step fields are used (its [T, b] batch is not read): a
-        :class:`~regime_dash.streams.StepStream`, or a Stream.
+        :class:`~regime_dash.core.streams.StepStream`, or a Stream.
     stats
         ``StepStats`` of the real stream (phase 1).
     accounts

@@ -1,7 +1,7 @@
 """A stream file's light replay inputs: its per-step fields and its phase 1, read block by block.
 
 A fast replay given phase 1 and no normalize pass reads nothing of the stream but its
-per-step fields and b (:class:`regime_dash.streams.StepStream`); phase 1 is a reduction
+per-step fields and b (:class:`regime_dash.core.streams.StepStream`); phase 1 is a reduction
 per step. So a page that replays one stream under many configs needs the [T, b] rewards
 and lots once, a block at a time, and never holds them: at T = 1,000,000 steps of 128
 accounts that is ~40 MB (the per-step fields and phase 1) where the stream is a GB.
@@ -14,18 +14,18 @@ from typing import Any
 
 from regime_dash.engine import fast
 from regime_dash.engine.step_stats import StepStats
-from regime_dash.streams import StepStream, Stream, StreamFile, load
+from regime_dash.core.streams import StepStream, Stream, StreamFile, load
 
 
 def read(path: str | Path, rows: int | None = None) -> tuple[StepStream, StepStats]:
     """``(per-step fields, phase 1)`` of the stream file ``path``, its [T, b] fields read ``rows`` steps at a
-    time (:meth:`StreamFile.blocks`'s default if None), every value checked as :func:`regime_dash.streams.load`
+    time (:meth:`StreamFile.blocks`'s default if None), every value checked as :func:`regime_dash.core.streams.load`
     checks it. The phase 1 is ``fast.step_stats(load(path))`` bit for bit.
 
     Raises
     ------
     StreamError
-        The file is not a stream :func:`regime_dash.streams.load` would accept.
+        The file is not a stream :func:`regime_dash.core.streams.load` would accept.
     """
     source = StreamFile(path)
     steps = source.per_step()
@@ -61,6 +61,6 @@ class LightFile:
 
 
 def open_light(path: str | Path, owner: Any = None) -> LightFile:
-    """:class:`LightFile` of ``path`` (its file checked as :func:`regime_dash.streams.load` checks it)."""
+    """:class:`LightFile` of ``path`` (its file checked as :func:`regime_dash.core.streams.load` checks it)."""
     steps, stats = read(path)
     return LightFile(Path(path), steps, stats, owner)

@@ -48,8 +48,8 @@ from regime_dash.engine import loader, snapshot_indices
 from regime_dash.engine.steppers import (KELLY_COL, ReferenceStepper, StepEngine, StepInputs, TrajectoryLog,
                                          check_block)
 from regime_dash.errors import EngineUnavailable, ValidationError
-from regime_dash.slots import SlotLayout
-from regime_dash.streams import Stream
+from regime_dash.core.slots import SlotLayout
+from regime_dash.core.streams import Stream
 
 #: Bytes of mapped input rows the default ring holds (rows = this // (8 b), within [1, MAX_ROWS]).
 RING_BYTES = 1 << 23

@@ -1,7 +1,7 @@
-"""Load the CUDA kernels of ``regime_dash/kernels/`` into CuPy modules.
+"""Load the CUDA kernels of ``kernels/`` into CuPy modules.
 
 One small loader serves every kernel. It reads the ``.cu`` files, prepends
-``#line 1 "regime_dash/kernels/<file>"`` to each so that a compiler error cites the real
+``#line 1 "kernels/<file>"`` to each so that a compiler error cites the real
 file and line, compiles the lot as one NVRTC translation unit with CuPy's
 ``RawModule``, and caches the module by (sha256 of the sources and headers,
 defines, options). Slot indices reach the kernels only as the registry's
@@ -26,14 +26,25 @@ from typing import Any, Sequence
 
 from regime_dash.engine import summary
 from regime_dash.errors import EngineUnavailable, KernelCompileError
-from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
+from regime_dash.core.slots import DEFAULT_LAYOUT, SlotLayout
 
-#: The kernels directory: package data (``regime_dash/kernels/``), found through
-#: importlib.resources so that a checkout, ``pip install .`` and a wheel all find it.
-#: A real directory, since nvcc and NVRTC take it as an ``-I`` path.
-KERNEL_DIR = Path(str(resources.files("regime_dash").joinpath("kernels")))
+
+
+def _kernel_dir() -> Path:
+    """The checkout's top-level ``kernels/``, else the wheel's copy (package data ``regime_dash/kernels/``).
+
+    A real directory either way, since nvcc and NVRTC take it as an ``-I`` path.
+    """
+    checkout = Path(__file__).resolve().parents[2] / "kernels"
+    if (checkout / "common.cuh").is_file():
+        return checkout
+    return Path(str(resources.files("regime_dash").joinpath("kernels")))
+
+
+#: The kernels directory: ``kernels/`` of a checkout, or the installed package's data.
+KERNEL_DIR = _kernel_dir()
 #: How the ``#line`` directives and errors name a kernel file.
-SOURCE_PREFIX = "regime_dash/kernels/"
+SOURCE_PREFIX = "kernels/"
 #: Headers every kernel may include; part of every cache key.
 HEADERS: tuple[str, ...] = ("common.cuh", "regime_step.cuh", "replay_inputs.cuh")
 #: Options of the parity builds: no FMA contraction, so every ``a * b + c`` is
@@ -58,7 +69,7 @@ def _read(name: str) -> str:
 
 
 def source_text(files: Sequence[str]) -> str:
-    """The translation unit: each file's text after ``#line 1 "regime_dash/kernels/<file>"``."""
+    """The translation unit: each file's text after ``#line 1 "kernels/<file>"``."""
     parts = []
     for name in files:
         parts.append(f'#line 1 "{SOURCE_PREFIX}{name}"\n{_read(name)}\n')
@@ -99,7 +110,7 @@ def defines(layout: SlotLayout = DEFAULT_LAYOUT) -> list[str]:
 
 def nvcc_ptx_command(name: str, layout: SlotLayout = DEFAULT_LAYOUT, arch: str = "sm_90",
                      options: Sequence[str] = PARITY_OPTIONS, output: str = "-") -> list[str]:
-    """The ``nvcc --ptx`` command line that compiles ``regime_dash/kernels/<name>`` like the loader does."""
+    """The ``nvcc --ptx`` command line that compiles ``kernels/<name>`` like the loader does."""
     return ["nvcc", "--ptx", f"-arch={arch}", *options, f"-I{KERNEL_DIR}", *defines(layout),
             "-o", output, str(KERNEL_DIR / name)]
 
@@ -192,12 +203,12 @@ class Module:
 
 def load_module(files: Sequence[str], layout: SlotLayout = DEFAULT_LAYOUT,
                 options: Sequence[str] = PARITY_OPTIONS) -> Module:
-    """Compile ``regime_dash/kernels/<files>`` as one module (cached) and return it.
+    """Compile ``kernels/<files>`` as one module (cached) and return it.
 
     Parameters
     ----------
     files
-        ``.cu`` file names under ``regime_dash/kernels/``.
+        ``.cu`` file names under ``kernels/``.
     layout
         Slot layout whose indices the kernels compile with.
     options
@@ -208,7 +219,7 @@ def load_module(files: Sequence[str], layout: SlotLayout = DEFAULT_LAYOUT,
     EngineUnavailable
         No cupy or no CUDA device here.
     KernelCompileError
-        NVRTC rejected the source; ``.log`` holds its log, citing ``regime_dash/kernels/<file>:<line>``.
+        NVRTC rejected the source; ``.log`` holds its log, citing ``kernels/<file>:<line>``.
     """
     cupy = cupy_module()
     files = tuple(files)

@@ -39,7 +39,7 @@ import numpy as np
 
 from regime_dash.engine import reference as R
 from regime_dash.engine._jit import HAVE_NUMBA, jitable
-from regime_dash.slots import DEFAULT_LAYOUT
+from regime_dash.core.slots import DEFAULT_LAYOUT
 
 #: The compact ISV the loop runs on: slot ``k`` is ``reference.SLOT_ORDER[k]``.
 COMPACT = DEFAULT_LAYOUT.with_indices({name: k for k, name in enumerate(R.SLOT_ORDER)})

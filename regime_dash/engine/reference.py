@@ -7,7 +7,7 @@ every constant is an ``np.float32`` so neither NumPy nor numba widens to
 float64, and every ``a * b + c`` is a separate multiply and add, which is what
 the kernels compile to with ``--fmad=false``.
 
-The batch sums follow the GPU block reduction of ``regime_dash/kernels/common.cuh``: 256
+The batch sums follow the GPU block reduction of ``kernels/common.cuh``: 256
 threads stride over the batch, each warp reduces with shuffle-down, and the
 first warp reduces the warp partials (:func:`block_reduce_stats`).
 
@@ -25,7 +25,7 @@ import numpy as np
 
 from regime_dash.engine._jit import jitable
 from regime_dash.engine.controllers import check_controllers
-from regime_dash.slots import DEFAULT_LAYOUT, POLICY_CODES, SlotLayout
+from regime_dash.core.slots import DEFAULT_LAYOUT, POLICY_CODES, SlotLayout
 
 #: Registry slot names in a fixed order; ``ix[k]`` is the layout index of ``SLOT_ORDER[k]``.
 SLOT_ORDER: tuple[str, ...] = tuple(sorted(DEFAULT_LAYOUT.names))

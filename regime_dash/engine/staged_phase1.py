@@ -1,7 +1,7 @@
 """Phase 1 of a GPU sweep straight from host memory: chunked, pinned, overlapped.
 
 A sweep needs only phase 1 of its stream (the per-step Σr, Σr², max|r| and flat
-count of ``regime_dash/kernels/replay_step_stats.cu``), so the [T, b] rewards and lots go to
+count of ``kernels/replay_step_stats.cu``), so the [T, b] rewards and lots go to
 the device once, and never come back. ``cupy.asarray`` of pageable memory moves
 them in one synchronous copy through the driver's own small staging buffer
 (about 5 GB/s measured for the 200 MB of the benchmark stream). Here the batch is
@@ -47,8 +47,8 @@ import numpy as np
 
 from regime_dash.engine.step_stats import StepStats
 from regime_dash.errors import ValidationError
-from regime_dash.shards import shard_bounds
-from regime_dash.streams import Stream, check_arrays
+from regime_dash.core.shards import shard_bounds
+from regime_dash.core.streams import Stream, check_arrays
 
 
 #: Bytes of rewards (and as many of lots) per chunk: big enough that a copy runs
@@ -155,7 +155,7 @@ def step_stats(stream: Stream, *, threads: int | None = None, chunk_bytes: int |
         non-empty range of the stream's steps.
     """
     from regime_dash.engine import fast_gpu, loader
-    from regime_dash.slots import DEFAULT_LAYOUT
+    from regime_dash.core.slots import DEFAULT_LAYOUT
 
     t_steps, b = check_arrays(stream)
     cp = loader.cupy_module()

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from regime_dash.config import RegimeConfig
+from regime_dash.core.config import RegimeConfig
 from regime_dash.engine import engine_status, initial_isv, resolve_engine
 from regime_dash.engine.steppers import BackendStepper, ReferenceStepper, StepEngine
-from regime_dash.slots import DEFAULT_LAYOUT, SlotLayout
+from regime_dash.core.slots import DEFAULT_LAYOUT, SlotLayout
 
 
 def live_engine(engine: str = "auto", *, accounts: int = 64, layout: SlotLayout | None = None) -> str:

@@ -1,8 +1,8 @@
 """The pipeline one step at a time: the step engines a live run drives.
 
 A replay hands a whole stream to a backend. A live run (the closed-loop
-:class:`~regime_dash.simulator.Simulator`, or a stream played step by step in
-:mod:`regime_dash.live`) needs the pipeline one step at a time, because what it
+:class:`~regime_dash.sources.simulator.Simulator`, or a stream played step by step in
+:mod:`regime_dash.runs.live`) needs the pipeline one step at a time, because what it
 feeds to step ``t`` depends on step ``t-1``'s output or on the user. A
 :class:`StepEngine` does that;
 :func:`regime_dash.engine.stepper_choice.make_stepper` picks one by engine name:
@@ -26,11 +26,11 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from regime_dash import diag
+from regime_dash.diag import catalogue as diag
 from regime_dash.engine import backend, engine_status, reference, resolve_engine, snapshot_indices
 from regime_dash.errors import EngineUnavailable, ValidationError
-from regime_dash.slots import SlotLayout
-from regime_dash.streams import Stream
+from regime_dash.core.slots import SlotLayout
+from regime_dash.core.streams import Stream
 
 #: Column of kelly_f in a snapshot row: what :meth:`StepEngine.step` returns.
 KELLY_COL = diag.SNAPSHOT_SLOTS.index("RL_KELLY_FRACTION_INDEX")

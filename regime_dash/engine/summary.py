@@ -3,7 +3,7 @@
 A sweep over thousands of configs cannot keep every trajectory, so each
 scenario folds its snapshot rows into a few float64 accumulators as it goes.
 :func:`fold` is that fold; the CPU sweep compiles it with numba, the GPU
-scan has its twin in ``regime_dash/kernels/replay_sweep.cu`` (``SummaryAcc``), and
+scan has its twin in ``kernels/replay_sweep.cu`` (``SummaryAcc``), and
 :func:`summarize_snapshot` applies it to a single replay's snapshot, so a sweep
 row and the matching single replay are equal by construction and by test.
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from regime_dash import diag
+from regime_dash.diag import catalogue as diag
 from regime_dash.engine._jit import jitable
 
 #: Summary metric names, in accumulator order.
@@ -134,6 +134,6 @@ def summarize_snapshot(snap: np.ndarray) -> dict[str, float]:
 
 
 def summarize_frame(frame) -> dict[str, float]:
-    """Summary of a replay frame (the snapshot columns of :mod:`regime_dash.diag`)."""
+    """Summary of a replay frame (the snapshot columns of :mod:`regime_dash.diag.catalogue`)."""
     snap = np.column_stack([frame[c].to_numpy(dtype=np.float32) for c in diag.SNAPSHOT_COLUMNS])
     return summarize_snapshot(snap)

@@ -2,7 +2,7 @@
 
 This module is the pure core of ingestion: it reads a source (bytes, a path, or a
 binary stream; plain or gzip) and yields values. It writes nothing; the run store
-(:mod:`regime_dash.store`) decides where the tables go.
+(:mod:`regime_dash.store.run_store`) decides where the tables go.
 
 Layout
 ------

@@ -2,7 +2,7 @@
 
 Diag field
     ``step`` or a ``risk_stack.*`` field (the diag contract's prefix), under its own name or
-    an alternative the alias table (:mod:`regime_dash.aliases`) gives ``step`` or a
+    an alternative the alias table (:mod:`regime_dash.diag.aliases`) gives ``step`` or a
     ``risk_stack.*`` column (``global_step``, ``kelly_f``, ``RL_REGIME_DEAD_ZONE_FLAG_INDEX``);
     with a user's aliases, their alternatives of such columns too.
 Diag line
@@ -44,7 +44,7 @@ def _diag_canonical(name: str) -> bool:
 @functools.lru_cache(maxsize=8)
 def _alternatives(user: tuple | None) -> tuple[frozenset[str], frozenset[str]]:
     """(every alternative name of a diag field, the alternatives of ``step``)."""
-    from regime_dash.aliases import merged_table
+    from regime_dash.diag.aliases import merged_table
 
     table = merged_table(dict(user) if user else None)
     diag = frozenset(a for c, alts in table.items() if _diag_canonical(c) for a in alts)

@@ -13,7 +13,7 @@ _FLOAT_MAX = 1.7976931348623157e308
 
 
 def _canonical_types() -> dict[str, pa.DataType]:
-    from regime_dash.diag import B_SIZE, DIAG_FIELDS, FLAT_COUNT
+    from regime_dash.diag.catalogue import B_SIZE, DIAG_FIELDS, FLAT_COUNT
 
     types: dict[str, pa.DataType] = {"step": pa.int64(), "fold": pa.int64(), "phase": pa.string(),
                                      "wall_time": pa.float64()}

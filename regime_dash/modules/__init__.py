@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping
 
 from regime_dash.errors import ValidationError
 from regime_dash.modules.base import ControllerModule
-from regime_dash.slots import DEFAULT_LAYOUT, Slot, SlotLayout
+from regime_dash.core.slots import DEFAULT_LAYOUT, Slot, SlotLayout
 
 
 def discover() -> dict[str, ControllerModule]:
@@ -59,7 +59,7 @@ def _row(slot: Slot | Mapping[str, Any]) -> tuple[str, int, str, tuple[str, ...]
 def orphan_slots(slot_table: Iterable[Slot | Mapping[str, Any]]) -> list[str]:
     """Names of slots that have consumers but no producer, in index order.
 
-    ``slot_table`` holds :class:`~regime_dash.slots.Slot` records or the rows
+    ``slot_table`` holds :class:`~regime_dash.core.slots.Slot` records or the rows
     of :meth:`SlotLayout.table` (``consumers`` a comma-separated string).
     Such a slot is read but never written: it sits at its bootstrap forever
     (SP14's slot 388 is the known case).
@@ -88,7 +88,7 @@ def full_layout(base: SlotLayout = DEFAULT_LAYOUT) -> SlotLayout:
 
 
 def kernel_defines(file: str) -> list[str]:
-    """The module ``-D`` options of ``regime_dash/kernels/<file>`` ([] for a file no module owns)."""
+    """The module ``-D`` options of ``kernels/<file>`` ([] for a file no module owns)."""
     for mod in MODULES.values():
         if file in mod.kernels:
             return mod.defines()

@@ -6,10 +6,10 @@ blocks every module shares live in their own modules; this one gathers their
 names, so a module imports them from one place:
 
 * :mod:`regime_dash.modules.module_config`: :class:`ModuleConfig`, its fields
-  declared with :func:`param` (the core's :mod:`regime_dash.params`, as
-  :class:`~regime_dash.config.RegimeConfig` is).
+  declared with :func:`param` (the core's :mod:`regime_dash.core.params`, as
+  :class:`~regime_dash.core.config.RegimeConfig` is).
 * :mod:`regime_dash.modules.module_stream`: :class:`ModuleStream` on the core's
-  :class:`~regime_dash.streams.ArraySpec` schema, :func:`steps_arg`.
+  :class:`~regime_dash.core.streams.ArraySpec` schema, :func:`steps_arg`.
 * :mod:`regime_dash.modules.checks`: invariant results as
   :class:`regime_dash.analysis.invariants.CheckResult` and their helpers.
 * :mod:`regime_dash.modules.frames`: the replay frame and its config constants.

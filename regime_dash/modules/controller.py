@@ -2,7 +2,7 @@
 
 It bundles what the app, the CLI, the sweep and ``check`` need to treat a
 controller like the regime observer: its kernels (file names under
-``regime_dash/kernels/``), an input stream type, a config dataclass, the ISV slots it reads
+``kernels/``), an input stream type, a config dataclass, the ISV slots it reads
 and writes, the diag columns its replay emits, its invariants, its figure
 builders and a demo stream for a first run.
 """
@@ -18,8 +18,8 @@ import pandas as pd
 from regime_dash.analysis.invariants import CheckOptions, CheckResult
 from regime_dash.errors import StreamError, ValidationError
 from regime_dash.modules.checks import missing_columns
-from regime_dash.params import FieldSpec
-from regime_dash.slots import Slot, SlotLayout
+from regime_dash.core.params import FieldSpec
+from regime_dash.core.slots import Slot, SlotLayout
 
 #: Engines a module replay may run on.
 MODULE_ENGINES = ("reference", "cuda")
@@ -38,13 +38,13 @@ class ControllerModule:
     doc
         A paragraph: what the controller does and what is modelled.
     kernels
-        ``.cu`` file names under ``regime_dash/kernels/``.
+        ``.cu`` file names under ``kernels/``.
     stream_type
         The input stream dataclass (a :class:`ModuleStream`).
     config_type
         The config dataclass (a :class:`ModuleConfig`).
     slots
-        ISV slots the module reads or writes (:class:`regime_dash.slots.Slot`).
+        ISV slots the module reads or writes (:class:`regime_dash.core.slots.Slot`).
     columns
         Diag columns the replay emits (besides ``step``, ``fold`` and ``phase``).
     check_columns

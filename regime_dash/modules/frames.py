@@ -11,10 +11,10 @@ def frame_of(step: np.ndarray, boundary: np.ndarray | None, columns: Mapping[str
     """A module replay frame: ``step``, ``fold``, ``phase`` as in a core frame, then the given columns.
 
     ``fold`` and ``phase`` mean what they mean in the diag
-    (:func:`regime_dash.diag.fold_and_phase`): fold k is a train segment and
+    (:func:`regime_dash.diag.catalogue.fold_and_phase`): fold k is a train segment and
     the eval segment after it.
     """
-    from regime_dash.diag import fold_and_phase
+    from regime_dash.diag.catalogue import fold_and_phase
 
     step = np.asarray(step, dtype=np.int64)
     fold, phase = fold_and_phase(np.zeros(len(step), dtype=bool) if boundary is None else boundary)

@@ -19,7 +19,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from regime_dash import params
+from regime_dash.core import params
 from regime_dash.analysis.registry import CheckProvider
 from regime_dash.analysis.verdict import verdict
 from regime_dash.errors import ValidationError
@@ -96,7 +96,7 @@ def sweep_module(module: ControllerModule | str, stream: Any, grid: Mapping[str,
 
 
 def parse_value(module: ControllerModule, name: str, raw: str) -> Any:
-    """A config value of field ``name`` from text (see :func:`regime_dash.params.parse_value`)."""
+    """A config value of field ``name`` from text (see :func:`regime_dash.core.params.parse_value`)."""
     return params.parse_value(module.field_specs(), name, raw, owner=module.name)
 
 
@@ -107,5 +107,5 @@ def parse_settings(module: ControllerModule, settings: Sequence[str], base: Any 
 
 
 def parse_grid(module: ControllerModule, specs: Sequence[str]) -> dict[str, list]:
-    """``{field: values}`` from ``FIELD=V1,V2,...`` strings (the strict :func:`regime_dash.params.parse_grid`)."""
+    """``{field: values}`` from ``FIELD=V1,V2,...`` strings (the strict :func:`regime_dash.core.params.parse_grid`)."""
     return params.parse_grid(specs, module.field_specs(), owner=module.name)

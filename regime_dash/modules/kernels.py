@@ -5,7 +5,7 @@ from typing import Sequence
 
 
 def load_kernels(files: Sequence[str], defines: Sequence[str]):
-    """Compile a module's ``regime_dash/kernels/<files>`` with its slot ``defines`` through the loader.
+    """Compile a module's ``kernels/<files>`` with its slot ``defines`` through the loader.
 
     The loader adds the regime layout's defines and the parity options
     (``--fmad=false``); the module's own ``-D`` options come on top.

@@ -1,9 +1,9 @@
 """ModuleConfig: the base of a module's frozen config dataclass.
 
-The fields are declared with :func:`regime_dash.params.param`, the records
-:class:`regime_dash.config.RegimeConfig` is declared with too: the app builds its
+The fields are declared with :func:`regime_dash.core.params.param`, the records
+:class:`regime_dash.core.config.RegimeConfig` is declared with too: the app builds its
 sliders from :meth:`ModuleConfig.field_specs`, the CLI parses ``--set`` and
-``--grid`` through :mod:`regime_dash.params`. What a module config adds is its
+``--grid`` through :mod:`regime_dash.core.params`. What a module config adds is its
 validation: every value inside its ``[lo, hi]``, whole where ``integer``, then
 the subclass's cross-field :meth:`ModuleConfig._check`.
 """
@@ -15,7 +15,7 @@ from dataclasses import fields
 import numpy as np
 
 from regime_dash.errors import ConfigError
-from regime_dash.params import ConfigFields, FieldSpec, param
+from regime_dash.core.params import ConfigFields, FieldSpec, param
 
 
 class ModuleConfig(ConfigFields):

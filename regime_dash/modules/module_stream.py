@@ -1,8 +1,8 @@
 """ModuleStream: the base of a module's frozen input stream dataclass, on the core's schema.
 
 The schema type, the cast and the checks are the core stream's
-(:mod:`regime_dash.streams`: :class:`~regime_dash.streams.ArraySpec`,
-:func:`~regime_dash.streams.arrays_of`, :func:`~regime_dash.streams.check_schema`);
+(:mod:`regime_dash.core.streams`: :class:`~regime_dash.core.streams.ArraySpec`,
+:func:`~regime_dash.core.streams.arrays_of`, :func:`~regime_dash.core.streams.check_schema`);
 this module only binds them to a dataclass with a ``SCHEMA``.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from regime_dash.errors import ValidationError
-from regime_dash.streams import ArraySpec, arrays_of, check_schema
+from regime_dash.core.streams import ArraySpec, arrays_of, check_schema
 
 
 class ModuleStream:
@@ -20,7 +20,7 @@ class ModuleStream:
 
     Construct with :meth:`make` (casts dtypes, fills defaults); the dataclass
     validates in ``__post_init__`` against ``SCHEMA``, a dict of
-    :class:`~regime_dash.streams.ArraySpec` as the core :class:`~regime_dash.streams.Stream`'s,
+    :class:`~regime_dash.core.streams.ArraySpec` as the core :class:`~regime_dash.core.streams.Stream`'s,
     and raises :class:`StreamError` naming the field and the offending value.
     """
 
@@ -53,7 +53,7 @@ class ModuleStream:
 
 
 def validate_stream(stream: Any, *, lazy: bool = False) -> None:
-    """Check every field of ``stream`` against its ``SCHEMA`` (see :func:`regime_dash.streams.check_schema`)."""
+    """Check every field of ``stream`` against its ``SCHEMA`` (see :func:`regime_dash.core.streams.check_schema`)."""
     check_schema({name: getattr(stream, name) for name in stream.SCHEMA}, stream.SCHEMA, lazy=lazy)
 
 

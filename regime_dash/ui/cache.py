@@ -15,8 +15,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from regime_dash.config import RegimeConfig
-from regime_dash.streams import Stream
+from regime_dash.core.config import RegimeConfig
+from regime_dash.core.streams import Stream
 
 #: Environment variable naming the store directory (tests point it at a tmp dir).
 STORE_ENV = "REGIME_DASH_STORE"
@@ -30,7 +30,7 @@ def store_root() -> str:
 
 @st.cache_resource(show_spinner=False)
 def _store(root: str):
-    from regime_dash.store import RunStore
+    from regime_dash.store.run_store import RunStore
 
     return RunStore(root)
 
@@ -47,7 +47,7 @@ def load_run(root: str, run_id: str, aliases: tuple = (), version: str = "") -> 
     ``version`` is part of the cache key only: a followed run passes its commit's, so each commit is read.
     Rows without a whole-number step are left out (``attrs["rows_without_step"]`` counts them, the page
     says so); a file without a step field is drawn against its line order (``attrs["step_from_row"]``)."""
-    from regime_dash.live_frame import run_frame
+    from regime_dash.follow.live_frame import run_frame
 
     return run_frame(_store(root).load(run_id, narrow=True), dict(aliases) or None)  # slots as float32
 
@@ -65,11 +65,11 @@ LIVE_HELD = 8
 
 def live_run(root: str, run_id: str, aliases: tuple = (), version: str = "") -> pd.DataFrame:
     """A run a follower is writing, held across reruns and grown by each commit's rows only
-    (:class:`regime_dash.live_frame.LiveFrame`): a redraw each second costs the new rows, not the run.
+    (:class:`regime_dash.follow.live_frame.LiveFrame`): a redraw each second costs the new rows, not the run.
 
-    ``version`` is the run's commit (:func:`regime_dash.store_append.follow_status`): the store is
+    ``version`` is the run's commit (:func:`regime_dash.store.append.follow_status`): the store is
     read only when it changed. The frame returned is the one held: callers must not change it."""
-    from regime_dash.live_frame import LiveFrame
+    from regime_dash.follow.live_frame import LiveFrame
 
     box = _live_frames()
     key = f"{root}|{run_id}|{aliases!r}"
@@ -130,7 +130,8 @@ def warm_rederivation() -> dict[str, Any]:
     out: dict[str, Any] = {"thread": None, "error": None if HAVE_NUMBA else "numba is not installed"}
 
     def load() -> None:
-        from regime_dash import replay, scenarios
+        from regime_dash import replay
+        from regime_dash.sources import scenarios
         from regime_dash.analysis.rederive import rederive
 
         try:
@@ -184,7 +185,7 @@ def engine_inputs(source_key: str, _stream, engine: str) -> tuple[Any, dict[str,
     phase 1 does not depend on the config, so each config replays the scan alone (on a GPU only the
     [T]-sized inputs go to the device) and an uploaded file's whole stream is never loaded. On the
     reference and cuda engines, which read the [T, b] arrays, the whole stream (:func:`full_stream`) and no
-    options. ``engine`` resolves as :func:`regime_dash.sweep.sweep` resolves it (``auto``: fast where it runs).
+    options. ``engine`` resolves as :func:`regime_dash.runs.sweeps.sweep` resolves it (``auto``: fast where it runs).
     """
     from regime_dash.engine import resolve_engine
 
@@ -213,7 +214,7 @@ def _loaded(source_key: str, _source):
 
 
 def full_stream(source_key: str, _stream):
-    """The whole :class:`~regime_dash.streams.Stream` of a page's source: ``_stream`` itself, or a light file
+    """The whole :class:`~regime_dash.core.streams.Stream` of a page's source: ``_stream`` itself, or a light file
     source's stream loaded from its file (cached, one at a time) for what reads the [T, b] arrays (the
     reference and cuda engines, the normalize pass, a live run)."""
     return _stream if isinstance(_stream, Stream) else _loaded(source_key, _stream)
@@ -250,13 +251,13 @@ def _summary(source_key: str, config: dict[str, Any], engine: str, layout_finger
 
 def signal_figure(key: str, _runs: dict, x: str, smoothing: float, x_range: tuple | None = None,
                   height: int = 1400, x_offsets: tuple = (), run_keys: tuple = (), points: int | None = None):
-    """:func:`regime_dash.figures.signal_panels` of ``_runs`` (identified by ``key``).
+    """:func:`regime_dash.figures.signals.signal_panels` of ``_runs`` (identified by ``key``).
 
     ``x_offsets`` is ``((label, step), ...)``: each run drawn against its steps since ``step``.
     ``run_keys`` is ``((label, key), ...)``: a run named there has its traces cached on that
     key (and the figure's other arguments), so a figure that shares a run with one drawn
     before (a what-if chart's baseline) builds only the other runs' traces. ``points`` is the
-    points per trace (default :data:`regime_dash.figures.DEFAULT_POINTS`).
+    points per trace (default :data:`regime_dash.figures.signals.DEFAULT_POINTS`).
     The cache holds the figure's plotly JSON: a cached ``Figure`` object is pickled and
     re-validated on every hit (0.25 s for a two-run figure), its JSON dict is not.
     """
@@ -277,7 +278,7 @@ def signal_spec(key: str, _runs: dict, x: str, smoothing: float, height: int = 1
 @st.cache_data(show_spinner=False, max_entries=32)
 def _signal_spec(key: str, _runs: dict, x: str, smoothing: float, x_range: tuple | None,
                  height: int, x_offsets: tuple, run_keys: tuple = (), points: int | None = None) -> dict:
-    from regime_dash.figures import DEFAULT_POINTS, run_traces, signal_panels, signal_spec
+    from regime_dash.figures.signals import DEFAULT_POINTS, run_traces, signal_panels, signal_spec
 
     keys = dict(run_keys)
 
@@ -295,9 +296,9 @@ def _signal_spec(key: str, _runs: dict, x: str, smoothing: float, x_range: tuple
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _run_traces(key: str, _frame: pd.DataFrame, label: str, colour: str, options: tuple) -> list[dict]:
-    """:func:`regime_dash.figures.run_traces` of the run ``key`` names (``options`` as ``((name, value), ...)``),
+    """:func:`regime_dash.figures.signals.run_traces` of the run ``key`` names (``options`` as ``((name, value), ...)``),
     with the run's memo of the traces the smoothing does not change (:func:`_trace_memo`)."""
-    from regime_dash.figures import run_traces
+    from regime_dash.figures.signals import run_traces
 
     kw = dict(options)
     fixed = tuple((k, v) for k, v in options if k != "smoothing")
@@ -306,7 +307,7 @@ def _run_traces(key: str, _frame: pd.DataFrame, label: str, colour: str, options
 
 @st.cache_resource(show_spinner=False, max_entries=64)
 def _trace_memo(key: str, label: str, colour: str, options: tuple) -> dict:
-    """The memo :func:`regime_dash.figures.run_traces` keeps for one run under every option but the
+    """The memo :func:`regime_dash.figures.signals.run_traces` keeps for one run under every option but the
     smoothing (a resource, not a copied value: the figure code fills it in place)."""
     return {}
 
@@ -322,7 +323,7 @@ def runs_frame(store) -> pd.DataFrame:
 
 def sample_files() -> list:
     """The diag files under ``data/samples`` of the checkout (the one-click start)."""
-    from regime_dash.samples import SAMPLE_DIR as root
+    from regime_dash.sources.samples import SAMPLE_DIR as root
 
     if not root.is_dir():
         return []
@@ -332,12 +333,12 @@ def sample_files() -> list:
 
 @st.cache_resource(show_spinner="building the scenario…", max_entries=16)
 def scenario_stream(name: str, seed: int, steps: int | None, accounts: int | None):
-    """:func:`regime_dash.scenarios.make` (cached: presets are deterministic in their arguments).
+    """:func:`regime_dash.sources.scenarios.make` (cached: presets are deterministic in their arguments).
 
     This and the other streams are cached as resources, read only: a value cache holds a
     pickled copy beside the one a page reads (a 1,000,000-step stream of 128 accounts is a GB)
     and unpickles it again on every rerun of the page."""
-    from regime_dash import scenarios
+    from regime_dash.sources import scenarios
 
     return scenarios.make(name, seed=seed, steps=steps, accounts=accounts)
 
@@ -345,7 +346,7 @@ def scenario_stream(name: str, seed: int, steps: int | None, accounts: int | Non
 @st.cache_resource(show_spinner="running the simulator…", max_entries=8)
 def simulator_stream(preset: str, seed: int, steps: int, config: dict[str, Any]):
     """The inputs a closed-loop live run of ``preset`` fed its pipeline (``config``), as a Stream."""
-    from regime_dash.simulator import simulate
+    from regime_dash.sources.simulator import simulate
 
     return simulate(preset, steps=steps, seed=seed, config=RegimeConfig(**config)).stream()
 
@@ -392,10 +393,10 @@ def delta_fields(root: str, run_a: str, run_b: str, aliases: tuple = ()) -> dict
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def difference_spec(root: str, run_a: str, run_b: str, fields: tuple, names: tuple, aliases: tuple = ()) -> dict:
-    """:func:`regime_dash.figures_compare.difference_figure` of ``fields`` of two stored runs
+    """:func:`regime_dash.figures.compare.difference_figure` of ``fields`` of two stored runs
     (``names``: what the hover calls A and B), their first differing step marked."""
     from regime_dash.analysis.diff import field_deltas
-    from regime_dash.figures_compare import difference_figure
+    from regime_dash.figures.compare import difference_figure
 
     deltas = field_deltas(load_run(root, run_a, aliases), load_run(root, run_b, aliases), list(fields))
     return difference_figure(deltas, names, diff_runs(root, run_a, run_b, aliases).first_step)
@@ -403,18 +404,18 @@ def difference_spec(root: str, run_a: str, run_b: str, fields: tuple, names: tup
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def logged_config(root: str, run_id: str, rows: int | None = None) -> dict[str, Any]:
-    """:func:`regime_dash.run_table.logged_config` of a stored run (``rows`` is part of the key only:
+    """:func:`regime_dash.runs.run_table.logged_config` of a stored run (``rows`` is part of the key only:
     a followed run's config is read again as it grows)."""
-    from regime_dash.run_table import logged_config as read
+    from regime_dash.runs.run_table import logged_config as read
 
     return read(_store(root), run_id)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def group_spec(key: str, _frames: dict, groups: tuple, columns: tuple, band: str, smoothing: float) -> dict:
-    """:func:`regime_dash.figures_compare.group_figure` of ``_frames`` (named by ``key``), grouped by
+    """:func:`regime_dash.figures.compare.group_figure` of ``_frames`` (named by ``key``), grouped by
     ``groups`` (``((label, group), ...)``)."""
-    from regime_dash.figures_compare import group_figure
+    from regime_dash.figures.compare import group_figure
 
     return group_figure(_frames, dict(groups), list(columns), band=band, smoothing=smoothing)
 
@@ -422,13 +423,13 @@ def group_spec(key: str, _frames: dict, groups: tuple, columns: tuple, band: str
 @st.cache_data(show_spinner="sweeping…", max_entries=4)
 def sweep(source_key: str, _stream, grid: dict[str, list[float]], engine: str,
           base: dict[str, Any] | None = None, layout_fingerprint: str = "", _layout=None) -> dict[str, Any]:
-    """:func:`regime_dash.sweep.sweep` of ``_stream`` over ``grid`` on top of ``base``, from what
+    """:func:`regime_dash.runs.sweeps.sweep` of ``_stream`` over ``grid`` on top of ``base``, from what
     :func:`engine_inputs` gives ``engine`` (on the fast engine, the light inputs and their phase 1).
 
     Returns ``{"table", "seconds", "engine"}``; the table has one row per
     config: every config field, then the summary metrics.
     """
-    from regime_dash.sweep import sweep as run_sweep
+    from regime_dash.runs.sweeps import sweep as run_sweep
 
     stream, options = engine_inputs(source_key, _stream, engine)
     result = run_sweep(stream, grid, engine=engine, base=RegimeConfig(**base) if base else None, layout=_layout,
@@ -481,10 +482,10 @@ def module_sweep(name: str, seed: int, steps: int | None, field: str, values: tu
 @st.cache_data(show_spinner=False, max_entries=32)
 def custom_spec(key: str, _runs: dict, panels: str, x: str, smoothing: float, x_offsets: tuple = (),
                 x_range: tuple | None = None) -> dict:
-    """:func:`regime_dash.figures_custom.custom_spec` of ``_runs`` (identified by ``key``) for the panel
-    set of URL text ``panels`` (:func:`regime_dash.panel_set.encode`), as its plotly JSON dict."""
-    from regime_dash.figures_custom import custom_spec as spec
-    from regime_dash.panel_set import decode
+    """:func:`regime_dash.figures.custom.custom_spec` of ``_runs`` (identified by ``key``) for the panel
+    set of URL text ``panels`` (:func:`regime_dash.diag.panel_set.encode`), as its plotly JSON dict."""
+    from regime_dash.figures.custom import custom_spec as spec
+    from regime_dash.diag.panel_set import decode
 
     return spec(_runs, decode(panels), x=x, smoothing=smoothing, x_offsets=dict(x_offsets) or None,
                 x_range=x_range)

@@ -10,9 +10,9 @@ from typing import Mapping, Sequence
 import pandas as pd
 import streamlit as st
 
-from regime_dash import diag
+from regime_dash.diag import catalogue as diag
 from regime_dash.analysis.groups import BANDS, group_options, group_runs
-from regime_dash.figures_compare import BAND_WORDS, short_name
+from regime_dash.figures.compare import BAND_WORDS, short_name
 from regime_dash.ui import cache, state, widgets
 
 #: The fields the Groups tab starts on: the continuous signals of the panels, one a controller.
@@ -109,7 +109,7 @@ def groups(root: str, runs: pd.DataFrame, run_ids: Sequence[str], frames: Mappin
 
 def _numeric_fields(frames: Mapping[str, pd.DataFrame]) -> list[str]:
     """The numeric diag fields the runs have (the panels' signals first)."""
-    from regime_dash.figures import FLAG_COLUMNS, PANEL_COLUMNS
+    from regime_dash.figures.signals import FLAG_COLUMNS, PANEL_COLUMNS
 
     have = {c for f in frames.values() for c in f.columns if pd.api.types.is_numeric_dtype(f[c].dtype)}
     first = [c for c in PANEL_COLUMNS if c in have and c not in FLAG_COLUMNS]

@@ -21,7 +21,7 @@ _SEEN = "live_alerts.seen"
 
 
 def _status() -> dict:
-    from regime_dash.store_append import follow_status
+    from regime_dash.store.append import follow_status
 
     return follow_status(cache.get_store())
 

@@ -1,9 +1,9 @@
 """Explore's custom panels: the field picker, each panel's log toggle, order and removal, named layouts.
 
-The panel set (:class:`regime_dash.panel_set.PanelSet`) is held under one session-state key
+The panel set (:class:`regime_dash.diag.panel_set.PanelSet`) is held under one session-state key
 as its URL text, restored and published as every persisted view is (:mod:`regime_dash.ui.state`,
 URL parameter ``panels``); each control changes it in its callback. A layout saved with
-the store (:mod:`regime_dash.store_layouts`) is loaded into it, from the Layouts panel or
+the store (:mod:`regime_dash.store.layouts`) is loaded into it, from the Layouts panel or
 from the URL's ``layout=NAME``, which is dropped once read (the view is then in ``panels``).
 """
 from __future__ import annotations
@@ -12,9 +12,10 @@ from typing import Sequence
 
 import streamlit as st
 
-from regime_dash import panel_set, store_layouts
+from regime_dash.diag import panel_set
+from regime_dash.store import layouts as store_layouts
 from regime_dash.errors import RegimeDashError
-from regime_dash.panel_set import PanelSet
+from regime_dash.diag.panel_set import PanelSet
 from regime_dash.text import clip, markdown_literal
 from regime_dash.ui import state
 from regime_dash.ui.errors import ErrorNote, show_error

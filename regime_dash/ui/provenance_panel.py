@@ -126,7 +126,7 @@ def rows_html(rows: pd.DataFrame) -> str:
 
 
 def _body(key: str, expl, label: str) -> None:
-    from regime_dash.figures_overlay import provenance_figure
+    from regime_dash.figures.overlay import provenance_figure
     from regime_dash.ui.widgets import plotly_chart
 
     item = expl.item

@@ -8,9 +8,9 @@ from typing import Sequence
 import pandas as pd
 import streamlit as st
 
-from regime_dash.diag import LOGGED_CONFIG
+from regime_dash.diag.catalogue import LOGGED_CONFIG
 from regime_dash.errors import RegimeDashError
-from regime_dash.run_table import HEADLINE, at_slot_precision, flat, table
+from regime_dash.runs.run_table import HEADLINE, at_slot_precision, flat, table
 from regime_dash.text import clip, markdown_literal
 from regime_dash.ui import live_alerts, state, widgets
 from regime_dash.ui.errors import show_error
@@ -155,7 +155,7 @@ def open_buttons(key: str, picked: Sequence[str]) -> None:
 
 def edit_panel(key: str, store, frame: pd.DataFrame, picked: Sequence[str]) -> None:
     """Tag, untag, note and rename the selected runs (note and rename: one run)."""
-    from regime_dash import store_labels as labels
+    from regime_dash.store import labels
 
     names = dict(zip(frame["run_id"], frame["name"]))
     if not picked:
@@ -187,7 +187,7 @@ def edit_panel(key: str, store, frame: pd.DataFrame, picked: Sequence[str]) -> N
 
 
 def _note_and_rename(key: str, store, rid: str) -> None:
-    from regime_dash import store_labels as labels
+    from regime_dash.store import labels
 
     meta = store.meta(rid)
     c1, c2 = st.columns(2)

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 import streamlit as st
 
-from regime_dash.config import RegimeConfig
+from regime_dash.core.config import RegimeConfig
 from regime_dash.text import markdown_literal
 from regime_dash.ui.errors import ErrorNote, show_error
 from regime_dash.ui.stores import REPORTS_KEY, ingest_reports
@@ -176,7 +176,8 @@ def stream_source(key: str, kind: str | None = None, in_url: bool = False) -> tu
     """
     import hashlib
 
-    from regime_dash import scenarios, simulator
+    from regime_dash.sources import scenarios
+    from regime_dash.sources import simulator
     from regime_dash.ui import cache, state
 
     def seed_(name: str, param: str, kind_: str, default: Any, **kw) -> dict[str, Any]:
@@ -288,7 +289,7 @@ def live_source(key: str) -> dict[str, Any] | None:
     ``{"kind", "key", "stream"}`` or ``{"kind", "key", "sim"}`` (``key`` names
     the source: a new key means a new run), or None until a file is uploaded.
     """
-    from regime_dash.simulator import PRESETS
+    from regime_dash.sources.simulator import PRESETS
     from regime_dash.ui import cache
 
     kind = st.radio("Source", LIVE_SOURCES, horizontal=True, key=f"{key}.kind")
@@ -441,7 +442,7 @@ def sweep_panel(key: str, source_key: str, stream: Any, engine: str, base: Regim
     The swept fields vary on top of ``base`` (the what-if config; the spec's
     defaults when it is ``None``); replays use ``layout`` (default registry if None).
     """
-    from regime_dash import figures
+    from regime_dash.figures import signals as figures
     from regime_dash.errors import RegimeDashError
     from regime_dash.ui import cache
 

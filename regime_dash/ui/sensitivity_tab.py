@@ -1,6 +1,6 @@
 """The Replay page's Sensitivity tab: a tornado chart per metric, the no-effect list, a field's sweep.
 
-The analysis (:func:`regime_dash.sensitivity.sensitivity`) runs when "Run
+The analysis (:func:`regime_dash.runs.sensitivity.sensitivity`) runs when "Run
 sensitivity" is pressed, with a progress bar, and its result stays in
 ``st.session_state[key + '.result']`` beside what it was computed for, so
 reruns of the page cost nothing and a changed what-if config asks for a new run.
@@ -12,9 +12,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from regime_dash.config import RegimeConfig, field_names
+from regime_dash.core.config import RegimeConfig, field_names
 from regime_dash.errors import RegimeDashError
-from regime_dash.sensitivity import PAIR_FIELDS, sensitivity
+from regime_dash.runs.sensitivity import PAIR_FIELDS, sensitivity
 from regime_dash.text import markdown_literal
 from regime_dash.ui import cache, sections, widgets
 
@@ -70,7 +70,7 @@ def sensitivity_tab(key: str, source_key: str, stream: Any, base: RegimeConfig |
     Keys: ``{key}.run`` (button), ``{key}.result``, ``{key}.tornado.{metric}``
     (charts), ``{key}.clicked.{metric}``, ``{key}.field`` (the opened field), ``{key}.sweep``.
     """
-    from regime_dash import figures_sensitivity
+    from regime_dash.figures import sensitivity as figures_sensitivity
 
     if base is None:
         st.info("The what-if config is rejected (see the What-if tab); fix it to run a sensitivity.")

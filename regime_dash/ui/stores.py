@@ -1,7 +1,7 @@
 """Session-state stores: values one page sets and another reads, each under its own key.
 
 The Slots page's active layout (read by Replay), the Runs page's ingest
-reports, and the Live page's running :class:`~regime_dash.live.LiveRun`.
+reports, and the Live page's running :class:`~regime_dash.runs.live.LiveRun`.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 import streamlit as st
 
-from regime_dash.config import RegimeConfig
+from regime_dash.core.config import RegimeConfig
 
 
 # ---- slot layout (Slots page sets it, Replay uses it) ----------------------------------
@@ -27,7 +27,7 @@ def use_layout(layout, source: str | None) -> None:
 
 def active_layout():
     """``(layout, source)``: the layout the Slots page made active, else the default registry."""
-    from regime_dash.slots import DEFAULT_LAYOUT
+    from regime_dash.core.slots import DEFAULT_LAYOUT
 
     return st.session_state.get(_LAYOUT, (DEFAULT_LAYOUT, "the default registry"))
 
@@ -58,15 +58,15 @@ def live_lock(key: str) -> threading.Lock:
 
 
 def live_run(key: str, source: Mapping[str, Any], config: RegimeConfig, *, reset: bool = False):
-    """The session's :class:`~regime_dash.live.LiveRun` of ``source``, started under ``config``.
+    """The session's :class:`~regime_dash.runs.live.LiveRun` of ``source``, started under ``config``.
 
     Held in ``st.session_state[key]``; a new run starts on ``reset`` or when the
     source's key changes (``st.session_state[key + '.source']`` remembers it).
     It steps on the faster stepper of this machine (``engine="auto"``: the GPU
     stepper where it measures faster, else the reference; never a compile).
     """
-    from regime_dash.live import LiveRun
-    from regime_dash.simulator import PRESETS, Simulator
+    from regime_dash.runs.live import LiveRun
+    from regime_dash.sources.simulator import PRESETS, Simulator
 
     if reset or key not in st.session_state or st.session_state.get(f"{key}.source") != source["key"]:
         if "stream" in source:

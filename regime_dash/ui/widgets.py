@@ -12,8 +12,8 @@ from typing import Any, Callable, Mapping, Sequence
 import pandas as pd
 import streamlit as st
 
-from regime_dash.config import SWITCHES, RegimeConfig
-from regime_dash.params import FieldSpec
+from regime_dash.core.config import SWITCHES, RegimeConfig
+from regime_dash.core.params import FieldSpec
 from regime_dash.text import markdown_literal
 from regime_dash.ui import plotly_react
 
@@ -222,7 +222,7 @@ def alias_editor(key: str) -> dict[str, tuple[str, ...]]:
     callback and the editor is re-keyed, so the editor never holds stale deltas.
     Returns ``{canonical: (alt, ...)}``.
     """
-    from regime_dash.aliases import normalize_user_aliases
+    from regime_dash.diag.aliases import normalize_user_aliases
 
     if key not in st.session_state:
         st.session_state[key] = pd.DataFrame({"canonical": pd.Series(dtype=str),
@@ -269,9 +269,9 @@ def download_view(key: str, make_frame: Callable[[], pd.DataFrame], stem: str) -
     long run's page does not pay for serializing it on every rerun; the file
     lives for that rerun only, so it always matches the view on screen. Columns
     that held mixed types across runs are settled on one type and listed
-    (:func:`regime_dash.export.settle`); a failure says which column and why.
+    (:func:`regime_dash.store.export.settle`); a failure says which column and why.
     """
-    from regime_dash import export
+    from regime_dash.store import export
     from regime_dash.errors import RegimeDashError
 
     c1, c2, c3 = st.columns([1, 1, 2], vertical_alignment="bottom")
@@ -306,11 +306,11 @@ BANDS_UP_TO = 3
 
 
 def thin_bands(spec: dict, runs: int) -> dict:
-    """``spec`` (a :func:`regime_dash.figures.signal_spec`) without its series' min/max bands when it
-    overlays more than :data:`BANDS_UP_TO` runs (:func:`regime_dash.figures_compare.without_bands`),
+    """``spec`` (a :func:`regime_dash.figures.signals.signal_spec`) without its series' min/max bands when it
+    overlays more than :data:`BANDS_UP_TO` runs (:func:`regime_dash.figures.compare.without_bands`),
     said in a caption: each run's bands cover the others' lines, and they were a third of the traces
     and about half of the browser's drawing."""
-    from regime_dash.figures_compare import without_bands
+    from regime_dash.figures.compare import without_bands
 
     if runs <= BANDS_UP_TO:
         return spec
@@ -334,7 +334,7 @@ def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: 
     for the cache; ``window`` (the steps shown) fixes the x range, so nothing drawn
     by ``decorate`` (a function of the cached figure dict's copy, e.g. an overlay)
     outside it widens the view. ``on_marker(meta, x)`` is called when a point of a trace that
-    carries a ``meta`` dict (a verdict marker of :func:`regime_dash.figures_overlay.overlay`) is clicked.
+    carries a ``meta`` dict (a verdict marker of :func:`regime_dash.figures.overlay.overlay`) is clicked.
     ``run_keys`` (``((label, key), ...)``, each key naming that run's frame as cut) caches each run's
     traces on its own, with the ones the smoothing leaves as they are (:func:`regime_dash.ui.cache.signal_spec`).
     """

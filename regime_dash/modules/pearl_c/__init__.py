@@ -1,6 +1,6 @@
 """SP4 Pearl C (Layer A): clamp-engagement counting and the rate-deficit EMA as a replayable module.
 
-Kernel ``regime_dash/kernels/pearl_c_engagement_count.cu``: each thread flags the updates it
+Kernel ``kernels/pearl_c_engagement_count.cu``: each thread flags the updates it
 owns that engage the clamp, the block tree-reduces the flags in shared memory
 (no atomics) and its leader writes the block's count at
 ``engage_buf_offset + blockIdx.x`` (−1 skips the write). Host check (twin in

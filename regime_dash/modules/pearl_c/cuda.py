@@ -1,4 +1,4 @@
-"""Launch ``regime_dash/kernels/pearl_c_engagement_count.cu`` through the engine's loader (CuPy imported lazily)."""
+"""Launch ``kernels/pearl_c_engagement_count.cu`` through the engine's loader (CuPy imported lazily)."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,6 +1,6 @@
 """Twins of Pearl C: the per-block engagement count kernel and the host-side rate-deficit check.
 
-:func:`engagement_count` is ``regime_dash/kernels/pearl_c_engagement_count.cu``: element j
+:func:`engagement_count` is ``kernels/pearl_c_engagement_count.cu``: element j
 of a step belongs to thread ``j mod (blocks × block)`` (the grid-stride loop),
 so to block ``(j mod (blocks × block)) // block``; integer counts are exact, so
 the tree order does not matter. :func:`rate_deficit_check` is the host code of

@@ -1,28 +1,28 @@
 """The regime observer (the spec's risk stack) exposed through the controller-module protocol.
 
 An adapter only: replay is :func:`regime_dash.engine.replay`, the config is
-:class:`regime_dash.config.RegimeConfig`, the stream :class:`regime_dash.streams.Stream`,
-the columns :data:`regime_dash.diag.DIAG_FIELDS`, the invariants
-:func:`regime_dash.analysis.run_checks`, the figure :func:`regime_dash.figures.signal_panels`,
+:class:`regime_dash.core.config.RegimeConfig`, the stream :class:`regime_dash.core.streams.Stream`,
+the columns :data:`regime_dash.diag.catalogue.DIAG_FIELDS`, the invariants
+:func:`regime_dash.analysis.run_checks`, the figure :func:`regime_dash.figures.signals.signal_panels`,
 the demo stream the ``kelly_trap_run8`` scenario and the slots the registry's
-:data:`~regime_dash.slots.DEFAULT_LAYOUT`. Nothing of the core moves or changes.
+:data:`~regime_dash.core.slots.DEFAULT_LAYOUT`. Nothing of the core moves or changes.
 ``core=True``: ``check`` runs these invariants already.
 """
 from __future__ import annotations
 
 import pandas as pd
 
-from regime_dash import diag
+from regime_dash.diag import catalogue as diag
 from regime_dash.analysis.invariants import CHECK_IDS
-from regime_dash.config import RegimeConfig
+from regime_dash.core.config import RegimeConfig
 from regime_dash.engine import ENGINES
 from regime_dash.engine.controllers import PATH_DOCS
 from regime_dash.engine import replay as core_replay
 from regime_dash.errors import ValidationError
 from regime_dash.engine import cuda as _cuda_engine_files  # noqa: F401  (its FILES list; no cupy import)
 from regime_dash.modules.base import ControllerModule, FieldSpec
-from regime_dash.slots import DEFAULT_LAYOUT
-from regime_dash.streams import Stream
+from regime_dash.core.slots import DEFAULT_LAYOUT
+from regime_dash.core.streams import Stream
 
 DEMO_SCENARIO = "kelly_trap_run8"
 #: The scenario of a demo too short for Run #8's trap (which needs 1737 trapped steps and a lead-in).
@@ -45,7 +45,7 @@ def _invariants(frame: pd.DataFrame, options=None) -> list:
 
 
 def _figures(frame: pd.DataFrame, baseline: pd.DataFrame | None = None) -> list:
-    from regime_dash.figures import signal_panels
+    from regime_dash.figures.signals import signal_panels
 
     runs = {"replay": frame}
     if baseline is not None:
@@ -61,7 +61,7 @@ def _summary(frame: pd.DataFrame) -> dict[str, float]:
 
 def _demo(seed: int = 0, steps: int | None = None) -> Stream:
     """Run #8's Kelly trap; a shorter demo is the tail-shock scenario (256 accounts)."""
-    from regime_dash import scenarios
+    from regime_dash.sources import scenarios
 
     try:
         return scenarios.make(DEMO_SCENARIO, seed=seed, steps=steps)

@@ -1,4 +1,4 @@
-"""Launch ``regime_dash/kernels/sp14_alpha_grad_gate.cu`` through the engine's loader (CuPy imported lazily)."""
+"""Launch ``kernels/sp14_alpha_grad_gate.cu`` through the engine's loader (CuPy imported lazily)."""
 from __future__ import annotations
 
 import numpy as np

@@ -16,7 +16,7 @@ from regime_dash.modules.sp14_alpha_grad_gate import slots as S
 from regime_dash.modules.sp14_alpha_grad_gate.config import PARAM_NAMES, Sp14Config
 from regime_dash.modules.sp14_alpha_grad_gate.stream import Sp14Stream
 from regime_dash.modules.sp14_alpha_grad_gate.twin import SNAPSHOT, replay_twin
-from regime_dash.slots import SlotLayout
+from regime_dash.core.slots import SlotLayout
 
 PREFIX = "sp14."
 #: Config constants written as ``sp14.config.<name>`` columns: every kernel argument (what the checks and

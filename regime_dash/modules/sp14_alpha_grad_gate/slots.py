@@ -9,7 +9,7 @@ Slot 388 has consumers but no producer: the note's KNOWN LIMITATION, which
 """
 from __future__ import annotations
 
-from regime_dash.slots import slot_defines, table_beside
+from regime_dash.core.slots import slot_defines, table_beside
 
 SLOTS, IDX = table_beside(__file__)
 AUX = IDX["AUX_DIR_ACC_SHORT_EMA_INDEX"]
@@ -28,5 +28,5 @@ OUTPUTS = (K_AUX, K_Q, BETA, VAR_ALPHA, GATE1, RAW, SMOOTHED)
 
 
 def defines() -> list[str]:
-    """``-D`` options of ``regime_dash/kernels/sp14_alpha_grad_gate.cu``: one per slot."""
+    """``-D`` options of ``kernels/sp14_alpha_grad_gate.cu``: one per slot."""
     return slot_defines(SLOTS)

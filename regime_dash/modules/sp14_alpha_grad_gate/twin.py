@@ -1,4 +1,4 @@
-"""The NumPy float32 twin of ``regime_dash/kernels/sp14_alpha_grad_gate.cu``, statement by statement.
+"""The NumPy float32 twin of ``kernels/sp14_alpha_grad_gate.cu``, statement by statement.
 
 :func:`alpha_grad_gate_step` is the kernel's ``sp14_alpha_grad_gate_step``, written
 as one function per value it computes (:func:`adaptive_k` to :func:`smoothed_alpha`,

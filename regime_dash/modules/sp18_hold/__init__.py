@@ -8,7 +8,7 @@ Long/Short's. B-leg: the per-branch DDQN bootstrap (dir [0..4), mag [4..7),
 ord [7..10), urg [10..13); T8, T9) and the TD(λ) return kernel with q_next as an
 input, replayed with q_next = rewards (the defect) and with the target-Q
 bootstrap (T10: mean |TD error| ratio in [0.5, 5.0]).
-Kernels: ``regime_dash/kernels/sp18_*.cu``; twins: :mod:`.twin`. :func:`coverage` says how each logged
+Kernels: ``kernels/sp18_*.cu``; twins: :mod:`.twin`. :func:`coverage` says how each logged
 field of a frame is checked.
 """
 from __future__ import annotations

@@ -32,7 +32,7 @@ from regime_dash.modules.sp18_hold import replay as R
 from regime_dash.modules.sp18_hold import slots as S
 from regime_dash.modules.sp18_hold import twin
 from regime_dash.modules.sp18_hold.replay import COL, CONFIG_COLUMNS, P, STATE_COLUMNS
-from regime_dash.slots import SlotLayout
+from regime_dash.core.slots import SlotLayout
 
 OPP, CAP, TD, HOST = ("sp18_hold_opportunity_cost", "sp18_hold_reward_cap_update", "sp18_td_lambda",
                       "replay host (a model)")

@@ -24,7 +24,7 @@ from regime_dash.modules.sp18_hold import slots as S
 from regime_dash.modules.sp18_hold import twin
 from regime_dash.modules.sp18_hold.config import Sp18Config
 from regime_dash.modules.sp18_hold.stream import Sp18Stream
-from regime_dash.slots import SlotLayout
+from regime_dash.core.slots import SlotLayout
 
 P = "sp18."
 COL = SimpleNamespace(

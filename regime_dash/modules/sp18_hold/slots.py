@@ -11,7 +11,7 @@ not produced by this replay.
 """
 from __future__ import annotations
 
-from regime_dash.slots import slot_defines, table_beside
+from regime_dash.core.slots import slot_defines, table_beside
 
 SLOTS, IDX = table_beside(__file__)
 POS = IDX["HOLD_REWARD_POS_CAP_INDEX"]

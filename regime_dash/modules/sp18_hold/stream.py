@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from regime_dash.modules.base import ModuleStream
-from regime_dash.streams import ArraySpec
+from regime_dash.core.streams import ArraySpec
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,7 +1,7 @@
 """NumPy float32 twins of the four SP18 kernels, statement by statement.
 
 =====================================  ==========================================
-kernel (``regime_dash/kernels/``)                   twin
+kernel (``kernels/``)                   twin
 =====================================  ==========================================
 sp18_hold_opportunity_cost.cu           :func:`compute_sp18_hold_opportunity_cost`,
                                         :func:`hold_opportunity_cost_batch`

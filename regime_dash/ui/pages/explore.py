@@ -2,11 +2,11 @@
 import pandas as pd
 import streamlit as st
 
-from regime_dash import diag
+from regime_dash.diag import catalogue as diag
 from regime_dash.errors import RegimeDashError
-from regime_dash.figures_custom import numeric_columns
-from regime_dash.figures_overlay import overlay
-from regime_dash.panel_set import encode
+from regime_dash.figures.custom import numeric_columns
+from regime_dash.figures.overlay import overlay
+from regime_dash.diag.panel_set import encode
 from regime_dash.text import markdown_literal
 from regime_dash.ui import cache, live_alerts, panel_controls, provenance_panel, sections, state, widgets
 from regime_dash.ui.errors import show_error

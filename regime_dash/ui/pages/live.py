@@ -4,9 +4,9 @@ import time
 import pandas as pd
 import streamlit as st
 
-from regime_dash.config import RegimeConfig
+from regime_dash.core.config import RegimeConfig
 from regime_dash.errors import ConfigError, RegimeDashError
-from regime_dash.figures import live_figure
+from regime_dash.figures.signals import live_figure
 from regime_dash.text import markdown_literal
 from regime_dash.ui import sections, state, stores, widgets
 

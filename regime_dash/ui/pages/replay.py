@@ -1,7 +1,7 @@
 """Replay & what-if: replay a stream under the baseline and a what-if config; sweep a field or two."""
 import streamlit as st
 
-from regime_dash.config import RegimeConfig
+from regime_dash.core.config import RegimeConfig
 from regime_dash.engine import warm
 from regime_dash.analysis.mirror_drift import needs_single_twin
 from regime_dash.errors import ConfigError

@@ -79,7 +79,7 @@ else:
 
     st.subheader("Check all runs")
     if st.button(f"Check all {len(runs)} run(s) against the spec", key="runs.check_all"):
-        from regime_dash.check_all import check_all, store_check
+        from regime_dash.runs.check_all import check_all, store_check
 
         bar = st.progress(0.0, text="checking…")
         st.session_state["runs.check_all_table"] = check_all(

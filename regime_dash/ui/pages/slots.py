@@ -4,7 +4,7 @@ import streamlit as st
 
 from regime_dash.errors import SlotLayoutError
 from regime_dash.modules import full_layout, orphan_slots
-from regime_dash.slots import DEFAULT_LAYOUT, import_rust
+from regime_dash.core.slots import DEFAULT_LAYOUT, import_rust
 from regime_dash.text import markdown_literal
 from regime_dash.ui import stores
 

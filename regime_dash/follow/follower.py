@@ -1,0 +1,425 @@
+"""Following a diag.jsonl a trainer is still writing: its lines into the store as they come.
+
+:class:`Follower` tails one file (:class:`regime_dash.follow.tail.Tail`), parses what
+arrived with the ingest pipeline (the same rules as a whole-file ingest: line
+numbers, rejected lines, one type per column), commits it every ``commit_every``
+seconds (:class:`regime_dash.store.append.FollowedRun`), and updates the run's
+verdict incrementally (:class:`regime_dash.analysis.incremental.IncrementalVerdict`).
+Each (run, check) that starts failing raises one :class:`Alert` until it passes
+again; the open alerts live in the run's metadata, so a restarted follower does not
+alert twice for the same failure.
+
+:class:`FollowSet` follows several files: the paths given and, for a folder, every
+file matching a glob (new files are picked up as they appear), one run each.
+:func:`follow` drives either until idle or interrupted.
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from regime_dash.analysis.incremental import IncrementalVerdict
+from regime_dash.analysis.invariants import CheckOptions
+from regime_dash.errors import ValidationError
+from regime_dash.ingest import LINE_COLUMN, IngestReport, Reject, Aside, iter_batches
+from regime_dash.store.run_store import PARTITION, RunStore, _free_col, _now
+from regime_dash.store.append import FollowedRun, FollowState
+from regime_dash.follow.tail import Tail, refuse_gzip
+
+__all__ = ["Alert", "Commit", "Follower", "FollowSet", "follow", "TRUNCATE_POLICIES", "view_url"]
+
+#: What a truncated file does to its run: a new segment of the same run, or the follow stops.
+TRUNCATE_POLICIES = ("segment", "stop")
+#: The dashboard a message links to, unless the caller names another.
+DEFAULT_DASHBOARD = "http://localhost:8501"
+
+
+def view_url(base: str, run_id: str, step: int | None = None) -> str:
+    """The Explore view of ``run_id`` (around ``step``, when given) on the dashboard at ``base``."""
+    url = f"{base.rstrip('/')}/explore?runs={run_id}"
+    if step is not None:
+        url += f"&window={max(0, int(step) - 100)},{int(step) + 100}"
+    return url
+
+
+@dataclass
+class Alert:
+    """A check or fail-level finding that started failing on a followed run (the JSON a hook is sent)."""
+
+    run: str
+    check: str
+    kind: str  # "check" or "finding"
+    first_step: int | None
+    message: str
+    url: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run": self.run, "check": self.check, "kind": self.kind, "first_step": self.first_step,
+                "message": self.message, "url": self.url}
+
+
+@dataclass
+class Commit:
+    """What one commit of a follower did (the CLI prints one status line per commit)."""
+
+    run_id: str
+    rows: int  # rows this commit added
+    total_rows: int
+    rejected: int  # lines this commit rejected
+    last_step: Any
+    status: str  # the run's verdict after it
+    failing: list[str]
+    alerts: list[Alert] = field(default_factory=list)
+    event: str | None = None  # "truncated" / "replaced" when a segment started before it
+    seconds: float = 0.0  # the commit's own time (parse, write, verdict)
+
+
+def _failing(verdict) -> dict[str, tuple[str, int | None, str]]:
+    """``{id: (kind, first step, message)}`` of what fails in ``verdict``."""
+    out = {c.id: ("check", c.first_step, c.detail) for c in verdict.checks if c.status == "fail"}
+    for f in verdict.findings:
+        if f.severity == "fail" and f.id not in out:
+            out[f.id] = ("finding", f.steps[0] if f.steps else None, f.message)
+    return out
+
+
+def _warm_compiled_paths() -> None:
+    """Load the compiled re-derivation loop and the ingest shape scanner on background threads: a
+    follower lives long, and a commit's few thousand rows would otherwise run the loop as Python
+    (several times its compiled cost) and parse without the scanner. Commits switch over once they
+    are loaded, never waiting for them; the values are the same either way."""
+    from regime_dash.engine import rederive
+    from regime_dash.ingest import shapes
+
+    rederive.warm_in_background()
+    shapes.start_loading()
+
+
+class Follower:
+    """One followed file: read, parse, commit, judge. Call :meth:`poll` often; it commits when due."""
+
+    def __init__(self, store: RunStore, path: str | os.PathLike, name: str, *, commit_every: float = 2.0,
+                 on_truncate: str = "segment", options: CheckOptions | None = None,
+                 dashboard: str = DEFAULT_DASHBOARD, clock: Callable[[], float] = time.monotonic):
+        if on_truncate not in TRUNCATE_POLICIES:
+            raise ValidationError(f"on_truncate must be one of {', '.join(TRUNCATE_POLICIES)}, got {on_truncate!r}",
+                                  field="on_truncate", value=on_truncate)
+        if not (isinstance(commit_every, (int, float)) and commit_every >= 0):
+            raise ValidationError(f"commit_every must be seconds >= 0, got {commit_every!r}",
+                                  field="commit_every", value=commit_every)
+        refuse_gzip(path)
+        self.store, self.path, self.clock = store, Path(path), clock
+        self.commit_every, self.on_truncate, self.dashboard = float(commit_every), on_truncate, dashboard
+        _warm_compiled_paths()
+        self.run = FollowedRun.open(store, path, name)
+        st = self.run.state
+        self._judged_lines = st.lines  # the lines the verdict has folded in (its reload reads up to them)
+        self.tail = Tail(path, st.offset, st.inode)
+        self.verdict = IncrementalVerdict(options, reload=self._committed_frame)
+        meta = self.run.read_meta() if self.run.exists else {}
+        self.open_alerts: dict[str, dict] = dict(meta.get("alerts", {}).get("open", {}))
+        if self.run.exists:
+            self.verdict.update(self._committed_frame())  # the prefix stored before this start, once
+        self._pending: list[bytes] = []
+        self._pending_end = (st.offset, st.inode)
+        self._event: str | None = None
+        self._last_commit = clock()
+        self.last_line_at = clock()  # for --until-idle: "no new line" since
+        self.stopped: str | None = None  # why the follow of this file ended, if it did
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    def _committed_frame(self):
+        from regime_dash.diag.aliases import canonical_frame
+
+        if not self.run.exists:
+            import pandas as pd
+            return pd.DataFrame()
+        table = self.store.load_table(self.run_id)
+        if LINE_COLUMN in table.column_names:  # a part already visible but not yet judged is not "before"
+            table = table.filter(pc.less_equal(table.column(LINE_COLUMN), self._judged_lines))
+        frame = table.to_pandas()
+        return canonical_frame(frame.drop(columns=[c for c in (LINE_COLUMN, PARTITION) if c in frame.columns]))
+
+    def poll(self, force: bool = False) -> list[Commit]:
+        """Read what was written; commit when ``commit_every`` has passed (or ``force``), or before a
+        truncation or replacement starts a new segment."""
+        out: list[Commit] = []
+        while self.stopped is None:
+            piece = self.tail.read()
+            if piece.data:
+                self._pending.append(piece.data)
+                self.last_line_at = self.clock()
+            self._pending_end = (piece.offset, self.tail.inode)
+            if piece.event is not None:
+                if piece.event == "truncated" and self.on_truncate == "stop":
+                    out.extend(self._flush())
+                    self.stopped = f"{self.path} was truncated (--on-truncate stop)"
+                    break
+                self._event = piece.event  # the commit below starts the new segment
+                out.extend(self._flush())
+                continue
+            if not piece.data or self.clock() - self._last_commit >= self.commit_every:
+                break  # a writer that never pauses still gets its commits on time
+        due = self.clock() - self._last_commit >= self.commit_every
+        if (force or due) and self.stopped is None:
+            out.extend(self._flush())
+        return out
+
+    def _flush(self) -> list[Commit]:
+        self._last_commit = self.clock()
+        data = b"".join(self._pending)
+        if not data and self._event is None:
+            return []
+        self._pending = []
+        t0 = time.perf_counter()
+        st = self.run.state
+        new = FollowState(**{**st.__dict__, "segments": list(st.segments), "columns": dict(st.columns)})
+        new.offset, new.inode = self._pending_end
+        if not new.segments:
+            new.segments = [{"segment": 0, "first_line": 1, "reason": "start", "at": _now()}]
+        table, rejects, aside = self._parse(data, new) if data else (None, [], [])
+        if self._event is not None:
+            new.segments.append({"segment": len(new.segments), "first_line": new.lines + 1,
+                                 "reason": self._event, "at": _now()})
+        frame_rows = 0 if table is None else table.num_rows
+        alerts: list[Alert] = []
+
+        def judged() -> dict:
+            """The verdict with this batch folded in, as metadata: run once its part is visible, so the
+            judging never delays the rows reaching the store."""
+            if not frame_rows:
+                return {}
+            verdict = self.verdict.update(self._frame(table))
+            self._judged_lines = new.lines
+            fresh, extra = self._alerts(verdict)
+            alerts.extend(fresh)
+            return extra
+
+        if frame_rows:
+            new.last_line_at = _now()
+        self.run.commit(table, rejects, aside, new, judged)
+        self._judged_lines = new.lines
+        v = self.verdict.current
+        commit = Commit(self.run_id, frame_rows, new.rows, len(rejects), new.last_step,
+                        v.status if v is not None else "pass", sorted(_failing(v)) if v is not None else [],
+                        alerts, self._event, time.perf_counter() - t0)
+        self._event = None
+        return [commit]
+
+    def _parse(self, data: bytes, new: FollowState) -> tuple[pa.Table | None, list[Reject], list[Aside]]:
+        """``data``'s rows numbered on from the run's lines, its rejects and asides; counts into ``new``."""
+        if not self.run.types and not self.run.exists:
+            self.run.types.update(self.store.column_types())  # a new run: the store's types, as an ingest
+        report = IngestReport()
+        tables, rejects, aside = [], [], []
+        off = new.lines
+        for b in iter_batches(data, path=str(self.path), report=report, types=self.run.types, workers=1,
+                              max_line_bytes=self.store.max_line_bytes):
+            t = b.table
+            if t.num_rows:
+                i = t.column_names.index(LINE_COLUMN)
+                t = t.set_column(i, LINE_COLUMN, pc.add(t.column(i), off))
+                if PARTITION in t.column_names:
+                    t = t.rename_columns([_free_col(PARTITION, t.column_names) if n == PARTITION else n
+                                          for n in t.column_names])
+                tables.append(t)
+            rejects.extend(Reject(r.line + off, r.reason, r.raw) for r in b.rejects)
+            aside.extend(Aside(a.line + off, a.field, a.value, a.type) for a in b.aside)
+        new.lines += report.lines
+        new.rows += report.rows
+        new.blank_lines += report.blank_lines
+        new.rejected_count += report.rejected_count
+        new.aside_count += report.aside_count
+        for k, t in report.columns.items():
+            new.columns.setdefault(k, t)
+        for attr, pick in (("first_step", min), ("last_step", max)):
+            got, had = getattr(report, attr), getattr(new, attr)
+            setattr(new, attr, got if had is None else had if got is None else pick(had, got))
+        if not tables:
+            return None, rejects, aside
+        from regime_dash.ingest import unify_tables
+        return unify_tables(tables) if len(tables) > 1 else tables[0], rejects, aside
+
+    def _frame(self, table: pa.Table):
+        from regime_dash.diag.aliases import canonical_frame
+
+        frame = table.to_pandas()
+        return canonical_frame(frame.drop(columns=[LINE_COLUMN]))
+
+    def _alerts(self, verdict) -> tuple[list[Alert], dict]:
+        """New alerts (a failure not alerted since it last passed) and the metadata that records them."""
+        failing = _failing(verdict)
+        fresh = []
+        for cid, (kind, step, msg) in failing.items():
+            if cid not in self.open_alerts:
+                a = Alert(self.run_id, cid, kind, step, msg, view_url(self.dashboard, self.run_id, step))
+                fresh.append(a)
+                self.open_alerts[cid] = {**a.to_dict(), "at": _now()}
+        for cid in [c for c in self.open_alerts if c not in failing]:
+            del self.open_alerts[cid]  # it passes again: a new failure alerts again
+        summary = {"status": verdict.status, "counts": verdict.counts, "failing": sorted(failing),
+                   "rows": self.verdict.rows}
+        return fresh, {"alerts": {"open": dict(self.open_alerts)}, "verdict": summary}
+
+    def close(self, clean: bool = True) -> list[Commit]:
+        """Commit what was read and mark the follow ended. A partial last line is left for a resume."""
+        out = self.poll(force=True) if self.stopped is None else []
+        self.tail.close()
+        if clean:
+            self.run.finish({"alerts": {"open": dict(self.open_alerts)}})
+        return out
+
+
+class FollowSet:
+    """Several followed files: ``paths`` (files, or folders whose files match ``pattern``), one run each.
+
+    A file's run is named after the file (its name without ``.jsonl``), prefixed by ``name`` and a dash
+    when there are several files, or named ``name`` when one file is followed.
+    """
+
+    def __init__(self, store: RunStore, paths: Iterable[str | os.PathLike], name: str | None = None,
+                 pattern: str = "*.jsonl", **kw):
+        self.store, self.name, self.pattern, self.kw = store, name, pattern, kw
+        self.files = [Path(p) for p in paths if not Path(p).is_dir()]
+        self.dirs = [Path(p) for p in paths if Path(p).is_dir()]
+        for f in self.files:
+            refuse_gzip(f)
+        self.followers: dict[Path, Follower] = {}
+        self._scan()
+
+    def _run_name(self, path: Path) -> str:
+        stem = path.name
+        for ext in (".jsonl", ".ndjson", ".json"):
+            if stem.lower().endswith(ext):
+                stem = stem[: -len(ext)]
+                break
+        if self.name and len(self.files) == 1 and not self.dirs:
+            return self.name
+        return f"{self.name}-{stem}" if self.name else stem
+
+    def _scan(self) -> None:
+        found = list(self.files)
+        for d in self.dirs:
+            found += sorted(p for p in d.iterdir() if p.is_file() and fnmatch.fnmatch(p.name, self.pattern)
+                            and not p.name.lower().endswith(".gz"))
+        for p in found:
+            if p not in self.followers:
+                self.followers[p] = Follower(self.store, p, self._run_name(p), **self.kw)
+
+    def poll(self, force: bool = False) -> list[Commit]:
+        if self.dirs:
+            self._scan()
+        return [c for f in self.followers.values() for c in f.poll(force)]
+
+    @property
+    def last_line_at(self) -> float:
+        return max((f.last_line_at for f in self.followers.values()), default=time.monotonic())
+
+    @property
+    def stopped(self) -> list[str]:
+        return [f.stopped for f in self.followers.values() if f.stopped]
+
+    def close(self, clean: bool = True) -> list[Commit]:
+        return [c for f in self.followers.values() for c in f.close(clean)]
+
+
+def follow(fset: FollowSet, *, until_idle: float | None = None, poll_every: float = 0.2,
+           on_commit: Callable[[Commit], None] = lambda c: None,
+           should_stop: Callable[[], bool] = lambda: False) -> str:
+    """Drive ``fset`` until ``until_idle`` seconds pass without a new line, a file stops it
+    (``--on-truncate stop``), ``should_stop()`` says so, or Ctrl-C; returns why it ended.
+
+    What was read is committed before it returns, on Ctrl-C too.
+    """
+    if until_idle is not None and not until_idle > 0:
+        raise ValidationError(f"until_idle must be seconds > 0, got {until_idle!r}", field="until_idle",
+                              value=until_idle)
+    why = "interrupted"
+    try:
+        while True:
+            for c in fset.poll():
+                on_commit(c)
+            if fset.stopped:
+                why = fset.stopped[0]
+                break
+            if until_idle is not None and time.monotonic() - fset.last_line_at >= until_idle:
+                why = f"no new line for {until_idle:g} s"
+                break
+            if should_stop():
+                why = "stopped"
+                break
+            time.sleep(poll_every)
+    except KeyboardInterrupt:
+        why = "interrupted (Ctrl-C)"
+    for c in fset.close():
+        on_commit(c)
+    return why
+
+
+
+class RunWatch:
+    """A run of the store read as it grows (``check NAME --follow``): each new part is judged once.
+
+    Parameters
+    ----------
+    store, run_id
+        The run.
+    options
+        The check options.
+    """
+
+    def __init__(self, store: RunStore, run_id: str, options: CheckOptions | None = None):
+        self.store, self.run_id = store, run_id
+        self.lines = 0  # the file lines judged (a part merged by compaction keeps its lines)
+        self.verdict = IncrementalVerdict(options, reload=self._read_all)
+
+    def _read_all(self):
+        table = self.store.load_table(self.run_id)
+        return self._frame(table.filter(pc.less_equal(table.column(LINE_COLUMN), self.lines)))
+
+    @staticmethod
+    def _frame(table: pa.Table):
+        import pandas as pd
+
+        from regime_dash.diag.aliases import canonical_frame
+
+        if not table.num_rows:
+            return pd.DataFrame()
+        frame = table.to_pandas()
+        return canonical_frame(frame.drop(columns=[c for c in (LINE_COLUMN, PARTITION) if c in frame.columns]))
+
+    def poll(self):
+        """The verdict after the rows committed since the last call, or ``None`` when there are none."""
+        from regime_dash.store.append import rows_after
+
+        table, reach = rows_after(self.store, self.run_id, self.lines)
+        if table is None or not table.num_rows:
+            self.lines = reach
+            return None
+        verdict = self.verdict.update(self._frame(table))  # reload gives the rows before these
+        self.lines = reach
+        return verdict
+
+    def following(self) -> bool:
+        """A follower is still writing the run (its metadata says so, and its process is alive here)."""
+        import socket
+
+        from regime_dash.store.run_store import _pid_alive
+        from regime_dash.store.append import FOLLOW_KEY
+
+        f = self.store.meta(self.run_id).get(FOLLOW_KEY)
+        if not f or not f.get("active"):
+            return False
+        if f.get("host") == socket.gethostname() and f.get("pid"):
+            return _pid_alive(int(f["pid"]))
+        return True

@@ -1,0 +1,100 @@
+"""Named chart layouts kept with the store: panel sets saved under a name, for anyone who opens it.
+
+One JSON file in the store's root, ``_layouts.json``: ``{"layouts": {name: panel set}}``, each
+panel set as :func:`regime_dash.diag.panel_set.to_json` writes it. Every change reads the file,
+edits it and replaces it in one rename (a temporary file, then ``os.replace``) under the
+store's lock, as a run's ``_meta.json`` is changed: two tabs saving at once both land, and a
+reader never sees half a file. A stale temporary file (a writer killed mid-write) is simply
+written over by the next change. The spec panels alone stay the default layout: it needs no
+name and is not stored.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from regime_dash.errors import StoreError, ValidationError
+from regime_dash.diag.panel_set import PanelSet, from_json, to_json
+from regime_dash.store.run_store import RunStore, _replace_json
+
+__all__ = ["FILE", "NAME_RE", "delete", "list_layouts", "load", "save", "valid_name"]
+
+#: The layouts' file in the store's root.
+FILE = "_layouts.json"
+#: A layout's name: a letter or digit, then letters, digits, space and ``._-``; at most 64
+#: characters (it travels in a URL as ``layout=NAME``).
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,63}$")
+
+
+def valid_name(name: Any) -> str:
+    """``name`` as a layout's name; raises :class:`ValidationError` naming it when it is not one."""
+    text = str(name).strip() if isinstance(name, str) else name
+    if not isinstance(text, str) or not NAME_RE.match(text):
+        raise ValidationError(f"layout name {str(name)[:80]!r} is not a name: use letters, digits, space "
+                              "and ._- (at most 64 characters, starting with a letter or digit)",
+                              field="layout", value=name)
+    return text
+
+
+def _path(store: RunStore) -> Path:
+    return store.root / FILE
+
+
+def _read(store: RunStore) -> dict[str, Any]:
+    """Every stored layout's JSON, ``{name: dict}`` (none when the file is not there)."""
+    path = _path(store)
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"the layouts file {path.name} cannot be read ({exc}); move it aside to start afresh",
+                         path=str(path)) from None
+    layouts = obj.get("layouts") if isinstance(obj, dict) else None
+    if not isinstance(layouts, dict):
+        raise StoreError(f"the layouts file {path.name} holds no layouts table", path=str(path))
+    return layouts
+
+
+def _write(store: RunStore, layouts: dict[str, Any]) -> None:
+    """The layouts file replaced in one rename, as ``_meta.json`` is (the caller holds the store's lock)."""
+    _replace_json(_path(store), {"layouts": dict(sorted(layouts.items()))})
+
+
+def save(store: RunStore, name: str, panels: PanelSet) -> str:
+    """Keep ``panels`` as the layout ``name`` (replacing one of that name); returns the name kept."""
+    name = valid_name(name)
+    with store._locked():
+        layouts = _read(store)
+        layouts[name] = to_json(panels)
+        _write(store, layouts)
+    return name
+
+
+def load(store: RunStore, name: str) -> PanelSet:
+    """The layout ``name``; raises :class:`StoreError` naming it (and the layouts there are) when none."""
+    name = valid_name(name)
+    layouts = _read(store)
+    if name not in layouts:
+        known = ", ".join(sorted(layouts)[:10]) or "none"
+        raise StoreError(f"no layout {name!r} in the store (layouts: {known})", path=str(_path(store)))
+    return from_json(layouts[name])
+
+
+def list_layouts(store: RunStore) -> list[str]:
+    """The stored layouts' names, sorted."""
+    return sorted(_read(store))
+
+
+def delete(store: RunStore, name: str) -> bool:
+    """Remove the layout ``name``; returns whether there was one."""
+    name = valid_name(name)
+    with store._locked():
+        layouts = _read(store)
+        if name not in layouts:
+            return False
+        del layouts[name]
+        _write(store, layouts)
+    return True
