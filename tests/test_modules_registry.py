@@ -285,10 +285,35 @@ def test_a_check_provider_that_cannot_load_raises(monkeypatch):
     from regime_dash.analysis import registry
     from regime_dash.analysis.verdict import verdict
 
+    from importlib.metadata import EntryPoint
+
     frame = MODULES["pearl_c"].replay(MODULES["pearl_c"].demo_stream(steps=30))
-    monkeypatch.setattr(registry, "PROVIDERS", registry.PROVIDERS + ("regime_dash.modules.integration:NOPE",))
+    nope = EntryPoint(name="nope", value="regime_dash.modules.integration:NOPE", group=registry.GROUP)
+    registered = registry._entries()
+    monkeypatch.setattr(registry, "_entries", lambda: (*registered, nope))
     with pytest.raises(ImportError, match="NOPE"):
         verdict(frame)
+
+
+def test_the_module_checks_are_registered_as_an_entry_point():
+    """pyproject.toml's ``regime_dash.checks`` group reaches the installed metadata and names the modules' provider."""
+    from regime_dash.analysis import registry
+    from regime_dash.modules.integration import MODULE_CHECKS
+
+    assert [e.value for e in registry._entries()] == ["regime_dash.modules.integration:MODULE_CHECKS"]
+    assert registry.providers() == [MODULE_CHECKS]
+
+
+def test_no_registered_provider_is_a_clear_error(monkeypatch):
+    from regime_dash.analysis import registry
+
+    monkeypatch.setattr(registry, "entry_points", lambda group: ())
+    registry._entries.cache_clear()
+    try:
+        with pytest.raises(ImportError, match="pip install -e"):
+            registry.providers()
+    finally:
+        registry._entries.cache_clear()
 
 
 def test_bench_module_rows_measure_or_say_why_not():

@@ -1,17 +1,20 @@
-"""The checks that live above the analysis layer, registered with it by name.
+"""The checks that live above the analysis layer, registered with it as entry points.
 
 :func:`regime_dash.analysis.verdict.verdict` runs the spec's checks (:mod:`.invariants`)
-and then those of every provider named in :data:`PROVIDERS`: today the controller
+and then those of every provider registered in the entry-point group :data:`GROUP`
+(``[project.entry-points."regime_dash.checks"]`` in pyproject.toml): today the controller
 modules' invariants. The analysis layer never imports the controller modules (they
-import it); it names their provider as plain data, the way a plug-in entry point does,
-and loads it when a verdict asks. So every verdict gets the module checks, whichever
-shell computes it and whatever that shell imported first; a provider that is named here
-but cannot be loaded raises instead of being skipped.
+import it); the installed package's metadata names their provider, and it is loaded when
+a verdict asks. So every verdict gets the module checks, whichever shell computes it and
+whatever that shell imported first; a provider that is registered but cannot be loaded
+raises instead of being skipped, and so does a package whose metadata registers none
+(a checkout used without ``pip install -e .``).
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
+from functools import lru_cache
+from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 if TYPE_CHECKING:  # the annotations only
@@ -19,8 +22,8 @@ if TYPE_CHECKING:  # the annotations only
 
     from regime_dash.analysis.invariants import CheckOptions, CheckResult
 
-#: ``"module:attribute"`` of each :class:`CheckProvider`, loaded on first use.
-PROVIDERS: tuple[str, ...] = ("regime_dash.modules.integration:MODULE_CHECKS",)
+#: The entry-point group of the check providers.
+GROUP = "regime_dash.checks"
 
 
 @dataclass(frozen=True)
@@ -47,22 +50,30 @@ class CheckProvider:
     coverage: "Callable[[pd.DataFrame], list[dict]] | None" = None
 
 
-def load(entry: str) -> CheckProvider:
-    """The provider an entry of :data:`PROVIDERS` names."""
-    module, _, attr = entry.partition(":")
+def load(entry: EntryPoint) -> CheckProvider:
+    """The provider an entry point of :data:`GROUP` names."""
     try:
-        provider: Any = getattr(importlib.import_module(module), attr)
+        provider: Any = entry.load()
     except (ImportError, AttributeError) as exc:
-        raise ImportError(f"check provider {entry!r} (regime_dash.analysis.registry.PROVIDERS) cannot be loaded: "
-                          f"{exc}") from exc
+        raise ImportError(f"check provider {entry.name!r} ({entry.value}, entry-point group {GROUP!r}) cannot be "
+                          f"loaded: {exc}") from exc
     if not isinstance(provider, CheckProvider):
-        raise TypeError(f"check provider {entry!r} is a {type(provider).__name__}, not a CheckProvider")
+        raise TypeError(f"check provider {entry.value!r} is a {type(provider).__name__}, not a CheckProvider")
     return provider
 
 
+@lru_cache(maxsize=1)
+def _entries() -> tuple[EntryPoint, ...]:
+    found = tuple(sorted(entry_points(group=GROUP), key=lambda e: e.name))
+    if not found:
+        raise ImportError(f"no check provider is registered in the entry-point group {GROUP!r}: the regime-dash "
+                          "package's metadata is missing; install the checkout with `python3 -m pip install -e .`")
+    return found
+
+
 def providers() -> list[CheckProvider]:
-    """Every provider of :data:`PROVIDERS`, loaded (the imports are cached by Python)."""
-    return [load(entry) for entry in PROVIDERS]
+    """Every provider registered in :data:`GROUP`, loaded (the imports are cached by Python)."""
+    return [load(entry) for entry in _entries()]
 
 
 def split_ids(ids: Sequence[str] | None, provided: Sequence[CheckProvider]

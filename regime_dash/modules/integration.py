@@ -47,7 +47,7 @@ def module_check_results(frame: pd.DataFrame, ids: Iterable[str] | None = None, 
 
 
 #: The module checks as :func:`regime_dash.analysis.verdict.verdict` runs them: named in
-#: :data:`regime_dash.analysis.registry.PROVIDERS`, so the analysis layer never imports this one.
+#: the entry-point group ``regime_dash.checks`` (pyproject.toml), so the analysis layer never imports this one.
 def module_coverage(frame: pd.DataFrame) -> list[dict]:
     """The coverage entries of every module whose columns ``frame`` has (each package's ``coverage``)."""
     import importlib
