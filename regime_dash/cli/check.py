@@ -64,6 +64,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "2 if one could not be read or is not a diag)")
     p.add_argument("--scheduler", metavar="local|ADDRESS", default=None,
                    help="with --all: check the runs over dask.distributed (default: in-process)")
+    p.add_argument("--verbose", action="store_true",
+                   help="with --scheduler local: show the dask workers' own logging (default: errors only)")
     p.add_argument("--only", metavar="ID[,ID...]", default=None,
                    help="run only these check ids (default: all)")
     p.add_argument("--aliases", metavar="FILE", default=None, help=_ALIAS_HELP)
@@ -257,7 +259,7 @@ def run_check_all(args: argparse.Namespace) -> int:
                               ("ulps", args.ulps)) if v is not None}
     check = functools.partial(store_check, store=str(store.root), options=opts,
                               aliases=_user_aliases(args.aliases))
-    table = check_all(runs, check, scheduler=args.scheduler)
+    table = check_all(runs, check, scheduler=args.scheduler, verbose=args.verbose)
     doc = {"runs": table.to_dict("records")}
     lines = [table.to_string(index=False) if len(table) else "the store has no runs",
              f"{(table['status'] != 'ok').sum()} of {len(table)} run(s) failed or could not be checked"]

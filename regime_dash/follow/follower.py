@@ -27,27 +27,17 @@ import pyarrow.compute as pc
 
 from regime_dash.analysis.incremental import IncrementalVerdict
 from regime_dash.analysis.invariants import CheckOptions
+from regime_dash.core.view_urls import DEFAULT_DASHBOARD, explore_url
 from regime_dash.errors import ValidationError
 from regime_dash.ingest import LINE_COLUMN, IngestReport, Reject, Aside, iter_batches
 from regime_dash.store.run_store import PARTITION, RunStore, _free_col, _now
 from regime_dash.store.append import FollowedRun, FollowState
 from regime_dash.follow.tail import Tail, refuse_gzip
 
-__all__ = ["Alert", "Commit", "Follower", "FollowSet", "follow", "TRUNCATE_POLICIES", "view_url"]
+__all__ = ["Alert", "Commit", "Follower", "FollowSet", "follow", "TRUNCATE_POLICIES"]
 
 #: What a truncated file does to its run: a new segment of the same run, or the follow stops.
 TRUNCATE_POLICIES = ("segment", "stop")
-#: The dashboard a message links to, unless the caller names another.
-DEFAULT_DASHBOARD = "http://localhost:8501"
-
-
-def view_url(base: str, run_id: str, step: int | None = None) -> str:
-    """The Explore view of ``run_id`` (around ``step``, when given) on the dashboard at ``base``."""
-    url = f"{base.rstrip('/')}/explore?runs={run_id}"
-    if step is not None:
-        url += f"&window={max(0, int(step) - 100)},{int(step) + 100}"
-    return url
-
 
 @dataclass
 class Alert:
@@ -262,7 +252,7 @@ class Follower:
         fresh = []
         for cid, (kind, step, msg) in failing.items():
             if cid not in self.open_alerts:
-                a = Alert(self.run_id, cid, kind, step, msg, view_url(self.dashboard, self.run_id, step))
+                a = Alert(self.run_id, cid, kind, step, msg, explore_url(self.dashboard, self.run_id, step))
                 fresh.append(a)
                 self.open_alerts[cid] = {**a.to_dict(), "at": _now()}
         for cid in [c for c in self.open_alerts if c not in failing]:

@@ -68,7 +68,7 @@ def _shard(runs: Sequence[str], check: CheckFn) -> list[dict[str, Any]]:
 
 
 def check_all(runs: Sequence[str], check: CheckFn, *, scheduler: Any = None,
-              progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
+              progress: Callable[[int, int], None] | None = None, verbose: bool = False) -> pd.DataFrame:
     """Check every run with ``check`` and return the summary table (:data:`COLUMNS`), in ``runs`` order.
 
     Parameters
@@ -84,13 +84,15 @@ def check_all(runs: Sequence[str], check: CheckFn, *, scheduler: Any = None,
         ``None`` (in-process), ``"local"``, a scheduler address or a client.
     progress
         ``progress(done, total)`` after each run (in-process) or shard.
+    verbose
+        A local cluster's workers log at dask's INFO level (default: errors only).
     """
     from regime_dash.runs import scheduler as distributed
 
     runs = list(runs)
     if not runs:
         return pd.DataFrame(columns=list(COLUMNS))
-    with distributed.connect(scheduler) as client:
+    with distributed.connect(scheduler, verbose=verbose) as client:
         if client is None:
             rows = []
             for k, run in enumerate(runs):

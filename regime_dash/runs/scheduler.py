@@ -26,6 +26,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
+import logging
 import os
 import socket
 import urllib.parse
@@ -67,8 +68,13 @@ def _visible_gpus(n: int) -> list[str]:
     return ids[:n] if len(ids) >= n else [str(i) for i in range(n)]
 
 
+#: The log level of a local cluster's workers unless ``verbose``: their start-up INFO lines
+#: (addresses, memory, threads) would bury a command's own output.
+QUIET_LEVEL = logging.ERROR
+
+
 def local_cluster(n_workers: int | None = None, *, gpus: int | None = None,
-                  use_dask_cuda: bool = True) -> Any:
+                  use_dask_cuda: bool = True, verbose: bool = False) -> Any:
     """A local cluster with one worker per GPU, or one per CPU core without GPUs.
 
     Parameters
@@ -80,6 +86,8 @@ def local_cluster(n_workers: int | None = None, *, gpus: int | None = None,
     use_dask_cuda
         Use dask-cuda's ``LocalCUDACluster`` when it imports; otherwise (or with
         False) nannies started with ``CUDA_VISIBLE_DEVICES`` set one GPU each.
+    verbose
+        Let the workers log at dask's own level (INFO); by default they log errors only.
 
     Returns
     -------
@@ -89,7 +97,9 @@ def local_cluster(n_workers: int | None = None, *, gpus: int | None = None,
     n_gpu = gpu_count() if gpus is None else int(gpus)
     if n_gpu < 0:
         raise ValidationError(f"gpus must be >= 0, got {gpus!r}", field="gpus", value=gpus)
-    common = {"dashboard_address": None}
+    # every address on the loopback: a local cluster serves this host only
+    common = {"dashboard_address": None, "host": "127.0.0.1"}
+    quiet = {} if verbose else {"silence_logs": QUIET_LEVEL}
     if n_gpu > 0:
         ids = _visible_gpus(n_gpu)
         if use_dask_cuda:
@@ -101,7 +111,8 @@ def local_cluster(n_workers: int | None = None, *, gpus: int | None = None,
                 return LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(ids), threads_per_worker=1,
                                         **common)
         workers = {f"gpu-{d}": {"cls": distributed.Nanny,
-                                "options": {"nthreads": 1, "env": {"CUDA_VISIBLE_DEVICES": d}}}
+                                "options": {"nthreads": 1, "host": "127.0.0.1", "dashboard": False,
+                                            "env": {"CUDA_VISIBLE_DEVICES": d}, **quiet}}
                    for d in ids}
     else:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -111,14 +122,15 @@ def local_cluster(n_workers: int | None = None, *, gpus: int | None = None,
                                   value=n_workers)
         share = str(max(1, cores // n))  # numba's threads per worker: the cores split between them
         workers = {f"cpu-{i}": {"cls": distributed.Nanny,
-                                "options": {"nthreads": 1, "env": {"NUMBA_NUM_THREADS": share}}}
+                                "options": {"nthreads": 1, "host": "127.0.0.1", "dashboard": False,
+                                            "env": {"NUMBA_NUM_THREADS": share}, **quiet}}
                    for i in range(n)}
     scheduler = {"cls": distributed.Scheduler, "options": common}
     return distributed.SpecCluster(workers=workers, scheduler=scheduler, silence_logs=40)
 
 
 @contextlib.contextmanager
-def connect(scheduler: Any) -> Iterator[Any]:
+def connect(scheduler: Any, *, verbose: bool = False) -> Iterator[Any]:
     """A ``distributed.Client`` for ``scheduler`` (see the module docstring), or None in-process.
 
     A cluster or client made here is closed on exit; a client passed in is not.
@@ -140,7 +152,8 @@ def connect(scheduler: Any) -> Iterator[Any]:
         distributed = _require()
         if scheduler == "local":
             # this host's workers: results and inputs go straight between them and here
-            with local_cluster() as cluster, distributed.Client(cluster, direct_to_workers=True) as client:
+            with local_cluster(verbose=verbose) as cluster, \
+                    distributed.Client(cluster, direct_to_workers=True) as client:
                 yield client
             return
         with distributed.Client(scheduler, timeout="30s") as client:

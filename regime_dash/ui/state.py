@@ -21,6 +21,8 @@ from typing import Any, Callable, Sequence
 
 import streamlit as st
 
+from regime_dash.core.view_urls import RANGE_SEP, range_text
+
 _KEPT = "_view.kept"
 _DECLARED = "_view.declared"
 _SHOWN = "_view.shown"  # keys restored in this run of the app (its fragments' reruns included)
@@ -33,7 +35,7 @@ def encode(value: Any, kind: str) -> str:
     if kind == "list":
         return ",".join(str(v) for v in value)
     if kind == "range":
-        return f"{value[0]}..{value[1]}"
+        return range_text(value[0], value[1])
     if kind == "bool":
         return "1" if value else "0"
     if kind == "float":
@@ -57,7 +59,7 @@ def decode(text: str, kind: str) -> Any:
     if kind == "list":
         return [t for t in text.split(",") if t]
     if kind == "range":
-        lo, hi = text.split("..")
+        lo, hi = text.split(RANGE_SEP)
         return (int(_number(lo)), int(_number(hi)))
     if kind == "bool":
         if text not in ("0", "1", "true", "false"):
