@@ -126,12 +126,15 @@ def script(argv: list[str] | None = None) -> int:
 def main(argv: list[str] | None = None) -> int:
     from regime_dash.errors import RegimeDashError
 
-    args = build_parser(argv).parse_args(argv)
     try:
+        args = build_parser(argv).parse_args(argv)
         return int(args.func(args) or 0)
     except RegimeDashError as exc:
         say(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C is the user's word, not a bug: no traceback
+        say("interrupted", file=sys.stderr)
+        return 130
     except Exception:  # noqa: BLE001 - a bug: its traceback, escaped (it may quote a file's key or name)
         import traceback  # only for a bug: its import is ~7 ms of every command's start
 

@@ -13,6 +13,7 @@ file, a name another run has, an unreadable file).
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from regime_dash.cli import say, say_json
@@ -46,6 +47,22 @@ def _status(c) -> str:
 
 
 def run_follow(args: argparse.Namespace) -> int:
+    """Follow until the end; SIGTERM and Ctrl-C end it too, with what was read committed and the summary line."""
+    terminated: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: terminated.append(signum))
+    try:
+        why = _follow(args, should_stop=lambda: bool(terminated))
+    except KeyboardInterrupt:  # before the follow loop began (its own Ctrl-C commits and returns)
+        why = "interrupted (Ctrl-C) before the first commit"
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if terminated:
+        why = "terminated (SIGTERM)"
+    say(f"follow ended: {why}", file=sys.stderr, flush=True)
+    return 0
+
+
+def _follow(args: argparse.Namespace, should_stop) -> str:
     from regime_dash.follow.alerts import Dispatch
     from regime_dash.errors import ValidationError
     from regime_dash.follow.follower import DEFAULT_DASHBOARD, FollowSet, follow
@@ -76,7 +93,7 @@ def run_follow(args: argparse.Namespace) -> int:
             else:
                 say(_status(c), flush=True)
 
-    why = follow(fset, until_idle=args.until_idle, on_commit=on_commit)
-    dispatch.close()
-    say(f"follow ended: {why}", file=sys.stderr, flush=True)
-    return 0
+    try:
+        return follow(fset, until_idle=args.until_idle, on_commit=on_commit, should_stop=should_stop)
+    finally:
+        dispatch.close()
