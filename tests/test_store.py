@@ -164,11 +164,11 @@ def test_kill_during_ingest_leaves_no_partial_run_and_next_ingest_succeeds(tmp_p
         import sys, time
         from regime_dash.ingest import pipeline as ingest  # where iter_batches looks them up
         from regime_dash.store.run_store import RunStore
-        real = ingest._parse_chunk
+        real = ingest.parse_chunk
         def slow(*a, **k):
             time.sleep(0.05)  # stretch the ingest so the kill lands mid-way
             return real(*a, **k)
-        ingest._parse_chunk = slow
+        ingest.parse_chunk = slow
         RunStore(sys.argv[1], chunk_bytes=1 << 18).ingest(sys.argv[2])
     """)
     proc = subprocess.Popen([sys.executable, "-c", code, str(root), str(src)], env=child_env())

@@ -28,11 +28,10 @@ import pyarrow.compute as pc
 from regime_dash.analysis.incremental import IncrementalVerdict
 from regime_dash.analysis.invariants import CheckOptions
 from regime_dash.errors import ValidationError
-from regime_dash.ingest import LINE_COLUMN, IngestReport, Reject, Aside, iter_batches
+from regime_dash.ingest import LINE_COLUMN, IngestReport, Reject, Aside, free_name, iter_batches
 from regime_dash.store.metadata import now
 from regime_dash.store.paths import PARTITION, pid_alive
 from regime_dash.store.run_store import RunStore
-from regime_dash.store.writer import free_col
 from regime_dash.store.append import FollowedRun, FollowState
 from regime_dash.follow.tail import Tail, refuse_gzip
 
@@ -233,7 +232,7 @@ class Follower:
                 i = t.column_names.index(LINE_COLUMN)
                 t = t.set_column(i, LINE_COLUMN, pc.add(t.column(i), off))
                 if PARTITION in t.column_names:
-                    t = t.rename_columns([free_col(PARTITION, t.column_names) if n == PARTITION else n
+                    t = t.rename_columns([free_name(PARTITION, t.column_names) if n == PARTITION else n
                                           for n in t.column_names])
                 tables.append(t)
             rejects.extend(Reject(r.line + off, r.reason, r.raw) for r in b.rejects)

@@ -227,7 +227,7 @@ class IngestReport:
         if room > 0:
             self.aside.extend(aside[:room])
         self.aside_count += len(aside)
-        _merge_counts(self.coerced, coerced)
+        merge_counts(self.coerced, coerced)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary (rejects as ``{line, reason}``)."""
@@ -253,7 +253,8 @@ class IngestReport:
         }
 
 
-def _merge_counts(into: dict[str, dict[str, int]], more: dict[str, dict[str, int]]) -> None:
+def merge_counts(into: dict[str, dict[str, int]], more: dict[str, dict[str, int]]) -> None:
+    """Add the counts ``{column: {kind: n}}`` of ``more`` into ``into`` (coercions counted per column and kind)."""
     for col, by in more.items():
         dst = into.setdefault(col, {})
         for kind, n in by.items():

@@ -27,6 +27,7 @@ from regime_dash.ingest import (
     Aside,
     IngestReport,
     conform_column,
+    free_name,
     iter_batches,
     report_reason,
     require_diag,
@@ -54,7 +55,7 @@ from regime_dash.store.paths import (
 from regime_dash.store.quarantine import move_orphan_copies
 from regime_dash.store.reader import PartSchemas
 
-__all__ = ["MAX_COLUMNS", "clean_stale", "delete_run", "free_col", "ingest", "reject_record"]
+__all__ = ["MAX_COLUMNS", "clean_stale", "delete_run", "ingest", "reject_record"]
 
 #: The most columns one run may have. The diag contract has about a hundred fields; a file
 #: with tens of thousands of keys is refused (its parse cost grows with the key count, and
@@ -70,15 +71,6 @@ class _Progress:
     total: int | None = None
     content: int = 0
     written: int = 0
-
-
-def free_col(base: str, taken) -> str:
-    """A column name for a source field named ``base`` that the store's own column holds: ``base``
-    with underscores added until no name in ``taken`` has it."""
-    name = base + "_"
-    while name in taken:
-        name += "_"
-    return name
 
 
 def reject_record(r) -> dict[str, Any]:
@@ -187,7 +179,7 @@ def _write_run(source: Any, tmp: Path, source_name: str | None, progress: Callab
                 if PARTITION in table.column_names:
                     # the hive key names the run; a source field of that name moves over
                     table = table.rename_columns(
-                        [free_col(PARTITION, table.column_names) if n == PARTITION else n
+                        [free_name(PARTITION, table.column_names) if n == PARTITION else n
                          for n in table.column_names])
                 state.content = report.content_bytes
                 parts.write(table)
@@ -205,7 +197,7 @@ def _write_run(source: Any, tmp: Path, source_name: str | None, progress: Callab
             if fh.tell():  # an empty file has nothing to make durable
                 os.fsync(fh.fileno())
     if PARTITION in report.columns:
-        report.rename_column(PARTITION, free_col(PARTITION, report.columns))
+        report.rename_column(PARTITION, free_name(PARTITION, report.columns))
     return report
 
 
