@@ -254,11 +254,11 @@ _SLOW_INGEST = textwrap.dedent("""
     import sys, time
     from regime_dash.ingest import pipeline as ingest  # where iter_batches looks them up
     from regime_dash.store.run_store import RunStore
-    real = ingest._parse_chunk
+    real = ingest.parse_chunk
     def slow(*a, **k):
         time.sleep(0.02)  # stretch the ingest so kills land at many points of it
         return real(*a, **k)
-    ingest._parse_chunk = slow
+    ingest.parse_chunk = slow
     RunStore(sys.argv[1], chunk_bytes=1 << 18).ingest(sys.argv[2])
 """)
 

@@ -274,13 +274,13 @@ def test_date_like_column_turning_numeric_stays_fast_and_right():
     from regime_dash.ingest import arrow
 
     sent = []  # lines the fast path hands to the json reference reader
-    real = arrow._reference
+    real = arrow.read_reference
 
     def counting(lines_, *a, **k):
         sent.append(len(lines_))
         return real(lines_, *a, **k)
 
-    with mock.patch.object(arrow, "_reference", counting):
+    with mock.patch.object(arrow, "read_reference", counting):
         table, rep = parse(data, chunk_bytes=8192, workers=1)
     t = table.column("t").to_pylist()
     assert t[0] == "2024-01-01" and t[-1] == "2999" and rep.rows == 6000

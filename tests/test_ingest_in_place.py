@@ -1,4 +1,4 @@
-"""A regular file is read in blocks that end at a line break (``_Blocks.whole_lines``: no
+"""A regular file is read in blocks that end at a line break (``Blocks.whole_lines``: no
 partial line carried and joined to the next block), and reads exactly as the same bytes
 given in memory (the usual reading): rows, rejects with their line numbers, blank lines,
 CR/CRLF breaks, the hash. A byte order mark, gzip, or a long line at a block's end hand
@@ -29,14 +29,14 @@ def _lines(n: int, seed: int) -> list[bytes]:
 def counted(monkeypatch):
     """How many blocks the in-place reading handed out."""
     seen = []
-    real = sources._Blocks.whole_lines
+    real = sources.Blocks.whole_lines
 
     def whole_lines(self, size, total):
         for block in real(self, size, total):
             seen.append(len(block))
             yield block
 
-    monkeypatch.setattr(sources._Blocks, "whole_lines", whole_lines)
+    monkeypatch.setattr(sources.Blocks, "whole_lines", whole_lines)
     return seen
 
 

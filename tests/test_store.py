@@ -164,11 +164,11 @@ def test_kill_during_ingest_leaves_no_partial_run_and_next_ingest_succeeds(tmp_p
         import sys, time
         from regime_dash.ingest import pipeline as ingest  # where iter_batches looks them up
         from regime_dash.store.run_store import RunStore
-        real = ingest._parse_chunk
+        real = ingest.parse_chunk
         def slow(*a, **k):
             time.sleep(0.05)  # stretch the ingest so the kill lands mid-way
             return real(*a, **k)
-        ingest._parse_chunk = slow
+        ingest.parse_chunk = slow
         RunStore(sys.argv[1], chunk_bytes=1 << 18).ingest(sys.argv[2])
     """)
     proc = subprocess.Popen([sys.executable, "-c", code, str(root), str(src)], env=child_env())
@@ -204,7 +204,7 @@ def test_a_lock_held_by_a_killed_process_does_not_block_the_next_ingest(tmp_path
     code = textwrap.dedent("""
         import sys, time
         from regime_dash.store.run_store import RunStore
-        with RunStore(sys.argv[1])._locked():
+        with RunStore(sys.argv[1]).lock():
             print("held", flush=True)
             time.sleep(120)
     """)
@@ -435,9 +435,9 @@ def test_narrow_load_reads_a_few_row_groups_at_a_time_with_the_whole_read_bits(t
     import numpy as np
     import pyarrow.parquet as pq
 
-    import regime_dash.store.run_store as store_mod
+    import regime_dash.store.reader as store_reader
 
-    monkeypatch.setattr(store_mod, "_NARROW_ROWS", 3)  # several pieces a part
+    monkeypatch.setattr(store_reader, "_NARROW_ROWS", 3)  # several pieces a part
     src = tmp_path / "n.jsonl"
     src.write_text("".join(json.dumps({"step": i, "risk_stack.a": i + 0.5, "risk_stack.b": float(i),
                                        "risk_stack.c": i}) + "\n" for i in range(6)))

@@ -8,6 +8,7 @@ import pytest
 
 from regime_dash.cli import main
 from regime_dash.errors import StoreError, ValidationError
+from regime_dash.store.paths import run_dir
 from regime_dash.store.run_store import RunStore
 from regime_dash.store.labels import remove_alias, rename, set_note, tag, untag
 
@@ -97,7 +98,7 @@ def test_concurrent_tags_all_land(two):
     for t in threads:
         t.join()
     assert store.meta(a)["tags"] == sorted(f"t{i}" for i in range(8))
-    assert not list(store._run_dir(a).glob("*.tmp"))
+    assert not list(run_dir(store.root, a).glob("*.tmp"))
 
 
 # ---- the CLI ------------------------------------------------------------------------------

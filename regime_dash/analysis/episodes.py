@@ -40,7 +40,7 @@ def run_bounds(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.r_[idx[0], idx[breaks + 1]].astype(np.int64), np.r_[idx[breaks], idx[-1]].astype(np.int64)
 
 
-def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+def true_runs(mask: np.ndarray) -> list[tuple[int, int]]:
     """``[(first_row, last_row)]`` of the runs of True in ``mask``."""
     a, b = run_bounds(mask)
     return list(zip(a.tolist(), b.tolist()))
@@ -91,9 +91,8 @@ def dead_zone_episodes(frame: pd.DataFrame | FrameView, merge_gap: int = RESURRE
         raise ValidationError(f"merge_gap must be a whole number >= 0, got {merge_gap!r}",
                               field="merge_gap", value=merge_gap)
     key = ("dead_zone_episodes", int(merge_gap))
-    if key not in vw._cache:  # the summary, the findings and the finders all ask for it
-        vw._cache[key] = _dead_zone_table(vw, int(merge_gap))
-    return vw._cache[key].copy()
+    # the summary, the findings and the finders all ask for it
+    return vw.memo(key, lambda: _dead_zone_table(vw, int(merge_gap))).copy()
 
 
 def _dead_zone_table(vw: FrameView, merge_gap: int) -> pd.DataFrame:
@@ -169,7 +168,7 @@ def timeouts(frame: pd.DataFrame | FrameView) -> pd.DataFrame:
     """Steps where the dead-zone timeout flag turned on: ``step``, ``duration``, ``max_duration``."""
     vw = as_view(frame)
     _need(vw, "timeouts", v.TIMEOUT)
-    rows = [a for a, _ in _runs(vw.f32(v.TIMEOUT) == 1)]
+    rows = [a for a, _ in true_runs(vw.f32(v.TIMEOUT) == 1)]
     return pd.DataFrame({
         "step": vw.step[rows].astype(np.int64),
         "duration": vw.f32(v.DURATION)[rows].astype(np.float64) if vw.has(v.DURATION) else np.nan,
@@ -195,7 +194,7 @@ def floor_spans(frame: pd.DataFrame | FrameView) -> pd.DataFrame:
     ema_sigma = np.sqrt(vw.f32(v.POPART_VAR))
     rows = [{"start": int(vw.step[a]), "end": int(vw.step[b]), "steps": int(vw.step[b] - vw.step[a] + 1),
              "peak_envelope": float(env[a:b + 1].max()), "ema_sigma": float(ema_sigma[a])}
-            for a, b in _runs(active)]
+            for a, b in true_runs(active)]
     return pd.DataFrame(rows, columns=["start", "end", "steps", "peak_envelope", "ema_sigma"])
 
 
@@ -226,7 +225,7 @@ def transitions(frame: pd.DataFrame | FrameView) -> pd.DataFrame:
     rows = []
     # a restart inside a run (a boundary during a transition) starts a new transition
     cut = active & vw.boundary
-    for a, b in _runs(active):
+    for a, b in true_runs(active):
         starts = [a] + [i for i in np.flatnonzero(cut[a + 1:b + 1]) + a + 1]
         ends = [s - 1 for s in starts[1:]] + [b]
         for s, e in zip(starts, ends):

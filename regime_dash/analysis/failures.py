@@ -29,7 +29,7 @@ import pandas as pd
 from regime_dash.analysis import rederive as rd
 from regime_dash.analysis.findings import Finding
 from regime_dash.analysis.invariants import CheckResult
-from regime_dash.analysis.provenance import Provenance, _row_dict, provenance
+from regime_dash.analysis.provenance import Provenance, row_values, provenance
 from regime_dash.analysis.rederive_formulas import BY_OUTPUT, PREV
 from regime_dash.analysis.texts import check_message, finding_message
 from regime_dash.analysis.verdict import Verdict
@@ -133,7 +133,7 @@ def _text(value) -> str:
     if value is None:
         return "—"
     if isinstance(value, float):
-        return rd._fmt(value) if np.isfinite(value) else rd._fmt(None)
+        return rd.value_text(value) if np.isfinite(value) else rd.value_text(None)
     return str(value)
 
 
@@ -161,7 +161,7 @@ def _rows_at(frame, step: int) -> dict:
     if not len(at):
         raise ValidationError(f"step {step!r} is not a row of this run", field="step", value=step)
     i = int(at[0])
-    return {"t-1": _row_dict(view.frame, i - 1) if i > 0 else {}, "t": _row_dict(view.frame, i)}
+    return {"t-1": row_values(view.frame, i - 1) if i > 0 else {}, "t": row_values(view.frame, i)}
 
 
 def _from_rederive(frame, item: Failure, step: int) -> Explanation:
@@ -192,8 +192,8 @@ def _from_module(frame, item: Failure, step: int) -> Explanation:
     for key in div.get("inputs", {}):
         col, lagged = (key[:-len(" (t−1)")], True) if key.endswith(" (t−1)") else (key, False)
         _add(uses, col, READ_PREV if lagged else READ_NOW)
-    filled = (f"{formula}; with {rd._inputs_text(div)}: expected {rd._fmt(div['expected'])}, "
-              f"logged {rd._fmt(div['logged'])}")
+    filled = (f"{formula}; with {rd.inputs_text(div)}: expected {rd.value_text(div['expected'])}, "
+              f"logged {rd.value_text(div['logged'])}")
     at = int(div["step"])
     note = ("A module's re-derivation: its formula, inputs and values come from the check's evidence. "
             "The local replay runs the core regime pipeline only, so none is drawn for a module.")

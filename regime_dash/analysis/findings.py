@@ -27,9 +27,9 @@ import numpy as np
 import pandas as pd
 
 from regime_dash.analysis import view as v
-from regime_dash.analysis.episodes import RESURRECTION_GAP, _runs, dead_zone_episodes
+from regime_dash.analysis.episodes import RESURRECTION_GAP, true_runs, dead_zone_episodes
 from regime_dash.diag import catalogue as diag
-from regime_dash.analysis.invariants import CheckOptions, _close, _tol
+from regime_dash.analysis.invariants import CheckOptions, within_ulps, ulp_tolerance
 from regime_dash.analysis.view import ONE, FrameView, as_view
 
 #: Finding severities, worst first. A ``fail`` finding makes ``check`` exit 1.
@@ -161,7 +161,7 @@ def _tail_on_drift(vw: FrameView, opt: CheckOptions) -> list[Finding]:
     deviation = vw.switch("tail_on_deviation")
     if deviation is not None:  # the literal |Δworst| test only: rows under the model switch tested the deviation
         tail &= ~deviation
-    runs = [(a, b) for a, b in _runs(tail) if b - a + 1 >= DRIFT_RUN]
+    runs = [(a, b) for a, b in true_runs(tail) if b - a + 1 >= DRIFT_RUN]
     if not runs:
         return []
     spans = [(int(vw.step[a]), int(vw.step[b])) for a, b in runs]
@@ -317,7 +317,7 @@ def decay_divergence_rows(vw: FrameView, opt: CheckOptions, rows: np.ndarray):
     if on is not None:
         rows &= on
     floor = (ONE - alpha) * prev
-    too_fast = rows & (env.astype(np.float64) < floor - _tol(floor, opt.ulps))
+    too_fast = rows & (env.astype(np.float64) < floor - ulp_tolerance(floor, opt.ulps))
     expect = np.full(vw.n, np.nan, dtype=np.float32)
     off = np.zeros(vw.n, dtype=bool)
     col = diag.INPUT_COLUMNS["batch_max_abs"]
@@ -325,7 +325,7 @@ def decay_divergence_rows(vw: FrameView, opt: CheckOptions, rows: np.ndarray):
         m = vw.f32(col)
         decay = rows & np.isfinite(m) & ~(m > prev)
         expect = (ONE - alpha) * prev + alpha * m  # the kernel's slow-decay line, float32
-        off = decay & ~_close(env, expect, opt.ulps)
+        off = decay & ~within_ulps(env, expect, opt.ulps)
     return too_fast, off, floor, expect
 
 
@@ -362,7 +362,7 @@ def _tau_unclamped(vw: FrameView, opt: CheckOptions) -> list[Finding]:
     if not over.any():
         return []
     steps = [int(s) for s in vw.step[over]]
-    spans = [(int(vw.step[a]), int(vw.step[b])) for a, b in _runs(over)][:20]
+    spans = [(int(vw.step[a]), int(vw.step[b])) for a, b in true_runs(over)][:20]
     msg = (f"τ exceeded 1 on {len(steps)} step(s) (max {top:.4g}, first at step {steps[0]}): the spec inserts "
            f"its boost \"before the final τ clamp\", but its code ends in τ = max(τ, τ_min·boost) and no "
            f"clamp to a quantile level follows, so τ_min·boost above 1 passes through.")

@@ -49,7 +49,7 @@ from regime_dash.analysis import registry
 from regime_dash.analysis import rederive as rd
 from regime_dash.analysis import view as v
 from regime_dash.analysis.envelope_carry import EnvelopeCarry
-from regime_dash.analysis.episodes import RESURRECTION_GAP, _runs
+from regime_dash.analysis.episodes import RESURRECTION_GAP, true_runs
 from regime_dash.analysis.findings import Finding
 from regime_dash.analysis.invariants import MAX_STEPS, CheckOptions, CheckResult, Found
 from regime_dash.analysis.verdict import Verdict
@@ -186,7 +186,7 @@ class _TrapCarry(_CheckCarry):
         for a, b in inv.trap_stretches(vw):
             trapped[a:b + 1] = True
         trapped[:ctx] = False
-        for a, b in _runs(trapped):
+        for a, b in true_runs(trapped):
             stretch = [int(vw.step[a]), int(vw.step[b]), bool(timeout[a:b + 1].any())]
             if self.open is not None and a == ctx:  # the open trap goes on
                 self.open[1], self.open[2] = stretch[1], self.open[2] or stretch[2]
@@ -243,7 +243,7 @@ class _FiniteCarry(_CheckCarry):
 
     def judge(self, vw: FrameView, ctx: int, found: Found) -> None:
         bad = np.zeros(vw.n - ctx, dtype=bool)
-        cols = inv._numeric_columns(vw, self.prefix, self.exclude)
+        cols = inv.numeric_columns_under(vw, self.prefix, self.exclude)
         self.order = cols
         for c in cols:
             a = vw.f32(c)[ctx:]
@@ -506,7 +506,7 @@ class _RunsCarry(Carry):
     def add(self, vw: FrameView, ctx: int, mask: np.ndarray) -> None:
         mask = np.asarray(mask, dtype=bool).copy()
         mask[:ctx] = False
-        for a, b in _runs(mask):
+        for a, b in true_runs(mask):
             if self.open is not None and a == ctx:
                 self.open[1], self.open[2] = int(vw.step[b]), self.open[2] + b - a + 1
             else:
@@ -617,7 +617,7 @@ def _check_carry(check: inv.Check, opt: CheckOptions) -> Carry:
         "boundary_reset": lambda: RowLocal(check, opt, sticky_skip=True),
         "kelly_resurrection": lambda: _ResurrectionCarry(check, opt),
         "throughput": lambda: (RowLocal(check, opt) if opt.baseline_sps is None else  # a skip, row after row
-                               Columns(("wall_time",), lambda vw: inv._result(check, vw, opt), np.float64)),
+                               Columns(("wall_time",), lambda vw: inv.result_of(check, vw, opt), np.float64)),
     }
     if check.id in CARRIES:
         return CARRIES[check.id](check, opt)

@@ -33,7 +33,7 @@ import pandas as pd
 
 from regime_dash.diag import catalogue as diag
 from regime_dash.analysis import view as v
-from regime_dash.analysis.episodes import _runs
+from regime_dash.analysis.episodes import true_runs
 from regime_dash.analysis.view import F32, ONE, FrameView, as_view, countdown_next
 from regime_dash.errors import ValidationError
 
@@ -182,12 +182,14 @@ class Found:
     column: str | None = None
 
 
-def _tol(expected: np.ndarray, ulps: float) -> np.ndarray:
+def ulp_tolerance(expected: np.ndarray, ulps: float) -> np.ndarray:
+    """The absolute tolerance of ``ulps`` float32 ulps around ``expected`` (at least ``ulps`` ulps of 1.0)."""
     return np.float64(ulps) * np.float64(_EPS) * np.maximum(np.abs(expected.astype(np.float64)), 1.0)
 
 
-def _close(actual: np.ndarray, expected: np.ndarray, ulps: float) -> np.ndarray:
-    return np.abs(actual.astype(np.float64) - expected.astype(np.float64)) <= _tol(expected, ulps)
+def within_ulps(actual: np.ndarray, expected: np.ndarray, ulps: float) -> np.ndarray:
+    """Where ``actual`` is within :func:`ulp_tolerance` of ``expected`` (in float64)."""
+    return np.abs(actual.astype(np.float64) - expected.astype(np.float64)) <= ulp_tolerance(expected, ulps)
 
 
 def _finite(*arrays: np.ndarray) -> np.ndarray:
@@ -323,7 +325,7 @@ def _formula(view: FrameView, opt: CheckOptions, name: str, got, exp, finite, fo
 
     ``inputs(i)`` names the operands of row ``i`` for the detail line.
     """
-    bad = finite & ~_close(got, exp, opt.ulps)
+    bad = finite & ~within_ulps(got, exp, opt.ulps)
     if not bad.any():
         return bad, f"{formula} within {opt.ulps:g} float32 ulps" + _note_unverified(view, finite)
     return bad, _first(view, bad, lambda i: f"{name}={_fmt(got[i])}, expected {_fmt(exp[i])} ({inputs(i)})")
@@ -386,7 +388,7 @@ def _welford_count(view: FrameView, _opt: CheckOptions):
     return bad, _first(view, bad, lambda i: f"welford_count={_fmt(cnt[i])} after {_fmt(prev[i])}")
 
 
-def _numeric_columns(view: FrameView, prefix: str, exclude: str | None = None) -> list[str]:
+def numeric_columns_under(view: FrameView, prefix: str, exclude: str | None = None) -> list[str]:
     """Columns under ``prefix`` (not under ``exclude``) that hold numbers (text-only columns are not fields
     of the numeric diag)."""
     out = []
@@ -414,7 +416,7 @@ def _nonfinite(view: FrameView, prefix: str, exclude: str | None = None) -> Foun
     violations. A null inside its span (the key absent, or JSON null) is reported apart from
     NaN/±Inf, as a warning, where the frame says which is which (:meth:`FrameView.null`).
     """
-    cols = _numeric_columns(view, prefix, exclude)
+    cols = numeric_columns_under(view, prefix, exclude)
     bad = np.zeros(view.n, dtype=bool)
     gaps = np.zeros(view.n, dtype=bool)
     per: dict[str, dict] = {}
@@ -645,7 +647,7 @@ def trap_stretches(view: FrameView) -> list[tuple[int, int]]:
     if view.has(v.FLAG):
         trapped |= view.f32(v.FLAG) == 1
     trapped &= view.f32(v.FLAT) == view.f32(v.B_SIZE)
-    return _runs(trapped)
+    return true_runs(trapped)
 
 
 def _kelly_trap(view: FrameView, opt: CheckOptions):
@@ -690,7 +692,7 @@ def _envelope_tracking(view: FrameView, opt: CheckOptions):
     floor = np.where(view.contiguous, floor_one.astype(np.float64), floor_gap)
     tracked = ~view.boundary & ~view.restart & _finite(prev, alpha)
     negative = env < 0
-    too_fast = tracked & (env.astype(np.float64) < floor - _tol(floor, opt.ulps))
+    too_fast = tracked & (env.astype(np.float64) < floor - ulp_tolerance(floor, opt.ulps))
     bad = np.isfinite(env) & (negative | too_fast)
     if not bad.any():
         return bad, ("popart envelope rises to each batch max and falls no faster than (1-alpha) per "
@@ -812,7 +814,8 @@ def evaluate(check: Check, view: FrameView, opt: CheckOptions) -> "Found | Check
     return out if isinstance(out, Found) else Found(*out)
 
 
-def _result(check: Check, view: FrameView, opt: CheckOptions) -> CheckResult:
+def result_of(check: Check, view: FrameView, opt: CheckOptions) -> CheckResult:
+    """``check`` run on ``view``: its :class:`CheckResult` (a skip, a pass, or a fail with its first steps and spans)."""
     found = evaluate(check, view, opt)
     if isinstance(found, CheckResult):
         return found
@@ -849,4 +852,4 @@ def run_checks(frame_or_view: pd.DataFrame | FrameView, ids: Iterable[str] | Non
         if i not in _BY_ID:
             raise ValidationError(f"unknown check id {i!r}; valid ids: {', '.join(CHECK_IDS)}",
                                   field="check", value=i)
-    return [_result(_BY_ID[i], vw, opt) for i in CHECK_IDS if i in wanted]
+    return [result_of(_BY_ID[i], vw, opt) for i in CHECK_IDS if i in wanted]

@@ -64,7 +64,9 @@ def _formula_of(check_id: str) -> Formula:
     return BY_OUTPUT[out]
 
 
-def _row_dict(frame: pd.DataFrame, i: int) -> dict:
+def row_values(frame: pd.DataFrame, i: int) -> dict:
+    """Row ``i`` of ``frame`` as ``{column: value}`` in JSON's types (numbers as Python numbers, NaN and
+    infinities as None)."""
     out = {}
     for col, val in frame.iloc[i].items():
         if isinstance(val, (float, np.floating)):
@@ -109,16 +111,16 @@ def provenance(frame_or_view, check_id: str, step: int, half_window: int = HALF_
     if row < a:  # the first row: nothing before it to start a window from
         exp_all[:row + 1] = p.run(0, row + 1)[0][:, k]
     got = view.f32(f.column)
-    div = rd._divergence(view, p, f, exp_all, got, row)
+    div = rd.divergence_at(view, p, f, exp_all, got, row)
     replayed = _from(p, state, a, b, resync=False)[:, k]
     window = pd.DataFrame({"step": view.step[a:b], "logged": got[a:b], "replayed": replayed})
     parted = ~((window["logged"] == window["replayed"]) | (window["logged"].isna() & window["replayed"].isna()))
     split = int(window["step"][parted].iloc[0]) if parted.any() else None
-    filled = (f"{f.text}; with {rd._inputs_text(div)}: expected {rd._fmt(div['expected'])}, "
-              f"logged {rd._fmt(div['logged'])}")
-    before = _row_dict(view.frame, row - 1) if row > 0 else {}
+    filled = (f"{f.text}; with {rd.inputs_text(div)}: expected {rd.value_text(div['expected'])}, "
+              f"logged {rd.value_text(div['logged'])}")
+    before = row_values(view.frame, row - 1) if row > 0 else {}
     return Provenance(check_id if check_id.startswith("rederive.") else f.check_id, f.column, int(step), f.text,
-                      filled, div["expected"], div["logged"], {"t-1": before, "t": _row_dict(view.frame, row)},
+                      filled, div["expected"], div["logged"], {"t-1": before, "t": row_values(view.frame, row)},
                       window, split)
 
 

@@ -221,17 +221,21 @@ def _inputs_at(view: FrameView, p: Prepared, f: Formula, i: int) -> dict[str, fl
     return out
 
 
-def _divergence(view: FrameView, p: Prepared, f: Formula, exp: np.ndarray, got: np.ndarray, i: int) -> dict:
+def divergence_at(view: FrameView, p: Prepared, f: Formula, exp: np.ndarray, got: np.ndarray, i: int) -> dict:
+    """Row ``i``'s divergence from formula ``f``: its step, the expected and logged values, whether it is
+    a boundary row, and the inputs the formula read there."""
     return {"step": int(view.step[i]), "expected": _value(exp[i]), "logged": _value(got[i]),
             "boundary": bool(p.boundary[i]), "inputs": _inputs_at(view, p, f, i)}
 
 
-def _fmt(x: float | None) -> str:
+def value_text(x: float | None) -> str:
+    """A value as the messages show it (9 significant digits; ``NaN`` for a missing one)."""
     return "NaN" if x is None else f"{x:.9g}"
 
 
-def _inputs_text(d: dict) -> str:
-    return ", ".join(f"{k.rsplit('.', 1)[-1]}={_fmt(v)}" for k, v in d["inputs"].items())
+def inputs_text(d: dict) -> str:
+    """A divergence's inputs (:func:`divergence_at`) as ``name=value, ...`` by their last dotted part."""
+    return ", ".join(f"{k.rsplit('.', 1)[-1]}={value_text(v)}" for k, v in d["inputs"].items())
 
 
 def missing(view: FrameView, f: Formula) -> list[str]:
@@ -264,7 +268,7 @@ class Tally:
         if not len(where):
             return
         room = MAX_DIVERGENCES - len(self.divergences)
-        self.divergences.extend(_divergence(view, p, f, exp, got, int(i)) for i in where[:max(room, 0)])
+        self.divergences.extend(divergence_at(view, p, f, exp, got, int(i)) for i in where[:max(room, 0)])
         steps = view.step[where].astype(np.int64)
         self.count += len(where)
         self.steps.extend(int(s) for s in steps[:max(MAX_STEPS - len(self.steps), 0)])
@@ -301,7 +305,7 @@ class Tally:
         evidence["divergences"] = list(self.divergences)
         first = self.divergences[0]
         detail = (f"{self.count} of {self.compared} rows differ; first at step {first['step']}: logged "
-                  f"{_fmt(first['logged'])}, expected {_fmt(first['expected'])} ({f.text}; {_inputs_text(first)})")
+                  f"{value_text(first['logged'])}, expected {value_text(first['expected'])} ({f.text}; {inputs_text(first)})")
         return CheckResult(f.check_id, "fail", self.count, self.steps[0], list(self.steps), detail,
                            spans=list(self.spans), column=f.column, evidence=evidence)
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -113,6 +113,13 @@ class FrameView:
                 raw = series if series.dtype.kind in "fiu" else pd.to_numeric(pd.Series(series), errors="coerce")
                 self._cache[col] = raw.to_numpy(dtype=np.float64, na_value=np.nan).astype(np.float32)
         return self._cache[col]
+
+    def memo(self, key: tuple, make: Callable[[], Any]) -> Any:
+        """``make()``, computed once per view under ``key`` (a tuple, so no column's name): a result
+        several checks and finders ask of the same frame."""
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
 
     def null(self, col: str) -> np.ndarray | None:
         """Rows where the file held no value for ``col`` (JSON ``null`` or the key absent), as opposed

@@ -29,8 +29,10 @@ from regime_dash.analysis.incremental import IncrementalVerdict
 from regime_dash.analysis.invariants import CheckOptions
 from regime_dash.core.view_urls import DEFAULT_DASHBOARD, explore_url
 from regime_dash.errors import ValidationError
-from regime_dash.ingest import LINE_COLUMN, IngestReport, Reject, Aside, iter_batches
-from regime_dash.store.run_store import PARTITION, RunStore, _free_col, _now
+from regime_dash.ingest import LINE_COLUMN, IngestReport, Reject, Aside, free_name, iter_batches
+from regime_dash.store.metadata import now
+from regime_dash.store.paths import PARTITION, pid_alive
+from regime_dash.store.run_store import RunStore
 from regime_dash.store.append import FollowedRun, FollowState
 from regime_dash.follow.tail import Tail, refuse_gzip
 
@@ -176,11 +178,11 @@ class Follower:
         new = FollowState(**{**st.__dict__, "segments": list(st.segments), "columns": dict(st.columns)})
         new.offset, new.inode = self._pending_end
         if not new.segments:
-            new.segments = [{"segment": 0, "first_line": 1, "reason": "start", "at": _now()}]
+            new.segments = [{"segment": 0, "first_line": 1, "reason": "start", "at": now()}]
         table, rejects, aside = self._parse(data, new) if data else (None, [], [])
         if self._event is not None:
             new.segments.append({"segment": len(new.segments), "first_line": new.lines + 1,
-                                 "reason": self._event, "at": _now()})
+                                 "reason": self._event, "at": now()})
         frame_rows = 0 if table is None else table.num_rows
         alerts: list[Alert] = []
 
@@ -196,7 +198,7 @@ class Follower:
             return extra
 
         if frame_rows:
-            new.last_line_at = _now()
+            new.last_line_at = now()
         self.run.commit(table, rejects, aside, new, judged)
         self._judged_lines = new.lines
         v = self.verdict.current
@@ -220,7 +222,7 @@ class Follower:
                 i = t.column_names.index(LINE_COLUMN)
                 t = t.set_column(i, LINE_COLUMN, pc.add(t.column(i), off))
                 if PARTITION in t.column_names:
-                    t = t.rename_columns([_free_col(PARTITION, t.column_names) if n == PARTITION else n
+                    t = t.rename_columns([free_name(PARTITION, t.column_names) if n == PARTITION else n
                                           for n in t.column_names])
                 tables.append(t)
             rejects.extend(Reject(r.line + off, r.reason, r.raw) for r in b.rejects)
@@ -254,7 +256,7 @@ class Follower:
             if cid not in self.open_alerts:
                 a = Alert(self.run_id, cid, kind, step, msg, explore_url(self.dashboard, self.run_id, step))
                 fresh.append(a)
-                self.open_alerts[cid] = {**a.to_dict(), "at": _now()}
+                self.open_alerts[cid] = {**a.to_dict(), "at": now()}
         for cid in [c for c in self.open_alerts if c not in failing]:
             del self.open_alerts[cid]  # it passes again: a new failure alerts again
         summary = {"status": verdict.status, "counts": verdict.counts, "failing": sorted(failing),
@@ -404,12 +406,11 @@ class RunWatch:
         """A follower is still writing the run (its metadata says so, and its process is alive here)."""
         import socket
 
-        from regime_dash.store.run_store import _pid_alive
         from regime_dash.store.append import FOLLOW_KEY
 
         f = self.store.meta(self.run_id).get(FOLLOW_KEY)
         if not f or not f.get("active"):
             return False
         if f.get("host") == socket.gethostname() and f.get("pid"):
-            return _pid_alive(int(f["pid"]))
+            return pid_alive(int(f["pid"]))
         return True

@@ -119,7 +119,7 @@ from __future__ import annotations
 from regime_dash.ingest.columns import conform_column, conform_table, json_text, unified_types, unify_tables
 from regime_dash.ingest.diag_rows import NOT_DIAG_LINE, not_diag_reason, report_reason, require_diag
 from regime_dash.ingest.pipeline import iter_batches, parse
-from regime_dash.ingest.reference import parse_lines_reference
+from regime_dash.ingest.reference import free_name, parse_lines_reference
 from regime_dash.ingest.report import LINE_COLUMN, Aside, Batch, IngestReport, Reject
 from regime_dash.ingest.sources import DEFAULT_CHUNK_BYTES, DEFAULT_MAX_LINE_BYTES
 from regime_dash.ingest.types import CANONICAL_TYPES, unify_types
@@ -136,6 +136,7 @@ __all__ = [
     "Reject",
     "conform_column",
     "conform_table",
+    "free_name",
     "iter_batches",
     "parse",
     "parse_lines_reference",

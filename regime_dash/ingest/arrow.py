@@ -15,15 +15,15 @@ import pyarrow.json as pj
 
 from regime_dash.ingest.arrays import from_numpy, to_numpy
 from regime_dash.ingest.types import CANONICAL_TYPES
-from regime_dash.ingest.report import Aside, LINE_COLUMN, Reject, _merge_counts
-from regime_dash.ingest.columns import _assemble, _finish
-from regime_dash.ingest.sources import DEFAULT_MAX_LINE_BYTES, _TooLong
+from regime_dash.ingest.report import Aside, LINE_COLUMN, Reject, merge_counts
+from regime_dash.ingest.columns import assemble_pieces, drop_empty_structs
+from regime_dash.ingest.sources import DEFAULT_MAX_LINE_BYTES, TooLong
 from regime_dash.ingest import shapes
 from regime_dash.ingest.reference import (
-    _OVERFLOW_RE,
-    _free_name,
-    _is_blank,
-    _reference,
+    OVERFLOW_RE,
+    free_name,
+    blank_line,
+    read_reference,
     too_long_reason,
 )
 
@@ -35,7 +35,7 @@ _TWO_OBJECTS = re.compile(rb"\}[ \t]*\{")
 _SLOW_LINES = 64
 
 
-class _Hints:
+class Hints:
     """Paths Arrow must read as strings (it infers timestamps from date-like strings).
 
     Shared by the worker threads of one :func:`iter_batches` call; only ever grows.
@@ -106,7 +106,7 @@ def _flatten_table(table: pa.Table) -> pa.Table:
     return table
 
 
-def _lines_of(data: bytes, nl: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def lines_of(data: bytes, nl: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The bytes as uint8, and the start and end (exclusive, before ``\\n``) of each line
     (``nl``: the offsets of the line breaks, when known)."""
     buf = np.frombuffer(data, dtype=np.uint8)
@@ -146,7 +146,7 @@ def _solid_lines(data: bytes, nl: np.ndarray | None = None) -> tuple[np.ndarray,
         nl = np.flatnonzero(buf == 10)
     n_lines = len(nl) + (0 if data.endswith(b"\n") or not data else 1)
     if n_lines <= len(data) // 32 or not len(nl):
-        buf, starts, ends = _lines_of(data, nl)
+        buf, starts, ends = lines_of(data, nl)
         return buf, starts, ends, np.arange(1, n_lines + 1, dtype=np.int64), n_lines
     solid = np.flatnonzero((buf != 10) & (buf != 32) & (buf != 9) & (buf != 13))
     idx = _union(np.searchsorted(nl, solid))  # the line holding each such byte
@@ -266,7 +266,7 @@ def _arrow_only_tokens(data: bytes, nan: bool, inf: bool) -> bool:
     return False
 
 
-def _fast(data: bytes, n_rows: int, rel_starts: np.ndarray, hints: _Hints) -> pa.Table:
+def _fast(data: bytes, n_rows: int, rel_starts: np.ndarray, hints: Hints) -> pa.Table:
     """Parse ``data`` (``n_rows`` lines, each opening an object) with Arrow, or raise
     :class:`_Slow`. ``rel_starts`` are the byte offsets of the lines in ``data``."""
     opts = pj.ReadOptions(use_threads=False, block_size=max(len(data) + 1, 1 << 16))
@@ -310,7 +310,7 @@ def _fast(data: bytes, n_rows: int, rel_starts: np.ndarray, hints: _Hints) -> pa
     if inf:
         # Arrow reads 1e400 (or a 400-digit integer) as infinity: such a line is the
         # reference's to reject
-        m = _OVERFLOW_RE.search(data)
+        m = OVERFLOW_RE.search(data)
         if m is not None:
             raise _Slow(int(np.searchsorted(rel_starts, m.start(), side="right")) - 1)
     # Arrow also reads "-NaN" and "Inf", which Python's json rejects: look for them only
@@ -326,7 +326,7 @@ def _fast(data: bytes, n_rows: int, rel_starts: np.ndarray, hints: _Hints) -> pa
     if len(set(names)) != len(names):
         raise _Slow  # "a.b" and {"a": {"b"}} in one chunk: resolve line by line
     if LINE_COLUMN in names:
-        table = table.rename_columns([_free_name(LINE_COLUMN, names) if n == LINE_COLUMN else n
+        table = table.rename_columns([free_name(LINE_COLUMN, names) if n == LINE_COLUMN else n
                                       for n in names])
     return table
 
@@ -351,7 +351,10 @@ _JOIN_LINES = 1024
 
 
 @dataclass
-class _Chunk:
+class Chunk:
+    """One chunk parsed: its good rows (chunk-relative ``_line``), rejects, blank lines, line count,
+    the values set aside and coerced, and the values of other kinds left for the run's type."""
+
     table: pa.Table
     rejects: list[Reject]
     blanks: int
@@ -361,19 +364,19 @@ class _Chunk:
     pending: list = field(default_factory=list)  # (line, column, value) for _Renumber
 
 
-def _parse_chunk(data: bytes | _TooLong, final_unterminated: bool, hints: _Hints,
+def parse_chunk(data: bytes | TooLong, final_unterminated: bool, hints: Hints,
                  fixed: Mapping[str, pa.DataType] = CANONICAL_TYPES,
-                 max_line: int = DEFAULT_MAX_LINE_BYTES, nl: np.ndarray | None = None) -> _Chunk:
+                 max_line: int = DEFAULT_MAX_LINE_BYTES, nl: np.ndarray | None = None) -> Chunk:
     """Parse one chunk with line numbers relative to the chunk (first line = 1); ``nl``:
     the offsets of its line breaks, when the caller has them.
 
     Never raises for its content: a failure this module did not foresee sends the
     chunk to the reference, and a line even that cannot read is rejected with the error.
     """
-    if isinstance(data, _TooLong):
-        return _Chunk(pa.table({LINE_COLUMN: pa.array([], pa.int64())}),
+    if isinstance(data, TooLong):
+        return Chunk(pa.table({LINE_COLUMN: pa.array([], pa.int64())}),
                       [Reject(1, too_long_reason(data.size, max_line))], 0, 1)
-    # CR and CRLF arrive as LF: _read_chunks turned them into it
+    # CR and CRLF arrive as LF: read_chunks turned them into it
     try:
         return _parse_lines(data, final_unterminated, hints, fixed, max_line, nl)
     except Exception as e:  # noqa: BLE001 - the last line of defence: nothing escapes ingest
@@ -381,14 +384,14 @@ def _parse_chunk(data: bytes | _TooLong, final_unterminated: bool, hints: _Hints
 
 
 def _parse_chunk_reference(data: bytes, final_unterminated: bool, fixed, max_line: int,
-                           cause: Exception) -> _Chunk:
-    buf, starts, ends = _lines_of(data)
+                           cause: Exception) -> Chunk:
+    buf, starts, ends = lines_of(data)
     n = len(starts)
     last = n if final_unterminated and not data.endswith(b"\n") else -1
     lines, rejects, blanks = [], [], 0
     for i in range(n):
         raw = data[starts[i]:ends[i]]
-        if _is_blank(raw):
+        if blank_line(raw):
             blanks += 1
         elif len(raw) > max_line:
             rejects.append(Reject(i + 1, too_long_reason(len(raw), max_line), raw[:256]))
@@ -396,15 +399,15 @@ def _parse_chunk_reference(data: bytes, final_unterminated: bool, fixed, max_lin
             lines.append((i + 1, raw))
     pending: list = []
     try:
-        table, more, aside, coerced = _reference(lines, last, fixed, pending)
+        table, more, aside, coerced = read_reference(lines, last, fixed, pending)
     except Exception as e:  # noqa: BLE001
         reason = f"could not be read: {type(e).__name__}: {str(e)[:200]} (after {type(cause).__name__})"
-        return _Chunk(pa.table({LINE_COLUMN: pa.array([], pa.int64())}),
+        return Chunk(pa.table({LINE_COLUMN: pa.array([], pa.int64())}),
                       sorted(rejects + [Reject(k, reason, raw) for k, raw in lines], key=lambda r: r.line),
                       blanks, n)
-    table, a2, c2 = _assemble([table], fixed, pending)
-    _merge_counts(coerced, c2)
-    return _Chunk(table, sorted(rejects + more, key=lambda r: r.line), blanks, n, aside + a2, coerced,
+    table, a2, c2 = assemble_pieces([table], fixed, pending)
+    merge_counts(coerced, c2)
+    return Chunk(table, sorted(rejects + more, key=lambda r: r.line), blanks, n, aside + a2, coerced,
                   pending)
 
 
@@ -452,8 +455,8 @@ def _compacted(data: bytes, buf: np.ndarray, starts: np.ndarray,
     return src, src_ends - lens, src_ends
 
 
-def _parse_lines(data: bytes, final_unterminated: bool, hints: _Hints,
-                 fixed: Mapping[str, pa.DataType], max_line: int, nl: np.ndarray | None = None) -> _Chunk:
+def _parse_lines(data: bytes, final_unterminated: bool, hints: Hints,
+                 fixed: Mapping[str, pa.DataType], max_line: int, nl: np.ndarray | None = None) -> Chunk:
     buf, starts, ends, numbers, n_lines = _solid_lines(data, nl)
     plan = _plan(buf, starts, ends, max_line)
     last = n_lines if final_unterminated and not data.endswith(b"\n") else -1
@@ -464,12 +467,12 @@ def _parse_lines(data: bytes, final_unterminated: bool, hints: _Hints,
     pending: list = []
 
     def reference(idx) -> None:
-        t, r, a, c = _reference([(int(numbers[i]), data[starts[i]:ends[i]]) for i in idx], last, fixed,
+        t, r, a, c = read_reference([(int(numbers[i]), data[starts[i]:ends[i]]) for i in idx], last, fixed,
                                 pending)
         pieces.append(t)
         rejects.extend(r)
         aside.extend(a)
-        _merge_counts(coerced, c)
+        merge_counts(coerced, c)
 
     for i in plan.long:
         rejects.append(Reject(int(numbers[i]), too_long_reason(int(ends[i] - starts[i]), max_line),
@@ -522,10 +525,10 @@ def _parse_lines(data: bytes, final_unterminated: bool, hints: _Hints,
                     stack.append((lo, mid))
                 continue
             pieces.append(t.add_column(0, LINE_COLUMN, from_numpy(numbers[cand[lo:hi]].astype(np.int64, copy=False))))
-    table, a2, c2 = _assemble([_finish(t) for t in pieces], fixed, pending)
+    table, a2, c2 = assemble_pieces([drop_empty_structs(t) for t in pieces], fixed, pending)
     aside.extend(a2)
-    _merge_counts(coerced, c2)
+    merge_counts(coerced, c2)
     rejects.sort(key=lambda r: r.line)
     aside.sort(key=lambda a: a.line)
     blanks = plan.blanks + n_lines - len(numbers)  # lines _solid_lines left out are blank
-    return _Chunk(table, rejects, blanks, n_lines, aside, coerced, pending)
+    return Chunk(table, rejects, blanks, n_lines, aside, coerced, pending)

@@ -15,16 +15,16 @@ import pyarrow as pa
 from regime_dash.ingest.arrays import first_valid, from_numpy, to_numpy
 from regime_dash.ingest.types import (
     CANONICAL_TYPES,
-    _EXACT_INT,
-    _INT64_MAX,
-    _INT64_MIN,
-    _first_type,
-    _join,
-    _type_kind,
-    _value_type,
+    EXACT_INT,
+    INT64_MAX,
+    INT64_MIN,
+    first_type,
+    join_types,
+    type_kind,
+    type_of_value,
     unify_types,
 )
-from regime_dash.ingest.report import Aside, LINE_COLUMN, _merge_counts
+from regime_dash.ingest.report import Aside, LINE_COLUMN, merge_counts
 
 
 def _float_text(v: float) -> str:
@@ -32,7 +32,7 @@ def _float_text(v: float) -> str:
         return "NaN"
     if math.isinf(v):
         return "Infinity" if v > 0 else "-Infinity"
-    if v.is_integer() and abs(v) < _EXACT_INT:
+    if v.is_integer() and abs(v) < EXACT_INT:
         return str(int(v))
     return repr(v)
 
@@ -60,7 +60,7 @@ def json_text(v: Any) -> str:
         return "false"
     if isinstance(v, int):
         # ints outside int64 are float64 values everywhere else, so print them as such
-        return str(v) if _INT64_MIN <= v <= _INT64_MAX else _float_text(float(v))
+        return str(v) if INT64_MIN <= v <= INT64_MAX else _float_text(float(v))
     if isinstance(v, float):
         return _float_text(v)
     if isinstance(v, str):
@@ -97,7 +97,7 @@ def _to_string_array(arr: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedAr
         vals = arr.to_numpy(zero_copy_only=False)
         valid = ~np.asarray(arr.is_null().to_numpy(zero_copy_only=False))
         fin = np.isfinite(vals) & valid
-        integral = fin & (np.abs(vals) < _EXACT_INT)
+        integral = fin & (np.abs(vals) < EXACT_INT)
         integral[integral] = vals[integral] == np.trunc(vals[integral])
         out = np.empty(len(vals), dtype=object)
         out[integral] = pa.array(vals[integral].astype(np.int64)).cast(pa.string()).to_numpy(
@@ -203,13 +203,13 @@ def _coerce_py(v: Any, t: pa.DataType, fixed: bool = True) -> tuple[bool, Any]:
             return (_float_text(x) == v or repr(x) == v), x
         return False, None
     if pa.types.is_int64(t):
-        if isinstance(v, bool) or (isinstance(v, int) and _INT64_MIN <= v <= _INT64_MAX):
+        if isinstance(v, bool) or (isinstance(v, int) and INT64_MIN <= v <= INT64_MAX):
             return True, int(v)
         if isinstance(v, float) and math.isfinite(v) and v.is_integer() and abs(v) < 2**63:
             return True, int(v)
         if isinstance(v, str) and _INT_TEXT.fullmatch(v):
             x = int(v)
-            return _INT64_MIN <= x <= _INT64_MAX, x
+            return INT64_MIN <= x <= INT64_MAX, x
         return False, None
     if pa.types.is_boolean(t):
         if isinstance(v, bool):
@@ -221,9 +221,9 @@ def _coerce_py(v: Any, t: pa.DataType, fixed: bool = True) -> tuple[bool, Any]:
         return False, None
     if pa.types.is_string(t):
         return True, v if isinstance(v, str) else json_text(v)
-    vt = _value_type(v)
-    if vt is not None and _join(vt, t) == t:
-        return True, _coerce(v, t)
+    vt = type_of_value(v)
+    if vt is not None and join_types(vt, t) == t:
+        return True, coerce_to(v, t)
     return False, None
 
 
@@ -231,16 +231,16 @@ _INT_TEXT = re.compile(r"-?(?:0|[1-9][0-9]{0,18})")
 
 
 #: First characters of a JSON value as Python's json reads one (NaN and Infinity too).
-_JSON_STARTS = frozenset('{["-0123456789tfnNI')
+JSON_STARTS = frozenset('{["-0123456789tfnNI')
 
 
 def _fits(v: Any, t: pa.DataType) -> bool:
     """Whether ``t`` holds ``v`` as it is (same kind, and its type joins into ``t``)."""
-    vt = _value_type(v)
-    return vt is not None and _type_kind(vt) == _type_kind(t) and _join(vt, t) == t
+    vt = type_of_value(v)
+    return vt is not None and type_kind(vt) == type_kind(t) and join_types(vt, t) == t
 
 
-def _values_into(values: Sequence[Any], lines: Sequence[int], name: str, target: pa.DataType,
+def values_into(values: Sequence[Any], lines: Sequence[int], name: str, target: pa.DataType,
                  fixed: bool = True, pending: list | None = None,
                  ) -> tuple[pa.Array, list[Aside], dict[str, dict[str, int]]]:
     """Store Python values in ``target``: coerced where lossless, else set aside.
@@ -252,14 +252,14 @@ def _values_into(values: Sequence[Any], lines: Sequence[int], name: str, target:
     out: list[Any] = []
     aside: list[Aside] = []
     changed: dict[str, int] = {}
-    tk = _type_kind(target)
+    tk = type_kind(target)
     for v, line in zip(values, lines):
         if v is None:
             out.append(None)
             continue
         if pending is not None:
             if _fits(v, target):
-                out.append(_coerce(v, target))
+                out.append(coerce_to(v, target))
             else:
                 out.append(None)
                 pending.append((int(line), name, v))
@@ -267,8 +267,8 @@ def _values_into(values: Sequence[Any], lines: Sequence[int], name: str, target:
         ok, x = _coerce_py(v, target, fixed)
         if ok:
             out.append(x)
-            vt = _value_type(v)
-            if _type_kind(vt) != tk:
+            vt = type_of_value(v)
+            if type_kind(vt) != tk:
                 key = "mixed list" if vt is None else str(vt)
                 changed[key] = changed.get(key, 0) + 1
         else:
@@ -334,12 +334,12 @@ def conform_column(arr: pa.Array | pa.ChunkedArray, target: pa.DataType, lines: 
         if vals is not None and np.isfinite(vals).all() and (vals == np.trunc(vals)).all() \
                 and (np.abs(vals) < 2**63).all():
             return arr.cast(target), [], {}
-    if pa.types.is_list(target) and pa.types.is_list(src) and _join(src, target) == target:
+    if pa.types.is_list(target) and pa.types.is_list(src) and join_types(src, target) == target:
         return _cast_to(arr, target), [], {}
-    return _values_into(arr.to_pylist(), lines, name, target, fixed)
+    return values_into(arr.to_pylist(), lines, name, target, fixed)
 
 
-def _assemble(pieces: list[pa.Table], fixed: Mapping[str, pa.DataType], pending: list,
+def assemble_pieces(pieces: list[pa.Table], fixed: Mapping[str, pa.DataType], pending: list,
               ) -> tuple[pa.Table, list[Aside], dict[str, dict[str, int]]]:
     """One table from a chunk's pieces, in line order, each column in one type.
 
@@ -372,7 +372,7 @@ def _assemble(pieces: list[pa.Table], fixed: Mapping[str, pa.DataType], pending:
                         row = first_valid(c)
                         order.append((t.column(LINE_COLUMN)[row].as_py(), c.type, len(c) - c.null_count))
             order.sort(key=lambda x: x[0])
-            targets[k] = _first_type([(t, n) for _l, t, n in order])
+            targets[k] = first_type([(t, n) for _l, t, n in order])
     aside: list[Aside] = []
     coerced: dict[str, dict[str, int]] = {}
     out = []
@@ -387,12 +387,12 @@ def _assemble(pieces: list[pa.Table], fixed: Mapping[str, pa.DataType], pending:
             if f.name in fixed:
                 col, a, c = conform_column(t.column(i), target, lines, f.name)
                 aside.extend(a)
-                _merge_counts(coerced, c)
-            elif pa.types.is_null(f.type) or (_type_kind(f.type) == _type_kind(target)
-                                               and _join(f.type, target) == target):
+                merge_counts(coerced, c)
+            elif pa.types.is_null(f.type) or (type_kind(f.type) == type_kind(target)
+                                               and join_types(f.type, target) == target):
                 col = _cast_to(t.column(i), target)
             else:
-                col, _a, _c = _values_into(t.column(i).to_pylist(), lines, f.name, target,
+                col, _a, _c = values_into(t.column(i).to_pylist(), lines, f.name, target,
                                            False, pending)
             t = t.set_column(i, f.name, col)
         out.append(t)
@@ -405,19 +405,21 @@ def _assemble(pieces: list[pa.Table], fixed: Mapping[str, pa.DataType], pending:
     return table, aside, coerced
 
 
-def _coerce(v: Any, t: pa.DataType) -> Any:
+def coerce_to(v: Any, t: pa.DataType) -> Any:
+    """The JSON value ``v`` as a value of type ``t`` takes it: numbers as floats for float64, the
+    same inside lists and structs; ``None`` stays."""
     if v is None:
         return None
     if pa.types.is_float64(t):
         return float(v)
     if pa.types.is_list(t):
-        return [_coerce(x, t.value_type) for x in v]
+        return [coerce_to(x, t.value_type) for x in v]
     if pa.types.is_struct(t):
-        return {f.name: _coerce(v.get(f.name), f.type) for f in t}
+        return {f.name: coerce_to(v.get(f.name), f.type) for f in t}
     return v
 
 
-def _finish(table: pa.Table) -> pa.Table:
+def drop_empty_structs(table: pa.Table) -> pa.Table:
     """Drop ``struct<>`` columns (an empty object contributes no column)."""
     keep = [i for i, f in enumerate(table.schema)
             if not (pa.types.is_struct(f.type) and f.type.num_fields == 0)]
@@ -426,7 +428,7 @@ def _finish(table: pa.Table) -> pa.Table:
     return table
 
 
-def _settle_pending(table: pa.Table, pending: list, types: dict[str, pa.DataType],
+def settle_pending(table: pa.Table, pending: list, types: dict[str, pa.DataType],
                     fixed: Mapping[str, pa.DataType] = CANONICAL_TYPES):
     """Settle the run type of each column without a fixed type, in source order, and
     store the chunk's values of other kinds in it (coerced, or set aside).
@@ -447,25 +449,25 @@ def _settle_pending(table: pa.Table, pending: list, types: dict[str, pa.DataType
         if not extra and run is not None and run == f.type and not pa.types.is_null(run):
             continue  # the run's type already: it stays, and the column as it is
         col = original = table.column(i)
-        firsts = [(line, _value_type(v)) for line, v in extra]
+        firsts = [(line, type_of_value(v)) for line, v in extra]
         if len(col) > col.null_count:
             row = first_valid(col)
             firsts.append((table.column(LINE_COLUMN)[row].as_py(), f.type))
         firsts.sort(key=lambda x: x[0])
         seen = [(t, 1) for _l, t in firsts]
         if run is None or pa.types.is_null(run):
-            target = _first_type(seen)  # the kind of the column's first value in the file
+            target = first_type(seen)  # the kind of the column's first value in the file
         else:
             target = run
             for t, _n in seen:  # widened within its kind only
-                if t is not None and _type_kind(t) == _type_kind(target):
-                    target = _join(target, t) or target
+                if t is not None and type_kind(t) == type_kind(target):
+                    target = join_types(target, t) or target
         if not pa.types.is_null(target):
             types[f.name] = target
         if f.type != target and not pa.types.is_null(target):
             col, a, c = conform_column(col, target, to_numpy(table.column(LINE_COLUMN)), f.name, False)
             aside.extend(a)
-            _merge_counts(coerced, c)
+            merge_counts(coerced, c)
         if extra:
             vals = col.to_pylist()
             where = to_numpy(table.column(LINE_COLUMN))
@@ -474,8 +476,8 @@ def _settle_pending(table: pa.Table, pending: list, types: dict[str, pa.DataType
                 ok, x = _coerce_py(v, target, False)
                 if ok:
                     vals[row] = x
-                    vt = _value_type(v)
-                    if _type_kind(vt) != _type_kind(target):
+                    vt = type_of_value(v)
+                    if type_kind(vt) != type_kind(target):
                         key = "mixed list" if vt is None else str(vt)
                         coerced.setdefault(f.name, {})[key] = coerced.get(f.name, {}).get(key, 0) + 1
                 else:

@@ -153,7 +153,7 @@ def diag_row_mask(table: pa.Table, lines_with_values: Iterable[int] = (),
 
 
 def quarantine_non_diag(chunk: Any, data: bytes, aliases: Mapping[str, Any] | None = None) -> Any:
-    """A parsed chunk (``arrow._Chunk``, chunk-relative lines) with its JSON object lines that
+    """A parsed chunk (``arrow.Chunk``, chunk-relative lines) with its JSON object lines that
     carry no diag field moved to its rejects (reason :data:`NOT_DIAG_LINE`, their bytes kept),
     and the values, pending values and columns only those lines had dropped with them.
 
@@ -173,11 +173,11 @@ def quarantine_non_diag(chunk: Any, data: bytes, aliases: Mapping[str, Any] | No
 def _reject_rows(chunk: Any, data: bytes, keep: np.ndarray, reason: Any) -> Any:
     """``chunk`` with the rows ``keep`` leaves out moved to its rejects (``reason(line)`` each, their
     bytes kept), and the values, pending values and columns only those rows had dropped with them."""
-    from regime_dash.ingest.arrow import _lines_of
+    from regime_dash.ingest.arrow import lines_of
 
     table = chunk.table
     lines = to_numpy(table.column(LINE_COLUMN))
-    _buf, starts, ends = _lines_of(data)
+    _buf, starts, ends = lines_of(data)
     out = [Reject(int(n), reason(int(n)), data[starts[n - 1]:ends[n - 1]]) for n in lines[~keep]]
     kept = table.filter(from_numpy(keep))
     kept_lines = set(lines[keep].tolist())

@@ -20,19 +20,19 @@ from regime_dash.ingest.report import (
     IngestReport,
     LINE_COLUMN,
     Reject,
-    _merge_counts,
+    merge_counts,
 )
-from regime_dash.ingest.columns import _settle_pending, unify_tables
+from regime_dash.ingest.columns import settle_pending, unify_tables
 from regime_dash.ingest.sources import (
     DEFAULT_MAX_LINE_BYTES,
-    _MAX_CHUNK_LINES,
-    _Blocks,
-    _open,
-    _read_chunks,
+    MAX_CHUNK_LINES,
+    Blocks,
+    open_source,
+    read_chunks,
     chunk_bytes_for,
     split_lines,
 )
-from regime_dash.ingest.arrow import _Chunk, _Hints, _parse_chunk
+from regime_dash.ingest.arrow import Chunk, Hints, parse_chunk
 from regime_dash.ingest.diag_rows import quarantine_non_diag, quarantine_unsafe_steps
 from regime_dash.ingest import shapes
 
@@ -75,7 +75,7 @@ class _Renumber:
         self.types: dict[str, pa.DataType] = {}
         self.offset = 0  # lines before the current chunk
 
-    def __call__(self, result: _Chunk, pos: int, size: int = 0) -> Batch:
+    def __call__(self, result: Chunk, pos: int, size: int = 0) -> Batch:
         table, rejects, aside, coerced = result.table, result.rejects, result.aside, result.coerced
         pending = result.pending
         off = self.offset
@@ -85,11 +85,11 @@ class _Renumber:
             rejects = [Reject(r.line + off, r.reason, r.raw) for r in rejects]
             aside = [Aside(a.line + off, a.field, a.value, a.type) for a in aside]
             pending = [(line + off, k, v) for line, k, v in pending]
-        table, more, c = _settle_pending(table, pending, self.types, self.fixed)
+        table, more, c = settle_pending(table, pending, self.types, self.fixed)
         if more or c:
             aside = sorted(list(aside) + more, key=lambda a: a.line)
             coerced = {k: dict(v) for k, v in coerced.items()}
-            _merge_counts(coerced, c)
+            merge_counts(coerced, c)
         self.offset += result.n_lines
         self.report.blank_lines += result.blanks
         batch = Batch(table, rejects, off + 1, result.n_lines, pos, aside, coerced, size)
@@ -98,7 +98,7 @@ class _Renumber:
 
 
 class _Split:
-    """A chunk of more than ``_MAX_CHUNK_LINES`` lines, cut (:func:`split_lines`) for its
+    """A chunk of more than ``MAX_CHUNK_LINES`` lines, cut (:func:`split_lines`) for its
     pieces to be parsed one by one: the per-line objects of a flood of short lines stay
     a chunk's worth."""
 
@@ -156,6 +156,54 @@ def _in_order(pool: ThreadPoolExecutor, work, chunks, workers: int, renumber, po
             fut.cancel()
 
 
+def _check_sizes(chunk_bytes: int | None, max_line_bytes: int, path: str | None) -> None:
+    """Refuse a chunk size or a line limit that is not a positive int, naming it."""
+    if chunk_bytes is not None and (not isinstance(chunk_bytes, int) or chunk_bytes < 1):
+        raise IngestError(f"chunk_bytes must be a positive int, got {chunk_bytes!r}", path=path)
+    if not isinstance(max_line_bytes, int) or max_line_bytes < 1:
+        raise IngestError(f"max_line_bytes must be a positive int, got {max_line_bytes!r}", path=path)
+
+
+def _close_all(files: list) -> None:
+    """Close what opening the source opened, the last opened first; a failing close is passed over."""
+    for f in reversed(files):
+        try:
+            f.close()
+        except OSError:
+            pass
+
+
+def _chunk_work(hints: Hints, fixed: Mapping[str, pa.DataType], max_line_bytes: int, diag_only: bool,
+                aliases: Mapping[str, Any] | None):
+    """The work of one chunk, ``work(data, final, whole=True)``: parsed (with ``diag_only``, its lines
+    without a diag field and its unsafe steps quarantined), or, for a ``whole`` chunk of a flood of short
+    lines, cut into pieces (:class:`_Split`) parsed one by one."""
+
+    def work(data, final, whole=True):
+        nl = None
+        if whole and isinstance(data, bytes) and len(data) > MAX_CHUNK_LINES:
+            nl = _line_breaks(data)
+            if len(nl) > MAX_CHUNK_LINES:  # a flood of short lines: cut, then parse the pieces
+                return _Split(split_lines(data, nl), final)
+        chunk = parse_chunk(data, final, hints, fixed, max_line_bytes, nl)
+        if not diag_only:
+            return chunk
+        return quarantine_unsafe_steps(quarantine_non_diag(chunk, data, aliases), data)
+
+    return work
+
+
+def _one_by_one(work, chunks, renumber: _Renumber, position) -> Iterator[Batch]:
+    """The chunks parsed in this thread, in source order (one worker)."""
+    for data, final in chunks:
+        result = work(data, final)
+        if isinstance(result, _Split):
+            for piece, piece_final in result.pieces():
+                yield renumber(work(piece, piece_final, False), position(), len(piece))
+        else:
+            yield renumber(result, position(), len(data) if isinstance(data, bytes) else data.size)
+
+
 def iter_batches(source: Any, *, chunk_bytes: int | None = None, path: str | None = None,
                  report: IngestReport | None = None, workers: int | None = None,
                  types: Mapping[str, pa.DataType] | None = None,
@@ -204,48 +252,28 @@ def iter_batches(source: Any, *, chunk_bytes: int | None = None, path: str | Non
     IngestError
         The source cannot be opened or read (missing file, corrupt gzip).
     """
-    if chunk_bytes is not None and (not isinstance(chunk_bytes, int) or chunk_bytes < 1):
-        raise IngestError(f"chunk_bytes must be a positive int, got {chunk_bytes!r}", path=path)
-    if not isinstance(max_line_bytes, int) or max_line_bytes < 1:
-        raise IngestError(f"max_line_bytes must be a positive int, got {max_line_bytes!r}", path=path)
+    _check_sizes(chunk_bytes, max_line_bytes, path)
     if path is None and isinstance(source, (str, os.PathLike)):
         path = str(source)
     if report is None:
         report = IngestReport()
     report.path = path
     fixed = {**(types or {}), **CANONICAL_TYPES}
-    raw, total, to_close = _open(source, path)
+    raw, total, to_close = open_source(source, path)
     report.source_bytes = total
     chunk_bytes = chunk_bytes or chunk_bytes_for(total)
     if shapes.worth_loading(total):
         shapes.start_loading()  # the C scanner at once, or numba's on a thread (later chunks then)
-    hints = _Hints()
+    hints = Hints()
     workers = workers or _default_workers()
     renumber = _Renumber(report, fixed)
-    blocks = _Blocks(raw, path)
+    blocks = Blocks(raw, path)
     position = lambda: blocks.done  # noqa: E731
-
-    def work(data, final, whole=True):
-        nl = None
-        if whole and isinstance(data, bytes) and len(data) > _MAX_CHUNK_LINES:
-            nl = _line_breaks(data)
-            if len(nl) > _MAX_CHUNK_LINES:  # a flood of short lines: cut, then parse the pieces
-                return _Split(split_lines(data, nl), final)
-        chunk = _parse_chunk(data, final, hints, fixed, max_line_bytes, nl)
-        if not diag_only:
-            return chunk
-        return quarantine_unsafe_steps(quarantine_non_diag(chunk, data, aliases), data)
-
+    work = _chunk_work(hints, fixed, max_line_bytes, diag_only, aliases)
     try:
-        chunks = _read_chunks(blocks, chunk_bytes, report, max_line_bytes)
+        chunks = read_chunks(blocks, chunk_bytes, report, max_line_bytes)
         if workers == 1:
-            for data, final in chunks:
-                result = work(data, final)
-                if isinstance(result, _Split):
-                    for piece, piece_final in result.pieces():
-                        yield renumber(work(piece, piece_final, False), position(), len(piece))
-                else:
-                    yield renumber(result, position(), len(data) if isinstance(data, bytes) else data.size)
+            yield from _one_by_one(work, chunks, renumber, position)
         else:
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ingest") as pool:
                 yield from _in_order(pool, work, chunks, workers, renumber, position)
@@ -253,11 +281,7 @@ def iter_batches(source: Any, *, chunk_bytes: int | None = None, path: str | Non
     finally:
         report.gzip = blocks.gzip
         report.truncated_gzip = blocks.truncated
-        for f in reversed(to_close):
-            try:
-                f.close()
-            except OSError:
-                pass
+        _close_all(to_close)
 
 
 def parse(source: Any, *, chunk_bytes: int | None = None, path: str | None = None,

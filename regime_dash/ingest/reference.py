@@ -13,38 +13,40 @@ import pyarrow as pa
 
 from regime_dash.ingest.types import (
     CANONICAL_TYPES,
-    _FLOAT_MAX,
-    _first_type,
-    _join,
-    _type_kind,
-    _value_type,
+    FLOAT_MAX,
+    first_type,
+    join_types,
+    type_kind,
+    type_of_value,
 )
-from regime_dash.ingest.report import Aside, LINE_COLUMN, Reject, _merge_counts
+from regime_dash.ingest.report import Aside, LINE_COLUMN, Reject, merge_counts
 from regime_dash.ingest.columns import (
-    _JSON_STARTS,
-    _coerce,
-    _finish,
-    _settle_pending,
-    _values_into,
+    JSON_STARTS,
+    coerce_to,
+    drop_empty_structs,
+    settle_pending,
+    values_into,
 )
-from regime_dash.ingest.sources import _lf
+from regime_dash.ingest.sources import to_lf
 
 
 # A number literal that may lie outside float64: an exponent of 3+ digits or a run of
 # 300+ digits. Only consulted where a parse produced an infinity (or on the reference
 # path, to decide whether the number hooks are needed), so false positives cost nothing.
-_OVERFLOW_RE = re.compile(rb"[0-9.][eE][+-]?[0-9]{3,}|[0-9]{300,}")
+OVERFLOW_RE = re.compile(rb"[0-9.][eE][+-]?[0-9]{3,}|[0-9]{300,}")
 
 
 _OVERFLOW_TEXT_RE = re.compile(r"[0-9.][eE][+-]?[0-9]{3,}|[0-9]{300,}")
 
 
-def _flatten_into(prefix: str, obj: dict, out: dict) -> None:
+def flatten_into(prefix: str, obj: dict, out: dict) -> None:
+    """The JSON object ``obj``'s leaves put into ``out`` under dotted names (``prefix.key.key``); a later
+    value under a dotted name already there replaces it, and takes the later place in the order."""
     for k, v in obj.items():
         name = f"{prefix}.{k}" if prefix else k
         if isinstance(v, dict):
             # a later value under the same dotted name replaces an earlier one
-            _flatten_into(name, v, out)
+            flatten_into(name, v, out)
         else:
             out.pop(name, None)  # keep "later wins" also for column order
             out[name] = v
@@ -59,7 +61,7 @@ def _column_from_values(values: list, lines: Sequence[int], name: str,
     for v in values:
         if v is None:
             continue
-        t = _value_type(v)
+        t = type_of_value(v)
         key = t if t is not None else "mixed"
         if key in seen:
             seen[key][1] += 1
@@ -69,16 +71,16 @@ def _column_from_values(values: list, lines: Sequence[int], name: str,
         return pa.nulls(len(values), target or pa.null()), [], {}
     fixed = target is not None
     if target is None:
-        target = _first_type([(t, k) for t, k in seen.values()])
+        target = first_type([(t, k) for t, k in seen.values()])
     if len(seen) == 1:
         only = next(iter(seen.values()))[0]
-        if only is not None and (only == target or _join(only, target) == target) \
-                and _type_kind(only) == _type_kind(target):
+        if only is not None and (only == target or join_types(only, target) == target) \
+                and type_kind(only) == type_kind(target):
             try:
-                return pa.array([_coerce(v, target) for v in values], type=target), [], {}
+                return pa.array([coerce_to(v, target) for v in values], type=target), [], {}
             except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
                 pass
-    return _values_into(values, lines, name, target, fixed, None if fixed else pending)
+    return values_into(values, lines, name, target, fixed, None if fixed else pending)
 
 
 def _reject_reason_json(err: json.JSONDecodeError, truncated: bool) -> str:
@@ -105,7 +107,7 @@ def _checked_float(s: str) -> float:
 
 def _checked_int(s: str) -> int:
     digits = len(s.lstrip("-"))
-    if digits > 308 and (digits > 309 or abs(int(s)) > _FLOAT_MAX):
+    if digits > 308 and (digits > 309 or abs(int(s)) > FLOAT_MAX):
         raise _OutOfRange(s)
     return int(s)
 
@@ -130,7 +132,7 @@ def _parse_one(raw: bytes, line: int, truncated_candidate: bool) -> tuple[dict |
         return None, Reject(line, reason, raw)
     body = text.lstrip(" \t\n\r")
     first = body[:1]
-    if first and first < "\x80" and first not in _JSON_STARTS and not truncated_candidate:
+    if first and first < "\x80" and first not in JSON_STARTS and not truncated_candidate:
         # what json.loads says, without raising (a flood of junk lines costs less)
         return None, Reject(line, f"not JSON: Expecting value at column {len(text) - len(body) + 1}", raw)
     try:
@@ -152,11 +154,11 @@ def _parse_one(raw: bytes, line: int, truncated_candidate: bool) -> tuple[dict |
         return None, Reject(line, f"JSON value is {kind}, not an object", raw)
     flat: dict[str, Any] = {}
     try:
-        _flatten_into("", obj, flat)
+        flatten_into("", obj, flat)
     except RecursionError:
         return None, Reject(line, "not JSON: nested too deeply", raw)
     if LINE_COLUMN in flat:
-        flat[_free_name(LINE_COLUMN, flat)] = flat.pop(LINE_COLUMN)
+        flat[free_name(LINE_COLUMN, flat)] = flat.pop(LINE_COLUMN)
     # lone surrogates can only come from \\u escapes; Arrow cannot store them
     if "\\u" in text and _has_surrogate(obj):
         return None, Reject(line, "invalid unicode escape: lone surrogate", raw)
@@ -177,14 +179,17 @@ def _has_surrogate(v: Any) -> bool:
     return False
 
 
-def _free_name(base: str, taken) -> str:
+def free_name(base: str, taken) -> str:
+    """A name for a field ``base`` whose name is taken by a column of our own: ``base`` with
+    underscores added until no name in ``taken`` has it."""
     name = base + "_"
     while name in taken:
         name += "_"
     return name
 
 
-def _is_blank(raw: bytes) -> bool:
+def blank_line(raw: bytes) -> bool:
+    """Whether the line ``raw`` (without its line break) holds only spaces, tabs and CRs."""
     return not raw.strip(b" \t\r")
 
 
@@ -213,22 +218,22 @@ def parse_lines_reference(data: bytes, first_line: int = 1, *,
         The good rows (flattened, with ``_line``), the rejected lines, the count of
         blank lines.
     """
-    data = _lf(data)
+    data = to_lf(data)
     lines = data.split(b"\n")
     if data.endswith(b"\n"):
         lines.pop()
-    blanks = sum(1 for raw in lines if _is_blank(raw))
+    blanks = sum(1 for raw in lines if blank_line(raw))
     last = first_line + len(lines) - 1 if final_unterminated else -1
-    keep = [(first_line + i, raw) for i, raw in enumerate(lines) if not _is_blank(raw)]
+    keep = [(first_line + i, raw) for i, raw in enumerate(lines) if not blank_line(raw)]
     fixed = CANONICAL_TYPES if types is None else types
     pending: list = []
-    table, rejects, _aside, _coerced = _reference(keep, last, fixed, pending)
+    table, rejects, _aside, _coerced = read_reference(keep, last, fixed, pending)
     if pending:  # settle the values of other kinds as a one-chunk run would
-        table, _a, _c = _settle_pending(table, pending, {})
+        table, _a, _c = settle_pending(table, pending, {})
     return table, rejects, blanks
 
 
-def _reference(lines: Sequence[tuple[int, bytes]], truncated_line: int,
+def read_reference(lines: Sequence[tuple[int, bytes]], truncated_line: int,
                fixed: Mapping[str, pa.DataType], pending: list):
     """Read (line number, bytes) pairs with the reference; returns the good rows as a
     table, the rejects, and the set-aside values and coercions of its columns."""
@@ -283,5 +288,5 @@ def _rows_to_table(rows: list[dict], line_nos: list[int], fixed: Mapping[str, pa
         col, a, c = _column_from_values([r.get(n) for r in rows], line_nos, n, fixed.get(n), pending)
         cols[n] = col
         aside.extend(a)
-        _merge_counts(coerced, c)
-    return _finish(pa.table(cols)), aside, coerced
+        merge_counts(coerced, c)
+    return drop_empty_structs(pa.table(cols)), aside, coerced

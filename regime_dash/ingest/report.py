@@ -163,6 +163,8 @@ class IngestReport:
         The gzip stream ended early (a crashed writer); what was readable was kept.
     complete
         The source was read to its end.
+    arrow_types
+        Column name -> Arrow type (the types ``columns`` spells), in the same order.
     """
 
     path: str | None = None
@@ -184,7 +186,7 @@ class IngestReport:
     gzip: bool = False
     truncated_gzip: bool = False
     complete: bool = False
-    _types: dict[str, pa.DataType] = field(default_factory=dict, repr=False)
+    arrow_types: dict[str, pa.DataType] = field(default_factory=dict, repr=False)
     _folded: pa.Schema | None = field(default=None, repr=False, compare=False)
 
     def add(self, batch: Batch) -> None:
@@ -203,9 +205,9 @@ class IngestReport:
             for f in table.schema:
                 if f.name == LINE_COLUMN:
                     continue
-                old = self._types.get(f.name)
+                old = self.arrow_types.get(f.name)
                 new = f.type if old is None else unify_types(old, f.type)
-                self._types[f.name] = new
+                self.arrow_types[f.name] = new
                 self.columns[f.name] = str(new)
             self._folded = table.schema
         if "step" in table.column_names and table.num_rows:
@@ -214,13 +216,18 @@ class IngestReport:
                 self.first_step = lo if self.first_step is None else min(self.first_step, lo)
                 self.last_step = hi if self.last_step is None else max(self.last_step, hi)
 
+    def rename_column(self, old: str, new: str) -> None:
+        """Report the column ``old`` as ``new`` (in place, its order kept): a store stores it under another name."""
+        self.columns = {(new if k == old else k): v for k, v in self.columns.items()}
+        self.arrow_types = {(new if k == old else k): v for k, v in self.arrow_types.items()}
+
     def note(self, aside: Sequence[Aside], coerced: dict[str, dict[str, int]]) -> None:
         """Count set-aside values and coercions (also those a store finds at commit)."""
         room = REPORT_KEEP - len(self.aside)
         if room > 0:
             self.aside.extend(aside[:room])
         self.aside_count += len(aside)
-        _merge_counts(self.coerced, coerced)
+        merge_counts(self.coerced, coerced)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready summary (rejects as ``{line, reason}``)."""
@@ -246,7 +253,8 @@ class IngestReport:
         }
 
 
-def _merge_counts(into: dict[str, dict[str, int]], more: dict[str, dict[str, int]]) -> None:
+def merge_counts(into: dict[str, dict[str, int]], more: dict[str, dict[str, int]]) -> None:
+    """Add the counts ``{column: {kind: n}}`` of ``more`` into ``into`` (coercions counted per column and kind)."""
     for col, by in more.items():
         dst = into.setdefault(col, {})
         for kind, n in by.items():

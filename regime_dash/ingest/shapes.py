@@ -46,7 +46,7 @@ import numpy as np
 import pyarrow as pa
 
 from regime_dash.ingest.arrays import from_numpy, to_numpy
-from regime_dash.ingest.reference import _flatten_into
+from regime_dash.ingest.reference import flatten_into
 from regime_dash.ingest.report import LINE_COLUMN
 from regime_dash.ingest.shape_tables import BOOL, NULL, NUMBER, STRING
 
@@ -221,7 +221,7 @@ def template_of(line: bytes) -> Template | None:
     try:
         obj = json.loads(line.decode("utf-8"))
         flat: dict[str, Any] = {}
-        _flatten_into("", obj, flat)
+        flatten_into("", obj, flat)
     except (ValueError, RecursionError, TypeError, AttributeError):
         return None
     # the reference's reading of the line must be the slots, in order: no repeated key, no

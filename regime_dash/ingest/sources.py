@@ -38,7 +38,7 @@ def chunk_bytes_for(total: int | None) -> int:
 DEFAULT_MAX_LINE_BYTES = 64 << 20
 
 
-def _lf(data: bytes) -> bytes:
+def to_lf(data: bytes) -> bytes:
     """CR, LF and CRLF all as LF (two memchr-speed passes; no regex)."""
     return data.replace(b"\r\n", b"\n").replace(b"\r", b"\n") if b"\r" in data else data
 
@@ -47,13 +47,13 @@ _BOM = b"\xef\xbb\xbf"
 
 
 @dataclass
-class _TooLong:
+class TooLong:
     """A line the reader skipped because it is longer than the limit."""
 
     size: int
 
 
-def _open(source: Any, path: str | None) -> tuple[BinaryIO, int | None, list]:
+def open_source(source: Any, path: str | None) -> tuple[BinaryIO, int | None, list]:
     """Open a source. Returns (binary stream, total bytes if known, things to close)."""
     to_close: list = []
     if isinstance(source, (bytes, bytearray, memoryview)):
@@ -86,7 +86,7 @@ def _open(source: Any, path: str | None) -> tuple[BinaryIO, int | None, list]:
     return raw, total, to_close
 
 
-class _Blocks:
+class Blocks:
     """Content blocks of a source (decompressed when it is gzip), and the progress.
 
     Gzip is inflated here with :mod:`zlib` rather than :class:`gzip.GzipFile`, whose
@@ -200,7 +200,7 @@ class _Blocks:
         self.raw.seek(pos)
 
 
-#: Bytes at the end of a block searched for its last line break (:meth:`_Blocks.whole_lines`).
+#: Bytes at the end of a block searched for its last line break (:meth:`Blocks.whole_lines`).
 _PEEK = 64 << 10
 
 
@@ -213,15 +213,15 @@ def _is_gzip_header(head: bytes) -> bool:
 
 #: Most lines in one chunk: a chunk of one-byte junk lines holds millions, and the
 #: per-line objects of their rejects would otherwise cost hundreds of MB per chunk.
-_MAX_CHUNK_LINES = 1 << 16
+MAX_CHUNK_LINES = 1 << 16
 
 
 def split_lines(piece: bytes, nl) -> list[bytes]:
     """``piece`` (whole lines; ``nl``: the offsets of its line breaks) as pieces of at most
-    ``_MAX_CHUNK_LINES`` lines. The parsing workers count a chunk's lines (they need its
+    ``MAX_CHUNK_LINES`` lines. The parsing workers count a chunk's lines (they need its
     line breaks anyway) and hand back an over-full one to be cut here, so the reading
     thread makes no pass over the bytes of real data for this."""
-    cuts = nl[_MAX_CHUNK_LINES - 1::_MAX_CHUNK_LINES] + 1
+    cuts = nl[MAX_CHUNK_LINES - 1::MAX_CHUNK_LINES] + 1
     pieces, start = [], 0
     for cut in cuts.tolist():
         pieces.append(piece[start:cut])
@@ -283,26 +283,26 @@ def _without_bom(blocks: Iterable[bytes]) -> Iterator[bytes]:
     yield from it
 
 
-def _read_chunks(blocks: _Blocks, size: int, report: IngestReport,
-                 max_line: int = DEFAULT_MAX_LINE_BYTES) -> Iterator[tuple[bytes | _TooLong, bool]]:
+def read_chunks(blocks: Blocks, size: int, report: IngestReport,
+                 max_line: int = DEFAULT_MAX_LINE_BYTES) -> Iterator[tuple[bytes | TooLong, bool]]:
     """Yield (whole lines, final_unterminated); hash as we go.
 
     A line is never held whole beyond ``max_line`` bytes: once the bytes of a line
     without a break pass the limit, they are dropped as they arrive (hashed and
-    counted, not kept) and a :class:`_TooLong` marker stands for the line. Memory thus
+    counted, not kept) and a :class:`TooLong` marker stands for the line. Memory thus
     stays at a few chunks plus one line of at most ``max_line`` bytes, for any input,
     decompressed gzip bombs included.
 
     Line numbers are not counted here (a scan on the one reading thread); workers
     number lines within their chunk and :class:`_Renumber` shifts them, and cut a chunk
-    of more than ``_MAX_CHUNK_LINES`` lines (:func:`split_lines`).
+    of more than ``MAX_CHUNK_LINES`` lines (:func:`split_lines`).
     """
     h = _Hasher()
     try:
         total = blocks.in_place()
         if total is not None:  # a regular file: whole lines read in place while they last
             for block in _hashed(blocks.whole_lines(size, total), h, report):
-                yield _lf(block), False
+                yield to_lf(block), False
         yield from _lines_of_blocks(blocks(size, plain=total is not None), h, report, max_line,
                                     at_start=total is None)
         report.sha256 = h.hexdigest()
@@ -311,8 +311,8 @@ def _read_chunks(blocks: _Blocks, size: int, report: IngestReport,
 
 
 def _lines_of_blocks(blocks: Iterator[bytes], h: _Hasher, report: IngestReport,
-                     max_line: int, at_start: bool = True) -> Iterator[tuple[bytes | _TooLong, bool]]:
-    """:func:`_read_chunks`' reading, the hash ``h`` fed as blocks arrive (``at_start``: the
+                     max_line: int, at_start: bool = True) -> Iterator[tuple[bytes | TooLong, bool]]:
+    """:func:`read_chunks`' reading, the hash ``h`` fed as blocks arrive (``at_start``: the
     blocks open the source, where a byte order mark is dropped)."""
     carry: list[bytes] = []
     carry_len = 0
@@ -327,13 +327,13 @@ def _lines_of_blocks(blocks: Iterator[bytes], h: _Hasher, report: IngestReport,
             cr = b"\r" if block.endswith(b"\r") else b""
             if cr:
                 block = block[:-1]
-            block = _lf(block)
+            block = to_lf(block)
         if skipped:
             nl = block.find(b"\n")
             if nl < 0:
                 skipped += len(block)
                 continue
-            yield _TooLong(skipped + nl), False
+            yield TooLong(skipped + nl), False
             skipped = 0
             block = block[nl + 1:]
             if not block:
@@ -350,7 +350,7 @@ def _lines_of_blocks(blocks: Iterator[bytes], h: _Hasher, report: IngestReport,
         if carry:
             nl = block.find(b"\n")
             if carry_len + nl > max_line:
-                yield _TooLong(carry_len + nl), False
+                yield TooLong(carry_len + nl), False
                 carry, carry_len = [], 0
                 block = block[nl + 1:]
                 cut -= nl + 1
@@ -364,12 +364,12 @@ def _lines_of_blocks(blocks: Iterator[bytes], h: _Hasher, report: IngestReport,
             yield piece, False
     if cr:  # the file ended with a lone CR: it ended the last line
         if skipped:
-            yield _TooLong(skipped), False
+            yield TooLong(skipped), False
             skipped = 0
         else:
             yield b"".join(carry) + b"\n", False
             carry, carry_len = [], 0
     if skipped:
-        yield _TooLong(skipped), True
+        yield TooLong(skipped), True
     elif carry:
         yield b"".join(carry), True

@@ -9,7 +9,8 @@ from typing import Any, Sequence
 import pyarrow as pa
 
 
-_FLOAT_MAX = 1.7976931348623157e308
+#: The largest finite double: a JSON number past it overflows to infinity.
+FLOAT_MAX = 1.7976931348623157e308
 
 
 def _canonical_types() -> dict[str, pa.DataType]:
@@ -27,17 +28,18 @@ def _canonical_types() -> dict[str, pa.DataType]:
 CANONICAL_TYPES: dict[str, pa.DataType] = _canonical_types()
 
 
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+#: The range of an int64 column.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
-
-_EXACT_INT = 2**53
+#: Integers of smaller magnitude are exact as float64.
+EXACT_INT = 2**53
 
 
 def _is_num(t: pa.DataType) -> bool:
     return pa.types.is_int64(t) or pa.types.is_float64(t)
 
 
-def _join(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
+def join_types(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     """Strict join on the type lattice; None where only ``string`` would hold both."""
     if a == b:
         return a
@@ -48,13 +50,13 @@ def _join(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     if _is_num(a) and _is_num(b):
         return pa.float64()
     if pa.types.is_list(a) and pa.types.is_list(b):
-        inner = _join(a.value_type, b.value_type)
+        inner = join_types(a.value_type, b.value_type)
         return None if inner is None else pa.list_(inner)
     if pa.types.is_struct(a) and pa.types.is_struct(b):
         fields: dict[str, pa.DataType] = {}
         for f in list(a) + list(b):
             if f.name in fields:
-                j = _join(fields[f.name], f.type)
+                j = join_types(fields[f.name], f.type)
                 if j is None:
                     return None
                 fields[f.name] = j
@@ -78,11 +80,11 @@ def unify_types(a: pa.DataType, b: pa.DataType) -> pa.DataType:
         ``a`` when equal; the non-null one when one is null; float64 for int64/float64;
         merged lists/structs where their items join; ``string`` otherwise.
     """
-    j = _join(a, b)
+    j = join_types(a, b)
     return pa.string() if j is None else j
 
 
-def _type_kind(t: pa.DataType | None) -> str:
+def type_kind(t: pa.DataType | None) -> str:
     """The kind of a type: a value may change type within a kind without a note."""
     if t is None:
         return "mixed"
@@ -99,7 +101,7 @@ def _type_kind(t: pa.DataType | None) -> str:
     return "other"
 
 
-def _first_type(seen: Sequence[tuple[pa.DataType | None, int]]) -> pa.DataType:
+def first_type(seen: Sequence[tuple[pa.DataType | None, int]]) -> pa.DataType:
     """The type of a column new to the run: the kind of its first value, joined over
     the values of that kind (int64 then float64 -> float64; list items likewise).
 
@@ -107,28 +109,28 @@ def _first_type(seen: Sequence[tuple[pa.DataType | None, int]]) -> pa.DataType:
     list mixing kinds) counts as ``string``, its JSON text. Deciding by the first value
     (not, say, the majority) keeps the result independent of where chunks end.
     """
-    kind = next((_type_kind(t if t is not None else pa.string()) for t, n in seen
-                 if n and _type_kind(t if t is not None else pa.string()) != "null"), None)
+    kind = next((type_kind(t if t is not None else pa.string()) for t, n in seen
+                 if n and type_kind(t if t is not None else pa.string()) != "null"), None)
     if kind is None:
         return pa.null()
     out: pa.DataType | None = None
     for t, n in seen:
         t = t if t is not None else pa.string()
-        if not n or _type_kind(t) != kind:
+        if not n or type_kind(t) != kind:
             continue
-        j = t if out is None else _join(out, t)
+        j = t if out is None else join_types(out, t)
         out = out if j is None else j
     return out if out is not None else pa.string()
 
 
-def _value_type(v: Any) -> pa.DataType | None:
+def type_of_value(v: Any) -> pa.DataType | None:
     """Arrow type of one parsed value on the strict lattice; None if it needs text."""
     if v is None:
         return pa.null()
     if v is True or v is False:
         return pa.bool_()
     if isinstance(v, int):
-        return pa.int64() if _INT64_MIN <= v <= _INT64_MAX else pa.float64()
+        return pa.int64() if INT64_MIN <= v <= INT64_MAX else pa.float64()
     if isinstance(v, float):
         return pa.float64()
     if isinstance(v, str):
@@ -136,15 +138,15 @@ def _value_type(v: Any) -> pa.DataType | None:
     if isinstance(v, list):
         inner: pa.DataType | None = pa.null()
         for x in v:
-            t = _value_type(x)
-            inner = None if t is None else _join(inner, t)
+            t = type_of_value(x)
+            inner = None if t is None else join_types(inner, t)
             if inner is None:
                 return None
         return pa.list_(inner)
     if isinstance(v, dict):
         fields = []
         for k, x in v.items():
-            t = _value_type(x)
+            t = type_of_value(x)
             if t is None:
                 return None
             fields.append((k, t))

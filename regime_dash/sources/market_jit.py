@@ -44,7 +44,8 @@ _M0 = np.uint64(0xD2E7470EE14C6C93)
 _M1 = np.uint64(0xCA5A826395121157)
 _W0 = np.uint64(0x9E3779B97F4A7C15)
 _W1 = np.uint64(0xBB67AE8584CAA73B)
-_ONE = np.uint64(1)
+#: 1 as a uint64 (Philox's counters and lanes are uint64: no mixed-type arithmetic in the kernels).
+ONE_U64 = np.uint64(1)
 _TO_UNIT = 1.0 / 9007199254740992.0
 
 
@@ -67,7 +68,7 @@ def _mulhilo(a, b):
 
 
 @njit(cache=True, inline="always")
-def _philox(n, t, lane, k0, k1):
+def philox(n, t, lane, k0, k1):
     """Philox4x64-10 of the counter ``[n, t, lane, 0]`` under the key ``[k0, k1]``: four words."""
     c0, c1, c2, c3 = n, t, lane, np.uint64(0)
     for r in range(10):
@@ -85,50 +86,51 @@ def _word(n, pos, w0, w1, w2, w3, t, lane, k0, k1):
     """The next word of the stream ``(t, lane)``; the stream's state is ``n`` (blocks made so far),
     ``pos`` (words of the last block used) and that block ``w0..w3``, returned updated."""
     if pos == 4:
-        n += _ONE
-        w0, w1, w2, w3 = _philox(n, t, lane, k0, k1)
+        n += ONE_U64
+        w0, w1, w2, w3 = philox(n, t, lane, k0, k1)
         pos = 0
     w = w0 if pos == 0 else w1 if pos == 1 else w2 if pos == 2 else w3
     return w, n, pos + 1, w0, w1, w2, w3
 
 
 @njit(cache=True, inline="always")
-def _unit(w):
+def unit_interval(w):
+    """The word ``w`` as a double in [0, 1): its top 53 bits over 2**53 (NumPy's ``next_double``)."""
     return np.float64(w >> np.uint64(11)) * _TO_UNIT
 
 
 @njit(cache=True)
-def _normal(w0, w1, w2, w3, t, lane, k0, k1, ki, wi, fi, nor_r, nor_inv_r):
+def ziggurat_normal(w0, w1, w2, w3, t, lane, k0, k1, ki, wi, fi, nor_r, nor_inv_r):
     """NumPy's ziggurat (``random_standard_normal``), word for word, on the stream ``(t, lane)``
     whose first block is ``w0..w3`` and whose first three words are spent: it starts at ``w3``."""
-    n, pos = _ONE, 3
+    n, pos = ONE_U64, 3
     while True:
         r, n, pos, w0, w1, w2, w3 = _word(n, pos, w0, w1, w2, w3, t, lane, k0, k1)
         idx = np.int64(r & np.uint64(0xFF))
         r >>= np.uint64(8)
-        rabs = (r >> _ONE) & np.uint64(0x000FFFFFFFFFFFFF)
+        rabs = (r >> ONE_U64) & np.uint64(0x000FFFFFFFFFFFFF)
         x = np.float64(rabs) * wi[idx]
-        if r & _ONE:
+        if r & ONE_U64:
             x = -x
         if rabs < ki[idx]:
             return x
         if idx == 0:
             while True:
                 u, n, pos, w0, w1, w2, w3 = _word(n, pos, w0, w1, w2, w3, t, lane, k0, k1)
-                xx = -nor_inv_r * np.log1p(-_unit(u))
+                xx = -nor_inv_r * np.log1p(-unit_interval(u))
                 u, n, pos, w0, w1, w2, w3 = _word(n, pos, w0, w1, w2, w3, t, lane, k0, k1)
-                yy = -np.log1p(-_unit(u))
+                yy = -np.log1p(-unit_interval(u))
                 if yy + yy > xx * xx:
-                    return -(nor_r + xx) if (rabs >> np.uint64(8)) & _ONE else nor_r + xx
+                    return -(nor_r + xx) if (rabs >> np.uint64(8)) & ONE_U64 else nor_r + xx
         u, n, pos, w0, w1, w2, w3 = _word(n, pos, w0, w1, w2, w3, t, lane, k0, k1)
-        if (fi[idx - 1] - fi[idx]) * _unit(u) + fi[idx] < np.exp(-0.5 * x * x):
+        if (fi[idx - 1] - fi[idx]) * unit_interval(u) + fi[idx] < np.exp(-0.5 * x * x):
             return x
 
 
 @njit(cache=True, inline="always")
-def _tau(t, k0, k1):
+def tau_unit(t, k0, k1):
     """Step ``t``'s τ draw: the first word of the stream ``(t, 0)``."""
-    return _unit(_philox(_ONE, t, np.uint64(0), k0, k1)[0])
+    return unit_interval(philox(ONE_U64, t, np.uint64(0), k0, k1)[0])
 
 
 @njit(cache=True)
@@ -136,11 +138,11 @@ def _draws(key0, key1, t, b, close, win, opn, size, ki, wi, fi, nor_r, nor_inv_r
     """Step ``t``'s draws of every account into the four [b] arrays; returns the tau draw."""
     t = np.uint64(t)
     for i in range(b):
-        lane = np.uint64(i) + _ONE
-        w0, w1, w2, w3 = _philox(_ONE, t, lane, key0, key1)
-        close[i], win[i], opn[i] = _unit(w0), _unit(w1), _unit(w2)
-        size[i] = _normal(w0, w1, w2, w3, t, lane, key0, key1, ki, wi, fi, nor_r, nor_inv_r)
-    return _tau(t, key0, key1)
+        lane = np.uint64(i) + ONE_U64
+        w0, w1, w2, w3 = philox(ONE_U64, t, lane, key0, key1)
+        close[i], win[i], opn[i] = unit_interval(w0), unit_interval(w1), unit_interval(w2)
+        size[i] = ziggurat_normal(w0, w1, w2, w3, t, lane, key0, key1, ki, wi, fi, nor_r, nor_inv_r)
+    return tau_unit(t, key0, key1)
 
 
 def draws(seed: int, t: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
@@ -189,13 +191,13 @@ def _scripted(key0, key1, p_true, boundary, force_flat, latch_from, prm, ki, wi,
             held = lots[i] > 0
             if not held and not may_open:  # nothing read, nothing moves: the row's zeros stay as they are
                 continue
-            lane = np.uint64(i) + _ONE
-            w0, w1, w2, w3 = _philox(_ONE, tt, lane, key0, key1)
-            closing = held if force_flat[t] else (held and _unit(w0) < hazard)
+            lane = np.uint64(i) + ONE_U64
+            w0, w1, w2, w3 = philox(ONE_U64, tt, lane, key0, key1)
+            closing = held if force_flat[t] else (held and unit_interval(w0) < hazard)
             pnl = 0.0
             if closing:
-                won = _unit(w1) < p_true[t]
-                size = _normal(w0, w1, w2, w3, tt, lane, key0, key1, ki, wi, fi, nor_r, nor_inv_r)
+                won = unit_interval(w1) < p_true[t]
+                size = ziggurat_normal(w0, w1, w2, w3, tt, lane, key0, key1, ki, wi, fi, nor_r, nor_inv_r)
                 per_lot = (w if won else -l) * math.exp(jitter * size - half_j2)
                 pnl = per_lot * np.float64(lots[i])
                 lots[i] = 0
@@ -204,7 +206,7 @@ def _scripted(key0, key1, p_true, boundary, force_flat, latch_from, prm, ki, wi,
                     w_ema = keep * w_ema + alpha * abs(per_lot)
                 else:
                     l_ema = keep * l_ema + alpha * abs(per_lot)
-            if may_open and not held and _unit(w2) < pi_open:
+            if may_open and not held and unit_interval(w2) < pi_open:
                 lots[i] = new_size
             rewards[t, i] = np.float32(pnl * reward_scale)  # the arrays start at zero: -0.0 is written too
             lots_out[t, i] = lots[i]
@@ -219,7 +221,7 @@ def _scripted(key0, key1, p_true, boundary, force_flat, latch_from, prm, ki, wi,
         edge = np.float64(edge_out[t])
         cooldown_out[t] = np.float32(cooldown)
         worst_out[t] = np.float32(session_worst.min())
-        tau_out[t] = np.float32(tau_lo + (tau_hi - tau_lo) * _tau(tt, key0, key1))
+        tau_out[t] = np.float32(tau_lo + (tau_hi - tau_lo) * tau_unit(tt, key0, key1))
     state[0], state[1], state[2], state[3] = p_ema, w_ema, l_ema, edge
     state[4], state[5] = np.float64(cooldown), 1.0 if dead else 0.0
 

@@ -222,19 +222,19 @@ def make_block_draws(fingerprint: str):
     """The kernel of step rows' draws: ``market_jit._draws``' numbers of each step ``t0 + r``, except that an
     account's close size (the ziggurat normal, the costly draw) is made only where its close draw is under
     ``hazard``: elsewhere the account cannot close that step, and the size is never read (0 is written)."""
-    from regime_dash.sources.market_jit import _ONE, _normal, _philox, _tau, _unit
+    from regime_dash.sources.market_jit import ONE_U64, philox, tau_unit, unit_interval, ziggurat_normal
 
     def block_draws(key0, key1, t0, hazard, close, win, opn, size, tau, ki, wi, fi, nor_r, nor_inv_r):
         fingerprint  # noqa: B018 - keeps the dependency hash in the cache key
         for r in range(close.shape[0]):
             t = np.uint64(t0 + r)
             for i in range(close.shape[1]):
-                lane = np.uint64(i) + _ONE
-                w0, w1, w2, w3 = _philox(_ONE, t, lane, key0, key1)
-                close[r, i], win[r, i], opn[r, i] = _unit(w0), _unit(w1), _unit(w2)
-                size[r, i] = _normal(w0, w1, w2, w3, t, lane, key0, key1, ki, wi, fi, nor_r, nor_inv_r) \
+                lane = np.uint64(i) + ONE_U64
+                w0, w1, w2, w3 = philox(ONE_U64, t, lane, key0, key1)
+                close[r, i], win[r, i], opn[r, i] = unit_interval(w0), unit_interval(w1), unit_interval(w2)
+                size[r, i] = ziggurat_normal(w0, w1, w2, w3, t, lane, key0, key1, ki, wi, fi, nor_r, nor_inv_r) \
                     if close[r, i] < hazard else 0.0
-            tau[r] = _tau(t, key0, key1)
+            tau[r] = tau_unit(t, key0, key1)
 
     return block_draws
 
@@ -417,7 +417,9 @@ def run(sim, n: int) -> None:
     A block's draws are made on worker threads while the loop runs the block before it."""
     plan, market = _Plan(sim), sim.market
     blocks = [(t, min(BLOCK, sim.t + int(n) - t)) for t in range(sim.t, sim.t + int(n), BLOCK)]
-    workers = max(1, fast._threads())
+    from numba import config as numba_config
+
+    workers = max(1, int(numba_config.NUMBA_NUM_THREADS))  # a thread per core numba uses, as the fast engine's blocks
     with ThreadPoolExecutor(workers) as pool:
         pending = _start_draws(pool, workers, plan, sim, *blocks[0])
         for i, (t0, m) in enumerate(blocks):

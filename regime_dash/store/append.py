@@ -57,20 +57,22 @@ import pyarrow.parquet as pq
 
 from regime_dash.errors import StoreError
 from regime_dash.ingest import LINE_COLUMN, Aside, Reject
-from regime_dash.store.run_store import (
-    _CONFLICTS,
-    _FORMAT_VERSION,
-    _META,
-    _PART_TMP,
-    _REJECTS,
-    RunStore,
-    _fsync_dir,
-    _now,
-    _open_writer,
-    _reject_record,
-    _replace_json,
+from regime_dash.store import paths
+from regime_dash.store.metadata import FORMAT_VERSION, fsync_dir, now, replace_json
+from regime_dash.store.parts import write_part
+from regime_dash.store.paths import (
+    CONFLICTS,
+    INGEST_PREFIX,
+    META,
+    PART_TMP,
+    REJECTS,
+    pid_alive,
+    run_id_of,
     sanitize_name,
+    work_dir_name,
 )
+from regime_dash.store.run_store import RunStore
+from regime_dash.store.writer import reject_record
 
 __all__ = ["FOLLOW_KEY", "FollowState", "FollowedRun", "compact_parts", "finish_compaction", "follow_run_id",
            "follow_status", "rows_after"]
@@ -94,16 +96,6 @@ def _part_name(index: int) -> str:
     return f"part-{index:0{_PART_DIGITS}d}.parquet"
 
 
-def _write_part(path: Path, table: pa.Table) -> None:
-    w = _open_writer(path, table.schema)
-    try:
-        w.write_table(table)
-    finally:
-        w.close()
-    with open(path, "rb") as fh:
-        os.fsync(fh.fileno())
-
-
 def _tier(path: Path) -> tuple[str, int, int]:
     """``(name, level, rows)`` of a part, from its footer."""
     md = pq.read_metadata(path)
@@ -115,7 +107,7 @@ def finish_compaction(run_dir: Path) -> None:
     """Complete a merge a kill interrupted (call under the store's lock): a complete merged part
     (``.merge``) replaces the parts it covers; an incomplete one (``.merge.tmp``) is dropped, its
     parts untouched. Idempotent."""
-    for tmp in run_dir.glob(f"part-*.parquet{_MERGE}{_PART_TMP}"):
+    for tmp in run_dir.glob(f"part-*.parquet{_MERGE}{PART_TMP}"):
         tmp.unlink()
     for merged in sorted(run_dir.glob(f"part-*.parquet{_MERGE}")):
         first, last = json.loads(pq.read_schema(merged).metadata[COVERS_KEY])
@@ -130,7 +122,7 @@ def _swap_in(run_dir: Path, merged: Path, first: str, last: str) -> None:
         if first < part.name <= last:
             part.unlink()
     os.replace(merged, run_dir / first)
-    _fsync_dir(run_dir)
+    fsync_dir(run_dir)
 
 
 def compact_parts(run_dir: Path, tiers: list[tuple[str, int, int]], fanout: int = COMPACT_FANOUT,
@@ -158,8 +150,8 @@ def compact_parts(run_dir: Path, tiers: list[tuple[str, int, int]], fanout: int 
             PART_KEY: kv[PART_KEY], LEVEL_KEY: str(level + 1).encode(),
             COVERS_KEY: json.dumps([group[0][0], group[-1][0]]).encode()})
         path = run_dir / (group[0][0] + _MERGE)
-        _write_part(path.with_name(path.name + _PART_TMP), merged)
-        os.replace(path.with_name(path.name + _PART_TMP), path)  # complete: from here a kill is finished
+        write_part(path.with_name(path.name + PART_TMP), merged)
+        os.replace(path.with_name(path.name + PART_TMP), path)  # complete: from here a kill is finished
         _swap_in(run_dir, path, group[0][0], group[-1][0])
         tiers[-fanout:] = [(group[0][0], level + 1, rows)]
     return tiers
@@ -236,13 +228,13 @@ class FollowedRun:
         self.store, self.run_id, self.name = store, run_id, name
         self.state = state
         self.types = types  # the run's column types: later commits are read as these
-        self.dir = store._run_dir(run_id)
+        self.dir = paths.run_dir(store.root, run_id)
         self._held: tuple[list, list] = ([], [])  # rejects and asides before the run exists
         self._tiers: list[tuple[str, int, int]] = []  # (name, level, rows) of every part, for compaction
 
     @property
     def exists(self) -> bool:
-        return (self.dir / _META).is_file()
+        return (self.dir / META).is_file()
 
     @classmethod
     def open(cls, store: RunStore, source: str | os.PathLike, name: str) -> "FollowedRun":
@@ -263,17 +255,17 @@ class FollowedRun:
                              f"(or remove that run with `rm {taken[0]}`)", run_id=taken[0], path=str(store.root))
         run = cls(store, run_id, name, FollowState(source), {})
         if run.exists:
-            with store._locked():
+            with store.lock():
                 run._resume()
         return run
 
     def _resume(self) -> None:
         """Reconcile the run after a stop (clean or killed): see the module doc."""
-        meta = json.loads((self.dir / _META).read_text(encoding="utf-8"))
+        meta = json.loads((self.dir / META).read_text(encoding="utf-8"))
         if FOLLOW_KEY not in meta:
             raise StoreError(f"run {self.run_id!r} was ingested whole, not followed: it cannot grow",
                              run_id=self.run_id)
-        for tmp in self.dir.glob(f"part-*.parquet{_PART_TMP}"):
+        for tmp in self.dir.glob(f"part-*.parquet{PART_TMP}"):
             tmp.unlink()
         finish_compaction(self.dir)
         state = FollowState.from_dict(meta[FOLLOW_KEY])
@@ -287,33 +279,33 @@ class FollowedRun:
         # the next part's number: one past the last name (merges leave gaps in the numbers)
         state.parts = int(parts[-1].name[len("part-"):-len(".parquet")]) + 1 if parts else 0
         self._tiers = [_tier(p) for p in parts]
-        for f in (_REJECTS, _CONFLICTS):
+        for f in (REJECTS, CONFLICTS):
             _keep_lines_upto(self.dir / f, state.lines)
         for part in parts:
             for fld in pq.read_schema(part):
                 if fld.name != LINE_COLUMN and not pa.types.is_null(fld.type):
                     self.types.setdefault(fld.name, fld.type)
         self.state = state
-        _replace_json(self.dir / _META, self._meta(meta, active=True))
+        replace_json(self.dir / META, self._meta(meta, active=True))
 
     def _meta(self, old: dict[str, Any] | None, active: bool) -> dict[str, Any]:
         s = self.state
         meta = dict(old or {})
         meta.update({
-            "format_version": _FORMAT_VERSION, "run_id": self.run_id, "name": self.name,
+            "format_version": FORMAT_VERSION, "run_id": self.run_id, "name": self.name,
             "source": os.path.basename(s.source), "sha256": None, "gzip": False,
             "lines": s.lines, "rows": s.rows, "blank_lines": s.blank_lines,
             "rejected_count": s.rejected_count, "aside_count": s.aside_count,
             "columns": dict(s.columns), "first_step": s.first_step, "last_step": s.last_step,
         })
-        meta.setdefault("ingested_at", _now())
+        meta.setdefault("ingested_at", now())
         follow = asdict(s)
-        follow.update(active=active, host=socket.gethostname(), pid=os.getpid(), committed_at=_now())
+        follow.update(active=active, host=socket.gethostname(), pid=os.getpid(), committed_at=now())
         meta[FOLLOW_KEY] = follow
         return meta
 
     def read_meta(self) -> dict[str, Any]:
-        return json.loads((self.dir / _META).read_text(encoding="utf-8"))
+        return json.loads((self.dir / META).read_text(encoding="utf-8"))
 
     def commit(self, table: pa.Table | None, rejects: Sequence[Reject], aside: Sequence[Aside],
                state: FollowState, extra: dict[str, Any] | Callable[[], dict[str, Any]] | None = None) -> None:
@@ -341,13 +333,13 @@ class FollowedRun:
         later = extra if callable(extra) else (lambda: extra or {})
         try:
             if not self.exists:
-                with self.store._locked():
+                with self.store.lock():
                     self._create_locked(table, rejects, aside, state, later())
                 return
-            with self.store._locked():
+            with self.store.lock():
                 self._add_part_locked(self.dir, table if has_rows else None, rejects, aside, state)
             more = later()
-            with self.store._locked():
+            with self.store.lock():
                 self._write_meta_locked(state, more)
                 if has_rows:
                     self._compact_locked()
@@ -360,31 +352,31 @@ class FollowedRun:
         if self.state.parts:
             raise StoreError(f"run {self.run_id!r} was removed from the store while it was followed",
                              run_id=self.run_id, path=str(self.store.root))
-        target = self.store.staging_dir() / f"ingest-{sanitize_name(socket.gethostname())}~{os.getpid()}~{self.run_id}"
+        target = self.store.staging_dir() / work_dir_name(INGEST_PREFIX, self.run_id)
         target.mkdir(exist_ok=True)
         self._add_part_locked(target, table, rejects, aside, state)
         self.state = state
         meta = self._meta(None, active=True)
         meta.update(extra)
-        _replace_json(target / _META, meta)
+        replace_json(target / META, meta)
         os.replace(target, self.dir)
-        _fsync_dir(self.store.root)
+        fsync_dir(self.store.root)
 
     def _add_part_locked(self, target: Path, table, rejects, aside, state: FollowState) -> None:
         """Steps 1 and 2 of a commit: the rejects appended, the part written and renamed in."""
         if target == self.dir and not self.exists:
             raise StoreError(f"run {self.run_id!r} was removed from the store while it was followed",
                              run_id=self.run_id, path=str(self.store.root))
-        _append_lines(target / _REJECTS, [_reject_record(r) for r in rejects])
-        _append_lines(target / _CONFLICTS, [a.to_dict() for a in aside])
+        _append_lines(target / REJECTS, [reject_record(r) for r in rejects])
+        _append_lines(target / CONFLICTS, [a.to_dict() for a in aside])
         if table is None:
             return
         state.parts = self.state.parts + 1
         name = _part_name(state.parts - 1)
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), PART_KEY: state.to_json(),
                                                LEVEL_KEY: b"0"})
-        _write_part(target / (name + _PART_TMP), table)
-        os.replace(target / (name + _PART_TMP), target / name)
+        write_part(target / (name + PART_TMP), table)
+        os.replace(target / (name + PART_TMP), target / name)
         self._tiers.append((name, 0, table.num_rows))
         for f in table.schema:
             if f.name != LINE_COLUMN and not pa.types.is_null(f.type):
@@ -399,7 +391,7 @@ class FollowedRun:
         self.state = state
         meta = self._meta(old, active=True)
         meta.update(extra)
-        _replace_json(self.dir / _META, meta)
+        replace_json(self.dir / META, meta)
 
     def _compact_locked(self) -> None:
         """Merge the run's trailing small parts (:func:`compact_parts`), so the part count stays small."""
@@ -409,10 +401,10 @@ class FollowedRun:
         """Mark the follow ended (the run stays, and a later follow of the same file resumes it)."""
         if not self.exists:
             return
-        with self.store._locked():
+        with self.store.lock():
             meta = self._meta(self.read_meta(), active=False)
             meta.update(extra or {})
-            _replace_json(self.dir / _META, meta)
+            replace_json(self.dir / META, meta)
 
 
 def follow_status(store: RunStore) -> dict[str, dict[str, Any]]:
@@ -422,20 +414,18 @@ def follow_status(store: RunStore) -> dict[str, dict[str, Any]]:
     runs); ``alerts``: the checks failing since they were alerted; ``version`` changes with
     every commit (a cache key for the run's rows).
     """
-    from regime_dash.store.run_store import _pid_alive
-
     out: dict[str, dict[str, Any]] = {}
     host = socket.gethostname()
-    for d in store._run_dirs():
+    for d in paths.run_dirs(store.root):
         try:
-            meta = json.loads((d / _META).read_text(encoding="utf-8"))
+            meta = json.loads((d / META).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         f = meta.get(FOLLOW_KEY)
         if not f:
             continue
-        live = bool(f.get("active")) and (f.get("host") != host or not f.get("pid") or _pid_alive(int(f["pid"])))
-        out[meta.get("run_id") or d.name.split("=", 1)[1]] = {
+        live = bool(f.get("active")) and (f.get("host") != host or not f.get("pid") or pid_alive(int(f["pid"])))
+        out[meta.get("run_id") or run_id_of(d)] = {
             "live": live, "last_step": meta.get("last_step"), "last_line_at": f.get("last_line_at"),
             "alerts": sorted(meta.get("alerts", {}).get("open", {})),
             "alert_details": list(meta.get("alerts", {}).get("open", {}).values()),

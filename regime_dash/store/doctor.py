@@ -22,7 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from regime_dash.errors import StoreError
-from regime_dash.store.run_store import PARTITION, RunStore
+from regime_dash.store.paths import CONFLICTS, LOCK_FILE, META, PARTITION, QUARANTINE, REJECTS
+from regime_dash.store.run_store import RunStore
 from regime_dash.store.layouts import FILE as LAYOUTS_FILE
 
 __all__ = ["KINDS", "Problem", "repair", "survey"]
@@ -36,8 +37,8 @@ KINDS: dict[str, str] = {
     "staging": "the work folder of an ingest or delete whose process is gone",
 }
 
-_RUN_FILES = ("_meta.json", "_rejects.jsonl", "_conflicts.jsonl")
-_ROOT_NAMES = (".lock", ".staging", "_quarantine", LAYOUTS_FILE)
+_RUN_FILES = (META, REJECTS, CONFLICTS)
+_ROOT_NAMES = (LOCK_FILE, ".staging", QUARANTINE, LAYOUTS_FILE)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ from typing import Any
 
 from regime_dash.errors import StoreError, ValidationError
 from regime_dash.diag.panel_set import PanelSet, from_json, to_json
-from regime_dash.store.run_store import RunStore, _replace_json
+from regime_dash.store.metadata import replace_json
+from regime_dash.store.run_store import RunStore
 
 __all__ = ["FILE", "NAME_RE", "delete", "list_layouts", "load", "save", "valid_name"]
 
@@ -60,13 +61,13 @@ def _read(store: RunStore) -> dict[str, Any]:
 
 def _write(store: RunStore, layouts: dict[str, Any]) -> None:
     """The layouts file replaced in one rename, as ``_meta.json`` is (the caller holds the store's lock)."""
-    _replace_json(_path(store), {"layouts": dict(sorted(layouts.items()))})
+    replace_json(_path(store), {"layouts": dict(sorted(layouts.items()))})
 
 
 def save(store: RunStore, name: str, panels: PanelSet) -> str:
     """Keep ``panels`` as the layout ``name`` (replacing one of that name); returns the name kept."""
     name = valid_name(name)
-    with store._locked():
+    with store.lock():
         layouts = _read(store)
         layouts[name] = to_json(panels)
         _write(store, layouts)
@@ -91,7 +92,7 @@ def list_layouts(store: RunStore) -> list[str]:
 def delete(store: RunStore, name: str) -> bool:
     """Remove the layout ``name``; returns whether there was one."""
     name = valid_name(name)
-    with store._locked():
+    with store.lock():
         layouts = _read(store)
         if name not in layouts:
             return False
