@@ -28,16 +28,16 @@ if TYPE_CHECKING:
 
 __all__ = ["COMPACT_FILES", "compact_run", "maintain", "vacuum"]
 
-#: A run with more files than this is compacted.
+#: A run with this many files is compacted.
 COMPACT_FILES = 16
 _KEY = "maintenance"
 
 
 def compact_run(store: "DeltaRunStore", run_id: str, min_files: int = COMPACT_FILES) -> bool:
-    """Merge the run's files in the rows table when it has more than ``min_files``; returns whether it
+    """Merge the run's files in the rows table when it has ``min_files`` or more; returns whether it
     did. A lost race with another writer skips it (the next call tries again)."""
     dt = store.tables.open("rows")
-    if dt is None or len(partition_files(dt, run_id)) <= min_files:
+    if dt is None or len(partition_files(dt, run_id)) < max(min_files, 2):
         return False
     try:
         dt.optimize.compact(partition_filters=[(PARTITION, "=", run_id)])

@@ -73,8 +73,8 @@ def _restore_column(table: pa.Table, name: str, stored: str | None, n: int) -> p
 
 
 def read_run(store: "DeltaRunStore", run_id: str, meta: dict[str, Any], columns: Sequence[str] | None,
-             narrow: bool) -> pa.Table:
-    """:meth:`DeltaRunStore.load_table`'s read."""
+             narrow: bool, row_filter: pc.Expression | None = None) -> pa.Table:
+    """:meth:`DeltaRunStore.load_table`'s read (only the rows ``row_filter`` keeps, where given)."""
     types: dict[str, str] = dict(meta.get("columns") or {})
     known = set(types) | {LINE_COLUMN}
     if columns is not None:
@@ -86,7 +86,8 @@ def read_run(store: "DeltaRunStore", run_id: str, meta: dict[str, Any], columns:
     dataset = store.open_dataset()
     present = [c for c in read if c in dataset.schema.names]
     try:
-        table = dataset.to_table(columns=present, filter=pc.field(PARTITION) == run_id)
+        where = pc.field(PARTITION) == run_id
+        table = dataset.to_table(columns=present, filter=where if row_filter is None else where & row_filter)
     except (OSError, pa.ArrowException) as e:
         raise StoreError(f"run {run_id!r} cannot be read: {' '.join(str(e).split())[:200]}", run_id=run_id,
                          path=store.root.uri) from None

@@ -125,7 +125,8 @@ class DeltaRunStore:
 
     # ------------------------------------------------------------------ catalogue reads
 
-    def _runs_with_rows(self) -> set[str]:
+    def runs_with_rows(self) -> set[str]:
+        """The runs the rows table holds files of (from its log: no file is read)."""
         dt = self.tables.open(ROWS)
         if dt is None:
             return set()
@@ -134,14 +135,15 @@ class DeltaRunStore:
             return set()
         return set(pc.unique(actions.column(f"partition.{PARTITION}")).to_pylist())
 
-    def _visible_docs(self) -> dict[str, dict[str, Any]]:
+    def visible_docs(self) -> dict[str, dict[str, Any]]:
+        """The catalogue documents of the runs a reader sees, by run id."""
         docs = self.catalogue.read()
-        rows = self._runs_with_rows() if cat.needs_rows_check(docs) else None
+        rows = self.runs_with_rows() if cat.needs_rows_check(docs) else None
         return {d["meta"]["run_id"]: d for d in cat.visible(docs, rows)}
 
     def list_runs(self) -> list[dict[str, Any]]:
         """Every run a reader sees, oldest ingest first (the keys of :meth:`RunStore.list_runs`)."""
-        out = [cat.run_entry(d["meta"]) for d in self._visible_docs().values()]
+        out = [cat.run_entry(d["meta"]) for d in self.visible_docs().values()]
         out.sort(key=lambda r: (r["ingested_at"] or "", r["run_id"]))
         return out
 
@@ -153,7 +155,7 @@ class DeltaRunStore:
     def meta(self, run_id: str) -> dict[str, Any]:
         """The run's metadata (the folder store's ``_meta.json``)."""
         _check_id(run_id)
-        d = self._visible_docs().get(run_id)
+        d = self.visible_docs().get(run_id)
         if d is None:
             raise self._unknown(run_id)
         return d["meta"]
@@ -190,7 +192,7 @@ class DeltaRunStore:
         """Change a run's metadata: ``change(meta)`` edits it in place, committed as one catalogue
         version (done again on a fresh read when another writer committed first). Returns it."""
         _check_id(run_id)
-        visible = self._visible_docs()
+        visible = self.visible_docs()
         if run_id not in visible:
             raise self._unknown(run_id)
 
@@ -282,7 +284,7 @@ class DeltaRunStore:
     # ------------------------------------------------------------------------ ingest
 
     @contextlib.contextmanager
-    def _spool(self) -> Iterator[str]:
+    def spool(self) -> Iterator[str]:
         """A local folder for a write's files before their commit: under ``_staging`` of a local store
         (the same file system: committing moves them), else a temporary folder."""
         if self.root.is_local:
@@ -308,7 +310,7 @@ class DeltaRunStore:
             source_name = os.path.basename(os.fspath(path_or_bytes))
         run_name = sanitize_name(name if name else _name_from_source(source_name))
         self.recover()
-        with self._spool() as spool:
+        with self.spool() as spool:
             try:
                 report, parts, rejects = parse_into(self, path_or_bytes, spool, source_name, progress)
             except OSError as e:
@@ -327,7 +329,7 @@ class DeltaRunStore:
         from regime_dash.store.delta.undo import remove_run
 
         _check_id(run_id)
-        if run_id not in self._visible_docs():
+        if run_id not in self.visible_docs():
             raise self._unknown(run_id)
         remove_run(self, run_id)
 

@@ -179,7 +179,7 @@ def recover(store: "DeltaRunStore") -> list[str]:
              and cat.writer_gone(d.get("writer"))}
     if not stuck:
         return []
-    with_rows = store._runs_with_rows()
+    with_rows = store.runs_with_rows()
     for run_id, d in stuck.items():
         try:
             _recover_one(store, run_id, d, run_id in with_rows)
