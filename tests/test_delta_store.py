@@ -11,7 +11,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 
 import pyarrow as pa
 import pytest
@@ -19,7 +18,7 @@ import pytest
 pytest.importorskip("deltalake", reason="deltalake is not installed (requirements.txt)")
 
 from regime_dash.errors import IngestError, StoreError  # noqa: E402
-from regime_dash.ingest import Aside, Reject  # noqa: E402
+from regime_dash.ingest import Reject  # noqa: E402
 from regime_dash.store import labels  # noqa: E402
 from regime_dash.store.append import FollowState  # noqa: E402
 from regime_dash.store.delta import DeltaRunStore  # noqa: E402

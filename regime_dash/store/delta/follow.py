@@ -25,7 +25,7 @@ import json
 import os
 import socket
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -36,11 +36,10 @@ from regime_dash.store.append import FOLLOW_KEY, FollowState, follow_run_id
 from regime_dash.store.delta import catalogue as cat
 from regime_dash.store.delta.maintenance import COMPACT_FILES, compact_run
 from regime_dash.store.delta.parts import settle, write_table
+from regime_dash.store.delta.records import reject_record
 from regime_dash.store.delta.tables import PARTITION, retry
 from regime_dash.store.run_store import sanitize_name
 
-if TYPE_CHECKING:
-    from regime_dash.store.delta.store import DeltaRunStore
 
 __all__ = ["DeltaFollowedRun", "follow_status", "rows_after"]
 
@@ -57,7 +56,7 @@ def _app_id(run_id: str) -> str:
 class DeltaFollowedRun:
     """One followed run of a Delta store: :meth:`open` (created or resumed), grown by :meth:`commit`."""
 
-    def __init__(self, store: "DeltaRunStore", run_id: str, name: str, state: FollowState,
+    def __init__(self, store, run_id: str, name: str, state: FollowState,
                  types: dict[str, pa.DataType]):
         self.store, self.run_id, self.name = store, run_id, name
         self.state, self.types = state, types
@@ -69,7 +68,7 @@ class DeltaFollowedRun:
         return self._exists
 
     @classmethod
-    def open(cls, store: "DeltaRunStore", source: str | os.PathLike, name: str) -> "DeltaFollowedRun":
+    def open(cls, store, source: str | os.PathLike, name: str) -> "DeltaFollowedRun":
         """The followed run of ``source`` under ``name``: resumed when it is in the store, else new.
 
         Raises
@@ -188,8 +187,6 @@ class DeltaFollowedRun:
 
     def _append(self, table, rejects, aside, state: FollowState) -> None:
         """Steps 1 and 2: the rejects appended, then the rows in one commit that records the state."""
-        from regime_dash.store.delta.store import reject_record
-
         with self.store.spool() as spool:
             self.store.commit_rejects(self.run_id, [
                 *self.store.rejects_parts(spool, "reject", [reject_record(r.line, r.reason, r.raw) for r in rejects]),
@@ -229,7 +226,7 @@ class DeltaFollowedRun:
         compact_run(self.store, self.run_id, min_files=1)
 
 
-def rows_after(store: "DeltaRunStore", run_id: str, line: int) -> tuple[pa.Table | None, int]:
+def rows_after(store, run_id: str, line: int) -> tuple[pa.Table | None, int]:
     """The run's rows past file line ``line`` and the last line they reach (``(None, line)`` when nothing
     is new): only the files whose ``_line`` range reaches past it are read (Delta's file statistics)."""
     from regime_dash.store.delta.reading import read_run
@@ -241,7 +238,7 @@ def rows_after(store: "DeltaRunStore", run_id: str, line: int) -> tuple[pa.Table
     return table, int(pc.max(table.column(LINE_COLUMN)).as_py())
 
 
-def follow_status(store: "DeltaRunStore") -> dict[str, dict[str, Any]]:
+def follow_status(store) -> dict[str, dict[str, Any]]:
     """``{run_id: {"live", "last_step", "last_line_at", "alerts", "alert_details", "version"}}`` of every
     followed run, as :func:`regime_dash.store.append.follow_status` gives it."""
     out: dict[str, dict[str, Any]] = {}

@@ -3,21 +3,18 @@ layouts as documents of the store's ``settings`` table (``layout:<name>``), each
 compare-and-swap commit: two tabs saving at once both land, on a local disk or object storage."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from regime_dash.diag.panel_set import PanelSet, from_json, to_json
 from regime_dash.errors import StoreError
 from regime_dash.store.layouts import valid_name
 
-if TYPE_CHECKING:
-    from regime_dash.store.delta.store import DeltaRunStore
 
 __all__ = ["delete", "list_layouts", "load", "save"]
 
 _PREFIX = "layout:"
 
 
-def save(store: "DeltaRunStore", name: str, panels: PanelSet) -> str:
+def save(store, name: str, panels: PanelSet) -> str:
     """Keep ``panels`` as the layout ``name`` (replacing one of that name); returns the name kept."""
     name = valid_name(name)
     body = to_json(panels)
@@ -26,11 +23,11 @@ def save(store: "DeltaRunStore", name: str, panels: PanelSet) -> str:
     return name
 
 
-def _all(store: "DeltaRunStore") -> dict[str, dict]:
+def _all(store) -> dict[str, dict]:
     return {d["name"]: d["panels"] for k, d in store.settings.read().items() if k.startswith(_PREFIX)}
 
 
-def load(store: "DeltaRunStore", name: str) -> PanelSet:
+def load(store, name: str) -> PanelSet:
     """The layout ``name``; raises :class:`StoreError` naming it (and the layouts there are) when none."""
     name = valid_name(name)
     layouts = _all(store)
@@ -40,12 +37,12 @@ def load(store: "DeltaRunStore", name: str) -> PanelSet:
     return from_json(layouts[name])
 
 
-def list_layouts(store: "DeltaRunStore") -> list[str]:
+def list_layouts(store) -> list[str]:
     """The stored layouts' names, sorted."""
     return sorted(_all(store))
 
 
-def delete(store: "DeltaRunStore", name: str) -> bool:
+def delete(store, name: str) -> bool:
     """Remove the layout ``name``; returns whether there was one."""
     name = valid_name(name)
     return store.settings.change(lambda docs: docs.pop(_PREFIX + name, None) is not None,

@@ -16,15 +16,13 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import shutil
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from deltalake.exceptions import CommitFailedError, DeltaError
 
 from regime_dash.store.delta import catalogue as cat
 from regime_dash.store.delta.tables import PARTITION, partition_files
 
-if TYPE_CHECKING:
-    from regime_dash.store.delta.store import DeltaRunStore
 
 __all__ = ["COMPACT_FILES", "compact_run", "maintain", "vacuum"]
 
@@ -33,7 +31,7 @@ COMPACT_FILES = 16
 _KEY = "maintenance"
 
 
-def compact_run(store: "DeltaRunStore", run_id: str, min_files: int = COMPACT_FILES) -> bool:
+def compact_run(store, run_id: str, min_files: int = COMPACT_FILES) -> bool:
     """Merge the run's files in the rows table when it has ``min_files`` or more; returns whether it
     did. A lost race with another writer skips it (the next call tries again)."""
     dt = store.tables.open("rows")
@@ -46,7 +44,7 @@ def compact_run(store: "DeltaRunStore", run_id: str, min_files: int = COMPACT_FI
     return True
 
 
-def _due(store: "DeltaRunStore", force: bool) -> bool:
+def _due(store, force: bool) -> bool:
     if force:
         return True
     if store.vacuum_every_hours is None:
@@ -61,7 +59,7 @@ def _due(store: "DeltaRunStore", force: bool) -> bool:
     return (_dt.datetime.now(_dt.timezone.utc) - at).total_seconds() >= store.vacuum_every_hours * 3600
 
 
-def vacuum(store: "DeltaRunStore") -> dict[str, int]:
+def vacuum(store) -> dict[str, int]:
     """Vacuum every table with the store's retention (files removed or never committed, older than it)."""
     out = {}
     hours = store.retention_hours
@@ -75,7 +73,7 @@ def vacuum(store: "DeltaRunStore") -> dict[str, int]:
     return out
 
 
-def _forget_expired(store: "DeltaRunStore") -> list[str]:
+def _forget_expired(store) -> list[str]:
     window = _dt.timedelta(hours=store.retention_hours)
     now = _dt.datetime.now(_dt.timezone.utc)
 
@@ -91,7 +89,7 @@ def _forget_expired(store: "DeltaRunStore") -> list[str]:
     return store.catalogue.change(edit, "cannot forget expired removals")
 
 
-def _clean_staging(store: "DeltaRunStore") -> list[str]:
+def _clean_staging(store) -> list[str]:
     """A local store's spool folders (``ingest-<host>~<pid>~<uuid>``) of writers that are gone: this
     host's whose process ended, another host's untouched for a day."""
     import socket
@@ -118,7 +116,7 @@ def _clean_staging(store: "DeltaRunStore") -> list[str]:
     return gone
 
 
-def maintain(store: "DeltaRunStore", *, force: bool = False) -> dict[str, Any]:
+def maintain(store, *, force: bool = False) -> dict[str, Any]:
     """:meth:`DeltaRunStore.maintain`."""
     if store.tables.open("runs") is None or not _due(store, force):
         return {}

@@ -8,7 +8,7 @@ order; ``_line`` does).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,8 +17,6 @@ from regime_dash.errors import StoreError
 from regime_dash.ingest import LINE_COLUMN
 from regime_dash.store.delta.tables import PARTITION
 
-if TYPE_CHECKING:
-    from regime_dash.store.delta.store import DeltaRunStore
 
 __all__ = ["in_order", "narrowed", "read_run", "sorted_frame"]
 
@@ -72,7 +70,7 @@ def _restore_column(table: pa.Table, name: str, stored: str | None, n: int) -> p
     return col
 
 
-def read_run(store: "DeltaRunStore", run_id: str, meta: dict[str, Any], columns: Sequence[str] | None,
+def read_run(store, run_id: str, meta: dict[str, Any], columns: Sequence[str] | None,
              narrow: bool, row_filter: pc.Expression | None = None) -> pa.Table:
     """:meth:`DeltaRunStore.load_table`'s read (only the rows ``row_filter`` keeps, where given)."""
     types: dict[str, str] = dict(meta.get("columns") or {})

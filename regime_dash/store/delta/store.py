@@ -8,7 +8,6 @@ and the protocol are described in :mod:`regime_dash.store.delta`.
 """
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import os
@@ -26,20 +25,18 @@ from regime_dash.ingest import CANONICAL_TYPES, DEFAULT_MAX_LINE_BYTES, LINE_COL
 from regime_dash.store.delta import catalogue as cat
 from regime_dash.store.delta.documents import Documents
 from regime_dash.store.delta.parts import Part, write_table
+from regime_dash.store.delta.records import REJECTS_SCHEMA, rejects_table
 from regime_dash.store.delta.tables import PARTITION, Tables, commit_files, partition_files, table_schema
 from regime_dash.store.location import StoreLocation, parse_location
 from regime_dash.store.run_store import IngestResult, sanitize_name
 
-__all__ = ["DEFAULT_RETENTION_HOURS", "DEFAULT_VACUUM_EVERY_HOURS", "DeltaRunStore", "REJECTS_SCHEMA"]
+__all__ = ["DEFAULT_RETENTION_HOURS", "DEFAULT_VACUUM_EVERY_HOURS", "DeltaRunStore"]
 
 ROWS, REJECTS, RUNS, SETTINGS = "rows", "rejects", "runs", "settings"
 #: How long a removed run can be restored, and old versions read (Delta's default, 7 days).
 DEFAULT_RETENTION_HOURS = 168.0
 #: How often a writer vacuums the tables (files no version within the retention window reads).
 DEFAULT_VACUUM_EVERY_HOURS = 24.0
-#: The rejects table: a rejected line (``kind`` "reject": line, reason, raw) or a value set aside
-#: ("aside": line, field, value, type), each kept as the JSON object the folder store writes.
-REJECTS_SCHEMA = pa.schema([("kind", pa.string()), ("line", pa.int64()), ("record", pa.string())])
 _ROWS_BASE = pa.schema([(LINE_COLUMN, pa.int64()), (PARTITION, pa.string())])
 _ROWS_CONFIG = {"delta.checkpointInterval": "20"}
 _FORMAT_VERSION = 1
@@ -52,30 +49,6 @@ def _name_from_source(source_name: str | None) -> str:
         if base.lower().endswith(ext):
             base = base[: -len(ext)]
     return base or "run"
-
-
-def reject_record(line: int, reason: str, raw: bytes) -> dict[str, Any]:
-    """A rejected line as the folder store's ``_rejects.jsonl`` keeps it (the exact bytes in base64
-    beside the text where they are not UTF-8)."""
-    rec: dict[str, Any] = {"line": line, "reason": reason}
-    try:
-        rec["raw"] = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        rec["raw"] = raw.decode("utf-8", errors="backslashreplace")
-        rec["raw_base64"] = base64.b64encode(raw).decode("ascii")
-    return rec
-
-
-def rejects_table(kind: str, records: Sequence[dict[str, Any]]) -> pa.Table:
-    return pa.table([[kind] * len(records), [int(r["line"]) for r in records],
-                     [json.dumps(r, ensure_ascii=False) for r in records]], schema=REJECTS_SCHEMA)
-
-
-def _free_col(base: str, taken) -> str:
-    name = base + "_"
-    while name in taken:
-        name += "_"
-    return name
 
 
 def _check_id(run_id: Any) -> str:

@@ -9,7 +9,7 @@ commits ``live``: nothing is rewritten, and the run comes back bit for bit.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from deltalake.exceptions import CommitFailedError
 
@@ -23,20 +23,18 @@ from regime_dash.store.delta.tables import (
     retry,
 )
 
-if TYPE_CHECKING:
-    from regime_dash.store.delta.store import DeltaRunStore
 
 __all__ = ["recover", "remove_run", "removed_runs", "restore_run"]
 
 _TABLES = ("rows", "rejects")
 
 
-def _version(store: "DeltaRunStore", name: str) -> int | None:
+def _version(store, name: str) -> int | None:
     dt = store.tables.open(name)
     return None if dt is None else dt.version()
 
 
-def _drop_files(store: "DeltaRunStore", name: str, run_id: str) -> None:
+def _drop_files(store, name: str, run_id: str) -> None:
     """Remove partition ``run_id``'s files from table ``name`` (one commit; none when it has none)."""
 
     def once() -> None:
@@ -49,7 +47,7 @@ def _drop_files(store: "DeltaRunStore", name: str, run_id: str) -> None:
     retry(once, f"cannot remove run {run_id!r} from {name}", store.root)
 
 
-def _set_state(store: "DeltaRunStore", run_id: str, expect: tuple[str, ...], state: str, **extra: Any) -> bool:
+def _set_state(store, run_id: str, expect: tuple[str, ...], state: str, **extra: Any) -> bool:
     """Move the run's document from one of ``expect`` to ``state`` (``None`` extras dropped); returns
     whether it was in one of them."""
 
@@ -68,7 +66,7 @@ def _set_state(store: "DeltaRunStore", run_id: str, expect: tuple[str, ...], sta
     return store.catalogue.change(edit, f"cannot change run {run_id!r}")
 
 
-def remove_run(store: "DeltaRunStore", run_id: str) -> None:
+def remove_run(store, run_id: str) -> None:
     """:meth:`DeltaRunStore.delete`."""
     removed = {"at": cat.now(), "versions": {n: _version(store, n) for n in _TABLES}}
     if not _set_state(store, run_id, cat.LISTED, cat.REMOVING, writer=cat.writer(), removed=removed):
@@ -77,7 +75,7 @@ def remove_run(store: "DeltaRunStore", run_id: str) -> None:
     _finish_removal(store, run_id)
 
 
-def _finish_removal(store: "DeltaRunStore", run_id: str) -> None:
+def _finish_removal(store, run_id: str) -> None:
     for name in _TABLES:
         _drop_files(store, name, run_id)
     _set_state(store, run_id, (cat.REMOVING,), cat.REMOVED, writer=None)
@@ -90,7 +88,7 @@ def _removed_at(d: dict[str, Any]) -> _dt.datetime | None:
         return None
 
 
-def removed_runs(store: "DeltaRunStore") -> list[dict[str, Any]]:
+def removed_runs(store) -> list[dict[str, Any]]:
     """:meth:`DeltaRunStore.removed_runs`."""
     now = _dt.datetime.now(_dt.timezone.utc)
     window = _dt.timedelta(hours=store.retention_hours)
@@ -105,7 +103,7 @@ def removed_runs(store: "DeltaRunStore") -> list[dict[str, Any]]:
     return out
 
 
-def _pick_removed(store: "DeltaRunStore", ref: str) -> str:
+def _pick_removed(store, ref: str) -> str:
     runs = removed_runs(store)
     for key in ("run_id", "name", "aliases"):
         hits = [r["run_id"] for r in runs if (ref in r[key] if key == "aliases" else r[key] == ref)]
@@ -116,7 +114,7 @@ def _pick_removed(store: "DeltaRunStore", ref: str) -> str:
                      f"{store.root.describe()} (removed runs: {known})", run_id=str(ref), path=store.root.uri)
 
 
-def _old_files(store: "DeltaRunStore", name: str, run_id: str, version: int | None) -> list[dict[str, Any]]:
+def _old_files(store, name: str, run_id: str, version: int | None) -> list[dict[str, Any]]:
     """The run's files in table ``name`` at ``version`` (time travel), each checked to be still there."""
     if version is None:
         return []
@@ -137,7 +135,7 @@ def _old_files(store: "DeltaRunStore", name: str, run_id: str, version: int | No
     return files
 
 
-def restore_run(store: "DeltaRunStore", ref: str) -> str:
+def restore_run(store, ref: str) -> str:
     """:meth:`DeltaRunStore.restore`."""
     run_id = _pick_removed(store, str(ref))
     doc = store.catalogue.read()[run_id]
@@ -157,7 +155,7 @@ def restore_run(store: "DeltaRunStore", ref: str) -> str:
     return run_id
 
 
-def _readd(store: "DeltaRunStore", name: str, run_id: str, files: list[dict[str, Any]]) -> None:
+def _readd(store, name: str, run_id: str, files: list[dict[str, Any]]) -> None:
     if not files:
         return
 
@@ -172,7 +170,7 @@ def _readd(store: "DeltaRunStore", name: str, run_id: str, files: list[dict[str,
     retry(once, f"cannot restore run {run_id!r} to {name}", store.root)
 
 
-def recover(store: "DeltaRunStore") -> list[str]:
+def recover(store) -> list[str]:
     """:meth:`DeltaRunStore.recover`: each run a gone writer left between two states is moved on."""
     docs = store.catalogue.read()
     stuck = {k: d for k, d in docs.items() if d.get("state") in (cat.PENDING, cat.REMOVING, cat.RESTORING)
@@ -188,7 +186,7 @@ def recover(store: "DeltaRunStore") -> list[str]:
     return sorted(stuck)
 
 
-def _recover_one(store: "DeltaRunStore", run_id: str, d: dict[str, Any], has_rows: bool) -> None:
+def _recover_one(store, run_id: str, d: dict[str, Any], has_rows: bool) -> None:
     state = d["state"]
     if state == cat.REMOVING:
         _finish_removal(store, run_id)

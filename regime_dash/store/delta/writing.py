@@ -17,7 +17,7 @@ a pending run the next writer marks live. No reader ever sees part of a run.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import pyarrow as pa
 
@@ -25,11 +25,10 @@ from regime_dash.errors import IngestError
 from regime_dash.ingest import LINE_COLUMN, IngestReport, iter_batches
 from regime_dash.store.delta import catalogue as cat
 from regime_dash.store.delta.parts import Part, PartWriter, final_types, settle
+from regime_dash.store.delta.records import free_col, reject_record, rejects_table
 from regime_dash.store.delta.tables import PARTITION, TypeClash
 from regime_dash.store.run_store import MAX_COLUMNS, IngestResult
 
-if TYPE_CHECKING:
-    from regime_dash.store.delta.store import DeltaRunStore
 
 __all__ = ["commit_ingest", "parse_into"]
 
@@ -40,18 +39,14 @@ _WAIT_SECONDS = 600.0
 def _rename_partition_column(table: pa.Table) -> pa.Table:
     if PARTITION not in table.column_names:
         return table
-    from regime_dash.store.delta.store import _free_col
-
-    return table.rename_columns([_free_col(PARTITION, table.column_names) if n == PARTITION else n
+    return table.rename_columns([free_col(PARTITION, table.column_names) if n == PARTITION else n
                                  for n in table.column_names])
 
 
-def parse_into(store: "DeltaRunStore", source: Any, spool: str, source_name: str | None,
+def parse_into(store, source: Any, spool: str, source_name: str | None,
                progress: Callable[[int, int | None], None] | None) -> tuple[IngestReport, list[Part], list[Part]]:
     """Parse ``source`` into row files and reject files in ``spool``; returns the report and both."""
     import os
-
-    from regime_dash.store.delta.store import reject_record, rejects_table
 
     report = IngestReport()
     rows = PartWriter(os.path.join(spool, "rows"))
@@ -79,9 +74,7 @@ def parse_into(store: "DeltaRunStore", source: Any, spool: str, source_name: str
 
 
 def _free_col_of(taken) -> str:
-    from regime_dash.store.delta.store import _free_col
-
-    return _free_col(PARTITION, taken)
+    return free_col(PARTITION, taken)
 
 
 def _meta(run_id: str, run_name: str, source_name: str | None, report: IngestReport,
@@ -107,7 +100,7 @@ def result_of(meta: dict[str, Any], report: IngestReport, duplicate_of: str | No
         coerced={k: dict(v) for k, v in report.coerced.items()})
 
 
-def _settled(store: "DeltaRunStore", report: IngestReport, parts: list[Part], spool: str,
+def _settled(store, report: IngestReport, parts: list[Part], spool: str,
              store_types: dict[str, pa.DataType]) -> tuple[list[Part], list[Part], dict[str, str]]:
     """The row files in the store's types, the files of the values that set aside, and the columns."""
     final = final_types(report._types, store_types)
@@ -117,7 +110,7 @@ def _settled(store: "DeltaRunStore", report: IngestReport, parts: list[Part], sp
     return parts, extra, {k: str(t) for k, t in final.items()}
 
 
-def _claim(store: "DeltaRunStore", run_name: str, sha: str, meta_of: Callable[[str], dict[str, Any]]):
+def _claim(store, run_name: str, sha: str, meta_of: Callable[[str], dict[str, Any]]):
     """One catalogue commit: ``("dup", id, added, taken)`` for bytes stored before, ``("wait", id)`` while
     another writer's claim of them is pending, else ``("new", id)`` with the run claimed as pending."""
 
@@ -146,7 +139,7 @@ def _claim(store: "DeltaRunStore", run_name: str, sha: str, meta_of: Callable[[s
     return store.catalogue.change(edit, f"cannot add run {run_name!r}")
 
 
-def _claim_waiting(store: "DeltaRunStore", run_name: str, sha: str, meta_of):
+def _claim_waiting(store, run_name: str, sha: str, meta_of):
     deadline = time.monotonic() + _WAIT_SECONDS
     while True:
         got = _claim(store, run_name, sha, meta_of)
@@ -156,7 +149,7 @@ def _claim_waiting(store: "DeltaRunStore", run_name: str, sha: str, meta_of):
         store.recover()  # a claim whose writer died is dropped (or, with its rows in, made live)
 
 
-def _commit_rows(store: "DeltaRunStore", run_id: str, parts: list[Part], spool: str, report: IngestReport,
+def _commit_rows(store, run_id: str, parts: list[Part], spool: str, report: IngestReport,
                  meta: dict[str, Any]) -> None:
     """The rows commit; a column a concurrent writer typed first meanwhile is cast and the commit retried."""
     for _attempt in range(5):
@@ -171,14 +164,14 @@ def _commit_rows(store: "DeltaRunStore", run_id: str, parts: list[Part], spool: 
     raise IngestError(f"run {run_id!r}: the store's column types kept changing under the ingest; try again")
 
 
-def _mark_live(store: "DeltaRunStore", run_id: str, meta: dict[str, Any]) -> None:
+def _mark_live(store, run_id: str, meta: dict[str, Any]) -> None:
     def edit(docs):
         docs[run_id] = cat.doc(cat.LIVE, meta)
 
     store.catalogue.change(edit, f"cannot mark run {run_id!r} stored")
 
 
-def commit_ingest(store: "DeltaRunStore", report: IngestReport, parts: list[Part], rejects: list[Part],
+def commit_ingest(store, report: IngestReport, parts: list[Part], rejects: list[Part],
                   run_name: str, source_name: str | None, spool: str) -> IngestResult:
     """Steps 2 to 5 of the module doc."""
     parts, extra, columns = _settled(store, report, parts, spool, store.column_types())
@@ -198,7 +191,7 @@ def commit_ingest(store: "DeltaRunStore", report: IngestReport, parts: list[Part
     return result_of(meta, report, None)
 
 
-def import_rows(store: "DeltaRunStore", run_id: str, meta: dict[str, Any], tables: Sequence[pa.Table],
+def import_rows(store, run_id: str, meta: dict[str, Any], tables: Sequence[pa.Table],
                 rejects: Sequence[dict[str, Any]], conflicts: Sequence[dict[str, Any]], spool: str) -> None:
     """A run kept elsewhere (a folder store's) added whole, its id and metadata as they are: claimed,
     rejects and rows committed, marked live (:mod:`.migrate`)."""
