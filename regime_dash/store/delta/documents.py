@@ -55,7 +55,7 @@ class Documents:
     def _read(self, dt) -> dict[str, dict[str, Any]]:
         if dt is None:
             return {}
-        t = dt.to_pyarrow_table(columns=["key", "doc"])
+        t = self.tables.dataset(dt).to_table(columns=["key", "doc"])
         return {k: orjson.loads(d) for k, d in zip(t.column("key").to_pylist(), t.column("doc").to_pylist())}
 
     def change(self, edit: Callable[[dict[str, dict[str, Any]]], T], what: str) -> T:

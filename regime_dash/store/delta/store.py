@@ -204,7 +204,7 @@ class DeltaRunStore:
         dt = self.tables.open(ROWS)
         if dt is None:
             return ds.dataset(pa.table({PARTITION: pa.array([], pa.string())}))
-        return dt.to_pyarrow_dataset()
+        return self.tables.dataset(dt)
 
     def files(self, run_id: str) -> list[str]:
         """The run's Parquet files, as paths relative to the rows table."""
@@ -249,7 +249,7 @@ class DeltaRunStore:
         dt = self.tables.open(REJECTS)
         if dt is None:
             return []
-        t = dt.to_pyarrow_dataset().to_table(columns=["line", "record"],
+        t = self.tables.dataset(dt).to_table(columns=["line", "record"],
                                              filter=(pc.field(PARTITION) == run_id) & (pc.field("kind") == kind))
         t = t.sort_by([("line", "ascending")])
         return [json.loads(r) for r in t.column("record").to_pylist()]

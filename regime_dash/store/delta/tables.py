@@ -75,6 +75,18 @@ class Tables:
         except (DeltaError, OSError) as e:
             raise _store_error(self.location, f"cannot read table {name!r}", e) from None
 
+    def dataset(self, dt: DeltaTable):
+        """The table's files at ``dt``'s version as a ``pyarrow.dataset.Dataset``. On a local store the
+        files are read by Arrow's own local file system: delta-rs's default hands Arrow's I/O threads a
+        file system written in Python, and a process that ends while one of them waits for the
+        interpreter is aborted ("terminate called without an active exception")."""
+        if not self.location.is_local:
+            return dt.to_pyarrow_dataset()
+        from pyarrow import fs
+
+        root = os.path.join(str(self.location.path), os.path.basename(dt.table_uri.rstrip("/")))
+        return dt.to_pyarrow_dataset(filesystem=fs.SubTreeFileSystem(root, fs.LocalFileSystem()))
+
     def ensure(self, name: str, schema: pa.Schema, partition_by: Sequence[str] | None = None,
                configuration: dict[str, str] | None = None) -> DeltaTable:
         """The table, created first when missing (two creators at once: one wins, both go on)."""

@@ -126,7 +126,7 @@ def _old_files(store, name: str, run_id: str, version: int | None) -> list[dict[
         import pyarrow.compute as pc
 
         try:  # reads every file's footer: a file a vacuum took fails here, before anything is committed
-            dataset = old.to_pyarrow_dataset()
+            dataset = store.tables.dataset(old)
             for frag in dataset.get_fragments(filter=pc.field(PARTITION) == run_id):
                 frag.physical_schema
         except OSError as e:
