@@ -169,7 +169,8 @@ def add_columns(dt: DeltaTable, schema: pa.Schema) -> bool:
     return bool(new)
 
 
-def _add_action(part: Part, run: str) -> AddAction:
+def add_action(part: Part, run: str) -> AddAction:
+    """The add action committing ``part`` as a file of partition ``run`` (its row count and ``_line`` range as stats)."""
     stats: dict[str, Any] = {"numRecords": part.rows}
     if part.min_line is not None:
         stats.update(minValues={"_line": part.min_line}, maxValues={"_line": part.max_line}, nullCount={"_line": 0})
@@ -204,7 +205,7 @@ def commit_files(tables: Tables, name: str, run: str, parts: Sequence[Part], sch
             raise StoreError(f"table {name!r} is missing", path=tables.location.uri)
         if add_columns(dt, schema):
             dt = tables.open(name)
-        dt.create_write_transaction([*(_add_action(p, run) for p in parts), *removes], "append",
+        dt.create_write_transaction([*(add_action(p, run) for p in parts), *removes], "append",
                                     dt.schema(), partition_by=[PARTITION], commit_properties=props)
         return dt.version() + 1
 
