@@ -2,8 +2,6 @@
 verified row for row; a difference is found and named."""
 from __future__ import annotations
 
-import json
-
 import pyarrow as pa
 import pytest
 
@@ -19,15 +17,7 @@ from regime_dash.store.delta import layouts as delta_layouts  # noqa: E402
 from regime_dash.store.delta.migrate import migrate, verify_run  # noqa: E402
 from regime_dash.store.run_store import RunStore  # noqa: E402
 from tests.s3_server import s3_server  # noqa: E402,F401  (the fixture)
-
-
-def jsonl(*objs) -> bytes:
-    return b"".join((o if isinstance(o, bytes) else json.dumps(o).encode()) + b"\n" for o in objs)
-
-
-def diag(n: int, start: int = 0, **extra) -> bytes:
-    return jsonl(*[{"step": i, "risk_stack": {"popart": {"sigma": 1.0 / (i + 1)}}, **extra}
-                   for i in range(start, start + n)])
+from tests.test_store import diag, jsonl  # noqa: E402
 
 
 @pytest.fixture

@@ -25,16 +25,7 @@ from regime_dash.store.delta import DeltaRunStore  # noqa: E402
 from regime_dash.store.delta import layouts as delta_layouts  # noqa: E402
 from regime_dash.store.delta.follow import DeltaFollowedRun, follow_status, rows_after  # noqa: E402
 from tests.s3_server import child_env, s3_server  # noqa: E402,F401  (the fixture)
-
-
-def jsonl(*objs) -> bytes:
-    return b"".join((o if isinstance(o, bytes) else json.dumps(o).encode()) + b"\n" for o in objs)
-
-
-def diag(n: int, start: int = 0, **extra) -> bytes:
-    return jsonl(*[{"step": i, "risk_stack": {"regime": {"tail": {"recency": i % 7}},
-                                              "popart": {"sigma": 1.0 / (i + 1)}}, **extra}
-                   for i in range(start, start + n)])
+from tests.test_store import diag, jsonl  # noqa: E402  (the same diag lines as the folder store's tests)
 
 
 class Where:

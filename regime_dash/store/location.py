@@ -17,8 +17,7 @@ object stores read the environment (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_K
 KEY=VALUE`` adds or overrides one option (delta-rs's key names). One convenience only: an
 ``http://`` endpoint (a local S3-compatible server) turns on ``AWS_ALLOW_HTTP``, which the object
 store refuses plain HTTP without. Nothing unsafe is ever set here: a team store on S3 relies on
-S3's conditional writes, which delta-rs uses by default (see docs/STORE.md or the module doc of
-:mod:`regime_dash.store.delta`).
+S3's conditional writes, which delta-rs uses by default (see :mod:`regime_dash.store.delta`).
 """
 from __future__ import annotations
 
