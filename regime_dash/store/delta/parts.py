@@ -1,0 +1,189 @@
+"""A run's rows written as Parquet files for a Delta table, and cast to the store's types.
+
+:class:`PartWriter` writes the batches of an ingest (or a follower's commit) into
+``part-<uuid>-NNNNN.parquet`` files: batches of one schema are gathered into row groups, and
+a new file starts only where a batch cannot be held losslessly in the open file's schema
+(a new column, a type change). Files are plain Parquet (snappy; dictionaries for strings
+only, as the folder store writes them) without the ``run`` column: a Delta table takes a
+partition's value from its log, as a hive reader takes it from the folder's name.
+
+:func:`settle` gives every file the run's final types: the store's type for a column the
+store holds already (the Delta table's schema, or the diag contract's canonical type), the
+run's own joined type otherwise. A value that does not fit is set aside (null in the
+column, kept exactly with the rejects), as the folder store does.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from regime_dash.ingest import CANONICAL_TYPES, LINE_COLUMN, Aside, conform_column
+from regime_dash.store.delta.tables import Part, storage_type
+
+__all__ = ["PartWriter", "final_types", "settle", "storage_schema", "write_table"]
+
+#: Rows and bytes gathered into one row group (a row group per parse chunk costs its pages'
+#: overhead each time).
+GROUP_ROWS = 1 << 14
+GROUP_BYTES = 16 << 20
+_PARQUET_KW: dict[str, Any] = {"compression": "snappy"}
+
+
+def _writer(path: str, schema: pa.Schema) -> pq.ParquetWriter:
+    strings = [f.name for f in schema if pa.types.is_string(f.type)]
+    return pq.ParquetWriter(path, schema, use_dictionary=strings or False, **_PARQUET_KW)
+
+
+def _line_range(table: pa.Table) -> tuple[int | None, int | None]:
+    if LINE_COLUMN not in table.column_names or not table.num_rows:
+        return None, None
+    mm = pc.min_max(table.column(LINE_COLUMN)).as_py()
+    return mm["min"], mm["max"]
+
+
+def _fit(table: pa.Table, schema: pa.Schema) -> pa.Table | None:
+    """``table`` in ``schema`` (missing columns null, null columns typed), or ``None`` when it holds a
+    column ``schema`` lacks or a value type it cannot hold."""
+    if table.schema.equals(schema):
+        return table
+    names = set(table.column_names)
+    if not names <= set(schema.names):
+        return None
+    cols = []
+    for f in schema:
+        if f.name not in names:
+            cols.append(pa.nulls(table.num_rows, f.type))
+            continue
+        col = table.column(f.name)
+        if col.type == f.type:
+            cols.append(col)
+        elif pa.types.is_null(col.type):
+            cols.append(pa.nulls(table.num_rows, f.type))
+        else:
+            return None
+    return pa.table(cols, schema=schema)
+
+
+class PartWriter:
+    """Writes tables into Parquet files ``part-<uuid>-NNNNN.parquet`` in ``directory``."""
+
+    def __init__(self, directory: str):
+        self.dir = directory
+        self.tag = uuid.uuid4().hex[:16]
+        self.parts: list[Part] = []
+        self._writer: pq.ParquetWriter | None = None
+        self._schema: pa.Schema | None = None
+        self._held: list[pa.Table] = []
+        self._rows = self._bytes = 0
+        self._lines: list[tuple[int | None, int | None]] = []
+
+    def write(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        fitted = _fit(table, self._schema) if self._writer is not None and self._schema is not None else None
+        if fitted is None:
+            self.close()
+            name = f"part-{self.tag}-{len(self.parts):05d}.parquet"
+            local = os.path.join(self.dir, name)
+            os.makedirs(self.dir, exist_ok=True)
+            self._schema, self._writer = table.schema, _writer(local, table.schema)
+            self.parts.append(Part(name, local, 0, 0))
+            fitted = table
+        self._held.append(fitted)
+        self._lines.append(_line_range(fitted))
+        self._rows += fitted.num_rows
+        self._bytes += fitted.nbytes
+        if self._rows >= GROUP_ROWS or self._bytes >= GROUP_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._held and self._writer is not None:
+            held, self._held, self._rows, self._bytes = self._held, [], 0, 0
+            self._writer.write_table(held[0] if len(held) == 1 else pa.concat_tables(held))
+
+    def close(self) -> list[Part]:
+        """Finish the open file; returns every file written, with its rows, size and ``_line`` range."""
+        if self._writer is not None:
+            try:
+                self._flush()
+            finally:
+                writer, self._writer = self._writer, None
+                writer.close()
+            last = self.parts[-1]
+            lows = [lo for lo, _ in self._lines if lo is not None]
+            highs = [hi for _, hi in self._lines if hi is not None]
+            self.parts[-1] = Part(last.name, last.local, pq.read_metadata(last.local).num_rows,
+                                  os.path.getsize(last.local), min(lows) if lows else None,
+                                  max(highs) if highs else None)
+            self._lines, self._held = [], []
+        return list(self.parts)
+
+
+def write_table(directory: str, table: pa.Table) -> list[Part]:
+    """``table`` as one file (a follower's commit, an imported run's part)."""
+    w = PartWriter(directory)
+    w.write(table)
+    return w.close()
+
+
+def final_types(run_types: dict[str, pa.DataType], store_types: dict[str, pa.DataType]) -> dict[str, pa.DataType]:
+    """Each column's type in the run: the store's where it has one (its table, or the canonical type
+    of a diag field), else the run's own; a column only null in the run takes the store's type."""
+    known = {**store_types, **{k: v for k, v in CANONICAL_TYPES.items() if k not in store_types}}
+    return {k: known.get(k, t) for k, t in run_types.items()}
+
+
+def _conform(table: pa.Table, final: dict[str, pa.DataType]) -> tuple[pa.Table, list[Aside], dict]:
+    lines = table.column(LINE_COLUMN).to_numpy() if LINE_COLUMN in table.column_names else None
+    aside: list[Aside] = []
+    coerced: dict[str, dict[str, int]] = {}
+    for i, f in enumerate(table.schema):
+        want = final.get(f.name, f.type)
+        if want == f.type:
+            continue
+        col, a, c = conform_column(table.column(i), want, lines, f.name)
+        table = table.set_column(i, f.name, col)
+        aside.extend(a)
+        for k, by in c.items():
+            for kind, n in by.items():
+                coerced.setdefault(k, {})[kind] = coerced.get(k, {}).get(kind, 0) + n
+    return table, aside, coerced
+
+
+def storage_schema(table_schema: pa.Schema) -> pa.Schema:
+    """The file schema a Delta table keeps: top-level null columns left out (they read as null, and
+    give the column no type), nested nulls as string."""
+    return pa.schema([pa.field(f.name, storage_type(f.type)) for f in table_schema if not pa.types.is_null(f.type)])
+
+
+def settle(parts: Sequence[Part], final: dict[str, pa.DataType]) -> tuple[list[Part], list[Aside], dict]:
+    """Rewrite each file whose types differ from ``final`` (or that a Delta table cannot hold as they
+    are); returns the files, the values set aside and the coercions, the asides in line order."""
+    out, aside, coerced = [], [], {}
+    for p in parts:
+        schema = pq.read_schema(p.local)
+        want = storage_schema(pa.schema([pa.field(f.name, final.get(f.name, f.type)) for f in schema]))
+        if schema.equals(want):
+            out.append(p)
+            continue
+        table = pq.read_table(p.local)
+        table, a, c = _conform(table, final)
+        table = table.select(want.names).cast(want)
+        aside.extend(a)
+        for k, by in c.items():
+            for kind, n in by.items():
+                coerced.setdefault(k, {})[kind] = coerced.get(k, {}).get(kind, 0) + n
+        tmp = p.local + ".new"
+        w = _writer(tmp, table.schema)
+        try:
+            w.write_table(table)
+        finally:
+            w.close()
+        os.replace(tmp, p.local)
+        out.append(Part(p.name, p.local, p.rows, os.path.getsize(p.local), p.min_line, p.max_line))
+    return out, sorted(aside, key=lambda a: a.line), coerced
