@@ -125,7 +125,7 @@ def warm_rederivation() -> dict[str, Any]:
     """
     import threading
 
-    from regime_dash.engine._jit import HAVE_NUMBA
+    from regime_dash.engine.jit import HAVE_NUMBA
 
     out: dict[str, Any] = {"thread": None, "error": None if HAVE_NUMBA else "numba is not installed"}
 
