@@ -603,7 +603,7 @@ def sweep_cpu(stream, isv0s: np.ndarray, boot_rows: np.ndarray, layout: SlotLayo
     StreamError
         ``stream`` is a StepStream and ``stats`` is None: phase 1 reads the [T, b] arrays.
     """
-    from regime_dash.engine import snapshot_indices
+    from regime_dash.engine.start import snapshot_indices
 
     if isinstance(stream, StepStream) and stats is None:
         raise StreamError("a StepStream holds no [T, b] rewards and lots to compute phase 1 from: give its "

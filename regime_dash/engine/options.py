@@ -77,7 +77,8 @@ class ReplayOptions:
         """
         unknown = sorted(set(backend) - set(BACKEND_OPTIONS))
         if unknown:
-            raise ValidationError(f"unknown replay option(s) {unknown}; the options are {list(BACKEND_OPTIONS)} "
+            given = ", ".join(f"{name}={backend[name]!r}" for name in unknown)
+            raise ValidationError(f"unknown replay option(s) {given}; the options are {list(BACKEND_OPTIONS)} "
                                   "(and stats=, a stream's phase 1)", field=unknown[0], value=backend[unknown[0]])
         return cls(log_inputs=log_inputs, controllers=controllers, **backend)
 

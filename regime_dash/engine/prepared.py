@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 import pandas as pd
@@ -32,7 +32,6 @@ from regime_dash.errors import StreamError, ValidationError
 
 if TYPE_CHECKING:
     from regime_dash.engine.sweep import ShardScheduler, SweepResult
-    from regime_dash.engine.sweep_shards import Progress
 
 
 @dataclass
@@ -166,6 +165,16 @@ class Prepared:
         self._stats, self._tried = stats, stats is not None
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What a worker of a sweep gets: everything but the lock (a fresh one is made there)."""
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     @property
     def engine(self) -> str:
         """The engine that runs: ``reference``, ``cuda`` or ``fast``."""
@@ -192,6 +201,14 @@ class Prepared:
                 self._stats = self.backend.phase1(self.stream, self.options)
                 self._tried = True
             return self._stats
+
+    def with_options(self, **changes: Any) -> "Prepared":
+        """The same stream on the same engine under ``self.options.replace(**changes)`` (checked by the engine),
+        sharing this one's phase 1 (computed here first if it is not yet: it does not depend on the options
+        but the device, and every device's has the same bits)."""
+        options = self.options.replace(**changes)
+        self.backend.check(options)
+        return Prepared(self.stream, self.backend, options, self.layout, self.isv, self.phase1())
 
     def replay(self, config: RegimeConfig | None = None) -> Trajectory:
         """The replay of the stream under ``config`` (the spec's defaults if None).
@@ -228,7 +245,8 @@ class Prepared:
         return frame
 
     def sweep(self, configs: Sequence[RegimeConfig] | Mapping[str, Any], *, keep: Sequence[int] | None = None,
-              progress: "Progress | None" = None, chunk_size: int | None = None, base: RegimeConfig | None = None,
+              progress: Callable[[int, int], None] | None = None, chunk_size: int | None = None,
+              base: RegimeConfig | None = None,
               scheduler: "ShardScheduler | None" = None) -> "SweepResult":
         """Replay the stream under every config and summarize each replay in one row.
 

@@ -29,8 +29,7 @@ import functools
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable, Mapping, Protocol, Sequence, \
-    runtime_checkable
+from typing import Any, Callable, ContextManager, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 import pandas as pd
@@ -44,10 +43,6 @@ from regime_dash.engine.sweep_shards import (Pieces, Progress, Shard, cuda_devic
                                              per_step, phase1_in_pieces, phase1_pieces, replay_shard,
                                              trajectory_frame)
 from regime_dash.errors import ConfigError, ValidationError
-
-if TYPE_CHECKING:
-    from regime_dash.engine.prepared import Prepared
-
 
 @dataclass
 class SweepResult:
@@ -143,7 +138,7 @@ class SweepPlan:
     Made by :meth:`of` (every argument checked before anything runs or connects), run by :meth:`run`.
     """
 
-    prepared: "Prepared"
+    prepared: Any  # the stream swept: a regime_dash.engine.prepared.Prepared
     source: ConfigSource
     n_configs: int
     keep: list[int]
@@ -151,7 +146,7 @@ class SweepPlan:
     t0: float
 
     @classmethod
-    def of(cls, prepared: "Prepared", configs: Sequence[RegimeConfig] | Mapping[str, Any], *,
+    def of(cls, prepared: Any, configs: Sequence[RegimeConfig] | Mapping[str, Any], *,
            keep: Sequence[int] | None = None, chunk_size: int | None = None,
            base: RegimeConfig | None = None) -> "SweepPlan":
         """The plan of sweeping ``prepared`` over ``configs`` (a grid on ``base``, or a list).
@@ -231,7 +226,7 @@ def _sweep_run(plan: SweepPlan, progress: Progress | None, scheduler: ShardSched
         fn, shared = fast_shard, [per_step(stream), stats, stream.accounts, layout, isv, "gpu" if gpu else "cpu",
                                   plan.chunk_size]
     else:
-        fn, shared = replay_shard, [stream, layout, isv, prepared.engine, prepared.options]
+        fn, shared = replay_shard, [prepared.with_options(normalized=False)]  # each replay keeps its frame alone
     metrics = np.empty((summary.N_METRICS, plan.n_configs), dtype=np.float64)
     if scheduler is None:  # one shard, with phase 1 maybe still running: its own progress, per chunk or per config
         columns, kept, ran = fn(shards[0], *shared, progress)
@@ -242,7 +237,7 @@ def _sweep_run(plan: SweepPlan, progress: Progress | None, scheduler: ShardSched
     return _assemble(plan, shards, results, metrics, stats)
 
 
-def _fast_on_gpu(prepared: "Prepared", scheduler: ShardScheduler | None) -> bool:
+def _fast_on_gpu(prepared: Any, scheduler: ShardScheduler | None) -> bool:
     """Whether the fast sweep's shards run on GPUs: here (no scheduler), or on every worker."""
     device = prepared.options.device
     if scheduler is None:
@@ -252,7 +247,7 @@ def _fast_on_gpu(prepared: "Prepared", scheduler: ShardScheduler | None) -> bool
     return device == "gpu" or scheduler.gpus_everywhere()
 
 
-def _phase1_handles(prepared: "Prepared", gpu: bool, pool: concurrent.futures.Executor,
+def _phase1_handles(prepared: Any, gpu: bool, pool: concurrent.futures.Executor,
                     scheduler: ShardScheduler | None) -> list[concurrent.futures.Future]:
     """Phase 1 as futures of ``(t0, t1, StepStats)`` pieces: the prepared stream's held one as one piece, done;
     or computed in ``pool`` (:func:`phase1_in_pieces`), in :func:`phase1_pieces` on the GPU, in one piece on the

@@ -30,7 +30,6 @@ from regime_dash.core.streams import StepStream, Stream
 from regime_dash.diag import catalogue as diag
 from regime_dash.engine import metric_pack, summary
 from regime_dash.engine.config_grid import Columns, ConfigGrid, SlotPlan
-from regime_dash.engine.options import ReplayOptions
 from regime_dash.engine.start import snapshot_indices
 from regime_dash.engine.step_stats import StepStats
 
@@ -248,13 +247,10 @@ def fast_shard(shard: Shard, scalars: StepStream, stats: Any, accounts: int, lay
     return metric_pack.finalize(np, acc, scalars.steps), kept, "fast-cpu"
 
 
-def replay_shard(shard: Shard, stream: Stream, layout: SlotLayout, isv, engine: str,
-                 options: ReplayOptions, progress: Progress | None = None):
-    """Run one shard with one full replay per config (reference, cuda): ``(metric columns, {index: frame},
-    engine)``."""
-    from regime_dash.engine.prepared import prepare
-
-    prepared = prepare(stream, engine, options.replace(normalized=False), isv=isv, layout=layout)  # frames only
+def replay_shard(shard: Shard, prepared: Any, progress: Progress | None = None):
+    """Run one shard with one full replay per config of ``prepared`` (a
+    :class:`~regime_dash.engine.prepared.Prepared` stream on reference or cuda, its replays frame-only):
+    ``(metric columns, {index: frame}, engine)``."""
     rows, trajectories = [], {}
     wanted = set(shard.keep)
     columns = shard.fields()
@@ -268,7 +264,8 @@ def replay_shard(shard: Shard, stream: Stream, layout: SlotLayout, isv, engine: 
             trajectories[k] = frame
         if progress is not None:
             progress(k + 1, n)
-    return np.array(rows, dtype=np.float64).reshape(len(rows), summary.N_METRICS).T.copy(), trajectories, engine
+    return (np.array(rows, dtype=np.float64).reshape(len(rows), summary.N_METRICS).T.copy(), trajectories,
+            prepared.engine)
 
 
 def per_step(stream: Stream | StepStream) -> StepStream:

@@ -202,7 +202,7 @@ def choose_engine(requested: str, steps: int, kernels: tuple[str, ...] = REPLAY_
     """
     if requested != "auto":
         return requested
-    from regime_dash.engine import engine_status
+    from regime_dash.engine.backends import engine_status
 
     status = engine_status()
     if status.get("fast") is not None:
