@@ -182,10 +182,12 @@ class Prepared:
 
     @property
     def steps(self) -> int:
+        """T, the stream's steps."""
         return self.stream.steps
 
     @property
     def accounts(self) -> int:
+        """b, the stream's accounts."""
         return self.stream.accounts
 
     def held_phase1(self) -> StepStats | None:
