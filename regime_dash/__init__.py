@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any
 #: Public name -> the module that defines it.
 _EXPORTS = {
     "RegimeConfig": "regime_dash.core.config",
+    "ReplayOptions": "regime_dash.engine",
     "Stream": "regime_dash.core.streams",
     "Trajectory": "regime_dash.engine",
+    "prepare": "regime_dash.engine",
     "replay": "regime_dash.engine",
     "replay_trajectory": "regime_dash.engine",
     "sweep": "regime_dash.runs.sweeps",
@@ -27,7 +29,7 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from regime_dash.core.config import RegimeConfig
-    from regime_dash.engine import Trajectory, replay, replay_trajectory
+    from regime_dash.engine import ReplayOptions, Trajectory, prepare, replay, replay_trajectory
     from regime_dash.core.streams import Stream
     from regime_dash.runs.sweeps import sweep
 

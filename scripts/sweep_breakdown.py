@@ -150,7 +150,7 @@ def shard_pieces(scalars, stats, accounts, grid, start, stop, repeats=3):
     """Each piece of one GPU shard (``sweep._fast_shard`` on the device), synchronized after each: median ms."""
     from regime_dash.engine import fast_gpu, loader, metric_pack
     from regime_dash.core.slots import DEFAULT_LAYOUT as layout
-    from regime_dash.runs.sweeps import _SlotPlan
+    from regime_dash.engine.config_grid import SlotPlan
 
     cp = loader.cupy_module()
     runs: dict = {}
@@ -161,7 +161,7 @@ def shard_pieces(scalars, stats, accounts, grid, start, stop, repeats=3):
     none = np.zeros(0, np.int32)
     for _ in range(repeats + 1):
         t0 = time.perf_counter()
-        plan = _SlotPlan.of(grid.varying_columns(start, stop), stop - start, None, layout)
+        plan = SlotPlan.of(grid.varying_columns(start, stop), stop - start, None, layout)
         tick("slot plan", t0)
         slot_idx = np.array([layout.index(s) for s in plan.slots], np.int32)
         t0 = time.perf_counter()
@@ -169,7 +169,7 @@ def shard_pieces(scalars, stats, accounts, grid, start, stop, repeats=3):
         tick("module lookup", t0)
         with cp.cuda.Stream(non_blocking=True) as s:
             t0 = time.perf_counter()
-            p1 = fast_gpu._Phase1(cp, mod, scalars, scalars.steps, accounts, stats=stats)
+            p1 = fast_gpu.DevicePhase1(cp, mod, scalars, scalars.steps, accounts, stats=stats)
             s.synchronize()
             tick("per-step inputs + phase 1 up", t0)
             t0 = time.perf_counter()
@@ -217,7 +217,9 @@ def main() -> None:
     from regime_dash.benchmarks.engines import bench_stream, sweep_grid
     from regime_dash.engine import loader, staged_phase1, summary
     from regime_dash.core.slots import DEFAULT_LAYOUT
-    from regime_dash.runs.sweeps import ConfigGrid, _scalar_stream, _SlotPlan, sweep
+    from regime_dash.engine.config_grid import ConfigGrid, SlotPlan
+    from regime_dash.engine.sweep_shards import per_step
+    from regime_dash.runs.sweeps import sweep
 
     reason = loader.available()
     if reason is not None:
@@ -237,7 +239,7 @@ def main() -> None:
                                                                pageable=False)
         print("phase 1 long", json.dumps(out[f"phase1_ms T={a.phase1_steps}"], indent=1), flush=True)
     stats = staged_phase1.step_stats(stream)
-    scalars = _scalar_stream(stream)
+    scalars = per_step(stream)
     layout = DEFAULT_LAYOUT
     for size in (int(s) for s in a.sizes.split(",")):
         g = sweep_grid(size)
@@ -245,7 +247,7 @@ def main() -> None:
         grid = ConfigGrid.of(g)
         row["grid_check_ms"] = 1e3 * med(lambda: ConfigGrid.of(g))
         row["columns_ms"] = 1e3 * med(lambda: grid.columns())
-        row["slot_plan_ms"] = 1e3 * med(lambda: _SlotPlan.of(grid.varying_columns(), size, None, layout))
+        row["slot_plan_ms"] = 1e3 * med(lambda: SlotPlan.of(grid.varying_columns(), size, None, layout))
         row["shard_pieces_ms"] = shard_pieces(scalars, stats, stream.accounts, grid, 0, size)
         cols = grid.columns()
         metrics = np.random.default_rng(0).random((summary.N_METRICS, size))

@@ -394,7 +394,7 @@ def test_explore_failures_table_says_what_check_says_and_a_row_opens_the_panel(t
     from regime_dash.diag.aliases import canonical_frame
     from regime_dash.analysis import diagnose
     from regime_dash.analysis.texts import check_message
-    from regime_dash.cli.check import load_target
+    from regime_dash.usecases.check import load_target
 
     path, clean = planted_diag_file
     at = explore_with_planted_fault(tmp_path, monkeypatch, planted_diag_file)

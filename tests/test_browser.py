@@ -288,7 +288,7 @@ def test_explore_shows_the_verdict_strip_and_a_marker_at_a_planted_violation(ser
     strip = page.locator("[data-testid=stMarkdownContainer]").filter(has_text="planted — verdict").first.inner_text()
     from regime_dash.diag.aliases import canonical_frame
     from regime_dash.analysis import verdict
-    from regime_dash.cli.check import load_target
+    from regime_dash.usecases.check import load_target
 
     failed = [c.id for c in verdict(canonical_frame(load_target(str(planted))[0])).failed]
     assert {"dead_zone_duration", "finite_risk_stack_fields"} <= set(failed)  # rederive.duration sees it too

@@ -7,7 +7,7 @@ import pytest
 
 from regime_dash.sources import market_jit
 from regime_dash.sources import scenarios
-from regime_dash.cli.scenario_stream import generated
+from regime_dash.usecases.scenario_stream import generated
 from regime_dash.engine import fast
 from regime_dash.errors import ValidationError
 

@@ -218,14 +218,14 @@ def test_shards_wait_for_phase_1_and_are_released_when_it_fails(stream, client, 
 
     from regime_dash.errors import StreamError
 
-    sweep_module = importlib.import_module("regime_dash.runs.sweeps")  # the package's `sweep` is the function
-    real = sweep_module._phase1_stats
+    sweep_module = importlib.import_module("regime_dash.engine.sweep_shards")  # where phase 1 is computed
+    real = sweep_module.phase1_stats
 
     def slow(*args, **kwargs):  # the shards are on the workers before phase 1 is done
         time.sleep(0.5)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(sweep_module, "_phase1_stats", slow)
+    monkeypatch.setattr(sweep_module, "phase1_stats", slow)
     want = sweep(stream, GRID, engine="fast", device="cpu").table
     pd.testing.assert_frame_equal(sweep(stream, GRID, engine="fast", device="cpu", scheduler=client).table, want,
                                   check_exact=True)
@@ -234,11 +234,11 @@ def test_shards_wait_for_phase_1_and_are_released_when_it_fails(stream, client, 
         time.sleep(0.5)
         raise StreamError("phase 1 failed here", field="rewards", value=None)
 
-    monkeypatch.setattr(sweep_module, "_phase1_stats", broken)
+    monkeypatch.setattr(sweep_module, "phase1_stats", broken)
     with pytest.raises(StreamError, match="phase 1 failed here"):
         sweep(stream, GRID, engine="fast", device="cpu", scheduler=client)
     # the waiting shards were told, not left holding the workers' one thread each
-    monkeypatch.setattr(sweep_module, "_phase1_stats", real)
+    monkeypatch.setattr(sweep_module, "phase1_stats", real)
     t0 = time.perf_counter()
     again = sweep(stream, GRID, engine="fast", device="cpu", scheduler=client).table
     assert time.perf_counter() - t0 < 60

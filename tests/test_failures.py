@@ -17,7 +17,8 @@ from regime_dash.analysis.invariants import CheckResult
 from regime_dash.analysis.rederive_formulas import BY_OUTPUT, PREV
 from regime_dash.analysis.texts import check_line, check_message, finding_line, finding_message
 from regime_dash.analysis.verdict import Verdict
-from regime_dash.cli.check import load_target, report_lines
+from regime_dash.cli.check import report_lines
+from regime_dash.usecases.check import load_target
 from regime_dash.errors import ValidationError
 from helpers import planted_diag
 

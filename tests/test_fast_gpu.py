@@ -114,7 +114,7 @@ def test_warp_scan_of_several_scenarios_matches_each_reference(t_steps):
     rows = _scenarios()[:3]
     snap_idx = snapshot_indices(L)
     mod = loader.load_module(fast_gpu.FILES, L, loader.PARITY_OPTIONS)
-    p1 = fast_gpu._Phase1(cp, mod, stream, t_steps, 40)
+    p1 = fast_gpu.DevicePhase1(cp, mod, stream, t_steps, 40)
     isv_d = cp.asarray(np.stack([r[0] for r in rows]))
     boot_d = cp.asarray(np.stack([r[1] for r in rows]))
     keep_slot = np.array([1, -1, 0], np.int32)

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 
 from regime_dash import replay
 from regime_dash.sources import scenarios
-from regime_dash.cli.frame_out import dictionary_columns, write
+from regime_dash.usecases.frames import dictionary_columns, write_frame as write
 
 
 def _encodings(path) -> dict[str, tuple[str, ...]]:

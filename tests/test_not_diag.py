@@ -156,7 +156,7 @@ def test_a_stored_run_without_diag_fields_is_not_a_diag_in_check_all(tmp_path, c
 
 
 def test_check_all_exit_code_orders_not_a_diag_above_a_failure():
-    from regime_dash.cli.check import check_all_exit_code
+    from regime_dash.usecases.check import check_all_exit_code
 
     assert check_all_exit_code(["ok", "ok"]) == 0
     assert check_all_exit_code(["ok", "fail"]) == 1

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from regime_dash import RegimeConfig, replay
-from regime_dash.engine import backend, engine_status, initial_isv, reference
+from regime_dash.engine import ENGINES, backend, engine_status, initial_isv
 from regime_dash.engine.steppers import BackendStepper, ReferenceStepper
 from regime_dash.errors import ValidationError
 from regime_dash.sources.simulator import (PRESETS, Draws, Market, Schedule, Simulator, ema_over, kelly_edge, simulate,
@@ -131,8 +131,8 @@ def test_a_used_step_engine_is_refused_naming_the_steps_it_ran():
 
 def test_backend_stepper_dispatches_through_the_engine_package():
     isv0, boot = initial_isv(RegimeConfig(), None, DEFAULT_LAYOUT)
-    assert backend("reference") is reference.run
-    assert BackendStepper("reference", isv0, boot, DEFAULT_LAYOUT)._run is reference.run
+    assert type(backend("reference")) is ENGINES["reference"]
+    assert type(BackendStepper("reference", isv0, boot, DEFAULT_LAYOUT).backend) is ENGINES["reference"]
     with pytest.raises(ValidationError, match="'warp-drive'"):
         BackendStepper("warp-drive", isv0, boot, DEFAULT_LAYOUT)
 

@@ -324,7 +324,7 @@ def test_phase1_pieces_cover_the_steps_in_order_and_grow():
 def test_a_gpu_sweep_with_phase1_in_pieces_is_the_same_table(stream, monkeypatch, first):
     import importlib
 
-    sweep_module = importlib.import_module("regime_dash.runs.sweeps")
+    sweep_module = importlib.import_module("regime_dash.engine.sweep_shards")  # where the pieces are cut
     grid = {"max_duration": [15, 60, 400], "eps_min": [0.0, 0.05, 0.2], "resurrection": [True, False]}
     want = sweep(stream, grid, engine="fast", device="cpu", keep=[0, 17])
     monkeypatch.setattr(sweep_module, "PHASE1_FIRST_PIECE", first)
@@ -373,7 +373,7 @@ def test_gpu_sweep_over_a_cluster_of_this_hosts_gpus_equals_in_process(stream, m
     local = sweep(stream, grid, device="gpu", keep=[0, 9, 31])
     import importlib
 
-    monkeypatch.setattr(importlib.import_module("regime_dash.runs.sweeps"), "PHASE1_FIRST_PIECE", 20)  # 3 pieces
+    monkeypatch.setattr(importlib.import_module("regime_dash.engine.sweep_shards"), "PHASE1_FIRST_PIECE", 20)  # 3 pieces
     with distributed.local_cluster() as cluster, dd.Client(cluster) as client:
         client.wait_for_workers(2, timeout=120)
         workers = distributed.worker_count(client)
@@ -449,7 +449,8 @@ def test_packed_metrics_come_back_bit_for_bit():
 
 
 def test_a_grid_shard_plans_its_rows_from_its_varying_axes_alone():
-    from regime_dash.runs.sweeps import ConfigGrid, _SlotPlan
+    from regime_dash.engine.config_grid import SlotPlan
+    from regime_dash.runs.sweeps import ConfigGrid
 
     isv = {"RL_KELLY_FRACTION_INDEX": 0.0, "RL_IQN_TAU_MIN_EFFECTIVE_INDEX": 0.3}
     grid = ConfigGrid.of({"eps_max": [0.6, 0.8], "tau_min": [0.2], "envelope": [True, False],
@@ -459,7 +460,7 @@ def test_a_grid_shard_plans_its_rows_from_its_varying_axes_alone():
     for start, stop in ((0, 12), (3, 10)):
         cols = grid.varying_columns(start, stop)
         assert np.ndim(cols["tau_min"]) == 0 and np.ndim(cols["kelly_cap"]) == 0 and len(cols["envelope"]) == stop - start
-        plan = _SlotPlan.of(cols, stop - start, isv, DEFAULT_LAYOUT)
+        plan = SlotPlan.of(cols, stop - start, isv, DEFAULT_LAYOUT)
         assert len(plan.slots) == 4  # max_duration, eps_max and the live ε it bootstraps, envelope
         got = plan.rows(0, stop - start, isv, DEFAULT_LAYOUT)
         for g, w in zip(got, want):
@@ -467,11 +468,11 @@ def test_a_grid_shard_plans_its_rows_from_its_varying_axes_alone():
 
 
 def test_a_slot_plan_tells_minus_zero_from_zero():
-    from regime_dash.runs.sweeps import _SlotPlan
+    from regime_dash.engine.config_grid import SlotPlan
 
     configs = [RegimeConfig(eps_min=0.0), RegimeConfig(eps_min=-0.0)]
     cols = {n: np.array([getattr(c, n) for c in configs]) for n in field_names()}
-    plan = _SlotPlan.of(cols, 2, None, DEFAULT_LAYOUT)
+    plan = SlotPlan.of(cols, 2, None, DEFAULT_LAYOUT)
     got = plan.rows(0, 2, None, DEFAULT_LAYOUT)
     for k, c in enumerate(configs):
         for g, w in zip(got, initial_isv(c, None, DEFAULT_LAYOUT)):

@@ -95,7 +95,7 @@ def format_lines(r: dict[str, Any]) -> list[str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    """``bench check`` (options in :mod:`regime_dash.cli.bench`)."""
+    """``bench check`` (options in :mod:`regime_dash.benchmarks.targets`)."""
     with tempfile.TemporaryDirectory(prefix="regime-dash-bench-check-") as tmp:
         result = run(args.steps, args.accounts, args.repeats, Path(tmp))
     print("\n".join(format_lines(result)))

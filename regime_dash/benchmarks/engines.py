@@ -50,6 +50,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from regime_dash.benchmarks.engine_defaults import (DEFAULT_ACCOUNTS, DEFAULT_GPU_SWEEP_SIZES,  # noqa: F401
+                                                     DEFAULT_SCALE_OUT_SIZE, DEFAULT_STEPS, DEFAULT_SWEEP_SIZES)
 from regime_dash.benchmarks.inputs import bench_stream
 from regime_dash.benchmarks.timing import repeat, timed, wall
 from regime_dash.core.config import RegimeConfig
@@ -62,13 +64,6 @@ RATIO_TARGETS = {
     "phase1_vs_copy_bandwidth": 0.70,
     "fast_cpu_vs_reference": 20.0,
 }
-DEFAULT_STEPS = 25_000
-DEFAULT_ACCOUNTS = 1_024
-DEFAULT_SWEEP_SIZES = (1, 1_024, 16_384)
-#: Sweep sizes on the GPU (the throughput target is at S = 65,536).
-DEFAULT_GPU_SWEEP_SIZES = (1_024, 16_384, 65_536)
-#: The sweep size of the one-GPU vs two-GPU scale-out rows.
-DEFAULT_SCALE_OUT_SIZE = 262_144
 #: Scenario-steps/s target of the GPU sweep at S = 65,536.
 GPU_SWEEP_TARGET = 2e10
 #: The target printed next to a sweep row, by (device, S).
@@ -207,7 +202,7 @@ class _FastGpuDevice:
         self.t_steps, self.b = t_steps, b
         self.raw = cp.asarray(stream.rewards)
         self.lots = cp.asarray(stream.lots)
-        self.p1 = fast_gpu._Phase1(cp, self.mod, stream, t_steps, b)
+        self.p1 = fast_gpu.DevicePhase1(cp, self.mod, stream, t_steps, b)
         self.isv0 = cp.asarray(isv0)[None, :]
         self.boot = cp.asarray(boot)[None, :]
         self.norm = cp.empty((t_steps, 4), np.float32)
@@ -218,7 +213,7 @@ class _FastGpuDevice:
 
     def phase1(self) -> None:
         fg, i32 = self.fg, np.int32
-        shared = (fg.STATS_BLOCK * 3 + fg.STATS_BLOCK // 32) * 4  # as fast_gpu._Phase1
+        shared = (fg.STATS_BLOCK * 3 + fg.STATS_BLOCK // 32) * 4  # as fast_gpu.DevicePhase1
         self.mod["replay_step_stats"]((self.t_steps,), (fg.STATS_BLOCK,), (
             self.p1.rewards, self.lots, i32(self.b), i32(self.t_steps), self.p1.stats, self.p1.flat),
             shared_mem=shared)
@@ -509,7 +504,7 @@ def _sweep_kernel_timed(ctx: Context, size: int) -> Timed:
     isv0, boot = initial_isv(RegimeConfig(), None, layout)
     slot_idx = np.array([layout.index(s) for s in slots], np.int32)
     stream = ctx.stream
-    p1 = fast_gpu._Phase1(cp, mod, stream, stream.steps, stream.accounts)
+    p1 = fast_gpu.DevicePhase1(cp, mod, stream, stream.steps, stream.accounts)
     rows0, boots = fast_gpu._device_rows(cp, isv0, boot, slot_idx, values, np.zeros(0, np.int32))
     rows = rows0.copy()
 
@@ -893,7 +888,7 @@ def format_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-# ---- CLI (the options are declared in regime_dash.cli.bench) ----------------------
+# ---- CLI (the options are declared in regime_dash.benchmarks.targets) ----------------------
 def main(args: argparse.Namespace) -> int:
     """``bench engines``: run the benchmark and print its table (the JSON goes to ``--json``)."""
     result = run(args.steps, args.accounts, args.json, args.repeats, args.sweep_sizes, args.budget, args.seed,

@@ -311,14 +311,14 @@ def _time_cli(path: Path, work: Path) -> tuple[float, float]:
     return times[0], times[1]
 
 
-def _compile_bytecode() -> None:
+def compile_bytecode() -> None:
     """Compile the package's modules to ``__pycache__`` (what ``pip install`` of the wheel does)."""
     import compileall
 
     compileall.compile_dir(str(Path(__file__).resolve().parents[1]), quiet=2)
 
 
-def _warm_shapes() -> str | None:
+def warm_shapes() -> str | None:
     """Load the shape path's kernels (the built-in scanner, or numba's as a process that has
     numba, the app, has them after its first large ingest); which loaded: "C" or "numba"
     (``None``: neither)."""
@@ -432,8 +432,8 @@ def run_benchmark(size_mb: float = 100.0, repeat: int = 3, peak_mb: float = 0.0,
         mb = clean.stat().st_size / 1e6
         mb_dirty = dirty.stat().st_size / 1e6
         mb_blank = blank.stat().st_size / 1e6
-        shapes_loaded = _warm_shapes()
-        _compile_bytecode()
+        shapes_loaded = warm_shapes()
+        compile_bytecode()
         _time_ours(clean, tmp, 1)  # untimed warm-up: page cache, the kernels
         # interleave the contenders so load from other processes hits them alike
         t_ours, t_duck, t_pa, t_pa_w, t_bad, t_blank, t_cli, t_cli_duck = [], [], [], [], [], [], [], []
@@ -510,7 +510,7 @@ def run_benchmark(size_mb: float = 100.0, repeat: int = 3, peak_mb: float = 0.0,
 
 
 def main(args: argparse.Namespace) -> int:
-    """``bench ingest``: run the benchmark and print its figures (options in :mod:`regime_dash.cli.bench`)."""
+    """``bench ingest``: run the benchmark and print its figures (options in :mod:`regime_dash.benchmarks.targets`)."""
     from regime_dash.errors import ValidationError
 
     if args.size_mb <= 0 or args.repeat < 1:

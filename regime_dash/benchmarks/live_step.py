@@ -30,12 +30,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from regime_dash.benchmarks.engine_defaults import DEFAULT_LIVE_ACCOUNTS, DEFAULT_LIVE_STEPS  # noqa: F401
+
 #: The live GPU step's target, µs at b = 1,024 (docs/BENCHMARKS.md).
 LIVE_TARGET_US = 100.0
-#: Accounts of the live rows.
-DEFAULT_LIVE_ACCOUNTS = (1_024, 64)
-#: Steps timed per live row.
-DEFAULT_LIVE_STEPS = 2_000
 #: Steps of a Live page tick.
 TICK = 20
 

@@ -58,11 +58,14 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _cli(argv: list[str]) -> None:
-    from regime_dash.cli import main
-
+def _cli(a: argparse.Namespace, argv: list[str]) -> None:
+    """``python -m regime_dash ARGV`` in this process, through the command line ``bench`` hands its stages
+    (``a.command_line``: a stage runs as ``python -m regime_dash bench long --child STAGE``)."""
+    command_line = getattr(a, "command_line", None)
+    if command_line is None:
+        raise RuntimeError("this stage times a whole command: run it as `python -m regime_dash bench long`")
     with redirect_stdout(io.StringIO()):
-        code = main(argv)
+        code = command_line(argv)
     if code not in (0, 1):  # check exits 1 on a failed check, which is a result
         raise RuntimeError(f"`python -m regime_dash {' '.join(argv)}` exited {code}")
 
@@ -100,7 +103,7 @@ def _stage_simulate(work: Path, a: argparse.Namespace) -> dict:
 
 def _replay_command(work: Path, a: argparse.Namespace, out: str) -> dict:
     t0 = time.perf_counter()
-    _cli(["replay", "--scenario", SCENARIO, "--steps", str(a.steps), "--accounts", str(a.accounts),
+    _cli(a, ["replay", "--scenario", SCENARIO, "--steps", str(a.steps), "--accounts", str(a.accounts),
           "--engine", "fast", "--out", str(work / out)])
     return {"seconds": time.perf_counter() - t0, "units": a.steps, "unit": "steps",
             "mb": (work / out).stat().st_size / 1e6}
@@ -125,11 +128,11 @@ def _stage_diag_write(work: Path, a: argparse.Namespace) -> dict:
 
 
 def _stage_parquet_write(work: Path, a: argparse.Namespace) -> dict:
-    from regime_dash.cli.frame_out import write
+    from regime_dash.usecases.frames import write_frame
 
     frame = _frame(work)
     t0 = time.perf_counter()
-    write(frame, work / "write.parquet")
+    write_frame(frame, work / "write.parquet")
     seconds = time.perf_counter() - t0
     mb = (work / "write.parquet").stat().st_size / 1e6
     (work / "write.parquet").unlink()
@@ -164,7 +167,7 @@ def _cached(path: Path) -> Path:
 def _stage_ingest(work: Path, a: argparse.Namespace) -> dict:
     path = _cached(work / "run.jsonl")
     t0 = time.perf_counter()
-    _cli(["ingest", str(path), "--name", "long", "--store", str(work / "store")])
+    _cli(a, ["ingest", str(path), "--name", "long", "--store", str(work / "store")])
     mb = path.stat().st_size / 1e6
     return {"seconds": time.perf_counter() - t0, "units": mb, "unit": "MB"}
 
@@ -197,7 +200,7 @@ def _stage_duckdb_parquet(work: Path, a: argparse.Namespace) -> dict:
 
 def _stage_check(work: Path, a: argparse.Namespace) -> dict:
     t0 = time.perf_counter()
-    _cli(["check", "long", "--json", "--store", str(work / "store")])
+    _cli(a, ["check", "long", "--json", "--store", str(work / "store")])
     return {"seconds": time.perf_counter() - t0, "units": a.steps, "unit": "steps"}
 
 
@@ -226,12 +229,13 @@ def _whatif(work: Path, a: argparse.Namespace, device: str) -> dict:
     cached ones (made once, untimed; its cache hands them back as they are, not copies); a move replays
     the scan with one field changed and builds the what-if's traces and the figure dict."""
     from regime_dash.core.config import RegimeConfig
-    from regime_dash.engine import file_phase1, replay
+    from regime_dash.engine import ReplayOptions, file_phase1, prepare
     from regime_dash.figures.signals import run_traces, signal_spec
 
-    stream, stats = file_phase1.read(work / "stream.npz")  # the page's cached light inputs, on either device
-    options = {"stats": stats, "normalized": False}
-    base = replay(stream, RegimeConfig(), engine="fast", device=device, **options)  # compiles, uploads
+    # the page's prepared stream: the file held light (per-step fields and phase 1), on either device
+    prepared = prepare(file_phase1.open_light(work / "stream.npz"), "fast",
+                       ReplayOptions(device=device, normalized=False))
+    base = prepared.replay(RegimeConfig()).frame  # compiles, uploads
     kept = {}
 
     def traces_of(label, frame, colour, **kw):
@@ -243,7 +247,7 @@ def _whatif(work: Path, a: argparse.Namespace, device: str) -> dict:
 
     def move(max_duration: int) -> float:
         t0 = time.perf_counter()
-        what_if = replay(stream, RegimeConfig(max_duration=max_duration), engine="fast", device=device, **options)
+        what_if = prepared.replay(RegimeConfig(max_duration=max_duration)).frame
         signal_spec({"baseline": base, "what-if": what_if}, n_out=WHATIF_POINTS, height=900, traces_of=traces_of)
         return time.perf_counter() - t0
 
@@ -306,7 +310,7 @@ def child(args: argparse.Namespace) -> int:
 
 
 def _run_child(stage: str, work: Path, args: argparse.Namespace) -> dict:
-    cmd = [sys.executable, "-m", "regime_dash.benchmarks.long", "--child", stage, "--workdir", str(work),
+    cmd = [sys.executable, "-m", "regime_dash", "bench", "long", "--child", stage, "--workdir", str(work),
            "--steps", str(args.steps), "--accounts", str(args.accounts), "--sim-steps", str(args.sim_steps)]
     root = Path(__file__).resolve().parents[2]  # where `-m regime_dash...` finds the package
     # the stages before wrote gigabytes (run.jsonl, DuckDB's JSON): written back now, not while this one is timed
@@ -320,16 +324,16 @@ def _run_child(stage: str, work: Path, args: argparse.Namespace) -> dict:
 
 def run(args: argparse.Namespace, work: Path) -> dict[str, dict]:
     """Every stage, each in its own child process, in :data:`STAGES` order."""
-    from regime_dash.benchmarks.ingest import _compile_bytecode, _warm_shapes
+    from regime_dash.benchmarks.ingest import compile_bytecode, warm_shapes
     from regime_dash.engine import warm
 
     # the modules byte-compiled as a wheel's install leaves them: a checkout run with
     # PYTHONDONTWRITEBYTECODE set compiles every module again in every stage's process
-    _compile_bytecode()
+    compile_bytecode()
     warm.compile_kernels()  # the fast engine's compile is not a stage's time
     # nor the ingest scanner's where it is numba's (no C compiler at install): on a cold
     # cache it compiles on a thread during the ingest stage, a core taken from the workers
-    _warm_shapes()
+    warm_shapes()
     rows: dict[str, dict] = {}
     for stage, (what, _, _) in STAGES.items():
         print(f"bench long: {stage} ({what})…", file=sys.stderr, flush=True)
@@ -396,6 +400,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    from regime_dash.cli.bench import standalone
+    from regime_dash.benchmarks.targets import standalone
 
-    raise SystemExit(standalone("long"))
+    raise SystemExit(standalone("long", sys.modules[__name__]))

@@ -90,7 +90,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    """``bench modules``: run the benchmark and print its table (options in :mod:`regime_dash.cli.bench`)."""
+    """``bench modules``: run the benchmark and print its table (options in :mod:`regime_dash.benchmarks.targets`)."""
     engines = tuple(e.strip() for e in args.engines.split(",") if e.strip())
     rows = run(args.steps, args.repeats, engines, args.include_core, args.seed)
     print(format_table(rows))

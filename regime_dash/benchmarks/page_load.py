@@ -248,7 +248,7 @@ def run(steps: int = 25_000, accounts: int = 64, repeat: int = 5, screenshot: st
 
 
 def main(args: argparse.Namespace) -> int:
-    """``bench page_load``: run the benchmark and print its JSON (options in :mod:`regime_dash.cli.bench`)."""
+    """``bench page_load``: run the benchmark and print its JSON (options in :mod:`regime_dash.benchmarks.targets`)."""
     result = run(args.steps, args.accounts, args.repeat, args.screenshot)
     text = json.dumps(result, indent=2)
     print(text)
@@ -258,6 +258,6 @@ def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    from regime_dash.cli.bench import standalone
+    from regime_dash.benchmarks.targets import standalone
 
-    sys.exit(standalone("page_load"))
+    sys.exit(standalone("page_load", sys.modules[__name__]))

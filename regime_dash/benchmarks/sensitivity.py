@@ -67,7 +67,7 @@ def format_report(r: dict[str, Any]) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    """``bench sensitivity``: run the benchmark and print its report (options in :mod:`regime_dash.cli.bench`)."""
+    """``bench sensitivity``: run the benchmark and print its report (options in :mod:`regime_dash.benchmarks.targets`)."""
     r = run(args.scenario, args.steps, args.accounts, args.repeats, args.device, args.seed)
     print(format_report(r))
     if args.json:

@@ -53,7 +53,7 @@ def format_lines(result: dict[str, Any]) -> list[str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    """``bench startup``: run the benchmark and print its lines (options in :mod:`regime_dash.cli.bench`)."""
+    """``bench startup``: run the benchmark and print its lines (options in :mod:`regime_dash.benchmarks.targets`)."""
     result = run(args.repeats)
     print("\n".join(format_lines(result)))
     if args.json:

@@ -529,7 +529,7 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _main(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     result = run(args.steps, args.big_steps, args.repeat, tuple(args.only.split(",")), args.compare_runs)
     print(table(result))
     if args.out:
@@ -538,6 +538,6 @@ def _main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    from regime_dash.cli.bench import standalone
+    from regime_dash.benchmarks.targets import standalone
 
-    sys.exit(standalone("ui"))
+    sys.exit(standalone("ui", sys.modules[__name__]))

@@ -60,7 +60,7 @@ def _prog() -> str:
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser for ``argv`` (default ``sys.argv[1:]``): the chosen command's module registers
     its parsers in full, every other command is its name and help line."""
-    parser = _Parser(
+    parser = Parser(
         prog=_prog(),
         description="Diagnose the regime-observer risk stack: ingest diag.jsonl runs, "
         "replay the kernel pipeline, check runs against the spec.",
@@ -104,7 +104,7 @@ def say_json(doc: object, *, flush: bool = False, **dumps: object) -> None:
         sys.stdout.flush()
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     """argparse's parser, its error messages (which echo the argument given) printed escaped."""
 
     def error(self, message: str):

@@ -1,231 +1,70 @@
 """``python -m regime_dash bench TARGET ...``: the performance benchmarks.
 
 Targets live in :mod:`regime_dash.benchmarks` (one module each, listed in its
-``TARGETS``); ``bench ingest --help`` shows a target's options.
+``TARGETS``, their options in :mod:`regime_dash.benchmarks.targets`); ``bench ingest --help``
+shows a target's options. A target's module is loaded only when that target is run (or its
+help shown): a child process of ``bench long`` starts with nothing but what it times.
 """
-# The options of every target are declared here (TARGET_SPECS); each benchmark module
-# keeps its measurement and a handler ``main(args) -> int`` that prints its figures.
 from __future__ import annotations
 
 import argparse
-import importlib
-import os
-from dataclasses import dataclass
-from types import ModuleType
-from typing import Callable
+from typing import Any, Callable
 
-from regime_dash.cli import help_of
-
-__all__ = ["TARGET_SPECS", "register", "standalone"]
+from regime_dash.cli import Parser
 
 
-def _sizes(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of ints") from None
+class _TargetParser(Parser):
+    """``bench TARGET``'s parser: its options, description and handler added from the target's module
+    the first time it parses or shows its help. ``command_line`` goes to the handler as ``args.command_line``
+    (``bench long`` times whole commands in-process through it)."""
+
+    def __init__(self, *args: Any, target: str = "", command_line: Callable[..., int] | None = None,
+                 **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.target, self.command_line, self.loaded = target, command_line, False
+
+    def load(self) -> None:
+        if self.loaded:
+            return
+        from regime_dash.benchmarks.registry import target_module
+        from regime_dash.benchmarks.targets import TARGET_SPECS
+
+        module, spec = target_module(self.target), TARGET_SPECS[self.target]
+        self.description = spec.description(module.__doc__)
+        if spec.raw:
+            self.formatter_class = argparse.RawDescriptionHelpFormatter
+        spec.options(self, module)
+        self.set_defaults(func=getattr(module, spec.handler), command_line=self.command_line)
+        self.loaded = True
+
+    def parse_known_args(self, args=None, namespace=None):
+        self.load()
+        return super().parse_known_args(args, namespace)
+
+    def format_help(self) -> str:
+        self.load()
+        return super().format_help()
 
 
-def _before_literal(doc: str) -> str:
-    """The docstring up to its ``::`` command-line block."""
-    return doc.split("::")[0].strip()
+def _engines(args: argparse.Namespace) -> int:
+    """``bench`` without a target: ``bench engines``."""
+    from regime_dash.benchmarks import engines
 
-
-def _first_paragraph(doc: str) -> str:
-    return doc.split("\n\n")[0]
-
-
-def _engines_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
-    p.add_argument("--json", metavar="FILE", help="also write the figures as JSON to FILE")
-    p.add_argument("--steps", type=int, default=m.DEFAULT_STEPS, help=f"T (default {m.DEFAULT_STEPS:,})")
-    p.add_argument("--accounts", type=int, default=m.DEFAULT_ACCOUNTS, help=f"b (default {m.DEFAULT_ACCOUNTS:,})")
-    p.add_argument("--repeats", type=int, default=5, help="timed runs per row after a warm-up (default 5)")
-    p.add_argument("--sweep-sizes", type=_sizes, default=m.DEFAULT_SWEEP_SIZES, metavar="S1,S2,...",
-                   help="config counts of the sweep rows (default 1,1024,16384)")
-    p.add_argument("--gpu-sweep-sizes", type=_sizes, default=m.DEFAULT_GPU_SWEEP_SIZES, metavar="S1,S2,...",
-                   help="config counts of the GPU sweep rows (default 1024,16384,65536)")
-    p.add_argument("--scale-out-size", type=int, default=m.DEFAULT_SCALE_OUT_SIZE, metavar="S",
-                   help="configs of the one-GPU vs dask-over-all-GPUs rows (default 262144; 0 skips)")
-    p.add_argument("--scale-out-steps", type=_sizes, default=(0,), metavar="T1,T2,...",
-                   help="also take the scale-out rows on streams of these many steps (default 0: not)")
-    p.add_argument("--scale-out-only", action="store_true",
-                   help="take only the scale-out rows (at --steps and --scale-out-steps) and their ratios")
-    p.add_argument("--budget", type=float, default=120.0, metavar="SECONDS",
-                   help="stop repeating a row once its runs took this long (default 120)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic stream (default 0)")
-    from regime_dash.benchmarks import live_step
-
-    p.add_argument("--live-accounts", type=_sizes, default=live_step.DEFAULT_LIVE_ACCOUNTS, metavar="B1,B2,...",
-                   help="b of the live stepper rows (default 1024,64; 0 skips them)")
-    p.add_argument("--live-steps", type=int, default=live_step.DEFAULT_LIVE_STEPS,
-                   help="steps timed per live row (default 2000)")
-    p.add_argument("--live-only", action="store_true", help="run only the live stepper rows")
-    p.add_argument("--live-profile", metavar="FILE", help="also write a cProfile of 2000 GPU live steps to FILE")
-
-
-def _ingest_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
-    p.add_argument("--size-mb", type=float,
-                   default=float(os.environ.get("REGIME_DASH_BENCH_MB", 100)),
-                   help="size of the generated diag file (default 100, or "
-                        "$REGIME_DASH_BENCH_MB)")
-    p.add_argument("--repeat", type=int, default=3, help="timings per contender (best kept)")
-    p.add_argument("--peak-mb", type=float, default=0.0,
-                   help="also measure peak RSS ingesting a file this large (e.g. 1000)")
-    p.add_argument("--bomb-gib", type=float, default=0.0,
-                   help="also measure peak RSS ingesting a gzip bomb expanding to this many GiB "
-                        "(CLI, app upload, both at once; e.g. 4)")
-    p.add_argument("--workdir", default=None, help="scratch directory (default: system tmp)")
-    p.add_argument("--json", action="store_true", help="print the figures as JSON only")
-    p.add_argument("--out", default=None, help="also write the JSON figures to this file")
-
-
-def _page_load_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
-    p.add_argument("--steps", type=int, default=25_000, help="steps of the run (default 25000)")
-    p.add_argument("--accounts", type=int, default=64, help="accounts of the replayed stream (default 64)")
-    p.add_argument("--repeat", type=int, default=5, help="page loads; the first is cold (default 5)")
-    p.add_argument("--screenshot", help="also save a screenshot of the loaded page here")
-    p.add_argument("--out", help="also write the JSON result to this file")
-
-
-def _modules_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
-    p.add_argument("--steps", type=int, default=None, help="demo stream length (default: each module's)")
-    p.add_argument("--repeats", type=int, default=3, help="timed runs per row after a warm-up (median)")
-    p.add_argument("--engines", default="reference,cuda", help="comma-separated engines (default reference,cuda)")
-    p.add_argument("--include-core", action="store_true", help="also the regime observer")
-    p.add_argument("--seed", type=int, default=0, help="demo stream seed")
-    p.add_argument("--json", metavar="FILE", default=None, help="also write the rows as JSON")
-
-
-def _sensitivity_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
-    from regime_dash.sources.scenarios import SCENARIOS
-
-    p.add_argument("--scenario", default="kelly_trap_run8", choices=sorted(SCENARIOS),
-                   help="scenario preset (default kelly_trap_run8: 3000 steps × 128 accounts)")
-    p.add_argument("--steps", type=int, default=None, help="steps (default: the preset's)")
-    p.add_argument("--accounts", type=int, default=None, help="accounts (default: the preset's)")
-    p.add_argument("--repeats", type=int, default=5, help="timed runs after a warm-up (median; default 5)")
-    p.add_argument("--device", default="cpu", choices=("auto", "cpu", "gpu"),
-                   help="device of the fast engine (default cpu: the target is a CPU figure)")
-    p.add_argument("--seed", type=int, default=0, help="scenario seed")
-    p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON")
-
-
-def _ui_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
-    p.add_argument("--steps", type=int, default=25_000, help="steps of the Replay stream and Explore runs (25000)")
-    p.add_argument("--big-steps", type=int, default=1_000_000,
-                   help="steps of the long Explore run (default 1000000; 0 leaves it out)")
-    p.add_argument("--repeat", type=int, default=5, help="actions per measurement; the median is reported (5)")
-    p.add_argument("--compare-runs", type=int, default=10,
-                   help="runs of --steps steps overlaid on Compare (default 10, at least 2)")
-    p.add_argument("--only", default=",".join(m.GROUPS),
-                   help=f"comma-separated measurement groups (default all: {','.join(m.GROUPS)})")
-    p.add_argument("--out", help="also write the JSON result to this file")
-
-
-def _startup_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
-    p.add_argument("--repeats", type=int, default=10, help="timed runs of each command, interleaved (median; 10)")
-    p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON")
-
-
-def _long_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
-    p.add_argument("--steps", type=int, default=m.DEFAULT_STEPS, help=f"T (default {m.DEFAULT_STEPS:,})")
-    p.add_argument("--accounts", type=int, default=m.DEFAULT_ACCOUNTS, help=f"b (default {m.DEFAULT_ACCOUNTS})")
-    p.add_argument("--sim-steps", type=int, default=None, help="steps of the simulator run (default: T)")
-    p.add_argument("--workdir", default=None, help="scratch directory (default: system tmp)")
-    p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON")
-    p.add_argument("--child", default=None, help=argparse.SUPPRESS)  # one stage, in a child process
-
-
-def _check_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
-    p.add_argument("--steps", type=int, default=1_000_000, help="steps of the diag (default 1000000)")
-    p.add_argument("--accounts", type=int, default=128, help="accounts (default 128)")
-    p.add_argument("--repeats", type=int, default=3, help="timed runs of each process, interleaved (median; 3)")
-    p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON")
-
-
-def _follow_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
-    p.add_argument("--files", type=int, default=8, help="files written at once (default 8)")
-    p.add_argument("--rate", type=float, default=1000.0, help="lines a second per file (default 1000)")
-    p.add_argument("--seconds", type=float, default=60.0, help="how long the writer writes (default 60; "
-                   "1800 for the RSS target)")
-    p.add_argument("--workdir", default=None, help="scratch directory (default: system tmp)")
-    p.add_argument("--json", action="store_true", help="print the figures as JSON only")
-    p.add_argument("--out", default=None, help="also write the JSON figures to this file")
-
-
-@dataclass(frozen=True)
-class TargetSpec:
-    """How ``bench <target>`` is offered: its one-line help, its description (from the
-    module docstring), its options, and the name of the module's handler."""
-
-    help: str
-    description: Callable[[str], str]
-    options: Callable[[argparse.ArgumentParser, ModuleType], None]
-    handler: str = "main"
-    raw: bool = True  # keep the description's line breaks
-
-
-#: The options of every target of :data:`regime_dash.benchmarks.TARGETS`.
-TARGET_SPECS: dict[str, TargetSpec] = {
-    "ingest": TargetSpec("ingest MB/s vs DuckDB and pyarrow; peak memory", lambda doc: doc, _ingest_options),
-    "engines": TargetSpec("replay engines: reference, fast CPU/GPU, cuda per step, sweeps", _before_literal,
-                          _engines_options),
-    "page_load": TargetSpec("Explore page load of a 25k-step run in headless chromium", _first_paragraph,
-                            _page_load_options, raw=False),
-    "modules": TargetSpec("controller modules: replay time of each demo stream per engine", _before_literal,
-                          _modules_options),
-    "sensitivity": TargetSpec("what-if sensitivity of a scenario vs a single replay, warm",
-                              lambda doc: _before_literal(doc) + "\n\n" + doc.split("::")[1].strip(),
-                              _sensitivity_options),
-    "ui": TargetSpec("dashboard latencies (action → updated chart) in headless chromium", _first_paragraph,
-                     _ui_options, handler="_main", raw=False),
-    "startup": TargetSpec("start-up of python -m regime_dash --help vs python -c pass", _before_literal,
-                          _startup_options),
-    "check": TargetSpec("check of a 1M-step diag (every check and re-derivation) vs reading it; peak RSS",
-                        _before_literal, _check_options),
-    "long": TargetSpec("a 1M-step run through every stage: generate, write, ingest, check, draw, what-if",
-                       _before_literal, _long_options),
-    "follow": TargetSpec("ingest --follow keeping up with 8 files at 1000 lines/s: latency, CPU, RSS",
-                         lambda doc: doc, _follow_options),
-}
-
-
-def _add_target(targets: argparse._SubParsersAction, name: str, module: ModuleType) -> None:
-    spec = TARGET_SPECS[name]
-    kwargs = {"formatter_class": argparse.RawDescriptionHelpFormatter} if spec.raw else {}
-    p = targets.add_parser(name, help=spec.help, description=spec.description(module.__doc__), **kwargs)
-    spec.options(p, module)
-    p.set_defaults(func=getattr(module, spec.handler))
+    return engines.main(args)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     from regime_dash.benchmarks import TARGETS
+    from regime_dash.benchmarks.targets import TARGET_SPECS, engines_options
+    from regime_dash.cli import help_of, main
 
-    p = sub.add_parser("bench", help=help_of("bench"),
-                       description=__doc__)
-    targets = p.add_subparsers(dest="target", metavar="TARGET")
+    p = sub.add_parser("bench", help=help_of("bench"), description=__doc__)
+    targets = p.add_subparsers(dest="target", metavar="TARGET", parser_class=_TargetParser)
     # `bench [--json FILE] [--steps T] [--accounts B]` without a target runs `bench engines`
-    from regime_dash.benchmarks import engines
-
-    _engines_options(p, engines)
-    p.set_defaults(func=engines.main)
+    engines_options(p)
+    p.set_defaults(func=_engines)
     for name in TARGETS:
-        try:
-            module = importlib.import_module(f"regime_dash.benchmarks.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"regime_dash.benchmarks.{name}":
-                raise
-            continue  # a target whose module has not landed yet
-        _add_target(targets, name, module)
+        targets.add_parser(name, help=TARGET_SPECS[name].help, target=name, command_line=main)
 
 
-def standalone(name: str, argv: list[str] | None = None) -> int:
-    """``python -m regime_dash.benchmarks.<name>``: the target's options and handler
-    without the ``bench`` command around them; returns the exit code."""
-    module = importlib.import_module(f"regime_dash.benchmarks.{name}")
-    spec = TARGET_SPECS[name]
-    parser = argparse.ArgumentParser(prog=f"python -m regime_dash.benchmarks.{name}",
-                                     description=spec.description(module.__doc__))
-    spec.options(parser, module)
-    return int(getattr(module, spec.handler)(parser.parse_args(argv)) or 0)
-
+__all__ = ["register"]

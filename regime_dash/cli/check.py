@@ -27,15 +27,9 @@ one run has it. A path that does not exist is reported as a missing file.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from regime_dash.cli import help_of, say, say_json
-
-if TYPE_CHECKING:  # the annotations only: pandas loads when the command runs
-    import pandas as pd
 
 _STORE_HELP = "run store directory (default: $REGIME_DASH_STORE or ./data/store)"
 _ALIAS_HELP = "JSON file {canonical column: alias or [aliases]} extending the alias table"
@@ -104,96 +98,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.set_defaults(func=run_diff)
 
 
-def _user_aliases(path: str | None) -> dict | None:
-    from regime_dash.diag.aliases import parse_alias_json
-    from regime_dash.errors import ValidationError
-
-    if path is None:
-        return None
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ValidationError(f"cannot read alias file {path!r}: {exc.strerror}", field="aliases",
-                              value=path) from None
-    return parse_alias_json(text)
-
-
-def load_target(target: str, store: str | None = None,
-                aliases: dict | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Read a run: a file when ``target`` is one, else a run id or unique run name in the
-    store (:func:`regime_dash.store.run_store.resolve_target`).
-
-    Returns the frame (raw column names) and a small ``source`` dict for the report. A
-    diag.jsonl is read as the store reads it: its JSON object lines without a diag field
-    are rejected (:mod:`regime_dash.ingest.diag_rows`), and ``source["not_diag"]`` says why
-    the file is not a diag (``None`` when it is one).
-    """
-    from regime_dash.errors import IngestError
-    from regime_dash.store.run_store import RunStore, resolve_target
-
-    from regime_dash.analysis.view import NULL_ROWS_ATTR, null_rows
-
-    kind, ref = resolve_target(target, store)
-    if kind == "file":
-        path = Path(ref)
-        if path.suffix == ".parquet":
-            import pyarrow.parquet as pq
-
-            try:
-                table = pq.read_table(path)
-            except (OSError, ValueError) as exc:
-                raise IngestError(f"cannot read {target!r} as Parquet: {exc}", path=target) from None
-            nulls = null_rows(table)  # pandas turns null and NaN alike into NaN
-            frame = _frame_of(table)
-            frame.attrs[NULL_ROWS_ATTR] = nulls
-            return frame, {"file": path.name}
-        from regime_dash import ingest
-
-        table, report = ingest.parse(path, diag_only=True, aliases=aliases)
-        nulls = null_rows(table)
-        frame = _frame_of(table)
-        frame.attrs[NULL_ROWS_ATTR] = nulls
-        if ingest.LINE_COLUMN in frame.columns:
-            frame = frame.drop(columns=[ingest.LINE_COLUMN])
-        return frame, {"file": path.name, "rejected_lines": report.rejected_count,
-                       "not_diag": ingest.report_reason(report, aliases)}
-    frame = RunStore(store).load(ref, narrow=True)  # the slots as float32, as a replay or a Parquet run has them
-    drop = [c for c in ("_line", "run") if c in frame.columns]
-    return frame.drop(columns=drop), {"run_id": ref}
-
-
-def _frame_of(table) -> pd.DataFrame:
-    """``table`` as pandas as the store loads a run: a block per column, each Arrow column freed once
-    converted (``table`` is used up), so the run is not held twice."""
-    return table.to_pandas(split_blocks=True, self_destruct=True)
-
-
-def require_diag(frame: pd.DataFrame, target: str, source: dict) -> None:
-    """Raise :class:`~regime_dash.errors.NotDiagError` naming ``target`` unless it is a diag
-    (:mod:`regime_dash.ingest.diag_rows`, the one definition ingest and the store use)."""
-    from regime_dash.ingest.diag_rows import frame_reason, require_diag as refuse
-
-    reason = source["not_diag"] if "not_diag" in source else frame_reason(frame)
-    refuse(target, reason)
-
-
-def _prepared(target: str, store: str | None, aliases: dict | None) -> tuple[pd.DataFrame, dict]:
-    from regime_dash.diag.aliases import canonical_frame
-
-    frame, source = load_target(target, store, aliases)
-    frame = canonical_frame(frame, aliases)
-    require_diag(frame, target, source)
-    source.pop("not_diag", None)
-    return frame, source
-
-
 def _split(text: str | None) -> list[str] | None:
     return None if text is None else [t.strip() for t in text.split(",") if t.strip()]
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from regime_dash.analysis import CHECKS, CheckOptions, diagnose
+    from regime_dash.analysis import CHECKS
     from regime_dash.errors import ValidationError
+    from regime_dash.usecases.check import check_options, check_target, user_aliases
 
     if args.list:
         if args.json:
@@ -211,71 +123,33 @@ def run_check(args: argparse.Namespace) -> int:
         return run_check_follow(args)
     if args.target is None:
         raise ValidationError("check needs a RUN_ID or FILE (or --list, or --all)", field="target")
-
-    opts: dict[str, Any] = {}
-    if args.trap_steps is not None:
-        opts["trap_steps"] = args.trap_steps
-    if args.baseline_sps is not None:
-        opts["baseline_sps"] = args.baseline_sps
-    if args.ulps is not None:
-        opts["ulps"] = args.ulps
-    if args.rederive_ulps is not None:
-        opts["rederive_ulps"] = args.rederive_ulps
-    options = CheckOptions(**opts)
-    aliases = _user_aliases(args.aliases)
-    frame, source = _prepared(args.target, args.store, aliases)
-    single = None if args.single is None else _prepared(args.single, args.store, aliases)[0]
-    _announce_rederivation(len(frame))
-    report = diagnose(frame, _split(args.only), options, single)  # core, module checks and findings: one verdict
+    options = check_options(trap_steps=args.trap_steps, baseline_sps=args.baseline_sps, ulps=args.ulps,
+                            rederive_ulps=args.rederive_ulps)
+    report, source = check_target(args.target, store=args.store, aliases=user_aliases(args.aliases),
+                                  only=_split(args.only), options=options, single=args.single, notices=sys.stderr)
     doc = report.to_dict()
     doc["source"] = source
     _emit(doc, report_lines(report, source), args.json)
     return report.verdict.exit_code
 
 
-def _announce_rederivation(rows: int) -> None:
-    """Say so before a long run's re-derivation loads its compiled loop (a compile, the first time)."""
-    from regime_dash.engine import rederive
-
-    if rows >= rederive.PYTHON_ROWS and rederive.HAVE_NUMBA and not rederive.is_compiled():
-        say(f"re-deriving {rows:,} rows: loading the compiled re-derivation loop (the first time in a "
-              "checkout it compiles, about 10 s)", file=sys.stderr, flush=True)
-
-
 def run_check_all(args: argparse.Namespace) -> int:
     """``check --all``: every run of the store, one summary table (regime_dash.runs.check_all)."""
-    import functools
-
-    from regime_dash.runs.check_all import check_all, store_check
     from regime_dash.errors import ValidationError
-    from regime_dash.store.run_store import RunStore
+    from regime_dash.usecases.check import check_all_exit_code, check_store, user_aliases
 
     if args.target is not None or args.only is not None:
         raise ValidationError("check --all takes no RUN_ID|FILE and no --only", field="all",
                               value=args.target or args.only)
-    store = RunStore(args.store)
-    runs = [r["run_id"] for r in store.list_runs()]
     opts = {k: v for k, v in (("trap_steps", args.trap_steps), ("baseline_sps", args.baseline_sps),
                               ("ulps", args.ulps)) if v is not None}
-    check = functools.partial(store_check, store=str(store.root), options=opts,
-                              aliases=_user_aliases(args.aliases))
-    table = check_all(runs, check, scheduler=args.scheduler, verbose=args.verbose)
+    table = check_store(args.store, scheduler=args.scheduler, options=opts, aliases=user_aliases(args.aliases),
+                        verbose=args.verbose)
     doc = {"runs": table.to_dict("records")}
     lines = [table.to_string(index=False) if len(table) else "the store has no runs",
              f"{(table['status'] != 'ok').sum()} of {len(table)} run(s) failed or could not be checked"]
     _emit(doc, lines, args.json)
     return check_all_exit_code(table["status"])
-
-
-def check_all_exit_code(statuses) -> int:
-    """``check --all``'s exit status: 2 when a run could not be read (damaged, deleted meanwhile) or is
-    not a diag (as ``check RUN`` exits for it), else 1 when a run failed, else 0."""
-    from regime_dash.runs.check_all import NOT_DIAG
-
-    statuses = list(statuses)
-    if NOT_DIAG in statuses or "error" in statuses:
-        return 2
-    return 0 if all(s == "ok" for s in statuses) else 1
 
 
 def report_lines(report, source: dict) -> list[str]:
@@ -327,23 +201,11 @@ def report_lines(report, source: dict) -> list[str]:
     return out
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def run_diff(args: argparse.Namespace) -> int:
-    from regime_dash.analysis import diff_runs
+    from regime_dash.usecases.check import diff_targets, user_aliases
 
-    aliases = _user_aliases(args.aliases)
-    fa, _ = _prepared(args.a, args.store, aliases)
-    fb, _ = _prepared(args.b, args.store, aliases)
-    result = diff_runs(fa, fb, _split(args.columns))
-    pa_, pb_ = Path(args.a), Path(args.b)
-    same_bytes = _sha256(pa_) == _sha256(pb_) if pa_.is_file() and pb_.is_file() else None
+    result, same_bytes = diff_targets(args.a, args.b, store=args.store, aliases=user_aliases(args.aliases),
+                                      columns=_split(args.columns))
     doc = result.to_dict()
     doc["same_bytes"] = same_bytes
     lines = list(result.lines())

@@ -11,18 +11,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 from regime_dash.cli import say, say_json
 
 
 def _options(args: argparse.Namespace):
-    from regime_dash.analysis import CheckOptions
+    from regime_dash.usecases.check import check_options
 
-    opts = {k: v for k, v in (("trap_steps", args.trap_steps), ("baseline_sps", args.baseline_sps),
-                              ("ulps", args.ulps), ("rederive_ulps", getattr(args, "rederive_ulps", None)))
-            if v is not None}
-    return CheckOptions(**opts)
+    return check_options(trap_steps=args.trap_steps, baseline_sps=args.baseline_sps, ulps=args.ulps,
+                         rederive_ulps=getattr(args, "rederive_ulps", None))
 
 
 def _line(run_id: str, verdict, rows: int, last) -> str:
@@ -33,39 +30,25 @@ def _line(run_id: str, verdict, rows: int, last) -> str:
 
 def run_check_follow(args: argparse.Namespace, poll_every: float = 0.5) -> int:
     from regime_dash.errors import ValidationError
-    from regime_dash.follow.follower import RunWatch
-    from regime_dash.store.run_store import RunStore
+    from regime_dash.usecases.follow import RunFollow
 
     if args.target is None:
         raise ValidationError("check --follow needs the RUN being followed", field="target")
-    store = RunStore(args.store)
-    run_id = store.resolve(args.target)
-    watch = RunWatch(store, run_id, _options(args))
-    last_news = time.monotonic()
-    verdict = None
+    followed = RunFollow(args.store, args.target, _options(args))
+    run_id, verdict = followed.run_id, None
     try:
-        while True:
-            got = watch.poll()
-            if got is not None:
-                verdict, last_news = got, time.monotonic()
-                rows, last = watch.verdict.rows, watch.verdict.last_step
-                if args.json:
-                    say_json({"run_id": run_id, "rows": rows, "last_step": last, **got.to_dict()}, flush=True)
-                else:
-                    say(_line(run_id, got, rows, last), flush=True)
-                if not got.ok:
-                    first = got.first_failure
-                    what = (f"{first.id} from step {first.first_step}" if first is not None else
-                            ", ".join(f"{f.id} at step {f.steps[0] if f.steps else '?'}"
-                                      for f in got.failing_findings))
-                    say(f"FAIL {run_id}: {what}", file=sys.stderr, flush=True)
-                    return 1
-                continue
-            if not watch.following():
-                break
-            if args.until_idle is not None and time.monotonic() - last_news >= args.until_idle:
-                break
-            time.sleep(poll_every)
+        for verdict, rows, last in followed.verdicts(poll_every, args.until_idle):
+            if args.json:
+                say_json({"run_id": run_id, "rows": rows, "last_step": last, **verdict.to_dict()}, flush=True)
+            else:
+                say(_line(run_id, verdict, rows, last), flush=True)
+            if not verdict.ok:
+                first = verdict.first_failure
+                what = (f"{first.id} from step {first.first_step}" if first is not None else
+                        ", ".join(f"{f.id} at step {f.steps[0] if f.steps else '?'}"
+                                  for f in verdict.failing_findings))
+                say(f"FAIL {run_id}: {what}", file=sys.stderr, flush=True)
+                return 1
     except KeyboardInterrupt:
         pass
     say(f"{run_id}: follow ended, verdict {verdict.status if verdict else 'no rows'}", file=sys.stderr)

@@ -63,29 +63,16 @@ def run_follow(args: argparse.Namespace) -> int:
 
 
 def _follow(args: argparse.Namespace, should_stop) -> str:
-    from regime_dash.follow.alerts import Dispatch
-    from regime_dash.errors import ValidationError
-    from regime_dash.follow.follower import DEFAULT_DASHBOARD, FollowSet, follow
-    from regime_dash.store.run_store import RunStore
+    from regime_dash.usecases.follow import follow_files, follow_set
 
-    if args.commit_every is None or not args.commit_every > 0:
-        raise ValidationError(f"--commit-every must be > 0 seconds, got {args.commit_every!r}",
-                              field="commit_every", value=args.commit_every)
-    kw = {}
-    if args.max_line_mb is not None:
-        kw["max_line_bytes"] = max(1, int(args.max_line_mb * 2**20))
-    store = RunStore(args.store, **kw)
-    warn = lambda line: say(f"warning: {line}", file=sys.stderr, flush=True)  # noqa: E731
-    dispatch = Dispatch(args.on_alert, args.alert_webhook, warn=warn)
-    fset = FollowSet(store, args.paths, args.name, pattern=args.glob, commit_every=args.commit_every,
-                     on_truncate=args.on_truncate, dashboard=args.dashboard_url or DEFAULT_DASHBOARD)
+    fset = follow_set(args.store, args.paths, args.name, pattern=args.glob, commit_every=args.commit_every,
+                      on_truncate=args.on_truncate, dashboard=args.dashboard_url, max_line_mb=args.max_line_mb)
     names = ", ".join(f.run_id for f in fset.followers.values()) or f"files matching {args.glob!r} (none yet)"
-    say(f"following {names} into {store.root}", file=sys.stderr, flush=True)
+    say(f"following {names} into {fset.store.root}", file=sys.stderr, flush=True)
 
     def on_commit(c) -> None:
         for a in c.alerts:
             say(f"ALERT {a.run}: {a.check} fails from step {a.first_step}: {a.message[:160]}", flush=True)
-            dispatch.send(a.to_dict())
         if c.rows or c.event or c.alerts:
             if args.json:
                 say_json({"run_id": c.run_id, "rows": c.rows, "total_rows": c.total_rows,
@@ -93,7 +80,6 @@ def _follow(args: argparse.Namespace, should_stop) -> str:
             else:
                 say(_status(c), flush=True)
 
-    try:
-        return follow(fset, until_idle=args.until_idle, on_commit=on_commit, should_stop=should_stop)
-    finally:
-        dispatch.close()
+    return follow_files(fset, until_idle=args.until_idle, on_commit=on_commit, on_alert=args.on_alert,
+                        alert_webhook=args.alert_webhook, should_stop=should_stop,
+                        warn=lambda line: say(f"warning: {line}", file=sys.stderr, flush=True))

@@ -26,17 +26,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from regime_dash.cli import help_of, say
 from regime_dash.cli import replay_live
-from regime_dash.cli.frame_out import OUT_SUFFIXES, check_out, write
-from regime_dash.cli.scenario_stream import generated
 from regime_dash.errors import ValidationError
-
-if TYPE_CHECKING:  # the annotation only: pandas loads with the replay
-    import pandas as pd
 
 
 def register(subparsers) -> None:
@@ -69,54 +62,29 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def produce(args: argparse.Namespace) -> pd.DataFrame:
-    """The diag frame the arguments ask for (no file written); a fused replay with a mirror off
-    carries the single path's frame and the finding in ``attrs`` (``single``, ``findings``)."""
-    from regime_dash.sources import scenarios
+def request_of(args: argparse.Namespace):
+    """The :class:`~regime_dash.usecases.replay.ReplayRequest` the arguments make."""
+    from regime_dash.cli.source_args import source_of
     from regime_dash.core.config import RegimeConfig
+    from regime_dash.usecases.replay import ReplayRequest
 
-    config = RegimeConfig().with_settings(args.settings)
-    controllers = getattr(args, "controllers", "single")
-    if args.simulate:
-        from regime_dash.sources.simulator import simulate
-
-        if controllers != "single":
-            raise ValidationError("--controllers fused replays a --scenario or a --stream; --simulate runs the "
-                                  "single controllers", field="controllers", value=controllers)
-        return simulate(args.simulate, steps=args.steps, accounts=args.accounts, seed=args.seed,
-                        config=config, engine=args.engine).frame()
-    stats = None
-    if args.scenario:
-        stream, stats = generated(args.scenario, args.engine, seed=args.seed, steps=args.steps,
-                                  accounts=args.accounts)
-    else:
-        stream = scenarios.recorded(steps=args.steps, accounts=args.accounts, path=args.stream)
-    from regime_dash.engine import replay, warm
-
-    engine = warm.choose_engine(args.engine, stream.steps)
-    options = {"stats": stats} if stats is not None and engine == "fast" else {}
-    if args.engine == "auto" and engine == "reference" and warm.fast_needs_compile():
-        say(f"the fast engine is not compiled yet (about {warm.estimate_s(False):.0f} s); replaying "
-              f"{stream.steps:,} steps on the reference engine instead (--engine fast compiles it)",
-              file=sys.stderr)
-    with warm.announced(engine):
-        # the inputs logged so every output can be re-derived (check's rederive.*), on either path
-        frame = replay(stream, config, engine=engine, log_inputs=True, controllers=controllers, **options)
-        if getattr(args, "single_out", None) is not None or _needs_twin(config, controllers):
-            from regime_dash.analysis.mirror_drift import single_twin
-
-            frame.attrs["single"], frame.attrs["findings"] = single_twin(frame, stream, config, engine,
-                                                                         log_inputs=True)
-    return frame
+    return ReplayRequest(source_of(args), RegimeConfig().with_settings(args.settings), engine=args.engine,
+                         controllers=getattr(args, "controllers", "single"))
 
 
-def _needs_twin(config, controllers: str) -> bool:
-    from regime_dash.analysis.mirror_drift import needs_single_twin
+def _bar(name: str):
+    """A progress bar for a diag file's write, on a terminal only."""
+    if not sys.stderr.isatty():
+        return None
+    from regime_dash.cli.progress import ProgressBar
 
-    return needs_single_twin(config, controllers)
+    return ProgressBar(name, unit="steps", scale=1)
 
 
 def run(args: argparse.Namespace) -> int:
+    from regime_dash.usecases.frames import check_out
+    from regime_dash.usecases.replay import replay_to_file
+
     if args.out is not None:
         check_out(args.out)
     if args.live:
@@ -126,28 +94,16 @@ def run(args: argparse.Namespace) -> int:
         return replay_live.run(args)
     if args.out is None:
         raise ValidationError("--out FILE is required (unless --live)", field="out", value=None)
-    out = check_out(args.out)
-    if args.single_out is not None:
-        if args.controllers != "fused":
-            raise ValidationError("--single-out needs --controllers fused (the single path is what --out writes)",
-                                  field="single_out", value=args.single_out)
-        if Path(args.single_out).suffix not in OUT_SUFFIXES:
-            raise ValidationError(f"--single-out {args.single_out!r}: unknown suffix "
-                                  f"{Path(args.single_out).suffix!r}; use one of {OUT_SUFFIXES}",
-                                  field="single_out", value=args.single_out)
     t0 = time.perf_counter()
-    frame = produce(args)
-    single = frame.attrs.pop("single", None)
-    findings = frame.attrs.pop("findings", [])
-    write(frame, out)
-    say(f"wrote {len(frame)} steps × {frame['risk_stack.positions.b_size'].iloc[0]} accounts to {out} "
-          f"(engine {frame.attrs.get('engine', '?')}, controllers {args.controllers}, "
-          f"{time.perf_counter() - t0:.2f} s)", file=sys.stderr)
-    if single is not None and args.single_out is not None:
-        write(single, args.single_out)
+    outcome = replay_to_file(request_of(args), args.out, args.single_out, notices=sys.stderr, progress=_bar)
+    frame = outcome.frame
+    say(f"wrote {len(frame)} steps × {frame['risk_stack.positions.b_size'].iloc[0]} accounts to {args.out} "
+        f"(engine {outcome.engine}, controllers {args.controllers}, {time.perf_counter() - t0:.2f} s)",
+        file=sys.stderr)
+    if outcome.single is not None and args.single_out is not None:
         say(f"wrote the single path's replay to {args.single_out}", file=sys.stderr)
-    for f in findings:
+    for f in outcome.findings:
         say(f"{f.severity.upper()}  {f.id} (step {f.steps[0]}): {f.message}", file=sys.stderr)
-    if single is not None and not findings:
+    if outcome.single is not None and not outcome.findings:
         say("fused_mirror_drift: none (the fused and single paths agree bit for bit)", file=sys.stderr)
     return 0

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 from regime_dash.cli import say
 
@@ -75,27 +74,12 @@ def events(changes: list[str], injections: list[str]) -> list[tuple[int, str, ob
 
 
 def make_run(args: argparse.Namespace):
-    """The :class:`~regime_dash.runs.live.LiveRun` the source arguments name, not started."""
-    from regime_dash.sources import scenarios
+    """The :class:`~regime_dash.runs.live.LiveRun` the source arguments name, not started, and its steps."""
+    from regime_dash.cli.source_args import source_of
     from regime_dash.core.config import RegimeConfig
-    from regime_dash.runs.live import LiveRun
-    from regime_dash.sources.simulator import PRESETS, Simulator
+    from regime_dash.usecases.live import live_run
 
-    config = RegimeConfig().with_settings(args.settings)
-    if args.simulate:
-        preset = PRESETS[args.simulate]
-        steps = preset.steps if args.steps is None else args.steps
-        sim = Simulator(accounts=preset.accounts if args.accounts is None else args.accounts, seed=args.seed,
-                        config=config, market=preset.market, schedule=preset.schedule(steps),
-                        engine=args.engine)
-        return LiveRun.of_simulator(sim, source=f"simulate:{args.simulate}", steps=steps), steps
-    if args.scenario:
-        stream = scenarios.make(args.scenario, seed=args.seed, steps=args.steps, accounts=args.accounts)
-        source = f"scenario:{args.scenario}"
-    else:
-        stream = scenarios.recorded(steps=args.steps, accounts=args.accounts, path=args.stream)
-        source = f"stream:{Path(args.stream).name}"
-    return LiveRun.of_stream(stream, config, engine=args.engine, source=source), stream.steps
+    return live_run(source_of(args), RegimeConfig().with_settings(args.settings), args.engine)
 
 
 def _apply(run, kind: str, what) -> None:
@@ -111,7 +95,7 @@ def _apply(run, kind: str, what) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Play the run, printing a status line per tick; write ``--out`` at the end if given."""
-    from regime_dash.cli.frame_out import write
+    from regime_dash.usecases.frames import write_frame
     from regime_dash.core.config import RegimeConfig
     from regime_dash.runs.live import status_line
 
@@ -148,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
     if args.out:
         frame = live.frame()
-        write(frame, args.out)
+        write_frame(frame, args.out)
         say(f"wrote {len(frame)} steps to {args.out}", file=sys.stderr)
     say(f"played {live.t:,} steps with {len(live.changes)} change(s) in {time.perf_counter() - t0:.2f} s"
           + (" (interrupted)" if interrupted else ""), file=sys.stderr)

@@ -55,22 +55,6 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def load_stream(args: argparse.Namespace, base):
-    """The stream the arguments name; a ``--simulate`` live run runs under ``base``."""
-    if args.simulate:
-        from regime_dash.sources.simulator import simulate
-
-        return simulate(args.simulate, steps=args.steps, accounts=args.accounts, seed=args.seed,
-                        config=base).stream()
-    from regime_dash.cli.sweep import load_stream as preset_or_file
-
-    return preset_or_file(args)
-
-
-def source_name(args: argparse.Namespace) -> str:
-    return args.scenario or args.simulate or args.stream
-
-
 def format_report(result, source: str) -> list[str]:
     """The human report of a :class:`~regime_dash.runs.sensitivity.SensitivityResult`."""
     from regime_dash.core.config import RegimeConfig
@@ -106,8 +90,9 @@ def format_report(result, source: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from regime_dash.cli.source_args import source_of
     from regime_dash.core.config import RegimeConfig
-    from regime_dash.runs.sensitivity import sensitivity
+    from regime_dash.usecases.sensitivity import sensitivity_source
 
     base = RegimeConfig().with_settings(args.settings)
     fields = None
@@ -115,12 +100,10 @@ def run(args: argparse.Namespace) -> int:
         fields = [f.strip() for f in args.fields.split(",") if f.strip()]
         if not fields:
             raise ConfigError(f"--fields {args.fields!r} names no field", field="fields", value=args.fields)
-    stream = load_stream(args, base)
-    device = args.device if args.engine in ("auto", "fast") else "auto"
-    result = sensitivity(stream, base, fields=fields, points=args.points, pair_fields=args.pairs,
-                         pair_points=args.pair_points, engine=args.engine, device=device)
+    result = sensitivity_source(source_of(args), base, engine=args.engine, device=args.device, fields=fields,
+                                points=args.points, pair_fields=args.pairs, pair_points=args.pair_points)
     if args.json:
         say_json(result.to_dict(), indent=1, allow_nan=False)
     else:
-        say("\n".join(format_report(result, source_name(args))))
+        say("\n".join(format_report(result, source_of(args).name)))
     return 0

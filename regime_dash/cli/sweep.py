@@ -73,15 +73,6 @@ def parse_grid(items: list[str]) -> dict[str, list[Any]]:
     return parse_config_grid(items)
 
 
-def load_stream(args: argparse.Namespace):
-    """The stream the arguments name (a preset, or a file cut to --steps/--accounts)."""
-    from regime_dash.sources import scenarios
-
-    if args.scenario:
-        return scenarios.make(args.scenario, seed=args.seed, steps=args.steps, accounts=args.accounts)
-    return scenarios.recorded(steps=args.steps, accounts=args.accounts, path=args.stream)
-
-
 def write_table(table: pd.DataFrame, out: str | Path) -> Path:
     """Write ``table`` as CSV or Parquet, chosen by suffix."""
     out = Path(out)
@@ -96,8 +87,9 @@ def write_table(table: pd.DataFrame, out: str | Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    from regime_dash.cli.source_args import source_of
     from regime_dash.core.config import RegimeConfig
-    from regime_dash.runs.sweeps import sweep
+    from regime_dash.usecases.sweep import sweep_source
 
     if args.out and Path(args.out).suffix not in OUT_SUFFIXES:
         raise ValidationError(f"--out {args.out!r}: unknown suffix {Path(args.out).suffix!r}; "
@@ -106,20 +98,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("give at least one --grid FIELD=v1,v2,...", field="grid", value=args.grid)
     grid = parse_grid(args.grid)
     base = RegimeConfig().with_settings(args.settings)
-    stream = load_stream(args)
-    from regime_dash.engine import warm
-
-    # a sweep replays the stream once per config: the compile pays off sooner than for one replay
-    configs = 1
-    for values in grid.values():
-        configs *= len(values)
-    engine = warm.choose_engine(args.engine, stream.steps * configs, warm.SWEEP_KERNELS)
-    device = args.device if engine in ("auto", "fast") else "auto"
     bar = ProgressBar("sweep", unit="configs", scale=1) if sys.stderr.isatty() else None
     try:
-        with warm.announced(engine, kernels=warm.SWEEP_KERNELS):
-            result = sweep(stream, grid, engine=engine, base=base, device=device, scheduler=args.scheduler,
-                           progress=bar)
+        result = sweep_source(source_of(args), grid, base, engine=args.engine, device=args.device,
+                              scheduler=args.scheduler, progress=bar, notices=sys.stderr)
     finally:
         if bar is not None:
             bar.close()
@@ -134,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
 
         # the fixed fields would drown the table; --out and --json keep them all
         say(table[list(grid) + list(METRICS)].to_string(index=False))
-    say(f"swept {len(table)} configs over {stream.steps} steps × {stream.accounts} accounts "
-          f"(engine {result.engine}, {result.seconds:.2f} s)" + (f"; wrote {args.out}" if args.out else ""),
-          file=sys.stderr)
+    say(f"swept {len(table)} configs over {table.attrs['steps']} steps × {table.attrs['accounts']} accounts "
+        f"(engine {result.engine}, {result.seconds:.2f} s)" + (f"; wrote {args.out}" if args.out else ""),
+        file=sys.stderr)
     return 0

@@ -110,7 +110,7 @@ def check_inputs(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: Slo
     return t_steps, b
 
 
-class _Replay:
+class StepLaunches:
     """Device buffers and the launch sequence of one per-step replay."""
 
     def __init__(self, cp, mod, stream: Stream, isv0, boot, layout, snap_idx, t_steps, b, fused=False):
@@ -235,7 +235,7 @@ def run(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout,
     cp = loader.cupy_module()
     mod = loader.load_module(FILES, layout, options)
     with cp.cuda.Stream(non_blocking=True) as s:
-        rep = _Replay(cp, mod, stream, isv0, boot, layout, snap_idx, t_steps, b, fused)
+        rep = StepLaunches(cp, mod, stream, isv0, boot, layout, snap_idx, t_steps, b, fused)
         rep.run_all(bool(graph))
         out = rep.results()
         s.synchronize()
@@ -255,7 +255,7 @@ def per_step_us(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: Slot
     mod = loader.load_module(FILES, layout, options)
     best = float("inf")
     with cp.cuda.Stream(non_blocking=True) as s:
-        rep = _Replay(cp, mod, stream, isv0, boot, layout, snap_idx, t_steps, b)
+        rep = StepLaunches(cp, mod, stream, isv0, boot, layout, snap_idx, t_steps, b)
         g = rep.capture() if graph else None
         d_isv0 = cp.asarray(isv0)
         for _ in range(repeats):

@@ -43,14 +43,13 @@ from typing import Any, Sequence
 import numpy as np
 
 from regime_dash.engine import reference, summary
-from regime_dash.engine._jit import HAVE_NUMBA, jitable
+from regime_dash.engine.jit import HAVE_NUMBA, jitable
+from regime_dash.engine.options import DEVICES  # noqa: F401  (public: the devices ``use_gpu`` takes)
 from regime_dash.engine.controllers import check_controllers
 from regime_dash.engine.step_stats import StepStats
 from regime_dash.errors import EngineUnavailable, StreamError, ValidationError
 from regime_dash.core.slots import SlotLayout
 from regime_dash.core.streams import StepStream
-
-DEVICES = ("auto", "cpu", "gpu")
 
 
 # ---- compiled kernels -------------------------------------------------------------
@@ -87,10 +86,10 @@ def _dependency_fingerprint() -> str:
     # either invalidates the cache, and nothing else does.
     from regime_dash.diag import catalogue as diag
     from regime_dash.core.slots import POLICY_CODES
-    from regime_dash.engine import _jit
+    from regime_dash.engine import jit
 
     h = hashlib.sha256()
-    for module in (reference, summary, _jit):
+    for module in (reference, summary, jit):
         h.update(inspect.getsource(module).encode())
     h.update(repr((reference.SLOT_ORDER, sorted(POLICY_CODES.items()), diag.SNAPSHOT_SLOTS,
                    diag.SNAPSHOT_COLUMNS)).encode())
@@ -310,6 +309,11 @@ def compile_cpu(entry: str = "replay") -> None:
     """
     for name in _entry(entry):
         _kernel(name)
+
+
+def built_here(entry: str = "replay") -> bool:
+    """Whether this process holds the compiled kernels of ``entry`` (nothing left to load or compile)."""
+    return all(name in _KERNELS for name in _entry(entry))
 
 
 def cpu_cache_warm(entry: str = "replay") -> bool:
@@ -599,7 +603,7 @@ def sweep_cpu(stream, isv0s: np.ndarray, boot_rows: np.ndarray, layout: SlotLayo
     StreamError
         ``stream`` is a StepStream and ``stats`` is None: phase 1 reads the [T, b] arrays.
     """
-    from regime_dash.engine import snapshot_indices
+    from regime_dash.engine.start import snapshot_indices
 
     if isinstance(stream, StepStream) and stats is None:
         raise StreamError("a StepStream holds no [T, b] rewards and lots to compute phase 1 from: give its "

@@ -79,7 +79,7 @@ def available() -> str | None:
     return loader.available()
 
 
-class _Phase1:
+class DevicePhase1:
     """The per-step inputs on the device and their phase-1 stats (run here, or given)."""
 
     def __init__(self, cp, mod, stream: Stream, t_steps: int, b: int, stats=None, batch: bool = True):
@@ -128,7 +128,7 @@ def _reset_args(cp, layout: SlotLayout) -> tuple:
     return cp.asarray(r_idx), cp.asarray(r_code), cp.asarray(r_src), np.int32(len(r_idx))
 
 
-def _scan(cp, mod, p1: _Phase1, layout: SlotLayout, snap_idx: np.ndarray, isv_rows, boot_rows,
+def _scan(cp, mod, p1: DevicePhase1, layout: SlotLayout, snap_idx: np.ndarray, isv_rows, boot_rows,
           keep_slot: np.ndarray, n_keep: int, norm_params=None, steps: tuple[int, int] | None = None,
           snap_out=None):
     """The single-replay scan ``replay_scan_warp`` over ``isv_rows`` (device [S, n_isv], updated in place).
@@ -163,7 +163,7 @@ def _scan(cp, mod, p1: _Phase1, layout: SlotLayout, snap_idx: np.ndarray, isv_ro
 SCAN_PIECE = 1 << 17
 
 
-def _scan_to_host(cp, mod, p1: _Phase1, layout: SlotLayout, snap_idx: np.ndarray, isv_rows, boot_rows,
+def _scan_to_host(cp, mod, p1: DevicePhase1, layout: SlotLayout, snap_idx: np.ndarray, isv_rows, boot_rows,
                   norm_params) -> np.ndarray:
     """Scenario 0's scan in launches of ``piece`` steps on the current stream, its snapshot copied to
     the host as float32 [T, n] column-major piece by piece on a second stream, so the copy back (tens
@@ -192,13 +192,13 @@ def _scan_to_host(cp, mod, p1: _Phase1, layout: SlotLayout, snap_idx: np.ndarray
     return host
 
 
-def _sweep(cp, mod, p1: _Phase1, layout: SlotLayout, rows, boots, keep: Sequence[int]):
+def _sweep(cp, mod, p1: DevicePhase1, layout: SlotLayout, rows, boots, keep: Sequence[int]):
     """``replay_sweep`` over device rows [S, n_isv] (updated in place): (acc [S, N+1] host, {k: snapshot})."""
     acc, snap_out = _launch_sweep(cp, mod, p1, layout, rows, boots, keep)
     return cp.asnumpy(acc), {k: cp.asnumpy(snap_out[i]) for i, k in enumerate(keep)}
 
 
-def _launch_sweep(cp, mod, p1: _Phase1, layout: SlotLayout, rows, boots, keep: Sequence[int]):
+def _launch_sweep(cp, mod, p1: DevicePhase1, layout: SlotLayout, rows, boots, keep: Sequence[int]):
     """Launch ``replay_sweep`` over every step (no sync); the device ``(acc [S, N+1], snapshots [K, T, n])``."""
     launch = _SweepLaunch(cp, mod, p1, layout, rows, boots, keep)
     launch.steps(0, p1.t_steps)
@@ -213,8 +213,8 @@ class _SweepLaunch:
     all of them (``replay_sweep.cu``).
     """
 
-    def __init__(self, cp, mod, p1: _Phase1, layout: SlotLayout, rows, boots, keep: Sequence[int]):
-        from regime_dash.engine import snapshot_indices
+    def __init__(self, cp, mod, p1: DevicePhase1, layout: SlotLayout, rows, boots, keep: Sequence[int]):
+        from regime_dash.engine.start import snapshot_indices
 
         self.cp, self.mod, self.p1, self.rows, self.boots = cp, mod, p1, rows, boots
         self.n_scen = int(rows.shape[0])
@@ -263,7 +263,7 @@ def _device_rows(cp, isv0: np.ndarray, boot: np.ndarray, slot_idx: np.ndarray, v
 
 
 def _check_snapshot_slots(layout: SlotLayout, snap_idx: np.ndarray) -> None:
-    from regime_dash.engine import snapshot_indices
+    from regime_dash.engine.start import snapshot_indices
 
     want = snapshot_indices(layout)
     if not np.array_equal(snap_idx, want):
@@ -301,7 +301,7 @@ def run(stream: Stream, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout,
     cp = loader.cupy_module()
     mod = module(layout, options)
     with cp.cuda.Stream(non_blocking=True) as s:
-        p1 = _Phase1(cp, mod, stream, t_steps, b, stats=stats)
+        p1 = DevicePhase1(cp, mod, stream, t_steps, b, stats=stats)
         isv_rows = cp.asarray(isv0)[None, :].copy()
         boot_rows = cp.asarray(boot)[None, :].copy()
         norm_params = cp.empty((t_steps, 4), np.float32)
@@ -363,7 +363,7 @@ def sweep_summaries(stream: Stream, isv0s: np.ndarray, boot_rows: np.ndarray,
     snapshots : dict[int, float32 [T, n]]
         The diag snapshot of each scenario in ``keep``.
     """
-    from regime_dash.engine import snapshot_indices
+    from regime_dash.engine.start import snapshot_indices
 
     snap_idx = snapshot_indices(layout)
     n_isv = layout.size
@@ -377,7 +377,7 @@ def sweep_summaries(stream: Stream, isv0s: np.ndarray, boot_rows: np.ndarray,
     cp = loader.cupy_module()
     mod = module(layout, options)
     with cp.cuda.Stream(non_blocking=True) as s:
-        p1 = _Phase1(cp, mod, stream, t_steps, b)
+        p1 = DevicePhase1(cp, mod, stream, t_steps, b)
         rows = cp.asarray(np.ascontiguousarray(isv0s))
         boots = cp.asarray(np.ascontiguousarray(boot_rows))
         out = _sweep(cp, mod, p1, layout, rows, boots, keep)
@@ -395,7 +395,7 @@ def step_stats(stream: Stream, *, options: tuple[str, ...] = loader.PARITY_OPTIO
     cp = loader.cupy_module()
     mod = module(DEFAULT_LAYOUT, options)  # phase 1 reads no slot: any layout's module has it
     with cp.cuda.Stream(non_blocking=True) as s:
-        p1 = _Phase1(cp, mod, stream, t_steps, b)
+        p1 = DevicePhase1(cp, mod, stream, t_steps, b)
         out = StepStats(cp.asnumpy(p1.stats), cp.asnumpy(p1.flat))
         s.synchronize()
     return out
@@ -453,7 +453,7 @@ class PreparedSweep:
     by :func:`run_prepared`.
     """
 
-    def __init__(self, cp, mod, stream, p1: _Phase1, rows, boots, layout: SlotLayout, keep: list[int]):
+    def __init__(self, cp, mod, stream, p1: DevicePhase1, rows, boots, layout: SlotLayout, keep: list[int]):
         self.cp, self.mod, self.stream, self.p1 = cp, mod, stream, p1
         self.rows, self.boots, self.layout, self.keep = rows, boots, layout, keep
 
@@ -479,7 +479,7 @@ def prepare_sweep(scalars: Stream, accounts: int, isv0: np.ndarray, boot: np.nda
     mod = module(layout, options)
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
-        p1 = _Phase1(cp, mod, scalars, scalars.steps, int(accounts), stats=None, batch=False)
+        p1 = DevicePhase1(cp, mod, scalars, scalars.steps, int(accounts), stats=None, batch=False)
         rows, boots = _device_rows(cp, isv0, boot, slot_idx, values, overrides)
     return PreparedSweep(cp, mod, stream, p1, rows, boots, layout, keep)
 
@@ -517,7 +517,7 @@ def run_prepared(prepared: PreparedSweep, stats, *, packed: bool = False
     return acc, snaps
 
 
-def _launch_pieces(cp, p1: _Phase1, launch: _SweepLaunch, pieces, scan_stream) -> None:
+def _launch_pieces(cp, p1: DevicePhase1, launch: _SweepLaunch, pieces, scan_stream) -> None:
     """Each phase-1 piece up on a stream of its own, and its steps launched after it on ``scan_stream``.
 
     The upload has its own stream because a copy from pageable memory first waits

@@ -3,7 +3,7 @@
 :class:`GpuStepper` keeps the whole pipeline state (the ISV, the bootstrap row,
 the reset plan, the step counter) on the device between steps. A step is, on
 one stream, one launch of a CUDA graph holding the ``cuda`` engine's launch
-sequence for one step (``cuda._Replay.launch_step``: replay_load_step,
+sequence for one step (``cuda.StepLaunches.launch_step``: replay_load_step,
 reset_session_state, rl_popart_normalize, rl_regime_flat_count,
 rl_regime_observer, rl_iqn_action_tau_controller, rl_kelly_fraction_controller,
 eval_warmup_decay, replay_store_step), and one stream synchronize. There is no
@@ -44,7 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from regime_dash.engine import loader, snapshot_indices
+from regime_dash.engine import loader
+from regime_dash.engine.start import snapshot_indices
 from regime_dash.engine.steppers import (KELLY_COL, ReferenceStepper, StepEngine, StepInputs, TrajectoryLog,
                                          check_block)
 from regime_dash.errors import EngineUnavailable, ValidationError
@@ -181,7 +182,7 @@ class GpuStepper:
         self._snap = _Mapped(cp, (n_rows, n_snap), f32)
         self._flat = _Mapped(cp, (n_rows,), i32)
         with self._stream:
-            rep = cuda._Replay(cp, mod, one, isv0, boot, layout, snap_idx, 1, b)
+            rep = cuda.StepLaunches(cp, mod, one, isv0, boot, layout, snap_idx, 1, b)
             d = {k: m.device for k, m in self._in.items()}
             rep.rewards_all, rep.lots_all = d["rewards"], d["lots"]
             rep.cooldown, rep.worst, rep.kelly_edge = d["cooldown"], d["worst"], d["edge"]

@@ -98,7 +98,7 @@ def defines(layout: SlotLayout = DEFAULT_LAYOUT) -> list[str]:
     for every column. The lists hold no commas, since nvcc splits ``-D``
     values at commas.
     """
-    from regime_dash.engine import snapshot_indices
+    from regime_dash.engine.start import snapshot_indices
 
     snap = [int(i) for i in snapshot_indices(layout)]
     slot_list = "".join(f"X({i})" for i in sorted({s.index for s in layout.slots}))

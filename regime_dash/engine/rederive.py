@@ -38,7 +38,7 @@ import threading
 import numpy as np
 
 from regime_dash.engine import reference as R
-from regime_dash.engine._jit import HAVE_NUMBA, jitable
+from regime_dash.engine.jit import HAVE_NUMBA, jitable
 from regime_dash.core.slots import DEFAULT_LAYOUT
 
 #: The compact ISV the loop runs on: slot ``k`` is ``reference.SLOT_ORDER[k]``.

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from regime_dash.engine._jit import jitable
+from regime_dash.engine.jit import jitable
 from regime_dash.engine.controllers import check_controllers
 from regime_dash.core.slots import DEFAULT_LAYOUT, POLICY_CODES, SlotLayout
 

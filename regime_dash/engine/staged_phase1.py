@@ -232,7 +232,7 @@ class _DevicePart:
             self.dev_l = cp.empty((n, b), np.int32)
             self.stats = cp.empty((n, 3), np.float32)
             self.flat = cp.empty(n, np.int32)
-        # as fast_gpu._Phase1: three float banks and the int bank of the flat count
+        # as fast_gpu.DevicePhase1: three float banks and the int bank of the flat count
         self.shared = (fast_gpu.STATS_BLOCK * 3 + fast_gpu.STATS_BLOCK // 32) * 4
         self.cp = cp
 

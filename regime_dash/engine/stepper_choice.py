@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from regime_dash.core.config import RegimeConfig
-from regime_dash.engine import engine_status, initial_isv, resolve_engine
+from regime_dash.engine.backends import engine_status, resolve_engine
+from regime_dash.engine.start import initial_isv
 from regime_dash.engine.steppers import BackendStepper, ReferenceStepper, StepEngine
 from regime_dash.core.slots import DEFAULT_LAYOUT, SlotLayout
 

@@ -12,7 +12,7 @@ feeds to step ``t`` depends on step ``t-1``'s output or on the user. A
   CUDA graph launch per step (or per block of steps);
 * :class:`BackendStepper`: any backend of :data:`regime_dash.engine.ENGINES`,
   chained over one-step streams through the same dispatch
-  (:func:`regime_dash.engine.backend`) that :func:`regime_dash.engine.replay` uses.
+  (:func:`regime_dash.engine.backends.usable_backend`) that :func:`regime_dash.engine.replay` uses.
 
 A step engine keeps its own trajectory (the diag snapshot rows and flat counts
 of every step, :meth:`StepEngine.trajectory`), and :meth:`StepEngine.step`
@@ -22,13 +22,16 @@ step; so the GPU stepper moves no more than that per step.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from regime_dash.diag import catalogue as diag
-from regime_dash.engine import backend, engine_status, reference, resolve_engine, snapshot_indices
-from regime_dash.errors import EngineUnavailable, ValidationError
+from regime_dash.engine import reference
+from regime_dash.engine.backends import Backend, usable_backend
+from regime_dash.engine.options import ReplayOptions
+from regime_dash.engine.start import StartState, snapshot_indices
+from regime_dash.errors import ValidationError
 from regime_dash.core.slots import SlotLayout
 from regime_dash.core.streams import Stream
 
@@ -180,6 +183,10 @@ class ReferenceStepper(_HostState):
             self.step(block.rewards[t], block.lots[t], block_inputs(block, t))
 
 
+#: A stepped block keeps its snapshot and state only: no [T, b] normalize pass.
+_STEPPED = ReplayOptions(normalized=False)
+
+
 class BackendStepper(_HostState):
     """Any replay backend, stepped through its ``run`` contract on short streams.
 
@@ -190,12 +197,8 @@ class BackendStepper(_HostState):
     """
 
     def __init__(self, engine: str, isv0: np.ndarray, boot: np.ndarray, layout: SlotLayout):
-        name = resolve_engine(engine)
-        reason = engine_status().get(name)
-        if reason is not None:
-            raise EngineUnavailable(f"engine {name!r} cannot run here: {reason}", engine=name)
-        self._run: Callable[..., Any] = backend(name)
-        self.name = name
+        self.backend: Backend = usable_backend(engine)
+        self.name = self.backend.name
         self._isv = isv0.copy()
         self._boot = boot
         self._layout = layout
@@ -215,10 +218,10 @@ class BackendStepper(_HostState):
 
     def steps(self, block: Stream) -> None:
         check_block(block)
-        snap, flat, _, _, isv = self._run(block, self._isv, self._boot, self._layout, self._snap_idx)
-        self._isv = np.asarray(isv, dtype=np.float32).copy()
-        snap = np.asarray(snap, dtype=np.float32)
-        self._log.add(snap, np.asarray(flat, dtype=np.int32))
+        out = self.backend.run(block, StartState(self._isv, self._boot, self._layout, self._snap_idx), _STEPPED)
+        self._isv = np.asarray(out.isv, dtype=np.float32).copy()
+        snap = np.asarray(out.snapshot, dtype=np.float32)
+        self._log.add(snap, np.asarray(out.flat, dtype=np.int32))
         self._last_kelly = float(snap[-1, KELLY_COL])
 
 

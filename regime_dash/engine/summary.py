@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from regime_dash.diag import catalogue as diag
-from regime_dash.engine._jit import jitable
+from regime_dash.engine.jit import jitable
 
 #: Summary metric names, in accumulator order.
 METRICS: tuple[str, ...] = (

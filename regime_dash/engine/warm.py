@@ -188,8 +188,7 @@ def _loaded_in_process(entries: tuple[str, ...] = REPLAY_KERNELS) -> bool:
     """Whether this process holds the compiled kernels of ``entries`` (nothing left to load)."""
     from regime_dash.engine import fast
 
-    built = getattr(fast, "_KERNELS", {})
-    return all(name in built for e in entries for name in fast.ENTRIES[e])
+    return all(fast.built_here(e) for e in entries)
 
 
 def choose_engine(requested: str, steps: int, kernels: tuple[str, ...] = REPLAY_KERNELS) -> str:
@@ -203,7 +202,7 @@ def choose_engine(requested: str, steps: int, kernels: tuple[str, ...] = REPLAY_
     """
     if requested != "auto":
         return requested
-    from regime_dash.engine import engine_status
+    from regime_dash.engine.backends import engine_status
 
     status = engine_status()
     if status.get("fast") is not None:

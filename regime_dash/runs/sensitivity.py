@@ -7,8 +7,8 @@
    F5 and the model switches both ways), the other fields held at the base;
 2. then, for the fields that matter most, a grid over each pair of them;
 
-all through :func:`regime_dash.runs.sweeps.sweep`, so each batch shares one phase 1
-of the fast engine. For every field and every metric of
+all through :meth:`Prepared.sweep <regime_dash.engine.prepared.Prepared.sweep>` of one prepared stream,
+so each batch shares one phase 1 of the fast engine. For every field and every metric of
 :data:`regime_dash.engine.summary.METRICS` it reports the base value, the lowest
 and highest value the sweep reached and the field values that reached them;
 fields are ranked by how much they move the metrics, and each pair by how far
@@ -28,7 +28,6 @@ Values in, values out: nothing here reads or writes files.
 """
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 import time
@@ -42,6 +41,7 @@ import pandas as pd
 from regime_dash.core.config import SWITCHES, RegimeConfig, field_names
 from regime_dash.engine.summary import METRICS
 from regime_dash.errors import ConfigError, ValidationError
+from regime_dash.engine.prepared import Prepared
 from regime_dash.engine.step_stats import StepStats
 from regime_dash.core.streams import StepStream, Stream
 
@@ -347,11 +347,51 @@ def sensitivity(stream: Stream | StepStream, base: RegimeConfig | None = None, *
                 stats: StepStats | None = None) -> SensitivityResult:
     """Sweep every config field around ``base`` on ``stream``; rank them; pair the top ones.
 
+    The keyword form of :func:`prepared_sensitivity` of ``prepare(stream, engine, ReplayOptions(device=device),
+    layout=layout, stats=stats)``.
+
     Parameters
     ----------
     stream
         The replayed inputs: a Stream, or on engine ``fast`` given its phase 1 (``stats``)
         a :class:`~regime_dash.core.streams.StepStream`, its per-step fields only.
+    base, fields, points, pair_fields, pair_points, progress, explain_findings
+        As in :func:`prepared_sensitivity`.
+    engine, device, layout, stats
+        As in :func:`regime_dash.runs.sweeps.sweep` (``stats``: the stream's phase 1, shared by
+        every sweep of the analysis; the same result as without it).
+
+    Raises
+    ------
+    ConfigError
+        ``base`` is not a RegimeConfig, or ``fields`` names an unknown field.
+    ValidationError
+        Bad ``points``, ``pair_fields`` or ``pair_points``; ``stats`` as :func:`regime_dash.runs.sweeps.sweep`
+        refuses it.
+    StreamError
+        A StepStream on an engine other than ``fast``, or without ``stats``.
+    """
+    from regime_dash.engine.options import ReplayOptions
+    from regime_dash.engine.prepared import prepare
+    from regime_dash.engine.sweep import sweep_engine
+
+    _checked_args(base, fields, pair_fields, pair_points)  # before the stream is prepared, as the analysis checks
+    prepared = prepare(stream, sweep_engine(engine), ReplayOptions(device=device), layout=layout, stats=stats)
+    return prepared_sensitivity(prepared, base, fields=fields, points=points, pair_fields=pair_fields,
+                                pair_points=pair_points, progress=progress, explain_findings=explain_findings)
+
+
+def prepared_sensitivity(prepared: Prepared, base: RegimeConfig | None = None, *,
+                         fields: Sequence[str] | None = None, points: int = POINTS, pair_fields: int = PAIR_FIELDS,
+                         pair_points: int = PAIR_POINTS, progress: Progress | None = None,
+                         explain_findings: bool = True) -> SensitivityResult:
+    """Sweep every config field around ``base`` on a prepared stream (every sweep shares its phase 1); rank
+    the fields; pair the top ones.
+
+    Parameters
+    ----------
+    prepared
+        The stream, its engine and options (:func:`regime_dash.engine.prepared.prepare`).
     base
         The config the fields vary around; the spec's defaults if None.
     fields
@@ -362,9 +402,6 @@ def sensitivity(stream: Stream | StepStream, base: RegimeConfig | None = None, *
         How many of the top-ranked fields get pairwise grids (0: none).
     pair_points
         Values per field in a pairwise grid.
-    engine, device, layout, stats
-        As in :func:`regime_dash.runs.sweeps.sweep` (``stats``: the stream's phase 1, shared by
-        every sweep of the analysis; the same result as without it).
     progress
         Called as ``progress(fraction, label)`` while it runs.
     explain_findings
@@ -379,17 +416,12 @@ def sensitivity(stream: Stream | StepStream, base: RegimeConfig | None = None, *
     ConfigError
         ``base`` is not a RegimeConfig, or ``fields`` names an unknown field.
     ValidationError
-        Bad ``points``, ``pair_fields`` or ``pair_points``; ``stats`` as :func:`regime_dash.runs.sweeps.sweep`
-        refuses it.
-    StreamError
-        A StepStream on an engine other than ``fast``, or without ``stats``.
+        Bad ``points``, ``pair_fields`` or ``pair_points``.
     """
-    from regime_dash.runs.sweeps import sweep
-
     t0 = time.perf_counter()
     base, names = _checked_args(base, fields, pair_fields, pair_points)
     report = progress or (lambda fraction, label: None)
-    run = functools.partial(sweep, stream, engine=engine, device=device, layout=layout, stats=stats)
+    run = prepared.sweep
 
     one, oat, skipped = _one_at_a_time(run, names, base, points, pair_fields, pair_points, report)
     effects, quiet, edges = _field_effects(oat, names)
@@ -407,7 +439,7 @@ def sensitivity(stream: Stream | StepStream, base: RegimeConfig | None = None, *
     return SensitivityResult(base=base, oat=oat, effects=effects, ranking=ranking, no_effect=no_effect,
                              pairs=pairs, pair_table=pair_table, skipped=skipped + pair_skipped,
                              findings=[f.to_dict() for f in found], engine=one.engine,
-                             seconds=time.perf_counter() - t0, steps=stream.steps, accounts=stream.accounts)
+                             seconds=time.perf_counter() - t0, steps=prepared.steps, accounts=prepared.accounts)
 
 
 def _checked_args(base: Any, fields: Sequence[str] | None, pair_fields: Any, pair_points: Any
@@ -516,5 +548,5 @@ def _plain(v: Any) -> Any:
     return v
 
 
-__all__ = ["SensitivityResult", "NoEffect", "sensitivity", "field_values", "explain", "format_value", "POINTS",
+__all__ = ["SensitivityResult", "NoEffect", "sensitivity", "prepared_sensitivity", "field_values", "explain", "format_value", "POINTS",
            "PAIR_FIELDS", "PAIR_POINTS"]

@@ -38,7 +38,7 @@ import math
 import numpy as np
 
 from regime_dash.engine import fast, reference
-from regime_dash.engine._jit import jitable
+from regime_dash.engine.jit import jitable
 
 #: Steps a block of the compiled loop draws ahead (4 float64 [BLOCK, b] draw arrays).
 BLOCK = 2048

@@ -1,7 +1,7 @@
 """Cached loaders of the dashboard: the store, run frames, replays and figures.
 
 ``st.cache_resource`` holds things that are shared and not copied (the store,
-the engine probe, a stream's phase 1 and its replays, whose frames are too big to copy
+the engine probe, a prepared stream (its phase 1 held) and its replays, whose frames are too big to copy
 on every hit); ``st.cache_data`` holds values (stored runs' frames, figures).
 Runs in the store are immutable once in place, so a run's frame is keyed by
 its id alone. Arguments whose name starts with ``_`` are not hashed; the key
@@ -93,11 +93,11 @@ def analyse_run(root: str, run_id: str, aliases: tuple = (), single_id: str | No
     ``single_id``: for a run of the fused controller path, the stored run of the single path on the
     same inputs (finding ``fused_mirror_drift``).
     """
-    from regime_dash.analysis import diagnose
+    from regime_dash.usecases.check import check_frame
 
     warm_rederivation()  # a failure of this verdict clicked on re-derives on the compiled loop
     single = None if single_id is None else load_run(root, single_id, aliases)
-    return diagnose(load_run(root, run_id, aliases), single=single)
+    return check_frame(load_run(root, run_id, aliases), single=single)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -114,36 +114,11 @@ def explanation(root: str, run_id: str, aliases: tuple, item_id: str, step: int,
 
 @st.cache_resource(show_spinner=False)
 def warm_rederivation() -> dict[str, Any]:
-    """Load the compiled re-derivation loop on a background thread, once per process (the app calls
-    it when it opens, and a verdict's computation again, which does nothing more).
+    """:func:`regime_dash.usecases.warmup.warm_rederivation`, once per process (the app calls it when it
+    opens, and a verdict's computation again, which does nothing more): ``{"thread", "error"}``."""
+    from regime_dash.usecases.warmup import warm_rederivation as start
 
-    A verdict of a long run loads it anyway; a short run's verdict runs the loop as Python, and so
-    would each click on one of its failures (a provenance re-derives up to its step and replays its
-    window), several times slower than compiled. Numba loads the loop from its disk cache in about
-    a second (a checkout's first compile takes longer); a click before it is ready runs as Python.
-    Returns ``{"thread", "error"}`` (``error``: why the load failed, else ``None``).
-    """
-    import threading
-
-    from regime_dash.engine._jit import HAVE_NUMBA
-
-    out: dict[str, Any] = {"thread": None, "error": None if HAVE_NUMBA else "numba is not installed"}
-
-    def load() -> None:
-        from regime_dash import replay
-        from regime_dash.sources import scenarios
-        from regime_dash.analysis.rederive import rederive
-
-        try:
-            rederive(replay(scenarios.make("tail_shock", steps=20, accounts=4), engine="reference",
-                            log_inputs=True), compiled=True)
-        except Exception as exc:  # noqa: BLE001 - a failed warm-up only leaves clicks on the Python loop
-            out["error"] = f"{type(exc).__name__}: {exc}"
-
-    if HAVE_NUMBA:
-        out["thread"] = threading.Thread(target=load, name="regime-dash-rederive-warm", daemon=True)
-        out["thread"].start()
-    return out
+    return start()
 
 
 @st.cache_data(show_spinner=False, ttl=60)
@@ -154,11 +129,35 @@ def engine_status() -> dict[str, str | None]:
     return probe()
 
 
+@st.cache_resource(show_spinner=False, max_entries=8)
+def prepared(source_key: str, _stream, engine: str, layout_fingerprint: str = "", _layout=None):
+    """``_stream`` (identified by ``source_key``) prepared for the page's replays, sweeps and sensitivities on
+    ``engine`` (:func:`regime_dash.usecases.replay.prepare_source`): its phase 1 held and shared by every config
+    and both controller paths; on the fast engine only its per-step inputs are read (an uploaded file is never
+    loaded whole). Read only: not copied on a hit."""
+    from regime_dash.usecases.replay import prepare_source
+
+    return prepare_source(_stream if isinstance(_stream, Stream) else _PageFile(source_key, _stream), engine, _layout)
+
+
+class _PageFile:
+    """An uploaded stream file held light, as :func:`prepared` hands it over: its per-step fields and phase 1,
+    and its whole stream, where an engine reads the [T, b] arrays, the page's one cached load
+    (:func:`full_stream`, shared with a live run of it)."""
+
+    def __init__(self, source_key: str, light):
+        self.source_key, self.light = source_key, light
+        self.inputs, self.stats = light.inputs, light.stats
+
+    def load(self) -> Stream:
+        return full_stream(self.source_key, self.light)
+
+
 @st.cache_resource(show_spinner=False, max_entries=16)
 def replay(source_key: str, _stream, config: dict[str, Any], engine: str, layout_fingerprint: str = "",
            _layout=None, controllers: str = "single") -> dict[str, Any]:
     """A replay of ``_stream`` (identified by ``source_key``) under ``config``, on the controller path
-    ``controllers``.
+    ``controllers`` (:func:`regime_dash.usecases.replay.what_if` of :func:`prepared`).
 
     ``_layout`` is the slot layout (the default registry when None), named in
     the cache key by its fingerprint. Returns ``{"frame", "seconds", "engine"}``;
@@ -168,44 +167,11 @@ def replay(source_key: str, _stream, config: dict[str, Any], engine: str, layout
     on every hit, at 1,000,000 steps 0.4 s and 0.1–0.7 s, and a what-if move reads the
     baseline and the what-if (and each again for the summary metrics).
     """
-    from regime_dash.engine import replay_trajectory
+    from regime_dash.usecases.replay import what_if
 
-    stream, options = engine_inputs(source_key, _stream, engine)
-    if options:  # the page keeps only the frame: the [T, b] normalized rewards are never made, nor the batch read
-        options["normalized"] = False
-    traj = replay_trajectory(stream, RegimeConfig(**config), engine=engine, layout=_layout, controllers=controllers,
-                             **options)
+    traj = what_if(prepared(source_key, _stream, engine, layout_fingerprint, _layout), RegimeConfig(**config),
+                   controllers)
     return {"frame": traj.frame, "seconds": traj.seconds, "engine": traj.engine}
-
-
-def engine_inputs(source_key: str, _stream, engine: str) -> tuple[Any, dict[str, Any]]:
-    """``(stream, options)``: what a replay, sweep or sensitivity of the page's source on ``engine`` reads.
-
-    On the fast engine, the light inputs (:func:`light_inputs`: the per-step fields) and ``{"stats": phase 1}``:
-    phase 1 does not depend on the config, so each config replays the scan alone (on a GPU only the
-    [T]-sized inputs go to the device) and an uploaded file's whole stream is never loaded. On the
-    reference and cuda engines, which read the [T, b] arrays, the whole stream (:func:`full_stream`) and no
-    options. ``engine`` resolves as :func:`regime_dash.runs.sweeps.sweep` resolves it (``auto``: fast where it runs).
-    """
-    from regime_dash.engine import resolve_engine
-
-    if resolve_engine(engine) == "fast":
-        stream, stats = light_inputs(source_key, _stream)
-        return stream, {"stats": stats}
-    return full_stream(source_key, _stream), {}
-
-
-@st.cache_resource(show_spinner=False, max_entries=4)
-def light_inputs(source_key: str, _stream):
-    """``(per-step fields, phase 1)`` of ``_stream`` (identified by ``source_key``): all a fast replay of it
-    reads; phase 1 made on the CPU, the same bits as the GPU's. A light file source
-    (:class:`regime_dash.engine.file_phase1.LightFile`) holds them already. Shared by every replay of
-    the stream on either device (read only: not copied on a hit)."""
-    from regime_dash.engine import fast
-
-    if isinstance(_stream, Stream):
-        return _stream.per_step(), fast.step_stats(_stream)
-    return _stream.inputs, _stream.stats
 
 
 @st.cache_resource(show_spinner="reading the whole stream file…", max_entries=1)
@@ -215,8 +181,7 @@ def _loaded(source_key: str, _source):
 
 def full_stream(source_key: str, _stream):
     """The whole :class:`~regime_dash.core.streams.Stream` of a page's source: ``_stream`` itself, or a light file
-    source's stream loaded from its file (cached, one at a time) for what reads the [T, b] arrays (the
-    reference and cuda engines, the normalize pass, a live run)."""
+    source's stream loaded from its file (cached, one at a time) for a live run, which plays the [T, b] arrays."""
     return _stream if isinstance(_stream, Stream) else _loaded(source_key, _stream)
 
 
@@ -423,17 +388,16 @@ def group_spec(key: str, _frames: dict, groups: tuple, columns: tuple, band: str
 @st.cache_data(show_spinner="sweeping…", max_entries=4)
 def sweep(source_key: str, _stream, grid: dict[str, list[float]], engine: str,
           base: dict[str, Any] | None = None, layout_fingerprint: str = "", _layout=None) -> dict[str, Any]:
-    """:func:`regime_dash.runs.sweeps.sweep` of ``_stream`` over ``grid`` on top of ``base``, from what
-    :func:`engine_inputs` gives ``engine`` (on the fast engine, the light inputs and their phase 1).
+    """:func:`regime_dash.usecases.sweep.sweep_prepared` of ``_stream`` over ``grid`` on top of ``base``, from
+    :func:`prepared` (on the fast engine, the light inputs and their phase 1).
 
     Returns ``{"table", "seconds", "engine"}``; the table has one row per
     config: every config field, then the summary metrics.
     """
-    from regime_dash.runs.sweeps import sweep as run_sweep
+    from regime_dash.usecases.sweep import engine_for_sweep, sweep_prepared
 
-    stream, options = engine_inputs(source_key, _stream, engine)
-    result = run_sweep(stream, grid, engine=engine, base=RegimeConfig(**base) if base else None, layout=_layout,
-                       **options)
+    ready = prepared(source_key, _stream, engine_for_sweep(engine), layout_fingerprint, _layout)
+    result = sweep_prepared(ready, grid, RegimeConfig(**base) if base else None)
     return {"table": result.table, "seconds": result.seconds, "engine": result.engine}
 
 

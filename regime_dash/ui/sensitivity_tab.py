@@ -14,7 +14,7 @@ import streamlit as st
 
 from regime_dash.core.config import RegimeConfig, field_names
 from regime_dash.errors import RegimeDashError
-from regime_dash.runs.sensitivity import PAIR_FIELDS, sensitivity
+from regime_dash.runs.sensitivity import PAIR_FIELDS
 from regime_dash.text import markdown_literal
 from regime_dash.ui import cache, sections, widgets
 
@@ -50,12 +50,16 @@ def no_effect_table(result: Any) -> pd.DataFrame:
 
 
 def _run(source_key: str, stream: Any, base: RegimeConfig, layout) -> Any:
+    from regime_dash.usecases.sensitivity import sensitivity_prepared
+    from regime_dash.usecases.sweep import engine_for_sweep
+
     bar = st.progress(0.0, text="sensitivity: starting")
     try:
-        # engines agree bit for bit, so the sweep takes the fast one wherever it runs, from the light inputs
-        inputs, options = cache.engine_inputs(source_key, stream, "auto")
-        result = sensitivity(inputs, base, engine="auto", layout=layout,
-                             progress=lambda f, text: bar.progress(min(max(f, 0.0), 1.0), text=text), **options)
+        # engines agree bit for bit, so the sweeps take the fast one wherever it runs, from the light inputs
+        fp = layout.fingerprint_hex() if layout is not None else ""
+        ready = cache.prepared(source_key, stream, engine_for_sweep("auto"), fp, layout)
+        result = sensitivity_prepared(ready, base,
+                                      progress=lambda f, text: bar.progress(min(max(f, 0.0), 1.0), text=text))
     except RegimeDashError as exc:
         bar.empty()
         st.error(f"Sensitivity failed: {markdown_literal(exc)}")

@@ -65,19 +65,15 @@ def live_run(key: str, source: Mapping[str, Any], config: RegimeConfig, *, reset
     It steps on the faster stepper of this machine (``engine="auto"``: the GPU
     stepper where it measures faster, else the reference; never a compile).
     """
-    from regime_dash.runs.live import LiveRun
-    from regime_dash.sources.simulator import PRESETS, Simulator
+    from regime_dash.usecases.live import simulator_live_run, stream_live_run
 
     if reset or key not in st.session_state or st.session_state.get(f"{key}.source") != source["key"]:
         if "stream" in source:
-            run = LiveRun.of_stream(source["stream"], config, engine="auto", source=source["key"])
+            run = stream_live_run(source["stream"], config, "auto", source["key"])
         else:
             setup = source["sim"]
-            preset = PRESETS[setup["preset"]]
-            run = LiveRun.of_simulator(Simulator(accounts=setup["accounts"], seed=setup["seed"], config=config,
-                                                 market=preset.market, schedule=preset.schedule(setup["horizon"]),
-                                                 engine="auto"), source=source["key"],
-                                        steps=setup["horizon"])  # it ends with its schedule
+            run, _ = simulator_live_run(setup["preset"], config, accounts=setup["accounts"], seed=setup["seed"],
+                                        steps=setup["horizon"], label=source["key"])  # it ends with its schedule
         st.session_state[key] = run
         st.session_state[f"{key}.source"] = source["key"]
     return st.session_state[key]

@@ -2,12 +2,12 @@
 import streamlit as st
 
 from regime_dash.core.config import RegimeConfig
-from regime_dash.engine import warm
 from regime_dash.analysis.mirror_drift import needs_single_twin
 from regime_dash.errors import ConfigError
 from regime_dash.text import markdown_literal
 from regime_dash.ui import cache, sections, state, stores, widgets
 from regime_dash.ui.sensitivity_tab import sensitivity_tab
+from regime_dash.usecases.warmup import engine_now
 
 st.title("Replay & what-if")
 st.caption("Ask what the risk stack would have done under another config. Pick a stream, then move a slider "
@@ -18,7 +18,7 @@ if stream is None:
     st.stop()
 status = cache.engine_status()
 sections.fast_engine_status("replay.compile")
-auto_now = warm.choose_engine("auto", stream.steps)
+auto_now = engine_now("auto", stream.steps)
 requested = widgets.engine_picker("replay.engine", status, auto_now=auto_now)
 if requested != "auto" and status.get(requested) is not None:
     st.error(f"Engine {requested!r} cannot run here: {status[requested]}. Pick another engine.")

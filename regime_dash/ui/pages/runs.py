@@ -1,6 +1,4 @@
 """Runs: upload diag files into the store, see each ingest's report, list and delete runs."""
-import functools
-
 import streamlit as st
 
 from regime_dash.errors import RegimeDashError
@@ -79,11 +77,11 @@ else:
 
     st.subheader("Check all runs")
     if st.button(f"Check all {len(runs)} run(s) against the spec", key="runs.check_all"):
-        from regime_dash.runs.check_all import check_all, store_check
+        from regime_dash.usecases.check import check_store
 
         bar = st.progress(0.0, text="checking…")
-        st.session_state["runs.check_all_table"] = check_all(
-            list(runs["run_id"]), functools.partial(store_check, store=str(cache.store_root())),
+        st.session_state["runs.check_all_table"] = check_store(
+            cache.store_root(),
             progress=lambda done, total: bar.progress(done / total, text=f"checked {done} of {total} run(s)"))
     summary = st.session_state.get("runs.check_all_table")
     if summary is not None:

@@ -1,5 +1,5 @@
-"""A ``--scenario`` stream generated on a thread while the command loads the engine and, on the
-fast CPU engine, computes the replay's phase 1 of each block of steps as it is made.
+"""A scenario's stream generated on a thread while the caller loads the engine and, on the
+fast CPU engine, computes the replay's phase 1 of each block of steps as it is made (``replay --scenario``).
 
 The scripted market's compiled loop releases the GIL, so on two cores the imports the replay
 needs and phase 1 (a reduction per step, :func:`regime_dash.engine.fast.step_stats_blocks`)
@@ -16,7 +16,8 @@ from typing import Any, Iterator
 def generated(name: str, engine: str, **size: Any) -> tuple[Any, Any]:
     """``(stream, phase 1 or None)`` of preset ``name`` (``size``: seed, steps, accounts), phase 1
     where the replay will run the fast engine on the CPU with its kernels already compiled
-    (a compile is announced by the replay itself, never run silently here)."""
+    (a compile is announced by the replay itself, never run silently here). The phase 1 is what
+    :func:`regime_dash.engine.prepared.prepare` takes as ``stats=``."""
     from regime_dash.sources import market_jit
     from regime_dash.sources import scenarios
 
@@ -32,7 +33,7 @@ def generated(name: str, engine: str, **size: Any) -> tuple[Any, Any]:
     with ThreadPoolExecutor(1, thread_name_prefix="scenario") as pool:
         stream = pool.submit(generate)
         import pandas  # noqa: F401 - loaded while the market runs
-        from regime_dash.engine import fast, replay  # noqa: F401
+        from regime_dash.engine import fast, prepared  # noqa: F401
 
         stats = _phase_one(made, stream) if _phase_one_here(engine) else None
         return stream.result(), stats
@@ -63,3 +64,6 @@ def _phase_one(made: queue.SimpleQueue, stream: Future):
         stream.result()
 
     return fast.step_stats_blocks(blocks(), len(first[2]))
+
+
+__all__ = ["generated"]

@@ -1,0 +1,87 @@
+"""Follow a growing diag into the store, and a followed run's verdict: what ``ingest --follow`` and
+``check --follow`` do (:mod:`regime_dash.follow.follower` holds the follower itself)."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Iterator, Sequence
+
+
+def follow_set(store: str | None, paths: Sequence[str], name: str | None = None, *, pattern: str = "*.jsonl",
+               commit_every: float = 2.0, on_truncate: str = "segment", dashboard: str | None = None,
+               max_line_mb: float | None = None):
+    """The :class:`~regime_dash.follow.follower.FollowSet` of ``paths`` (files, or folders of ``pattern``
+    files) into the store, one run each; ``max_line_mb`` bounds a line.
+
+    Raises
+    ------
+    ValidationError
+        ``commit_every`` is not seconds > 0.
+    """
+    from regime_dash.errors import ValidationError
+    from regime_dash.follow.follower import DEFAULT_DASHBOARD, FollowSet
+    from regime_dash.store.run_store import RunStore
+
+    if commit_every is None or not commit_every > 0:
+        raise ValidationError(f"--commit-every must be > 0 seconds, got {commit_every!r}",
+                              field="commit_every", value=commit_every)
+    kw = {} if max_line_mb is None else {"max_line_bytes": max(1, int(max_line_mb * 2**20))}
+    return FollowSet(RunStore(store, **kw), paths, name, pattern=pattern, commit_every=commit_every,
+                     on_truncate=on_truncate, dashboard=dashboard or DEFAULT_DASHBOARD)
+
+
+def follow_files(fset: Any, *, until_idle: float | None = None, on_commit: Callable[[Any], None] = lambda c: None,
+                 on_alert: str | None = None, alert_webhook: str | None = None,
+                 warn: Callable[[str], None] = lambda line: None,
+                 should_stop: Callable[[], bool] = lambda: False) -> str:
+    """Follow ``fset`` until it ends (``until_idle`` seconds without a new line, a stop, ``should_stop()``,
+    Ctrl-C); returns why.
+
+    Each commit goes to ``on_commit``; each alert it raises is sent to the hook command ``on_alert`` and the
+    webhook ``alert_webhook`` in the background (``warn`` hears of a delivery that failed).
+    """
+    from regime_dash.follow.alerts import Dispatch
+    from regime_dash.follow.follower import follow
+
+    dispatch = Dispatch(on_alert, alert_webhook, warn=warn)
+
+    def committed(c: Any) -> None:
+        for a in c.alerts:
+            dispatch.send(a.to_dict())
+        on_commit(c)
+
+    try:
+        return follow(fset, until_idle=until_idle, on_commit=committed, should_stop=should_stop)
+    finally:
+        dispatch.close()
+
+
+class RunFollow:
+    """The verdict of a run being followed, commit by commit (:class:`~regime_dash.follow.follower.RunWatch`:
+    each commit costs its own rows)."""
+
+    def __init__(self, store: str | None, target: str, options: Any = None):
+        from regime_dash.follow.follower import RunWatch
+        from regime_dash.store.run_store import RunStore
+
+        runs = RunStore(store)
+        self.run_id = runs.resolve(target)
+        self.watch = RunWatch(runs, self.run_id, options)
+
+    def verdicts(self, poll_every: float = 0.5, until_idle: float | None = None) -> Iterator[tuple[Any, int, Any]]:
+        """``(verdict, rows, last step)`` at each commit, until the follower ends or ``until_idle`` seconds pass
+        without a commit."""
+        last_news = time.monotonic()
+        while True:
+            got = self.watch.poll()
+            if got is not None:
+                last_news = time.monotonic()
+                yield got, self.watch.verdict.rows, self.watch.verdict.last_step
+                continue
+            if not self.watch.following():
+                return
+            if until_idle is not None and time.monotonic() - last_news >= until_idle:
+                return
+            time.sleep(poll_every)
+
+
+__all__ = ["RunFollow", "follow_files", "follow_set"]
