@@ -173,11 +173,11 @@ def shard_pieces(scalars, stats, accounts, grid, start, stop, repeats=3):
             s.synchronize()
             tick("per-step inputs + phase 1 up", t0)
             t0 = time.perf_counter()
-            rows, boots = fast_gpu._device_rows(cp, plan.isv0, plan.boot, slot_idx, plan.values, none)
+            rows, boots = fast_gpu.device_rows(cp, plan.isv0, plan.boot, slot_idx, plan.values, none)
             s.synchronize()
             tick("rows built on the device", t0)
             t0 = time.perf_counter()
-            acc, _ = fast_gpu._launch_sweep(cp, mod, p1, layout, rows, boots, [])
+            acc, _ = fast_gpu.launch_sweep(cp, mod, p1, layout, rows, boots, [])
             s.synchronize()
             tick("kernel", t0)
             del rows, boots

@@ -219,10 +219,10 @@ _CACHE_PROBE = """
 import json, sys
 from regime_dash.engine import fast
 out = {"before": {e: fast.cpu_cache_warm(e) for e in fast.ENTRIES}}
-real = fast._dependency_fingerprint
-fast._dependency_fingerprint = lambda: real() + "-edited"  # as if reference.py had changed
+real = fast.dependency_fingerprint
+fast.dependency_fingerprint = lambda: real() + "-edited"  # as if reference.py had changed
 out["edited"] = fast.cpu_cache_warm("replay")
-fast._dependency_fingerprint = real
+fast.dependency_fingerprint = real
 out["compiled_by_probe"] = sorted(fast._KERNELS)
 if sys.argv[1] == "compile":
     fast.compile_cpu("replay")

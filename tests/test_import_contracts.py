@@ -25,7 +25,7 @@ def _contracts() -> list[dict]:
 def test_lint_imports_keeps_every_contract():
     done = subprocess.run([sys.executable, "-c", LINT], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "BROKEN" not in done.stdout and " 0 broken" not in done.stdout
+    assert "Contracts:" in done.stdout and ", 0 broken." in done.stdout
 
 
 def test_every_part_of_the_package_stands_in_a_layer():

@@ -505,13 +505,13 @@ def _sweep_kernel_timed(ctx: Context, size: int) -> Timed:
     slot_idx = np.array([layout.index(s) for s in slots], np.int32)
     stream = ctx.stream
     p1 = fast_gpu.DevicePhase1(cp, mod, stream, stream.steps, stream.accounts)
-    rows0, boots = fast_gpu._device_rows(cp, isv0, boot, slot_idx, values, np.zeros(0, np.int32))
+    rows0, boots = fast_gpu.device_rows(cp, isv0, boot, slot_idx, values, np.zeros(0, np.int32))
     rows = rows0.copy()
 
     def before():
         rows[...] = rows0  # each run starts from the initial rows
 
-    once = _event_seconds(cp, lambda: fast_gpu._launch_sweep(cp, mod, p1, layout, rows, boots, []), before)
+    once = _event_seconds(cp, lambda: fast_gpu.launch_sweep(cp, mod, p1, layout, rows, boots, []), before)
     once()  # warm-up
     return Timed(once, {"timing": "replay_sweep alone, device-resident (CUDA events)", "configs": "grid"})
 

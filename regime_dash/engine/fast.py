@@ -78,7 +78,8 @@ _S_FLAG, _S_DURATION, _S_TIMEOUT, _S_RECENCY, _S_SIGMA, _S_VAR, _S_ENVELOPE, _S_
         summary.POS_EPS_LIVE))
 
 
-def _dependency_fingerprint() -> str:
+def dependency_fingerprint() -> str:
+    """A hash of every source the compiled kernels freeze in (their cache key's missing part)."""
     # numba's cache key covers only a kernel's own bytecode and closure cells and
     # fast.py's mtime. The step functions it inlines live in other files, and the
     # module constants it freezes in (slot positions, policy codes, summary
@@ -182,7 +183,7 @@ def _make_stats(fingerprint: str):
     return stats
 
 
-# Module globals rather than closure cells: numba freezes them in, and _dependency_fingerprint
+# Module globals rather than closure cells: numba freezes them in, and dependency_fingerprint
 # (the closure) covers the sources they come from.
 _STEP = reference.scalar_step
 _FOLD = summary.fold
@@ -274,7 +275,7 @@ def _kernel(name: str):
         with _LOCK:
             kernel = _KERNELS.get(name)
             if kernel is None:
-                fingerprint = _dependency_fingerprint()
+                fingerprint = dependency_fingerprint()
                 kernel = _dispatcher(name, fingerprint)
                 kernel.compile(_signatures()[name])
                 _mark_ready(name, kernel, fingerprint)
@@ -340,7 +341,7 @@ def cpu_cache_warm(entry: str = "replay") -> bool:
         return True
     if not HAVE_NUMBA:
         return False
-    fingerprint = _dependency_fingerprint()
+    fingerprint = dependency_fingerprint()
     for name in names:
         if name in _KERNELS:
             continue

@@ -194,11 +194,11 @@ def _scan_to_host(cp, mod, p1: DevicePhase1, layout: SlotLayout, snap_idx: np.nd
 
 def _sweep(cp, mod, p1: DevicePhase1, layout: SlotLayout, rows, boots, keep: Sequence[int]):
     """``replay_sweep`` over device rows [S, n_isv] (updated in place): (acc [S, N+1] host, {k: snapshot})."""
-    acc, snap_out = _launch_sweep(cp, mod, p1, layout, rows, boots, keep)
+    acc, snap_out = launch_sweep(cp, mod, p1, layout, rows, boots, keep)
     return cp.asnumpy(acc), {k: cp.asnumpy(snap_out[i]) for i, k in enumerate(keep)}
 
 
-def _launch_sweep(cp, mod, p1: DevicePhase1, layout: SlotLayout, rows, boots, keep: Sequence[int]):
+def launch_sweep(cp, mod, p1: DevicePhase1, layout: SlotLayout, rows, boots, keep: Sequence[int]):
     """Launch ``replay_sweep`` over every step (no sync); the device ``(acc [S, N+1], snapshots [K, T, n])``."""
     launch = _SweepLaunch(cp, mod, p1, layout, rows, boots, keep)
     launch.steps(0, p1.t_steps)
@@ -249,8 +249,8 @@ class _SweepLaunch:
         self.done = t1
 
 
-def _device_rows(cp, isv0: np.ndarray, boot: np.ndarray, slot_idx: np.ndarray, values: np.ndarray,
-                 override_idx: np.ndarray):
+def device_rows(cp, isv0: np.ndarray, boot: np.ndarray, slot_idx: np.ndarray, values: np.ndarray,
+                override_idx: np.ndarray):
     """(rows, boots) device [S, n_isv]: ``sweep.initial_rows`` built on the device (see :func:`sweep_values`)."""
     n_scen = values.shape[0]
     boots = cp.empty((n_scen, boot.shape[0]), np.float32)
@@ -480,7 +480,7 @@ def prepare_sweep(scalars: Stream, accounts: int, isv0: np.ndarray, boot: np.nda
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
         p1 = DevicePhase1(cp, mod, scalars, scalars.steps, int(accounts), stats=None, batch=False)
-        rows, boots = _device_rows(cp, isv0, boot, slot_idx, values, overrides)
+        rows, boots = device_rows(cp, isv0, boot, slot_idx, values, overrides)
     return PreparedSweep(cp, mod, stream, p1, rows, boots, layout, keep)
 
 

@@ -294,7 +294,7 @@ def _fingerprint() -> str:
     from regime_dash.sources import market_jit
     from regime_dash.engine import fast
 
-    h = hashlib.sha256(fast._dependency_fingerprint().encode())
+    h = hashlib.sha256(fast.dependency_fingerprint().encode())
     for module in (fast, market_jit):
         h.update(inspect.getsource(module).encode())
     return h.hexdigest()
