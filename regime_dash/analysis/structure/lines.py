@@ -1,0 +1,66 @@
+"""Where each row stood in the file: the file's own order of a view's rows, and a list of places in words.
+
+A view sorts its rows by step, and the run store keeps a run sorted by step, so the
+order the lines were written in is read back from what the reader kept: the file line of
+each row (the store's ``_line`` column, or ``frame.attrs[LINES_ATTR]`` where a reader
+dropped that column), else the row order of the frame first handed to ``view``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from regime_dash.analysis.view import FrameView
+
+#: The run store's column of each row's line in the file it was ingested from.
+LINE_COLUMN = "_line"
+#: ``frame.attrs`` key of each row's file line, where a reader dropped the ``_line`` column.
+LINES_ATTR = "file_lines"
+
+
+def file_lines(vw: FrameView) -> np.ndarray:
+    """int64 [n]: each view row's line in the file (1-based; the row's place among the diag's rows where
+    the reader kept no line numbers), so the rows in that order are the file's."""
+    if LINE_COLUMN in vw.frame.columns:
+        raw = vw.frame[LINE_COLUMN].to_numpy()
+        if raw.dtype.kind in "iuf" and np.isfinite(raw).all():
+            return raw.astype(np.int64)
+    given = vw.frame.attrs.get(LINES_ATTR)
+    source = np.arange(vw.n, dtype=np.int64) if vw.source_rows is None else np.asarray(vw.source_rows, np.int64)
+    if given is not None:
+        given = np.asarray(given, dtype=np.int64)
+        if len(given) > (source.max() if len(source) else -1):
+            return given[source]
+    return source + 1
+
+
+def file_order(vw: FrameView) -> np.ndarray | None:
+    """The view's rows in the order the file has them (positions), or ``None`` where that is the view's order."""
+    lines = file_lines(vw)
+    if len(lines) < 2 or (lines[1:] > lines[:-1]).all():
+        return None
+    return np.argsort(lines, kind="stable")
+
+
+def ordinal(k: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``4th``, ... ``11th``, ``12th``, ``21st``."""
+    suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
+    return f"{k}{suffix}"
+
+
+def pattern(places: np.ndarray, unit: str = "line") -> str:
+    """The places (sorted whole numbers, e.g. 1-based line numbers) in words: ``line 12``, ``every 500th
+    line from line 500``, ``lines 40–49``, or ``7 lines from line 3 to line 90``."""
+    places = np.asarray(places, dtype=np.int64)
+    if len(places) == 0:
+        return f"no {unit}"
+    if len(places) == 1:
+        return f"{unit} {places[0]:,}"
+    d = np.diff(places)
+    if (d == 1).all():
+        return f"{unit}s {places[0]:,}–{places[-1]:,}"
+    if len(places) >= 3 and (d == d[0]).all():
+        return f"every {ordinal(int(d[0]))} {unit} from {unit} {places[0]:,} ({len(places):,} {unit}s)"
+    return f"{len(places):,} {unit}s from {unit} {places[0]:,} to {unit} {places[-1]:,}"
+
+
+__all__ = ["LINES_ATTR", "LINE_COLUMN", "file_lines", "file_order", "ordinal", "pattern"]
