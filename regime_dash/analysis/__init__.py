@@ -148,7 +148,8 @@ def field_coverage(vw, judged: Verdict) -> list[dict]:
     """One coverage entry per logged field: the core's, with each check provider's (the modules') over it."""
     from regime_dash.analysis import registry
 
-    entries = coverage(vw.frame.columns, judged.checks)
+    who = None if judged.structure is None else judged.structure.writer_field  # says who wrote a line: no signal
+    entries = coverage([c for c in vw.frame.columns if c != who], judged.checks)
     for provider in registry.providers():
         if provider.coverage is not None:
             entries = merge_coverage(entries, provider.coverage(vw.frame))

@@ -194,14 +194,19 @@ class FrameView:
         if self.has(RECENCY):
             rec, prev = self.f32(RECENCY), self.prev(RECENCY)
             sentinel = (rec == RECENCY_SENTINEL) | (rec == RECENCY_SENTINEL + ONE)
-            out["recency_sentinel"] = sentinel & ~(rec == prev + ONE) & (np.arange(self.n) > 0)
+            out["recency_sentinel"] = sentinel & ~(rec == prev + ONE) & (np.arange(self.n) > 0) & ~self._broken
         if self.has(REMAINING, STEPS_CONFIG):
             rem, prev = self.f32(REMAINING), self.prev(REMAINING)
             n_cfg = self.f32(STEPS_CONFIG)
             restart = (n_cfg > 0) & ((rem == n_cfg - ONE) | (rem == n_cfg))
             out["transition_restart"] = (restart & ~(rem == countdown_next(prev, self.gap))
-                                         & (np.arange(self.n) > 0))
+                                         & (np.arange(self.n) > 0) & ~self._broken)
         return out
+
+    @property
+    def _broken(self) -> np.ndarray | np.bool_:
+        # a resumed row that came back at the bootstrap looks like a reset: the resume, not a boundary
+        return np.False_ if self.breaks is None else self.breaks
 
     @cached_property
     def boundary(self) -> np.ndarray:

@@ -68,6 +68,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run only these check ids (default: all)")
     p.add_argument("--aliases", metavar="FILE", default=None, help=_ALIAS_HELP)
     p.add_argument("--store", metavar="DIR", default=None, help=_STORE_HELP)
+    p.add_argument("--writer", metavar="W", default=None,
+                   help="where rows name their writer (a rank field), or with --split-writers: the writer to "
+                   "judge (default: the first in the file); every writer's status is listed either way")
+    p.add_argument("--split-writers", action="store_true",
+                   help="where no field names the writer of each line and several wrote the file: tell the "
+                   "writers apart by the continuity of their state, and judge each as a run of its own")
     p.add_argument("--single", metavar="RUN|FILE", default=None,
                    help="for a replay of the fused controllers: the single path's replay of the same inputs "
                    "(replay --single-out); the finding fused_mirror_drift names the first step they part")
@@ -127,8 +133,9 @@ def load_target(target: str, store: str | None = None,
     the file is not a diag (``None`` when it is one).
     """
     from regime_dash.errors import IngestError
-    from regime_dash.store.run_store import RunStore, resolve_target
+    from regime_dash.store.run_store import resolve_target
 
+    from regime_dash.analysis.structure.lines import file_ordered
     from regime_dash.analysis.view import NULL_ROWS_ATTR, null_rows
 
     kind, ref = resolve_target(target, store)
@@ -151,13 +158,12 @@ def load_target(target: str, store: str | None = None,
         nulls = null_rows(table)
         frame = _frame_of(table)
         frame.attrs[NULL_ROWS_ATTR] = nulls
-        if ingest.LINE_COLUMN in frame.columns:
-            frame = frame.drop(columns=[ingest.LINE_COLUMN])
+        frame = file_ordered(frame)  # each row's own line: rejected lines make them differ from its place
         return frame, {"file": path.name, "rejected_lines": report.rejected_count,
                        "not_diag": ingest.report_reason(report, aliases)}
-    frame = RunStore(store).load(ref, narrow=True)  # the slots as float32, as a replay or a Parquet run has them
-    drop = [c for c in ("_line", "run") if c in frame.columns]
-    return frame.drop(columns=drop), {"run_id": ref}
+    from regime_dash.runs.check_all import stored_frame
+
+    return stored_frame(ref, store), {"run_id": ref}  # the slots as float32, as a replay or a Parquet run has them
 
 
 def _frame_of(table) -> pd.DataFrame:
@@ -224,11 +230,40 @@ def run_check(args: argparse.Namespace) -> int:
     frame, source = _prepared(args.target, args.store, aliases)
     single = None if args.single is None else _prepared(args.single, args.store, aliases)[0]
     _announce_rederivation(len(frame))
-    report = diagnose(frame, _split(args.only), options, single)  # core, module checks and findings: one verdict
+    split = {"split_writers": args.split_writers}
+    # core, module checks and findings: one verdict, of one writer's rows
+    report = diagnose(frame, _split(args.only), options, single, writer=args.writer, **split)
+    others = {w: diagnose(frame, _split(args.only), options, single, writer=w, **split).verdict
+              for w in report.verdict.structure.writers if w != report.verdict.structure.writer}
     doc = report.to_dict()
     doc["source"] = source
-    _emit(doc, report_lines(report, source), args.json)
-    return report.verdict.exit_code
+    doc["writers"] = writer_rows(report, others)
+    _emit(doc, report_lines(report, source) + writer_lines(doc["writers"]), args.json)
+    return max([report.verdict.exit_code, *(v.exit_code for v in others.values())])
+
+
+def writer_rows(report, others: dict) -> list[dict]:
+    """Each writer of the run with its rows and verdict (the judged one first); empty for one writer."""
+    st = report.verdict.structure
+    if len(st.writers) < 2:
+        return []
+    verdicts = {st.writer: report.verdict, **others}
+    out = []
+    for w in [st.writer, *(x for x in st.writers if x != st.writer)]:
+        d = verdicts[w].to_dict()
+        out.append({"writer": w, "rows": st.writers[w], "status": d["status"], "counts": d["counts"],
+                    "first_failure": d["first_failure"], "judged": w == st.writer})
+    return out
+
+
+def writer_lines(rows: list[dict]) -> list[str]:
+    """The human lines of :func:`writer_rows`: a writer a line."""
+    out = [f"writers: {len(rows)} (each a run of its own; --writer W for one's full report)"] if rows else []
+    for r in rows:
+        first = r["first_failure"]
+        where = f", first failure {first['id']} at step {first['step']}" if first else ""
+        out.append(f"  {r['writer']}: {r['rows']:,} rows, {r['status']}{where}{' (shown above)' if r['judged'] else ''}")
+    return out
 
 
 def _announce_rederivation(rows: int) -> None:
@@ -308,6 +343,7 @@ def report_lines(report, source: dict) -> list[str]:
         out.append(f"{name_}: {len(table)}")
     for name_, why in report.skipped.items():
         out.append(f"{name_}: skipped ({why})")
+    out.extend(structure_lines(report.verdict.structure))
     if report.coverage:
         c = coverage_counts(report.coverage)
         out.append(f"coverage of {len(report.coverage)} logged field(s): {c['rederived']} re-derived, "
@@ -322,6 +358,17 @@ def report_lines(report, source: dict) -> list[str]:
     if bad_findings:
         parts.append(f"{len(bad_findings)} finding(s) of severity fail")
     out.append(", ".join(parts))
+    return out
+
+
+def structure_lines(st) -> list[str]:
+    """The run's structure in a line, and the structure checks that did not run with why."""
+    if st is None:
+        return []
+    s = st.summary()
+    out = [f"structure: {s['segments']} segment(s), {s['resumes']} resume(s), {s['writers']} writer(s); "
+           + ", ".join(k.replace("_", " ") for k, c in st.coverage.items() if c["ran"]) + " checked"]
+    out += [f"  {k.replace('_', ' ')}: not checked ({c['why']})" for k, c in st.coverage.items() if not c["ran"]]
     return out
 
 

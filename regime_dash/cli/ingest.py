@@ -77,12 +77,58 @@ def run(args: argparse.Namespace) -> int:
             bar.close()
         obj = res.to_dict()
         obj["path"] = path
+        obj["structure"] = None if res.duplicate_of else steps_outline(store, res)
         results.append(obj)
         if not args.json:
             _print_human(path, res)
+            for line in outline_lines(obj["structure"]):
+                say(line)
     if args.json:
         say_json(results, indent=None if len(results) > 20 else 1, default=str)
     return rc
+
+
+def steps_outline(store, res) -> dict | None:
+    """Where the stored run's steps go back or repeat, per writer, and its writers (a rank field): read back
+    in file order, the step and writer columns alone. ``check`` tells a resume, a second writer and a
+    slipped step counter apart from the content; ingest keeps every line either way."""
+    import numpy as np
+
+    from regime_dash.diag.catalogue import WRITER_FIELDS
+
+    if "step" not in res.columns:
+        return None
+    field = next((f for f in WRITER_FIELDS if f in res.columns), None)
+    table = store.load_table(res.run_id, ["step", "_line", *([field] if field else [])])
+    step = table.column("step").to_numpy(zero_copy_only=False).astype(np.float64)
+    line = table.column("_line").to_numpy(zero_copy_only=False)
+    who = (np.asarray(table.column(field).to_pylist(), dtype=object).astype(str) if field
+           else np.zeros(len(step), dtype=object))
+    out = {"writer_field": field, "writers": len(set(who.tolist())), "goes_back": 0, "first": None}
+    for w in dict.fromkeys(who.tolist()):
+        rows = np.flatnonzero(who == w)
+        back = np.flatnonzero(step[rows][1:] <= step[rows][:-1]) + 1
+        out["goes_back"] += len(back)
+        if len(back) and (out["first"] is None or rows[back[0]] < out["first"]["row"]):
+            out["first"] = {"row": int(rows[back[0]]), "line": int(line[rows[back[0]]]),
+                            "step": float(step[rows[back[0]]]), "after": float(step[rows[back[0] - 1]])}
+    return out
+
+
+def outline_lines(outline: dict | None) -> list[str]:
+    """The human lines of :func:`steps_outline`."""
+    if not outline:
+        return []
+    out = []
+    if outline["writer_field"] and outline["writers"] > 1:
+        out.append(f"  {outline['writers']} writers by the field {outline['writer_field']}: `check` judges each as "
+                   "a run of its own")
+    first = outline["first"]
+    if first:
+        out.append(f"  the step goes back or repeats at {outline['goes_back']:,} place(s), first at line "
+                   f"{first['line']:,} (step {first['step']:g} after step {first['after']:g}): a resume from a "
+                   "checkpoint, another writer or a slipped step counter (`check` names which); every line is kept")
+    return out
 
 
 def _one_blas_thread() -> None:

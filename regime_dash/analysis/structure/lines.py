@@ -8,6 +8,7 @@ dropped that column), else the row order of the frame first handed to ``view``.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from regime_dash.analysis.view import FrameView
 
@@ -41,6 +42,17 @@ def file_order(vw: FrameView) -> np.ndarray | None:
     return np.argsort(lines, kind="stable")
 
 
+def file_ordered(frame: pd.DataFrame) -> pd.DataFrame:
+    """A stored run's frame without the store's own columns (``_line``, ``run``), each row's file line kept in
+    ``attrs[LINES_ATTR]``: the store sorts a run by step, and a resume or a second writer is read in the
+    file's order."""
+    if LINE_COLUMN in frame.columns:
+        frame.attrs[LINES_ATTR] = frame[LINE_COLUMN].to_numpy()
+    out = frame.drop(columns=[c for c in (LINE_COLUMN, "run") if c in frame.columns])
+    out.attrs = dict(frame.attrs)
+    return out
+
+
 def ordinal(k: int) -> str:
     """``1st``, ``2nd``, ``3rd``, ``4th``, ... ``11th``, ``12th``, ``21st``."""
     suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
@@ -63,4 +75,4 @@ def pattern(places: np.ndarray, unit: str = "line") -> str:
     return f"{len(places):,} {unit}s from {unit} {places[0]:,} to {unit} {places[-1]:,}"
 
 
-__all__ = ["LINES_ATTR", "LINE_COLUMN", "file_lines", "file_order", "ordinal", "pattern"]
+__all__ = ["LINES_ATTR", "LINE_COLUMN", "file_lines", "file_order", "file_ordered", "ordinal", "pattern"]

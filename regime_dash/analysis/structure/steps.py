@@ -88,8 +88,9 @@ _SKIPPED_COLUMNS = ("step", LINE_COLUMN)
 
 
 def missing_fields(vw: FrameView, order: np.ndarray | None) -> list[Finding] | None:
-    """A field missing on some lines inside its span (between the first and the last line that has it),
-    one finding a field; ``None`` where the frame does not say which values the file left out."""
+    """A field missing on some lines after the first line that logs it (a field that first appears mid-run is
+    not missing before), one finding a field; ``None`` where the frame does not say which values the file
+    left out."""
     known = vw.frame.attrs.get(NULL_ROWS_ATTR)
     if known is None:
         return None
@@ -105,12 +106,12 @@ def missing_fields(vw: FrameView, order: np.ndarray | None) -> list[Finding] | N
         have = np.flatnonzero(~gone)
         if not len(have):
             continue
-        inside = np.flatnonzero(gone[have[0]:have[-1] + 1]) + have[0]
+        inside = np.flatnonzero(gone[have[0]:]) + have[0]
         if not len(inside):
             continue
         at = lines[inside]
         step = int(vw.step[fo[inside[0]]])
-        msg = (f"{col} is missing on {len(inside):,} line(s) between the first and the last that log it, first at "
+        msg = (f"{col} is missing on {len(inside):,} line(s) after the first that logs it, first at "
                f"line {at[0]:,} (step {step:,}): {pattern(at)}.")
         # warn: the emitter dropped the field there; what the kernels held on those lines is not in the file
         out.append(Finding("structure.field_missing", "warn", msg, [int(s) for s in vw.step[fo[inside[:MAX_STEPS]]]],

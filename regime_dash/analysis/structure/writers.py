@@ -13,10 +13,8 @@ import pandas as pd
 
 from regime_dash.analysis.structure import continuity as ct
 from regime_dash.analysis.view import FrameView
+from regime_dash.diag.catalogue import WRITER_FIELDS
 from regime_dash.errors import ValidationError
-
-#: Fields that say which rank or process wrote a line, in the order they are looked for.
-WRITER_FIELDS = ("rank", "global_rank", "process_index", "local_rank", "writer", "writer_id", "worker_id")
 #: Copies of one step compared with the copies of the step before when writers are told from the content.
 MAX_COPIES = 8
 
