@@ -41,9 +41,28 @@ from regime_dash.analysis.structure.writers import (WRITER_FIELDS, content_write
 from regime_dash.analysis.view import FrameView, as_view
 from regime_dash.errors import ValidationError
 
-#: The structure findings' ids, in report order.
-STRUCTURE_IDS = ("structure.writers", "structure.resume", "structure.step_repeat", "structure.step_back",
-                 "structure.step_skip", "structure.field_missing", "structure.config_change")
+#: The structure findings: id, severities and when, in report order (docs/CHECKS.md lists them).
+STRUCTURE: tuple[tuple[str, str, str], ...] = (
+    ("structure.writers", "info / fail",
+     "several writers in one file: told apart by a rank or writer field (each a run of its own, one judged: info), "
+     "or interleaved with nothing to tell them apart, named at the first step logged twice (fail)"),
+    ("structure.resume", "info / fail",
+     "the job resumed from a checkpoint and logged steps again: where, from which checkpoint step and how many rows "
+     "were re-logged; fail at the resumed row when its state did not continue the checkpoint's (the slots, before "
+     "and after, and the bootstrap value they match) or the re-logged rows differ from the first copy"),
+    ("structure.step_repeat", "warn",
+     "the step counter repeated a step while the state went on (and the skip that caught it up, where one did)"),
+    ("structure.step_back", "warn", "the step counter went back while the state went on (no resume)"),
+    ("structure.step_skip", "info / warn",
+     "steps not logged: a count, the first gap and the pattern (info where the diag is logged every k steps)"),
+    ("structure.field_missing", "warn",
+     "a field missing on some lines after the first that logs it: a count, the first line and the pattern"),
+    ("structure.config_change", "info / fail",
+     "a logged config column changed: the row, old and new values, at a fold boundary, with a reset or at a "
+     "resume; fail where the kernels did not follow the logged value (the re-derivation that reads it "
+     "diverges from there)"),
+)
+STRUCTURE_IDS = tuple(i for i, _, _ in STRUCTURE)
 #: Columns that say when or where a line was written, not what the run did: left out when re-logged rows
 #: are compared with their first copy.
 WHEN_COLUMNS = ("step", LINE_COLUMN, "wall_time", "run")
@@ -189,4 +208,4 @@ def analyse(frame: pd.DataFrame | FrameView, writer: str | None = None, split_wr
                      name or ("content" if split_writers and counts else None), cov)
 
 
-__all__ = ["LINES_ATTR", "STRUCTURE_IDS", "Structure", "WHEN_COLUMNS", "WRITER_FIELDS", "analyse", "followed"]
+__all__ = ["LINES_ATTR", "STRUCTURE", "STRUCTURE_IDS", "Structure", "WHEN_COLUMNS", "WRITER_FIELDS", "analyse", "followed"]
