@@ -750,7 +750,7 @@ class IncrementalVerdict:
         checks = [self.checks[i].result() for i in inv.CHECK_IDS] + self.rederived.result() + module_checks
         # the one-frame finders, as find() runs them (fused_mirror_drift needs a second frame), then the structure's
         found = [f for i, _ in fd.FINDERS for f in self.finders[i].result()] + self.structure.findings
-        self.current = Verdict(checks, followed(found, checks), self.structure)
+        self.current = Verdict(checks, followed(found, checks), self.structure.outline())
         return self.current
 
     def _module_checks(self, vw: FrameView, new: pd.DataFrame, whole: pd.DataFrame | None) -> list[CheckResult]:

@@ -64,7 +64,8 @@ def _formula_of(check_id: str) -> Formula:
     return BY_OUTPUT[out]
 
 
-def _row_dict(frame: pd.DataFrame, i: int) -> dict:
+def row_dict(frame: pd.DataFrame, i: int) -> dict:
+    """Row ``i`` of ``frame`` as ``{column: value}`` (NaN and ±Inf as ``None``)."""
     out = {}
     for col, val in frame.iloc[i].items():
         if isinstance(val, (float, np.floating)):
@@ -116,9 +117,9 @@ def provenance(frame_or_view, check_id: str, step: int, half_window: int = HALF_
     split = int(window["step"][parted].iloc[0]) if parted.any() else None
     filled = (f"{f.text}; with {rd._inputs_text(div)}: expected {rd._fmt(div['expected'])}, "
               f"logged {rd._fmt(div['logged'])}")
-    before = _row_dict(view.frame, row - 1) if row > 0 else {}
+    before = row_dict(view.frame, row - 1) if row > 0 else {}
     return Provenance(check_id if check_id.startswith("rederive.") else f.check_id, f.column, int(step), f.text,
-                      filled, div["expected"], div["logged"], {"t-1": before, "t": _row_dict(view.frame, row)},
+                      filled, div["expected"], div["logged"], {"t-1": before, "t": row_dict(view.frame, row)},
                       window, split)
 
 

@@ -24,7 +24,7 @@ from regime_dash.analysis.view import FrameView
 from regime_dash.errors import ValidationError
 
 if TYPE_CHECKING:
-    from regime_dash.analysis.structure import Structure
+    from regime_dash.analysis.structure import Outline, Structure
 
 
 @dataclass(frozen=True)
@@ -39,12 +39,12 @@ class Verdict:
         Run-level findings (:mod:`regime_dash.analysis.findings`), the run's structure's among them
         (:mod:`regime_dash.analysis.structure`, ids ``structure.*``).
     structure
-        The run's structure (segments, writers, the rows judged), where the verdict read it.
+        The run's structure (segments, writers, the rows set aside), where the verdict read it.
     """
 
     checks: list[CheckResult]
     findings: list[Finding]
-    structure: "Structure | None" = None
+    structure: "Outline | None" = None
 
     @property
     def counts(self) -> dict[str, int]:
@@ -147,7 +147,7 @@ def verdict(frame: pd.DataFrame | FrameView, options: CheckOptions | None = None
     if single is not None:
         found.extend(fused_mirror_drift(vw, single))
     found.extend(structure.findings)
-    return Verdict(checks, followed(found, checks), structure)
+    return Verdict(checks, followed(found, checks), structure.outline())
 
 
 def rederive_ids(ids: Iterable[str] | None) -> tuple[list[str] | None, list[str] | None]:

@@ -33,7 +33,7 @@ from regime_dash.analysis.invariants import MAX_STEPS
 from regime_dash.analysis.structure import continuity as ct
 from regime_dash.analysis.structure import report
 from regime_dash.analysis.structure.config_changes import Changes, config_columns, followed
-from regime_dash.analysis.structure.lines import LINE_COLUMN, LINES_ATTR, file_order
+from regime_dash.analysis.structure.lines import LINE_COLUMN, LINES_ATTR, file_lines, file_order
 from regime_dash.analysis.structure.segments import MAX_BREAKS, Segments, classify
 from regime_dash.analysis.structure.steps import Gaps, missing_fields, slip_skips
 from regime_dash.analysis.structure.writers import (WRITER_FIELDS, content_writers, in_file_order, pick,
@@ -68,6 +68,33 @@ STRUCTURE_IDS = tuple(i for i, _, _ in STRUCTURE)
 WHEN_COLUMNS = ("step", LINE_COLUMN, "wall_time", "run")
 
 
+@dataclass(frozen=True)
+class Outline:
+    """What a verdict keeps of a run's structure: counts, records and coverage, no frame (a verdict is
+    cached, pickled and sent to workers).
+
+    ``set_aside`` holds the file lines of the judged writer's rows the checks did not judge: a clean
+    resume's re-logged copies, a failed resume's superseded rows; a chart draws the run without them
+    (and, where a field names the writers, the judged writer's rows only) to draw it once."""
+
+    segments: int
+    resumes: tuple[dict, ...] = ()
+    writers: dict[str, int] = field(default_factory=dict)
+    writer: str | None = None
+    writer_field: str | None = None
+    coverage: dict[str, dict] = field(default_factory=dict)
+    set_aside: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64), compare=False)
+
+    def summary(self) -> dict:
+        """Counts for a run's row in a table: segments, resumes and writers."""
+        return {"segments": self.segments, "resumes": len(self.resumes), "writers": max(1, len(self.writers))}
+
+    def to_dict(self) -> dict:
+        return {**self.summary(), "writer": self.writer, "writer_field": self.writer_field,
+                "writer_rows": dict(self.writers), "resume_list": list(self.resumes), "coverage": self.coverage,
+                "set_aside_lines": int(len(self.set_aside))}
+
+
 @dataclass
 class Structure:
     """What :func:`analyse` found (see the module doc)."""
@@ -83,6 +110,7 @@ class Structure:
     writer: str | None = None
     writer_field: str | None = None
     coverage: dict[str, dict] = field(default_factory=dict)
+    set_aside: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
     @property
     def findings(self) -> list[Finding]:
@@ -93,16 +121,15 @@ class Structure:
     def resumes(self) -> list[dict]:
         return self.segments.resumes
 
-    def summary(self) -> dict:
-        """Counts for a run's row in a table: segments, resumes and writers."""
-        return {"segments": self.segments.count, "resumes": len(self.resumes), "writers": max(1, len(self.writers))}
-
-    def to_dict(self) -> dict:
+    def outline(self) -> Outline:
+        """What a verdict keeps of it."""
         strip = ("row", "checkpoint_row")
-        return {**self.summary(), "writer": self.writer, "writer_field": self.writer_field,
-                "writer_rows": dict(self.writers),
-                "resume_list": [{k: v for k, v in r.items() if k not in strip} for r in self.resumes],
-                "coverage": self.coverage}
+        resumes = tuple({k: v for k, v in r.items() if k not in strip} for r in self.resumes)
+        return Outline(self.segments.count, resumes, dict(self.writers), self.writer, self.writer_field,
+                       self.coverage, self.set_aside)
+
+    def summary(self) -> dict:
+        return self.outline().summary()
 
 
 def compared_columns(vw: FrameView, writer: str | None) -> list[str]:
@@ -205,7 +232,7 @@ def analyse(frame: pd.DataFrame | FrameView, writer: str | None = None, split_wr
     changes.add(judged)
     cov = _coverage(judged, seg, name, counts, split_writers, config_columns(judged), missing)
     return Structure(judged, found, seg, gaps, changes, counts, chosen,
-                     name or ("content" if split_writers and counts else None), cov)
+                     name or ("content" if split_writers and counts else None), cov, file_lines(vw)[~seg.kept])
 
 
-__all__ = ["LINES_ATTR", "STRUCTURE", "STRUCTURE_IDS", "Structure", "WHEN_COLUMNS", "WRITER_FIELDS", "analyse", "followed"]
+__all__ = ["LINES_ATTR", "Outline", "STRUCTURE", "STRUCTURE_IDS", "Structure", "WHEN_COLUMNS", "WRITER_FIELDS", "analyse", "followed"]

@@ -22,9 +22,7 @@ def file_lines(vw: FrameView) -> np.ndarray:
     """int64 [n]: each view row's line in the file (1-based; the row's place among the diag's rows where
     the reader kept no line numbers), so the rows in that order are the file's."""
     if LINE_COLUMN in vw.frame.columns:
-        raw = vw.frame[LINE_COLUMN].to_numpy()
-        if raw.dtype.kind in "iuf" and np.isfinite(raw).all():
-            return raw.astype(np.int64)
+        return frame_lines(vw.frame)
     given = vw.frame.attrs.get(LINES_ATTR)
     source = np.arange(vw.n, dtype=np.int64) if vw.source_rows is None else np.asarray(vw.source_rows, np.int64)
     if given is not None:
@@ -53,6 +51,42 @@ def file_ordered(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def frame_lines(frame: pd.DataFrame) -> np.ndarray:
+    """int64 [rows]: each row's file line (the ``_line`` column, the lines a reader kept in the attrs, else
+    the row's place, 1-based)."""
+    if LINE_COLUMN in frame.columns:
+        return frame[LINE_COLUMN].to_numpy().astype(np.int64)
+    given = frame.attrs.get(LINES_ATTR)
+    if given is not None and len(given) == len(frame):
+        return np.asarray(given, dtype=np.int64)
+    return np.arange(1, len(frame) + 1, dtype=np.int64)
+
+
+def judged_rows(frame: pd.DataFrame, outline) -> pd.DataFrame:
+    """The rows of ``frame`` a verdict with structure ``outline`` judged (the judged writer's, where a field
+    names writers, without the rows it set aside): the run drawn once. ``frame`` itself where that is all."""
+    if outline is None:
+        return frame
+    keep = np.ones(len(frame), dtype=bool)
+    if len(outline.set_aside):
+        keep &= ~np.isin(frame_lines(frame), outline.set_aside)
+    if len(outline.writers) > 1 and outline.writer_field in frame.columns:
+        from regime_dash.analysis.structure.writers import labels
+
+        keep &= labels(frame, outline.writer_field) == outline.writer
+    if keep.all():
+        return frame
+    out = frame[keep].reset_index(drop=True)
+    out.attrs = dict(frame.attrs)
+    return out
+
+
+def row_at_line(frame: pd.DataFrame, line: int) -> int | None:
+    """The position of the row of file line ``line`` in ``frame`` (``None`` where none)."""
+    at = np.flatnonzero(frame_lines(frame) == int(line))
+    return int(at[0]) if len(at) else None
+
+
 def ordinal(k: int) -> str:
     """``1st``, ``2nd``, ``3rd``, ``4th``, ... ``11th``, ``12th``, ``21st``."""
     suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
@@ -75,4 +109,5 @@ def pattern(places: np.ndarray, unit: str = "line") -> str:
     return f"{len(places):,} {unit}s from {unit} {places[0]:,} to {unit} {places[-1]:,}"
 
 
-__all__ = ["LINES_ATTR", "LINE_COLUMN", "file_lines", "file_order", "file_ordered", "ordinal", "pattern"]
+__all__ = ["LINES_ATTR", "LINE_COLUMN", "file_lines", "file_order", "file_ordered", "frame_lines", "judged_rows",
+           "ordinal", "pattern", "row_at_line"]
