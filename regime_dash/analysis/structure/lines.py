@@ -18,15 +18,39 @@ LINE_COLUMN = "_line"
 LINES_ATTR = "file_lines"
 
 
+class Shared:
+    """An array kept in ``frame.attrs`` and shared, not copied: pandas deep-copies a frame's attrs into
+    every frame and column it derives from it (a column read, a slice), which for a million file lines
+    is a copy of 8 MB at each."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = np.array(array, dtype=np.int64)
+        self.array.flags.writeable = False
+
+    def __deepcopy__(self, memo) -> "Shared":
+        return self  # read only: the one copy is every frame's
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+
+def _attr_lines(frame: pd.DataFrame) -> np.ndarray | None:
+    given = frame.attrs.get(LINES_ATTR)
+    if given is None:
+        return None
+    return given.array if isinstance(given, Shared) else np.asarray(given, dtype=np.int64)
+
+
 def file_lines(vw: FrameView) -> np.ndarray:
     """int64 [n]: each view row's line in the file (1-based; the row's place among the diag's rows where
     the reader kept no line numbers), so the rows in that order are the file's."""
     if LINE_COLUMN in vw.frame.columns:
         return frame_lines(vw.frame)
-    given = vw.frame.attrs.get(LINES_ATTR)
+    given = _attr_lines(vw.frame)
     source = np.arange(vw.n, dtype=np.int64) if vw.source_rows is None else np.asarray(vw.source_rows, np.int64)
     if given is not None:
-        given = np.asarray(given, dtype=np.int64)
         if len(given) > (source.max() if len(source) else -1):
             return given[source]
     return source + 1
@@ -45,7 +69,7 @@ def file_ordered(frame: pd.DataFrame) -> pd.DataFrame:
     ``attrs[LINES_ATTR]``: the store sorts a run by step, and a resume or a second writer is read in the
     file's order."""
     if LINE_COLUMN in frame.columns:
-        frame.attrs[LINES_ATTR] = frame[LINE_COLUMN].to_numpy()
+        frame.attrs[LINES_ATTR] = Shared(frame[LINE_COLUMN].to_numpy())
     out = frame.drop(columns=[c for c in (LINE_COLUMN, "run") if c in frame.columns])
     out.attrs = dict(frame.attrs)
     return out
@@ -56,9 +80,9 @@ def frame_lines(frame: pd.DataFrame) -> np.ndarray:
     the row's place, 1-based)."""
     if LINE_COLUMN in frame.columns:
         return frame[LINE_COLUMN].to_numpy().astype(np.int64)
-    given = frame.attrs.get(LINES_ATTR)
+    given = _attr_lines(frame)
     if given is not None and len(given) == len(frame):
-        return np.asarray(given, dtype=np.int64)
+        return given
     return np.arange(1, len(frame) + 1, dtype=np.int64)
 
 
