@@ -304,3 +304,37 @@ def test_each_divergent_slot_is_one_the_re_derivation_knows(job):
     (res,) = [f for f in diagnose(frame).findings if f.id == "structure.resume"]
     slots = dict(OUTPUTS)
     assert all(slots[s["output"]] == s["slot"] for s in res.evidence["slots"])
+
+
+# ---- no false positives ------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["calm", "tail_shock", "kelly_trap_run8", "fold_boundary", "adverse_regime",
+                                  "recorded"])
+def test_a_clean_replay_of_every_preset_has_no_structure_finding(name):
+    import regime_dash as rd
+    from regime_dash.sources import scenarios
+
+    frame = rd.replay(scenarios.make(name), rd.RegimeConfig(), engine="fast", log_inputs=True)
+    st = analyse(frame)
+    assert st.findings == [] and st.summary() == {"segments": 1, "resumes": 0, "writers": 1}
+    assert st.view.n == len(frame) and st.view.breaks is None and st.view.starts is None
+
+
+def test_the_committed_sample_has_no_structure_finding(capsys):
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parent.parent / "data" / "samples" / "diag.jsonl"
+    main(["check", str(sample), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert not [f for f in doc["findings"] if f["id"].startswith("structure.")]
+    assert all(c["ran"] for c in doc["coverage"]["structure"].values())
+
+
+def test_places_in_words():
+    from regime_dash.analysis.structure.lines import ordinal, pattern
+
+    assert [ordinal(k) for k in (1, 2, 3, 4, 11, 12, 13, 21, 22, 500)] == [
+        "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "500th"]
+    assert pattern(np.array([500, 1000, 1500])) == "every 500th line from line 500 (3 lines)"
+    assert pattern(np.array([40, 41, 42])) == "lines 40–42"
+    assert pattern(np.array([7])) == "line 7"
+    assert pattern(np.array([3, 10, 90]), "step") == "3 steps from step 3 to step 90"
