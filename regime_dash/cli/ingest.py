@@ -88,6 +88,28 @@ def run(args: argparse.Namespace) -> int:
     return rc
 
 
+def _step_columns(store, run_id: str, field: str | None):
+    """The run's step, file line and writer field, part by part in write order: read with Parquet alone
+    (the store's table reader loads pandas and pyarrow.compute, half a second of a fresh ingest)."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from regime_dash.ingest.arrays import to_numpy
+
+    steps, lines, who = [], [], []
+    for part in store.parts(run_id):
+        pf = pq.ParquetFile(part)
+        names = set(pf.schema_arrow.names)
+        table = pf.read(columns=[c for c in ("step", "_line", field) if c and c in names])
+        n = table.num_rows
+        steps.append(to_numpy(table.column("step")).astype(np.float64) if "step" in names else np.full(n, np.nan))
+        lines.append(to_numpy(table.column("_line")).astype(np.int64))
+        who.append(np.asarray([str(v) for v in table.column(field).to_pylist()] if field in names
+                              else ["(none)"] * n, dtype=object))
+    cat = (lambda xs, dt: np.concatenate(xs) if xs else np.empty(0, dtype=dt))
+    return cat(steps, np.float64), cat(lines, np.int64), cat(who, object)
+
+
 def steps_outline(store, res) -> dict | None:
     """Where the stored run's steps go back or repeat, per writer, and its writers (a rank field): read back
     in file order, the step and writer columns alone. ``check`` tells a resume, a second writer and a
@@ -99,11 +121,7 @@ def steps_outline(store, res) -> dict | None:
     if "step" not in res.columns:
         return None
     field = next((f for f in WRITER_FIELDS if f in res.columns), None)
-    table = store.load_table(res.run_id, ["step", "_line", *([field] if field else [])])
-    step = table.column("step").to_numpy(zero_copy_only=False).astype(np.float64)
-    line = table.column("_line").to_numpy(zero_copy_only=False)
-    who = (np.asarray(table.column(field).to_pylist(), dtype=object).astype(str) if field
-           else np.zeros(len(step), dtype=object))
+    step, line, who = _step_columns(store, res.run_id, field)
     out = {"writer_field": field, "writers": len(set(who.tolist())), "goes_back": 0, "first": None}
     for w in dict.fromkeys(who.tolist()):
         rows = np.flatnonzero(who == w)
