@@ -89,8 +89,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _step_columns(store, run_id: str, field: str | None):
-    """The run's step, file line and writer field, part by part in write order: read with Parquet alone
-    (the store's table reader loads pandas and pyarrow.compute, half a second of a fresh ingest)."""
+    """The run's step, file line and writer field (``None`` without one), part by part in write order: read
+    with Parquet alone (the store's table reader loads pandas and pyarrow.compute, half a second of a
+    fresh ingest)."""
     import numpy as np
     import pyarrow.parquet as pq
 
@@ -104,10 +105,11 @@ def _step_columns(store, run_id: str, field: str | None):
         n = table.num_rows
         steps.append(to_numpy(table.column("step")).astype(np.float64) if "step" in names else np.full(n, np.nan))
         lines.append(to_numpy(table.column("_line")).astype(np.int64))
-        who.append(np.asarray([str(v) for v in table.column(field).to_pylist()] if field in names
-                              else ["(none)"] * n, dtype=object))
+        if field is not None:
+            who.append(np.asarray([str(v) for v in table.column(field).to_pylist()] if field in names
+                                  else ["(none)"] * n, dtype=object))
     cat = (lambda xs, dt: np.concatenate(xs) if xs else np.empty(0, dtype=dt))
-    return cat(steps, np.float64), cat(lines, np.int64), cat(who, object)
+    return cat(steps, np.float64), cat(lines, np.int64), (cat(who, object) if field is not None else None)
 
 
 def steps_outline(store, res) -> dict | None:
@@ -122,9 +124,9 @@ def steps_outline(store, res) -> dict | None:
         return None
     field = next((f for f in WRITER_FIELDS if f in res.columns), None)
     step, line, who = _step_columns(store, res.run_id, field)
-    out = {"writer_field": field, "writers": len(set(who.tolist())), "goes_back": 0, "first": None}
-    for w in dict.fromkeys(who.tolist()):
-        rows = np.flatnonzero(who == w)
+    groups = [np.arange(len(step))] if who is None else [np.flatnonzero(who == w) for w in dict.fromkeys(who.tolist())]
+    out = {"writer_field": field, "writers": len(groups), "goes_back": 0, "first": None}
+    for rows in groups:
         back = np.flatnonzero(step[rows][1:] <= step[rows][:-1]) + 1
         out["goes_back"] += len(back)
         if len(back) and (out["first"] is None or rows[back[0]] < out["first"]["row"]):
