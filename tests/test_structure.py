@@ -42,7 +42,8 @@ def found(doc, fid):
 def outcome(doc):
     """Every check's (id, status, violations, first step, steps) and every finding but the structure's."""
     checks = [(c["id"], c["status"], c["violations"], c["first_step"], c["steps"]) for c in doc["checks"]]
-    return checks, [(f["id"], f["severity"], f["steps"]) for f in doc["findings"] if not f["id"].startswith("structure.")]
+    findings = [(f["id"], f["severity"], f["steps"]) for f in doc["findings"] if not f["id"].startswith("structure.")]
+    return checks, findings
 
 
 # ---- resumes -----------------------------------------------------------------------------------

@@ -46,7 +46,8 @@ from regime_dash.analysis.view import FrameView
 __all__ = [
     "CHECK_IDS", "CHECKS", "FINDING_IDS", "MAX_STEPS", "STATUSES", "ULPS", "CheckOptions", "CheckResult",
     "FieldDiff", "Finding", "FrameView", "Report", "RunDiff", "Structure", "Verdict", "analyse", "boundaries",
-    "dead_zone_episodes", "diagnose", "diff_runs", "find", "find_all", "floor_active", "floor_spans", "run_checks", "summary",
+    "dead_zone_episodes", "diagnose", "diff_runs", "find", "find_all", "floor_active", "floor_spans", "run_checks",
+    "summary",
     "tail_events", "timeouts", "transitions", "verdict",
 ]
 

@@ -262,7 +262,8 @@ def writer_lines(rows: list[dict]) -> list[str]:
     for r in rows:
         first = r["first_failure"]
         where = f", first failure {first['id']} at step {first['step']}" if first else ""
-        out.append(f"  {r['writer']}: {r['rows']:,} rows, {r['status']}{where}{' (shown above)' if r['judged'] else ''}")
+        shown = " (shown above)" if r["judged"] else ""
+        out.append(f"  {r['writer']}: {r['rows']:,} rows, {r['status']}{where}{shown}")
     return out
 
 

@@ -35,7 +35,8 @@ __all__ = ["HEADLINE", "TABLE_KEY", "Where", "at_slot_precision", "filter_rows",
 TABLE_KEY = "table"
 _VERSION = 2
 #: The headline metrics of a row's summary (keys of ``analysis.episodes.summary`` and of the structure's summary).
-HEADLINE = ("segments", "writers", "dead_zone_steps", "dead_zone_episodes", "longest_duration", "timeouts", "tail_events",
+HEADLINE = ("segments", "writers", "dead_zone_steps", "dead_zone_episodes", "longest_duration", "timeouts",
+            "tail_events",
             "floor_active_steps", "kelly_min", "kelly_mean", "sigma_max")
 
 

@@ -218,7 +218,8 @@ def analyse(frame: pd.DataFrame | FrameView, writer: str | None = None, split_wr
     found += [report.resume(r) for r in seg.resumes[:MAX_STEPS]]
     slips = slip_skips(judged, seg.slips, lambda a, b: bool(ct.continues(judged, [a], [b], ulps)[0].ok))
     explained = {s["step"] for s in slips}
-    found += report.slips(sorted(slips + [s for s in seg.slips if s["step"] not in explained], key=lambda s: s["step"]))
+    found += report.slips(sorted(slips + [s for s in seg.slips if s["step"] not in explained],
+                                 key=lambda s: s["step"]))
     skip = np.zeros(judged.n, dtype=bool)
     skip[[s["skip_row"] for s in slips]] = True
     if skip.any():  # the step label skipped, the state did not: no step-to-step rule across the label's gap
@@ -231,8 +232,10 @@ def analyse(frame: pd.DataFrame | FrameView, writer: str | None = None, split_wr
     changes = Changes(resumed={r["step"] for r in seg.resumes if not r["identical"]})
     changes.add(judged)
     cov = _coverage(judged, seg, name, counts, split_writers, config_columns(judged), missing)
+    set_aside = np.empty(0, dtype=np.int64) if seg.kept.all() else file_lines(vw)[~seg.kept]
     return Structure(judged, found, seg, gaps, changes, counts, chosen,
-                     name or ("content" if split_writers and counts else None), cov, file_lines(vw)[~seg.kept])
+                     name or ("content" if split_writers and counts else None), cov, set_aside)
 
 
-__all__ = ["LINES_ATTR", "Outline", "STRUCTURE", "STRUCTURE_IDS", "Structure", "WHEN_COLUMNS", "WRITER_FIELDS", "analyse", "followed"]
+__all__ = ["LINES_ATTR", "Outline", "STRUCTURE", "STRUCTURE_IDS", "Structure", "WHEN_COLUMNS", "WRITER_FIELDS",
+           "analyse", "followed"]

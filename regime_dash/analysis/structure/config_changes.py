@@ -75,7 +75,8 @@ class Changes:
         for row in sorted(at):
             self.count += 1
             if len(self.rows) < MAX_STEPS:
-                self.rows.append({"step": int(vw.step[row]), "changes": at[row], "where": _where(vw, row, self.resumed)})
+                self.rows.append({"step": int(vw.step[row]), "changes": at[row],
+                                  "where": _where(vw, row, self.resumed)})
 
     def findings(self) -> list[Finding]:
         out = []

@@ -48,7 +48,8 @@ def resume(r: dict) -> Finding:
         return Finding("structure.resume", "fail", msg, [r["step"]], span, ev, r["slots"][0]["column"])
     diff = r["first_difference"]
     if r["continued"] is None:
-        why = "the checkpoint step is not in the file" if r["checkpoint_step"] is None else "no output could be re-derived"
+        why = ("the checkpoint step is not in the file" if r["checkpoint_step"] is None
+               else "no output could be re-derived")
         state = f"whether its state continued cannot be told ({why})"
     else:
         state = "its state continued from the checkpoint"

@@ -126,7 +126,8 @@ def _resume_record(vw: FrameView, lines: np.ndarray, row: int, ckpt: int, reache
                    identical: bool, first: dict | None, cont: ct.Outcome | None, slots: list[dict]) -> dict:
     return {"step": int(vw.step[row]), "line": int(lines[row]), "row": int(row),
             "checkpoint_step": None if ckpt < 0 else int(vw.step[ckpt]),
-            "checkpoint_line": None if ckpt < 0 else int(lines[ckpt]), "checkpoint_row": None if ckpt < 0 else int(ckpt),
+            "checkpoint_line": None if ckpt < 0 else int(lines[ckpt]),
+            "checkpoint_row": None if ckpt < 0 else int(ckpt),
             "reached": int(reached), "relogged": int(len(over)), "identical": identical,
             "first_difference": first, "continued": None if cont is None else cont.ok,
             "compared": [] if cont is None else list(cont.compared), "slots": slots,
