@@ -39,14 +39,15 @@ from regime_dash.analysis.episodes import (boundaries, dead_zone_episodes, find_
 from regime_dash.analysis.findings import FINDING_IDS, Finding, find
 from regime_dash.analysis.invariants import (CHECK_IDS, CHECKS, MAX_STEPS, STATUSES, ULPS, CheckOptions,
                                              CheckResult, run_checks)
+from regime_dash.analysis.structure import Structure, analyse
 from regime_dash.analysis.verdict import Verdict, verdict
 from regime_dash.analysis.view import FrameView
-from regime_dash.analysis.view import view as _view
 
 __all__ = [
     "CHECK_IDS", "CHECKS", "FINDING_IDS", "MAX_STEPS", "STATUSES", "ULPS", "CheckOptions", "CheckResult",
-    "FieldDiff", "Finding", "FrameView", "Report", "RunDiff", "Verdict", "boundaries", "dead_zone_episodes",
-    "diagnose", "diff_runs", "find", "find_all", "floor_active", "floor_spans", "run_checks", "summary",
+    "FieldDiff", "Finding", "FrameView", "Report", "RunDiff", "Structure", "Verdict", "analyse", "boundaries",
+    "dead_zone_episodes", "diagnose", "diff_runs", "find", "find_all", "floor_active", "floor_spans", "run_checks",
+    "summary",
     "tail_events", "timeouts", "transitions", "verdict",
 ]
 
@@ -107,13 +108,15 @@ class Report:
             "skipped": dict(self.skipped),
             "summary": {k: _plain(x) for k, x in self.summary.items()},
             "aliases_applied": dict(self.aliases_applied),
-            "coverage": {"counts": coverage_counts(self.coverage), "fields": list(self.coverage)},
+            "coverage": {"counts": coverage_counts(self.coverage), "fields": list(self.coverage),
+                         "structure": {} if self.verdict.structure is None else self.verdict.structure.coverage},
         })
         return doc
 
 
 def diagnose(frame: pd.DataFrame, ids: Iterable[str] | None = None,
-             options: CheckOptions | None = None, single: pd.DataFrame | None = None) -> Report:
+             options: CheckOptions | None = None, single: pd.DataFrame | None = None, *,
+             writer: str | None = None, split_writers: bool = False) -> Report:
     """The :func:`verdict` of one frame, with every episode/event finder's tables.
 
     Parameters
@@ -127,14 +130,18 @@ def diagnose(frame: pd.DataFrame, ids: Iterable[str] | None = None,
     single
         For a fused-path replay: the single path's replay of the same inputs (finding
         ``fused_mirror_drift``; see :func:`verdict`).
+    writer, split_writers
+        Which writer to judge, and whether writers without a field are told apart by their content
+        (:func:`regime_dash.analysis.structure.analyse`).
     """
-    vw = _view(frame)
-    judged = verdict(vw, options, ids, single)
+    st = analyse(frame, writer, split_writers, (options or CheckOptions()).rederive_ulps)
+    vw = st.view
+    judged = verdict(vw, options, ids, single, structure=st)
     episodes, events, skipped = find_all(vw)
     if single is None and vw.has(diag.FUSED_COLUMN) and (vw.f32(diag.FUSED_COLUMN) == 1).any():
         skipped["fused_mirror_drift"] = ("the run replayed the fused controllers; the single path's replay of the "
                                          "same inputs shows where they part (check RUN --single FILE)")
-    return Report(judged, episodes, events, skipped, summary(vw),
+    return Report(judged, episodes, events, skipped, {**summary(vw), **st.summary()},
                   dict(frame.attrs.get("aliases_applied", {})), field_coverage(vw, judged))
 
 
@@ -142,7 +149,8 @@ def field_coverage(vw, judged: Verdict) -> list[dict]:
     """One coverage entry per logged field: the core's, with each check provider's (the modules') over it."""
     from regime_dash.analysis import registry
 
-    entries = coverage(vw.frame.columns, judged.checks)
+    who = None if judged.structure is None else judged.structure.writer_field  # says who wrote a line: no signal
+    entries = coverage([c for c in vw.frame.columns if c != who], judged.checks)
     for provider in registry.providers():
         if provider.coverage is not None:
             entries = merge_coverage(entries, provider.coverage(vw.frame))

@@ -14,6 +14,7 @@ from regime_dash.analysis import registry
 from regime_dash.analysis.coverage import BOUNDS
 from regime_dash.analysis.invariants import CHECKS
 from regime_dash.analysis.rederive_formulas import FORMULAS, INPUT_FIELDS
+from regime_dash.analysis.structure import STRUCTURE
 
 _HEAD = """# Checks
 
@@ -68,6 +69,12 @@ def markdown() -> str:
            "Where no formula can run (an input the diag does not log), these checks still bound the field.",
            "", "| field | bounded by |", "| --- | --- |"]
     out += [f"| `{col}` | {', '.join(f'`{c}`' for c in ids)} |" for col, ids in BOUNDS.items()]
+    out += ["", "## The structure of a run", "",
+            "Before the checks, `check` reads the run in the file's order (docs/STRUCTURE.md): its segments "
+            "(resumes from a checkpoint), its writers, its config over time and its steps. Each finding is "
+            "named at its row; the coverage block's `structure` says which of these ran and why any did not.",
+            "", "| finding | severity | when |", "| --- | --- | --- |"]
+    out += [f"| `{i}` | {sev} | {when} |" for i, sev, when in STRUCTURE]
     out += ["", "## Inputs", "", "Recorded, nothing to recompute them from: "
             + ", ".join(f"`{c}`" for c in INPUT_FIELDS) + ".", "", "## Module checks", ""]
     for p in registry.providers():

@@ -11,6 +11,10 @@ here, at this step" from the frame, in one of three ways, by the item's id:
     The core re-derivation (:func:`regime_dash.analysis.provenance.provenance`):
     the formula with the logged inputs filled in, expected and logged, the rows
     t−1 and t, and a local replay of the recorded inputs around the step.
+``structure.resume``
+    A resume whose state did not continue: the checkpoint row (as t−1) and the first resumed row
+    (as t), each slot that did not continue marked with what continuing gives and the bootstrap
+    value it matches.
 ``<module>.rederive.<output>``
     A controller module's re-derivation: the same evidence, read from the
     check's ``evidence["divergences"]`` (the divergence at that step, or the
@@ -31,6 +35,7 @@ from regime_dash.analysis.findings import Finding
 from regime_dash.analysis.invariants import CheckResult
 from regime_dash.analysis.provenance import Provenance, row_values, provenance
 from regime_dash.analysis.rederive_formulas import BY_OUTPUT, PREV
+from regime_dash.analysis.structure.lines import row_at_line
 from regime_dash.analysis.texts import check_message, finding_message
 from regime_dash.analysis.verdict import Verdict
 from regime_dash.analysis.view import as_view
@@ -88,9 +93,12 @@ def find_item(verdict: Verdict, item_id: str) -> Failure | None:
 
 
 def source_of(item_id: str) -> str:
-    """``rederive`` (the core's re-derivation), ``module`` (a module's) or ``bound`` (any other item)."""
+    """``rederive`` (the core's re-derivation), ``resume`` (a resume's continuity), ``module`` (a module's
+    re-derivation) or ``bound`` (any other item)."""
     if item_id.startswith("rederive."):
         return "rederive"
+    if item_id == "structure.resume":
+        return "resume"
     return "module" if "rederive." in item_id else "bound"
 
 
@@ -213,6 +221,32 @@ def _from_bound(frame, item: Failure, step: int) -> Explanation:
                        rows_table(_rows_at(frame, step), uses), None, None, note)
 
 
+def _slot_use(s: dict) -> str:
+    boot = f"; the bootstrap value {_text(s['bootstrap'])}" if s.get("matches_bootstrap") else ""
+    return f"did not continue: continuing gives {_text(s['expected'])}{boot}"
+
+
+def _from_resume(frame, item: Failure, step: int) -> Explanation:
+    ev = item.evidence
+    if not ev.get("slots"):
+        return _from_bound(frame, item, step)
+    at = {"t": row_at_line(frame, ev["line"])}
+    if ev.get("checkpoint_line") is not None:
+        at["t-1"] = row_at_line(frame, ev["checkpoint_line"])
+    if at["t"] is None:
+        raise ValidationError(f"line {ev['line']} (the resumed row) is not a row of this frame", field="line",
+                              value=ev["line"])
+    rows = {k: ({} if i is None else row_values(frame, i)) for k, i in at.items()}
+    uses = {s["column"]: _slot_use(s) for s in ev["slots"]}
+    ckpt = ("the start (no checkpoint step in the file)" if ev.get("checkpoint_step") is None else
+            f"the checkpoint row, step {ev['checkpoint_step']} (line {ev['checkpoint_line']})")
+    note = (f"t−1 is {ckpt}; t is the first resumed row, step {ev['step']} (line {ev['line']}). The slots "
+            "highlighted did not continue: a resume restores the ISV slots of its checkpoint, and the reference "
+            "step functions run from the checkpoint row give the values named.")
+    return Explanation(item, int(ev["step"]), "resume", None, None, None, None, rows_table(rows, uses), None,
+                       None, note)
+
+
 def explain(frame, item: Failure, step: int) -> Explanation:
     """``item`` of a frame's verdict explained at ``step`` (see the module's docstring for how).
 
@@ -222,7 +256,8 @@ def explain(frame, item: Failure, step: int) -> Explanation:
         ``step`` is not a row of the frame (or, for a re-derivation, not a derivable one), or a
         module item has no divergences in its evidence.
     """
-    how = {"rederive": _from_rederive, "module": _from_module, "bound": _from_bound}[source_of(item.id)]
+    how = {"rederive": _from_rederive, "resume": _from_resume, "module": _from_module,
+           "bound": _from_bound}[source_of(item.id)]
     return how(frame, item, int(step))
 
 

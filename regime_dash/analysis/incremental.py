@@ -24,8 +24,12 @@ the state it keeps between batches:
 
 Two things make an update re-judge the whole run once (``reload`` gives the
 rows stored so far): a column seen for the first time (whether a field is
-there changes how earlier rows are read) and a step lower than the last one (a
-trainer restarted from a checkpoint: the rows sort in among the earlier ones).
+there changes how earlier rows are read) and a step not above the last one (a
+trainer resumed from a checkpoint, a second writer, a slipped step counter: the
+run's structure, :mod:`regime_dash.analysis.structure`, is read again from all its
+rows). The structure of the rows seen so far is kept: its findings, the writer
+judged (a later batch's rows of other writers are left out), and the config
+changes and step gaps, which each new batch extends.
 Module checks (the providers of :mod:`regime_dash.analysis.registry`, as ``verdict``
 takes them), when a controller's columns are present, run on the whole run.
 
@@ -54,6 +58,8 @@ from regime_dash.analysis.findings import Finding
 from regime_dash.analysis.invariants import MAX_STEPS, CheckOptions, CheckResult, Found
 from regime_dash.analysis.verdict import Verdict
 from regime_dash.analysis.rederive_formulas import FORMULAS
+from regime_dash.analysis.structure import Structure, analyse, followed
+from regime_dash.analysis.structure.writers import labels as writer_labels
 from regime_dash.analysis.view import FrameView, view
 
 __all__ = ["CARRIES", "Carry", "Columns", "IncrementalVerdict", "RowLocal", "register_carry"]
@@ -678,6 +684,7 @@ class IncrementalVerdict:
         self.rows = 0
         self.modules = [False] * len(self.providers)  # a provider's checks apply: they run on the whole run
         self.kept: list[pd.DataFrame] = []  # every batch, where there is no reload
+        self.structure: Structure | None = None  # of the rows judged whole (the first batch, a re-judging)
 
     def _carries(self) -> tuple[Carry, ...]:
         return (*self.checks.values(), self.rederived, *self.finders.values())
@@ -688,13 +695,23 @@ class IncrementalVerdict:
             return self.current
         steps = pd.to_numeric(new["step"], errors="coerce") if "step" in new.columns else None
         fresh = [c for c in new.columns if c not in set(self.columns)]
-        back = steps is not None and self.last_step is not None and bool((steps < self.last_step).any())
+        if steps is not None:
+            steps = steps[self._judged_writer(new)]
+        back = steps is not None and self.last_step is not None and (
+            bool((steps <= self.last_step).any()) or bool((steps.diff() <= 0).any()))
         if self.rows and (fresh or back):
             whole = pd.concat([self._before(), new], ignore_index=True)
             self.rebuilds += 1
             self._reset()
             return self._fold(whole, whole)
         return self._fold(new)
+
+    def _judged_writer(self, new: pd.DataFrame) -> np.ndarray:
+        """The rows of ``new`` written by the writer judged (every row where no field names writers)."""
+        st = self.structure
+        if st is None or st.writer is None or st.writer_field not in new.columns:
+            return np.ones(len(new), dtype=bool)
+        return writer_labels(new, st.writer_field) == st.writer
 
     def _envelope_before(self) -> np.ndarray:
         """The envelope of the rows folded in before the batch at hand (once per new envelope peak)."""
@@ -709,10 +726,17 @@ class IncrementalVerdict:
 
     def _fold(self, new: pd.DataFrame, whole: pd.DataFrame | None = None) -> Verdict:
         self.columns += [c for c in new.columns if c not in set(self.columns)]
+        judged_rows = new[self._judged_writer(new)] if self.structure is not None else new
         ctx = len(self.tail)
-        window = pd.concat([self.tail.reindex(columns=self.columns), new.reindex(columns=self.columns)],
-                           ignore_index=True) if ctx else new.reindex(columns=self.columns)
-        vw = view(window)
+        window = pd.concat([self.tail.reindex(columns=self.columns), judged_rows.reindex(columns=self.columns)],
+                           ignore_index=True) if ctx else judged_rows.reindex(columns=self.columns)
+        if self.structure is None:  # the rows judged whole: their structure read from all of them
+            self.structure = analyse(window, ulps=self.options.rederive_ulps)
+            vw = self.structure.view
+        else:
+            vw = view(window)
+            self.structure.gaps.add(vw, ctx)
+            self.structure.changes.add(vw, ctx)
         ctx = min(ctx, vw.n)
         for carry in self._carries():
             carry.update(vw, ctx)  # more context than a carry's lookback changes none of its new rows
@@ -724,8 +748,9 @@ class IncrementalVerdict:
             self.last_step = int(vw.step[-1])
         self.tail = vw.frame.iloc[max(0, vw.n - self.lookback):]
         checks = [self.checks[i].result() for i in inv.CHECK_IDS] + self.rederived.result() + module_checks
-        # the one-frame finders, as find() runs them (fused_mirror_drift needs a second frame)
-        self.current = Verdict(checks, [f for i, _ in fd.FINDERS for f in self.finders[i].result()])
+        # the one-frame finders, as find() runs them (fused_mirror_drift needs a second frame), then the structure's
+        found = [f for i, _ in fd.FINDERS for f in self.finders[i].result()] + self.structure.findings
+        self.current = Verdict(checks, followed(found, checks), self.structure.outline())
         return self.current
 
     def _module_checks(self, vw: FrameView, new: pd.DataFrame, whole: pd.DataFrame | None) -> list[CheckResult]:

@@ -155,12 +155,15 @@ def prepare(view: FrameView) -> Prepared:
     boundary, inferred = _boundaries(view)
     start = np.zeros(view.n, dtype=bool)
     start[:1] = view.n > 0 and view.step_given and view.step[0] == 0
+    if view.starts is not None:  # a resume that came back at the bootstrap (analysis.structure)
+        start |= view.starts
     skip = ~(view.contiguous | start)
     return Prepared(columns, col_of, cfg_pos, _int_column(view, diag.FLAT_COUNT), _int_column(view, diag.B_SIZE),
                     extras, start, skip, boundary, _boot(view, present), inferred)
 
 
-def _equal(exp: np.ndarray, got: np.ndarray, ulps: float) -> np.ndarray:
+def equal(exp: np.ndarray, got: np.ndarray, ulps: float) -> np.ndarray:
+    """Where ``got`` is ``exp``: equal, both NaN, or within ``ulps`` float32 ulps of ``exp``."""
     same = exp == got
     rest = np.flatnonzero(~same)  # few rows on a correct run: the slow tests run on those alone
     if len(rest):
@@ -264,7 +267,7 @@ class Tally:
         if not rows.any():
             return
         got = view.f32(f.column)
-        where = lo + np.flatnonzero(rows & ~_equal(exp[lo:], got[lo:], tolerance(f, ulps)))
+        where = lo + np.flatnonzero(rows & ~equal(exp[lo:], got[lo:], tolerance(f, ulps)))
         if not len(where):
             return
         room = MAX_DIVERGENCES - len(self.divergences)
@@ -367,5 +370,5 @@ def checks(frame_or_view, ulps: float = 0.0) -> list[CheckResult]:
 if tuple(f.output for f in FORMULAS) != engine.OUTPUT_NAMES:  # pragma: no cover - a table out of step
     raise ImportError("rederive_formulas.FORMULAS must list engine.rederive.OUTPUTS in order")
 
-__all__ = ["rederive", "checks", "prepare", "compared", "chained", "missing", "skipped", "Tally", "Rederivation",
-           "Prepared", "BY_OUTPUT", "MAX_DIVERGENCES", "SWITCHED_CHAIN"]
+__all__ = ["rederive", "checks", "prepare", "compared", "chained", "equal", "missing", "skipped", "tolerance", "Tally",
+           "Rederivation", "Prepared", "BY_OUTPUT", "MAX_DIVERGENCES", "SWITCHED_CHAIN"]

@@ -10,7 +10,7 @@ verdict wherever it is looked at.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import pandas as pd
 
@@ -19,8 +19,12 @@ from regime_dash.analysis.findings import Finding, find, fused_mirror_drift
 from regime_dash.analysis.invariants import STATUSES, CheckOptions, CheckResult, run_checks
 from regime_dash.analysis.rederive import checks as rederive_checks
 from regime_dash.analysis.rederive_formulas import FORMULAS
-from regime_dash.analysis.view import FrameView, as_view
+from regime_dash.analysis.structure import analyse, followed
+from regime_dash.analysis.view import FrameView
 from regime_dash.errors import ValidationError
+
+if TYPE_CHECKING:
+    from regime_dash.analysis.structure import Outline, Structure
 
 
 @dataclass(frozen=True)
@@ -32,11 +36,15 @@ class Verdict:
     checks
         Core, success-criterion and module checks, in report order.
     findings
-        Run-level findings (:mod:`regime_dash.analysis.findings`).
+        Run-level findings (:mod:`regime_dash.analysis.findings`), the run's structure's among them
+        (:mod:`regime_dash.analysis.structure`, ids ``structure.*``).
+    structure
+        The run's structure (segments, writers, the rows set aside), where the verdict read it.
     """
 
     checks: list[CheckResult]
     findings: list[Finding]
+    structure: "Outline | None" = None
 
     @property
     def counts(self) -> dict[str, int]:
@@ -82,15 +90,24 @@ class Verdict:
 
     def to_dict(self) -> dict:
         first = self.first_failure
-        return {"status": self.status, "counts": self.counts,
-                "first_failure": None if first is None else {"id": first.id, "step": first.first_step},
-                "checks": [c.to_dict() for c in self.checks],
-                "findings": [f.to_dict() for f in self.findings]}
+        doc = {"status": self.status, "counts": self.counts,
+               "first_failure": None if first is None else {"id": first.id, "step": first.first_step},
+               "checks": [c.to_dict() for c in self.checks],
+               "findings": [f.to_dict() for f in self.findings]}
+        if self.structure is not None:
+            doc["structure"] = self.structure.to_dict()
+        return doc
 
 
 def verdict(frame: pd.DataFrame | FrameView, options: CheckOptions | None = None,
-            ids: Iterable[str] | None = None, single: pd.DataFrame | FrameView | None = None) -> Verdict:
+            ids: Iterable[str] | None = None, single: pd.DataFrame | FrameView | None = None, *,
+            structure: "Structure | None" = None, writer: str | None = None,
+            split_writers: bool = False) -> Verdict:
     """Judge one diag frame (canonical column names): every check, every finding.
+
+    The rows judged are the run as it really is (:func:`regime_dash.analysis.structure.analyse`):
+    one writer's, a clean resume's re-logged rows once, a failed resume's superseded rows set aside;
+    the structure's findings come with the others.
 
     Parameters
     ----------
@@ -103,13 +120,21 @@ def verdict(frame: pd.DataFrame | FrameView, options: CheckOptions | None = None
     single
         For a replay of the fused controller path: the single path's replay of the same inputs
         and config, for the finding ``fused_mirror_drift`` (:func:`~regime_dash.analysis.findings.fused_mirror_drift`).
+    structure
+        The frame's structure where the caller has it already (its view is the one judged).
+    writer, split_writers
+        Which writer to judge, and whether writers without a field are told apart by their content
+        (:func:`~regime_dash.analysis.structure.analyse`).
 
     Raises
     ------
     ValidationError
-        For an unknown check id.
+        For an unknown check id, or a writer the frame does not have.
     """
-    vw, opt = as_view(frame), options or CheckOptions()
+    opt = options or CheckOptions()
+    if structure is None:
+        structure = analyse(frame, writer, split_writers, opt.rederive_ulps)
+    vw = structure.view
     provided = registry.providers()  # the module checks (analysis.registry), loaded by name
     wanted, rederived = rederive_ids(ids)
     core_ids, provided_ids = registry.split_ids(wanted, provided)
@@ -121,7 +146,8 @@ def verdict(frame: pd.DataFrame | FrameView, options: CheckOptions | None = None
     found = find(vw, opt)
     if single is not None:
         found.extend(fused_mirror_drift(vw, single))
-    return Verdict(checks, found)
+    found.extend(structure.findings)
+    return Verdict(checks, followed(found, checks), structure.outline())
 
 
 def rederive_ids(ids: Iterable[str] | None) -> tuple[list[str] | None, list[str] | None]:

@@ -90,6 +90,13 @@ class FrameView:
     #: Position of each row in the frame handed to :func:`view` (before sorting and dropping); None
     #: where every row kept its own (nothing sorted or dropped).
     source_rows: np.ndarray | None = None
+    #: Rows whose logged state does not continue the row before them although their step follows it (the
+    #: first row of a resume whose slots were not restored, :mod:`regime_dash.analysis.structure`): step-to-step
+    #: rules treat them as a restart. None: no such row.
+    breaks: np.ndarray | None = None
+    #: Rows that start from the bootstrap state, besides a first row at step 0 (a resume that came back at
+    #: the bootstrap values): the re-derivation derives them from the bootstrap. None: no such row.
+    starts: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -161,10 +168,13 @@ class FrameView:
 
     @cached_property
     def restart(self) -> np.ndarray:
-        """Row 0, and rows whose step does not increase (a trainer restarted from a checkpoint
-        and logged steps again): nothing before them is known, so only per-row rules apply."""
+        """Row 0, rows whose step does not increase (steps logged again that the structure analysis
+        did not resolve), and the rows of ``breaks``: nothing before them is known, so only per-row
+        rules apply."""
         r = self.gap <= 0
         r[:1] = True
+        if self.breaks is not None:
+            r |= self.breaks
         return r
 
     @cached_property
@@ -172,6 +182,8 @@ class FrameView:
         """Row follows the previous row by exactly one step."""
         c = self.gap == 1
         c[:1] = False
+        if self.breaks is not None:
+            c &= ~self.breaks
         return c
 
     @cached_property
@@ -189,14 +201,19 @@ class FrameView:
         if self.has(RECENCY):
             rec, prev = self.f32(RECENCY), self.prev(RECENCY)
             sentinel = (rec == RECENCY_SENTINEL) | (rec == RECENCY_SENTINEL + ONE)
-            out["recency_sentinel"] = sentinel & ~(rec == prev + ONE) & (np.arange(self.n) > 0)
+            out["recency_sentinel"] = sentinel & ~(rec == prev + ONE) & (np.arange(self.n) > 0) & ~self._broken
         if self.has(REMAINING, STEPS_CONFIG):
             rem, prev = self.f32(REMAINING), self.prev(REMAINING)
             n_cfg = self.f32(STEPS_CONFIG)
             restart = (n_cfg > 0) & ((rem == n_cfg - ONE) | (rem == n_cfg))
             out["transition_restart"] = (restart & ~(rem == countdown_next(prev, self.gap))
-                                         & (np.arange(self.n) > 0))
+                                         & (np.arange(self.n) > 0) & ~self._broken)
         return out
+
+    @property
+    def _broken(self) -> np.ndarray | np.bool_:
+        # a resumed row that came back at the bootstrap looks like a reset: the resume, not a boundary
+        return np.False_ if self.breaks is None else self.breaks
 
     @cached_property
     def boundary(self) -> np.ndarray:
@@ -213,6 +230,18 @@ class FrameView:
 
     def steps_at(self, mask: np.ndarray) -> np.ndarray:
         return self.step[np.asarray(mask, dtype=bool)]
+
+    def subset(self, rows: np.ndarray, breaks: np.ndarray | None = None,
+               starts: np.ndarray | None = None) -> "FrameView":
+        """The view of rows ``rows`` of this one (positions, in step order), with ``breaks`` and ``starts``
+        over them; the rows keep their place in the frame first handed to :func:`view` (``source_rows``)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if len(rows) == self.n and (rows == np.arange(self.n)).all():
+            return FrameView(self.frame, self.step, self.step_given, self.rows_without_step, self._cache,
+                             self.source_rows, breaks, starts)
+        source = rows if self.source_rows is None else self.source_rows[rows]
+        return FrameView(self.frame.iloc[rows].reset_index(drop=True), self.step[rows], self.step_given,
+                         self.rows_without_step, source_rows=source, breaks=breaks, starts=starts)
 
 
 def as_view(frame: pd.DataFrame | FrameView) -> FrameView:

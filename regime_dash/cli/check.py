@@ -64,6 +64,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run only these check ids (default: all)")
     p.add_argument("--aliases", metavar="FILE", default=None, help=_ALIAS_HELP)
     p.add_argument("--store", metavar="DIR", default=None, help=_STORE_HELP)
+    p.add_argument("--writer", metavar="W", default=None,
+                   help="where rows name their writer (a rank field), or with --split-writers: the writer to "
+                   "judge (default: the first in the file); every writer's status is listed either way")
+    p.add_argument("--split-writers", action="store_true",
+                   help="where no field names the writer of each line and several wrote the file: tell the "
+                   "writers apart by the continuity of their state, and judge each as a run of its own")
     p.add_argument("--single", metavar="RUN|FILE", default=None,
                    help="for a replay of the fused controllers: the single path's replay of the same inputs "
                    "(replay --single-out); the finding fused_mirror_drift names the first step they part")
@@ -125,12 +131,40 @@ def run_check(args: argparse.Namespace) -> int:
         raise ValidationError("check needs a RUN_ID or FILE (or --list, or --all)", field="target")
     options = check_options(trap_steps=args.trap_steps, baseline_sps=args.baseline_sps, ulps=args.ulps,
                             rederive_ulps=args.rederive_ulps)
-    report, source = check_target(args.target, store=args.store, aliases=user_aliases(args.aliases),
-                                  only=_split(args.only), options=options, single=args.single, notices=sys.stderr)
+    checked = check_target(args.target, store=args.store, aliases=user_aliases(args.aliases),
+                           only=_split(args.only), options=options, single=args.single, notices=sys.stderr,
+                           writer=args.writer, split_writers=args.split_writers)
+    report, source = checked.report, checked.source
     doc = report.to_dict()
     doc["source"] = source
-    _emit(doc, report_lines(report, source), args.json)
-    return report.verdict.exit_code
+    doc["writers"] = writer_rows(report, checked.other_writers)
+    _emit(doc, report_lines(report, source) + writer_lines(doc["writers"]), args.json)
+    return max([report.verdict.exit_code, *(v.exit_code for v in checked.other_writers.values())])
+
+
+def writer_rows(report, others: dict) -> list[dict]:
+    """Each writer of the run with its rows and verdict (the judged one first); empty for one writer."""
+    st = report.verdict.structure
+    if len(st.writers) < 2:
+        return []
+    verdicts = {st.writer: report.verdict, **others}
+    out = []
+    for w in [st.writer, *(x for x in st.writers if x != st.writer)]:
+        d = verdicts[w].to_dict()
+        out.append({"writer": w, "rows": st.writers[w], "status": d["status"], "counts": d["counts"],
+                    "first_failure": d["first_failure"], "judged": w == st.writer})
+    return out
+
+
+def writer_lines(rows: list[dict]) -> list[str]:
+    """The human lines of :func:`writer_rows`: a writer a line."""
+    out = [f"writers: {len(rows)} (each a run of its own; --writer W for one's full report)"] if rows else []
+    for r in rows:
+        first = r["first_failure"]
+        where = f", first failure {first['id']} at step {first['step']}" if first else ""
+        shown = " (shown above)" if r["judged"] else ""
+        out.append(f"  {r['writer']}: {r['rows']:,} rows, {r['status']}{where}{shown}")
+    return out
 
 
 def run_check_all(args: argparse.Namespace) -> int:
@@ -184,6 +218,7 @@ def report_lines(report, source: dict) -> list[str]:
         out.append(f"{name_}: {len(table)}")
     for name_, why in report.skipped.items():
         out.append(f"{name_}: skipped ({why})")
+    out.extend(structure_lines(report.verdict.structure))
     if report.coverage:
         c = coverage_counts(report.coverage)
         out.append(f"coverage of {len(report.coverage)} logged field(s): {c['rederived']} re-derived, "
@@ -198,6 +233,17 @@ def report_lines(report, source: dict) -> list[str]:
     if bad_findings:
         parts.append(f"{len(bad_findings)} finding(s) of severity fail")
     out.append(", ".join(parts))
+    return out
+
+
+def structure_lines(st) -> list[str]:
+    """The run's structure in a line, and the structure checks that did not run with why."""
+    if st is None:
+        return []
+    s = st.summary()
+    out = [f"structure: {s['segments']} segment(s), {s['resumes']} resume(s), {s['writers']} writer(s); "
+           + ", ".join(k.replace("_", " ") for k, c in st.coverage.items() if c["ran"]) + " checked"]
+    out += [f"  {k.replace('_', ' ')}: not checked ({c['why']})" for k, c in st.coverage.items() if not c["ran"]]
     return out
 
 

@@ -77,12 +77,87 @@ def run(args: argparse.Namespace) -> int:
             bar.close()
         obj = res.to_dict()
         obj["path"] = path
+        obj["structure"] = None if res.duplicate_of else _outline_of(store, res)
         results.append(obj)
         if not args.json:
             _print_human(path, res)
+            for line in outline_lines(obj["structure"]):
+                say(line)
     if args.json:
         say_json(results, indent=None if len(results) > 20 else 1, default=str)
     return rc
+
+
+def _step_columns(store, run_id: str, field: str | None):
+    """The run's step, file line and writer field (``None`` without one), part by part in write order: read
+    with Parquet alone (the store's table reader loads pandas and pyarrow.compute, half a second of a
+    fresh ingest)."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from regime_dash.ingest.arrays import to_numpy
+
+    steps, lines, who = [], [], []
+    for part in store.parts(run_id):
+        pf = pq.ParquetFile(part)
+        names = set(pf.schema_arrow.names)
+        table = pf.read(columns=[c for c in ("step", "_line", field) if c and c in names])
+        n = table.num_rows
+        steps.append(to_numpy(table.column("step")).astype(np.float64) if "step" in names else np.full(n, np.nan))
+        lines.append(to_numpy(table.column("_line")).astype(np.int64))
+        if field is not None:
+            who.append(np.asarray([str(v) for v in table.column(field).to_pylist()] if field in names
+                                  else ["(none)"] * n, dtype=object))
+    cat = (lambda xs, dt: np.concatenate(xs) if xs else np.empty(0, dtype=dt))
+    return cat(steps, np.float64), cat(lines, np.int64), (cat(who, object) if field is not None else None)
+
+
+def steps_outline(store, res) -> dict | None:
+    """Where the stored run's steps go back or repeat, per writer, and its writers (a rank field): read back
+    in file order, the step and writer columns alone. ``check`` tells a resume, a second writer and a
+    slipped step counter apart from the content; ingest keeps every line either way."""
+    import numpy as np
+
+    from regime_dash.diag.catalogue import WRITER_FIELDS
+
+    if "step" not in res.columns:
+        return None
+    field = next((f for f in WRITER_FIELDS if f in res.columns), None)
+    step, line, who = _step_columns(store, res.run_id, field)
+    groups = [np.arange(len(step))] if who is None else [np.flatnonzero(who == w) for w in dict.fromkeys(who.tolist())]
+    out = {"writer_field": field, "writers": len(groups), "goes_back": 0, "first": None}
+    for rows in groups:
+        back = np.flatnonzero(step[rows][1:] <= step[rows][:-1]) + 1
+        out["goes_back"] += len(back)
+        if len(back) and (out["first"] is None or rows[back[0]] < out["first"]["row"]):
+            out["first"] = {"row": int(rows[back[0]]), "line": int(line[rows[back[0]]]),
+                            "step": float(step[rows[back[0]]]), "after": float(step[rows[back[0] - 1]])}
+    return out
+
+
+def _outline_of(store, res) -> dict | None:
+    """:func:`steps_outline`, or ``None`` where the stored parts cannot be read back now (the run is stored:
+    its outline is a report, not a reason to fail the ingest; ``check`` reads the run whole)."""
+    try:
+        return steps_outline(store, res)
+    except (OSError, ValueError, StoreError):
+        return None
+
+
+def outline_lines(outline: dict | None) -> list[str]:
+    """The human lines of :func:`steps_outline`."""
+    if not outline:
+        return []
+    out = []
+    if outline["writer_field"] and outline["writers"] > 1:
+        out.append(f"  {outline['writers']} writers by the field {outline['writer_field']}: `check` judges each as "
+                   "a run of its own")
+    first = outline["first"]
+    if first:
+        out.append(f"  the step goes back or repeats at {outline['goes_back']:,} place(s), first at line "
+                   f"{first['line']:,} (step {first['step']:g} after step {first['after']:g}): a resume from a "
+                   "checkpoint, another writer or a slipped step counter (`check` names which); every line is kept")
+    return out
 
 
 def _one_blas_thread() -> None:

@@ -105,6 +105,9 @@ SNAPSHOT_SLOTS: tuple[str, ...] = tuple(src for _, src in DIAG_FIELDS if src.end
 #: Column of each snapshot slot.
 SNAPSHOT_COLUMNS: tuple[str, ...] = tuple(col for col, src in DIAG_FIELDS if src.endswith("_INDEX"))
 META_COLUMNS = ("step", "fold", "phase", "wall_time")
+#: Fields that say which rank or process wrote a line (several writers in one file), in the order they are
+#: looked for: each value is a writer, and each writer a run of its own.
+WRITER_FIELDS = ("rank", "global_rank", "process_index", "local_rank", "writer", "writer_id", "worker_id")
 
 #: Switch columns a replay writes (F2, F4, F5 and the model switches of
 #: :data:`regime_dash.core.config.SWITCHES`), one constant 0/1 per row. The switches are ISV config slots, so

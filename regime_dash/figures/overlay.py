@@ -6,7 +6,9 @@ with the verdict drawn on the panel of the signal each item concerns:
 
 * a marker at each step an item names (▼ a check, ★ a finding), whose hover
   says what failed and why;
-* a shaded band over each ``[start, end]`` stretch (a Kelly trap, a cycling dead zone);
+* a shaded band over each ``[start, end]`` stretch (a Kelly trap, a cycling dead zone, a resume's
+  re-logged steps);
+* a dashed line down every panel where the run resumed from a checkpoint (:func:`resume_lines`);
 * colour by severity: red ``fail``, orange ``warn``, blue ``info``.
 
 Also here, for :func:`regime_dash.figures.signals.signal_panels`: :func:`break_at_nonfinite`
@@ -166,7 +168,21 @@ def _verdict_marks(fig, runs: Mapping[str, Verdict]) -> tuple[list[dict], list[d
                             line=dict(width=1, color="black")),
                 showlegend=False, legendgroup="verdict", meta={"verdict": item["id"], "run": label},
                 hovertemplate=f"{prefix}{word} {item['id']} @ step %{{x}}<br>{_wrap(item['text'])}<extra></extra>"))
+        shapes.extend(resume_lines(axes, verdict))
     return traces, shapes
+
+
+def resume_lines(axes: list[tuple[str, str]], verdict: Verdict) -> list[dict]:
+    """A dashed line down each panel at every resume of the verdict's run (:mod:`regime_dash.analysis.structure`),
+    blue where the run went on as before, red where its state did not continue or it re-logged other rows."""
+    out = []
+    for r in (verdict.structure.resumes if verdict.structure is not None else ()):
+        clean = r["identical"] or (r["continued"] is True and r["first_difference"] is None)
+        colour = SEVERITY_COLOURS["info" if clean else "fail"]
+        x = r["step"] - 0.5  # between the checkpoint step and the first resumed one
+        out += [dict(type="line", xref=xref, yref=f"{yref} domain", x0=x, x1=x, y0=0, y1=1,
+                     line=dict(color=colour, width=1.5, dash="dash")) for xref, yref in axes]
+    return out
 
 
 def provenance_figure(replay, step: int, split_step: int | None, column: str, *, height: int = 340) -> dict:

@@ -118,14 +118,27 @@ def store_check(run_id: str, store: str | None = None, options: Mapping[str, Any
     from regime_dash.diag.aliases import canonical_frame
     from regime_dash.analysis import CheckOptions, diagnose
     from regime_dash.ingest.diag_rows import frame_reason, require_diag
-    from regime_dash.store.run_store import RunStore
 
-    frame = RunStore(store).load(run_id, narrow=True)  # as `check RUN` loads it
-    frame = frame.drop(columns=[c for c in ("_line", "run") if c in frame.columns])
+    frame = stored_frame(run_id, store)  # as `check RUN` loads it
     frame = canonical_frame(frame, dict(aliases) if aliases else None)
     require_diag(run_id, frame_reason(frame))
     # the one verdict (core, module checks and findings), as `check RUN` gives it
     return diagnose(frame, None, CheckOptions(**dict(options or {}))).to_dict()
 
 
-__all__ = ["COLUMNS", "NOT_DIAG", "check_all", "store_check", "summary_row"]
+def stored_frame(run_id: str, store: str | None = None):
+    """A stored run's frame as ``check RUN`` reads it: in the file's order (each row's line in the attrs of
+    :func:`~regime_dash.analysis.structure.lines.file_ordered`), the slots as float32, and which values the
+    file left out (``attrs[NULL_ROWS_ATTR]``: a null and a NaN read alike in pandas)."""
+    from regime_dash.analysis.structure.lines import file_ordered
+    from regime_dash.analysis.view import NULL_ROWS_ATTR, null_rows
+    from regime_dash.store.run_store import RunStore
+
+    table = RunStore(store).load_table(run_id, narrow=True)
+    nulls = null_rows(table)
+    frame = table.to_pandas(split_blocks=True, self_destruct=True)  # each Arrow column freed once converted
+    frame.attrs[NULL_ROWS_ATTR] = nulls
+    return file_ordered(frame)
+
+
+__all__ = ["COLUMNS", "NOT_DIAG", "check_all", "store_check", "stored_frame", "summary_row"]

@@ -4,8 +4,10 @@ metrics, and the ``--tag`` / ``--where`` filters of ``runs`` and the Runs page.
 A row's ``config`` is each logged config field (:data:`regime_dash.diag.catalogue.LOGGED_CONFIG`:
 ``max_duration``, ``eps_min``, ..., the switches) at the run's last row that logs it; a field
 whose value changed during the run is listed in ``config_varies``. Its ``summary`` is the
-verdict (``verdict``: ``pass``/``warn``/``fail``, and the count of checks per status) and the
-headline counts of :func:`regime_dash.analysis.episodes.summary`.
+verdict (``verdict``: ``pass``/``warn``/``fail``, and the count of checks per status), the run's
+segments and writers (:mod:`regime_dash.analysis.structure`: one segment more per resume from a
+checkpoint, one writer per rank that wrote the file) and the headline counts of
+:func:`regime_dash.analysis.episodes.summary`.
 
 Computed lazily, then cached: the first listing that needs a run's row judges it (the same
 verdict as ``check RUN``) and keeps the result in the run's ``_meta.json`` (key
@@ -31,9 +33,10 @@ __all__ = ["HEADLINE", "TABLE_KEY", "Where", "at_slot_precision", "filter_rows",
 
 #: The ``_meta.json`` key of a run's cached row.
 TABLE_KEY = "table"
-_VERSION = 1
-#: The headline metrics of a row's summary (keys of ``analysis.episodes.summary``).
-HEADLINE = ("dead_zone_steps", "dead_zone_episodes", "longest_duration", "timeouts", "tail_events",
+_VERSION = 2
+#: The headline metrics of a row's summary (keys of ``analysis.episodes.summary`` and of the structure's summary).
+HEADLINE = ("segments", "writers", "dead_zone_steps", "dead_zone_episodes", "longest_duration", "timeouts",
+            "tail_events",
             "floor_active_steps", "kelly_min", "kelly_mean", "sigma_max")
 
 

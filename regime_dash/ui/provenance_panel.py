@@ -141,8 +141,12 @@ def _body(key: str, expl, label: str) -> None:
         c1.metric("expected", "NaN" if expl.expected is None else f"{expl.expected:.9g}")
         c2.metric("logged", "NaN" if expl.logged is None else f"{expl.logged:.9g}")
         c3.metric("replay splits at", "—" if expl.split_step is None else f"step {expl.split_step}")
-    st.markdown("**Rows t−1 and t** " + ("(the fields the formula reads highlighted)" if expl.formula is not None
-                                         else "(the field it concerns highlighted)"))
+    if expl.source == "resume":  # t−1 the checkpoint row, t the first resumed row
+        st.markdown("**The checkpoint row (t−1) and the resumed row (t)** (the slots that did not continue "
+                    "highlighted)")
+    else:
+        st.markdown("**Rows t−1 and t** " + ("(the fields the formula reads highlighted)" if expl.formula is not None
+                                             else "(the field it concerns highlighted)"))
     st.html(rows_html(expl.rows))
     if expl.replay is not None:
         st.markdown("**Local replay over the logged trajectory**")

@@ -10,6 +10,7 @@ the run store: its id, or the name given at ingest when one run has it (:func:`l
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Sequence
 
@@ -42,7 +43,7 @@ def load_target(target: str, store: str | None = None,
     are rejected (:mod:`regime_dash.ingest.diag_rows`), and ``source["not_diag"]`` says why
     the file is not a diag (``None`` when it is one).
     """
-    from regime_dash.store.run_store import RunStore, resolve_target
+    from regime_dash.store.run_store import resolve_target
 
     kind, ref = resolve_target(target, store)
     if kind == "file":
@@ -50,9 +51,9 @@ def load_target(target: str, store: str | None = None,
         if path.suffix == ".parquet":
             return _parquet_target(path, target)
         return _diag_target(path, aliases)
-    frame = RunStore(store).load(ref, narrow=True)  # the slots as float32, as a replay or a Parquet run has them
-    drop = [c for c in ("_line", "run") if c in frame.columns]
-    return frame.drop(columns=drop), {"run_id": ref}
+    from regime_dash.runs.check_all import stored_frame
+
+    return stored_frame(ref, store), {"run_id": ref}  # the slots as float32, as a replay or a Parquet run has them
 
 
 def _parquet_target(path: Path, target: str) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -73,14 +74,14 @@ def _parquet_target(path: Path, target: str) -> tuple[pd.DataFrame, dict[str, An
 
 def _diag_target(path: Path, aliases: dict | None) -> tuple[pd.DataFrame, dict[str, Any]]:
     from regime_dash import ingest
+    from regime_dash.analysis.structure.lines import file_ordered
     from regime_dash.analysis.view import NULL_ROWS_ATTR, null_rows
 
     table, report = ingest.parse(path, diag_only=True, aliases=aliases)
     nulls = null_rows(table)
     frame = _frame_of(table)
     frame.attrs[NULL_ROWS_ATTR] = nulls
-    if ingest.LINE_COLUMN in frame.columns:
-        frame = frame.drop(columns=[ingest.LINE_COLUMN])
+    frame = file_ordered(frame)  # each row's own line: rejected lines make them differ from its place
     return frame, {"file": path.name, "rejected_lines": report.rejected_count,
                    "not_diag": ingest.report_reason(report, aliases)}
 
@@ -118,11 +119,24 @@ def check_options(**given: Any):
     return CheckOptions(**{k: v for k, v in given.items() if v is not None})
 
 
+@dataclass(frozen=True)
+class Checked:
+    """One run checked: the report of the writer judged, where the run came from, and the verdict of each
+    other writer of the file (empty where one wrote it)."""
+
+    report: Any
+    source: dict
+    other_writers: dict = field(default_factory=dict)
+
+
 def check_target(target: str, *, store: str | None = None, aliases: dict | None = None,
                  only: Sequence[str] | None = None, options: Any = None, single: str | None = None,
-                 notices: IO[str] | None = None) -> tuple[Any, dict]:
-    """``(report, source)``: the verdict of the run ``target`` names (core, module checks and findings: one
-    verdict), ``only`` those check ids if given; ``single``: the single path's run for a fused one.
+                 notices: IO[str] | None = None, writer: str | None = None,
+                 split_writers: bool = False) -> Checked:
+    """The verdict of the run ``target`` names (core, module checks and findings: one verdict, of one writer's
+    rows: ``writer``, else the first in the file), ``only`` those check ids if given; ``single``: the single
+    path's run for a fused one; ``split_writers``: tell writers apart by the continuity of their state where no
+    field names them. Every other writer is judged too, as a run of its own.
 
     ``notices`` is told before a long run's re-derivation loads its compiled loop (a compile, the first time).
     """
@@ -133,7 +147,11 @@ def check_target(target: str, *, store: str | None = None, aliases: dict | None 
     note = rederivation_notice(len(frame))
     if note is not None and notices is not None:
         print(note, file=notices, flush=True)
-    return diagnose(frame, only, options, twin), source
+    report = diagnose(frame, only, options, twin, writer=writer, split_writers=split_writers)
+    st = report.verdict.structure
+    others = {w: diagnose(frame, only, options, twin, writer=w, split_writers=split_writers).verdict
+              for w in (st.writers if st is not None else ()) if w != st.writer}
+    return Checked(report, source, others)
 
 
 def rederivation_notice(rows: int) -> str | None:

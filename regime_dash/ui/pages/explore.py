@@ -2,6 +2,7 @@
 import pandas as pd
 import streamlit as st
 
+from regime_dash.analysis.structure.lines import judged_rows
 from regime_dash.diag import catalogue as diag
 from regime_dash.errors import RegimeDashError
 from regime_dash.figures.custom import numeric_columns
@@ -76,6 +77,33 @@ def single_twins() -> dict[str, str]:
 
 twins = single_twins()
 results = {labels[rid]: cache.analyse_run(root, rid, alias_key, twins.get(rid)) for rid in picked}
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def writer_report(root_: str, rid: str, aliases: tuple, writer: str):
+    """The report of one writer of a run whose rows a field says several wrote (each a run of its own)."""
+    from regime_dash.analysis import diagnose
+
+    return diagnose(cache.load_run(root_, rid, aliases), writer=writer)
+
+
+def pick_writers() -> None:
+    """A run that several writers wrote (a rank field): which writer is drawn and judged; then each run
+    drawn once (a resume's re-logged rows left out, a failed resume's superseded rows set aside)."""
+    for rid in picked:
+        label = labels[rid]
+        outline = results[label].verdict.structure
+        if outline is not None and len(outline.writers) > 1 and outline.writer_field != "content":
+            names = list(outline.writers)
+            chosen = st.selectbox(f"{markdown_literal(label)}: writer (by its field {outline.writer_field})", names,
+                                  key=f"explore.writer.{rid}",
+                                  format_func=lambda w, o=outline: f"{w} ({o.writers[w]:,} rows)")
+            if chosen != outline.writer:
+                results[label] = writer_report(root, rid, alias_key, chosen)
+        frames[label] = judged_rows(frames[label], results[label].verdict.structure)
+
+
+pick_writers()
 verdict_strip("explore.verdict", results, WINDOW, frames)  # its buttons move the window (callbacks)
 PROVENANCE, ids = "explore.failure", {label: rid for rid, label in labels.items()}
 PANELS = "explore.panels"  # the panel set: the spec panels and the custom ones, in the URL as `panels`
@@ -87,7 +115,8 @@ def follow_live_runs() -> None:
     step, the last N steps with "follow the tail"."""
     now = live_alerts.live_versions(picked)
     for rid, version in now.items():  # the held frame grown by the commit's rows only
-        frames[labels[rid]] = cache.live_run(root, rid, alias_key, version)
+        frames[labels[rid]] = judged_rows(cache.live_run(root, rid, alias_key, version),
+                                          results[labels[rid]].verdict.structure)
     c1, c2 = st.columns([1, 3])
     with c1:
         tail = st.toggle("Follow the tail", key="explore.follow_tail",
