@@ -11,9 +11,9 @@ ranking and verification every repair shares (:mod:`.flow`) and the answer
 from __future__ import annotations
 
 from regime_dash.runs.repair.failures import Failure, diagnose
-from regime_dash.runs.repair.regime import key_metrics, logged_config, repair
+from regime_dash.runs.repair.regime import key_metrics, logged_config, repair, repair_run
 from regime_dash.runs.repair.result import Candidate, RepairResult
 from regime_dash.runs.repair.space import SearchSpace
 
 __all__ = ["Candidate", "Failure", "RepairResult", "SearchSpace", "diagnose", "key_metrics", "logged_config",
-           "repair"]
+           "repair", "repair_run"]

@@ -59,9 +59,18 @@ def verify(cands: Sequence[Candidate], judge: Judge, n: int, engine: str,
 
 def ranked(cands: Iterable[Candidate], top: int) -> list[Candidate]:
     """The candidates to show: passing ones (nearest first), then the other verified ones (fewest
-    failures, then nearest), then unverified predictions; at least ``top``, and every verified one."""
+    failures, then nearest), then unverified predictions; at least ``top``, and every verified one.
+    A passing candidate that makes every change of a nearer passing one and more comes after the
+    passing ones that do not (it adds nothing but distance)."""
     cands = list(cands)
-    order = sorted(cands, key=lambda c: (not c.passing, not c.verified, len(c.failures), c.shortfall, c.distance))
+    passing = [c for c in cands if c.passing]
+
+    def extends(c: Candidate) -> bool:
+        own = set(c.changes.items())
+        return any(p is not c and set(p.changes.items()) < own for p in passing)
+
+    order = sorted(cands, key=lambda c: (not c.passing, extends(c), not c.verified, len(c.failures), c.shortfall,
+                                         c.distance))
     shown = [c for c in order if c.verified]
     shown += [c for c in order if not c.verified][:max(0, top - len(shown))]
     return shown

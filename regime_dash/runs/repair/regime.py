@@ -155,6 +155,36 @@ def repair(stream: Any, origin: RegimeConfig | None = None, *, run_failures: Seq
     return result
 
 
+def repair_run(frame: pd.DataFrame, stream: Any = None, **options: Any) -> RepairResult:
+    """:func:`repair` of a stored run: its diag frame (canonical columns) judged first.
+
+    A failure config cannot help is named without the stream; a run that fails nothing has
+    nothing to repair. Otherwise the stream is needed: a diag logs per-step sums, not the
+    [T, b] rewards and lots a replay reads, so without ``stream`` the answer is
+    ``needs_stream``. With it, the search starts from the run's logged config
+    (:func:`logged_config`; a field the diag does not log keeps the spec's default, which the
+    message says), ``options`` as :func:`repair` takes them.
+    """
+    failures = diagnose(verdict(frame))
+    origin, unlogged = logged_config(frame)
+    space = SearchSpace.of(origin, options.get("fields"), options.get("held"))
+    if blocking(failures):
+        return flow.cannot_help(failures, space, options.get("seed", 0))
+    if not failures:
+        return RepairResult("already_passes", "the run fails nothing: nothing to repair.", [], space=space,
+                            seed=options.get("seed", 0))
+    if stream is None:
+        ids = ", ".join(f.id for f in failures)
+        return RepairResult("needs_stream", f"the run fails {ids}, which config may repair, but a stored run's "
+                            f"diag does not hold its input stream (the [T, b] rewards and lots a replay reads): "
+                            f"give the run's recorded stream with --stream FILE (.npz or .parquet).", failures,
+                            space=space, seed=options.get("seed", 0))
+    result = repair(stream, origin, run_failures=failures, **options)
+    if unlogged:
+        result.message += f" (fields the diag does not log, taken at the spec's defaults: {', '.join(unlogged)})"
+    return result
+
+
 class _Search:
     """One repair's search after the diagnosis: screen, optimise, prune, verify (see the module docstring)."""
 
@@ -270,4 +300,5 @@ class _Search:
         return out
 
 
-__all__ = ["BATCH", "TOP", "TRIALS", "judged_replay", "key_metrics", "logged_config", "repair"]
+__all__ = ["BATCH", "TOP", "TRIALS", "judged_replay", "key_metrics", "logged_config", "repair",
+           "repair_run"]
