@@ -130,7 +130,7 @@ class _ModuleSearch:
         t = time.perf_counter()
         pool = flow.prune(space, search.evaluated, top, self.evaluate, self.report)
         self.seconds["prune"] = time.perf_counter() - t
-        cands = [flow.candidate(space, e) for e in flow.distinct(pool)]
+        cands = flow.candidates(space, pool)
         for c in cands:
             c.failures, c.after = self.verdicts[flow.config_key(c.config)]
             c.verified, c.engine = True, engine

@@ -42,8 +42,12 @@ def distinct(evaluated: Iterable[Evaluated]) -> list[Evaluated]:
     return sorted(seen.values(), key=lambda e: (e.shortfall, e.distance, e.trial))
 
 
-def candidate(space: SearchSpace, e: Evaluated) -> Candidate:
-    return Candidate(e.config, space.changes(e.config), e.distance, e.shortfall, dict(e.metrics))
+def candidates(space: SearchSpace, pool: Iterable[Evaluated]) -> list[Candidate]:
+    """The distinct evaluated configs as candidates (:func:`distinct`'s order), less the base config,
+    whose replay is the failure being repaired."""
+    base = config_key(space.base)
+    return [Candidate(e.config, space.changes(e.config), e.distance, e.shortfall, dict(e.metrics))
+            for e in distinct(pool) if config_key(e.config) != base]
 
 
 def verify(cands: Sequence[Candidate], judge: Judge, n: int, engine: str,
@@ -152,5 +156,5 @@ def nothing_to_do(run_failures: Sequence[Failure] | None, space: SearchSpace, be
                         [], space=space, before=before, seed=seed)
 
 
-__all__ = ["Judge", "PRUNE_ROUNDS", "answer", "candidate", "cannot_help", "check_counts", "config_key", "distinct",
+__all__ = ["Judge", "PRUNE_ROUNDS", "answer", "candidates", "cannot_help", "check_counts", "config_key", "distinct",
            "nothing_to_do", "prune", "ranked", "simpler", "verify"]

@@ -220,7 +220,7 @@ class _Search:
         pool = flow.prune(space, search.evaluated, verify, evaluate, self.report)
         self.seconds["prune"] = time.perf_counter() - t
         t = time.perf_counter()
-        cands = [flow.candidate(space, e) for e in flow.distinct(pool)]
+        cands = flow.candidates(space, pool)
         for c in cands:
             known = self.verdicts.get(flow.config_key(c.config))
             if known is not None:
