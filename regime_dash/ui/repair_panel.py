@@ -101,12 +101,19 @@ def repair_panel(key: str, source_key: str, stream: Any, base: RegimeConfig | No
             return
         bar.progress(1.0, text=f"repair: {result.status} in {result.seconds.get('total', 0.0):.1f} s")
         st.session_state[f"{key}.result"] = (ident, result)
-    stored = st.session_state.get(f"{key}.result")
-    if stored is None or stored[0] != ident:
-        st.caption("Press Find a passing config." if stored is None else
-                   "The stream, the what-if config or the settings changed since the last search: press it again.")
-        return
-    show_result(key, stored[1], whatif_key)
+    result = current(key, ident)
+    if result is not None:
+        show_result(key, result, whatif_key)
+
+
+def current(key: str, ident: Any) -> Any:
+    """The last search's result if it was made for ``ident``; else None, with a caption saying what to do."""
+    made_for, result = st.session_state.get(f"{key}.result", (None, None))
+    if result is not None and made_for == ident:
+        return result
+    st.caption("Press Find a passing config." if result is None else
+               "The stream, the what-if config or the settings changed since the last search: press it again.")
+    return None
 
 
 def show_result(key: str, result: Any, whatif_key: str | None = None) -> None:
@@ -149,4 +156,4 @@ def run_repair_panel(key: str, run_key: str, frame: Any) -> None:
                    "Find a passing config on its Repair tab: the search replays that stream.")
 
 
-__all__ = ["TRIALS", "repair_panel", "run_repair_panel", "show_result", "slider_values"]
+__all__ = ["TRIALS", "current", "repair_panel", "run_repair_panel", "show_result", "slider_values"]

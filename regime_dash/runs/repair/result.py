@@ -28,6 +28,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from regime_dash.runs.repair.failures import Failure
+from regime_dash.runs.sensitivity import format_value
 from regime_dash.runs.repair.space import SearchSpace
 from regime_dash.runs.repair.targets import Target
 
@@ -151,11 +152,8 @@ class RepairResult:
 
 
 def _fmt(v: Any) -> str:
-    if isinstance(v, bool):
-        return "on" if v else "off"
-    if isinstance(v, float):
-        return f"{v:g}"
-    return str(v)
+    """A value as the table writes it: a switch ``true``/``false``, a number ``%g`` (the sensitivity's form)."""
+    return format_value(v) if isinstance(v, (bool, int, float)) else str(v)
 
 
 def _plain(v: Any) -> Any:

@@ -223,15 +223,11 @@ class SearchSpace:
         return total
 
     def to_dict(self) -> dict[str, Any]:
-        return {"axes": [a.to_dict() for a in self.axes], "held": {k: _plain(v) for k, v in self.held.items()}}
+        return {"axes": [a.to_dict() for a in self.axes], "held": dict(self.held)}
 
 
 def _has_domain(spec: FieldSpec) -> bool:
     return spec.kind == "bool" or (spec.lo is not None and spec.hi is not None and spec.hi > spec.lo)
-
-
-def _plain(v: Any) -> Any:
-    return bool(v) if isinstance(v, bool) else float(v) if isinstance(v, (int, float)) else v
 
 
 def parse_fields(text: str | Iterable[str] | None, specs: Iterable[FieldSpec]) -> list[str] | None:
