@@ -182,6 +182,15 @@ def test_the_cli_json_is_reproducible_with_a_seed(capsys):
     assert docs[0]["status"] == "passing" and docs[0]["candidates"][0]["passing"]
 
 
+@pytest.mark.slow
+def test_verifying_in_processes_gives_the_same_candidates(run8):
+    args = dict(fields=["max_duration", "resurrection"], trials=8, batch=8, seed=1, top=2, verify=2)
+    here, spawned = repair(run8, workers=1, **args), repair(run8, workers=2, **args)
+    assert [(c.config, c.failures, dict(c.after)) for c in here.candidates] == \
+        [(c.config, c.failures, dict(c.after)) for c in spawned.candidates]
+    assert all(c.verified for c in spawned.candidates)
+
+
 # ---- bad input --------------------------------------------------------------------------------
 def test_bad_fields_are_errors_naming_the_value():
     specs = RegimeConfig.field_specs()
@@ -209,6 +218,8 @@ def test_bad_budgets_are_errors_naming_the_value(run8):
         repair(run8, trials=0)
     with pytest.raises(ValidationError, match="'annealing'"):
         repair(run8, sampler="annealing")
+    with pytest.raises(ValidationError, match="workers must be an int >= 1, got 0"):
+        repair(run8, workers=0)
 
 
 @pytest.mark.parametrize("argv, named", [

@@ -4,12 +4,14 @@
 
     python -m regime_dash bench repair [--scenario kelly_trap_run8] [--steps T] [--accounts B]
         [--trials N] [--batch N] [--seed S] [--sampler nsga2|tpe|qmc|random] [--device auto|cpu|gpu]
-        [--top N] [--verify N] [--verify-engine reference|fast|cuda] [--module NAME|none] [--json FILE]
+        [--top N] [--verify N] [--verify-engine reference|fast|cuda] [--workers N] [--module NAME|none]
+        [--json FILE]
 
 Times :func:`regime_dash.runs.repair.repair` end to end on one scenario (by default the
 spec's Run #8, which fails): the diagnosis (the run's config replayed and judged), the
 sensitivity screen, the search (Optuna's sampler in batches, one sweep of the fast engine
-each), the pruning and the verification (full replays judged by the verdict), after one
+each), the pruning and the verification (full replays judged by the verdict, one process per
+core by default), after one
 untimed warm-up repair on a short stream (numba's compile and cache loads are not
 counted). Then, where ``--module`` names one, the same search for a controller module
 whose demo fails its own checks (SP14's, by default). Targets:
@@ -50,16 +52,19 @@ def _target(device: str, steps: int, trials: int) -> tuple[float | None, str]:
 
 def run_core(scenario: str = "kelly_trap_run8", steps: int = DEFAULT_STEPS, accounts: int | None = None,
              trials: int = 256, batch: int = 64, seed: int = 0, sampler: str = "nsga2", device: str = "cpu",
-             top: int = 5, verify: int | None = None, verify_engine: str = "reference") -> dict[str, Any]:
+             top: int = 5, verify: int | None = None, verify_engine: str = "reference",
+             workers: int | None = None) -> dict[str, Any]:
     """Repair one scenario, timed end to end after a warm-up; see the module docstring."""
     from regime_dash.runs.repair import repair
+    from regime_dash.runs.repair.regime import default_workers
     from regime_dash.sources import scenarios
 
-    options = dict(trials=trials, batch=batch, seed=seed, sampler=sampler, top=top,
-                   verify=top if verify is None else verify, engine="fast", device=device,
-                   verify_engine=verify_engine)
+    verify = top if verify is None else verify
+    workers = default_workers(verify, steps) if workers is None else workers
+    options = dict(trials=trials, batch=batch, seed=seed, sampler=sampler, top=top, verify=verify, engine="fast",
+                   device=device, verify_engine=verify_engine, workers=workers)
     warm = scenarios.make(scenario, steps=None, accounts=8)
-    repair(warm, **{**options, "trials": min(trials, 8), "batch": min(batch, 8), "verify": 1})
+    repair(warm, **{**options, "trials": min(trials, 8), "batch": min(batch, 8), "verify": 1, "workers": 1})
     t = time.perf_counter()
     stream = scenarios.make(scenario, steps=steps, accounts=accounts)
     made_s = time.perf_counter() - t
@@ -69,7 +74,7 @@ def run_core(scenario: str = "kelly_trap_run8", steps: int = DEFAULT_STEPS, acco
     allowed, why = _target(device, stream.steps, trials)
     best = result.passing[0] if result.passing else None
     return {"scenario": scenario, "steps": stream.steps, "accounts": stream.accounts, "device": device,
-            "engine": result.engine, "verify_engine": verify_engine, "sampler": result.sampler, "seed": seed,
+            "engine": result.engine, "verify_engine": verify_engine, "workers": workers, "sampler": result.sampler, "seed": seed,
             "trials": trials, "batch": batch, "searched": result.searched, "status": result.status,
             "repaired": bool(result.passing), "passing": len(result.passing),
             "verified": sum(c.verified for c in result.candidates),
@@ -97,7 +102,7 @@ def format_report(r: dict[str, Any]) -> str:
     c = r["core"]
     lines = [f"repair of {c['scenario']} ({c['steps']:,} steps × {c['accounts']} accounts; {c['engine']}, "
              f"{c['sampler']} seed {c['seed']}, {c['searched']} configs searched, {c['verified']} verified on "
-             f"{c['verify_engine']}): {c['status']} in {c['seconds']:.2f} s end to end",
+             f"{c['verify_engine']} in {c['workers']} process(es)): {c['status']} in {c['seconds']:.2f} s end to end",
              "  phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in c["phases"].items()),
              f"  best: {c['best']['changes']} (distance {c['best']['distance']:.3g})" if c["best"] else
              "  no verified passing config"]
@@ -117,7 +122,7 @@ def main(args: argparse.Namespace) -> int:
     """``bench repair``: run the benchmark and print its report (options in :mod:`regime_dash.cli.bench`)."""
     r = {"benchmark": "repair",
          "core": run_core(args.scenario, args.steps, args.accounts, args.trials, args.batch, args.seed,
-                          args.sampler, args.device, args.top, args.verify, args.verify_engine)}
+                          args.sampler, args.device, args.top, args.verify, args.verify_engine, args.workers)}
     if args.module != "none":
         r["module"] = run_module(args.module, args.seed)
     print(format_report(r))

@@ -128,6 +128,7 @@ def _repair_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
     p.add_argument("--verify", type=int, default=None, help="candidates replayed in full (default: --top)")
     p.add_argument("--verify-engine", default="reference", choices=("reference", "fast", "cuda"),
                    help="the engine of the verifying replays (default reference)")
+    p.add_argument("--workers", type=int, default=None, help="processes that verify (default: one per core)")
     p.add_argument("--module", default=m.DEFAULT_MODULE,
                    help=f"also repair this module's demo (default {m.DEFAULT_MODULE}; none: skip)")
     p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON")

@@ -6,7 +6,7 @@
         [--fields F1,F2,...] [--set FIELD=VALUE ...] [--trials N] [--batch N] [--seed S]
         [--sampler nsga2|tpe|qmc|random] [--top N] [--verify N] [--steps T] [--accounts B]
         [--stream-seed S] [--engine fast|reference] [--device auto|cpu|gpu]
-        [--verify-engine reference|fast|cuda] [--store DIR] [--json]
+        [--verify-engine reference|fast|cuda] [--workers N] [--store DIR] [--json]
 
 RUN is a stored run (id or name) or a diag file: its verdict is diagnosed first. A
 failure config cannot help (a re-derivation or a formula invariant of the kernels: a
@@ -21,8 +21,8 @@ holding the module stream's arrays by name).
 By default every config field with a domain is searched, less those the one-at-a-time
 sensitivity sees move nothing; ``--fields`` names the fields (no screen). Optuna's
 sampler proposes ``--batch`` configs at a time, each batch one sweep of the fast engine;
-the best are replayed in full on ``--verify-engine`` (the reference engine) and judged
-by ``check``'s verdict: only those are called passing. The table shows at least
+the best are replayed in full on ``--verify-engine`` (the reference engine), in
+``--workers`` processes, and judged by ``check``'s verdict: only those are called passing. The table shows at least
 ``--top`` candidates: the changed fields (old → new), the distance from the run's config
 (each field's change over its slot's domain width, summed; a flipped switch counts 1),
 and the metrics that mattered before → after. ``--seed`` makes it reproducible.
@@ -69,6 +69,9 @@ def register(subparsers) -> None:
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"), help="the fast engine's device")
     p.add_argument("--verify-engine", default="reference", choices=("reference", "fast", "cuda"),
                    help="the engine of the full replays that verify (default reference)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="processes that verify, a candidate each at a time (default: one per core from "
+                        "20,000 steps, else 1)")
     p.add_argument("--store", metavar="DIR", default=None,
                    help="run store directory (default: $REGIME_DASH_STORE or ./data/store)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
@@ -133,10 +136,14 @@ def _regime(args: argparse.Namespace, bars: _Bars):
     from regime_dash.runs.repair import regime
 
     opts = _options(args, RegimeConfig.field_specs(), (regime.TRIALS, regime.BATCH))
-    opts.update(verify=args.top if args.verify is None else args.verify, engine=args.engine, device=args.device,
-                verify_engine=args.verify_engine, progress=bars)
+    verify = args.top if args.verify is None else args.verify
+    opts.update(verify=verify, engine=args.engine, device=args.device, verify_engine=args.verify_engine,
+                progress=bars)
+    stream = _stream(args)
+    steps = 0 if stream is None else stream.steps
+    opts["workers"] = regime.default_workers(verify, steps) if args.workers is None else args.workers
     if args.target is None:
-        return regime.repair(_stream(args), **opts), {"stream": args.stream or f"scenario {args.scenario}"}
+        return regime.repair(stream, **opts), {"stream": args.stream or f"scenario {args.scenario}"}
     from regime_dash.cli.check import load_target, require_diag
     from regime_dash.diag.aliases import canonical_frame
 
@@ -144,7 +151,7 @@ def _regime(args: argparse.Namespace, bars: _Bars):
     frame = canonical_frame(frame)
     require_diag(frame, args.target, source)
     source.pop("not_diag", None)
-    return regime.repair_run(frame, _stream(args), **opts), source
+    return regime.repair_run(frame, stream, **opts), source
 
 
 def _module(args: argparse.Namespace, bars: _Bars):

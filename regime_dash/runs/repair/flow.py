@@ -22,9 +22,10 @@ Progress = Callable[[str, int, int], None]
 PRUNE_ROUNDS = 3
 
 
-def check_counts(top: Any, verify: Any) -> None:
-    """Raise :class:`ValidationError` naming a bad ``top`` (an int >= 1) or ``verify`` (an int >= 0)."""
-    for label, v, least in (("top", top, 1), ("verify", verify, 0)):
+def check_counts(top: Any, verify: Any, workers: Any = 1) -> None:
+    """Raise :class:`ValidationError` naming a bad ``top`` (an int >= 1), ``verify`` (an int >= 0) or
+    ``workers`` (an int >= 1)."""
+    for label, v, least in (("top", top, 1), ("verify", verify, 0), ("workers", workers, 1)):
         if isinstance(v, bool) or not isinstance(v, int) or v < least:
             raise ValidationError(f"{label} must be an int >= {least}, got {v!r}", field=label, value=v)
 

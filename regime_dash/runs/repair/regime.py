@@ -95,7 +95,7 @@ def repair(stream: Any, origin: RegimeConfig | None = None, *, run_failures: Seq
            fields: Sequence[str] | None = None, held: Mapping[str, Any] | None = None, trials: int = TRIALS,
            batch: int = BATCH, seed: int = 0, sampler: str = "nsga2", top: int = TOP, verify: int = TOP,
            engine: str = "fast", device: str = "auto", verify_engine: str = "reference",
-           progress: Progress | None = None) -> RepairResult:
+           workers: int = 1, progress: Progress | None = None) -> RepairResult:
     """Search the config that would have passed on ``stream``; see the module docstring.
 
     Parameters
@@ -119,7 +119,12 @@ def repair(stream: Any, origin: RegimeConfig | None = None, *, run_failures: Seq
     engine, device
         The sweeps' engine (``fast``: phase 1 once, a scan per config) and its device.
     verify_engine
-        The engine of the full replays (base and verification): ``reference`` by default.
+        The engine of the full replays that verify: ``reference`` by default.
+    workers
+        Processes that verify (each replays one candidate at a time; :func:`default_workers`
+        gives one per core); 1, the default, verifies in this process. The processes are
+        spawned, so a script that asks for more than one needs the ``if __name__ == "__main__":``
+        guard (``python -m regime_dash repair`` has it).
     progress
         ``progress(stage, done, total)`` per stage (``screen``, ``search``, ``prune``, ``verify``).
 
@@ -128,18 +133,18 @@ def repair(stream: Any, origin: RegimeConfig | None = None, *, run_failures: Seq
     ConfigError
         An unknown field in ``fields`` or ``held``, a field in both, a held value the config rejects.
     ValidationError
-        A bad ``trials``, ``batch``, ``top``, ``verify`` or sampler.
+        A bad ``trials``, ``batch``, ``top``, ``verify``, ``workers`` or sampler.
     """
     t0 = time.perf_counter()
     origin = RegimeConfig() if origin is None else origin
     space = SearchSpace.of(origin, fields, held)
     check_budget(trials, batch)
-    flow.check_counts(top, verify)
     check_sampler(sampler)
+    flow.check_counts(top, verify, workers)
     report = progress or (lambda stage, done, total: None)
     if run_failures and blocking(run_failures):
         return flow.cannot_help(list(run_failures), space, seed)
-    search = _Search(stream, space, engine, device, verify_engine, report)
+    search = _Search(stream, space, engine, device, verify_engine, report, workers)
     frame, judged = search.base_replay()
     before, failures = key_metrics(frame, judged), diagnose(judged)
     del frame
@@ -185,12 +190,41 @@ def repair_run(frame: pd.DataFrame, stream: Any = None, **options: Any) -> Repai
     return result
 
 
+#: A verifying worker process's stream, set once when the process starts (:func:`_worker_init`).
+_worker_stream: Any = None
+
+
+def _worker_init(stream: Any) -> None:
+    global _worker_stream
+    _worker_stream = stream
+
+
+def _worker_judge(config: RegimeConfig, engine: str) -> tuple[list[str], dict[str, Any]]:
+    """:func:`_judge` of the worker's stream (a verifying process's task)."""
+    return _judge(_worker_stream, engine)(config)
+
+
+#: Steps from which verifying in processes pays: a reference replay of this many steps takes seconds,
+#: more than a spawned process's start (its imports).
+PROCESS_STEPS = 20_000
+
+
+def default_workers(verify: int, steps: int) -> int:
+    """Processes that verify ``verify`` candidates of a ``steps``-step stream: one per core, at most one per
+    candidate, from :data:`PROCESS_STEPS` steps; below it, 1 (in this process)."""
+    import os
+
+    if steps < PROCESS_STEPS:
+        return 1
+    return max(1, min(verify, os.cpu_count() or 1))
+
+
 class _Search:
     """One repair's search after the diagnosis: screen, optimise, prune, verify (see the module docstring)."""
 
     def __init__(self, stream: Any, space: SearchSpace, engine: str, device: str, verify_engine: str,
-                 report: Progress):
-        self.stream, self.space = stream, space
+                 report: Progress, workers: int = 1):
+        self.stream, self.space, self.workers = stream, space, workers
         self.engine, self.device, self.verify_engine, self.report = engine, device, verify_engine, report
         self.targets: list[Target] = []
         self.unpredicted: list[str] = []
@@ -226,7 +260,7 @@ class _Search:
             if known is not None:
                 c.failures, c.after = known
                 c.verified, c.engine = True, self.verify_engine
-        flow.verify(cands, _judge(self.stream, self.verify_engine), verify, self.verify_engine, self.report)
+        self._verify(cands, verify)
         self.seconds["verify"] = time.perf_counter() - t
         shown = flow.ranked(cands, top)
         status, message = flow.answer(shown, len(cands), space.names)
@@ -242,6 +276,26 @@ class _Search:
             return judged_replay(self.stream, self.space.base, self.verify_engine)
         frame = replay(self.stream, self.space.base, engine="fast", device=self.device, stats=self.stats())
         return frame, verdict(frame)
+
+    def _verify(self, cands: list, n: int) -> None:
+        """The first ``n`` unverified candidates replayed in full and judged: here, or with ``workers``
+        above 1 in that many processes (the reference engine's replay is one core's work each)."""
+        todo = [c for c in cands if not c.verified][:n]
+        workers = min(self.workers, len(todo))
+        if workers <= 1:
+            flow.verify(todo, _judge(self.stream, self.verify_engine), n, self.verify_engine, self.report)
+            return
+        import concurrent.futures
+        import multiprocessing
+
+        # spawn, not fork: this process runs numba's threads, which a forked child must not inherit
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                                    initializer=_worker_init, initargs=(self.stream,)) as pool:
+            futures = [pool.submit(_worker_judge, c.config, self.verify_engine) for c in todo]
+            for k, (c, future) in enumerate(zip(todo, futures)):
+                c.failures, c.after = future.result()
+                c.verified, c.engine = True, self.verify_engine
+                self.report("verify", k + 1, len(todo))
 
     def stats(self):
         """The stream's phase 1, computed once for every sweep of the fast engine (None on another)."""
