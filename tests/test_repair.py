@@ -121,6 +121,13 @@ def test_a_rederivation_failure_on_the_cli_names_it(tmp_path, capsys):
     assert doc["status"] == "config_cannot_help" and "rederive.sigma" in doc["message"]
 
 
+def test_a_module_check_of_a_stored_run_points_at_the_module_search(sp14):
+    m, stream = sp14
+    result = repair_run(m.replay(stream, None, "reference"))
+    assert result.status == "config_cannot_help" and "repair --module" in result.message
+    assert [f.cause for f in result.failures if f.id == "sp14.var_aux_producer"] == [repair_failures.MODULE]
+
+
 def test_a_stored_run_without_its_stream_asks_for_stream(run8):
     frame = replay(run8, RegimeConfig(), engine="fast")
     result = repair_run(frame)

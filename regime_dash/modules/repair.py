@@ -78,7 +78,7 @@ def repair_module(module: ControllerModule, stream: Any, origin: Any = None, *,
     judge = _judge(module, stream, engine)
     frame = module.replay(stream, space.base, engine)
     judged = verdict(frame)
-    failures = diagnose(judged)
+    failures = diagnose(judged, modules=True)
     before = module_metrics(module, frame, failed_ids(judged))
     if blocking(failures):
         return flow.cannot_help(failures, space, seed, before)

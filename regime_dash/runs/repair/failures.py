@@ -19,6 +19,10 @@ failed check and each finding of severity ``fail`` gets one of three causes:
 ``trainer``
     What the replay does not produce: the evaluation pnl and the throughput
     come from the trainer, so no replayed config can show them passing.
+``module``
+    A controller module's own check, judged where the regime config is searched:
+    the module's config decides it, not the regime config (``repair --module NAME``
+    searches that one). Where a module's config is searched, its checks are ``config``.
 
 The failures the search targets are those of the base config's replay: a
 stored run's ``config`` failure that the replay of its stream under its own
@@ -33,7 +37,7 @@ from typing import Any
 from regime_dash.analysis.invariants import CHECK_IDS, CHECKS
 from regime_dash.analysis.verdict import Verdict
 
-CONFIG, FAULT, TRAINER = "config", "fault", "trainer"
+CONFIG, FAULT, TRAINER, MODULE = "config", "fault", "trainer", "module"
 
 #: Core checks the config decides: success criterion 1 (every other core check is a formula every config obeys).
 CONFIG_CHECKS = frozenset({"kelly_trap"})
@@ -91,7 +95,7 @@ def _is_rederive(check_id: str) -> bool:
     return check_id.startswith("rederive.") or ".rederive." in check_id
 
 
-def _check_cause(check_id: str) -> tuple[str, str]:
+def _check_cause(check_id: str, modules: bool) -> tuple[str, str]:
     if _is_rederive(check_id):
         return FAULT, ("a re-derivation failed: the logged output is not the kernel's formula of the logged "
                        "inputs and config, which every config obeys: a kernel or logging fault")
@@ -100,6 +104,9 @@ def _check_cause(check_id: str) -> tuple[str, str]:
     if check_id in CHECK_IDS and check_id not in CONFIG_CHECKS:
         return FAULT, ("a formula invariant of the kernels failed; every config obeys it: a kernel or "
                        "logging fault")
+    if check_id not in CONFIG_CHECKS and not modules:
+        return MODULE, ("a controller module's check: the module's config decides it, not the regime config; "
+                        "search the module's with repair --module NAME")
     return CONFIG, "the replayed pipeline's behaviour under its config: another config may avoid it"
 
 
@@ -109,11 +116,14 @@ def _finding_cause(finding_id: str) -> tuple[str, str]:
     return CONFIG, "the replayed pipeline's behaviour under its config: another config may avoid it"
 
 
-def diagnose(judged: Verdict) -> list[Failure]:
-    """Every failed check and failing finding of ``judged``, each with its cause, checks first."""
+def diagnose(judged: Verdict, modules: bool = False) -> list[Failure]:
+    """Every failed check and failing finding of ``judged``, each with its cause, checks first.
+
+    ``modules``: a controller module's config is searched, so its checks are ``config`` (else ``module``).
+    """
     out = []
     for c in judged.failed:
-        cause, why = _check_cause(c.id)
+        cause, why = _check_cause(c.id, modules)
         out.append(Failure(c.id, "check", cause, c.first_step, c.detail, why, int(c.violations)))
     by_id: dict[str, list] = {}
     for f in judged.failing_findings:
@@ -126,7 +136,8 @@ def diagnose(judged: Verdict) -> list[Failure]:
 
 
 def blocking(failures: list[Failure]) -> list[Failure]:
-    """The failures no config can repair (faults and the trainer's): with any, the search does not run."""
+    """The failures the config searched cannot repair (faults, the trainer's, a module's check where the
+    regime config is searched): with any, the search does not run."""
     return [f for f in failures if f.cause != CONFIG]
 
 
@@ -135,5 +146,5 @@ def failed_ids(judged: Verdict) -> list[str]:
     return [c.id for c in judged.failed] + list(dict.fromkeys(f.id for f in judged.failing_findings))
 
 
-__all__ = ["CONFIG", "FAULT", "TRAINER", "CONFIG_CHECKS", "SUCCESS_CRITERIA", "Failure", "blocking", "diagnose",
+__all__ = ["CONFIG", "FAULT", "MODULE", "TRAINER", "CONFIG_CHECKS", "SUCCESS_CRITERIA", "Failure", "blocking", "diagnose",
            "failed_ids"]

@@ -250,9 +250,11 @@ class _Search:
         search = optimise(space, evaluate, trials=trials, batch=batch, seed=seed, sampler=sampler, seeds=seeds,
                           progress=lambda done, total: self.report("search", done, total))
         self.seconds["search"] = time.perf_counter() - t
+        self.seconds["search_evaluations"] = self.seconds.pop("evaluations", 0.0)  # the rest is the sampler's
         t = time.perf_counter()
         pool = flow.prune(space, search.evaluated, verify, evaluate, self.report)
         self.seconds["prune"] = time.perf_counter() - t
+        self.seconds.pop("evaluations", None)
         t = time.perf_counter()
         cands = flow.candidates(space, pool)
         for c in cands:
@@ -337,7 +339,9 @@ class _Search:
         """One sweep of ``configs``: each row's shortfall against the targets, and its metrics."""
         from regime_dash.runs.sweeps import sweep
 
+        t = time.perf_counter()
         result = sweep(self.stream, configs, engine=self.engine, device=self.device, stats=self.stats())
+        self.seconds["evaluations"] = self.seconds.get("evaluations", 0.0) + time.perf_counter() - t
         self.engine_ran = result.engine
         rows = result.table[list(METRICS)].to_dict("records")
         return [(shortfall(self.targets, r), r) for r in rows]
