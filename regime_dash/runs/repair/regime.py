@@ -1,8 +1,9 @@
 """``repair``: the regime config that would have passed, searched over one stream.
 
 1. **What failed.** The run's verdict (a stored run's, when given) and the verdict of the
-   stream replayed under the run's config are sorted into failures config may repair
-   and those it cannot (:mod:`regime_dash.runs.repair.failures`); with any of the latter
+   stream replayed under the run's config (on the fast engine when the sweeps run there:
+   every engine gives the same bits) are sorted into failures config may repair and
+   those it cannot (:mod:`regime_dash.runs.repair.failures`); with any of the latter
    nothing is searched.
 2. **Screen.** :func:`regime_dash.runs.sensitivity.sensitivity` sweeps each field one at a
    time around the run's config (no pairs); a field that moves no summary metric is not
@@ -11,9 +12,9 @@
    each batch is one :func:`regime_dash.runs.sweeps.sweep` on the fast engine (CPU or GPU),
    its rows scored by the targets of :mod:`regime_dash.runs.repair.targets` (a failure no
    sweep metric predicts makes every batch full replays judged by the verdict instead).
-   Then each of the best predicted passes has its changes dropped one at a time, in one
-   more sweep, keeping a drop that still predicts a pass: the candidates change only what
-   they need.
+   Then the best predicted passes are simplified (:func:`regime_dash.runs.repair.flow.prune`:
+   each change alone, each change dropped, one sweep a round), so the candidates change
+   only what they need.
 4. **Verify.** The best candidates are replayed in full on ``verify_engine`` (the
    reference engine by default) and judged by :func:`regime_dash.analysis.verdict.verdict`;
    only those with no failure are called passing.
