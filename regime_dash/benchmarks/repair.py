@@ -65,7 +65,7 @@ def run_core(scenario: str = "kelly_trap_run8", steps: int = DEFAULT_STEPS, acco
              workers: int | None = None) -> dict[str, Any]:
     """Repair one scenario, timed end to end after a warm-up; see the module docstring."""
     from regime_dash.runs.repair import repair
-    from regime_dash.runs.repair.regime import default_workers
+    from regime_dash.runs.repair.verifier import default_workers
     from regime_dash.sources import scenarios
 
     verify = top if verify is None else verify

@@ -134,6 +134,7 @@ def _options(args: argparse.Namespace, specs, defaults: tuple[int, int]) -> dict
 def _regime(args: argparse.Namespace, bars: _Bars):
     from regime_dash.core.config import RegimeConfig
     from regime_dash.runs.repair import regime
+    from regime_dash.runs.repair.verifier import default_workers
 
     opts = _options(args, RegimeConfig.field_specs(), (regime.TRIALS, regime.BATCH))
     verify = args.top if args.verify is None else args.verify
@@ -141,7 +142,7 @@ def _regime(args: argparse.Namespace, bars: _Bars):
                 progress=bars)
     stream = _stream(args)
     steps = 0 if stream is None else stream.steps
-    opts["workers"] = regime.default_workers(verify, steps) if args.workers is None else args.workers
+    opts["workers"] = default_workers(verify, steps) if args.workers is None else args.workers
     if args.target is None:
         return regime.repair(stream, **opts), {"stream": args.stream or f"scenario {args.scenario}"}
     from regime_dash.cli.check import load_target, require_diag

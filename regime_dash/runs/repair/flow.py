@@ -1,9 +1,11 @@
 """What every repair shares after its search: the candidates ranked, verified, and the answer in words.
 
 The search's evaluations are predictions (a sweep row) or already verdicts (a
-controller module's full replays). :func:`verify` replays the best of them in full
-and judges each with the verdict; :func:`ranked` orders them for the table (passing
-ones first, nearest first); :func:`answer` says what was found.
+controller module's full replays). :func:`prune` simplifies the best of them,
+:func:`candidates` turns them into the table's rows, :func:`ranked` orders them
+(passing ones first, nearest first) and :func:`answer` says what was found; the
+verdicts and answers a search ends in without candidates are :func:`cannot_help` and
+:func:`nothing_to_do`.
 """
 from __future__ import annotations
 
@@ -49,17 +51,6 @@ def candidates(space: SearchSpace, pool: Iterable[Evaluated]) -> list[Candidate]
     base = config_key(space.base)
     return [Candidate(e.config, space.changes(e.config), e.distance, e.shortfall, dict(e.metrics))
             for e in distinct(pool) if config_key(e.config) != base]
-
-
-def verify(cands: Sequence[Candidate], judge: Judge, n: int, engine: str,
-           progress: Progress | None = None) -> None:
-    """Replay the first ``n`` unverified of ``cands`` in full and judge them (in place)."""
-    todo = [c for c in cands if not c.verified][:n]
-    for k, c in enumerate(todo):
-        c.failures, c.after = judge(c.config)
-        c.verified, c.engine = True, engine
-        if progress is not None:
-            progress("verify", k + 1, len(todo))
 
 
 def ranked(cands: Iterable[Candidate], top: int) -> list[Candidate]:
@@ -158,4 +149,4 @@ def nothing_to_do(run_failures: Sequence[Failure] | None, space: SearchSpace, be
 
 
 __all__ = ["Judge", "PRUNE_ROUNDS", "answer", "candidates", "cannot_help", "check_counts", "config_key", "distinct",
-           "nothing_to_do", "prune", "ranked", "simpler", "verify"]
+           "nothing_to_do", "prune", "ranked", "simpler"]

@@ -31,13 +31,15 @@ import pandas as pd
 from regime_dash.analysis.verdict import Verdict, verdict
 from regime_dash.core.config import RegimeConfig, field_names
 from regime_dash.diag.catalogue import LOGGED_CONFIG
-from regime_dash.engine.summary import METRICS, summarize_frame
+from regime_dash.engine.summary import METRICS
 from regime_dash.runs.repair import flow
-from regime_dash.runs.repair.failures import SUCCESS_CRITERIA, Failure, blocking, diagnose, failed_ids
+from regime_dash.runs.repair.failures import Failure, blocking, diagnose
 from regime_dash.runs.repair.optimiser import check_budget, check_sampler, optimise
 from regime_dash.runs.repair.result import RepairResult
 from regime_dash.runs.repair.space import SearchSpace
 from regime_dash.runs.repair.targets import Target, shortfall, targets_of
+from regime_dash.runs.repair.verifier import Verifier, judge, judged_replay, key_metrics
+from regime_dash.errors import ConfigError
 
 #: Trials of a search, and per batch (one sweep each), unless told otherwise.
 TRIALS = 256
@@ -61,35 +63,6 @@ def logged_config(frame: pd.DataFrame) -> tuple[RegimeConfig, list[str]]:
         v = series.iloc[-1].item()
         values[name] = bool(v) if isinstance(RegimeConfig.__dataclass_fields__[name].default, bool) else float(v)
     return RegimeConfig(**values), missing
-
-
-def key_metrics(frame: pd.DataFrame, judged: Verdict) -> dict[str, Any]:
-    """The metrics that mattered of one full replay: timeouts, dead-zone steps, the longest trap and the
-    success criteria's statuses."""
-    summary = summarize_frame(frame)
-    trap = next((c for c in judged.checks if c.id == "kelly_trap"), None)
-    out: dict[str, Any] = {"timeouts": summary["timeouts"], "dead_zone_steps": summary["dead_zone_steps"],
-                           "longest_dead_zone": summary["longest_dead_zone"],
-                           "trap_longest": None if trap is None else trap.evidence.get("longest")}
-    statuses = {c.id: c.status for c in judged.checks}
-    out.update({f"criterion.{i}": statuses[i] for i in SUCCESS_CRITERIA if i in statuses})
-    return out
-
-
-def judged_replay(stream: Any, config: RegimeConfig, engine: str) -> tuple[pd.DataFrame, Verdict]:
-    """``(frame, verdict)`` of one full replay of ``stream`` under ``config`` on ``engine``."""
-    from regime_dash.engine import replay
-
-    frame = replay(stream, config, engine=engine)
-    return frame, verdict(frame)
-
-
-def _judge(stream: Any, engine: str) -> flow.Judge:
-    def judge(config: RegimeConfig) -> tuple[list[str], dict[str, Any]]:
-        frame, judged = judged_replay(stream, config, engine)
-        return failed_ids(judged), key_metrics(frame, judged)
-
-    return judge
 
 
 def repair(stream: Any, origin: RegimeConfig | None = None, *, run_failures: Sequence[Failure] | None = None,
@@ -122,7 +95,7 @@ def repair(stream: Any, origin: RegimeConfig | None = None, *, run_failures: Seq
     verify_engine
         The engine of the full replays that verify: ``reference`` by default.
     workers
-        Processes that verify (each replays one candidate at a time; :func:`default_workers`
+        Processes that verify (each replays one candidate at a time; :func:`~regime_dash.runs.repair.verifier.default_workers`
         gives one per core); 1, the default, verifies in this process. The processes are
         spawned, so a script that asks for more than one needs the ``if __name__ == "__main__":``
         guard (``python -m regime_dash repair`` has it).
@@ -191,35 +164,6 @@ def repair_run(frame: pd.DataFrame, stream: Any = None, **options: Any) -> Repai
     return result
 
 
-#: A verifying worker process's stream, set once when the process starts (:func:`_worker_init`).
-_worker_stream: Any = None
-
-
-def _worker_init(stream: Any) -> None:
-    global _worker_stream
-    _worker_stream = stream
-
-
-def _worker_judge(config: RegimeConfig, engine: str) -> tuple[list[str], dict[str, Any]]:
-    """:func:`_judge` of the worker's stream (a verifying process's task)."""
-    return _judge(_worker_stream, engine)(config)
-
-
-#: Steps from which verifying in processes pays: a reference replay of this many steps takes seconds,
-#: more than a spawned process's start (its imports).
-PROCESS_STEPS = 20_000
-
-
-def default_workers(verify: int, steps: int) -> int:
-    """Processes that verify ``verify`` candidates of a ``steps``-step stream: one per core, at most one per
-    candidate, from :data:`PROCESS_STEPS` steps; below it, 1 (in this process)."""
-    import os
-
-    if steps < PROCESS_STEPS:
-        return 1
-    return max(1, min(verify, os.cpu_count() or 1))
-
-
 class _Search:
     """One repair's search after the diagnosis: screen, optimise, prune, verify (see the module docstring)."""
 
@@ -236,9 +180,17 @@ class _Search:
 
     def run(self, screen: bool, trials: int, batch: int, seed: int, sampler: str, top: int,
             verify: int) -> RepairResult:
+        with Verifier(self.stream, self.verify_engine, self.workers if verify else 1) as verifier:
+            return self._run(verifier, screen, trials, batch, seed, sampler, top, verify)
+
+    def _run(self, verifier: Verifier, screen: bool, trials: int, batch: int, seed: int, sampler: str, top: int,
+             verify: int) -> RepairResult:
         t = time.perf_counter()
         space, seeds, screened_out = self._screen(batch) if screen else (self.space, [], {})
         self.seconds["screen"] = time.perf_counter() - t
+        if verify and not self.unpredicted:  # the screen's best predicted passes, verified while the search runs
+            verifier.start(space.config(ch) for short, ch in seeds[:self.workers] if short == 0.0)
+        seeds = [ch for _, ch in seeds]
         common = {"targets": self.targets, "unpredicted": self.unpredicted, "space": space,
                   "screened_out": screened_out, "seed": seed, "verify_engine": self.verify_engine}
         if not space.axes:
@@ -263,7 +215,7 @@ class _Search:
             if known is not None:
                 c.failures, c.after = known
                 c.verified, c.engine = True, self.verify_engine
-        self._verify(cands, verify)
+        verifier.finish(cands, verify, self.report)
         self.seconds["verify"] = time.perf_counter() - t
         shown = flow.ranked(cands, top)
         status, message = flow.answer(shown, len(cands), space.names)
@@ -279,26 +231,6 @@ class _Search:
             return judged_replay(self.stream, self.space.base, self.verify_engine)
         frame = replay(self.stream, self.space.base, engine="fast", device=self.device, stats=self.stats())
         return frame, verdict(frame)
-
-    def _verify(self, cands: list, n: int) -> None:
-        """The first ``n`` unverified candidates replayed in full and judged: here, or with ``workers``
-        above 1 in that many processes (the reference engine's replay is one core's work each)."""
-        todo = [c for c in cands if not c.verified][:n]
-        workers = min(self.workers, len(todo))
-        if workers <= 1:
-            flow.verify(todo, _judge(self.stream, self.verify_engine), n, self.verify_engine, self.report)
-            return
-        import concurrent.futures
-        import multiprocessing
-
-        # spawn, not fork: this process runs numba's threads, which a forked child must not inherit
-        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                                    initializer=_worker_init, initargs=(self.stream,)) as pool:
-            futures = [pool.submit(_worker_judge, c.config, self.verify_engine) for c in todo]
-            for k, (c, future) in enumerate(zip(todo, futures)):
-                c.failures, c.after = future.result()
-                c.verified, c.engine = True, self.verify_engine
-                self.report("verify", k + 1, len(todo))
 
     def stats(self):
         """The stream's phase 1, computed once for every sweep of the fast engine (None on another)."""
@@ -324,17 +256,24 @@ class _Search:
             SearchSpace(self.space.origin, self.space.base, (), self.space.held)
         return space, self._seeds(space, result.oat, batch), out
 
-    def _seeds(self, space: SearchSpace, oat: pd.DataFrame, batch: int) -> list[dict[str, Any]]:
-        """The one-field moves of the screen that predict best (nearest first), ``batch`` at most."""
+    def _seeds(self, space: SearchSpace, oat: pd.DataFrame, batch: int) -> list[tuple[float, dict[str, Any]]]:
+        """The one-field moves of the screen that predict best (nearest first), ``batch`` at most, each with
+        its shortfall and its value on the sampler's grid (the config the search evaluates)."""
         if not self.targets:
             return []
+        axes = {a.name: a for a in space.axes}
         rows = oat[oat["field"].isin(space.names)]
         scored = []
         for row in rows.to_dict("records"):
-            changes = {row["field"]: row[row["field"]]}
-            scored.append((shortfall(self.targets, row), space.distance(space.config(changes)), changes))
+            name = row["field"]
+            changes = {name: axes[name].snap(row[name])}
+            try:
+                config = space.config(changes)
+            except ConfigError:  # on the grid, the value breaks a rule between fields
+                continue
+            scored.append((shortfall(self.targets, row), space.distance(config), changes))
         scored.sort(key=lambda s: (s[0], s[1]))
-        return [c for _, _, c in scored[:batch]]
+        return [(short, c) for short, _, c in scored[:batch]]
 
     def _sweep_rows(self, configs: list[RegimeConfig]) -> list[tuple[float, dict[str, Any]]]:
         """One sweep of ``configs``: each row's shortfall against the targets, and its metrics."""
@@ -349,15 +288,14 @@ class _Search:
 
     def _verdicts(self, configs: list[RegimeConfig]) -> list[tuple[float, dict[str, Any]]]:
         """Full replays judged by the verdict (a failure no sweep metric predicts): each config's failures."""
-        judge, out = _judge(self.stream, self.verify_engine), []
+        one, out = judge(self.stream, self.verify_engine), []
         for config in configs:
             key = flow.config_key(config)
             if key not in self.verdicts:
-                self.verdicts[key] = judge(config)
+                self.verdicts[key] = one(config)
             failed, after = self.verdicts[key]
             out.append((float(len(failed)), after))
         return out
 
 
-__all__ = ["BATCH", "TOP", "TRIALS", "judged_replay", "key_metrics", "logged_config", "repair",
-           "repair_run"]
+__all__ = ["BATCH", "TOP", "TRIALS", "judged_replay", "key_metrics", "logged_config", "repair", "repair_run"]
