@@ -136,6 +136,23 @@ def test_a_stored_run_without_its_stream_asks_for_stream(run8):
     assert result.exit_code == 2
 
 
+@pytest.mark.slow
+def test_a_stored_run_with_its_stream_is_repaired_from_its_logged_config(run8, tmp_path, capsys):
+    run = tmp_path / "run.parquet"
+    replay(run8, RegimeConfig(eps_min=0.1), engine="fast").to_parquet(run)
+    stream = run8.save(tmp_path / "stream.npz")
+    assert main(["repair", str(run), "--json"]) == 2  # no stream: it asks for one
+    assert json.loads(capsys.readouterr().out)["status"] == "needs_stream"
+    argv = ["repair", str(run), "--stream", str(stream), "--fields", "max_duration,resurrection", "--trials", "6",
+            "--batch", "6", "--top", "1", "--verify", "1", "--json"]
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["status"] == "passing" and doc["candidates"][0]["passing"]
+    # the search started from the run's logged config: eps_min stays at the run's 0.1 (its float32)
+    assert doc["candidates"][0]["config"]["eps_min"] == float(np.float32(0.1))
+    assert "eps_min" not in doc["candidates"][0]["changes"]
+
+
 def test_an_already_passing_config_has_nothing_to_repair(run8):
     result = repair(run8, RegimeConfig(resurrection=False))
     assert result.status == "already_passes" and result.candidates == []
