@@ -108,6 +108,30 @@ def _sensitivity_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
     p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON")
 
 
+def _repair_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
+    from regime_dash.runs.repair.optimiser import SAMPLERS
+    from regime_dash.sources.scenarios import SCENARIOS
+
+    p.add_argument("--scenario", default="kelly_trap_run8", choices=sorted(SCENARIOS),
+                   help="scenario preset (default kelly_trap_run8, the spec's Run #8)")
+    p.add_argument("--steps", type=int, default=m.DEFAULT_STEPS, help=f"steps (default {m.DEFAULT_STEPS:,})")
+    p.add_argument("--accounts", type=int, default=None, help="accounts (default: the preset's)")
+    p.add_argument("--trials", type=int, default=256, help="configs the search tries (default 256)")
+    p.add_argument("--batch", type=int, default=64, help="configs per batch, one sweep each (default 64)")
+    p.add_argument("--seed", type=int, default=0, help="the sampler's seed")
+    p.add_argument("--sampler", default="nsga2", choices=SAMPLERS, help="Optuna's sampler (default nsga2)")
+    p.add_argument("--device", default="cpu", choices=("auto", "cpu", "gpu"),
+                   help="the fast engine's device (default cpu: the CPU target)")
+    p.add_argument("--top", type=int, default=5, help="candidates shown (default 5)")
+    p.add_argument("--verify", type=int, default=None, help="candidates replayed in full (default: --top)")
+    p.add_argument("--verify-engine", default="reference", choices=("reference", "fast", "cuda"),
+                   help="the engine of the verifying replays (default reference)")
+    p.add_argument("--workers", type=int, default=None, help="processes that verify (default: one per core)")
+    p.add_argument("--module", default=m.DEFAULT_MODULE,
+                   help=f"also repair this module's demo (default {m.DEFAULT_MODULE}; none: skip)")
+    p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON")
+
+
 def _ui_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
     p.add_argument("--steps", type=int, default=25_000, help="steps of the Replay stream and Explore runs (25000)")
     p.add_argument("--big-steps", type=int, default=1_000_000,
@@ -175,6 +199,9 @@ TARGET_SPECS: dict[str, TargetSpec] = {
     "sensitivity": TargetSpec("what-if sensitivity of a scenario vs a single replay, warm",
                               lambda doc: _before_literal(doc) + "\n\n" + doc.split("::")[1].strip(),
                               _sensitivity_options),
+    "repair": TargetSpec("repair search of Run #8 end to end (and a failing module demo): a verified passing "
+                         "config", lambda doc: _before_literal(doc) + "\n\n" + doc.split("::")[1].strip(),
+                         _repair_options),
     "ui": TargetSpec("dashboard latencies (action → updated chart) in headless chromium", _first_paragraph,
                      _ui_options, raw=False),
     "startup": TargetSpec("start-up of python -m regime_dash --help vs python -c pass", _before_literal,

@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("replay", "replay a stream, a scenario preset or a closed-loop live run; write its diag"),
     "sweep": ("sweep", "replay a stream under a grid of configs; one summary row per config"),
     "sensitivity": ("sensitivity", "sweep every config field around a base config: what moves which metric"),
+    "repair": ("repair", "search the config that would have passed a run's checks, verified by full replays"),
     "bench": ("bench", "run a benchmark (ingest, ...) and print its figures"),
     "modules": ("modules", "list, replay and sweep the controller modules (SP14, SP18, Pearl C, ...)"),
     "app": ("app", "start the dashboard (streamlit) in the browser"),
