@@ -25,8 +25,8 @@ from regime_dash.store.paths import META, run_dir, run_dirs, run_id_of
 if TYPE_CHECKING:
     from regime_dash.ingest import IngestReport
 
-__all__ = ["FORMAT_VERSION", "add_alias", "existing_dir", "find_sha", "fsync_dir", "holder_of", "ingest_meta",
-           "list_runs", "now", "read_meta", "replace_json", "resolve_ref", "run_meta", "update_meta", "write_json"]
+__all__ = ["FORMAT_VERSION", "add_alias", "content_version", "existing_dir", "find_sha", "fsync_dir", "holder_of",
+           "ingest_meta", "list_runs", "now", "read_meta", "replace_json", "resolve_ref", "run_meta", "update_meta", "write_json"]
 
 #: The version of the run folder's format, recorded in every ``_meta.json``.
 FORMAT_VERSION = 1
@@ -126,6 +126,18 @@ def run_meta(root: Path, run_id: str) -> dict[str, Any]:
     with reading(root, run_id) as part:
         part[0] = d / META
         return json.loads((d / META).read_text(encoding="utf-8"))
+
+
+#: The ``_meta.json`` keys whose values change exactly when the run's rows do (a follow's commit
+#: grows ``rows``, ``lines`` and ``last_step``; a run deleted and ingested again has a new time).
+_CONTENT_KEYS = ("ingested_at", "sha256", "rows", "lines", "first_step", "last_step")
+
+
+def content_version(meta: dict[str, Any]) -> str:
+    """A short token of a run's rows as its metadata ``meta`` describes them: equal tokens, equal rows
+    (labels, notes and alerts do not change it). ``_meta.json`` is written after the rows a commit adds,
+    so rows read after the token hold at least the ``rows`` it names."""
+    return json.dumps([meta.get(k) for k in _CONTENT_KEYS], separators=(",", ":"), default=str)
 
 
 def update_meta(root: Path, run_id: str, change: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:

@@ -235,6 +235,18 @@ class RunStore:
         """
         return metadata.run_meta(self.root, run_id)
 
+    def content_version(self, run_id: str) -> str:
+        """A token that changes exactly when the run's rows change (a follow's commit, a delete and a
+        new ingest): a cache of anything read from the run keys on it
+        (:func:`regime_dash.store.metadata.content_version`). One small file read.
+
+        Raises
+        ------
+        StoreError
+            Unknown or invalid run id.
+        """
+        return metadata.content_version(self.meta(run_id))
+
     # ------------------------------------------------------------------------ ingest
 
     def column_types(self) -> dict[str, pa.DataType]:
