@@ -48,6 +48,9 @@ def test_explore_verdict_follows_a_growing_run_and_a_reload_shows_it_whole(tmp_p
             page = ctx.new_page()
             page.goto(f"{url}/explore?runs={run_id}")
             page.wait_for_function(VERDICT_JS, arg="PASS", timeout=60_000)
+            # the dashboard recorded where it serves: the follower's alerts link there
+            recorded = RunStore(store).dashboard_url() or ""
+            assert recorded.startswith("http://") and recorded.rsplit(":", 1)[1] == url.rsplit(":", 1)[1], recorded
             assert not page.evaluate(VERDICT_JS, "FAIL")
             writer = subprocess.Popen([sys.executable, str(WRITER), str(SAMPLE), str(src), "--from", "300",
                                        "--bad-at", str(BAD_AT), "--rate", "300"])

@@ -247,6 +247,21 @@ class RunStore:
         """
         return metadata.content_version(self.meta(run_id))
 
+    def record_dashboard_url(self, url: str) -> None:
+        """Record ``url`` as the dashboard serving this store: a follower of the store links its alerts
+        there (:meth:`dashboard_url`). A dashboard records itself when it starts.
+
+        Raises
+        ------
+        StoreError
+            ``url`` is not an http(s) URL, or the store cannot be written.
+        """
+        metadata.record_dashboard_url(self.root, url)
+
+    def dashboard_url(self) -> str | None:
+        """The URL the store's dashboard recorded (:meth:`record_dashboard_url`), None when none did."""
+        return metadata.dashboard_url(self.root)
+
     # ------------------------------------------------------------------------ ingest
 
     def column_types(self) -> dict[str, pa.DataType]:
