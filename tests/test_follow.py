@@ -251,3 +251,29 @@ def test_check_follow_exits_1_at_the_first_failure_and_0_on_a_clean_end(tmp_path
                "--until-idle", "1").returncode == 0
     res = cli("check", "bad", "--follow", "--store", str(store_dir))
     assert res.returncode == 1 and "flag_binary from step 77" in res.stderr
+
+
+def _alert_urls(store: RunStore, src: Path, **kw) -> list[str]:
+    """The Explore links of the alerts a follow of ``src`` (a failure planted at line 20) raises."""
+    write(src, 0, 40, "--bad-at", "20")
+    f = Follower(store, src, src.stem.split(".")[0], commit_every=0, **kw)
+    return [a.url for c in f.poll(force=True) for a in c.alerts]
+
+
+def test_alert_links_go_to_the_dashboard_the_store_recorded_else_the_default_port(tmp_path):
+    urls = _alert_urls(RunStore(tmp_path / "plain"), tmp_path / "a.diag.jsonl")
+    assert urls and all(u.startswith("http://localhost:8501/explore?runs=") for u in urls), urls
+    store = RunStore(tmp_path / "served")
+    store.record_dashboard_url("http://localhost:8765/")  # what a dashboard on port 8765 records
+    assert store.dashboard_url() == "http://localhost:8765"
+    urls = _alert_urls(store, tmp_path / "b.diag.jsonl")
+    assert urls and all(u.startswith("http://localhost:8765/explore?runs=") for u in urls), urls
+    named = _alert_urls(store, tmp_path / "c.diag.jsonl", dashboard="http://ci:9000")
+    assert named and all(u.startswith("http://ci:9000/explore?") for u in named), named  # --dashboard-url wins
+
+
+def test_a_dashboard_url_that_is_not_http_is_refused(tmp_path):
+    from regime_dash.errors import StoreError
+
+    with pytest.raises(StoreError, match="ftp://x"):
+        RunStore(tmp_path / "s").record_dashboard_url("ftp://x")

@@ -75,3 +75,19 @@ def test_an_unknown_run_is_a_store_error(tmp_path):
     store.ingest(SAMPLE, name="x")
     with pytest.raises(StoreError, match="no run"):
         LiveFrame(store, "nope").refresh()
+
+
+def test_the_content_version_moves_with_each_commit_and_a_whole_read_holds_its_rows(tmp_path):
+    from regime_dash.follow.live_frame import read_whole
+    from regime_dash.store.labels import tag
+
+    store, src = RunStore(tmp_path / "store"), tmp_path / "job.diag.jsonl"
+    f = Follower(store, src, "job", commit_every=0)
+    append(f, src, LINES[:50])
+    first = store.content_version(f.run_id)
+    assert len(read_whole(store, f.run_id)) == 50
+    tag(store, f.run_id, ["tagged"])  # a label is not the run's rows: the version stays
+    assert store.content_version(f.run_id) == first
+    append(f, src, LINES[50:80])
+    assert store.content_version(f.run_id) != first
+    assert int(read_whole(store, f.run_id)["step"].max()) == 79

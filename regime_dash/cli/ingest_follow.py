@@ -36,7 +36,8 @@ def add_follow_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--alert-webhook", default=None, metavar="URL",
                    help="POST each alert's JSON here (5 s timeout, 3 attempts; never blocks the follow)")
     g.add_argument("--dashboard-url", default=None, metavar="URL",
-                   help="the dashboard an alert links to (default http://localhost:8501)")
+                   help="the dashboard an alert links to (default: the one the store's dashboard "
+                        "recorded when it started, else http://localhost:8501)")
 
 
 def _status(c) -> str:

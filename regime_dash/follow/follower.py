@@ -99,7 +99,7 @@ class Follower:
 
     def __init__(self, store: RunStore, path: str | os.PathLike, name: str, *, commit_every: float = 2.0,
                  on_truncate: str = "segment", options: CheckOptions | None = None,
-                 dashboard: str = DEFAULT_DASHBOARD, clock: Callable[[], float] = time.monotonic):
+                 dashboard: str | None = None, clock: Callable[[], float] = time.monotonic):
         if on_truncate not in TRUNCATE_POLICIES:
             raise ValidationError(f"on_truncate must be one of {', '.join(TRUNCATE_POLICIES)}, got {on_truncate!r}",
                                   field="on_truncate", value=on_truncate)
@@ -125,6 +125,11 @@ class Follower:
         self._last_commit = clock()
         self.last_line_at = clock()  # for --until-idle: "no new line" since
         self.stopped: str | None = None  # why the follow of this file ended, if it did
+
+    def dashboard_url(self) -> str:
+        """The dashboard an alert links to: the one named at the start, else the one serving the store
+        recorded (read at each alert: a dashboard started after the follow counts), else streamlit's default."""
+        return self.dashboard or self.store.dashboard_url() or DEFAULT_DASHBOARD
 
     @property
     def run_id(self) -> str:
@@ -254,7 +259,7 @@ class Follower:
         fresh = []
         for cid, (kind, step, msg) in failing.items():
             if cid not in self.open_alerts:
-                a = Alert(self.run_id, cid, kind, step, msg, explore_url(self.dashboard, self.run_id, step))
+                a = Alert(self.run_id, cid, kind, step, msg, explore_url(self.dashboard_url(), self.run_id, step))
                 fresh.append(a)
                 self.open_alerts[cid] = {**a.to_dict(), "at": now()}
         for cid in [c for c in self.open_alerts if c not in failing]:

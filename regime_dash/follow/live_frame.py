@@ -11,6 +11,7 @@ step (the whole-run reader leaves those out and counts them).
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Mapping
 
 import pandas as pd
@@ -20,7 +21,10 @@ from regime_dash.ingest import LINE_COLUMN
 from regime_dash.store.run_store import PARTITION, RunStore
 from regime_dash.store.append import rows_after
 
-__all__ = ["LiveFrame", "run_frame"]
+__all__ = ["LiveFrame", "read_whole", "run_frame"]
+
+#: Reads of a whole run that may meet a follow's merge of parts before one holds every row committed.
+WHOLE_ATTEMPTS = 5
 
 
 def run_frame(table_frame: pd.DataFrame, aliases: Mapping[str, Any] | None = None) -> pd.DataFrame:
@@ -42,6 +46,20 @@ def run_frame(table_frame: pd.DataFrame, aliases: Mapping[str, Any] | None = Non
         step = step[~bad]
     frame["step"] = step.astype("int64")
     return frame
+
+
+def read_whole(store: RunStore, run_id: str, aliases: Mapping[str, Any] | None = None,
+               attempts: int = WHOLE_ATTEMPTS) -> pd.DataFrame:
+    """The run read whole (:func:`run_frame` of ``store.load``), holding at least the rows its metadata
+    counted before the read: a read that meets a follow's merge of parts sees a shorter prefix of the run
+    (the merged parts go before the merged part comes), and is read again."""
+    for attempt in range(attempts):
+        counted = store.meta(run_id).get("rows") or 0
+        rows = store.load(run_id, narrow=True)
+        if len(rows) >= counted:
+            break
+        time.sleep(0.05 * (attempt + 1))
+    return run_frame(rows, aliases)
 
 
 class LiveFrame:

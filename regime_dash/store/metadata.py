@@ -25,11 +25,14 @@ from regime_dash.store.paths import META, run_dir, run_dirs, run_id_of
 if TYPE_CHECKING:
     from regime_dash.ingest import IngestReport
 
-__all__ = ["FORMAT_VERSION", "add_alias", "existing_dir", "find_sha", "fsync_dir", "holder_of", "ingest_meta",
-           "list_runs", "now", "read_meta", "replace_json", "resolve_ref", "run_meta", "update_meta", "write_json"]
+__all__ = ["DASHBOARD_FILE", "FORMAT_VERSION", "add_alias", "content_version", "dashboard_url", "existing_dir",
+           "find_sha", "fsync_dir", "holder_of", "ingest_meta", "list_runs", "record_dashboard_url", "now", "read_meta", "replace_json", "resolve_ref", "run_meta", "update_meta", "write_json"]
 
 #: The version of the run folder's format, recorded in every ``_meta.json``.
 FORMAT_VERSION = 1
+#: The file at the store's root where a dashboard serving the store records its URL
+#: (``{"url": ...}``): a follower of the same store links its alerts there.
+DASHBOARD_FILE = "_dashboard.json"
 
 
 def now() -> str:
@@ -64,8 +67,13 @@ def fsync_dir(path: Path) -> None:
 
 def read_meta(folder: Path) -> dict[str, Any] | None:
     """A run directory's ``_meta.json``, or None when it is missing or unreadable."""
+    return read_meta_file(folder / META)
+
+
+def read_meta_file(path: Path) -> dict[str, Any] | None:
+    """A JSON object file of the store, or None when it is missing, unreadable or not an object."""
     try:
-        m = json.loads((folder / META).read_text(encoding="utf-8"))
+        m = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return m if isinstance(m, dict) else None
@@ -126,6 +134,37 @@ def run_meta(root: Path, run_id: str) -> dict[str, Any]:
     with reading(root, run_id) as part:
         part[0] = d / META
         return json.loads((d / META).read_text(encoding="utf-8"))
+
+
+def record_dashboard_url(root: Path, url: str) -> None:
+    """Record ``url`` as the dashboard serving the store at ``root`` (replacing any recorded before)."""
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise StoreError(f"a dashboard URL must start with http:// or https://, got {url!r}", path=str(root))
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        replace_json(root / DASHBOARD_FILE, {"url": url.rstrip("/")})
+    except OSError as e:
+        raise StoreError(f"cannot record the dashboard URL in {str(root)!r}: {os_error_text(e)}",
+                         path=str(root)) from None
+
+
+def dashboard_url(root: Path) -> str | None:
+    """The URL the store's dashboard recorded (:func:`record_dashboard_url`), or None when none did."""
+    m = read_meta_file(root / DASHBOARD_FILE)
+    url = m.get("url") if m else None
+    return url if isinstance(url, str) and url.startswith(("http://", "https://")) else None
+
+
+#: The ``_meta.json`` keys whose values change exactly when the run's rows do (a follow's commit
+#: grows ``rows``, ``lines`` and ``last_step``; a run deleted and ingested again has a new time).
+_CONTENT_KEYS = ("ingested_at", "sha256", "rows", "lines", "first_step", "last_step")
+
+
+def content_version(meta: dict[str, Any]) -> str:
+    """A short token of a run's rows as its metadata ``meta`` describes them: equal tokens, equal rows
+    (labels, notes and alerts do not change it). ``_meta.json`` is written after the rows a commit adds,
+    so rows read after the token hold at least the ``rows`` it names."""
+    return json.dumps([meta.get(k) for k in _CONTENT_KEYS], separators=(",", ":"), default=str)
 
 
 def update_meta(root: Path, run_id: str, change: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:

@@ -235,6 +235,33 @@ class RunStore:
         """
         return metadata.run_meta(self.root, run_id)
 
+    def content_version(self, run_id: str) -> str:
+        """A token that changes exactly when the run's rows change (a follow's commit, a delete and a
+        new ingest): a cache of anything read from the run keys on it
+        (:func:`regime_dash.store.metadata.content_version`). One small file read.
+
+        Raises
+        ------
+        StoreError
+            Unknown or invalid run id.
+        """
+        return metadata.content_version(self.meta(run_id))
+
+    def record_dashboard_url(self, url: str) -> None:
+        """Record ``url`` as the dashboard serving this store: a follower of the store links its alerts
+        there (:meth:`dashboard_url`). A dashboard records itself when it starts.
+
+        Raises
+        ------
+        StoreError
+            ``url`` is not an http(s) URL, or the store cannot be written.
+        """
+        metadata.record_dashboard_url(self.root, url)
+
+    def dashboard_url(self) -> str | None:
+        """The URL the store's dashboard recorded (:meth:`record_dashboard_url`), None when none did."""
+        return metadata.dashboard_url(self.root)
+
     # ------------------------------------------------------------------------ ingest
 
     def column_types(self) -> dict[str, pa.DataType]:

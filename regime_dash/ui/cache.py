@@ -3,8 +3,8 @@
 ``st.cache_resource`` holds things that are shared and not copied (the store,
 the engine probe, a prepared stream (its phase 1 held) and its replays, whose frames are too big to copy
 on every hit); ``st.cache_data`` holds values (stored runs' frames, figures).
-Runs in the store are immutable once in place, so a run's frame is keyed by
-its id alone. Arguments whose name starts with ``_`` are not hashed; the key
+What is read from a stored run is keyed on its content version
+(:func:`run_version`, one small file read): a followed run changes with each commit. Arguments whose name starts with ``_`` are not hashed; the key
 that stands for them is passed beside them.
 """
 from __future__ import annotations
@@ -40,16 +40,27 @@ def get_store():
     return _store(store_root())
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
-def load_run(root: str, run_id: str, aliases: tuple = (), version: str = "") -> pd.DataFrame:
-    """A stored run as a frame with canonical column names (``aliases`` as ``((canonical, (alt, ...)), ...)``).
+def run_version(root: str, run_id: str) -> str:
+    """The stored run's content version (:meth:`regime_dash.store.run_store.RunStore.content_version`): every
+    cache of what is read from a run keys on it, so a followed run's commits are read, and a page opened after
+    the follow ended reads the whole run."""
+    return _store(root).content_version(run_id)
 
-    ``version`` is part of the cache key only: a followed run passes its commit's, so each commit is read.
+
+def load_run(root: str, run_id: str, aliases: tuple = (), version: str = "") -> pd.DataFrame:
+    """A stored run as a frame with canonical column names (``aliases`` as ``((canonical, (alt, ...)), ...)``),
+    cached on the run's :func:`run_version` (``version``, when the caller has read it).
+
     Rows without a whole-number step are left out (``attrs["rows_without_step"]`` counts them, the page
     says so); a file without a step field is drawn against its line order (``attrs["step_from_row"]``)."""
-    from regime_dash.follow.live_frame import run_frame
+    return _load_run(root, run_id, aliases, version or run_version(root, run_id))
 
-    return run_frame(_store(root).load(run_id, narrow=True), dict(aliases) or None)  # slots as float32
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _load_run(root: str, run_id: str, aliases: tuple, version: str) -> pd.DataFrame:
+    from regime_dash.follow.live_frame import read_whole
+
+    return read_whole(_store(root), run_id, dict(aliases) or None)  # slots as float32
 
 
 @st.cache_resource(show_spinner=False)
@@ -86,26 +97,38 @@ def live_run(root: str, run_id: str, aliases: tuple = (), version: str = "") -> 
         return held["frame"].frame
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
 def analyse_run(root: str, run_id: str, aliases: tuple = (), single_id: str | None = None):
-    """:func:`regime_dash.analysis.diagnose` of a stored run: checks, episodes, events, summary.
+    """:func:`regime_dash.analysis.diagnose` of a stored run: checks, episodes, events, summary (cached on
+    the run's :func:`run_version`, and the single path's run's).
 
     ``single_id``: for a run of the fused controller path, the stored run of the single path on the
     same inputs (finding ``fused_mirror_drift``).
     """
+    single = None if single_id is None else (single_id, run_version(root, single_id))
+    return _analysed(root, run_id, aliases, single, run_version(root, run_id))
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _analysed(root: str, run_id: str, aliases: tuple, single: tuple | None, version: str):
     from regime_dash.usecases.check import check_frame
 
     warm_rederivation()  # a failure of this verdict clicked on re-derives on the compiled loop
-    single = None if single_id is None else load_run(root, single_id, aliases)
-    return check_frame(load_run(root, run_id, aliases), single=single)
+    twin = None if single is None else load_run(root, single[0], aliases, single[1])
+    return check_frame(load_run(root, run_id, aliases, version), single=twin)
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
 def explanation(root: str, run_id: str, aliases: tuple, item_id: str, step: int, _frame: pd.DataFrame,
                 _verdict):
     """:func:`regime_dash.analysis.failures.explain` of the verdict item ``item_id`` of a stored run at
     ``step`` (``None`` when the run's verdict has no such item); ``_frame`` and ``_verdict`` are that
-    run's :func:`load_run` and :func:`analyse_run` verdict, which the first five arguments name."""
+    run's :func:`load_run` and :func:`analyse_run` verdict, which the first five arguments and the run's
+    :func:`run_version` name."""
+    return _explanation(root, run_id, aliases, item_id, step, run_version(root, run_id), _frame, _verdict)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _explanation(root: str, run_id: str, aliases: tuple, item_id: str, step: int, version: str,
+                 _frame: pd.DataFrame, _verdict):
     from regime_dash.analysis.failures import explain, find_item
 
     item = find_item(_verdict, item_id)
@@ -337,34 +360,53 @@ def uploaded_stream(digest: str, _data: bytes, suffix: str):
         raise
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+def _pair(root: str, run_a: str, run_b: str) -> tuple[str, str]:
+    """Two stored runs' :func:`run_version`, the key of what is cached of the pair."""
+    return run_version(root, run_a), run_version(root, run_b)
+
+
 def diff_runs(root: str, run_a: str, run_b: str, aliases: tuple = ()):
     """:func:`regime_dash.analysis.diff_runs` of two stored runs (canonical columns)."""
-    from regime_dash.analysis import diff_runs as diff
-
-    return diff(load_run(root, run_a, aliases), load_run(root, run_b, aliases))
+    return _diff_runs(root, run_a, run_b, aliases, _pair(root, run_a, run_b))
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
+def _diff_runs(root: str, run_a: str, run_b: str, aliases: tuple, versions: tuple):
+    from regime_dash.analysis import diff_runs as diff
+
+    return diff(load_run(root, run_a, aliases, versions[0]), load_run(root, run_b, aliases, versions[1]))
+
+
 def delta_fields(root: str, run_a: str, run_b: str, aliases: tuple = ()) -> dict[str, int | None]:
     """``{column: first differing step or None}`` of every numeric field two stored runs share
     (:func:`regime_dash.analysis.diff.field_deltas`), the differing ones first, by that step."""
+    return _delta_fields(root, run_a, run_b, aliases, _pair(root, run_a, run_b))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _delta_fields(root: str, run_a: str, run_b: str, aliases: tuple, versions: tuple) -> dict[str, int | None]:
     from regime_dash.analysis.diff import field_deltas
 
-    deltas = field_deltas(load_run(root, run_a, aliases), load_run(root, run_b, aliases))
+    deltas = field_deltas(load_run(root, run_a, aliases, versions[0]), load_run(root, run_b, aliases, versions[1]))
     order = sorted(deltas, key=lambda c: (deltas[c].first_step is None, deltas[c].first_step or 0, c))
     return {c: deltas[c].first_step for c in order}
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
 def difference_spec(root: str, run_a: str, run_b: str, fields: tuple, names: tuple, aliases: tuple = ()) -> dict:
     """:func:`regime_dash.figures.compare.difference_figure` of ``fields`` of two stored runs
     (``names``: what the hover calls A and B), their first differing step marked."""
+    return _difference_spec(root, run_a, run_b, fields, names, aliases, _pair(root, run_a, run_b))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _difference_spec(root: str, run_a: str, run_b: str, fields: tuple, names: tuple, aliases: tuple,
+                     versions: tuple) -> dict:
     from regime_dash.analysis.diff import field_deltas
     from regime_dash.figures.compare import difference_figure
 
-    deltas = field_deltas(load_run(root, run_a, aliases), load_run(root, run_b, aliases), list(fields))
-    return difference_figure(deltas, names, diff_runs(root, run_a, run_b, aliases).first_step)
+    deltas = field_deltas(load_run(root, run_a, aliases, versions[0]), load_run(root, run_b, aliases, versions[1]),
+                          list(fields))
+    return difference_figure(deltas, names, _diff_runs(root, run_a, run_b, aliases, versions).first_step)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

@@ -18,7 +18,7 @@ def follow_set(store: str | None, paths: Sequence[str], name: str | None = None,
         ``commit_every`` is not seconds > 0.
     """
     from regime_dash.errors import ValidationError
-    from regime_dash.follow.follower import DEFAULT_DASHBOARD, FollowSet
+    from regime_dash.follow.follower import FollowSet
     from regime_dash.store.run_store import RunStore
 
     if commit_every is None or not commit_every > 0:
@@ -26,7 +26,7 @@ def follow_set(store: str | None, paths: Sequence[str], name: str | None = None,
                               field="commit_every", value=commit_every)
     kw = {} if max_line_mb is None else {"max_line_bytes": max(1, int(max_line_mb * 2**20))}
     return FollowSet(RunStore(store, **kw), paths, name, pattern=pattern, commit_every=commit_every,
-                     on_truncate=on_truncate, dashboard=dashboard or DEFAULT_DASHBOARD)
+                     on_truncate=on_truncate, dashboard=dashboard)
 
 
 def follow_files(fset: Any, *, until_idle: float | None = None, on_commit: Callable[[Any], None] = lambda c: None,

@@ -109,6 +109,23 @@ PROVENANCE, ids = "explore.failure", {label: rid for rid, label in labels.items(
 PANELS = "explore.panels"  # the panel set: the spec panels and the custom ones, in the URL as `panels`
 
 
+def verdict_counts(result) -> tuple:
+    """What the page's verdict strip, failures table and tabs show of a run's verdict, as a comparable key."""
+    vd = result.verdict
+    return vd.status, tuple((c.id, c.status, c.first_step) for c in vd.checks), len(vd.findings)
+
+
+def verdicts_moved(now: dict[str, str]) -> bool:
+    """Whether a live run's verdict at its current version differs from the one the page drew (each is
+    put in ``results``, so the failures table in this fragment shows the current one)."""
+    moved = False
+    for rid in now:
+        fresh = cache.analyse_run(root, rid, alias_key, twins.get(rid))
+        moved |= verdict_counts(fresh) != verdict_counts(results[labels[rid]])
+        results[labels[rid]] = fresh
+    return moved
+
+
 def follow_live_runs() -> None:
     """Fresh rows of the live runs (only the rows committed since the last redraw are read), and the
     window moved with them: kept where the user looks into the past, grown when it reached the last
@@ -117,6 +134,8 @@ def follow_live_runs() -> None:
     for rid, version in now.items():  # the held frame grown by the commit's rows only
         frames[labels[rid]] = judged_rows(cache.live_run(root, rid, alias_key, version),
                                           results[labels[rid]].verdict.structure)
+    if set(now) != set(live) or verdicts_moved(now):
+        st.rerun(scope="app")  # a follow ended (the whole run is read) or a verdict changed: the page follows
     c1, c2 = st.columns([1, 3])
     with c1:
         tail = st.toggle("Follow the tail", key="explore.follow_tail",
