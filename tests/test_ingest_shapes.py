@@ -162,18 +162,24 @@ def test_integers_stay_int64_and_floats_are_correctly_rounded(kernels, monkeypat
     assert np.array_equal(t.column("y").to_numpy(), np.arange(len(vals)))
 
 
-def test_floats_the_scanner_converts_are_python_s_to_the_bit(kernels, monkeypatch):
-    # either side of Clinger's fast path (18 digits, 2**53, 10**22) and the signed zeros
-    vals = ["-0.0", "-0", "0.0", "1E22", "1e23", "1e-22", "1e-23", "-1.5e-05", "2.5E+3",
-            "9007199254740991.0", "9007199254740992.0", "9007199254740993.0", "0.2697867137638703",
-            "0.17565562060255901", "12345678901234567.5", "0.000001234", "4.35", "1700000000.25",
-            "0.1234567890123456789", "8.98846567431158e307", "7e-10", "3", "-9007199254740993"]
+def _floats_match_python(monkeypatch, vals: list[str]) -> list[str]:
+    """One diag line a value of ``vals`` read both ways: each double Python's ``float`` of its text, bit for bit."""
     lines = [f'{{"step": {i}, "x": {v}}}' for i, v in enumerate(vals)]
     (t, r), off = _both(monkeypatch, "\n".join(lines).encode())
     _same((t, r), off)
     got = np.asarray(t.column("x").to_numpy()).view(np.uint64)
     want = np.array([float(v) for v in vals]).view(np.uint64)
     assert got.tolist() == want.tolist()
+    return lines
+
+
+def test_floats_the_scanner_converts_are_python_s_to_the_bit(kernels, monkeypatch):
+    # either side of Clinger's fast path (18 digits, 2**53, 10**22) and the signed zeros
+    vals = ["-0.0", "-0", "0.0", "1E22", "1e23", "1e-22", "1e-23", "-1.5e-05", "2.5E+3",
+            "9007199254740991.0", "9007199254740992.0", "9007199254740993.0", "0.2697867137638703",
+            "0.17565562060255901", "12345678901234567.5", "0.000001234", "4.35", "1700000000.25",
+            "0.1234567890123456789", "8.98846567431158e307", "7e-10", "3", "-9007199254740993"]
+    _floats_match_python(monkeypatch, vals)
 
 
 def _stored(root, source, monkeypatch, *, kernels_on: bool, reference: bool = False):
@@ -233,12 +239,7 @@ def test_floats_past_clinger_s_path_are_python_s_to_the_bit(kernels, monkeypatch
     vals += [str((2 * k + 1) << s) for k, s in zip(rng.integers(2**52, 2**53, 500).tolist(), [0, 1, 2, 3] * 125)]
     vals += ["9007199254740993", "123456789012345678e-27", "123456789012345678e-28", "123456789012345678e22",
              "99999999999999999e22", "0.1000000000000000055511151231257827", "17976931348623157e292"]
-    lines = [f'{{"step": {i}, "x": {v}}}' for i, v in enumerate(vals)]
-    (t, r), off = _both(monkeypatch, "\n".join(lines).encode())
-    _same((t, r), off)
-    got = np.asarray(t.column("x").to_numpy()).view(np.uint64)
-    want = np.array([float(v) for v in vals]).view(np.uint64)
-    assert got.tolist() == want.tolist()
+    lines = _floats_match_python(monkeypatch, vals)
     calls = []  # and the scanner, not the cast, converted the 17-digit ones
     real = shapes._number_texts
     monkeypatch.setattr(shapes, "_number_texts", lambda *a: calls.append(len(a[4])) or real(*a))
