@@ -995,3 +995,50 @@ def test_explore_draws_the_good_run_beside_a_damaged_one(loaded, tmp_path):
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and "damaged" in errors[0] and bad[-6:] in shown(errors[0]), errors
     assert charts(at) or drawn_in_place(at)
+
+
+# ---- "Find a passing config" on Replay and Explore -----------------------------------------
+@pytest.mark.slow
+def test_replay_finds_a_passing_config_and_apply_sets_the_what_if_sliders(tmp_path, monkeypatch):
+    """Replay's Repair tab searches on the page's stream (its settings from the URL); a candidate's
+    "Apply" moves the what-if sliders, and the what-if run under them is replayed."""
+    at = open_page(tmp_path / "store", monkeypatch, "replay", steps="2000", accounts="8",
+                   repair_fields="max_duration,resurrection", repair_trials="8", repair_seed="4")
+    assert at.multiselect(key="replay.repair.fields").value == ["max_duration", "resurrection"]
+    (find,) = [b for b in at.button if b.label == "Find a passing config"]
+    before = (at.slider(key="replay.whatif.max_duration").value, at.toggle(key="replay.whatif.resurrection").value)
+    find.click().run()
+    no_exception(at, "repair search")
+    result = at.session_state["replay.repair.result"][1]
+    best = result.candidates[0]
+    assert result.status == "passing" and best.passing and best.verified
+    assert (best.config.max_duration, best.config.resurrection) != before
+    at.button(key="replay.repair.apply.1").click().run()
+    no_exception(at, "apply")
+    assert at.slider(key="replay.whatif.max_duration").value == best.config.max_duration
+    assert at.toggle(key="replay.whatif.resurrection").value == best.config.resurrection
+    assert best.config == RegimeConfig(max_duration=best.config.max_duration,
+                                       resurrection=best.config.resurrection)  # searched around the defaults
+    # the metrics above the chart are the applied config's, as the verifying replay counted them
+    assert metric(at, "timeouts") == str(int(best.after["timeouts"]))
+
+
+def test_explore_answers_find_a_passing_config_for_a_stored_failing_run(tmp_path, monkeypatch, replay_diag):
+    """Explore's repair expander on a stored run that fails: the run judged, and where config may help
+    the answer says the search needs the run's stream (a diag does not hold it)."""
+    from regime_dash.runs.repair import repair_run
+
+    at = explore_planted(tmp_path, monkeypatch, replay_diag)
+    (find,) = [b for b in at.button if b.label == "Find a passing config"]
+    find.click().run()
+    no_exception(at, "explore repair")
+    (rid,) = run_ids()
+    stored = at.session_state["explore.repair.result"]
+    assert stored[0] == rid
+    from regime_dash.diag.aliases import canonical_frame
+    from regime_dash.store.run_store import RunStore
+
+    expected = repair_run(canonical_frame(RunStore(tmp_path / "store").load(rid), None))
+    assert stored[1].status == expected.status != "already_passes"
+    shown_text = [e.value for e in (*at.warning, *at.error)]
+    assert shown(markdown_literal(expected.message)) in [shown(t) for t in shown_text]

@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
-
 from regime_dash.cli import help_of, say, say_json
 from regime_dash.cli.progress import ProgressBar
 
@@ -99,100 +97,24 @@ class _Bars:
         self.bar = None
 
 
-def _sources(args: argparse.Namespace) -> None:
-    from regime_dash.errors import ValidationError
+def _request(args: argparse.Namespace):
+    from regime_dash.usecases.repair import RepairRequest
 
-    given = [n for n, v in (("RUN", args.target), ("--scenario", args.scenario), ("--module", args.module)) if v]
-    if len(given) > 1:
-        raise ValidationError(f"repair takes one of RUN, --scenario and --module, got {' and '.join(given)}",
-                              field="target", value=given)
-    if args.scenario and args.stream:
-        raise ValidationError("repair takes --scenario or --stream, not both", field="stream", value=args.stream)
-    if not (given or args.stream):
-        raise ValidationError("repair needs RUN, --stream FILE, --scenario NAME or --module NAME", field="target")
-
-
-def _stream(args: argparse.Namespace):
-    from regime_dash.sources import scenarios
-
-    if args.scenario:
-        return scenarios.make(args.scenario, seed=args.stream_seed, steps=args.steps, accounts=args.accounts)
-    if args.stream:
-        return scenarios.recorded(steps=args.steps, accounts=args.accounts, path=args.stream)
-    return None
-
-
-def _options(args: argparse.Namespace, specs, defaults: tuple[int, int]) -> dict[str, Any]:
-    from regime_dash.runs.repair.space import parse_fields, parse_held
-
-    trials = defaults[0] if args.trials is None else args.trials
-    batch = defaults[1] if args.batch is None else args.batch
-    return {"fields": parse_fields(args.fields, specs), "held": parse_held(args.settings, specs), "trials": trials,
-            "batch": batch, "seed": args.seed, "sampler": args.sampler, "top": args.top}
-
-
-def _regime(args: argparse.Namespace, bars: _Bars):
-    from regime_dash.core.config import RegimeConfig
-    from regime_dash.runs.repair import regime
-    from regime_dash.runs.repair.verifier import default_workers
-
-    opts = _options(args, RegimeConfig.field_specs(), (regime.TRIALS, regime.BATCH))
-    verify = args.top if args.verify is None else args.verify
-    opts.update(verify=verify, engine=args.engine, device=args.device, verify_engine=args.verify_engine,
-                progress=bars)
-    stream = _stream(args)
-    steps = 0 if stream is None else stream.steps
-    opts["workers"] = default_workers(verify, steps) if args.workers is None else args.workers
-    if args.target is None:
-        return regime.repair(stream, **opts), {"stream": args.stream or f"scenario {args.scenario}"}
-    from regime_dash.usecases.check import diag_frame
-
-    frame, source = diag_frame(args.target, args.store, None)
-    return regime.repair_run(frame, stream, **opts), source
-
-
-def _module(args: argparse.Namespace, bars: _Bars):
-    from regime_dash.errors import ValidationError
-    from regime_dash.modules import MODULES, get
-    from regime_dash.modules import repair as module_repair
-
-    if args.module not in MODULES or MODULES[args.module].core:
-        names = sorted(n for n, m in MODULES.items() if not m.core)
-        raise ValidationError(f"--module {args.module!r} is not a controller module; choose one of "
-                              f"{', '.join(names)}", field="module", value=args.module)
-    m = get(args.module)
-    opts = _options(args, m.field_specs(), (module_repair.TRIALS, module_repair.BATCH))
-    stream = m.demo_stream(args.stream_seed, args.steps) if args.stream is None else _module_stream(m, args.stream)
-    return module_repair.repair_module(m, stream, progress=bars, **opts), \
-        {"module": m.name, "stream": args.stream or "demo"}
-
-
-def _module_stream(module, path: str):
-    """A module stream from a ``.npz`` of its arrays by field name."""
-    import numpy as np
-
-    from regime_dash.errors import ValidationError
-
-    try:
-        with np.load(path) as data:
-            arrays = {k: data[k] for k in data.files}
-    except (OSError, ValueError) as exc:
-        raise ValidationError(f"--stream {path!r}: cannot read a module stream .npz ({exc})", field="stream",
-                              value=path) from None
-    return module.stream_type.make(**arrays)
+    return RepairRequest(target=args.target, stream=args.stream, scenario=args.scenario, module=args.module,
+                         fields=args.fields, settings=tuple(args.settings), trials=args.trials, batch=args.batch,
+                         seed=args.seed, sampler=args.sampler, top=args.top, verify=args.verify, steps=args.steps,
+                         accounts=args.accounts, stream_seed=args.stream_seed, engine=args.engine,
+                         device=args.device, verify_engine=args.verify_engine, workers=args.workers,
+                         store=args.store)
 
 
 def run(args: argparse.Namespace) -> int:
-    from regime_dash.engine import warm
+    from regime_dash.usecases.repair import repair_request
 
-    _sources(args)
+    request = _request(args)
     bars = _Bars() if sys.stderr.isatty() else (lambda stage, done, total: None)
     try:
-        if args.module:
-            result, source = _module(args, bars)
-        else:
-            with warm.announced(args.engine, kernels=warm.SWEEP_KERNELS):
-                result, source = _regime(args, bars)
+        result, source = repair_request(request, bars, notices=sys.stderr)
     finally:
         if isinstance(bars, _Bars):
             bars.close()

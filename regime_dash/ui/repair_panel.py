@@ -1,7 +1,7 @@
 """The "Find a passing config" action of Replay and Explore: the repair search, its candidates, "apply".
 
 :func:`repair_panel` (Replay) searches the config that would have passed on the page's
-stream, around the what-if config (:func:`regime_dash.runs.repair.repair`), with a
+stream, around the what-if config (:func:`regime_dash.usecases.repair.repair_stream`), with a
 progress bar; its candidates table has an "Apply" button per candidate that sets the
 what-if sliders (the widgets of :func:`regime_dash.ui.widgets.config_controls` under
 ``whatif_key``) to it, so the chart and the verdict below show the run under it. The
@@ -9,7 +9,7 @@ search's settings (fields, trials, seed) are in the URL (``repair_fields``,
 ``repair_trials``, ``repair_seed``) like the rest of the view.
 
 :func:`run_repair_panel` (Explore) judges a stored run first
-(:func:`regime_dash.runs.repair.repair_run`): a failure config cannot help is named; a
+(:func:`regime_dash.usecases.repair.repair_stored`): a failure config cannot help is named; a
 run whose failures config may repair needs its input stream, which a diag does not
 hold, so the panel says to replay the run's stream on the Replay page.
 
@@ -83,7 +83,7 @@ def repair_panel(key: str, source_key: str, stream: Any, base: RegimeConfig | No
     Keys: ``{key}.fields``, ``{key}.trials``, ``{key}.seed`` (in the URL), ``{key}.run`` (the button),
     ``{key}.result``, ``{key}.apply.{rank}``.
     """
-    from regime_dash.runs.repair import repair
+    from regime_dash.usecases.repair import repair_stream
 
     if base is None:
         st.info("The what-if config is rejected; fix it to search for a passing config.")
@@ -94,7 +94,7 @@ def repair_panel(key: str, source_key: str, stream: Any, base: RegimeConfig | No
     if st.button("Find a passing config", key=f"{key}.run", type="primary"):
         bar, report = _progress_bar()
         try:
-            result = repair(cache.full_stream(source_key, stream), base, progress=report, **settings)
+            result = repair_stream(cache.full_stream(source_key, stream), base, progress=report, **settings)
         except RegimeDashError as exc:
             bar.empty()
             st.error(f"The search failed: {markdown_literal(exc)}")
@@ -139,11 +139,11 @@ def show_result(key: str, result: Any, whatif_key: str | None = None) -> None:
 def run_repair_panel(key: str, run_key: str, frame: Any) -> None:
     """Explore's "Find a passing config" for a stored run (``run_key`` names it): the run judged, a failure
     config cannot help named, and where config may help, what the search needs (the run's stream)."""
-    from regime_dash.runs.repair import repair_run
+    from regime_dash.usecases.repair import repair_stored
 
     if st.button("Find a passing config", key=f"{key}.run"):
         try:
-            st.session_state[f"{key}.result"] = (run_key, repair_run(frame))
+            st.session_state[f"{key}.result"] = (run_key, repair_stored(frame))
         except RegimeDashError as exc:
             st.error(f"The search failed: {markdown_literal(exc)}")
             return

@@ -11,6 +11,7 @@ only parse their input (arguments, widgets) and render what comes back.
 | :mod:`~regime_dash.usecases.sweep` | sweep a stream under a grid of configs, here or over dask |
 | :mod:`~regime_dash.usecases.sensitivity` | which config fields move which metrics |
 | :mod:`~regime_dash.usecases.check` | check a run, a store, or two runs against each other |
+| :mod:`~regime_dash.usecases.repair` | the config that would have passed: the repair search a source names |
 | :mod:`~regime_dash.usecases.follow` | follow a growing diag into the store; a followed run's verdict |
 | :mod:`~regime_dash.usecases.warmup` | the compiles started in the background, and what a terminal is told of them |
 

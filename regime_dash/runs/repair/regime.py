@@ -176,7 +176,7 @@ class _Search:
         self.engine_ran = ""
         self.seconds: dict[str, float] = {}
         self.verdicts: dict[tuple, tuple[list[str], dict[str, Any]]] = {}
-        self._stats: Any = None
+        self._prepared: Any = None
 
     def run(self, screen: bool, trials: int, batch: int, seed: int, sampler: str, top: int,
             verify: int) -> RepairResult:
@@ -225,29 +225,30 @@ class _Search:
     def base_replay(self) -> tuple[pd.DataFrame, Verdict]:
         """The base config's full replay and verdict: on the sweeps' fast engine when that is the engine
         (every engine gives the same bits), else on the verification engine."""
-        from regime_dash.engine import replay
-
         if self.engine != "fast":
             return judged_replay(self.stream, self.space.base, self.verify_engine)
-        frame = replay(self.stream, self.space.base, engine="fast", device=self.device, stats=self.stats())
+        frame = self.prepared().replay(self.space.base).frame
         return frame, verdict(frame)
 
-    def stats(self):
-        """The stream's phase 1, computed once for every sweep of the fast engine (None on another)."""
-        if self._stats is None and self.engine == "fast":
-            from regime_dash.engine import fast
+    def prepared(self):
+        """The stream prepared once on the sweeps' engine: every sweep and the base replay share its phase 1."""
+        if self._prepared is None:
+            from regime_dash.engine import ReplayOptions, prepare
+            from regime_dash.engine.sweep import sweep_engine
 
-            self._stats = fast.step_stats(self.stream)
-        return self._stats
+            self._prepared = prepare(self.stream, sweep_engine(self.engine), ReplayOptions(device=self.device))
+        return self._prepared
 
     def _screen(self, batch: int) -> tuple[SearchSpace, list[dict[str, Any]], dict[str, str]]:
         """The space of the fields the one-at-a-time sensitivity sees move, the best one-field moves
         (seeds), and the fields left out with why."""
-        from regime_dash.runs.sensitivity import sensitivity
+        from regime_dash.runs.sensitivity import prepared_sensitivity
 
-        result = sensitivity(self.stream, self.space.base, fields=self.space.names, pair_fields=0,
-                             engine=self.engine, device=self.device, explain_findings=False, stats=self.stats(),
-                             progress=lambda fraction, label: self.report("screen", round(fraction * 100), 100))
+        def report(fraction: float, label: str) -> None:
+            self.report("screen", round(fraction * 100), 100)
+
+        result = prepared_sensitivity(self.prepared(), self.space.base, fields=self.space.names, pair_fields=0,
+                                      explain_findings=False, progress=report)
         spans = result.effects.groupby("field", sort=False)["span"].max()
         moving = [n for n in self.space.names if spans.get(n, 0.0) > 0]
         out = {n: "moved no summary metric, one field at a time around the run's config"
@@ -277,10 +278,8 @@ class _Search:
 
     def _sweep_rows(self, configs: list[RegimeConfig]) -> list[tuple[float, dict[str, Any]]]:
         """One sweep of ``configs``: each row's shortfall against the targets, and its metrics."""
-        from regime_dash.runs.sweeps import sweep
-
         t = time.perf_counter()
-        result = sweep(self.stream, configs, engine=self.engine, device=self.device, stats=self.stats())
+        result = self.prepared().sweep(configs)
         self.seconds["evaluations"] = self.seconds.get("evaluations", 0.0) + time.perf_counter() - t
         self.engine_ran = result.engine
         rows = result.table[list(METRICS)].to_dict("records")

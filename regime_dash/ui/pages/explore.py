@@ -11,6 +11,7 @@ from regime_dash.diag.panel_set import encode
 from regime_dash.text import markdown_literal
 from regime_dash.ui import cache, live_alerts, panel_controls, provenance_panel, sections, state, widgets
 from regime_dash.ui.errors import show_error
+from regime_dash.ui.repair_panel import run_repair_panel
 from regime_dash.ui.verdict_strip import verdict_strip
 
 st.title("Explore")
@@ -105,6 +106,10 @@ def pick_writers() -> None:
 
 pick_writers()
 verdict_strip("explore.verdict", results, WINDOW, frames)  # its buttons move the window (callbacks)
+with st.expander("Find a passing config"):  # the repair search's answer for one picked run
+    repair_rid = st.selectbox("Run", picked, format_func=labels.get, key="explore.repair.pick") \
+        if len(picked) > 1 else picked[0]
+    run_repair_panel("explore.repair", repair_rid, frames[labels[repair_rid]])
 PROVENANCE, ids = "explore.failure", {label: rid for rid, label in labels.items()}
 PANELS = "explore.panels"  # the panel set: the spec panels and the custom ones, in the URL as `panels`
 

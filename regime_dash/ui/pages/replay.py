@@ -6,6 +6,7 @@ from regime_dash.analysis.mirror_drift import needs_single_twin
 from regime_dash.errors import ConfigError
 from regime_dash.text import markdown_literal
 from regime_dash.ui import cache, sections, state, stores, widgets
+from regime_dash.ui.repair_panel import repair_panel
 from regime_dash.ui.sensitivity_tab import sensitivity_tab
 from regime_dash.usecases.warmup import engine_now
 
@@ -94,7 +95,7 @@ def what_if() -> None:
     state.publish()
 
 
-tab_whatif, tab_sweep, tab_sensitivity = st.tabs(["What-if", "Sweep", "Sensitivity"])
+tab_whatif, tab_sweep, tab_sensitivity, tab_repair = st.tabs(["What-if", "Sweep", "Sensitivity", "Repair"])
 with tab_whatif:
     what_if()
 with tab_sweep:
@@ -105,4 +106,6 @@ with tab_sweep:
     sections.sweep_panel("replay.sweep", source_key, stream, engine, what_if_config, layout)
 with tab_sensitivity:
     sensitivity_tab("replay.sensitivity", source_key, stream, what_if_config, layout)
+with tab_repair:  # its candidates' "Apply" sets the what-if sliders: the What-if tab shows the run under one
+    repair_panel("replay.repair", source_key, stream, what_if_config, whatif_key="replay.whatif")
 state.publish()
