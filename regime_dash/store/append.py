@@ -74,8 +74,8 @@ from regime_dash.store.paths import (
 from regime_dash.store.run_store import RunStore
 from regime_dash.store.writer import reject_record
 
-__all__ = ["FOLLOW_KEY", "FollowState", "FollowedRun", "compact_parts", "finish_compaction", "follow_run_id",
-           "follow_status", "rows_after"]
+__all__ = ["FOLLOW_KEY", "FollowState", "FollowedRun", "check_follow_name", "compact_parts", "finish_compaction",
+           "follow_run_id", "follow_status", "rows_after"]
 
 #: The ``_meta.json`` key of a followed run's state.
 FOLLOW_KEY = "follow"
@@ -220,6 +220,20 @@ def _keep_lines_upto(path: Path, lines: int) -> None:
     os.replace(tmp, path)
 
 
+def check_follow_name(runs: Sequence[dict[str, Any]], name: str, run_id: str, where: str) -> None:
+    """Refuse to follow under ``name`` when another run of ``runs`` (store ``where``'s) has it.
+
+    Raises
+    ------
+    StoreError
+        Naming the run that has the name, and how to free it.
+    """
+    taken = [r["run_id"] for r in runs if r["name"] == name and r["run_id"] != run_id]
+    if taken:
+        raise StoreError(f"run name {name!r} is taken by run {taken[0]!r}: follow under another --name "
+                         f"(or remove that run with `rm {taken[0]}`)", run_id=taken[0], path=where)
+
+
 class FollowedRun:
     """One followed run of a store: open (created or resumed) with :meth:`open`, grown with :meth:`commit`."""
 
@@ -249,10 +263,7 @@ class FollowedRun:
         source = os.path.abspath(os.fspath(source))
         name = sanitize_name(name)
         run_id = follow_run_id(name, source)
-        taken = [r["run_id"] for r in store.list_runs() if r["name"] == name and r["run_id"] != run_id]
-        if taken:
-            raise StoreError(f"run name {name!r} is taken by run {taken[0]!r}: follow under another --name "
-                             f"(or remove that run with `rm {taken[0]}`)", run_id=taken[0], path=str(store.root))
+        check_follow_name(store.list_runs(), name, run_id, str(store.root))
         run = cls(store, run_id, name, FollowState(source), {})
         if run.exists:
             with store.lock():

@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from regime_dash.errors import StoreError
 from regime_dash.ingest import LINE_COLUMN, Aside, Reject
-from regime_dash.store.append import FOLLOW_KEY, FollowState, follow_run_id
+from regime_dash.store.append import FOLLOW_KEY, FollowState, check_follow_name, follow_run_id
 from regime_dash.store.delta import catalogue as cat
 from regime_dash.store.delta.maintenance import COMPACT_FILES, compact_run
 from regime_dash.store.delta.parts import settle, write_table
@@ -80,10 +80,7 @@ class DeltaFollowedRun:
         name = sanitize_name(name)
         run_id = follow_run_id(name, source)
         store.recover()
-        taken = [r["run_id"] for r in store.list_runs() if r["name"] == name and r["run_id"] != run_id]
-        if taken:
-            raise StoreError(f"run name {name!r} is taken by run {taken[0]!r}: follow under another --name "
-                             f"(or remove that run with `rm {taken[0]}`)", run_id=taken[0], path=store.root.uri)
+        check_follow_name(store.list_runs(), name, run_id, store.root.uri)
         run = cls(store, run_id, name, FollowState(source), {})
         if any(r["run_id"] == run_id for r in store.list_runs()):
             run._resume()

@@ -28,6 +28,7 @@ from regime_dash.store.delta.parts import Part, write_table
 from regime_dash.store.delta.records import REJECTS_SCHEMA, rejects_table
 from regime_dash.store.delta.tables import PARTITION, Tables, commit_files, partition_files, table_schema
 from regime_dash.store.location import StoreLocation, parse_location
+from regime_dash.store.metadata import resolve_among
 from regime_dash.store.run_store import IngestResult, sanitize_name
 
 __all__ = ["DEFAULT_RETENTION_HOURS", "DEFAULT_VACUUM_EVERY_HOURS", "DeltaRunStore"]
@@ -139,20 +140,7 @@ class DeltaRunStore:
 
     def resolve_ref(self, ref: str) -> tuple[str, str]:
         """:meth:`resolve`, and how ``ref`` named the run: ``"id"``, ``"name"`` or ``"alias"``."""
-        ref = str(ref)
-        runs = self.list_runs()
-        if any(r["run_id"] == ref for r in runs):
-            return ref, "id"
-        for how, holders in (("name", [r["run_id"] for r in runs if r["name"] == ref]),
-                             ("alias", [r["run_id"] for r in runs if ref in r["aliases"]])):
-            if len(holders) == 1:
-                return holders[0], how
-            if holders:
-                raise StoreError(f"run {how} {ref!r} is ambiguous: {len(holders)} runs have it "
-                                 f"({', '.join(holders)}); give the full id", run_id=ref, path=self.root.uri)
-        known = ", ".join(f"{r['name']} ({r['run_id']})" for r in runs[:10]) or "none"
-        raise StoreError(f"no run named {ref!r} in store {self.root.uri!r} (runs: {known})", run_id=ref,
-                         path=self.root.uri)
+        return resolve_among(self.list_runs(), ref, self.root.uri)
 
     def holder_of(self, name: str, *, besides: str | None = None) -> str | None:
         """The run (other than ``besides``) whose id, name or alias is ``name``, else None."""
