@@ -24,6 +24,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ingest": ("ingest", "store diag.jsonl files (plain or .gz) as runs"),
     "runs": ("runs", "list the runs in the store"),
     "rm": ("runs", "delete a run from the store, or remove an alias of one"),
+    "restore": ("team_store", "bring back a removed run (a Delta store, within its retention window)"),
+    "store": ("team_store", "store upkeep: migrate a folder store into a Delta store, vacuum old versions"),
     "tag": ("labels", "add tags to a run"),
     "untag": ("labels", "remove tags from a run"),
     "note": ("labels", "set a run's note"),

@@ -29,9 +29,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from regime_dash.cli.store_args import add_store_arguments, open_from
 from regime_dash.cli import help_of, say, say_json
 
-_STORE_HELP = "run store directory (default: $REGIME_DASH_STORE or ./data/store)"
 _ALIAS_HELP = "JSON file {canonical column: alias or [aliases]} extending the alias table"
 
 
@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--only", metavar="ID[,ID...]", default=None,
                    help="run only these check ids (default: all)")
     p.add_argument("--aliases", metavar="FILE", default=None, help=_ALIAS_HELP)
-    p.add_argument("--store", metavar="DIR", default=None, help=_STORE_HELP)
+    add_store_arguments(p)
     p.add_argument("--single", metavar="RUN|FILE", default=None,
                    help="for a replay of the fused controllers: the single path's replay of the same inputs "
                    "(replay --single-out); the finding fused_mirror_drift names the first step they part")
@@ -94,7 +94,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--json", action="store_true", help="print the diff as one JSON object")
     d.add_argument("--columns", metavar="COL[,COL...]", default=None, help="compare only these columns")
     d.add_argument("--aliases", metavar="FILE", default=None, help=_ALIAS_HELP)
-    d.add_argument("--store", metavar="DIR", default=None, help=_STORE_HELP)
+    add_store_arguments(d)
     d.set_defaults(func=run_diff)
 
 
@@ -125,7 +125,7 @@ def run_check(args: argparse.Namespace) -> int:
         raise ValidationError("check needs a RUN_ID or FILE (or --list, or --all)", field="target")
     options = check_options(trap_steps=args.trap_steps, baseline_sps=args.baseline_sps, ulps=args.ulps,
                             rederive_ulps=args.rederive_ulps)
-    report, source = check_target(args.target, store=args.store, aliases=user_aliases(args.aliases),
+    report, source = check_target(args.target, store=open_from(args), aliases=user_aliases(args.aliases),
                                   only=_split(args.only), options=options, single=args.single, notices=sys.stderr)
     doc = report.to_dict()
     doc["source"] = source
@@ -143,7 +143,7 @@ def run_check_all(args: argparse.Namespace) -> int:
                               value=args.target or args.only)
     opts = {k: v for k, v in (("trap_steps", args.trap_steps), ("baseline_sps", args.baseline_sps),
                               ("ulps", args.ulps)) if v is not None}
-    table = check_store(args.store, scheduler=args.scheduler, options=opts, aliases=user_aliases(args.aliases),
+    table = check_store(open_from(args), scheduler=args.scheduler, options=opts, aliases=user_aliases(args.aliases),
                         verbose=args.verbose)
     doc = {"runs": table.to_dict("records")}
     lines = [table.to_string(index=False) if len(table) else "the store has no runs",
@@ -204,7 +204,7 @@ def report_lines(report, source: dict) -> list[str]:
 def run_diff(args: argparse.Namespace) -> int:
     from regime_dash.usecases.check import diff_targets, user_aliases
 
-    result, same_bytes = diff_targets(args.a, args.b, store=args.store, aliases=user_aliases(args.aliases),
+    result, same_bytes = diff_targets(args.a, args.b, store=open_from(args), aliases=user_aliases(args.aliases),
                                       columns=_split(args.columns))
     doc = result.to_dict()
     doc["same_bytes"] = same_bytes

@@ -18,7 +18,6 @@ import pandas as pd
 from regime_dash.diag.aliases import canonical_frame
 from regime_dash.ingest import LINE_COLUMN
 from regime_dash.store.run_store import PARTITION, RunStore
-from regime_dash.store.append import rows_after
 
 __all__ = ["LiveFrame", "run_frame"]
 
@@ -65,7 +64,7 @@ class LiveFrame:
 
     def refresh(self) -> int:
         """Read what was committed since the last call; the rows added (all of them on a whole read)."""
-        table, reach = rows_after(self.store, self.run_id, self.lines)
+        table, reach = self.store.rows_after(self.run_id, self.lines)
         if table is None or not table.num_rows:
             self.lines = reach
             return 0

@@ -108,9 +108,10 @@ def check_all(runs: Sequence[str], check: CheckFn, *, scheduler: Any = None,
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-def store_check(run_id: str, store: str | None = None, options: Mapping[str, Any] | None = None,
+def store_check(run_id: str, store: Any = None, options: Mapping[str, Any] | None = None,
                 aliases: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The default per-run check: run ``run_id`` of the store at ``store`` through ``diagnose``.
+    """The default per-run check: run ``run_id`` of the store at ``store`` (a path, a URI or a store's
+    ``root``, which a worker process can be sent) through ``diagnose``.
 
     Returns the ``check --json`` document (core checks and the controller modules' checks).
     Raises :class:`~regime_dash.errors.NotDiagError` when the run is not a diag.
@@ -118,9 +119,9 @@ def store_check(run_id: str, store: str | None = None, options: Mapping[str, Any
     from regime_dash.diag.aliases import canonical_frame
     from regime_dash.analysis import CheckOptions, diagnose
     from regime_dash.ingest.diag_rows import frame_reason, require_diag
-    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.open import open_store
 
-    frame = RunStore(store).load(run_id, narrow=True)  # as `check RUN` loads it
+    frame = open_store(store).load(run_id, narrow=True)  # as `check RUN` loads it
     frame = frame.drop(columns=[c for c in ("_line", "run") if c in frame.columns])
     frame = canonical_frame(frame, dict(aliases) if aliases else None)
     require_diag(run_id, frame_reason(frame))

@@ -20,7 +20,7 @@ from regime_dash.diag.panel_set import PanelSet, from_json, to_json
 from regime_dash.store.metadata import replace_json
 from regime_dash.store.run_store import RunStore
 
-__all__ = ["FILE", "NAME_RE", "delete", "list_layouts", "load", "save", "valid_name"]
+__all__ = ["FILE", "Layouts", "NAME_RE", "delete", "list_layouts", "load", "save", "valid_name"]
 
 #: The layouts' file in the store's root.
 FILE = "_layouts.json"
@@ -99,3 +99,23 @@ def delete(store: RunStore, name: str) -> bool:
         del layouts[name]
         _write(store, layouts)
     return True
+
+
+class Layouts:
+    """A store's layouts, as its ``layouts`` property gives them: ``save``, ``load``, ``list_layouts`` and
+    ``delete`` of the module that keeps that kind of store's layouts (this one, or the Delta store's)."""
+
+    def __init__(self, store, kept_by):
+        self.store, self.kept_by = store, kept_by
+
+    def save(self, name: str, panels: PanelSet) -> str:
+        return self.kept_by.save(self.store, name, panels)
+
+    def load(self, name: str) -> PanelSet:
+        return self.kept_by.load(self.store, name)
+
+    def list_layouts(self) -> list[str]:
+        return self.kept_by.list_layouts(self.store)
+
+    def delete(self, name: str) -> bool:
+        return self.kept_by.delete(self.store, name)

@@ -30,9 +30,9 @@ def store_root() -> str:
 
 @st.cache_resource(show_spinner=False)
 def _store(root: str):
-    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.open import open_store
 
-    return RunStore(root)
+    return open_store(root)
 
 
 def get_store():

@@ -32,7 +32,7 @@ def user_aliases(path: str | None) -> dict | None:
     return parse_alias_json(text)
 
 
-def load_target(target: str, store: str | None = None,
+def load_target(target: str, store: Any = None,
                 aliases: dict | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Read a run: a file when ``target`` is one, else a run id or unique run name in the
     store (:func:`regime_dash.store.run_store.resolve_target`).
@@ -42,7 +42,8 @@ def load_target(target: str, store: str | None = None,
     are rejected (:mod:`regime_dash.ingest.diag_rows`), and ``source["not_diag"]`` says why
     the file is not a diag (``None`` when it is one).
     """
-    from regime_dash.store.run_store import RunStore, resolve_target
+    from regime_dash.store.open import open_store
+    from regime_dash.store.run_store import resolve_target
 
     kind, ref = resolve_target(target, store)
     if kind == "file":
@@ -50,7 +51,7 @@ def load_target(target: str, store: str | None = None,
         if path.suffix == ".parquet":
             return _parquet_target(path, target)
         return _diag_target(path, aliases)
-    frame = RunStore(store).load(ref, narrow=True)  # the slots as float32, as a replay or a Parquet run has them
+    frame = open_store(store).load(ref, narrow=True)  # the slots as float32, as a replay or a Parquet run has them
     drop = [c for c in ("_line", "run") if c in frame.columns]
     return frame.drop(columns=drop), {"run_id": ref}
 
@@ -118,7 +119,7 @@ def check_options(**given: Any):
     return CheckOptions(**{k: v for k, v in given.items() if v is not None})
 
 
-def check_target(target: str, *, store: str | None = None, aliases: dict | None = None,
+def check_target(target: str, *, store: Any = None, aliases: dict | None = None,
                  only: Sequence[str] | None = None, options: Any = None, single: str | None = None,
                  notices: IO[str] | None = None) -> tuple[Any, dict]:
     """``(report, source)``: the verdict of the run ``target`` names (core, module checks and findings: one
@@ -154,7 +155,7 @@ def check_frame(frame: pd.DataFrame, single: pd.DataFrame | None = None):
     return diagnose(frame, single=single)
 
 
-def check_store(store: str | None, *, scheduler: Any = None, options: dict | None = None,
+def check_store(store: Any, *, scheduler: Any = None, options: dict | None = None,
                 aliases: dict | None = None, progress: Callable[[int, int], None] | None = None,
                 verbose: bool = False) -> pd.DataFrame:
     """Every run of the store checked (through ``scheduler``: None, ``"local"``, an address), one summary row
@@ -163,11 +164,11 @@ def check_store(store: str | None, *, scheduler: Any = None, options: dict | Non
     import functools
 
     from regime_dash.runs.check_all import check_all, store_check
-    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.open import open_store
 
-    runs_store = RunStore(store)
+    runs_store = open_store(store)
     runs = [r["run_id"] for r in runs_store.list_runs()]
-    check = functools.partial(store_check, store=str(runs_store.root), options=options or {}, aliases=aliases)
+    check = functools.partial(store_check, store=runs_store.root, options=options or {}, aliases=aliases)
     return check_all(runs, check, scheduler=scheduler, progress=progress, verbose=verbose)
 
 
@@ -182,7 +183,7 @@ def check_all_exit_code(statuses) -> int:
     return 0 if all(s == "ok" for s in statuses) else 1
 
 
-def diff_targets(a: str, b: str, *, store: str | None = None, aliases: dict | None = None,
+def diff_targets(a: str, b: str, *, store: Any = None, aliases: dict | None = None,
                  columns: Sequence[str] | None = None) -> tuple[Any, bool | None]:
     """``(diff, same bytes)``: two runs compared step by step (:func:`regime_dash.analysis.diff_runs`), and
     whether the two files are byte-identical (None unless both are files)."""

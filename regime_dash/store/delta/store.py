@@ -321,6 +321,46 @@ class DeltaRunStore:
 
         return maintain(self, force=force)
 
+    def vacuum(self) -> dict[str, int]:
+        """Vacuum every table now (files no version within ``retention_hours`` reads); returns the
+        number of files removed by table."""
+        from regime_dash.store.delta.maintenance import vacuum
+
+        return vacuum(self)
+
+    def orphan_dirs(self) -> list:
+        """None: a Delta store's readers go through its log, so no folder is read unlisted."""
+        return []
+
+    # ------------------------------------------------------------ followed runs, layouts
+
+    def followed_run(self, source: str | os.PathLike, name: str):
+        """The followed run of ``source`` under ``name`` (created or resumed):
+        :class:`~regime_dash.store.delta.follow.DeltaFollowedRun`."""
+        from regime_dash.store.delta.follow import DeltaFollowedRun
+
+        return DeltaFollowedRun.open(self, source, name)
+
+    def rows_after(self, run_id: str, line: int) -> tuple[pa.Table | None, int]:
+        """A growing run's rows past file line ``line``, and the line they reach."""
+        from regime_dash.store.delta.follow import rows_after
+
+        return rows_after(self, run_id, line)
+
+    def follow_status(self) -> dict[str, dict[str, Any]]:
+        """The followed runs' states by run id."""
+        from regime_dash.store.delta.follow import follow_status
+
+        return follow_status(self)
+
+    @property
+    def layouts(self):
+        """The store's named chart layouts (:class:`regime_dash.store.layouts.Layouts`)."""
+        from regime_dash.store.delta import layouts
+        from regime_dash.store.layouts import Layouts
+
+        return Layouts(self, layouts)
+
     # ------------------------------------------------------------------ for the helpers
 
     def commit_rows(self, run_id: str, parts: Sequence[Part], *, metadata: dict[str, Any] | None = None,
