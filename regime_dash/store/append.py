@@ -71,7 +71,6 @@ from regime_dash.store.paths import (
     sanitize_name,
     work_dir_name,
 )
-from regime_dash.store.run_store import RunStore
 from regime_dash.store.writer import reject_record
 
 __all__ = ["FOLLOW_KEY", "FollowState", "FollowedRun", "check_follow_name", "compact_parts", "finish_compaction",
@@ -237,7 +236,7 @@ def check_follow_name(runs: Sequence[dict[str, Any]], name: str, run_id: str, wh
 class FollowedRun:
     """One followed run of a store: open (created or resumed) with :meth:`open`, grown with :meth:`commit`."""
 
-    def __init__(self, store: RunStore, run_id: str, name: str, state: FollowState,
+    def __init__(self, store, run_id: str, name: str, state: FollowState,
                  types: dict[str, pa.DataType]):
         self.store, self.run_id, self.name = store, run_id, name
         self.state = state
@@ -251,7 +250,7 @@ class FollowedRun:
         return (self.dir / META).is_file()
 
     @classmethod
-    def open(cls, store: RunStore, source: str | os.PathLike, name: str) -> "FollowedRun":
+    def open(cls, store, source: str | os.PathLike, name: str) -> "FollowedRun":
         """The followed run of ``source`` under ``name``: resumed when it is in the store, else new
         (created at its first commit with a row).
 
@@ -418,7 +417,7 @@ class FollowedRun:
             replace_json(self.dir / META, meta)
 
 
-def follow_status(store: RunStore) -> dict[str, dict[str, Any]]:
+def follow_status(store) -> dict[str, dict[str, Any]]:
     """``{run_id: {"live", "last_step", "last_line_at", "alerts", "version"}}`` of every followed run.
 
     ``live``: a follower is writing it (its metadata says so and, on this host, its process
@@ -451,7 +450,7 @@ def _end_line(path: Path) -> int | None:
     return json.loads(kv[PART_KEY])["lines"] if PART_KEY in kv else None
 
 
-def rows_after(store: RunStore, run_id: str, line: int, attempts: int = 5) -> tuple[pa.Table | None, int]:
+def rows_after(store, run_id: str, line: int, attempts: int = 5) -> tuple[pa.Table | None, int]:
     """The rows of a followed run past file line ``line`` and the line count they reach: only the
     parts that hold such rows are read (from the newest back), so a reader that keeps what it has
     pays for the new rows, not the run.
@@ -493,7 +492,7 @@ def rows_after(store: RunStore, run_id: str, line: int, attempts: int = 5) -> tu
     return None, line  # pragma: no cover - the loop returns or raises
 
 
-def _whole_once(store: RunStore, run_id: str, line: int) -> tuple[pa.Table | None, int]:
+def _whole_once(store, run_id: str, line: int) -> tuple[pa.Table | None, int]:
     if line > 0:
         return None, line
     table = store.load_table(run_id)

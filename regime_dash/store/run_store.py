@@ -478,7 +478,8 @@ def resolve_target(target: str, store: str | os.PathLike | None = None) -> tuple
     target
         A path, a run id or a run name.
     store
-        The store: a path, a URI or a store already open (default: :func:`default_store`).
+        The store, open (a folder or a Delta store), or a folder store's directory (default:
+        :func:`default_store`).
 
     Returns
     -------
@@ -496,9 +497,8 @@ def resolve_target(target: str, store: str | os.PathLike | None = None) -> tuple
     if p.is_file():
         return "file", target
     try:
-        from regime_dash.store.open import open_store
-
-        return "run", open_store(store).resolve(target)
+        runs = store if hasattr(store, "resolve") else RunStore(store)
+        return "run", runs.resolve(target)
     except StoreError as e:
         if p.is_dir():
             raise IngestError(f"{target!r} is a directory, not a diag file or a run", path=target) from None

@@ -45,13 +45,14 @@ def load_target(target: str, store: Any = None,
     from regime_dash.store.open import open_store
     from regime_dash.store.run_store import resolve_target
 
+    store = open_store(store)
     kind, ref = resolve_target(target, store)
     if kind == "file":
         path = Path(ref)
         if path.suffix == ".parquet":
             return _parquet_target(path, target)
         return _diag_target(path, aliases)
-    frame = open_store(store).load(ref, narrow=True)  # the slots as float32, as a replay or a Parquet run has them
+    frame = store.load(ref, narrow=True)  # the slots as float32, as a replay or a Parquet run has them
     drop = [c for c in ("_line", "run") if c in frame.columns]
     return frame.drop(columns=drop), {"run_id": ref}
 
