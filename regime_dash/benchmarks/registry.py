@@ -56,11 +56,17 @@ def _follow() -> ModuleType:
     return follow
 
 
+def _delta_store() -> ModuleType:
+    from regime_dash.benchmarks import delta_store
+    return delta_store
+
+
 #: target -> the loader of its module, in the order ``bench --help`` lists them
 #: (:data:`regime_dash.benchmarks.TARGETS`; a test holds the two equal).
 LOADERS: dict[str, Callable[[], ModuleType]] = {
     "ingest": _ingest, "engines": _engines, "page_load": _page_load, "modules": _modules,
     "sensitivity": _sensitivity, "ui": _ui, "startup": _startup, "long": _long, "check": _check, "follow": _follow,
+    "delta_store": _delta_store,
 }
 
 

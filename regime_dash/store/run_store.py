@@ -121,6 +121,9 @@ class RunStore:
         Longest line an ingest reads; a longer one is rejected with its size, unread.
     """
 
+    #: Whether a deleted run can be restored (a Delta store's can; here a delete is final).
+    keeps_removed_runs = False
+
     def __init__(self, root: str | os.PathLike | None = None, *,
                  chunk_bytes: int | None = None,
                  max_line_bytes: int = DEFAULT_MAX_LINE_BYTES):

@@ -80,6 +80,9 @@ class DeltaRunStore:
         How often writers vacuum (``maintain`` runs it when due; ``None``: only when asked).
     """
 
+    #: Whether a deleted run can be restored: within ``retention_hours`` (:meth:`restore`).
+    keeps_removed_runs = True
+
     def __init__(self, where: str | os.PathLike | StoreLocation | None = None, *, storage_options=None,
                  chunk_bytes: int | None = None, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
                  retention_hours: float = DEFAULT_RETENTION_HOURS,
