@@ -88,6 +88,7 @@ def test_ingest_runs_check_rm_restore(team, tmp_path):
     back = _by_name(team.runs())
     assert back["a"]["rows"] == 200 and back["a"]["rejected"] == 1 and team.runs("--removed") == []
     assert "removed" in team.ok("store", "vacuum", "--retention-hours", "200").stdout
+    assert "0 run(s) recovered" in team.ok("doctor").stdout
     assert not (tmp_path / "s3:").exists() and not any(p.name.startswith("s3") for p in tmp_path.iterdir())
 
 
@@ -133,6 +134,8 @@ def test_bad_locations_and_options_exit_2_naming_them(tmp_path):
     assert r.returncode == 2 and "NOEQUALS" in r.stderr
     r = t.cli("runs", "--store", "s3://bucket/runs", "--storage-option", "bad key=1")
     assert r.returncode == 2 and "bad key" in r.stderr
+    r = t.cli("app", "--store", "ftp://host/runs")
+    assert r.returncode == 2 and "'ftp'" in r.stderr
     r = t.cli("ingest", "a.jsonl", "--store", "x", "--store-format", "parquet")
     assert r.returncode == 2 and "'parquet'" in r.stderr
     t.cli("ingest", "a.jsonl", "--store", "folder")

@@ -29,11 +29,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_doctor)
 
 
+def _recover_delta(store, as_json: bool) -> int:
+    """A Delta store has no stray folder a reader could see (readers go through its log); what a
+    killed writer left is finished or undone, as every writer does before it writes."""
+    touched = store.recover()
+    if as_json:
+        say_json([{"kind": "recovered", "run_id": r} for r in touched], indent=1)
+    else:
+        for r in touched:
+            say(f"recovered {r}: what a killed writer left is finished or undone")
+        say(f"{len(touched)} run(s) recovered in {store.root}; a Delta store's readers see only committed runs "
+            "(`store vacuum` deletes the files no version reads)")
+    return 0
+
+
 def run_doctor(args: argparse.Namespace) -> int:
     from regime_dash.cli.progress import ProgressBar
     from regime_dash.store.doctor import repair, survey
 
     store = open_from(args)
+    if store.format == "delta":
+        return _recover_delta(store, args.json)
     bar = ProgressBar("surveying the store", unit="entries", scale=1) if sys.stderr.isatty() else None
     try:
         problems = survey(store, progress=bar)

@@ -121,6 +121,8 @@ class RunStore:
         Longest line an ingest reads; a longer one is rejected with its size, unread.
     """
 
+    #: The store's format (``"folder"``; a Delta store's is ``"delta"``).
+    format = "folder"
     #: Whether a deleted run can be restored (a Delta store's can; here a delete is final).
     keeps_removed_runs = False
 

@@ -80,6 +80,8 @@ class DeltaRunStore:
         How often writers vacuum (``maintain`` runs it when due; ``None``: only when asked).
     """
 
+    #: The store's format (``"delta"``; a folder store's is ``"folder"``).
+    format = "delta"
     #: Whether a deleted run can be restored: within ``retention_hours`` (:meth:`restore`).
     keeps_removed_runs = True
 
