@@ -122,6 +122,13 @@ def script(argv: list[str] | None = None) -> int:
     by then; the standard streams are flushed at exit all the same."""
     code = main(argv)
     gc.freeze()
+    if argv is None and "deltalake" in sys.modules:
+        # delta-rs's runtime threads can abort the interpreter's finalization (SIGABRT, "terminate called
+        # without an active exception") after the command's work is done: its output flushed, the process
+        # (this is its entry: no argv given) ends here; a caller in-process gets the code back
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     return code
 
 

@@ -73,8 +73,8 @@ from regime_dash.store.paths import (
 )
 from regime_dash.store.writer import reject_record
 
-__all__ = ["FOLLOW_KEY", "FollowState", "FollowedRun", "check_follow_name", "compact_parts", "finish_compaction",
-           "follow_run_id", "follow_status", "rows_after"]
+__all__ = ["FOLLOW_KEY", "FollowState", "FollowedRun", "compact_parts", "finish_compaction",
+           "follow_identity", "follow_run_id", "follow_status", "merge_held", "rows_after"]
 
 #: The ``_meta.json`` key of a followed run's state.
 FOLLOW_KEY = "follow"
@@ -219,18 +219,42 @@ def _keep_lines_upto(path: Path, lines: int) -> None:
     os.replace(tmp, path)
 
 
-def check_follow_name(runs: Sequence[dict[str, Any]], name: str, run_id: str, where: str) -> None:
-    """Refuse to follow under ``name`` when another run of ``runs`` (store ``where``'s) has it.
+def follow_identity(runs: Sequence[dict[str, Any]], source: str | os.PathLike, name: str,
+                    where: str) -> tuple[str, str, str]:
+    """The absolute ``source``, the sanitized ``name`` and the run id of following ``source`` under ``name``
+    into the store ``where`` holding ``runs`` (its ``list_runs``).
 
     Raises
     ------
     StoreError
-        Naming the run that has the name, and how to free it.
+        Another run has the name: naming it, and how to free the name.
     """
+    source = os.path.abspath(os.fspath(source))
+    name = sanitize_name(name)
+    run_id = follow_run_id(name, source)
     taken = [r["run_id"] for r in runs if r["name"] == name and r["run_id"] != run_id]
     if taken:
         raise StoreError(f"run name {name!r} is taken by run {taken[0]!r}: follow under another --name "
                          f"(or remove that run with `rm {taken[0]}`)", run_id=taken[0], path=where)
+    return source, name, run_id
+
+
+def merge_held(held: tuple[list, list], rejects: Sequence[Reject], aside: Sequence[Aside], *,
+               keep: bool) -> tuple[list, list] | None:
+    """A followed run's rejects and set-aside values to commit now, with those ``held`` back before.
+
+    ``keep`` (the run has no row yet, nor has this batch): they join ``held`` and ``None`` is returned,
+    as a run is created with its first row. Else the held ones then these, in line order; ``held`` is
+    emptied.
+    """
+    if keep:
+        held[0].extend(rejects)
+        held[1].extend(aside)
+        return None
+    out = [*held[0], *rejects], [*held[1], *aside]
+    held[0].clear()
+    held[1].clear()
+    return out
 
 
 class FollowedRun:
@@ -259,10 +283,7 @@ class FollowedRun:
         StoreError
             Another run has that name, or the id names a run that is not followed.
         """
-        source = os.path.abspath(os.fspath(source))
-        name = sanitize_name(name)
-        run_id = follow_run_id(name, source)
-        check_follow_name(store.list_runs(), name, run_id, str(store.root))
+        source, name, run_id = follow_identity(store.list_runs(), source, name, str(store.root))
         run = cls(store, run_id, name, FollowState(source), {})
         if run.exists:
             with store.lock():
@@ -332,14 +353,11 @@ class FollowedRun:
             The run was deleted while it was followed, or the store cannot be written.
         """
         has_rows = table is not None and table.num_rows > 0
-        if not self.exists and not has_rows:
+        batch = merge_held(self._held, rejects, aside, keep=not self.exists and not has_rows)
+        if batch is None:
             self.state = state  # nothing to show yet: the run is created with its first row
-            self._held[0].extend(rejects)
-            self._held[1].extend(aside)
             return
-        if self._held[0] or self._held[1]:
-            rejects, aside = [*self._held[0], *rejects], [*self._held[1], *aside]
-            self._held = ([], [])
+        rejects, aside = batch
         later = extra if callable(extra) else (lambda: extra or {})
         try:
             if not self.exists:

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from regime_dash.errors import StoreError
 from regime_dash.ingest import LINE_COLUMN
 from regime_dash.store.delta.tables import PARTITION
-from regime_dash.store.reader import as_float32, in_order
+from regime_dash.store.reader import as_float32, in_order, sorted_frame
 
 
 __all__ = ["in_order", "narrowed", "read_run", "sorted_frame"]
@@ -84,16 +84,3 @@ def read_run(store, run_id: str, meta: dict[str, Any], columns: Sequence[str] | 
     cols = [_restore_column(table, c, types.get(c) if c != LINE_COLUMN else None, n) for c in want]
     out = pa.table(cols, names=want)
     return narrowed(out) if narrow else out
-
-
-def sorted_frame(table: pa.Table, want: Sequence[str] | None):
-    """``table`` as :meth:`RunStore.load` gives it: sorted by ``step`` then ``_line`` (numeric steps), the
-    columns asked for, a fresh index."""
-    keys = [(c, "ascending") for c in ("step", LINE_COLUMN) if c in table.column_names
-            and (c != "step" or pa.types.is_integer(table.schema.field(c).type)
-                 or pa.types.is_floating(table.schema.field(c).type))]
-    if keys and not in_order(table, [c for c, _ in keys]):
-        table = table.sort_by(keys)
-    if want is not None:
-        table = table.select(list(want))
-    return table.to_pandas(split_blocks=True, self_destruct=True)
