@@ -3,7 +3,7 @@
 :class:`LiveFrame` holds a run's frame as the dashboard draws it (canonical column
 names, ``step`` as int64, sorted by step then line) and the file line it reaches. Its
 :meth:`~LiveFrame.refresh` reads only the rows past that line
-(:func:`regime_dash.store.append.rows_after`, which opens only the parts holding them)
+(the store's ``rows_after``, which reads only the files holding them)
 and appends them. What appending cannot keep exact reads the run whole again, once: a
 step lower than the last one held (a trainer restarted from a checkpoint: the rows sort
 in among the earlier ones), a column seen for the first time, a row without a whole-number

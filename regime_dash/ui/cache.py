@@ -67,7 +67,7 @@ def live_run(root: str, run_id: str, aliases: tuple = (), version: str = "") -> 
     """A run a follower is writing, held across reruns and grown by each commit's rows only
     (:class:`regime_dash.follow.live_frame.LiveFrame`): a redraw each second costs the new rows, not the run.
 
-    ``version`` is the run's commit (:func:`regime_dash.store.append.follow_status`): the store is
+    ``version`` is the run's commit (the store's ``follow_status()``): the store is
     read only when it changed. The frame returned is the one held: callers must not change it."""
     from regime_dash.follow.live_frame import LiveFrame
 
