@@ -1,6 +1,6 @@
 """The Delta store's benchmark: ingest against DuckDB's COPY to Parquet, and ``runs`` over 1,000 runs.
 
-``python -m regime_dash.benchmarks.delta_store [--size-mb 100] [--repeat 3] [--runs 1000] [--s3]``
+``regime-dash bench delta_store [--size-mb 100] [--repeat 3] [--runs 1000] [--s3] [--skip-ingest]``
 
 * **ingest**: the same generated diag.jsonl (:func:`regime_dash.benchmarks.ingest.make_diag_file`)
   ingested into a fresh local Delta store (``DeltaRunStore.ingest`` end to end: parse, sha256,
@@ -152,14 +152,8 @@ def _moto() -> tuple[subprocess.Popen, dict[str, str]]:
     return proc, env
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m regime_dash.benchmarks.delta_store", description=__doc__.split("\n")[0])
-    ap.add_argument("--size-mb", type=float, default=100.0)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--runs", type=int, default=1000)
-    ap.add_argument("--s3", action="store_true", help="also time runs against a moto S3 server on 127.0.0.1")
-    ap.add_argument("--skip-ingest", action="store_true")
-    args = ap.parse_args(argv)
+def main(args: argparse.Namespace) -> int:
+    """``bench delta_store`` (options in :mod:`regime_dash.benchmarks.targets`)."""
     out: dict[str, Any] = {"cpus": os.cpu_count()}
     if not args.skip_ingest:
         out["ingest"] = time_ingest(args.size_mb, args.repeat)
@@ -187,4 +181,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from regime_dash.benchmarks.targets import standalone
+
+    sys.exit(standalone("delta_store", sys.modules[__name__]))

@@ -61,12 +61,20 @@ def _repair() -> ModuleType:
     return repair
 
 
+def _delta_store() -> ModuleType:
+    from regime_dash.benchmarks import delta_store
+    return delta_store
+
+
 #: target -> the loader of its module, in the order ``bench --help`` lists them
 #: (:data:`regime_dash.benchmarks.TARGETS`; a test holds the two equal).
 LOADERS: dict[str, Callable[[], ModuleType]] = {
     "ingest": _ingest, "engines": _engines, "page_load": _page_load, "modules": _modules,
     "sensitivity": _sensitivity, "ui": _ui, "startup": _startup, "long": _long, "check": _check, "follow": _follow,
     "repair": _repair,
+
+
+    "delta_store": _delta_store,
 }
 
 

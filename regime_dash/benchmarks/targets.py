@@ -175,6 +175,14 @@ def _follow_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
     p.add_argument("--out", default=None, help="also write the JSON figures to this file")
 
 
+def _delta_store_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
+    p.add_argument("--size-mb", type=float, default=100.0, help="the ingested file's size (default 100)")
+    p.add_argument("--repeat", type=int, default=3, help="timed ingests of each kind, interleaved (median; 3)")
+    p.add_argument("--runs", type=int, default=1000, help="runs in the store `runs` lists (default 1000)")
+    p.add_argument("--s3", action="store_true", help="also time `runs` against a moto S3 server on 127.0.0.1")
+    p.add_argument("--skip-ingest", action="store_true", help="time `runs` only")
+
+
 @dataclass(frozen=True)
 class TargetSpec:
     """How ``bench <target>`` is offered: its one-line help, its description (from the
@@ -212,6 +220,8 @@ TARGET_SPECS: dict[str, TargetSpec] = {
                        _before_literal, _long_options),
     "follow": TargetSpec("ingest --follow keeping up with 8 files at 1000 lines/s: latency, CPU, RSS",
                          lambda doc: doc, _follow_options),
+    "delta_store": TargetSpec("the Delta store: ingest vs DuckDB's COPY, `runs` over 1,000 runs (local, S3)",
+                              lambda doc: doc, _delta_store_options),
 }
 
 

@@ -24,6 +24,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ingest": ("ingest", "store diag.jsonl files (plain or .gz) as runs"),
     "runs": ("runs", "list the runs in the store"),
     "rm": ("runs", "delete a run from the store, or remove an alias of one"),
+    "restore": ("team_store", "bring back a removed run (a Delta store, within its retention window)"),
+    "store": ("team_store", "store upkeep: migrate a folder store into a Delta store, vacuum old versions"),
     "tag": ("labels", "add tags to a run"),
     "untag": ("labels", "remove tags from a run"),
     "note": ("labels", "set a run's note"),
@@ -121,6 +123,13 @@ def script(argv: list[str] | None = None) -> int:
     by then; the standard streams are flushed at exit all the same."""
     code = main(argv)
     gc.freeze()
+    if argv is None and "deltalake" in sys.modules:
+        # delta-rs's runtime threads can abort the interpreter's finalization (SIGABRT, "terminate called
+        # without an active exception") after the command's work is done: its output flushed, the process
+        # (this is its entry: no argv given) ends here; a caller in-process gets the code back
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     return code
 
 

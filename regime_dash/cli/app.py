@@ -37,8 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("app", help=help_of("app"),
                        description="Start the dashboard (streamlit) on 127.0.0.1; Ctrl-C stops it.")
     p.add_argument("--port", type=int, default=None, metavar="N", help="port to serve on (default: streamlit's, 8501)")
-    p.add_argument("--store", metavar="DIR", default=None,
-                   help="run store directory (default: $REGIME_DASH_STORE or ./data/store)")
+    p.add_argument("--store", metavar="STORE", default=None,
+                   help="the run store: a folder or a Delta store's URI (default: $REGIME_DASH_STORE or "
+                   "./data/store); the object store's credentials come from the environment")
     p.add_argument("streamlit_args", nargs=argparse.REMAINDER, metavar="-- STREAMLIT OPTIONS",
                    help="more `streamlit run` options, after `--` (e.g. -- --server.address 0.0.0.0)")
     p.set_defaults(func=run_app)
@@ -67,6 +68,10 @@ def run_app(args: argparse.Namespace) -> int:
                               "(pip install -r requirements.txt, or pip install regime-dash)")
     if not entry_script().is_file():
         raise RegimeDashError(f"the app's entry script {entry_script()} is missing: the package install is broken")
+    if args.store:
+        from regime_dash.store.location import parse_location
+
+        parse_location(args.store)  # an unknown scheme is said here, not in the browser
     env = dict(os.environ, **({"REGIME_DASH_STORE": args.store} if args.store else {}))
     cmd = streamlit_command(args.port, args.streamlit_args)
     if os.name == "posix":

@@ -29,9 +29,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from regime_dash.cli.store_args import add_store_arguments, open_from
 from regime_dash.cli import help_of, say, say_json
 
-_STORE_HELP = "run store directory (default: $REGIME_DASH_STORE or ./data/store)"
 _ALIAS_HELP = "JSON file {canonical column: alias or [aliases]} extending the alias table"
 
 
@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--only", metavar="ID[,ID...]", default=None,
                    help="run only these check ids (default: all)")
     p.add_argument("--aliases", metavar="FILE", default=None, help=_ALIAS_HELP)
-    p.add_argument("--store", metavar="DIR", default=None, help=_STORE_HELP)
+    add_store_arguments(p)
     p.add_argument("--writer", metavar="W", default=None,
                    help="where rows name their writer (a rank field), or with --split-writers: the writer to "
                    "judge (default: the first in the file); every writer's status is listed either way")
@@ -100,7 +100,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--json", action="store_true", help="print the diff as one JSON object")
     d.add_argument("--columns", metavar="COL[,COL...]", default=None, help="compare only these columns")
     d.add_argument("--aliases", metavar="FILE", default=None, help=_ALIAS_HELP)
-    d.add_argument("--store", metavar="DIR", default=None, help=_STORE_HELP)
+    add_store_arguments(d)
     d.set_defaults(func=run_diff)
 
 
@@ -131,7 +131,7 @@ def run_check(args: argparse.Namespace) -> int:
         raise ValidationError("check needs a RUN_ID or FILE (or --list, or --all)", field="target")
     options = check_options(trap_steps=args.trap_steps, baseline_sps=args.baseline_sps, ulps=args.ulps,
                             rederive_ulps=args.rederive_ulps)
-    checked = check_target(args.target, store=args.store, aliases=user_aliases(args.aliases),
+    checked = check_target(args.target, store=open_from(args), aliases=user_aliases(args.aliases),
                            only=_split(args.only), options=options, single=args.single, notices=sys.stderr,
                            writer=args.writer, split_writers=args.split_writers)
     report, source = checked.report, checked.source
@@ -177,7 +177,7 @@ def run_check_all(args: argparse.Namespace) -> int:
                               value=args.target or args.only)
     opts = {k: v for k, v in (("trap_steps", args.trap_steps), ("baseline_sps", args.baseline_sps),
                               ("ulps", args.ulps)) if v is not None}
-    table = check_store(args.store, scheduler=args.scheduler, options=opts, aliases=user_aliases(args.aliases),
+    table = check_store(open_from(args), scheduler=args.scheduler, options=opts, aliases=user_aliases(args.aliases),
                         verbose=args.verbose)
     doc = {"runs": table.to_dict("records")}
     lines = [table.to_string(index=False) if len(table) else "the store has no runs",
@@ -250,7 +250,7 @@ def structure_lines(st) -> list[str]:
 def run_diff(args: argparse.Namespace) -> int:
     from regime_dash.usecases.check import diff_targets, user_aliases
 
-    result, same_bytes = diff_targets(args.a, args.b, store=args.store, aliases=user_aliases(args.aliases),
+    result, same_bytes = diff_targets(args.a, args.b, store=open_from(args), aliases=user_aliases(args.aliases),
                                       columns=_split(args.columns))
     doc = result.to_dict()
     doc["same_bytes"] = same_bytes

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from regime_dash.cli.store_args import open_from
 from regime_dash.cli import say, say_json
 
 
@@ -34,7 +35,7 @@ def run_check_follow(args: argparse.Namespace, poll_every: float = 0.5) -> int:
 
     if args.target is None:
         raise ValidationError("check --follow needs the RUN being followed", field="target")
-    followed = RunFollow(args.store, args.target, _options(args))
+    followed = RunFollow(open_from(args), args.target, _options(args))
     run_id, verdict = followed.run_id, None
     try:
         for verdict, rows, last in followed.verdicts(poll_every, args.until_idle):

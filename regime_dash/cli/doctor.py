@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from regime_dash.cli.store_args import add_store_arguments, open_from
 from regime_dash.cli import say, say_json
 
 
@@ -24,17 +25,31 @@ def register(sub: argparse._SubParsersAction) -> None:
                        "1 problems left in place, 2 a move failed.")
     p.add_argument("--repair", action="store_true", help="move every problem to <store>/_quarantine/")
     p.add_argument("--json", action="store_true", help="print the problems as a JSON array")
-    p.add_argument("--store", metavar="DIR", default=None,
-                   help="run store directory (default: $REGIME_DASH_STORE or ./data/store)")
+    add_store_arguments(p)
     p.set_defaults(func=run_doctor)
+
+
+def _recover_delta(store, as_json: bool) -> int:
+    """A Delta store has no stray folder a reader could see (readers go through its log); what a
+    killed writer left is finished or undone, as every writer does before it writes."""
+    touched = store.recover()
+    if as_json:
+        say_json([{"kind": "recovered", "run_id": r} for r in touched], indent=1)
+    else:
+        for r in touched:
+            say(f"recovered {r}: what a killed writer left is finished or undone")
+        say(f"{len(touched)} run(s) recovered in {store.root}; a Delta store's readers see only committed runs "
+            "(`store vacuum` deletes the files no version reads)")
+    return 0
 
 
 def run_doctor(args: argparse.Namespace) -> int:
     from regime_dash.cli.progress import ProgressBar
-    from regime_dash.store.run_store import RunStore
     from regime_dash.store.doctor import repair, survey
 
-    store = RunStore(args.store)
+    store = open_from(args)
+    if store.format == "delta":
+        return _recover_delta(store, args.json)
     bar = ProgressBar("surveying the store", unit="entries", scale=1) if sys.stderr.isatty() else None
     try:
         problems = survey(store, progress=bar)

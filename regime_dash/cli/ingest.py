@@ -19,6 +19,7 @@ import os
 import sys
 from pathlib import Path
 
+from regime_dash.cli.store_args import add_store_arguments, open_from
 from regime_dash.cli import help_of, say, say_json
 from regime_dash.errors import IngestError, StoreError
 
@@ -27,8 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ingest", help=help_of("ingest"),
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("paths", nargs="+", metavar="PATH", help="diag.jsonl or diag.jsonl.gz files")
-    p.add_argument("--store", metavar="DIR", default=None,
-                   help="run store directory (default: $REGIME_DASH_STORE or ./data/store)")
+    add_store_arguments(p)
     p.add_argument("--name", default=None, help="run name (default: the file name)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON array with an object per file")
@@ -46,8 +46,6 @@ def run(args: argparse.Namespace) -> int:
         from regime_dash.cli.ingest_follow import run_follow
 
         return run_follow(args)
-    from regime_dash.store.run_store import RunStore
-
     from regime_dash.errors import ValidationError
 
     kw = {}
@@ -56,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValidationError(f"--max-line-mb must be > 0, got {args.max_line_mb!r}",
                                   field="max_line_mb", value=args.max_line_mb)
         kw["max_line_bytes"] = max(1, int(args.max_line_mb * 2**20))
-    store = RunStore(args.store, **kw)
+    store = open_from(args, **kw)
     results = []
     rc = 0
     tty = sys.stderr.isatty()

@@ -16,6 +16,7 @@ import argparse
 import signal
 import sys
 
+from regime_dash.cli.store_args import open_from
 from regime_dash.cli import say, say_json
 
 
@@ -66,7 +67,7 @@ def run_follow(args: argparse.Namespace) -> int:
 def _follow(args: argparse.Namespace, should_stop) -> str:
     from regime_dash.usecases.follow import follow_files, follow_set
 
-    fset = follow_set(args.store, args.paths, args.name, pattern=args.glob, commit_every=args.commit_every,
+    fset = follow_set(open_from(args), args.paths, args.name, pattern=args.glob, commit_every=args.commit_every,
                       on_truncate=args.on_truncate, dashboard=args.dashboard_url, max_line_mb=args.max_line_mb)
     names = ", ".join(f.run_id for f in fset.followers.values()) or f"files matching {args.glob!r} (none yet)"
     say(f"following {names} into {fset.store.root}", file=sys.stderr, flush=True)

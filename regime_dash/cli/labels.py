@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from regime_dash.cli.store_args import add_store_arguments, open_from
 from regime_dash.cli import help_of, say
 
-_STORE_HELP = "run store directory (default: $REGIME_DASH_STORE or ./data/store)"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,35 +18,33 @@ def register(sub: argparse._SubParsersAction) -> None:
         p = sub.add_parser(cmd, help=help_of(cmd))
         p.add_argument("run", metavar="RUN", help="run id, name or alias")
         p.add_argument("tags", nargs="+", metavar="TAG", help=what)
-        p.add_argument("--store", metavar="DIR", default=None, help=_STORE_HELP)
+        add_store_arguments(p)
         p.set_defaults(func=func)
     n = sub.add_parser("note", help=help_of("note"))
     n.add_argument("run", metavar="RUN", help="run id, name or alias")
     n.add_argument("text", metavar="TEXT", help="the note (an empty text clears it)")
-    n.add_argument("--store", metavar="DIR", default=None, help=_STORE_HELP)
+    add_store_arguments(n)
     n.set_defaults(func=run_note)
     r = sub.add_parser("rename", help=help_of("rename"))
     r.add_argument("run", metavar="RUN", help="run id, name or alias")
     r.add_argument("new", metavar="NEW", help="the new name (the run id stays)")
-    r.add_argument("--store", metavar="DIR", default=None, help=_STORE_HELP)
+    add_store_arguments(r)
     r.set_defaults(func=run_rename)
 
 
 def run_tag(args: argparse.Namespace) -> int:
-    from regime_dash.store.run_store import RunStore
     from regime_dash.store.labels import tag
 
-    store = RunStore(args.store)
+    store = open_from(args)
     tags = tag(store, args.run, args.tags)
     say(f"{store.resolve(args.run)}: tags {', '.join(tags)}")
     return 0
 
 
 def run_untag(args: argparse.Namespace) -> int:
-    from regime_dash.store.run_store import RunStore
     from regime_dash.store.labels import untag
 
-    store = RunStore(args.store)
+    store = open_from(args)
     tags, missing = untag(store, args.run, args.tags)
     if missing:
         say(f"note: the run had no tag {', '.join(missing)}", file=sys.stderr)
@@ -55,19 +53,17 @@ def run_untag(args: argparse.Namespace) -> int:
 
 
 def run_note(args: argparse.Namespace) -> int:
-    from regime_dash.store.run_store import RunStore
     from regime_dash.store.labels import set_note
 
-    store = RunStore(args.store)
+    store = open_from(args)
     note = set_note(store, args.run, args.text)
     say(f"{store.resolve(args.run)}: " + ("note cleared" if not note else f"note set ({len(note):,} characters)"))
     return 0
 
 
 def run_rename(args: argparse.Namespace) -> int:
-    from regime_dash.store.run_store import RunStore
     from regime_dash.store.labels import rename
 
-    done = rename(RunStore(args.store), args.run, args.new)
+    done = rename(open_from(args), args.run, args.new)
     say(f"renamed {done['old']} to {done['name']} (run id {done['run_id']} unchanged)")
     return 0

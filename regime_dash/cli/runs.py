@@ -4,13 +4,15 @@ from __future__ import annotations
 import argparse
 import sys
 
+from regime_dash.cli.store_args import add_store_arguments, open_from
 from regime_dash.cli import help_of, say, say_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("runs", help=help_of("runs"))
-    p.add_argument("--store", metavar="DIR", default=None,
-                   help="run store directory (default: $REGIME_DASH_STORE or ./data/store)")
+    add_store_arguments(p)
+    p.add_argument("--removed", action="store_true",
+                   help="list the runs removed within a Delta store's retention window (`restore RUN` brings one back)")
     p.add_argument("--json", action="store_true",
                    help="print a JSON array: name, aliases, tags, notes, config and summary of each run")
     p.add_argument("--tag", action="append", default=[], metavar="TAG",
@@ -23,15 +25,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("rm", help=help_of("rm"))
     r.add_argument("run_ids", nargs="+", metavar="RUN",
                    help="run id, or a name or alias one run has (see `runs`); an alias removes only that alias")
-    r.add_argument("--store", metavar="DIR", default=None,
-                   help="run store directory (default: $REGIME_DASH_STORE or ./data/store)")
+    add_store_arguments(r)
     r.set_defaults(func=run_rm)
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from regime_dash.store.run_store import RunStore
-
-    store = RunStore(args.store)
+    store = open_from(args)
+    if args.removed:
+        return _list_removed(store, args.json)
     runs = _rows(store, args)
     orphans = store.orphan_dirs()
     if orphans:  # folders every glob reads but no listing shows: say so, and what removes them
@@ -53,6 +54,18 @@ def run_list(args: argparse.Namespace) -> int:
     widths = [max(len(x[i]) for x in [head, *rows]) for i in range(len(head))]
     for line in [head, *rows]:
         say("  ".join(x.ljust(w) for x, w in zip(line, widths)).rstrip())
+    return 0
+
+
+def _list_removed(store, as_json: bool) -> int:
+    """``runs --removed``: the runs a ``restore`` can bring back (a folder store: a StoreError, exit 2)."""
+    gone = store.removed_runs()
+    if as_json:
+        say_json(gone, indent=1, default=str)
+    for r in [] if as_json else gone:
+        say(f"{r['run_id']}  {r['name'] or ''}  removed {r['removed_at']}  restorable until {r['restorable_until']}")
+    if not gone and not as_json:
+        say("no removed runs")
     return 0
 
 
@@ -80,9 +93,7 @@ def _rows(store, args: argparse.Namespace) -> list[dict]:
 
 
 def run_rm(args: argparse.Namespace) -> int:
-    from regime_dash.store.run_store import RunStore
-
-    store = RunStore(args.store)
+    store = open_from(args)
     from regime_dash.store.labels import remove_alias
 
     for ref in args.run_ids:

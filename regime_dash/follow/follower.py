@@ -3,7 +3,7 @@
 :class:`Follower` tails one file (:class:`regime_dash.follow.tail.Tail`), parses what
 arrived with the ingest pipeline (the same rules as a whole-file ingest: line
 numbers, rejected lines, one type per column), commits it every ``commit_every``
-seconds (:class:`regime_dash.store.append.FollowedRun`), and updates the run's
+seconds (the store's followed run, :meth:`RunStore.followed_run`), and updates the run's
 verdict incrementally (:class:`regime_dash.analysis.incremental.IncrementalVerdict`).
 Each (run, check) that starts failing raises one :class:`Alert` until it passes
 again; the open alerts live in the run's metadata, so a restarted follower does not
@@ -33,7 +33,7 @@ from regime_dash.ingest import LINE_COLUMN, IngestReport, Reject, Aside, free_na
 from regime_dash.store.metadata import now
 from regime_dash.store.paths import PARTITION, pid_alive
 from regime_dash.store.run_store import RunStore
-from regime_dash.store.append import FollowedRun, FollowState
+from regime_dash.store.append import FollowState
 from regime_dash.follow.tail import Tail, refuse_gzip
 
 __all__ = ["Alert", "Commit", "Follower", "FollowSet", "follow", "TRUNCATE_POLICIES"]
@@ -110,7 +110,7 @@ class Follower:
         self.store, self.path, self.clock = store, Path(path), clock
         self.commit_every, self.on_truncate, self.dashboard = float(commit_every), on_truncate, dashboard
         _warm_compiled_paths()
-        self.run = FollowedRun.open(store, path, name)
+        self.run = store.followed_run(path, name)
         st = self.run.state
         self._judged_lines = st.lines  # the lines the verdict has folded in (its reload reads up to them)
         self.tail = Tail(path, st.offset, st.inode)
@@ -397,9 +397,8 @@ class RunWatch:
 
     def poll(self):
         """The verdict after the rows committed since the last call, or ``None`` when there are none."""
-        from regime_dash.store.append import rows_after
 
-        table, reach = rows_after(self.store, self.run_id, self.lines)
+        table, reach = self.store.rows_after(self.run_id, self.lines)
         if table is None or not table.num_rows:
             self.lines = reach
             return None

@@ -3,7 +3,7 @@
 :class:`LiveFrame` holds a run's frame as the dashboard draws it (canonical column
 names, ``step`` as int64, sorted by step then line) and the file line it reaches. Its
 :meth:`~LiveFrame.refresh` reads only the rows past that line
-(:func:`regime_dash.store.append.rows_after`, which opens only the parts holding them)
+(the store's ``rows_after``, which reads only the files holding them)
 and appends them. What appending cannot keep exact reads the run whole again, once: a
 step lower than the last one held (a trainer restarted from a checkpoint: the rows sort
 in among the earlier ones), a column seen for the first time, a row without a whole-number
@@ -19,7 +19,6 @@ import pandas as pd
 from regime_dash.diag.aliases import canonical_frame
 from regime_dash.ingest import LINE_COLUMN
 from regime_dash.store.run_store import PARTITION, RunStore
-from regime_dash.store.append import rows_after
 
 __all__ = ["LiveFrame", "read_whole", "run_frame"]
 
@@ -83,7 +82,7 @@ class LiveFrame:
 
     def refresh(self) -> int:
         """Read what was committed since the last call; the rows added (all of them on a whole read)."""
-        table, reach = rows_after(self.store, self.run_id, self.lines)
+        table, reach = self.store.rows_after(self.run_id, self.lines)
         if table is None or not table.num_rows:
             self.lines = reach
             return 0

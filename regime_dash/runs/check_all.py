@@ -108,9 +108,10 @@ def check_all(runs: Sequence[str], check: CheckFn, *, scheduler: Any = None,
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-def store_check(run_id: str, store: str | None = None, options: Mapping[str, Any] | None = None,
+def store_check(run_id: str, store: Any = None, options: Mapping[str, Any] | None = None,
                 aliases: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The default per-run check: run ``run_id`` of the store at ``store`` through ``diagnose``.
+    """The default per-run check: run ``run_id`` of the store at ``store`` (a path, a URI or a store's
+    ``root``, which a worker process can be sent) through ``diagnose``.
 
     Returns the ``check --json`` document (core checks and the controller modules' checks).
     Raises :class:`~regime_dash.errors.NotDiagError` when the run is not a diag.
@@ -132,9 +133,9 @@ def stored_frame(run_id: str, store: str | None = None):
     file left out (``attrs[NULL_ROWS_ATTR]``: a null and a NaN read alike in pandas)."""
     from regime_dash.analysis.structure.lines import file_ordered
     from regime_dash.analysis.view import NULL_ROWS_ATTR, null_rows
-    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.open import open_store
 
-    table = RunStore(store).load_table(run_id, narrow=True)
+    table = open_store(store).load_table(run_id, narrow=True)
     nulls = null_rows(table)
     frame = table.to_pandas(split_blocks=True, self_destruct=True)  # each Arrow column freed once converted
     frame.attrs[NULL_ROWS_ATTR] = nulls

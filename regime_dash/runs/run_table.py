@@ -75,7 +75,7 @@ def _judge(store: RunStore, run_id: str) -> dict[str, Any]:
     from regime_dash.runs.check_all import store_check
 
     try:
-        doc = store_check(run_id, str(store.root))
+        doc = store_check(run_id, store.root)
     except NotDiagError as exc:
         return {"verdict": "not a diag", "why": str(exc)}
     out = {"verdict": doc["status"], **doc["counts"]}

@@ -71,11 +71,10 @@ from regime_dash.store.paths import (
     sanitize_name,
     work_dir_name,
 )
-from regime_dash.store.run_store import RunStore
 from regime_dash.store.writer import reject_record
 
-__all__ = ["FOLLOW_KEY", "FollowState", "FollowedRun", "compact_parts", "finish_compaction", "follow_run_id",
-           "follow_status", "rows_after"]
+__all__ = ["FOLLOW_KEY", "FollowState", "FollowedRun", "compact_parts", "finish_compaction",
+           "follow_identity", "follow_run_id", "follow_status", "merge_held", "rows_after"]
 
 #: The ``_meta.json`` key of a followed run's state.
 FOLLOW_KEY = "follow"
@@ -220,10 +219,48 @@ def _keep_lines_upto(path: Path, lines: int) -> None:
     os.replace(tmp, path)
 
 
+def follow_identity(runs: Sequence[dict[str, Any]], source: str | os.PathLike, name: str,
+                    where: str) -> tuple[str, str, str]:
+    """The absolute ``source``, the sanitized ``name`` and the run id of following ``source`` under ``name``
+    into the store ``where`` holding ``runs`` (its ``list_runs``).
+
+    Raises
+    ------
+    StoreError
+        Another run has the name: naming it, and how to free the name.
+    """
+    source = os.path.abspath(os.fspath(source))
+    name = sanitize_name(name)
+    run_id = follow_run_id(name, source)
+    taken = [r["run_id"] for r in runs if r["name"] == name and r["run_id"] != run_id]
+    if taken:
+        raise StoreError(f"run name {name!r} is taken by run {taken[0]!r}: follow under another --name "
+                         f"(or remove that run with `rm {taken[0]}`)", run_id=taken[0], path=where)
+    return source, name, run_id
+
+
+def merge_held(held: tuple[list, list], rejects: Sequence[Reject], aside: Sequence[Aside], *,
+               keep: bool) -> tuple[list, list] | None:
+    """A followed run's rejects and set-aside values to commit now, with those ``held`` back before.
+
+    ``keep`` (the run has no row yet, nor has this batch): they join ``held`` and ``None`` is returned,
+    as a run is created with its first row. Else the held ones then these, in line order; ``held`` is
+    emptied.
+    """
+    if keep:
+        held[0].extend(rejects)
+        held[1].extend(aside)
+        return None
+    out = [*held[0], *rejects], [*held[1], *aside]
+    held[0].clear()
+    held[1].clear()
+    return out
+
+
 class FollowedRun:
     """One followed run of a store: open (created or resumed) with :meth:`open`, grown with :meth:`commit`."""
 
-    def __init__(self, store: RunStore, run_id: str, name: str, state: FollowState,
+    def __init__(self, store, run_id: str, name: str, state: FollowState,
                  types: dict[str, pa.DataType]):
         self.store, self.run_id, self.name = store, run_id, name
         self.state = state
@@ -237,7 +274,7 @@ class FollowedRun:
         return (self.dir / META).is_file()
 
     @classmethod
-    def open(cls, store: RunStore, source: str | os.PathLike, name: str) -> "FollowedRun":
+    def open(cls, store, source: str | os.PathLike, name: str) -> "FollowedRun":
         """The followed run of ``source`` under ``name``: resumed when it is in the store, else new
         (created at its first commit with a row).
 
@@ -246,13 +283,7 @@ class FollowedRun:
         StoreError
             Another run has that name, or the id names a run that is not followed.
         """
-        source = os.path.abspath(os.fspath(source))
-        name = sanitize_name(name)
-        run_id = follow_run_id(name, source)
-        taken = [r["run_id"] for r in store.list_runs() if r["name"] == name and r["run_id"] != run_id]
-        if taken:
-            raise StoreError(f"run name {name!r} is taken by run {taken[0]!r}: follow under another --name "
-                             f"(or remove that run with `rm {taken[0]}`)", run_id=taken[0], path=str(store.root))
+        source, name, run_id = follow_identity(store.list_runs(), source, name, str(store.root))
         run = cls(store, run_id, name, FollowState(source), {})
         if run.exists:
             with store.lock():
@@ -322,14 +353,11 @@ class FollowedRun:
             The run was deleted while it was followed, or the store cannot be written.
         """
         has_rows = table is not None and table.num_rows > 0
-        if not self.exists and not has_rows:
+        batch = merge_held(self._held, rejects, aside, keep=not self.exists and not has_rows)
+        if batch is None:
             self.state = state  # nothing to show yet: the run is created with its first row
-            self._held[0].extend(rejects)
-            self._held[1].extend(aside)
             return
-        if self._held[0] or self._held[1]:
-            rejects, aside = [*self._held[0], *rejects], [*self._held[1], *aside]
-            self._held = ([], [])
+        rejects, aside = batch
         later = extra if callable(extra) else (lambda: extra or {})
         try:
             if not self.exists:
@@ -407,7 +435,7 @@ class FollowedRun:
             replace_json(self.dir / META, meta)
 
 
-def follow_status(store: RunStore) -> dict[str, dict[str, Any]]:
+def follow_status(store) -> dict[str, dict[str, Any]]:
     """``{run_id: {"live", "last_step", "last_line_at", "alerts", "version"}}`` of every followed run.
 
     ``live``: a follower is writing it (its metadata says so and, on this host, its process
@@ -440,7 +468,7 @@ def _end_line(path: Path) -> int | None:
     return json.loads(kv[PART_KEY])["lines"] if PART_KEY in kv else None
 
 
-def rows_after(store: RunStore, run_id: str, line: int, attempts: int = 5) -> tuple[pa.Table | None, int]:
+def rows_after(store, run_id: str, line: int, attempts: int = 5) -> tuple[pa.Table | None, int]:
     """The rows of a followed run past file line ``line`` and the line count they reach: only the
     parts that hold such rows are read (from the newest back), so a reader that keeps what it has
     pays for the new rows, not the run.
@@ -482,7 +510,7 @@ def rows_after(store: RunStore, run_id: str, line: int, attempts: int = 5) -> tu
     return None, line  # pragma: no cover - the loop returns or raises
 
 
-def _whole_once(store: RunStore, run_id: str, line: int) -> tuple[pa.Table | None, int]:
+def _whole_once(store, run_id: str, line: int) -> tuple[pa.Table | None, int]:
     if line > 0:
         return None, line
     table = store.load_table(run_id)

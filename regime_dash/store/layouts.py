@@ -18,9 +18,8 @@ from typing import Any
 from regime_dash.errors import StoreError, ValidationError
 from regime_dash.diag.panel_set import PanelSet, from_json, to_json
 from regime_dash.store.metadata import replace_json
-from regime_dash.store.run_store import RunStore
 
-__all__ = ["FILE", "NAME_RE", "delete", "list_layouts", "load", "save", "valid_name"]
+__all__ = ["FILE", "Layouts", "NAME_RE", "delete", "list_layouts", "load", "save", "valid_name"]
 
 #: The layouts' file in the store's root.
 FILE = "_layouts.json"
@@ -39,11 +38,11 @@ def valid_name(name: Any) -> str:
     return text
 
 
-def _path(store: RunStore) -> Path:
+def _path(store) -> Path:
     return store.root / FILE
 
 
-def _read(store: RunStore) -> dict[str, Any]:
+def _read(store) -> dict[str, Any]:
     """Every stored layout's JSON, ``{name: dict}`` (none when the file is not there)."""
     path = _path(store)
     try:
@@ -59,12 +58,12 @@ def _read(store: RunStore) -> dict[str, Any]:
     return layouts
 
 
-def _write(store: RunStore, layouts: dict[str, Any]) -> None:
+def _write(store, layouts: dict[str, Any]) -> None:
     """The layouts file replaced in one rename, as ``_meta.json`` is (the caller holds the store's lock)."""
     replace_json(_path(store), {"layouts": dict(sorted(layouts.items()))})
 
 
-def save(store: RunStore, name: str, panels: PanelSet) -> str:
+def save(store, name: str, panels: PanelSet) -> str:
     """Keep ``panels`` as the layout ``name`` (replacing one of that name); returns the name kept."""
     name = valid_name(name)
     with store.lock():
@@ -74,7 +73,7 @@ def save(store: RunStore, name: str, panels: PanelSet) -> str:
     return name
 
 
-def load(store: RunStore, name: str) -> PanelSet:
+def load(store, name: str) -> PanelSet:
     """The layout ``name``; raises :class:`StoreError` naming it (and the layouts there are) when none."""
     name = valid_name(name)
     layouts = _read(store)
@@ -84,12 +83,12 @@ def load(store: RunStore, name: str) -> PanelSet:
     return from_json(layouts[name])
 
 
-def list_layouts(store: RunStore) -> list[str]:
+def list_layouts(store) -> list[str]:
     """The stored layouts' names, sorted."""
     return sorted(_read(store))
 
 
-def delete(store: RunStore, name: str) -> bool:
+def delete(store, name: str) -> bool:
     """Remove the layout ``name``; returns whether there was one."""
     name = valid_name(name)
     with store.lock():
@@ -99,3 +98,23 @@ def delete(store: RunStore, name: str) -> bool:
         del layouts[name]
         _write(store, layouts)
     return True
+
+
+class Layouts:
+    """A store's layouts, as its ``layouts`` property gives them: ``save``, ``load``, ``list_layouts`` and
+    ``delete`` of the module that keeps that kind of store's layouts (this one, or the Delta store's)."""
+
+    def __init__(self, store, kept_by):
+        self.store, self.kept_by = store, kept_by
+
+    def save(self, name: str, panels: PanelSet) -> str:
+        return self.kept_by.save(self.store, name, panels)
+
+    def load(self, name: str) -> PanelSet:
+        return self.kept_by.load(self.store, name)
+
+    def list_layouts(self) -> list[str]:
+        return self.kept_by.list_layouts(self.store)
+
+    def delete(self, name: str) -> bool:
+        return self.kept_by.delete(self.store, name)

@@ -30,7 +30,7 @@ from urllib.parse import unquote, urlsplit
 
 from regime_dash.errors import StoreError, ValidationError
 
-__all__ = ["ENV_VAR", "REMOTE_SCHEMES", "StoreLocation", "default_location", "parse_location",
+__all__ = ["ENV_VAR", "REMOTE_SCHEMES", "StoreLocation", "default_location", "is_uri", "parse_location",
            "parse_storage_options"]
 
 #: The environment variable naming the default store (a path or a URI).
@@ -91,6 +91,11 @@ class StoreLocation:
 
     def __str__(self) -> str:
         return self.uri
+
+
+def is_uri(where: object) -> bool:
+    """Whether ``where`` is written as a URI (``scheme://...``), whatever the scheme."""
+    return isinstance(where, str) and _URI_RE.match(where) is not None
 
 
 def parse_storage_options(items: Iterable[str] | Mapping[str, str] | None) -> dict[str, str]:

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from regime_dash.ingest import IngestReport
 
 __all__ = ["DASHBOARD_FILE", "FORMAT_VERSION", "add_alias", "content_version", "dashboard_url", "existing_dir",
-           "find_sha", "fsync_dir", "holder_of", "ingest_meta", "list_runs", "record_dashboard_url", "now", "read_meta", "replace_json", "resolve_ref", "run_meta", "update_meta", "write_json"]
+           "find_sha", "fsync_dir", "holder_of", "ingest_meta", "list_runs", "now", "read_meta", "record_dashboard_url",
+           "replace_json", "resolve_among", "resolve_ref", "run_meta", "update_meta", "write_json"]
 
 #: The version of the run folder's format, recorded in every ``_meta.json``.
 FORMAT_VERSION = 1
@@ -183,8 +184,19 @@ def update_meta(root: Path, run_id: str, change: Callable[[dict[str, Any]], Any]
 
 def resolve_ref(root: Path, ref: str) -> tuple[str, str]:
     """The run id ``ref`` names and how: ``"id"``, ``"name"`` or ``"alias"`` (see :meth:`RunStore.resolve`)."""
+    return resolve_among(list_runs(root), ref, str(root))
+
+
+def resolve_among(runs: list[dict[str, Any]], ref: str, where: str) -> tuple[str, str]:
+    """The run of ``runs`` (``list_runs`` entries of store ``where``) that ``ref`` names, and how:
+    its id, else the one name or alias that is ``ref``.
+
+    Raises
+    ------
+    StoreError
+        No run, or several, go by ``ref``.
+    """
     ref = str(ref)
-    runs = list_runs(root)
     if any(r["run_id"] == ref for r in runs):
         return ref, "id"
     for how, holders in (("name", [r["run_id"] for r in runs if r["name"] == ref]),
@@ -193,9 +205,9 @@ def resolve_ref(root: Path, ref: str) -> tuple[str, str]:
             return holders[0], how
         if holders:
             raise StoreError(f"run {how} {ref!r} is ambiguous: {len(holders)} runs have it "
-                             f"({', '.join(holders)}); give the full id", run_id=ref, path=str(root))
+                             f"({', '.join(holders)}); give the full id", run_id=ref, path=where)
     known = ", ".join(f"{r['name']} ({r['run_id']})" for r in runs[:10]) or "none"
-    raise StoreError(f"no run named {ref!r} in store {str(root)!r} (runs: {known})", run_id=ref, path=str(root))
+    raise StoreError(f"no run named {ref!r} in store {where!r} (runs: {known})", run_id=ref, path=where)
 
 
 def holder_of(root: Path, name: str, *, besides: str | None = None) -> str | None:

@@ -42,6 +42,29 @@ def write_part(path: Path, table: pa.Table, *, durable: bool = True) -> None:
             os.fsync(fh.fileno())
 
 
+def fit_table(table: pa.Table, schema: pa.Schema) -> pa.Table | None:
+    """``table`` in ``schema`` (missing columns null, null columns typed), or ``None`` when it holds a
+    column ``schema`` lacks or a value type it cannot hold (a new part then keeps both types exact)."""
+    if table.schema.equals(schema):
+        return table
+    names = set(table.column_names)
+    if not names <= set(schema.names):
+        return None
+    cols = []
+    for f in schema:
+        if f.name not in names:
+            cols.append(pa.nulls(table.num_rows, f.type))
+            continue
+        col = table.column(f.name)
+        if col.type == f.type:
+            cols.append(col)
+        elif pa.types.is_null(col.type):
+            cols.append(pa.nulls(table.num_rows, f.type))
+        else:
+            return None
+    return pa.table(cols, schema=schema)
+
+
 class PartWriter:
     """Writes batches into ``part-NNNNN.parquet.tmp`` files, starting a new part only when
     a batch cannot be cast losslessly to the open part's schema (new column or a type
@@ -82,27 +105,7 @@ class PartWriter:
             self.writer.write_table(held[0] if len(held) == 1 else pa.concat_tables(held))
 
     def _fit(self, table: pa.Table) -> pa.Table | None:
-        schema = self.schema
-        if schema is None:
-            return None
-        if table.schema.equals(schema):
-            return table
-        names = set(table.column_names)
-        if not names <= set(schema.names):
-            return None
-        cols = []
-        for f in schema:
-            if f.name not in names:
-                cols.append(pa.nulls(table.num_rows, f.type))
-                continue
-            col = table.column(f.name)
-            if col.type == f.type:
-                cols.append(col)
-            elif pa.types.is_null(col.type):
-                cols.append(pa.nulls(table.num_rows, f.type))
-            else:
-                return None  # a real type change: a new part keeps both types exact
-        return pa.table(cols, schema=schema)
+        return None if self.schema is None else fit_table(table, self.schema)
 
     def close(self) -> None:
         """Write what is held and close the open part."""

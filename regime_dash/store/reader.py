@@ -25,7 +25,7 @@ from regime_dash.store.paths import META, PARTITION, part_files, run_dir, run_di
 if TYPE_CHECKING:  # pyarrow.dataset loads pandas: only readers of the whole store pay for it
     import pyarrow.dataset as ds
 
-__all__ = ["PartSchemas", "load_frame", "load_table", "open_dataset", "read_jsonl", "run_parts", "store_schema"]
+__all__ = ["PartSchemas", "as_float32", "in_order", "load_frame", "sorted_frame", "load_table", "open_dataset", "read_jsonl", "run_parts", "store_schema"]
 
 _READ_ATTEMPTS = 5  # listings of a run's parts tried when one vanishes between the listing and its read
 #: Rows a narrowed read takes at a time (whole row groups): its float64 transient, not the run's.
@@ -104,19 +104,24 @@ def load_frame(root: Path, run_id: str, columns: Sequence[str] | None = None, *,
         extra = [c for c in ("step", LINE_COLUMN) if c not in want
                  and c in (set(run_meta(root, run_id).get("columns", {})) | {LINE_COLUMN})]
         read = want + extra
-    table = load_table(root, run_id, read, narrow=narrow)
-    sort_keys = [(c, "ascending") for c in ("step", LINE_COLUMN) if c in table.column_names
-                 and (c != "step" or pa.types.is_integer(table.schema.field(c).type)
-                      or pa.types.is_floating(table.schema.field(c).type))]
-    if sort_keys and not _in_order(table, [c for c, _ in sort_keys]):
-        table = table.sort_by(sort_keys)
+    return sorted_frame(load_table(root, run_id, read, narrow=narrow), want)
+
+
+def sorted_frame(table: pa.Table, want: Sequence[str] | None):
+    """``table`` as :meth:`RunStore.load` gives it: sorted by ``step`` then ``_line`` (numeric steps), the
+    columns ``want`` asks for (all: ``None``), a fresh index."""
+    keys = [(c, "ascending") for c in ("step", LINE_COLUMN) if c in table.column_names
+            and (c != "step" or pa.types.is_integer(table.schema.field(c).type)
+                 or pa.types.is_floating(table.schema.field(c).type))]
+    if keys and not in_order(table, [c for c, _ in keys]):
+        table = table.sort_by(keys)
     if want is not None:
-        table = table.select(want)
+        table = table.select(list(want))
     # a block per column and each Arrow column freed once converted: no second copy of the run
     return table.to_pandas(split_blocks=True, self_destruct=True)
 
 
-def _in_order(table: pa.Table, keys: Sequence[str]) -> bool:
+def in_order(table: pa.Table, keys: Sequence[str]) -> bool:
     """Whether ``table`` is already sorted by ``keys`` (the first strictly increasing, with no null,
     settles it): a run written in step order needs no sorted copy."""
     import pyarrow.compute as pc
@@ -129,7 +134,7 @@ def _in_order(table: pa.Table, keys: Sequence[str]) -> bool:
     return bool(pc.all(pc.greater(first.slice(1), first.slice(0, len(first) - 1))).as_py())
 
 
-def _as_float32(col: pa.ChunkedArray | pa.Array):
+def as_float32(col: pa.ChunkedArray | pa.Array):
     """``(fits, col as float32)``: whether every value of the float64 ``col`` (nulls aside, NaN kept) is a float32."""
     import pyarrow.compute as pc
 
@@ -167,7 +172,7 @@ def _read_narrowed(files: Sequence[Path], columns: Sequence[str] | None, at: lis
         for groups, first in _row_group_runs(h):
             piece = conform_table(h.read_row_groups(groups, columns=have, use_threads=True), names, types)
             for n in list(narrow):
-                fits, small = _as_float32(piece.column(n))
+                fits, small = as_float32(piece.column(n))
                 if fits:
                     piece = piece.set_column(names.index(n), pa.field(n, pa.float32()), small)
                 else:

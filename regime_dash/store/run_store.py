@@ -101,6 +101,12 @@ __all__ = ["ENV_VAR", "IngestResult", "MAX_COLUMNS", "PARTITION", "RunStore", "d
            "sanitize_name"]
 
 
+def _needs_delta(root: Path, what: str) -> str:
+    return (f"{what} needs a Delta store; {str(root)!r} is a folder store, whose deleted runs are gone. "
+            f"`regime-dash store migrate {str(root)} NEW` copies it into a Delta store (a URI, or a new "
+            "local path with --store-format delta)")
+
+
 class RunStore:
     """A directory of ingested runs, readable as one hive-partitioned Parquet dataset.
 
@@ -114,6 +120,11 @@ class RunStore:
     max_line_bytes
         Longest line an ingest reads; a longer one is rejected with its size, unread.
     """
+
+    #: The store's format (``"folder"``; a Delta store's is ``"delta"``).
+    format = "folder"
+    #: Whether a deleted run can be restored (a Delta store's can; here a delete is final).
+    keeps_removed_runs = False
 
     def __init__(self, root: str | os.PathLike | None = None, *,
                  chunk_bytes: int | None = None,
@@ -419,6 +430,49 @@ class RunStore:
         """
         writer.delete_run(self.root, run_id)
 
+    # ------------------------------------------------- undo and maintenance (a Delta store's)
+
+    def removed_runs(self) -> list[dict[str, Any]]:
+        """Refused: a folder store keeps no removed run (a Delta store does)."""
+        raise StoreError(_needs_delta(self.root, "listing removed runs"), path=str(self.root))
+
+    def restore(self, ref: str) -> str:
+        """Refused: a deleted run of a folder store is gone (a Delta store keeps it restorable)."""
+        raise StoreError(_needs_delta(self.root, f"restoring run {str(ref)!r}"), run_id=str(ref), path=str(self.root))
+
+    def maintain(self, *, force: bool = False) -> dict[str, Any]:
+        """Refused: a folder store has no old versions to vacuum."""
+        raise StoreError(_needs_delta(self.root, "vacuuming"), path=str(self.root))
+
+    # ------------------------------------------------------------ followed runs, layouts
+
+    def followed_run(self, source: str | os.PathLike, name: str):
+        """The followed run of ``source`` under ``name`` in this store (created or resumed):
+        :class:`~regime_dash.store.append.FollowedRun`."""
+        from regime_dash.store.append import FollowedRun
+
+        return FollowedRun.open(self, source, name)
+
+    def rows_after(self, run_id: str, line: int) -> tuple[pa.Table | None, int]:
+        """A growing run's rows past file line ``line``, and the line they reach
+        (:func:`regime_dash.store.append.rows_after`)."""
+        from regime_dash.store.append import rows_after
+
+        return rows_after(self, run_id, line)
+
+    def follow_status(self) -> dict[str, dict[str, Any]]:
+        """The followed runs' states by run id (:func:`regime_dash.store.append.follow_status`)."""
+        from regime_dash.store.append import follow_status
+
+        return follow_status(self)
+
+    @property
+    def layouts(self):
+        """The store's named chart layouts (:class:`regime_dash.store.layouts.Layouts`)."""
+        from regime_dash.store import layouts
+
+        return layouts.Layouts(self, layouts)
+
     # ------------------------------------------------------------------- quarantine
 
     def orphan_dirs(self) -> list[Path]:
@@ -456,7 +510,8 @@ def resolve_target(target: str, store: str | os.PathLike | None = None) -> tuple
     target
         A path, a run id or a run name.
     store
-        The store directory (default: :func:`default_store`).
+        The store, open (a folder or a Delta store), or a folder store's directory (default:
+        :func:`default_store`).
 
     Returns
     -------
@@ -474,7 +529,8 @@ def resolve_target(target: str, store: str | os.PathLike | None = None) -> tuple
     if p.is_file():
         return "file", target
     try:
-        return "run", RunStore(store).resolve(target)
+        runs = store if hasattr(store, "resolve") else RunStore(store)
+        return "run", runs.resolve(target)
     except StoreError as e:
         if p.is_dir():
             raise IngestError(f"{target!r} is a directory, not a diag file or a run", path=target) from None

@@ -55,7 +55,7 @@ from regime_dash.store.paths import (
 from regime_dash.store.quarantine import move_orphan_copies
 from regime_dash.store.reader import PartSchemas
 
-__all__ = ["MAX_COLUMNS", "clean_stale", "delete_run", "ingest", "reject_record"]
+__all__ = ["MAX_COLUMNS", "clean_stale", "cast_to_types", "delete_run", "ingest", "reject_record"]
 
 #: The most columns one run may have. The diag contract has about a hundred fields; a file
 #: with tens of thousands of keys is refused (its parse cost grows with the key count, and
@@ -227,22 +227,29 @@ def _settle_types(root: Path, tmp: Path, report: IngestReport, schemas: PartSche
     return {k: str(t) for k, t in final.items()}
 
 
-def _cast_part(part: Path, final: dict[str, pa.DataType], report: IngestReport) -> list[Aside]:
-    """The part rewritten with the columns of ``final`` cast to it; returns the values set aside (and
-    counts them and the coercions in ``report``)."""
-    table = pq.read_table(part)
-    lines = table.column(LINE_COLUMN).to_numpy()
+def cast_to_types(table: pa.Table, final: dict[str, pa.DataType]) -> tuple[pa.Table, list[Aside], dict]:
+    """``table`` with each column ``final`` types otherwise cast to that type; returns it, the values
+    set aside (those the type cannot hold) and the coercions counted by column and kind."""
+    lines = table.column(LINE_COLUMN).to_numpy() if LINE_COLUMN in table.column_names else None
     aside: list[Aside] = []
     coerced: dict[str, dict[str, int]] = {}
     for i, f in enumerate(table.schema):
         want = final.get(f.name, f.type)
-        if want != f.type:
-            col, a, c = conform_column(table.column(i), want, lines, f.name)
-            table = table.set_column(i, f.name, col)
-            aside.extend(a)
-            for k, by in c.items():
-                for kind, n in by.items():
-                    coerced.setdefault(k, {})[kind] = coerced.get(k, {}).get(kind, 0) + n
+        if want == f.type:
+            continue
+        col, a, c = conform_column(table.column(i), want, lines, f.name)
+        table = table.set_column(i, f.name, col)
+        aside.extend(a)
+        for k, by in c.items():
+            for kind, n in by.items():
+                coerced.setdefault(k, {})[kind] = coerced.get(k, {}).get(kind, 0) + n
+    return table, aside, coerced
+
+
+def _cast_part(part: Path, final: dict[str, pa.DataType], report: IngestReport) -> list[Aside]:
+    """The part rewritten with the columns of ``final`` cast to it; returns the values set aside (and
+    counts them and the coercions in ``report``)."""
+    table, aside, coerced = cast_to_types(pq.read_table(part), final)
     fresh = part.with_name(part.name + ".new")
     write_part(fresh, table, durable=False)
     os.replace(fresh, part)

@@ -30,9 +30,9 @@ def store_root() -> str:
 
 @st.cache_resource(show_spinner=False)
 def _store(root: str):
-    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.open import open_store
 
-    return RunStore(root)
+    return open_store(root)
 
 
 def get_store():
@@ -78,7 +78,7 @@ def live_run(root: str, run_id: str, aliases: tuple = (), version: str = "") -> 
     """A run a follower is writing, held across reruns and grown by each commit's rows only
     (:class:`regime_dash.follow.live_frame.LiveFrame`): a redraw each second costs the new rows, not the run.
 
-    ``version`` is the run's commit (:func:`regime_dash.store.append.follow_status`): the store is
+    ``version`` is the run's commit (the store's ``follow_status()``): the store is
     read only when it changed. The frame returned is the one held: callers must not change it."""
     from regime_dash.follow.live_frame import LiveFrame
 

@@ -21,9 +21,8 @@ _SEEN = "live_alerts.seen"
 
 
 def _status() -> dict:
-    from regime_dash.store.append import follow_status
 
-    return follow_status(cache.get_store())
+    return cache.get_store().follow_status()
 
 
 @st.fragment(run_every=POLL_SECONDS)

@@ -13,7 +13,6 @@ from typing import Sequence
 import streamlit as st
 
 from regime_dash.diag import panel_set
-from regime_dash.store import layouts as store_layouts
 from regime_dash.errors import RegimeDashError
 from regime_dash.diag.panel_set import PanelSet
 from regime_dash.text import clip, markdown_literal
@@ -47,7 +46,7 @@ def restore_panels(key: str, store, *, param: str = "panels", layout_param: str 
     name = st.query_params.get(layout_param)
     if name is not None:
         try:
-            state.keep(key, panel_set.encode(store_layouts.load(store, name)))
+            state.keep(key, panel_set.encode(store.layouts.load(name)))
             st.caption(f"Layout {markdown_literal(clip(name))} opened.")
         except RegimeDashError as exc:
             why = markdown_literal(clip(str(exc), 200))
@@ -110,7 +109,7 @@ def _said(key: str, what: str | BaseException) -> None:
 
 def _save(key: str, store) -> None:
     try:
-        name = store_layouts.save(store, st.session_state.get(f"{key}.save_name", ""), current(key))
+        name = store.layouts.save(st.session_state.get(f"{key}.save_name", ""), current(key))
         _said(key, f"Layout {markdown_literal(name)} saved.")
     except RegimeDashError as exc:
         _said(key, exc)
@@ -119,7 +118,7 @@ def _save(key: str, store) -> None:
 def _load(key: str, store) -> None:
     name = st.session_state.get(f"{key}.load_name")
     try:
-        _put(key, store_layouts.load(store, name))
+        _put(key, store.layouts.load(name))
         _said(key, f"Layout {markdown_literal(name)} loaded.")
     except RegimeDashError as exc:
         _said(key, exc)
@@ -128,7 +127,7 @@ def _load(key: str, store) -> None:
 def _delete(key: str, store) -> None:
     name = st.session_state.get(f"{key}.load_name")
     try:
-        gone = store_layouts.delete(store, name)
+        gone = store.layouts.delete(name)
         _said(key, f"Layout {markdown_literal(name)} {'deleted' if gone else 'was not there'}.")
         st.session_state[f"{key}.load_name"] = None
     except RegimeDashError as exc:
@@ -143,7 +142,7 @@ def layouts_panel(key: str, store) -> None:
                       placeholder="letters, digits, space, ._-")
         c2.button("Save layout", icon=":material/save:", key=f"{key}.save", on_click=_save, args=(key, store))
         try:
-            names = store_layouts.list_layouts(store)
+            names = store.layouts.list_layouts()
         except RegimeDashError as exc:
             show_error(exc)
             names = []

@@ -99,7 +99,32 @@ def delete_run_control(key: str, store, runs: pd.DataFrame) -> None:
                 st.warning(f"{ident} was not deleted: {markdown_literal(exc)}")
                 return
             st.toast(f"deleted {name} ({ident})")
+            if store.keeps_removed_runs:  # a Delta store: the run can come back (restore_offer)
+                st.session_state[f"{key}.undo"] = (rid, names[rid])
             st.rerun()
+
+
+def restore_offer(key: str, store) -> None:
+    """After a delete on a store that keeps removed runs (a Delta store), a button that brings the run back."""
+    undo = st.session_state.get(f"{key}.undo")
+    if not undo:
+        return
+    rid, name = undo
+    label = f"{markdown_literal(name)} ({markdown_literal(rid)})"
+    left, right = st.columns([4, 1])
+    left.info(f"Deleted {label}. It can be restored until the store's retention window passes "
+              f"(`regime-dash restore {rid}` does the same).")
+    if right.button("Restore", key=f"{key}.restore", icon=":material/undo:"):
+        from regime_dash.errors import StoreError
+
+        st.session_state[f"{key}.undo"] = None
+        try:
+            store.restore(rid)
+        except StoreError as exc:  # restored elsewhere meanwhile, or past the window
+            st.warning(f"{label} was not restored: {markdown_literal(exc)}")
+            return
+        st.toast(f"restored {label}")
+        st.rerun()
 
 
 # ---- Explore -------------------------------------------------------------------------

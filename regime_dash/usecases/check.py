@@ -33,7 +33,7 @@ def user_aliases(path: str | None) -> dict | None:
     return parse_alias_json(text)
 
 
-def load_target(target: str, store: str | None = None,
+def load_target(target: str, store: Any = None,
                 aliases: dict | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Read a run: a file when ``target`` is one, else a run id or unique run name in the
     store (:func:`regime_dash.store.run_store.resolve_target`).
@@ -43,8 +43,10 @@ def load_target(target: str, store: str | None = None,
     are rejected (:mod:`regime_dash.ingest.diag_rows`), and ``source["not_diag"]`` says why
     the file is not a diag (``None`` when it is one).
     """
+    from regime_dash.store.open import open_store
     from regime_dash.store.run_store import resolve_target
 
+    store = open_store(store)
     kind, ref = resolve_target(target, store)
     if kind == "file":
         path = Path(ref)
@@ -129,7 +131,7 @@ class Checked:
     other_writers: dict = field(default_factory=dict)
 
 
-def check_target(target: str, *, store: str | None = None, aliases: dict | None = None,
+def check_target(target: str, *, store: Any = None, aliases: dict | None = None,
                  only: Sequence[str] | None = None, options: Any = None, single: str | None = None,
                  notices: IO[str] | None = None, writer: str | None = None,
                  split_writers: bool = False) -> Checked:
@@ -172,7 +174,7 @@ def check_frame(frame: pd.DataFrame, single: pd.DataFrame | None = None):
     return diagnose(frame, single=single)
 
 
-def check_store(store: str | None, *, scheduler: Any = None, options: dict | None = None,
+def check_store(store: Any, *, scheduler: Any = None, options: dict | None = None,
                 aliases: dict | None = None, progress: Callable[[int, int], None] | None = None,
                 verbose: bool = False) -> pd.DataFrame:
     """Every run of the store checked (through ``scheduler``: None, ``"local"``, an address), one summary row
@@ -181,11 +183,11 @@ def check_store(store: str | None, *, scheduler: Any = None, options: dict | Non
     import functools
 
     from regime_dash.runs.check_all import check_all, store_check
-    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.open import open_store
 
-    runs_store = RunStore(store)
+    runs_store = open_store(store)
     runs = [r["run_id"] for r in runs_store.list_runs()]
-    check = functools.partial(store_check, store=str(runs_store.root), options=options or {}, aliases=aliases)
+    check = functools.partial(store_check, store=runs_store.root, options=options or {}, aliases=aliases)
     return check_all(runs, check, scheduler=scheduler, progress=progress, verbose=verbose)
 
 
@@ -200,7 +202,7 @@ def check_all_exit_code(statuses) -> int:
     return 0 if all(s == "ok" for s in statuses) else 1
 
 
-def diff_targets(a: str, b: str, *, store: str | None = None, aliases: dict | None = None,
+def diff_targets(a: str, b: str, *, store: Any = None, aliases: dict | None = None,
                  columns: Sequence[str] | None = None) -> tuple[Any, bool | None]:
     """``(diff, same bytes)``: two runs compared step by step (:func:`regime_dash.analysis.diff_runs`), and
     whether the two files are byte-identical (None unless both are files)."""

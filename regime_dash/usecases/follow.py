@@ -19,13 +19,16 @@ def follow_set(store: str | None, paths: Sequence[str], name: str | None = None,
     """
     from regime_dash.errors import ValidationError
     from regime_dash.follow.follower import FollowSet
-    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.open import open_store
 
     if commit_every is None or not commit_every > 0:
         raise ValidationError(f"--commit-every must be > 0 seconds, got {commit_every!r}",
                               field="commit_every", value=commit_every)
     kw = {} if max_line_mb is None else {"max_line_bytes": max(1, int(max_line_mb * 2**20))}
-    return FollowSet(RunStore(store, **kw), paths, name, pattern=pattern, commit_every=commit_every,
+    runs = open_store(store, **kw)
+    if kw:  # a store the caller opened takes the line limit too
+        runs.max_line_bytes = kw["max_line_bytes"]
+    return FollowSet(runs, paths, name, pattern=pattern, commit_every=commit_every,
                      on_truncate=on_truncate, dashboard=dashboard)
 
 
@@ -59,11 +62,11 @@ class RunFollow:
     """The verdict of a run being followed, commit by commit (:class:`~regime_dash.follow.follower.RunWatch`:
     each commit costs its own rows)."""
 
-    def __init__(self, store: str | None, target: str, options: Any = None):
+    def __init__(self, store: Any, target: str, options: Any = None):
         from regime_dash.follow.follower import RunWatch
-        from regime_dash.store.run_store import RunStore
+        from regime_dash.store.open import open_store
 
-        runs = RunStore(store)
+        runs = open_store(store)
         self.run_id = runs.resolve(target)
         self.watch = RunWatch(runs, self.run_id, options)
 

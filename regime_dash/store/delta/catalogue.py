@@ -27,6 +27,8 @@ import os
 import socket
 from typing import Any, Iterable
 
+from regime_dash.store.paths import pid_alive
+
 __all__ = ["LISTED", "LIVE", "PENDING", "REMOVED", "REMOVING", "RESTORING", "STALE_SECONDS", "doc",
            "needs_rows_check", "now", "run_entry", "visible", "writer", "writer_gone"]
 
@@ -46,22 +48,12 @@ def writer() -> dict[str, Any]:
     return {"host": socket.gethostname(), "pid": os.getpid(), "at": now()}
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def writer_gone(w: dict[str, Any] | None) -> bool:
     """Whether the writer ``w`` stopped: its process is gone (this host), or it has been silent for a day."""
     if not w:
         return True
     if w.get("host") == socket.gethostname() and isinstance(w.get("pid"), int):
-        return w["pid"] != os.getpid() and not _pid_alive(w["pid"])
+        return w["pid"] != os.getpid() and not pid_alive(w["pid"])
     try:
         at = _dt.datetime.fromisoformat(str(w.get("at")))
     except ValueError:

@@ -32,13 +32,12 @@ import pyarrow.compute as pc
 
 from regime_dash.errors import StoreError
 from regime_dash.ingest import LINE_COLUMN, Aside, Reject
-from regime_dash.store.append import FOLLOW_KEY, FollowState, follow_run_id
+from regime_dash.store.append import FOLLOW_KEY, FollowState, follow_identity, merge_held
 from regime_dash.store.delta import catalogue as cat
 from regime_dash.store.delta.maintenance import COMPACT_FILES, compact_run
 from regime_dash.store.delta.parts import settle, write_table
 from regime_dash.store.delta.records import reject_record
 from regime_dash.store.delta.tables import PARTITION, retry
-from regime_dash.store.run_store import sanitize_name
 
 
 __all__ = ["DeltaFollowedRun", "follow_status", "rows_after"]
@@ -76,14 +75,8 @@ class DeltaFollowedRun:
         StoreError
             Another run has that name, or the id names a run that was ingested whole.
         """
-        source = os.path.abspath(os.fspath(source))
-        name = sanitize_name(name)
-        run_id = follow_run_id(name, source)
         store.recover()
-        taken = [r["run_id"] for r in store.list_runs() if r["name"] == name and r["run_id"] != run_id]
-        if taken:
-            raise StoreError(f"run name {name!r} is taken by run {taken[0]!r}: follow under another --name "
-                             f"(or remove that run with `rm {taken[0]}`)", run_id=taken[0], path=store.root.uri)
+        source, name, run_id = follow_identity(store.list_runs(), source, name, store.root.uri)
         run = cls(store, run_id, name, FollowState(source), {})
         if any(r["run_id"] == run_id for r in store.list_runs()):
             run._resume()
@@ -148,14 +141,11 @@ class DeltaFollowedRun:
                state: FollowState, extra: dict[str, Any] | Callable[[], dict[str, Any]] | None = None) -> None:
         """Make one batch of the follow durable and visible (see the module doc for the order)."""
         has_rows = table is not None and table.num_rows > 0
-        if not self._exists and not has_rows:
+        batch = merge_held(self._held, rejects, aside, keep=not self._exists and not has_rows)
+        if batch is None:
             self.state = state
-            self._held[0].extend(rejects)
-            self._held[1].extend(aside)
             return
-        if self._held[0] or self._held[1]:
-            rejects, aside = [*self._held[0], *rejects], [*self._held[1], *aside]
-            self._held = ([], [])
+        rejects, aside = batch
         later = extra if callable(extra) else (lambda: extra or {})
         if not self._exists:
             self._create(table, rejects, aside, state, later())

@@ -51,13 +51,26 @@ def _first_difference(a: pa.Table, b: pa.Table) -> str | None:
     return None
 
 
+#: Metadata derived from a run's rows, which a reader of either store may add at any time: the runs
+#: table's verdict cache (``regime_dash.runs.run_table.TABLE_KEY``). A second migration finds it on
+#: runs the first copied and `runs --json` has judged since.
+DERIVED_KEYS = ("table",)
+
+
+def _kept_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in meta.items() if k not in DERIVED_KEYS}
+
+
 def verify_run(old: RunStore, new: DeltaRunStore, run_id: str) -> None:
     """Raise :class:`StoreError` naming the first difference between the run in both stores."""
-    checks = (("metadata", lambda s: s.meta(run_id)), ("rejects", lambda s: s.rejects(run_id)),
+    checks = (("metadata", lambda s: _kept_meta(s.meta(run_id))), ("rejects", lambda s: s.rejects(run_id)),
               ("conflicts", lambda s: s.conflicts(run_id)))
     for what, read in checks:
-        if read(old) != read(new):
-            raise StoreError(f"migration check failed: run {run_id!r}: its {what} differ", run_id=run_id,
+        was, now = read(old), read(new)
+        if was != now:
+            keys = sorted(k for k in set(was) | set(now) if was.get(k) != now.get(k)) if what == "metadata" else []
+            said = f" ({', '.join(keys[:8])})" if keys else ""
+            raise StoreError(f"migration check failed: run {run_id!r}: its {what} differ{said}", run_id=run_id,
                              path=new.root.uri)
     diff = _first_difference(old.load_table(run_id), new.load_table(run_id))
     if diff is not None:

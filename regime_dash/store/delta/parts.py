@@ -22,7 +22,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from regime_dash.ingest import CANONICAL_TYPES, LINE_COLUMN, Aside, conform_column
+from regime_dash.ingest import CANONICAL_TYPES, LINE_COLUMN, Aside
+from regime_dash.store.parts import fit_table
+from regime_dash.store.writer import cast_to_types
 from regime_dash.store.delta.tables import Part, storage_type
 
 __all__ = ["PartWriter", "final_types", "settle", "storage_schema", "write_table"]
@@ -46,29 +48,6 @@ def _line_range(table: pa.Table) -> tuple[int | None, int | None]:
     return mm["min"], mm["max"]
 
 
-def _fit(table: pa.Table, schema: pa.Schema) -> pa.Table | None:
-    """``table`` in ``schema`` (missing columns null, null columns typed), or ``None`` when it holds a
-    column ``schema`` lacks or a value type it cannot hold."""
-    if table.schema.equals(schema):
-        return table
-    names = set(table.column_names)
-    if not names <= set(schema.names):
-        return None
-    cols = []
-    for f in schema:
-        if f.name not in names:
-            cols.append(pa.nulls(table.num_rows, f.type))
-            continue
-        col = table.column(f.name)
-        if col.type == f.type:
-            cols.append(col)
-        elif pa.types.is_null(col.type):
-            cols.append(pa.nulls(table.num_rows, f.type))
-        else:
-            return None
-    return pa.table(cols, schema=schema)
-
-
 class PartWriter:
     """Writes tables into Parquet files ``part-<uuid>-NNNNN.parquet`` in ``directory``."""
 
@@ -85,7 +64,7 @@ class PartWriter:
     def write(self, table: pa.Table) -> None:
         if table.num_rows == 0:
             return
-        fitted = _fit(table, self._schema) if self._writer is not None and self._schema is not None else None
+        fitted = fit_table(table, self._schema) if self._writer is not None and self._schema is not None else None
         if fitted is None:
             self.close()
             name = f"part-{self.tag}-{len(self.parts):05d}.parquet"
@@ -138,23 +117,6 @@ def final_types(run_types: dict[str, pa.DataType], store_types: dict[str, pa.Dat
     return {k: known.get(k, t) for k, t in run_types.items()}
 
 
-def _conform(table: pa.Table, final: dict[str, pa.DataType]) -> tuple[pa.Table, list[Aside], dict]:
-    lines = table.column(LINE_COLUMN).to_numpy() if LINE_COLUMN in table.column_names else None
-    aside: list[Aside] = []
-    coerced: dict[str, dict[str, int]] = {}
-    for i, f in enumerate(table.schema):
-        want = final.get(f.name, f.type)
-        if want == f.type:
-            continue
-        col, a, c = conform_column(table.column(i), want, lines, f.name)
-        table = table.set_column(i, f.name, col)
-        aside.extend(a)
-        for k, by in c.items():
-            for kind, n in by.items():
-                coerced.setdefault(k, {})[kind] = coerced.get(k, {}).get(kind, 0) + n
-    return table, aside, coerced
-
-
 def storage_schema(table_schema: pa.Schema) -> pa.Schema:
     """The file schema a Delta table keeps: top-level null columns left out (they read as null, and
     give the column no type), nested nulls as string."""
@@ -172,7 +134,7 @@ def settle(parts: Sequence[Part], final: dict[str, pa.DataType]) -> tuple[list[P
             out.append(p)
             continue
         table = pq.read_table(p.local)
-        table, a, c = _conform(table, final)
+        table, a, c = cast_to_types(table, final)
         table = table.select(want.names).cast(want)
         aside.extend(a)
         for k, by in c.items():

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from regime_dash.errors import StoreError
 from regime_dash.ingest import LINE_COLUMN
 from regime_dash.store.delta.tables import PARTITION
+from regime_dash.store.reader import as_float32, in_order, sorted_frame
 
 
 __all__ = ["in_order", "narrowed", "read_run", "sorted_frame"]
@@ -28,25 +29,13 @@ def _type_of(text: str) -> pa.DataType | None:
     return simple.get(text)
 
 
-def in_order(table: pa.Table, keys: Sequence[str]) -> bool:
-    """Whether ``table`` is already sorted by ``keys`` (the first strictly increasing, with no null, settles it)."""
-    first = table.column(keys[0])
-    if len(first) < 2:
-        return True
-    if first.null_count or (pa.types.is_floating(first.type) and pc.any(pc.is_nan(first)).as_py()):
-        return False
-    return bool(pc.all(pc.greater(first.slice(1), first.slice(0, len(first) - 1))).as_py())
-
-
 def narrowed(table: pa.Table) -> pa.Table:
     """Each float64 column whose every value (nulls aside, NaN kept) is a float32, as float32."""
     for i, f in enumerate(table.schema):
         if not pa.types.is_float64(f.type):
             continue
-        col = table.column(i)
-        small = pc.cast(col, pa.float32(), safe=False)
-        same = pc.or_kleene(pc.equal(pc.cast(small, pa.float64()), col), pc.is_nan(col))
-        if pc.all(same).as_py() is not False:
+        fits, small = as_float32(table.column(i))
+        if fits:
             table = table.set_column(i, pa.field(f.name, pa.float32()), small)
     return table
 
@@ -95,16 +84,3 @@ def read_run(store, run_id: str, meta: dict[str, Any], columns: Sequence[str] | 
     cols = [_restore_column(table, c, types.get(c) if c != LINE_COLUMN else None, n) for c in want]
     out = pa.table(cols, names=want)
     return narrowed(out) if narrow else out
-
-
-def sorted_frame(table: pa.Table, want: Sequence[str] | None):
-    """``table`` as :meth:`RunStore.load` gives it: sorted by ``step`` then ``_line`` (numeric steps), the
-    columns asked for, a fresh index."""
-    keys = [(c, "ascending") for c in ("step", LINE_COLUMN) if c in table.column_names
-            and (c != "step" or pa.types.is_integer(table.schema.field(c).type)
-                 or pa.types.is_floating(table.schema.field(c).type))]
-    if keys and not in_order(table, [c for c, _ in keys]):
-        table = table.sort_by(keys)
-    if want is not None:
-        table = table.select(list(want))
-    return table.to_pandas(split_blocks=True, self_destruct=True)

@@ -28,11 +28,14 @@ from regime_dash.store.delta.parts import Part, write_table
 from regime_dash.store.delta.records import REJECTS_SCHEMA, rejects_table
 from regime_dash.store.delta.tables import PARTITION, Tables, commit_files, partition_files, table_schema
 from regime_dash.store.location import StoreLocation, parse_location
+from regime_dash.store.metadata import resolve_among
 from regime_dash.store.run_store import IngestResult, sanitize_name
 
 __all__ = ["DEFAULT_RETENTION_HOURS", "DEFAULT_VACUUM_EVERY_HOURS", "DeltaRunStore"]
 
 ROWS, REJECTS, RUNS, SETTINGS = "rows", "rejects", "runs", "settings"
+#: The settings document that holds the URL of the dashboard serving the store.
+_DASHBOARD_KEY = "dashboard"
 #: How long a removed run can be restored, and old versions read (Delta's default, 7 days).
 DEFAULT_RETENTION_HOURS = 168.0
 #: How often a writer vacuums the tables (files no version within the retention window reads).
@@ -78,6 +81,11 @@ class DeltaRunStore:
     vacuum_every_hours
         How often writers vacuum (``maintain`` runs it when due; ``None``: only when asked).
     """
+
+    #: The store's format (``"delta"``; a folder store's is ``"folder"``).
+    format = "delta"
+    #: Whether a deleted run can be restored: within ``retention_hours`` (:meth:`restore`).
+    keeps_removed_runs = True
 
     def __init__(self, where: str | os.PathLike | StoreLocation | None = None, *, storage_options=None,
                  chunk_bytes: int | None = None, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
@@ -139,20 +147,7 @@ class DeltaRunStore:
 
     def resolve_ref(self, ref: str) -> tuple[str, str]:
         """:meth:`resolve`, and how ``ref`` named the run: ``"id"``, ``"name"`` or ``"alias"``."""
-        ref = str(ref)
-        runs = self.list_runs()
-        if any(r["run_id"] == ref for r in runs):
-            return ref, "id"
-        for how, holders in (("name", [r["run_id"] for r in runs if r["name"] == ref]),
-                             ("alias", [r["run_id"] for r in runs if ref in r["aliases"]])):
-            if len(holders) == 1:
-                return holders[0], how
-            if holders:
-                raise StoreError(f"run {how} {ref!r} is ambiguous: {len(holders)} runs have it "
-                                 f"({', '.join(holders)}); give the full id", run_id=ref, path=self.root.uri)
-        known = ", ".join(f"{r['name']} ({r['run_id']})" for r in runs[:10]) or "none"
-        raise StoreError(f"no run named {ref!r} in store {self.root.uri!r} (runs: {known})", run_id=ref,
-                         path=self.root.uri)
+        return resolve_among(self.list_runs(), ref, self.root.uri)
 
     def holder_of(self, name: str, *, besides: str | None = None) -> str | None:
         """The run (other than ``besides``) whose id, name or alias is ``name``, else None."""
@@ -332,6 +327,67 @@ class DeltaRunStore:
         from regime_dash.store.delta.maintenance import maintain
 
         return maintain(self, force=force)
+
+    def vacuum(self) -> dict[str, int]:
+        """Vacuum every table now (files no version within ``retention_hours`` reads); returns the
+        number of files removed by table."""
+        from regime_dash.store.delta.maintenance import vacuum
+
+        return vacuum(self)
+
+    def orphan_dirs(self) -> list:
+        """None: a Delta store's readers go through its log, so no folder is read unlisted."""
+        return []
+
+    # ------------------------------------------------------------ followed runs, layouts
+
+    def followed_run(self, source: str | os.PathLike, name: str):
+        """The followed run of ``source`` under ``name`` (created or resumed):
+        :class:`~regime_dash.store.delta.follow.DeltaFollowedRun`."""
+        from regime_dash.store.delta.follow import DeltaFollowedRun
+
+        return DeltaFollowedRun.open(self, source, name)
+
+    def rows_after(self, run_id: str, line: int) -> tuple[pa.Table | None, int]:
+        """A growing run's rows past file line ``line``, and the line they reach."""
+        from regime_dash.store.delta.follow import rows_after
+
+        return rows_after(self, run_id, line)
+
+    def follow_status(self) -> dict[str, dict[str, Any]]:
+        """The followed runs' states by run id."""
+        from regime_dash.store.delta.follow import follow_status
+
+        return follow_status(self)
+
+    def content_version(self, run_id: str) -> str:
+        """A token that changes exactly when the run's rows change (as the folder store's, from its catalogue
+        document: a follow's commit grows its rows and last step); a cache of the run's rows keys on it."""
+        from regime_dash.store.metadata import content_version
+
+        return content_version(self.meta(run_id))
+
+    def record_dashboard_url(self, url: str) -> None:
+        """Record ``url`` as the dashboard serving this store (a settings document): followers link alerts there."""
+        from regime_dash.errors import StoreError
+
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise StoreError(f"a dashboard URL must start with http:// or https://, got {url!r}", path=str(self.root))
+        self.settings.change(lambda docs: docs.update({_DASHBOARD_KEY: {"url": url.rstrip("/")}}),
+                             "cannot record the dashboard URL")
+
+    def dashboard_url(self) -> str | None:
+        """The URL the store's dashboard recorded (:meth:`record_dashboard_url`), None when none did."""
+        url = self.settings.read().get(_DASHBOARD_KEY, {}).get("url")
+        return url if isinstance(url, str) and url.startswith(("http://", "https://")) else None
+
+    @property
+    def layouts(self):
+        """The store's named chart layouts (:class:`regime_dash.store.layouts.Layouts`)."""
+        from regime_dash.store.delta import layouts
+        from regime_dash.store.layouts import Layouts
+
+        return Layouts(self, layouts)
 
     # ------------------------------------------------------------------ for the helpers
 

@@ -69,7 +69,7 @@ def parse_into(store, source: Any, spool: str, source_name: str | None,
     if PARTITION in report.columns:
         free = _free_col_of(report.columns)
         report.columns = {(free if k == PARTITION else k): v for k, v in report.columns.items()}
-        report._types = {(free if k == PARTITION else k): v for k, v in report._types.items()}
+        report.arrow_types = {(free if k == PARTITION else k): v for k, v in report.arrow_types.items()}
     return report, row_parts, reject_parts
 
 
@@ -103,7 +103,7 @@ def result_of(meta: dict[str, Any], report: IngestReport, duplicate_of: str | No
 def _settled(store, report: IngestReport, parts: list[Part], spool: str,
              store_types: dict[str, pa.DataType]) -> tuple[list[Part], list[Part], dict[str, str]]:
     """The row files in the store's types, the files of the values that set aside, and the columns."""
-    final = final_types(report._types, store_types)
+    final = final_types(report.arrow_types, store_types)
     parts, aside, coerced = settle(parts, final)
     report.note(aside, coerced)
     extra = store.rejects_parts(spool, "aside", [a.to_dict() for a in aside])

@@ -38,6 +38,7 @@ if new:
 
 sections.ingest_report_panel()
 
+sections.restore_offer("runs.delete", store)
 runs = cache.runs_frame(store)
 if runs.empty:
     st.info("The store is empty. Upload a diag.jsonl above, or start with the sample files.")
