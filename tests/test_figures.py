@@ -283,7 +283,9 @@ def test_traces_of_builds_each_run_once_and_the_same_figure(trap_frame):
     plain = figures.signal_panels(runs, smoothing=0.5, n_out=300, height=900)
     hooked = figures.signal_panels(runs, smoothing=0.5, n_out=300, height=900, traces_of=traces_of)
     assert plain.to_plotly_json() == hooked.to_plotly_json()
-    assert calls == [("baseline", figures.run_colour(0), 1.7, 300), ("what-if", figures.run_colour(1), 1.0, 300)]
+    # with no colours given, a run takes the colour its label hashes to (run_colour), not its place
+    assert calls == [("baseline", figures.run_colour("baseline"), 1.7, 300),
+                     ("what-if", figures.run_colour("what-if"), 1.0, 300)]
     kelly = [t for t in hooked.data if t.name == "what-if kelly_f"]
     assert len(kelly) == 1 and len(kelly[0].y) <= 300  # the points per trace asked for, not the default
 
@@ -336,7 +338,7 @@ def test_signal_spec_is_the_figure_as_plotly_json(trap_frame):
 
     other = trap_frame.assign(**{diag.KELLY: trap_frame[diag.KELLY] * 0.5})
     runs = {"baseline": trap_frame, "what-if": other}
-    kept = figures.run_traces("baseline", trap_frame, figures.run_colour(0), smoothing=0.3, n_out=300, widen=1.7)
+    kept = figures.run_traces("baseline", trap_frame, figures.run_colour("baseline"), smoothing=0.3, n_out=300, widen=1.7)
 
     def traces_of(label, frame, colour, **kw):
         return kept if label == "baseline" else figures.run_traces(label, frame, colour, **kw)
@@ -437,6 +439,24 @@ def test_figures_does_not_import_streamlit():
 
 
 # ---- readable charts ---------------------------------------------------------------------
+def test_a_run_keeps_its_colour_whatever_else_is_drawn(trap_frame):
+    """A run's colour is a stable hash of its id: the same alone, first, or after other runs
+    (plotly's palette), and a colour given explicitly wins."""
+    ids = [f"run-{k:02d}" for k in range(12)]
+    assert {figures.run_colour(r) for r in ids} <= set(figures.RUN_COLOURS)
+    assert len({figures.run_colour(r) for r in ids}) > 3  # the hash spreads runs over the palette
+    assert figures.run_colour("run-07") == figures.run_colour("run-07")
+
+    def colour_of(runs: dict, label: str, **kw) -> str:
+        spec = figures.signal_spec(runs, n_out=100, **kw)
+        return next(t["line"]["color"] for t in spec["data"] if t["name"] == f"{label} σ")
+
+    alone = colour_of({"run-07": trap_frame}, "run-07")
+    after = colour_of({**{r: trap_frame for r in ids[:5]}, "run-07": trap_frame}, "run-07")
+    assert alone == after == figures.run_colour("run-07")
+    assert colour_of({"run-07": trap_frame}, "run-07", colours={"run-07": "#123456"}) == "#123456"
+
+
 def test_every_panel_has_a_y_title_with_units(trap_frame):
     fig = figures.signal_panels({"r": trap_frame})
     titles = {k: fig.layout[k].title.text for k in fig.layout if k.startswith("yaxis")}
@@ -451,7 +471,7 @@ def test_series_of_a_run_share_its_hue_but_not_its_tone(trap_frame):
     fig = figures.signal_panels({"r": trap_frame})
     sigma, = _traces(fig, "r σ")
     envelope, = _traces(fig, "r envelope")
-    assert sigma.line.color == figures.run_colour(0)
+    assert sigma.line.color == figures.run_colour("r")
     assert envelope.line.color != sigma.line.color and envelope.line.width != sigma.line.width
     # identical runs: the first is drawn wider, so the second cannot hide it
     fig2 = figures.signal_panels({"a": trap_frame, "b": trap_frame})

@@ -157,7 +157,7 @@ def custom_spec(runs: Mapping[str, pd.DataFrame], panels: PanelSet, *, x: str = 
     data: list[dict] = []
     n = len(runs)
     for i, (label, frame) in enumerate(runs.items()):
-        data += _run_traces(label, frame, (colours or {}).get(label, run_colour(i)), fields, axes, x=x,
+        data += _run_traces(label, frame, (colours or {}).get(label) or run_colour(label), fields, axes, x=x,
                             smoothing=smoothing, n_out=n_out, offset=float((x_offsets or {}).get(label, 0.0)),
                             widen=1.0 + 0.7 * (n - 1 - i))
     return {"data": [{k: plotly_arrays.encode(v) for k, v in t.items()} for t in data], "layout": layout}

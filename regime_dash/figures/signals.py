@@ -65,7 +65,7 @@ PANEL_Y: tuple[tuple[str, str | None], ...] = (
     ("kelly_f (fraction)", None),
 )
 
-#: Distinct run colours (plotly's qualitative "Plotly" palette); run i takes entry i mod 10.
+#: Distinct run colours (plotly's qualitative "Plotly" palette); a run takes the entry its id hashes to.
 RUN_COLOURS: tuple[str, ...] = ("#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A",
                                 "#19D3F3", "#FF6692", "#B6E880", "#FF97FF", "#FECB52")
 
@@ -93,9 +93,13 @@ SIGNAL_MARGIN = {"l": 84, "r": 76, "t": 72, "b": 72}
 LIVE_MARGIN = {"l": 80, "r": 20, "t": 30, "b": 70}
 
 
-def run_colour(i: int) -> str:
-    """Colour of the ``i``-th overlaid run."""
-    return RUN_COLOURS[i % len(RUN_COLOURS)]
+def run_colour(run: str) -> str:
+    """Colour of the run ``run`` (its id, or a label where no id is known): one of :data:`RUN_COLOURS`
+    chosen by a stable hash of ``run``, so a run keeps its colour on every page and in every
+    selection (its place among the runs shown does not change it)."""
+    import zlib
+
+    return RUN_COLOURS[zlib.crc32(str(run).encode()) % len(RUN_COLOURS)]
 
 
 def tone(hex_colour: str, k: int) -> str:
@@ -345,7 +349,7 @@ def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothin
     height
         Figure height in pixels.
     colours
-        ``{label: colour}``; default: :func:`run_colour` in ``runs`` order.
+        ``{label: colour}``; default: :func:`run_colour` of the label.
     x_offsets
         ``{label: step}`` subtracted from that run's steps (``x="step"`` only): with
         each run's first step, runs that started at different steps line up.
@@ -406,7 +410,7 @@ def _signal_dict(runs: Mapping[str, pd.DataFrame], *, x: str, smoothing: float, 
     traces_of = traces_of or run_traces
     data: list[dict] = []
     for i, (label, frame) in enumerate(runs.items()):
-        colour = (colours or {}).get(label, run_colour(i))
+        colour = (colours or {}).get(label) or run_colour(label)
         # earlier runs draw wider, so a later run drawn exactly on top leaves a rim of the earlier one
         data += traces_of(label, frame, colour, x=x, smoothing=smoothing, n_out=n_out,
                           offset=float((x_offsets or {}).get(label, 0.0)), widen=1.0 + 0.7 * (n - 1 - i))

@@ -323,7 +323,7 @@ def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: 
                    offsets: Mapping[str, int] | None = None, height: int = 1400,
                    window: tuple[int, int] | None = None, decorate: Callable[[Any], Any] | None = None,
                    on_marker: Callable[[Mapping[str, Any], Any], None] | None = None,
-                   run_keys: tuple = ()) -> None:
+                   run_keys: tuple = (), colours: tuple = ()) -> None:
     """The signal panels of ``runs`` (already cut to the window of ``window_key``), zoomable with detail.
 
     Dragging across the chart (step axis) selects a step range; it becomes the
@@ -336,14 +336,15 @@ def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: 
     outside it widens the view. ``on_marker(meta, x)`` is called when a point of a trace that
     carries a ``meta`` dict (a verdict marker of :func:`regime_dash.figures.overlay.overlay`) is clicked.
     ``run_keys`` (``((label, key), ...)``, each key naming that run's frame as cut) caches each run's
-    traces on its own, with the ones the smoothing leaves as they are (:func:`regime_dash.ui.cache.signal_spec`).
+    traces on its own, with the ones the smoothing leaves as they are (:func:`regime_dash.ui.cache.signal_spec`);
+    ``colours`` (``((label, colour), ...)``) gives each run its colour (see :func:`run_colours`).
     """
     from regime_dash.ui import cache
 
     # the figure dict, not a plotly Figure: with ten runs, building one, drawing the verdicts on it and
     # encoding it again cost 0.2 s a redraw (the overlay takes the dict as it is)
     fig = cache.signal_spec(fig_key, dict(runs), x, smoothing, height=height,
-                            x_offsets=tuple(sorted((offsets or {}).items())), run_keys=run_keys)
+                            x_offsets=tuple(sorted((offsets or {}).items())), run_keys=run_keys, colours=colours)
     fig = thin_bands(fig, len(runs))
     if decorate is not None:
         fig = decorate(fig)
@@ -503,6 +504,14 @@ def run_labels(runs: pd.DataFrame, run_ids: Sequence[str]) -> dict[str, str]:
     names = dict(zip(runs["run_id"], runs["name"]))
     picked = [names.get(r, r) for r in run_ids]
     return {r: (n if picked.count(n) == 1 else f"{n} ({r[-6:]})") for r, n in zip(run_ids, picked)}
+
+
+def run_colours(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """``((label, colour), ...)`` of ``labels`` (``{run_id: label}``): each run in the colour of its id
+    (:func:`regime_dash.figures.signals.run_colour`), the same on every page whatever else is picked."""
+    from regime_dash.figures.signals import run_colour
+
+    return tuple((label, run_colour(rid)) for rid, label in labels.items())
 
 
 def window_key(prefix: str, run_ids: Sequence[str]) -> str:
