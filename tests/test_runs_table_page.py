@@ -114,3 +114,17 @@ def test_compare_shows_only_for_two_selected_and_alerts_are_text(store):
     table = _table(at)
     alerts = dict(zip(table["name"], table["alerts"]))
     assert alerts == {"base": "", "short": "FAIL: kelly_trap"}
+
+
+def test_next_opens_the_runs_just_uploaded_on_explore(store):
+    """After an upload, "Next: look at the runs on Explore" opens the run just stored, not the
+    store's oldest run (the one Explore picks with nothing named)."""
+    text = (SAMPLE_DIR / "diag.jsonl").read_bytes().replace(b'"max_duration":1000.0', b'"max_duration":600.0')
+    at = _runs_page()
+    at.file_uploader(key="runs.upload").set_value([("fresh.jsonl", text, "application/json")]).run()
+    assert not at.exception, [e.message for e in at.exception]
+    old = {store.resolve("base"), store.resolve("short")}
+    (fresh,) = [r["run_id"] for r in store.list_runs() if r["run_id"] not in old]
+    at.button(key="runs.explore").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.multiselect(key="explore.runs").value == [fresh]
