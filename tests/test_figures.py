@@ -283,9 +283,9 @@ def test_traces_of_builds_each_run_once_and_the_same_figure(trap_frame):
     plain = figures.signal_panels(runs, smoothing=0.5, n_out=300, height=900)
     hooked = figures.signal_panels(runs, smoothing=0.5, n_out=300, height=900, traces_of=traces_of)
     assert plain.to_plotly_json() == hooked.to_plotly_json()
-    # with no colours given, a run takes the colour its label hashes to (run_colour), not its place
-    assert calls == [("baseline", figures.run_colour("baseline"), 1.7, 300),
-                     ("what-if", figures.run_colour("what-if"), 1.0, 300)]
+    # with no colours given, a run takes the colour of its label (run_colours), not of its place
+    colour = figures.run_colours(["baseline", "what-if"])
+    assert calls == [("baseline", colour["baseline"], 1.7, 300), ("what-if", colour["what-if"], 1.0, 300)]
     kelly = [t for t in hooked.data if t.name == "what-if kelly_f"]
     assert len(kelly) == 1 and len(kelly[0].y) <= 300  # the points per trace asked for, not the default
 
@@ -440,21 +440,30 @@ def test_figures_does_not_import_streamlit():
 
 # ---- readable charts ---------------------------------------------------------------------
 def test_a_run_keeps_its_colour_whatever_else_is_drawn(trap_frame):
-    """A run's colour is a stable hash of its id: the same alone, first, or after other runs
-    (plotly's palette), and a colour given explicitly wins."""
-    ids = [f"run-{k:02d}" for k in range(12)]
+    """A run's colour is a stable hash of its id, not its place among the runs drawn: the same alone,
+    first or last; runs drawn together differ (a clash moves the later one in id order); a colour
+    given explicitly wins."""
+    ids = [f"run-{k:02d}" for k in range(10)]
     assert {figures.run_colour(r) for r in ids} <= set(figures.RUN_COLOURS)
     assert len({figures.run_colour(r) for r in ids}) > 3  # the hash spreads runs over the palette
-    assert figures.run_colour("run-07") == figures.run_colour("run-07")
+    together = figures.run_colours(ids)
+    assert len(set(together.values())) == 10 and together == figures.run_colours(ids[::-1])
+    first = min(ids)  # nothing before it in id order: it keeps its hashed colour in any company
+    assert together[first] == figures.run_colour(first) == figures.run_colours([first])[first]
+    # runs whose hashed colours differ keep them, whatever else is drawn
+    apart = {}
+    for r in ids:
+        apart.setdefault(figures.run_colour(r), r)
+    assert figures.run_colours(list(apart.values())) == {r: c for c, r in apart.items()}
 
     def colour_of(runs: dict, label: str, **kw) -> str:
         spec = figures.signal_spec(runs, n_out=100, **kw)
         return next(t["line"]["color"] for t in spec["data"] if t["name"] == f"{label} σ")
 
-    alone = colour_of({"run-07": trap_frame}, "run-07")
-    after = colour_of({**{r: trap_frame for r in ids[:5]}, "run-07": trap_frame}, "run-07")
-    assert alone == after == figures.run_colour("run-07")
-    assert colour_of({"run-07": trap_frame}, "run-07", colours={"run-07": "#123456"}) == "#123456"
+    alone = colour_of({first: trap_frame}, first)
+    last = colour_of({**{r: trap_frame for r in ids[1:6]}, first: trap_frame}, first)
+    assert alone == last == figures.run_colour(first)
+    assert colour_of({first: trap_frame}, first, colours={first: "#123456"}) == "#123456"
 
 
 def test_every_panel_has_a_y_title_with_units(trap_frame):

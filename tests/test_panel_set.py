@@ -157,13 +157,13 @@ def test_figure_log_axis_units_and_unsmoothed_flags_and_counters():
 
 
 def test_figure_runs_in_their_colours_and_a_missing_field_left_out():
-    from regime_dash.figures.signals import run_colour
+    from regime_dash.figures.signals import run_colours
     from regime_dash.figures.custom import custom_spec, numeric_columns
 
     a, b = _frame(200), _frame(200).drop(columns=["trainer.loss"]).assign(phase="train")
     spec = custom_spec({"a": a, "b": b}, PanelSet((Panel("trainer.loss"), Panel(SIGMA))))
     assert [(t["legendgroup"], t["yaxis"]) for t in spec["data"]] == [("a", "y"), ("a", "y2"), ("b", "y2")]
-    assert spec["data"][0]["line"]["color"] == run_colour("a") and spec["data"][2]["line"]["color"] == run_colour("b")
+    assert spec["data"][0]["line"]["color"] == run_colours("ab")["a"] != spec["data"][2]["line"]["color"] == run_colours("ab")["b"]
     assert numeric_columns([b, a]) == [SIGMA, FLAG, "trainer.seen", "trainer.loss"]
     with pytest.raises(ValidationError):
         custom_spec({"a": a}, PanelSet())

@@ -2,7 +2,7 @@
 
 A :class:`regime_dash.diag.panel_set.PanelSet` names the fields, in order, each on a linear or
 a log y axis; :func:`custom_spec` draws them from the runs' frames on one shared x axis,
-a run in the colour it has on the spec panels (:func:`regime_dash.figures.signals.run_colour`).
+a run in the colour it has on the spec panels (:func:`regime_dash.figures.signals.run_colours`).
 Each y axis is titled with the field's unit where the catalogue knows it
 (:data:`regime_dash.diag.catalogue.UNITS`). A continuous field is downsampled
 (:func:`regime_dash.figures.signals.downsample`) and smoothed with the page's smoothing; a 0/1
@@ -22,7 +22,7 @@ from regime_dash.diag import catalogue as diag
 from regime_dash.figures import plotly_arrays
 from regime_dash.errors import ValidationError
 from regime_dash.figures.signals import (COUNTER_COLUMNS, DEFAULT_POINTS, FLAG_COLUMNS, compact, downsample, duty_traces,
-                                 ema_debiased, plot_x, run_colour, thin_flat, x_values)
+                                 ema_debiased, plot_x, run_colours, thin_flat, x_values)
 from regime_dash.figures.compare import stacked_layout, short_name
 from regime_dash.figures.overlay import break_at_nonfinite
 from regime_dash.diag.panel_set import PanelSet
@@ -156,8 +156,9 @@ def custom_spec(runs: Mapping[str, pd.DataFrame], panels: PanelSet, *, x: str = 
     layout["uirevision"] = "custom"
     data: list[dict] = []
     n = len(runs)
+    colours = {**run_colours(list(runs)), **(colours or {})}
     for i, (label, frame) in enumerate(runs.items()):
-        data += _run_traces(label, frame, (colours or {}).get(label) or run_colour(label), fields, axes, x=x,
+        data += _run_traces(label, frame, colours[label], fields, axes, x=x,
                             smoothing=smoothing, n_out=n_out, offset=float((x_offsets or {}).get(label, 0.0)),
                             widen=1.0 + 0.7 * (n - 1 - i))
     return {"data": [{k: plotly_arrays.encode(v) for k, v in t.items()} for t in data], "layout": layout}

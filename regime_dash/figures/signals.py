@@ -102,6 +102,23 @@ def run_colour(run: str) -> str:
     return RUN_COLOURS[zlib.crc32(str(run).encode()) % len(RUN_COLOURS)]
 
 
+def run_colours(runs: Sequence[str]) -> dict[str, str]:
+    """``{run: colour}`` of runs drawn together: each its :func:`run_colour`, unless a run before it in
+    sorted order holds that colour already (ten colours: two of five runs often hash alike); then
+    the palette's next free colour. Only such a clash moves a run's colour, never its place among the
+    runs; past ten runs colours repeat."""
+    taken: set[str] = set()
+    out: dict[str, str] = {}
+    for run in sorted(dict.fromkeys(runs), key=str):
+        k = RUN_COLOURS.index(run_colour(run))
+        free = [RUN_COLOURS[(k + d) % len(RUN_COLOURS)] for d in range(len(RUN_COLOURS))]
+        out[run] = next((c for c in free if c not in taken), free[0])
+        taken.add(out[run])
+        if len(taken) == len(RUN_COLOURS):
+            taken.clear()
+    return out
+
+
 def tone(hex_colour: str, k: int) -> str:
     """The ``k``-th series tone of a run colour: 0 the colour, 1 lighter, 2 darker, 3 lighter still.
 
@@ -349,7 +366,7 @@ def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothin
     height
         Figure height in pixels.
     colours
-        ``{label: colour}``; default: :func:`run_colour` of the label.
+        ``{label: colour}``; default: :func:`run_colours` of the labels.
     x_offsets
         ``{label: step}`` subtracted from that run's steps (``x="step"`` only): with
         each run's first step, runs that started at different steps line up.
@@ -409,8 +426,9 @@ def _signal_dict(runs: Mapping[str, pd.DataFrame], *, x: str, smoothing: float, 
     n = len(runs)
     traces_of = traces_of or run_traces
     data: list[dict] = []
+    colours = {**run_colours(list(runs)), **(colours or {})}
     for i, (label, frame) in enumerate(runs.items()):
-        colour = (colours or {}).get(label) or run_colour(label)
+        colour = colours[label]
         # earlier runs draw wider, so a later run drawn exactly on top leaves a rim of the earlier one
         data += traces_of(label, frame, colour, x=x, smoothing=smoothing, n_out=n_out,
                           offset=float((x_offsets or {}).get(label, 0.0)), widen=1.0 + 0.7 * (n - 1 - i))

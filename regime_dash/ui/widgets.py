@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -173,20 +174,28 @@ def _run_ids_of(runs: pd.DataFrame, refs: Sequence[str]) -> list[str]:
     return out
 
 
-def sharing_pair(runs: pd.DataFrame) -> tuple[int, int]:
-    """Positions in ``runs`` of the first two runs whose step ranges overlap; ``(0, 1)`` if none do.
+def sharing_pair(runs: pd.DataFrame, run_a: str | None = None) -> tuple[int, int]:
+    """Positions in ``runs`` of the two runs whose step ranges share the most steps (the first such
+    pair in the table's order); with ``run_a``, that run and the other run sharing the most steps
+    with it. ``(0, 1)`` (or ``run_a`` and the first other run) where no ranges overlap.
 
-    Compare starts on such a pair: runs that share no step have nothing to
-    compare value by value.
+    Compare starts on such a pair: runs that share no step have nothing to compare value by value,
+    and a run is never paired with itself.
     """
-    lo = pd.to_numeric(runs.get("first_step"), errors="coerce") if "first_step" in runs else None
-    hi = pd.to_numeric(runs.get("last_step"), errors="coerce") if "last_step" in runs else None
-    if lo is not None and hi is not None:
-        for i in range(len(runs)):
-            for j in range(i + 1, len(runs)):
-                if max(lo.iloc[i], lo.iloc[j]) <= min(hi.iloc[i], hi.iloc[j]):  # NaN compares False
-                    return i, j
-    return 0, 1
+    ids = list(runs["run_id"])
+    a = ids.index(run_a) if run_a in ids else None
+    if "first_step" in runs and "last_step" in runs:
+        lo = pd.to_numeric(runs["first_step"], errors="coerce").to_numpy(dtype=float)
+        hi = pd.to_numeric(runs["last_step"], errors="coerce").to_numpy(dtype=float)
+        shared = np.nan_to_num(np.minimum.outer(hi, hi) - np.maximum.outer(lo, lo) + 1, nan=0.0)
+        np.fill_diagonal(shared, 0.0)
+        if a is not None:
+            b = int(np.argmax(shared[a]))
+            return a, b if shared[a, b] > 0 else (1 if a == 0 else 0)
+        i, j = divmod(int(np.argmax(np.triu(shared, 1))), len(ids))
+        if shared[i, j] > 0:
+            return i, j
+    return (0, 1) if a is None else (a, 1 if a == 0 else 0)
 
 
 def x_axis_picker(key: str, frames: Sequence[pd.DataFrame], param: str | None = None) -> str:
@@ -508,10 +517,12 @@ def run_labels(runs: pd.DataFrame, run_ids: Sequence[str]) -> dict[str, str]:
 
 def run_colours(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """``((label, colour), ...)`` of ``labels`` (``{run_id: label}``): each run in the colour of its id
-    (:func:`regime_dash.figures.signals.run_colour`), the same on every page whatever else is picked."""
-    from regime_dash.figures.signals import run_colour
+    (:func:`regime_dash.figures.signals.run_colours`): the same on every page and in any order, moved
+    only where two runs drawn together hash to one colour."""
+    from regime_dash.figures.signals import run_colours as by_id
 
-    return tuple((label, run_colour(rid)) for rid, label in labels.items())
+    colour = by_id(list(labels))
+    return tuple((label, colour[rid]) for rid, label in labels.items())
 
 
 def window_key(prefix: str, run_ids: Sequence[str]) -> str:
