@@ -48,9 +48,22 @@ def settle(page) -> None:
     page.wait_for_timeout(SETTLE_MS)
 
 
+#: The height of what the app scrolls in its own container (a screenshot of the window shows
+#: only what is in view: streamlit's main block scrolls, not the document).
+CONTENT_HEIGHT_JS = """() => Math.max(...[...document.querySelectorAll('[data-testid=stMain], section, div')]
+    .filter(e => e.scrollHeight > e.clientHeight + 4 && getComputedStyle(e).overflowY !== 'visible')
+    .map(e => e.scrollHeight), document.documentElement.scrollHeight)"""
+
+
 def shoot(page, out: Path, name: str) -> Path:
+    """Save the whole page: the window made as tall as what it scrolls, at the same width (the
+    width is what wraps or cuts a label), then set back."""
+    size = page.viewport_size
+    page.set_viewport_size({"width": size["width"], "height": int(page.evaluate(CONTENT_HEIGHT_JS)) + 40})
+    page.wait_for_timeout(SETTLE_MS)
     path = out / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
+    page.set_viewport_size(size)
     print(path)
     return path
 
@@ -74,7 +87,8 @@ def screenshots(out: Path, size: tuple[int, int], names: list[str]) -> None:
             page = ctx.new_page()
             for name in names:
                 query = f"?panels={custom}" if name == "explore" else ""
-                page.goto(f"{base}/{name}{query}")
+                path = "" if name == Path(PAGES[0][0]).stem else name  # the default page is the app's root
+                page.goto(f"{base}/{path}{query}")
                 settle(page)
                 shoot(page, out, name)
                 if name == "replay":
