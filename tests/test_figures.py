@@ -527,3 +527,15 @@ def test_tail_event_markers_come_from_the_rows_alone_as_from_tail_events(trap_fr
     if len(pos) > 37:
         pos = pos[np.linspace(0, len(pos) - 1, 37).astype(np.int64)]
     assert np.array_equal(np.asarray(tail["x"]), vw.step[pos])
+
+
+@pytest.mark.parametrize("height", [900, 1400])
+def test_panels_leave_room_between_them_for_a_title_and_a_tick_label(trap_frame, height):
+    """Between two signal panels: the lower one's title and the upper one's lowest tick label
+    (the Replay chart, 900 px, had its titles on the tick labels above them)."""
+    layout = figures.signal_spec({"r": trap_frame}, n_out=100, height=height)["layout"]
+    plot_height = height - figures.SIGNAL_MARGIN["t"] - figures.SIGNAL_MARGIN["b"]
+    domains = sorted((layout[k]["domain"] for k in layout if k.startswith("yaxis") and "domain" in layout[k]),
+                     key=lambda d: d[0])
+    gaps = [(b[0] - a[1]) * plot_height for a, b in zip(domains, domains[1:]) if b[0] > a[0]]
+    assert len(gaps) == len(figures.PANELS) - 1 and min(gaps) >= figures.PANEL_GAP_PX - 1

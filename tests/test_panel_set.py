@@ -180,3 +180,18 @@ def test_a_flag_flipping_faster_than_the_columns_is_a_duty_band_on_its_custom_pa
     heights = _y(band)
     assert band["yaxis"] == "y" and band["line"]["shape"] == "hv"
     assert set(np.round(heights[:-1] * 25, 6)) == {12.0, 13.0} and len(heights) < 4 * 1300
+
+
+def test_custom_panels_line_their_x_axes_up_with_the_spec_panels():
+    """Drawn below the spec panels at the same width, the custom panels have their margins and x
+    domain (the spec panels' right-hand y axes take room at the right), and the legend clears the
+    first panel's title."""
+    from regime_dash.figures.custom import custom_spec
+    from regime_dash.figures.signals import SIGNAL_MARGIN, signal_spec
+
+    spec_layout = signal_spec({"a": _frame(200)}, n_out=100)["layout"]
+    layout = custom_spec({"a": _frame(200)}, PanelSet((Panel(SIGMA), Panel(FLAG))))["layout"]
+    assert layout["margin"] == SIGNAL_MARGIN == spec_layout["margin"]
+    assert layout["xaxis"]["domain"] == layout["xaxis2"]["domain"] == spec_layout["xaxis"]["domain"] != [0, 1]
+    plot_height = layout["height"] - SIGNAL_MARGIN["t"] - SIGNAL_MARGIN["b"]
+    assert (layout["legend"]["y"] - 1) * plot_height >= 20

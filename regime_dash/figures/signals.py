@@ -89,6 +89,8 @@ MEMO_ROWS = 200_000
 #: time (its ``automargin``): on every chart the browser draws, 0.1 s of a Replay slider move.
 #: (A legend of so many runs that it wraps to a second row still widens the top margin.)
 SIGNAL_MARGIN = {"l": 84, "r": 76, "t": 72, "b": 72}
+#: Pixels between two signal panels: the upper one's lowest tick label and the lower one's title.
+PANEL_GAP_PX = 36
 #: The Live chart's margins, for the same reason (its legend row is empty; 74 px left, 67 px below).
 LIVE_MARGIN = {"l": 80, "r": 20, "t": 30, "b": 70}
 
@@ -435,14 +437,23 @@ def _signal_dict(runs: Mapping[str, pd.DataFrame], *, x: str, smoothing: float, 
     return {"data": data, "layout": copy.deepcopy(layout)}
 
 
+def signal_x_domain() -> list[float]:
+    """The signal panels' x domain (a fraction of the plot width): their right-hand y axes take room
+    at the right, so a figure drawn below them at the same width lines its x axes up on this."""
+    return list(_panel_layout(1400, "step", "step")[0]["xaxis"]["domain"])
+
+
 @functools.lru_cache(maxsize=16)
 def _panel_layout(height: int, x: str, x_title: str) -> tuple[dict, dict[tuple[int, bool], dict[str, str]]]:
     """The seven panels' layout (validated plotly JSON) and ``{(row, secondary): {"xaxis", "yaxis"}}``."""
     from plotly.subplots import make_subplots
 
     specs = [[{"secondary_y": (r + 1) in SECONDARY_ROWS}] for r in range(len(PANELS))]
-    fig = make_subplots(rows=len(PANELS), cols=1, shared_xaxes=True, vertical_spacing=0.025,
-                        subplot_titles=PANELS, specs=specs)
+    # room between two panels for the lower one's title above it and the upper one's lowest tick
+    # label (each about 16 px): at a fixed fraction the title sat on the tick of a short chart
+    plot_height = height - SIGNAL_MARGIN["t"] - SIGNAL_MARGIN["b"]
+    fig = make_subplots(rows=len(PANELS), cols=1, shared_xaxes=True, subplot_titles=PANELS, specs=specs,
+                        vertical_spacing=min(0.06, max(0.025, PANEL_GAP_PX / max(plot_height, 1))))
     fig.update_yaxes(type="log", row=3, col=1, secondary_y=False)
     for r, (left, right) in enumerate(PANEL_Y, start=1):
         kw = dict(row=r, col=1, title_font=dict(size=11))

@@ -18,12 +18,14 @@ from regime_dash.core.params import FieldSpec
 from regime_dash.text import markdown_literal
 from regime_dash.ui import plotly_react
 
-#: Toggle labels: the spec's feature numbers of F2/F4/F5, "model:" for the model switches.
+#: Toggle labels: the spec's feature numbers of F2/F4/F5, "model:" for the model switches. A toggle's
+#: label does not wrap: each fits the What-if column of a 1,280 px window (about 21 characters
+#: beside its help icon); the config field's doc, the whole story, is its help.
 SWITCH_LABELS = {"resurrection": "F2 Kelly resurrection", "envelope": "F4 PopArt σ envelope",
-                 "tau_boost": "F5 IQN τ tail boost", "tail_on_deviation": "model: tail test on |Δworst − mean|",
-                 "duration_across_cycles": "model: DURATION across F2 cycles",
-                 "fused_mirror_tau_boost": "fused path: F5 mirrored (Layer-2)",
-                 "fused_mirror_resurrection": "fused path: F2 mirrored (Layer-4)"}
+                 "tau_boost": "F5 IQN τ tail boost", "tail_on_deviation": "model: |Δ − mean| tail",
+                 "duration_across_cycles": "model: cycle DURATION",
+                 "fused_mirror_tau_boost": "fused: F5 mirrored",
+                 "fused_mirror_resurrection": "fused: F2 mirrored"}
 ENGINE_CHOICES = ("auto", "reference", "fast", "cuda")
 
 
@@ -69,9 +71,11 @@ def config_controls(key: str, base: RegimeConfig | None = None, *, columns: int 
         return {}
 
     cols = st.columns(min(columns, 3))
+    docs = {f.name: f.doc for f in RegimeConfig.field_specs()}
     for name in SWITCHES:
         out[name] = cols[SWITCHES.index(name) % len(cols)].toggle(
-            SWITCH_LABELS[name], key=f"{key}.{name}", **seed(name, "bool", bool(getattr(base, name))))
+            SWITCH_LABELS[name], key=f"{key}.{name}", help=docs.get(name) or None,
+            **seed(name, "bool", bool(getattr(base, name))))
     names = numeric_fields()
     cols = st.columns(columns)
     for i, name in enumerate(names):

@@ -174,7 +174,7 @@ def charts() -> None:
         x = widgets.x_axis_picker("explore.x", list(frames.values()), param="x")
     with c2:
         state.restore("explore.align", "align", "bool", False)
-        align = st.toggle("Align runs at their first step", key="explore.align",
+        align = st.toggle("Align first steps", key="explore.align",  # a toggle's label does not wrap
                           on_change=lambda: state.forget(WINDOW, "window"),
                           help="Draw each run against the steps since its own first step.") and x == "step"
     with c3:
