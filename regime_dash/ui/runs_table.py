@@ -135,7 +135,11 @@ def selected(key: str, frame: pd.DataFrame, columns: Sequence[str]) -> list[str]
     ``columns``: the whole table's :func:`shown_columns`, so a filter keeps the columns where they are."""
     event = st.dataframe(frame[list(columns)], hide_index=True, key=key, on_select="rerun",
                          selection_mode="multi-row",
-                         column_config={"notes": st.column_config.TextColumn("notes", width="medium")})
+                         # names and the live badge whole at a 1,280 px window ("trap-ru", "followe…" were cut)
+                         column_config={"notes": st.column_config.TextColumn("notes", width="medium"),
+                                        "name": st.column_config.TextColumn("name", width="medium"),
+                                        "live": st.column_config.TextColumn("live", width="medium"),
+                                        "alerts": st.column_config.TextColumn("alerts", width="medium")})
     rows = list(getattr(getattr(event, "selection", None), "rows", []) or [])
     return [frame["run_id"].iloc[i] for i in rows if i < len(frame)]
 

@@ -469,7 +469,26 @@ def plotly_chart(fig, key: str, **kwargs):
     """
     if not kwargs:
         return plotly_react.plotly_chart(fig, key)
-    return st.plotly_chart(fig, key=key, config=dict(plotly_react.CONFIG), **kwargs)
+    return st.plotly_chart(legible_axes(fig), key=key, config=dict(plotly_react.CONFIG), **kwargs)
+
+
+#: Streamlit's text colours of its light and dark themes (where the app sets no ``theme.textColor``).
+TEXT_COLOURS = {"light": "#31333F", "dark": "#FAFAFA"}
+
+
+def legible_axes(fig):
+    """``fig`` (a figure or its dict) as a figure whose axis ticks and titles are in the page's text
+    colour: ``st.plotly_chart``'s theme draws them pale grey, hard to read on a white page (the in-place
+    charts lay the page's text colour on in the browser)."""
+    import plotly.graph_objects as go
+
+    theme = getattr(getattr(st, "context", None), "theme", None)
+    colour = st.get_option("theme.textColor") or TEXT_COLOURS.get(getattr(theme, "type", None) or "light",
+                                                                   TEXT_COLOURS["light"])
+    fig = go.Figure(fig)
+    fig.update_xaxes(tickfont_color=colour, title_font_color=colour)
+    fig.update_yaxes(tickfont_color=colour, title_font_color=colour)
+    return fig
 
 
 def lazy_expander(label: str, key: str):
