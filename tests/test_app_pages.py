@@ -683,6 +683,9 @@ def test_every_config_field_has_a_slider_around_its_default():
         wide.replace(**{name: lo})
         wide.replace(**{name: hi})
     assert set(widgets.SWITCH_LABELS) == set(SWITCHES)
+    # a toggle's label does not wrap: each fits the What-if column of a 1,280 px window beside its
+    # help icon (about 21 characters; "model: tail test on |Δworst − mean|" was cut there)
+    assert max(len(label) for label in widgets.SWITCH_LABELS.values()) <= 22
 
 
 def test_replay_rejects_bad_config_and_marks_engines(tmp_path, monkeypatch):

@@ -218,3 +218,30 @@ def test_explore_overlays_many_runs_without_their_bands_as_compare_does(long_sto
     said = [c.value for c in at.caption if "without its min/max band" in c.value]
     assert len({n.split(" ")[0] for n in names if n.endswith(" kelly_f")}) == count  # every run drawn
     assert (bool(bands), bool(said)) == ((True, False) if count <= 3 else (False, True))
+
+
+def test_a_fresh_compare_starts_on_the_pair_sharing_the_most_steps(store, monkeypatch):
+    """a-s0 and b-s0 share all 300 steps; every other pair shares fewer."""
+    _, ids, _ = store
+    at = open_compare(store, monkeypatch)
+    assert (at.selectbox(key="compare.a").value, at.selectbox(key="compare.b").value) == (ids["a-s0"], ids["b-s0"])
+
+
+@pytest.mark.parametrize(("a", "b"), [("a-s1", "a-s0"), ("b-s0", "a-s0")])
+def test_a_url_naming_only_run_a_pairs_it_with_another_run(store, monkeypatch, a, b):
+    """Not A with itself: B is the run sharing the most steps with A (the first of equals)."""
+    _, ids, _ = store
+    at = open_compare(store, monkeypatch, run_a=ids[a])
+    assert (at.selectbox(key="compare.a").value, at.selectbox(key="compare.b").value) == (ids[a], ids[b])
+    assert not any("identical" in s.value for s in at.success)
+
+
+def test_sharing_pair_counts_the_steps_two_runs_share():
+    from regime_dash.ui.widgets import sharing_pair
+
+    runs = pd.DataFrame({"run_id": ["p", "q", "r", "s"], "first_step": [0, 50, 500, 0],
+                         "last_step": [99, 149, 599, None]})
+    assert sharing_pair(runs) == (0, 1)  # p and q share steps 50..99; r shares none, s has no range
+    assert sharing_pair(runs, "q") == (1, 0)
+    assert sharing_pair(runs, "r") == (2, 0)  # nothing shared with r: the first other run
+    assert sharing_pair(runs.assign(last_step=[99, 149, 599, 120], first_step=[0, 50, 500, 0])) == (0, 3)

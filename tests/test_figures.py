@@ -283,7 +283,9 @@ def test_traces_of_builds_each_run_once_and_the_same_figure(trap_frame):
     plain = figures.signal_panels(runs, smoothing=0.5, n_out=300, height=900)
     hooked = figures.signal_panels(runs, smoothing=0.5, n_out=300, height=900, traces_of=traces_of)
     assert plain.to_plotly_json() == hooked.to_plotly_json()
-    assert calls == [("baseline", figures.run_colour(0), 1.7, 300), ("what-if", figures.run_colour(1), 1.0, 300)]
+    # with no colours given, a run takes the colour of its label (run_colours), not of its place
+    colour = figures.run_colours(["baseline", "what-if"])
+    assert calls == [("baseline", colour["baseline"], 1.7, 300), ("what-if", colour["what-if"], 1.0, 300)]
     kelly = [t for t in hooked.data if t.name == "what-if kelly_f"]
     assert len(kelly) == 1 and len(kelly[0].y) <= 300  # the points per trace asked for, not the default
 
@@ -336,7 +338,7 @@ def test_signal_spec_is_the_figure_as_plotly_json(trap_frame):
 
     other = trap_frame.assign(**{diag.KELLY: trap_frame[diag.KELLY] * 0.5})
     runs = {"baseline": trap_frame, "what-if": other}
-    kept = figures.run_traces("baseline", trap_frame, figures.run_colour(0), smoothing=0.3, n_out=300, widen=1.7)
+    kept = figures.run_traces("baseline", trap_frame, figures.run_colour("baseline"), smoothing=0.3, n_out=300, widen=1.7)
 
     def traces_of(label, frame, colour, **kw):
         return kept if label == "baseline" else figures.run_traces(label, frame, colour, **kw)
@@ -437,6 +439,33 @@ def test_figures_does_not_import_streamlit():
 
 
 # ---- readable charts ---------------------------------------------------------------------
+def test_a_run_keeps_its_colour_whatever_else_is_drawn(trap_frame):
+    """A run's colour is a stable hash of its id, not its place among the runs drawn: the same alone,
+    first or last; runs drawn together differ (a clash moves the later one in id order); a colour
+    given explicitly wins."""
+    ids = [f"run-{k:02d}" for k in range(10)]
+    assert {figures.run_colour(r) for r in ids} <= set(figures.RUN_COLOURS)
+    assert len({figures.run_colour(r) for r in ids}) > 3  # the hash spreads runs over the palette
+    together = figures.run_colours(ids)
+    assert len(set(together.values())) == 10 and together == figures.run_colours(ids[::-1])
+    first = min(ids)  # nothing before it in id order: it keeps its hashed colour in any company
+    assert together[first] == figures.run_colour(first) == figures.run_colours([first])[first]
+    # runs whose hashed colours differ keep them, whatever else is drawn
+    apart = {}
+    for r in ids:
+        apart.setdefault(figures.run_colour(r), r)
+    assert figures.run_colours(list(apart.values())) == {r: c for c, r in apart.items()}
+
+    def colour_of(runs: dict, label: str, **kw) -> str:
+        spec = figures.signal_spec(runs, n_out=100, **kw)
+        return next(t["line"]["color"] for t in spec["data"] if t["name"] == f"{label} σ")
+
+    alone = colour_of({first: trap_frame}, first)
+    last = colour_of({**{r: trap_frame for r in ids[1:6]}, first: trap_frame}, first)
+    assert alone == last == figures.run_colour(first)
+    assert colour_of({first: trap_frame}, first, colours={first: "#123456"}) == "#123456"
+
+
 def test_every_panel_has_a_y_title_with_units(trap_frame):
     fig = figures.signal_panels({"r": trap_frame})
     titles = {k: fig.layout[k].title.text for k in fig.layout if k.startswith("yaxis")}
@@ -451,7 +480,7 @@ def test_series_of_a_run_share_its_hue_but_not_its_tone(trap_frame):
     fig = figures.signal_panels({"r": trap_frame})
     sigma, = _traces(fig, "r σ")
     envelope, = _traces(fig, "r envelope")
-    assert sigma.line.color == figures.run_colour(0)
+    assert sigma.line.color == figures.run_colour("r")
     assert envelope.line.color != sigma.line.color and envelope.line.width != sigma.line.width
     # identical runs: the first is drawn wider, so the second cannot hide it
     fig2 = figures.signal_panels({"a": trap_frame, "b": trap_frame})
@@ -498,3 +527,15 @@ def test_tail_event_markers_come_from_the_rows_alone_as_from_tail_events(trap_fr
     if len(pos) > 37:
         pos = pos[np.linspace(0, len(pos) - 1, 37).astype(np.int64)]
     assert np.array_equal(np.asarray(tail["x"]), vw.step[pos])
+
+
+@pytest.mark.parametrize("height", [900, 1400])
+def test_panels_leave_room_between_them_for_a_title_and_a_tick_label(trap_frame, height):
+    """Between two signal panels: the lower one's title and the upper one's lowest tick label
+    (the Replay chart, 900 px, had its titles on the tick labels above them)."""
+    layout = figures.signal_spec({"r": trap_frame}, n_out=100, height=height)["layout"]
+    plot_height = height - figures.SIGNAL_MARGIN["t"] - figures.SIGNAL_MARGIN["b"]
+    domains = sorted((layout[k]["domain"] for k in layout if k.startswith("yaxis") and "domain" in layout[k]),
+                     key=lambda d: d[0])
+    gaps = [(b[0] - a[1]) * plot_height for a, b in zip(domains, domains[1:]) if b[0] > a[0]]
+    assert len(gaps) == len(figures.PANELS) - 1 and min(gaps) >= figures.PANEL_GAP_PX - 1

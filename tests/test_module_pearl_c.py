@@ -97,6 +97,8 @@ def test_config_and_stream_errors_name_the_value():
 def test_figures():
     figs = M.figures(M.replay(M.demo_stream(steps=80)))
     assert len(figs) == 3 and len(figs[2].data) == 1 and figs[2].data[0].z.shape[0] == 16
+    # below each plot: its x tick labels, then its x title (about 50 px; at 30 the title sat on a tick)
+    assert all(f.layout.xaxis.title.text == "step" and f.layout.margin.b >= 50 for f in figs)
 
 
 @pytest.mark.gpu

@@ -157,13 +157,13 @@ def test_figure_log_axis_units_and_unsmoothed_flags_and_counters():
 
 
 def test_figure_runs_in_their_colours_and_a_missing_field_left_out():
-    from regime_dash.figures.signals import run_colour
+    from regime_dash.figures.signals import run_colours
     from regime_dash.figures.custom import custom_spec, numeric_columns
 
     a, b = _frame(200), _frame(200).drop(columns=["trainer.loss"]).assign(phase="train")
     spec = custom_spec({"a": a, "b": b}, PanelSet((Panel("trainer.loss"), Panel(SIGMA))))
     assert [(t["legendgroup"], t["yaxis"]) for t in spec["data"]] == [("a", "y"), ("a", "y2"), ("b", "y2")]
-    assert spec["data"][0]["line"]["color"] == run_colour(0) and spec["data"][2]["line"]["color"] == run_colour(1)
+    assert spec["data"][0]["line"]["color"] == run_colours("ab")["a"] != spec["data"][2]["line"]["color"] == run_colours("ab")["b"]
     assert numeric_columns([b, a]) == [SIGMA, FLAG, "trainer.seen", "trainer.loss"]
     with pytest.raises(ValidationError):
         custom_spec({"a": a}, PanelSet())
@@ -180,3 +180,18 @@ def test_a_flag_flipping_faster_than_the_columns_is_a_duty_band_on_its_custom_pa
     heights = _y(band)
     assert band["yaxis"] == "y" and band["line"]["shape"] == "hv"
     assert set(np.round(heights[:-1] * 25, 6)) == {12.0, 13.0} and len(heights) < 4 * 1300
+
+
+def test_custom_panels_line_their_x_axes_up_with_the_spec_panels():
+    """Drawn below the spec panels at the same width, the custom panels have their margins and x
+    domain (the spec panels' right-hand y axes take room at the right), and the legend clears the
+    first panel's title."""
+    from regime_dash.figures.custom import custom_spec
+    from regime_dash.figures.signals import SIGNAL_MARGIN, signal_spec
+
+    spec_layout = signal_spec({"a": _frame(200)}, n_out=100)["layout"]
+    layout = custom_spec({"a": _frame(200)}, PanelSet((Panel(SIGMA), Panel(FLAG))))["layout"]
+    assert layout["margin"] == SIGNAL_MARGIN == spec_layout["margin"]
+    assert layout["xaxis"]["domain"] == layout["xaxis2"]["domain"] == spec_layout["xaxis"]["domain"] != [0, 1]
+    plot_height = layout["height"] - SIGNAL_MARGIN["t"] - SIGNAL_MARGIN["b"]
+    assert (layout["legend"]["y"] - 1) * plot_height >= 20

@@ -25,7 +25,7 @@ from regime_dash.figures import plotly_arrays
 from regime_dash.analysis.diff import FieldDelta
 from regime_dash.analysis.groups import BANDS, grouped_stats
 from regime_dash.errors import ValidationError
-from regime_dash.figures.signals import DEFAULT_POINTS, compact, downsample, ema_debiased, run_colour, thin_flat
+from regime_dash.figures.signals import DEFAULT_POINTS, RUN_COLOURS, compact, downsample, ema_debiased, thin_flat
 from regime_dash.figures.overlay import SEVERITY_COLOURS, break_at_nonfinite
 
 #: Height of one panel in pixels (the figure is this times the number of panels, plus its margins).
@@ -109,7 +109,7 @@ def difference_figure(deltas: Mapping[str, FieldDelta], names: tuple[str, str], 
         red = downsample(x, d.delta, n_out)
         lx, ly = thin_flat(*break_at_nonfinite(red.x, red.y, x, d.delta))
         data.append({"x": compact(lx), "y": compact(ly), "mode": "lines", "name": short_name(column),
-                     "line": {"color": run_colour(0), "width": 1.5}, "showlegend": False,
+                     "line": {"color": RUN_COLOURS[0], "width": 1.5}, "showlegend": False,
                      "hovertemplate": f"{a} − {b}: %{{y:.6g}} (step %{{x:d}})<extra>{short_name(column)}</extra>",
                      "xaxis": xa, "yaxis": ya})
         if d.first_step is not None:
@@ -160,7 +160,7 @@ def group_figure(frames: Mapping[str, pd.DataFrame], groups: Mapping[str, str], 
     for k, (column, axes) in enumerate(zip(columns, _axes(len(columns)))):
         titles.append(f"{short_name(column)} — group mean, {BAND_WORDS[band]} band")
         for g, stats in grouped_stats(frames, groups, column, band, transform).items():
-            colour = run_colour(order.index(g))
+            colour = RUN_COLOURS[order.index(g) % len(RUN_COLOURS)]  # groups are not runs: in their order
             name = f"{g} ({size[g]} run{'s' if size[g] != 1 else ''})"
             x = stats.steps.astype(np.float64)
             shade = _band_trace(x, stats.lo, stats.hi, colour, name, n_out, axes)

@@ -2,7 +2,7 @@
 
 A :class:`regime_dash.diag.panel_set.PanelSet` names the fields, in order, each on a linear or
 a log y axis; :func:`custom_spec` draws them from the runs' frames on one shared x axis,
-a run in the colour it has on the spec panels (:func:`regime_dash.figures.signals.run_colour`).
+a run in the colour it has on the spec panels (:func:`regime_dash.figures.signals.run_colours`).
 Each y axis is titled with the field's unit where the catalogue knows it
 (:data:`regime_dash.diag.catalogue.UNITS`). A continuous field is downsampled
 (:func:`regime_dash.figures.signals.downsample`) and smoothed with the page's smoothing; a 0/1
@@ -21,14 +21,17 @@ import pandas as pd
 from regime_dash.diag import catalogue as diag
 from regime_dash.figures import plotly_arrays
 from regime_dash.errors import ValidationError
-from regime_dash.figures.signals import (COUNTER_COLUMNS, DEFAULT_POINTS, FLAG_COLUMNS, compact, downsample, duty_traces,
-                                 ema_debiased, plot_x, run_colour, thin_flat, x_values)
+from regime_dash.figures.signals import (COUNTER_COLUMNS, DEFAULT_POINTS, FLAG_COLUMNS, SIGNAL_MARGIN, compact,
+                                         downsample, duty_traces, ema_debiased, plot_x, run_colours,
+                                         signal_x_domain, thin_flat, x_values)
 from regime_dash.figures.compare import stacked_layout, short_name
 from regime_dash.figures.overlay import break_at_nonfinite
 from regime_dash.diag.panel_set import PanelSet
 
 __all__ = ["PANEL_HEIGHT", "custom_spec", "field_kind", "numeric_columns", "y_title"]
 
+#: Pixels between the top of the first panel and the legend: room for that panel's title.
+LEGEND_GAP_PX = 22
 #: Height of one custom panel in pixels (the figure's margins come on top).
 PANEL_HEIGHT = 240
 #: Columns never offered as a panel: the x axes themselves.
@@ -138,6 +141,12 @@ def custom_spec(runs: Mapping[str, pd.DataFrame], panels: PanelSet, *, x: str = 
     titles = tuple(f"{short_name(p.field)}{' (log)' if p.log else ''}" for p in panels.panels)
     layout, axes = stacked_layout(titles, PANEL_HEIGHT * len(fields) + 150)
     layout = copy.deepcopy(layout)
+    # the spec panels' margins: drawn below them at the same width, the x axes line up
+    layout["margin"] = dict(SIGNAL_MARGIN)
+    for key in [k for k in layout if k.startswith("xaxis")]:
+        layout[key]["domain"] = signal_x_domain()
+    plot_height = layout["height"] - SIGNAL_MARGIN["t"] - SIGNAL_MARGIN["b"]
+    layout["legend"] = {**layout.get("legend", {}), "y": 1 + LEGEND_GAP_PX / plot_height}  # above the first title
     for p, (_, ya) in zip(panels.panels, axes):
         name = "yaxis" + ya[1:]  # "y2" → layout key "yaxis2"
         layout[name] = {**layout.get(name, {}), "title": {"text": y_title(p.field), "font": {"size": 11}},
@@ -156,8 +165,9 @@ def custom_spec(runs: Mapping[str, pd.DataFrame], panels: PanelSet, *, x: str = 
     layout["uirevision"] = "custom"
     data: list[dict] = []
     n = len(runs)
+    colours = {**run_colours(list(runs)), **(colours or {})}
     for i, (label, frame) in enumerate(runs.items()):
-        data += _run_traces(label, frame, (colours or {}).get(label, run_colour(i)), fields, axes, x=x,
+        data += _run_traces(label, frame, colours[label], fields, axes, x=x,
                             smoothing=smoothing, n_out=n_out, offset=float((x_offsets or {}).get(label, 0.0)),
                             widen=1.0 + 0.7 * (n - 1 - i))
     return {"data": [{k: plotly_arrays.encode(v) for k, v in t.items()} for t in data], "layout": layout}

@@ -65,7 +65,7 @@ PANEL_Y: tuple[tuple[str, str | None], ...] = (
     ("kelly_f (fraction)", None),
 )
 
-#: Distinct run colours (plotly's qualitative "Plotly" palette); run i takes entry i mod 10.
+#: Distinct run colours (plotly's qualitative "Plotly" palette); a run takes the entry its id hashes to.
 RUN_COLOURS: tuple[str, ...] = ("#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A",
                                 "#19D3F3", "#FF6692", "#B6E880", "#FF97FF", "#FECB52")
 
@@ -89,13 +89,36 @@ MEMO_ROWS = 200_000
 #: time (its ``automargin``): on every chart the browser draws, 0.1 s of a Replay slider move.
 #: (A legend of so many runs that it wraps to a second row still widens the top margin.)
 SIGNAL_MARGIN = {"l": 84, "r": 76, "t": 72, "b": 72}
+#: Pixels between two signal panels: the upper one's lowest tick label and the lower one's title.
+PANEL_GAP_PX = 36
 #: The Live chart's margins, for the same reason (its legend row is empty; 74 px left, 67 px below).
 LIVE_MARGIN = {"l": 80, "r": 20, "t": 30, "b": 70}
 
 
-def run_colour(i: int) -> str:
-    """Colour of the ``i``-th overlaid run."""
-    return RUN_COLOURS[i % len(RUN_COLOURS)]
+def run_colour(run: str) -> str:
+    """Colour of the run ``run`` (its id, or a label where no id is known): one of :data:`RUN_COLOURS`
+    chosen by a stable hash of ``run``, so a run keeps its colour on every page and in every
+    selection (its place among the runs shown does not change it)."""
+    import zlib
+
+    return RUN_COLOURS[zlib.crc32(str(run).encode()) % len(RUN_COLOURS)]
+
+
+def run_colours(runs: Sequence[str]) -> dict[str, str]:
+    """``{run: colour}`` of runs drawn together: each its :func:`run_colour`, unless a run before it in
+    sorted order holds that colour already (ten colours: two of five runs often hash alike); then
+    the palette's next free colour. Only such a clash moves a run's colour, never its place among the
+    runs; past ten runs colours repeat."""
+    taken: set[str] = set()
+    out: dict[str, str] = {}
+    for run in sorted(dict.fromkeys(runs), key=str):
+        k = RUN_COLOURS.index(run_colour(run))
+        free = [RUN_COLOURS[(k + d) % len(RUN_COLOURS)] for d in range(len(RUN_COLOURS))]
+        out[run] = next((c for c in free if c not in taken), free[0])
+        taken.add(out[run])
+        if len(taken) == len(RUN_COLOURS):
+            taken.clear()
+    return out
 
 
 def tone(hex_colour: str, k: int) -> str:
@@ -345,7 +368,7 @@ def signal_panels(runs: Mapping[str, pd.DataFrame], *, x: str = "step", smoothin
     height
         Figure height in pixels.
     colours
-        ``{label: colour}``; default: :func:`run_colour` in ``runs`` order.
+        ``{label: colour}``; default: :func:`run_colours` of the labels.
     x_offsets
         ``{label: step}`` subtracted from that run's steps (``x="step"`` only): with
         each run's first step, runs that started at different steps line up.
@@ -405,12 +428,19 @@ def _signal_dict(runs: Mapping[str, pd.DataFrame], *, x: str, smoothing: float, 
     n = len(runs)
     traces_of = traces_of or run_traces
     data: list[dict] = []
+    colours = {**run_colours(list(runs)), **(colours or {})}
     for i, (label, frame) in enumerate(runs.items()):
-        colour = (colours or {}).get(label, run_colour(i))
+        colour = colours[label]
         # earlier runs draw wider, so a later run drawn exactly on top leaves a rim of the earlier one
         data += traces_of(label, frame, colour, x=x, smoothing=smoothing, n_out=n_out,
                           offset=float((x_offsets or {}).get(label, 0.0)), widen=1.0 + 0.7 * (n - 1 - i))
     return {"data": data, "layout": copy.deepcopy(layout)}
+
+
+def signal_x_domain() -> list[float]:
+    """The signal panels' x domain (a fraction of the plot width): their right-hand y axes take room
+    at the right, so a figure drawn below them at the same width lines its x axes up on this."""
+    return list(_panel_layout(1400, "step", "step")[0]["xaxis"]["domain"])
 
 
 @functools.lru_cache(maxsize=16)
@@ -419,8 +449,11 @@ def _panel_layout(height: int, x: str, x_title: str) -> tuple[dict, dict[tuple[i
     from plotly.subplots import make_subplots
 
     specs = [[{"secondary_y": (r + 1) in SECONDARY_ROWS}] for r in range(len(PANELS))]
-    fig = make_subplots(rows=len(PANELS), cols=1, shared_xaxes=True, vertical_spacing=0.025,
-                        subplot_titles=PANELS, specs=specs)
+    # room between two panels for the lower one's title above it and the upper one's lowest tick
+    # label (each about 16 px): at a fixed fraction the title sat on the tick of a short chart
+    plot_height = height - SIGNAL_MARGIN["t"] - SIGNAL_MARGIN["b"]
+    fig = make_subplots(rows=len(PANELS), cols=1, shared_xaxes=True, subplot_titles=PANELS, specs=specs,
+                        vertical_spacing=min(0.06, max(0.025, PANEL_GAP_PX / max(plot_height, 1))))
     fig.update_yaxes(type="log", row=3, col=1, secondary_y=False)
     for r, (left, right) in enumerate(PANEL_Y, start=1):
         kw = dict(row=r, col=1, title_font=dict(size=11))

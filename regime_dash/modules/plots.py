@@ -16,6 +16,11 @@ PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8
 #: rendered in software: the Controllers page's first charts (600 steps) took about a second longer
 #: to appear as a new page load with WebGL than with SVG. The demo streams are 600–3,000 steps.
 SVG_MAX_POINTS = 5_000
+#: A module chart's margins: the bottom holds the x tick labels and the x title below them
+#: (about 50 px; at 30 px plotly drew the title over the ticks).
+MARGIN = {"l": 40, "r": 10, "t": 40, "b": 56}
+#: A module chart's legend, below the x title.
+LEGEND = {"orientation": "h", "y": -0.3}
 
 
 def lines(frame: pd.DataFrame, columns: Sequence[str], title: str, *, baseline: pd.DataFrame | None = None,
@@ -46,7 +51,7 @@ def lines(frame: pd.DataFrame, columns: Sequence[str], title: str, *, baseline: 
         fig.add_hline(y=float(y), line_dash="dot", line_color="grey", annotation_text=label,
                       annotation_position="top left")
     fig.update_layout(title=title, xaxis_title=x, yaxis_title=yaxis, height=320,
-                      margin=dict(l=40, r=10, t=40, b=30), legend=dict(orientation="h", y=-0.25))
+                      margin=dict(MARGIN), legend=dict(LEGEND))
     return fig
 
 
@@ -59,5 +64,5 @@ def histograms(series: dict[str, np.ndarray], title: str, *, nbins: int = 60, xa
         fig.add_trace(go.Histogram(x=np.asarray(values), name=name, nbinsx=nbins, histnorm="probability",
                                    opacity=0.55, marker_color=PALETTE[i % len(PALETTE)]))
     fig.update_layout(title=title, barmode="overlay", xaxis_title=xaxis, yaxis_title="fraction", height=320,
-                      margin=dict(l=40, r=10, t=40, b=30), legend=dict(orientation="h", y=-0.25))
+                      margin=dict(MARGIN), legend=dict(LEGEND))
     return fig

@@ -256,16 +256,18 @@ def signal_figure(key: str, _runs: dict, x: str, smoothing: float, x_range: tupl
 
 
 def signal_spec(key: str, _runs: dict, x: str, smoothing: float, height: int = 1400, x_offsets: tuple = (),
-                run_keys: tuple = (), points: int | None = None) -> dict:
+                run_keys: tuple = (), points: int | None = None, colours: tuple = ()) -> dict:
     """:func:`signal_figure` as its plotly JSON dict, for a page that draws it as it is
     (the in-place chart, :mod:`regime_dash.ui.plotly_react`, sends the dict as it is; a ``Figure``
-    costs a JSON encoding of its own)."""
-    return _signal_spec(key, _runs, x, smoothing, None, height, x_offsets, run_keys, points)
+    costs a JSON encoding of its own). ``colours`` is ``((label, colour), ...)``
+    (default: :func:`regime_dash.figures.signals.run_colour` of each label)."""
+    return _signal_spec(key, _runs, x, smoothing, None, height, x_offsets, run_keys, points, colours)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def _signal_spec(key: str, _runs: dict, x: str, smoothing: float, x_range: tuple | None,
-                 height: int, x_offsets: tuple, run_keys: tuple = (), points: int | None = None) -> dict:
+                 height: int, x_offsets: tuple, run_keys: tuple = (), points: int | None = None,
+                 colours: tuple = ()) -> dict:
     from regime_dash.figures.signals import DEFAULT_POINTS, run_traces, signal_panels, signal_spec
 
     keys = dict(run_keys)
@@ -276,7 +278,7 @@ def _signal_spec(key: str, _runs: dict, x: str, smoothing: float, x_range: tuple
         return _run_traces(keys[label], frame, label, colour, tuple(sorted(kw.items())))
 
     kw = dict(x=x, smoothing=smoothing, height=height, n_out=points or DEFAULT_POINTS,
-              x_offsets=dict(x_offsets) or None, traces_of=traces_of)
+              x_offsets=dict(x_offsets) or None, traces_of=traces_of, colours=dict(colours) or None)
     if x_range is None:
         return signal_spec(_runs, **kw)
     return signal_panels(_runs, x_range=x_range, **kw).to_plotly_json()
@@ -487,11 +489,11 @@ def module_sweep(name: str, seed: int, steps: int | None, field: str, values: tu
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def custom_spec(key: str, _runs: dict, panels: str, x: str, smoothing: float, x_offsets: tuple = (),
-                x_range: tuple | None = None) -> dict:
+                x_range: tuple | None = None, colours: tuple = ()) -> dict:
     """:func:`regime_dash.figures.custom.custom_spec` of ``_runs`` (identified by ``key``) for the panel
     set of URL text ``panels`` (:func:`regime_dash.diag.panel_set.encode`), as its plotly JSON dict."""
     from regime_dash.figures.custom import custom_spec as spec
     from regime_dash.diag.panel_set import decode
 
     return spec(_runs, decode(panels), x=x, smoothing=smoothing, x_offsets=dict(x_offsets) or None,
-                x_range=x_range)
+                x_range=x_range, colours=dict(colours) or None)

@@ -31,7 +31,8 @@ def overlay(root: str, run_ids: Sequence[str], frames: Mapping[str, pd.DataFrame
         smoothing = widgets.smoothing_slider("compare.smoothing", param="smooth")
     # each run's traces cached on their own: a run added costs its traces, not the others'
     run_keys = tuple((label, f"{root}|{rid}") for rid, label in zip(run_ids, frames))
-    spec = cache.signal_spec(f"compare|{root}|{'|'.join(run_ids)}", dict(frames), x, smoothing, run_keys=run_keys)
+    spec = cache.signal_spec(f"compare|{root}|{'|'.join(run_ids)}", dict(frames), x, smoothing, run_keys=run_keys,
+                             colours=widgets.run_colours(dict(zip(run_ids, frames))))
     widgets.plotly_chart(widgets.thin_bands(spec, len(frames)), "compare.chart")
     state.publish()
 

@@ -54,7 +54,7 @@ def _ago(stamp: str | None) -> str:
 
 def badges(runs: pd.DataFrame) -> pd.DataFrame:
     """``runs`` with a ``live`` column ("● live, step N, 3 s ago" while followed) and an ``alerts``
-    column (the failing checks of a followed run, "🔴 id, ...")."""
+    column (the failing checks of a followed run, "FAIL: id, ...": text, which every font draws, where an emoji was an empty box without an emoji font)."""
     status = _status()
     live, alerts = [], []
     for rid in runs["run_id"]:
@@ -65,7 +65,7 @@ def badges(runs: pd.DataFrame) -> pd.DataFrame:
             continue
         live.append(f"● live, step {s['last_step']}, last line {_ago(s['last_line_at'])}" if s["live"]
                     else "followed")
-        alerts.append(("🔴 " + ", ".join(s["alerts"])) if s["alerts"] else "")
+        alerts.append(("FAIL: " + ", ".join(s["alerts"])) if s["alerts"] else "")
     return runs.assign(live=live, alerts=alerts)
 
 

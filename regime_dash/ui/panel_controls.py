@@ -85,7 +85,8 @@ def panel_rows(key: str, fields: Sequence[str]) -> PanelSet:
                  placeholder="type to search the runs' fields", on_change=_add, args=(key,))
     present = set(fields)
     for i, p in enumerate(panels.panels):
-        row = st.columns([4, 1, 1.1, 1.35, 1.5], vertical_alignment="center")
+        # the log toggle's column holds the toggle, "log" and its help icon at a 1,280 px window
+        row = st.columns([3.5, 1.5, 1.1, 1.35, 1.5], vertical_alignment="center")
         gone = "" if p.field in present else " (no picked run has it)"
         row[0].markdown(f"**{markdown_literal(p.field)}**{gone}")
         st.session_state[f"{key}.log.{p.field}"] = p.log

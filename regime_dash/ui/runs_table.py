@@ -135,7 +135,11 @@ def selected(key: str, frame: pd.DataFrame, columns: Sequence[str]) -> list[str]
     ``columns``: the whole table's :func:`shown_columns`, so a filter keeps the columns where they are."""
     event = st.dataframe(frame[list(columns)], hide_index=True, key=key, on_select="rerun",
                          selection_mode="multi-row",
-                         column_config={"notes": st.column_config.TextColumn("notes", width="medium")})
+                         # names and the live badge whole at a 1,280 px window ("trap-ru", "followe…" were cut)
+                         column_config={"notes": st.column_config.TextColumn("notes", width="medium"),
+                                        "name": st.column_config.TextColumn("name", width="medium"),
+                                        "live": st.column_config.TextColumn("live", width="medium"),
+                                        "alerts": st.column_config.TextColumn("alerts", width="medium")})
     rows = list(getattr(getattr(event, "selection", None), "rows", []) or [])
     return [frame["run_id"].iloc[i] for i in rows if i < len(frame)]
 
@@ -146,8 +150,7 @@ def open_buttons(key: str, picked: Sequence[str]) -> None:
     if c1.button(f"Open {len(picked)} selected in Explore", key=f"{key}.explore", disabled=not picked):
         state.keep("explore.runs", list(picked))
         st.switch_page(widgets.page_path("explore.py"))
-    if c2.button("Compare the 2 selected", key=f"{key}.compare", disabled=len(picked) != 2,
-                 help="Select exactly two rows"):
+    if len(picked) == 2 and c2.button("Compare the 2 selected", key=f"{key}.compare"):
         state.keep("compare.a", picked[0])
         state.keep("compare.b", picked[1])
         st.switch_page(widgets.page_path("compare.py"))
@@ -170,10 +173,15 @@ def edit_panel(key: str, store, frame: pd.DataFrame, picked: Sequence[str]) -> N
         try:
             c1, c2 = st.columns(2)
             add = c1.text_input("Add tags (space-separated)", key=f"{key}.add")
-            if c1.button("Tag", key=f"{key}.tag", disabled=not add.strip()):
-                for rid in picked:
-                    labels.tag(store, rid, add.split())
-                st.rerun()
+            # never disabled: a box's text commits only as the click takes its focus, so a button
+            # disabled until then needs a second click
+            if c1.button("Tag", key=f"{key}.tag"):
+                if not add.strip():
+                    st.warning("Type the tags to add first.")
+                else:
+                    for rid in picked:
+                        labels.tag(store, rid, add.split())
+                    st.rerun()
             have = sorted({t for r in picked for t in store.meta(r).get("tags", [])})
             drop = c2.multiselect("Remove tags", have, key=f"{key}.drop")
             if c2.button("Untag", key=f"{key}.untag", disabled=not drop):
@@ -196,7 +204,10 @@ def _note_and_rename(key: str, store, rid: str) -> None:
         labels.set_note(store, rid, note)
         st.rerun()
     new = c2.text_input("New name", value=meta.get("name") or "", key=f"{key}.name.{rid}")
-    if c2.button("Rename", key=f"{key}.rename", disabled=new == meta.get("name")):
+    if c2.button("Rename", key=f"{key}.rename"):  # not disabled, for the reason Tag is not
+        if new == meta.get("name"):
+            st.info("That is the run's name already: type a new one.")
+            return
         done = labels.rename(store, rid, new)
         st.toast(f"renamed {markdown_literal(done['old'])} to {markdown_literal(done['name'])}")
         st.rerun()

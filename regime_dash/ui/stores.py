@@ -6,7 +6,7 @@ reports, and the Live page's running :class:`~regime_dash.runs.live.LiveRun`.
 from __future__ import annotations
 
 import threading
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import streamlit as st
 
@@ -44,6 +44,13 @@ def ingest_reports() -> dict[str, Any]:
 def record_ingest(upload_id: str, name: str, result: Any) -> None:
     """Remember one ingest's result (or the error it raised) for :func:`ingest_report_panel`."""
     ingest_reports()[upload_id] = (name, result)
+
+
+def uploaded_runs(stored: Sequence[str]) -> list[str]:
+    """The runs this session's ingests stored (or found stored), newest ingest first, among
+    ``stored`` (the store's run ids now: a run deleted since drops out)."""
+    ids = [getattr(result, "run_id", None) for _, result in reversed(list(ingest_reports().values()))]
+    return [rid for rid in dict.fromkeys(ids) if rid in set(stored)]
 
 
 # ---- live run (Live page) -----------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -17,12 +18,14 @@ from regime_dash.core.params import FieldSpec
 from regime_dash.text import markdown_literal
 from regime_dash.ui import plotly_react
 
-#: Toggle labels: the spec's feature numbers of F2/F4/F5, "model:" for the model switches.
+#: Toggle labels: the spec's feature numbers of F2/F4/F5, "model:" for the model switches. A toggle's
+#: label does not wrap: each fits the What-if column of a 1,280 px window (about 21 characters
+#: beside its help icon); the config field's doc, the whole story, is its help.
 SWITCH_LABELS = {"resurrection": "F2 Kelly resurrection", "envelope": "F4 PopArt σ envelope",
-                 "tau_boost": "F5 IQN τ tail boost", "tail_on_deviation": "model: tail test on |Δworst − mean|",
-                 "duration_across_cycles": "model: DURATION across F2 cycles",
-                 "fused_mirror_tau_boost": "fused path: F5 mirrored (Layer-2)",
-                 "fused_mirror_resurrection": "fused path: F2 mirrored (Layer-4)"}
+                 "tau_boost": "F5 IQN τ tail boost", "tail_on_deviation": "model: |Δ − mean| tail",
+                 "duration_across_cycles": "model: cycle DURATION",
+                 "fused_mirror_tau_boost": "fused: F5 mirrored",
+                 "fused_mirror_resurrection": "fused: F2 mirrored"}
 ENGINE_CHOICES = ("auto", "reference", "fast", "cuda")
 
 
@@ -68,9 +71,11 @@ def config_controls(key: str, base: RegimeConfig | None = None, *, columns: int 
         return {}
 
     cols = st.columns(min(columns, 3))
+    docs = {f.name: f.doc for f in RegimeConfig.field_specs()}
     for name in SWITCHES:
         out[name] = cols[SWITCHES.index(name) % len(cols)].toggle(
-            SWITCH_LABELS[name], key=f"{key}.{name}", **seed(name, "bool", bool(getattr(base, name))))
+            SWITCH_LABELS[name], key=f"{key}.{name}", help=docs.get(name) or None,
+            **seed(name, "bool", bool(getattr(base, name))))
     names = numeric_fields()
     cols = st.columns(columns)
     for i, name in enumerate(names):
@@ -173,20 +178,28 @@ def _run_ids_of(runs: pd.DataFrame, refs: Sequence[str]) -> list[str]:
     return out
 
 
-def sharing_pair(runs: pd.DataFrame) -> tuple[int, int]:
-    """Positions in ``runs`` of the first two runs whose step ranges overlap; ``(0, 1)`` if none do.
+def sharing_pair(runs: pd.DataFrame, run_a: str | None = None) -> tuple[int, int]:
+    """Positions in ``runs`` of the two runs whose step ranges share the most steps (the first such
+    pair in the table's order); with ``run_a``, that run and the other run sharing the most steps
+    with it. ``(0, 1)`` (or ``run_a`` and the first other run) where no ranges overlap.
 
-    Compare starts on such a pair: runs that share no step have nothing to
-    compare value by value.
+    Compare starts on such a pair: runs that share no step have nothing to compare value by value,
+    and a run is never paired with itself.
     """
-    lo = pd.to_numeric(runs.get("first_step"), errors="coerce") if "first_step" in runs else None
-    hi = pd.to_numeric(runs.get("last_step"), errors="coerce") if "last_step" in runs else None
-    if lo is not None and hi is not None:
-        for i in range(len(runs)):
-            for j in range(i + 1, len(runs)):
-                if max(lo.iloc[i], lo.iloc[j]) <= min(hi.iloc[i], hi.iloc[j]):  # NaN compares False
-                    return i, j
-    return 0, 1
+    ids = list(runs["run_id"])
+    a = ids.index(run_a) if run_a in ids else None
+    if "first_step" in runs and "last_step" in runs:
+        lo = pd.to_numeric(runs["first_step"], errors="coerce").to_numpy(dtype=float)
+        hi = pd.to_numeric(runs["last_step"], errors="coerce").to_numpy(dtype=float)
+        shared = np.nan_to_num(np.minimum.outer(hi, hi) - np.maximum.outer(lo, lo) + 1, nan=0.0)
+        np.fill_diagonal(shared, 0.0)
+        if a is not None:
+            b = int(np.argmax(shared[a]))
+            return a, b if shared[a, b] > 0 else (1 if a == 0 else 0)
+        i, j = divmod(int(np.argmax(np.triu(shared, 1))), len(ids))
+        if shared[i, j] > 0:
+            return i, j
+    return (0, 1) if a is None else (a, 1 if a == 0 else 0)
 
 
 def x_axis_picker(key: str, frames: Sequence[pd.DataFrame], param: str | None = None) -> str:
@@ -323,7 +336,7 @@ def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: 
                    offsets: Mapping[str, int] | None = None, height: int = 1400,
                    window: tuple[int, int] | None = None, decorate: Callable[[Any], Any] | None = None,
                    on_marker: Callable[[Mapping[str, Any], Any], None] | None = None,
-                   run_keys: tuple = ()) -> None:
+                   run_keys: tuple = (), colours: tuple = ()) -> None:
     """The signal panels of ``runs`` (already cut to the window of ``window_key``), zoomable with detail.
 
     Dragging across the chart (step axis) selects a step range; it becomes the
@@ -336,14 +349,15 @@ def zoomable_chart(key: str, window_key: str, bounds: tuple[int, int], fig_key: 
     outside it widens the view. ``on_marker(meta, x)`` is called when a point of a trace that
     carries a ``meta`` dict (a verdict marker of :func:`regime_dash.figures.overlay.overlay`) is clicked.
     ``run_keys`` (``((label, key), ...)``, each key naming that run's frame as cut) caches each run's
-    traces on its own, with the ones the smoothing leaves as they are (:func:`regime_dash.ui.cache.signal_spec`).
+    traces on its own, with the ones the smoothing leaves as they are (:func:`regime_dash.ui.cache.signal_spec`);
+    ``colours`` (``((label, colour), ...)``) gives each run its colour (see :func:`run_colours`).
     """
     from regime_dash.ui import cache
 
     # the figure dict, not a plotly Figure: with ten runs, building one, drawing the verdicts on it and
     # encoding it again cost 0.2 s a redraw (the overlay takes the dict as it is)
     fig = cache.signal_spec(fig_key, dict(runs), x, smoothing, height=height,
-                            x_offsets=tuple(sorted((offsets or {}).items())), run_keys=run_keys)
+                            x_offsets=tuple(sorted((offsets or {}).items())), run_keys=run_keys, colours=colours)
     fig = thin_bands(fig, len(runs))
     if decorate is not None:
         fig = decorate(fig)
@@ -455,7 +469,26 @@ def plotly_chart(fig, key: str, **kwargs):
     """
     if not kwargs:
         return plotly_react.plotly_chart(fig, key)
-    return st.plotly_chart(fig, key=key, config=dict(plotly_react.CONFIG), **kwargs)
+    return st.plotly_chart(legible_axes(fig), key=key, config=dict(plotly_react.CONFIG), **kwargs)
+
+
+#: Streamlit's text colours of its light and dark themes (where the app sets no ``theme.textColor``).
+TEXT_COLOURS = {"light": "#31333F", "dark": "#FAFAFA"}
+
+
+def legible_axes(fig):
+    """``fig`` (a figure or its dict) as a figure whose axis ticks and titles are in the page's text
+    colour: ``st.plotly_chart``'s theme draws them pale grey, hard to read on a white page (the in-place
+    charts lay the page's text colour on in the browser)."""
+    import plotly.graph_objects as go
+
+    theme = getattr(getattr(st, "context", None), "theme", None)
+    colour = st.get_option("theme.textColor") or TEXT_COLOURS.get(getattr(theme, "type", None) or "light",
+                                                                   TEXT_COLOURS["light"])
+    fig = go.Figure(fig)
+    fig.update_xaxes(tickfont_color=colour, title_font_color=colour)
+    fig.update_yaxes(tickfont_color=colour, title_font_color=colour)
+    return fig
 
 
 def lazy_expander(label: str, key: str):
@@ -503,6 +536,16 @@ def run_labels(runs: pd.DataFrame, run_ids: Sequence[str]) -> dict[str, str]:
     names = dict(zip(runs["run_id"], runs["name"]))
     picked = [names.get(r, r) for r in run_ids]
     return {r: (n if picked.count(n) == 1 else f"{n} ({r[-6:]})") for r, n in zip(run_ids, picked)}
+
+
+def run_colours(labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """``((label, colour), ...)`` of ``labels`` (``{run_id: label}``): each run in the colour of its id
+    (:func:`regime_dash.figures.signals.run_colours`): the same on every page and in any order, moved
+    only where two runs drawn together hash to one colour."""
+    from regime_dash.figures.signals import run_colours as by_id
+
+    colour = by_id(list(labels))
+    return tuple((label, colour[rid]) for rid, label in labels.items())
 
 
 def window_key(prefix: str, run_ids: Sequence[str]) -> str:

@@ -23,5 +23,5 @@ def figures(frame: pd.DataFrame, baseline: pd.DataFrame | None = None) -> list:
         heat.add_trace(go.Heatmap(z=z, x=frame["step"].to_numpy(), y=list(range(len(block_cols))),
                                   colorscale="Viridis", colorbar=dict(title="count")))
     heat.update_layout(title="Per-block engagement counts (block leader writes, no atomics)",
-                       xaxis_title="step", yaxis_title="block", height=320, margin=dict(l=40, r=10, t=40, b=30))
+                       xaxis_title="step", yaxis_title="block", height=320, margin=dict(plots.MARGIN))
     return [rate, deficit, heat]

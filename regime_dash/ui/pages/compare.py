@@ -18,10 +18,11 @@ if len(runs) < 2:
     st.page_link(widgets.page_path("runs.py"), label="Go to Runs", icon=":material/folder_open:")
     st.stop()
 
-first, second = widgets.sharing_pair(runs)
+first, _ = widgets.sharing_pair(runs)
 c1, c2 = st.columns(2)
 with c1:
     run_a = widgets.run_picker("compare.a", runs, multi=False, label="Run A", index=first, param="run_a")[0]
+_, second = widgets.sharing_pair(runs, run_a)  # a URL naming only A: B is the run sharing most with it
 with c2:
     run_b = widgets.run_picker("compare.b", runs, multi=False, label="Run B", index=second, param="run_b")[0]
 more = widgets.run_picker("compare.more", runs, default=0, label="More runs to overlay", param="more")

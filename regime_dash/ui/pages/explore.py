@@ -179,7 +179,7 @@ def charts() -> None:
         x = widgets.x_axis_picker("explore.x", list(frames.values()), param="x")
     with c2:
         state.restore("explore.align", "align", "bool", False)
-        align = st.toggle("Align runs at their first step", key="explore.align",
+        align = st.toggle("Align first steps", key="explore.align",  # a toggle's label does not wrap
                           on_change=lambda: state.forget(WINDOW, "window"),
                           help="Draw each run against the steps since its own first step.") and x == "step"
     with c3:
@@ -200,11 +200,14 @@ def charts() -> None:
         widgets.zoomable_chart("explore.chart", WINDOW, widgets.step_bounds(list(frames.values()), align),
                                fig_key, view, x, smoothing, offsets=offsets, window=(lo, hi),
                                decorate=(lambda fig: overlay(fig, verdicts, x=x)) if verdicts else None,
-                               on_marker=provenance_panel.marker_clicked(PROVENANCE, ids), run_keys=run_keys)
+                               on_marker=provenance_panel.marker_clicked(PROVENANCE, ids), run_keys=run_keys,
+                               colours=widgets.run_colours({rid: labels[rid] for rid in picked}))
     if panels.panels:
         widgets.plotly_chart(cache.custom_spec(fig_key, view, encode(panels), x, smoothing,
                                                tuple(sorted((offsets or {}).items())),
-                                               (lo, hi) if x == "step" and hi > lo else None), "explore.custom")
+                                               (lo, hi) if x == "step" and hi > lo else None,
+                                               widgets.run_colours({rid: labels[rid] for rid in picked})),
+                             "explore.custom")
     elif not panels.spec:
         st.info("No panels to draw: turn the spec panels on, or add a field above.")
     state.publish()

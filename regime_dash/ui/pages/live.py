@@ -82,7 +82,8 @@ def live_view() -> None:
     """While playing, one run of this plays up to TICKS_PER_RUN ticks on its own clock, each
     redrawn in place: a rerun per tick (the browser asking, the server answering) left the
     ticks late and uneven (six or seven a second). A click anywhere interrupts it."""
-    slots = [c.empty() for c in st.columns(5)]
+    # the step ("2,260 of 3,000") in a wider column: at a fifth of a 1,280 px window it was cut
+    slots = [c.empty() for c in st.columns([2, 1, 1, 1, 1])]
     note, chart = st.empty(), st.empty()
     # a full run of the page (a button, a slider) draws one tick; the fragment's own reruns play on
     own_rerun = state.fragment_rerun("live_view")

@@ -35,6 +35,8 @@ st.caption(f"Stream: {stream.steps:,} steps × {stream.accounts:,} accounts. Slo
 #: Points per trace: about the chart's plot width in pixels beside the sliders (650 px in a
 #: 1,600 px window, where Explore's full-width chart has 1,000); more only cost the browser time.
 CHART_POINTS = 700
+#: Replay's runs are not stored runs: the baseline and the what-if keep the palette's first colours.
+PAIR_COLOURS = (("baseline", "#636EFA"), ("what-if", "#EF553B"), ("what-if, single path", "#00CC96"))
 
 
 def mirror_drift_note(source_key: str, stream, config: RegimeConfig, engine: str, fp: str, layout) -> None:
@@ -84,7 +86,7 @@ def what_if() -> None:
         zoom = "" if (lo, hi) == bounds else f"|{lo}..{hi}"
         fig = cache.signal_spec(f"{run_key}|{config}|{controllers}{zoom}", widgets.cut_window(runs, lo, hi), "step",
                                 smoothing, height=900, points=CHART_POINTS,
-                                run_keys=tuple((label, key + zoom) for label, key in keys))
+                                run_keys=tuple((label, key + zoom) for label, key in keys), colours=PAIR_COLOURS)
         widgets.box_zoom("replay.chart", window_key, bounds, fig, window=(lo, hi))
         with metrics:
             sections.summary_metrics("replay.summary",

@@ -71,8 +71,11 @@ else:
     runs_table.edit_panel("runs.edit", store, table, picked)
     sections.rejected_lines_panel("runs.rejects", store, runs)
     # a button, not a page link: the sidebar already has a link named "Explore"
-    if st.button(f"Next: look at the run{'s' if len(runs) > 1 else ''} on Explore", key="runs.explore",
+    just = stores.uploaded_runs(list(runs["run_id"]))  # what the user just did is what they look at next
+    if st.button(f"Next: look at the run{'s' if len(just or runs) > 1 else ''} on Explore", key="runs.explore",
                  icon=":material/monitoring:", type="primary"):
+        if just:
+            state.keep("explore.runs", just)
         st.switch_page(widgets.page_path("explore.py"))
     sections.delete_run_control("runs.delete", store, runs)
 
