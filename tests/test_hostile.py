@@ -3,7 +3,7 @@
 Memory: a gzip bomb (a few MB expanding to hundreds of MB with no line break) is
 ingested through the CLI and through the Runs page (AppTest drives the real page in a
 child process), alone and both at once; the peak RSS of each child comes from the
-kernel (``os.wait4``). The figures are written to ``test-artifacts/hostile.json``.
+kernel (``os.wait4``). The figures are written to ``hostile.json`` among the session's artifacts.
 """
 from __future__ import annotations
 
@@ -47,7 +47,6 @@ from hostile import (
 #: Expanded size of the test bomb: large enough that holding the line would show (the
 #: peak over a small ingest stays far below it), small enough for CI (~10 s a pass).
 BOMB_MB = 384
-ARTIFACTS = REPO / "test-artifacts"
 SAMPLE = REPO / "data" / "samples" / "diag.jsonl"
 
 
