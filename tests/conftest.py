@@ -13,7 +13,8 @@ found a bug is pinned with ``@example``.
 
 Files a test keeps for a person (screenshots, measured figures) go to the session's
 artifacts folder (:mod:`artifacts`), never into the checkout: :mod:`checkout_guard` fails
-the session if it changed a tracked file or left one behind.
+the session if it changed a tracked file or left one behind. :mod:`served_app` holds the
+browser tests' shared streamlit server and chromium.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from regime_dash.engine import ENGINES, engine_status
 
 import artifacts
 
-pytest_plugins = ["checkout_guard"]
+pytest_plugins = ["checkout_guard", "served_app"]
 
 try:
     from hypothesis import settings as _hypothesis_settings

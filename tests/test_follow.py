@@ -21,6 +21,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from polling import wait_until
 from regime_dash.follow.alerts import Dispatch
 from regime_dash.follow.follower import Follower, FollowSet, follow
 from regime_dash.store.run_store import RunStore
@@ -150,7 +151,9 @@ def test_a_planted_failure_runs_the_hook_exactly_once(tmp_path):
                              "--on-alert", f"{sys.executable} -c \"import sys; open({str(out)!r}, 'a')"
                              f".write(sys.stdin.read() + chr(10))\""],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)
+    # the first failure's alerts are out before more lines come
+    wait_until(lambda: out.exists() and sum(1 for x in out.read_text().splitlines() if x.strip()) >= 3, 60,
+               "the first failure's three alerts")
     write(src, 300, 500, "--bad-at", "400")  # fails again while still failing: no second alert
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
