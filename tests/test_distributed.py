@@ -275,11 +275,12 @@ def test_a_later_value_reaches_a_task_that_started_before_it(client):
         late.result(timeout=60)
 
 
-def _read_published(variable):
+def _read_published(variable, fetch_timeout=distributed.FETCH_TIMEOUT_S):
     """(worker, sum of the value published into ``variable``)."""
     import distributed as dd
 
-    return dd.get_worker().address, float(np.sum(distributed.published(variable, timeout=30)))
+    return dd.get_worker().address, float(np.sum(distributed.published(variable, timeout=30,
+                                                                        fetch_timeout=fetch_timeout)))
 
 
 @pytest.mark.filterwarnings("ignore:Client .* desires key .* but key is unknown")
@@ -299,8 +300,9 @@ def test_a_published_value_is_a_future_on_every_worker_read_where_it_runs(client
     with distributed.later(client) as (variable, publish):
         publish(np.arange(5.0))
         client.cancel(variable.get(timeout=30), force=True)
-        lost = client.submit(_read_published, variable, pure=False)
-        with pytest.raises(EngineUnavailable, match="could not be fetched"):
+        # a short fetch timeout: a cancelled value is waited for until it runs out
+        lost = client.submit(_read_published, variable, fetch_timeout=2.0, pure=False)
+        with pytest.raises(EngineUnavailable, match="could not be fetched within 2 s"):
             lost.result(timeout=120)
 
 
