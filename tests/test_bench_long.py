@@ -49,6 +49,7 @@ def walked(tmp_path_factory):
     return work, {stage: in_process(stage, work) for stage in long.STAGES}
 
 
+@pytest.mark.slow  # every bench long stage at 2,100 steps: ~8 s on 2 shared cores
 def test_every_stage_reports_its_seconds_throughput_cpu_and_memory(walked):
     work, rows = walked
     assert list(rows) == list(long.STAGES)
@@ -64,6 +65,7 @@ def test_every_stage_reports_its_seconds_throughput_cpu_and_memory(walked):
     assert rows["explore"]["smoothing_s"] > 0
 
 
+@pytest.mark.slow  # every bench long stage at 2,100 steps (the fixture it shares)
 def test_the_stages_leave_the_files_the_later_ones_read(walked):
     from regime_dash.store.run_store import RunStore
 
@@ -74,6 +76,7 @@ def test_the_stages_leave_the_files_the_later_ones_read(walked):
     assert run["name"] == "long" and run["rows"] == STEPS
 
 
+@pytest.mark.slow  # every bench long stage at 2,100 steps (the fixture it shares)
 def test_the_table_has_a_line_per_stage_and_judges_the_targets(walked):
     _, rows = walked
     text = long.table(rows, STEPS)
@@ -85,6 +88,7 @@ def test_the_table_has_a_line_per_stage_and_judges_the_targets(walked):
     assert judged and set(judged) <= {"yes", "NO"}
 
 
+@pytest.mark.slow  # two child processes
 def test_a_stage_runs_in_a_child_process_and_a_failed_one_says_why(tmp_path):
     row = long._run_child("draws", tmp_path, options(tmp_path))
     assert row["seconds"] > 0 and row["units"] == STEPS and row["cpu_s"] > 0 and row["rss_mb"] > 0
@@ -92,6 +96,7 @@ def test_a_stage_runs_in_a_child_process_and_a_failed_one_says_why(tmp_path):
     assert set(failed) == {"error"} and "run.parquet" in failed["error"] and "\n" not in failed["error"]
 
 
+@pytest.mark.slow  # bench long's warm-ups and two child processes
 def test_run_walks_the_stages_and_sets_each_ratio_to_its_anchor(tmp_path, monkeypatch):
     monkeypatch.setattr(long, "STAGES", {k: long.STAGES[k] for k in ("scenario", "draws")})
     rows = long.run(options(tmp_path), tmp_path)

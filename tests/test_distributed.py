@@ -331,6 +331,7 @@ def _fails_or_sleeps(shard):
     return shard
 
 
+@pytest.mark.slow  # a shard that sleeps 5 s is what it tests
 def test_a_shards_error_is_raised_with_its_type_without_waiting_for_the_others(client):
     import time
 

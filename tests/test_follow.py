@@ -108,6 +108,7 @@ def test_truncation_can_stop_the_follow(tmp_path):
     assert "truncated" in why and steps(store, fset.followers[src].run_id) == list(range(100))
 
 
+@pytest.mark.slow  # three followers started and killed: ~3.4 s of CPU
 def test_kill_9_mid_commit_and_restart_lose_and_repeat_nothing(tmp_path):
     store_dir, src = tmp_path / "store", tmp_path / "job.diag.jsonl"
     writer = write(src, 0, 1200, "--rate", "600", wait=False)
@@ -143,6 +144,7 @@ def test_kill_9_mid_commit_and_restart_lose_and_repeat_nothing(tmp_path):
     print(f"kills that landed while a part was written: {caught} of 3")
 
 
+@pytest.mark.slow  # a follower and hook subprocesses: ~2.7 s of CPU
 def test_a_planted_failure_runs_the_hook_exactly_once(tmp_path):
     store_dir, src, out = tmp_path / "store", tmp_path / "job.diag.jsonl", tmp_path / "alerts.jsonl"
     write(src, 0, 300, "--bad-at", "120", "--bad-at", "121", "--bad-at", "250")
@@ -214,6 +216,7 @@ def test_a_webhook_that_times_out_never_holds_the_follow_up(tmp_path):
     f.close()
 
 
+@pytest.mark.slow  # CLI subprocesses: ~1.8 s of CPU
 def test_gzip_cannot_be_followed(tmp_path):
     gz = tmp_path / "job.diag.jsonl.gz"
     gz.write_bytes(gzip.compress(SAMPLE.read_bytes()[:5000]))
@@ -241,6 +244,7 @@ def test_the_folder_form_follows_each_matching_file_as_one_run(tmp_path):
     assert runs == {"job-fold0.diag": 100, "job-fold1.diag": 80}
 
 
+@pytest.mark.slow  # followers in subprocesses: ~4.8 s of CPU
 def test_check_follow_exits_1_at_the_first_failure_and_0_on_a_clean_end(tmp_path):
     store_dir, src = tmp_path / "store", tmp_path / "clean.diag.jsonl"
     write(src, 0, 300)

@@ -331,6 +331,7 @@ def _clean_and_messy(tmp_path: Path) -> tuple[Path, Path]:
     return clean, messy
 
 
+@pytest.mark.slow  # CLI subprocesses: ~1.9 s of CPU
 def test_a_text_fold_does_not_retype_the_run_and_diff_sees_no_change(tmp_path):
     clean, messy = _clean_and_messy(tmp_path)
     store = RunStore(tmp_path / "s")

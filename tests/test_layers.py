@@ -26,6 +26,8 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "regime_dash"
 ROOT_MODULE = "__init__"  # the member name of the package's own __init__ (the lazy public API)
@@ -216,11 +218,13 @@ def layer_table(layers: tuple[Layer, ...] = LAYERS) -> str:
 
 
 # ---- the tests -----------------------------------------------------------------------------
+@pytest.mark.slow  # the package's import graph built: ~1.5 s of CPU
 def test_no_import_cycles():
     found = cycles(imports_of(ROOT, PACKAGE))
     assert not found, "import cycles:\n" + "\n\n".join("\n".join(map(str, c)) for c in found)
 
 
+@pytest.mark.slow  # the package's import graph built: ~1.6 s of CPU
 def test_no_import_goes_up_the_layer_table():
     found = upward(imports_of(ROOT, PACKAGE))
     assert not found, "imports against docs/LAYOUT.md's layer table:\n" + "\n".join(found)

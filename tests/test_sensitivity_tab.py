@@ -42,6 +42,7 @@ def replay_page(tmp_path, monkeypatch) -> AppTest:
     return at
 
 
+@pytest.mark.slow  # a whole sensitivity through AppTest: ~1.4 s of CPU
 def test_sensitivity_tab_runs_and_lists_max_duration_as_no_effect(replay_page):
     at = replay_page
     assert at.selectbox(key="replay.source.scenario").value == "kelly_trap_run8"
@@ -86,6 +87,7 @@ def test_sensitivity_tab_runs_and_lists_max_duration_as_no_effect(replay_page):
     assert sweep[0]["data"][0]["x"] == ["false", "true"]
 
 
+@pytest.mark.slow  # two sensitivities through AppTest: ~1.2 s of CPU
 def test_a_changed_config_asks_for_a_new_run_and_f2_off_moves_max_duration(replay_page):
     at = replay_page
     at.button(key=f"{KEY}.run").click().run()
