@@ -208,7 +208,7 @@ def _sums(shard, *values):
     """The sums of a shard's shared values, after ``shard`` seconds."""
     import time
 
-    time.sleep(shard)
+    time.sleep(shard)  # a shard that takes time: what is tested
     return [None if v is None else float(np.sum(v)) for v in values]
 
 
@@ -231,7 +231,7 @@ def test_shards_wait_for_phase_1_and_are_released_when_it_fails(stream, client, 
                                   check_exact=True)
 
     def broken(*args, **kwargs):
-        time.sleep(0.5)
+        time.sleep(0.5)  # the shards are on the workers before phase 1 fails
         raise StreamError("phase 1 failed here", field="rewards", value=None)
 
     monkeypatch.setattr(sweep_module, "_phase1_stats", broken)
@@ -250,7 +250,7 @@ def test_a_later_value_reaches_a_task_that_started_before_it(client):
 
     with distributed.later(client) as (handle, publish):
         future = client.submit(lambda h: float(np.sum(distributed.published(h))), handle, pure=False)
-        time.sleep(0.3)
+        time.sleep(0.3)  # time for the task to start and wait: that it waits is what is tested
         assert not future.done()  # it waits for the value
         publish(np.arange(5.0))
         assert future.result(timeout=60) == 10.0
@@ -327,7 +327,7 @@ def _fails_or_sleeps(shard):
 
     if shard == "bad":
         raise ValidationError("shard 'bad' is bad", field="shard", value=shard)
-    time.sleep(float(shard))
+    time.sleep(float(shard))  # a slow shard that nobody may wait for: what is tested
     return shard
 
 

@@ -47,7 +47,7 @@ def drive(f, until, timeout: float = 30.0):
         out += f.poll(force=True)
         if until():
             return out
-        time.sleep(0.05)
+        time.sleep(0.05)  # a poll's interval
     raise AssertionError(f"not reached in {timeout} s; state {f.run.state}")
 
 
@@ -121,7 +121,7 @@ def test_kill_9_mid_commit_and_restart_lose_and_repeat_nothing(tmp_path):
         run_dirs = []
         while time.monotonic() < end and not run_dirs:
             run_dirs = list(store_dir.glob("run=*")) if store_dir.exists() else []
-            time.sleep(0.01)
+            time.sleep(0.01)  # a poll's interval
         while time.monotonic() < end:
             if any(p.name.endswith(".parquet.tmp") for d in run_dirs for p in d.iterdir()):
                 caught += 1
@@ -238,7 +238,7 @@ def test_the_folder_form_follows_each_matching_file_as_one_run(tmp_path):
     end = time.monotonic() + 20
     while len(store.list_runs()) < 2 and time.monotonic() < end:
         fset.poll(force=True)
-        time.sleep(0.05)
+        time.sleep(0.05)  # a poll's interval
     fset.close()
     runs = {r["name"]: r["rows"] for r in store.list_runs()}
     assert runs == {"job-fold0.diag": 100, "job-fold1.diag": 80}

@@ -181,7 +181,7 @@ def test_kill_during_ingest_leaves_no_partial_run_and_next_ingest_succeeds(tmp_p
             if work and list(work[0].glob("part-*.parquet*")):
                 break
             assert proc.poll() is None, "ingest finished before it could be killed"
-            time.sleep(0.02)
+            time.sleep(0.02)  # a poll's interval
         else:
             pytest.fail("the ingest never started writing")
         proc.send_signal(signal.SIGKILL)
@@ -206,7 +206,7 @@ def test_a_lock_held_by_a_killed_process_does_not_block_the_next_ingest(tmp_path
         from regime_dash.store.run_store import RunStore
         with RunStore(sys.argv[1])._locked():
             print("held", flush=True)
-            time.sleep(120)
+            time.sleep(120)  # holds the lock until the test kills it
     """)
     proc = subprocess.Popen([sys.executable, "-c", code, str(root)], env=child_env(),
                             stdout=subprocess.PIPE, text=True)
