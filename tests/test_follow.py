@@ -244,17 +244,21 @@ def test_the_folder_form_follows_each_matching_file_as_one_run(tmp_path):
     assert runs == {"job-fold0.diag": 100, "job-fold1.diag": 80}
 
 
-@pytest.mark.slow  # followers in subprocesses: ~4.8 s of CPU
-def test_check_follow_exits_1_at_the_first_failure_and_0_on_a_clean_end(tmp_path):
+def test_check_follow_exits_1_at_the_first_failure_and_0_on_a_clean_end(tmp_path, capsys):
+    from regime_dash.cli import main  # the commands in this process: what they print, and their exit codes
+
     store_dir, src = tmp_path / "store", tmp_path / "clean.diag.jsonl"
     write(src, 0, 300)
-    assert cli("ingest", str(src), "--follow", "--name", "clean", "--store", str(store_dir),
-               "--until-idle", "1").returncode == 0
-    ok = cli("check", "clean", "--follow", "--store", str(store_dir))
-    assert ok.returncode == 0 and "300 rows" in ok.stdout and "verdict pass" in ok.stdout
+    assert main(["ingest", str(src), "--follow", "--name", "clean", "--store", str(store_dir),
+                 "--until-idle", "1"]) == 0
+    capsys.readouterr()
+    assert main(["check", "clean", "--follow", "--store", str(store_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "300 rows" in out and "verdict pass" in out
     bad = tmp_path / "bad.diag.jsonl"
     write(bad, 0, 300, "--bad-at", "77")
-    assert cli("ingest", str(bad), "--follow", "--name", "bad", "--store", str(store_dir),
-               "--until-idle", "1").returncode == 0
-    res = cli("check", "bad", "--follow", "--store", str(store_dir))
-    assert res.returncode == 1 and "flag_binary from step 77" in res.stderr
+    assert main(["ingest", str(bad), "--follow", "--name", "bad", "--store", str(store_dir),
+                 "--until-idle", "1"]) == 0
+    capsys.readouterr()
+    assert main(["check", "bad", "--follow", "--store", str(store_dir)]) == 1
+    assert "flag_binary from step 77" in capsys.readouterr().err

@@ -104,6 +104,17 @@ def test_gzip_bomb_through_the_app_upload_stays_bounded(bomb, small_rss, tmp_pat
     assert rss < RSS_BOUND
 
 
+def test_the_upload_probe_stores_a_file_through_the_runs_page(tmp_path, monkeypatch, capsys):
+    """The probe the bomb tests run as a child, here in this process on a small file."""
+    from regime_dash.ui import upload_probe
+
+    monkeypatch.setenv("REGIME_DASH_STORE", "")  # the probe points it at its store: put back after
+    assert upload_probe.main([str(tmp_path / "store"), str(SAMPLE)]) == 0
+    out = capsys.readouterr().out
+    assert "EXC []" in out and "ERRORS []" in out, out
+    assert [r["rows"] for r in RunStore(tmp_path / "store").list_runs()] == [1200]
+
+
 @pytest.mark.slow
 def test_gzip_bomb_cli_and_app_at_once_into_one_store(bomb, tmp_path):
     store = tmp_path / "s"
