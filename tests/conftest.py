@@ -10,17 +10,27 @@ Under CI (``CI`` set) the property tests run derandomized: the same examples on
 every run, so a landing never depends on a lucky draw. Locally they explore new
 examples each run and keep what failed in ``.hypothesis/``; an input that ever
 found a bug is pinned with ``@example``.
+
+Files a test keeps for a person (screenshots, measured figures) go to the session's
+artifacts folder (:mod:`artifacts`), never into the checkout: :mod:`checkout_guard` fails
+the session if it changed a tracked file or left one behind. :mod:`served_app` holds the
+browser tests' shared streamlit server and chromium.
 """
 from __future__ import annotations
 
 import importlib.util
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from regime_dash.engine import ENGINES, engine_status
+
+import artifacts
+
+pytest_plugins = ["checkout_guard", "served_app"]
 
 try:
     from hypothesis import settings as _hypothesis_settings
@@ -69,6 +79,27 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+_ARTIFACTS = pytest.StashKey[Path]()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def artifacts_folder(request, tmp_path_factory) -> Path:
+    """The session's artifacts folder: ``$REGIME_DASH_TEST_ARTIFACTS`` where a developer set it, else
+    a folder of the session's temporary directory (the variable points there for the session)."""
+    with pytest.MonkeyPatch.context() as mp:
+        if not os.environ.get(artifacts.ENV):
+            mp.setenv(artifacts.ENV, str(tmp_path_factory.mktemp("artifacts")))
+        folder = artifacts.folder()
+        request.config.stash[_ARTIFACTS] = folder
+        yield folder
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    folder = config.stash.get(_ARTIFACTS, None)
+    if folder is not None and folder.is_dir() and any(folder.iterdir()):
+        terminalreporter.write_line(f"artifacts (screenshots, figures): {folder}")
 
 
 @pytest.fixture

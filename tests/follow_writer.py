@@ -45,12 +45,12 @@ def main() -> None:
             if last and args.partial:
                 half = len(raw) // 2
                 fh.write(raw[:half])
-                time.sleep(args.partial_wait)
+                time.sleep(args.partial_wait)  # a line half written for a while: what the follower is tested on
                 fh.write(raw[half:] + b"\n")
             else:
                 fh.write(raw + b"\n")
             if args.rate:
-                time.sleep(1.0 / args.rate)
+                time.sleep(1.0 / args.rate)  # the writer's pace: a job writing as it runs
 
 
 if __name__ == "__main__":

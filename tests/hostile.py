@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from artifacts import artifact
 from regime_dash.benchmarks.ingest import (  # noqa: F401 - re-exported for the tests
     child_env,
     app_upload_args as app_upload,
@@ -22,9 +23,8 @@ RSS_BOUND = 1 << 30
 
 
 def record_figure(key: str, value) -> None:
-    """Keep a measured figure in test-artifacts/hostile.json (for docs/BENCHMARKS.md)."""
-    path = REPO / "test-artifacts" / "hostile.json"
-    path.parent.mkdir(exist_ok=True)
+    """Keep a measured figure in hostile.json among the session's artifacts (for docs/BENCHMARKS.md)."""
+    path = artifact("hostile.json")
     data = json.loads(path.read_text()) if path.exists() else {}
     data[key] = value
     path.write_text(json.dumps(data, indent=1) + "\n")

@@ -282,6 +282,7 @@ def test_explore_widgets_change_the_figure(loaded):
     assert min(xs) >= 100 and max(xs) <= 300
 
 
+@pytest.mark.slow  # two replays and Explore through AppTest: ~1.1 s of CPU
 def test_explore_pairs_a_fused_run_with_its_single_twin_for_the_mirror_drift(tmp_path, monkeypatch):
     """A stored fused run with the Layer-2 mirror off, beside the single path's run of the same inputs:
     alone it fails tau_boost (the τ no longer boosted); paired, the verdict names the drift's first step."""
@@ -750,6 +751,7 @@ def test_replay_sweep_and_open_a_cell(tmp_path, monkeypatch):
     np.testing.assert_array_equal(z[0], [1.0, 1.0, 0.0, 0.0])
 
 
+@pytest.mark.slow  # three sources replayed through AppTest: ~1.2 s of CPU
 def test_replay_sources_stream_file_and_simulator(tmp_path, monkeypatch):
     at = open_app(tmp_path / "store", monkeypatch)
     at.switch_page(page("replay")).run()
@@ -838,6 +840,7 @@ def test_compare_two_runs(loaded):
 
 
 # ---- views that survive (query parameters, selection across pages) -------------------------
+@pytest.mark.slow  # Explore run through AppTest again and again: ~1.6 s of CPU
 def test_explore_view_round_trips_through_the_url(loaded, monkeypatch):
     at = loaded
     at.switch_page(page("explore")).run()
@@ -906,6 +909,7 @@ def test_replay_config_round_trips_through_the_url(tmp_path, monkeypatch):
     assert "max_duration" not in dict(at.query_params)
 
 
+@pytest.mark.slow  # a replay page run while a compile runs: ~1.1 s of CPU
 def test_first_replay_answers_while_the_fast_engine_compiles(tmp_path, monkeypatch):
     """A compile in progress (held here, as a cold one would be) does not hold the first replay."""
     from regime_dash.engine import warm

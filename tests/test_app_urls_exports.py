@@ -46,6 +46,7 @@ def prepared(at: AppTest, key: str, fmt: str) -> str:
 
 
 # ---- Compare -------------------------------------------------------------------------------
+@pytest.mark.slow  # Compare run twice through AppTest: ~1.1 s of CPU
 def test_compare_picks_round_trip_through_the_url(loaded, monkeypatch):
     at = loaded
     at.switch_page(page("compare")).run()
@@ -77,6 +78,7 @@ def test_explore_says_which_runs_of_the_url_are_gone(loaded):
 
 
 # ---- Controllers ---------------------------------------------------------------------------
+@pytest.mark.slow  # the Controllers page run several times: ~1.8 s of CPU
 def test_controllers_module_and_sliders_round_trip_through_the_url(tmp_path, monkeypatch):
     at = open_app(tmp_path / "store", monkeypatch)
     at.switch_page(page("controllers")).run()
@@ -136,6 +138,7 @@ def test_controllers_downloads_the_replay_and_the_sweep(tmp_path, monkeypatch):
 
 
 # ---- Runs ----------------------------------------------------------------------------------
+@pytest.mark.slow  # stored runs and the Runs page through AppTest: ~1.2 s of CPU
 def test_runs_sort_round_trips_through_the_url(loaded):
     at = loaded
     at.switch_page(page("runs")).run()

@@ -1,12 +1,12 @@
 """The dashboard in a real browser: Debian's chromium driven by Playwright against ``streamlit run``.
 
-Starts ``streamlit run app.py`` on a free port with a temporary store, waits
-for ``/_stcore/health``, uploads the sample diag file, opens Explore and waits
+On the session's ``streamlit run app.py`` (:mod:`served_app`: one server and one chromium for
+every browser test), uploads the sample diag file, opens Explore and waits
 for the Plotly charts to draw, then moves a what-if slider on the Replay page
 and checks the chart changes, then runs a sweep and clicks a point of it to open
-that config's replay. Screenshots go to ``test-artifacts/`` at the
-repository root (gitignored), for a person to look at. The server and browser
-helpers are the page-load benchmark's (:mod:`regime_dash.benchmarks.page_load`).
+that config's replay. Screenshots go to the session's artifacts folder (:mod:`artifacts`),
+for a person to look at. The server and browser helpers are the page-load
+benchmark's (:mod:`regime_dash.benchmarks.page_load`).
 
 CI (``.ci/run``) installs chromium with apt; Playwright drives that binary
 (``executable_path``), so no ``playwright install`` is needed.
@@ -18,14 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from regime_dash.benchmarks.page_load import CHROMIUM, chromium, serve
+from artifacts import artifact
+from regime_dash.benchmarks.page_load import CHROMIUM, PAINTED_JS
+from served_app import settle, shot
 
 ROOT = Path(__file__).resolve().parents[1]
-ARTIFACTS = ROOT / "test-artifacts"
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.slow,  # a streamlit server and a browser: about a minute on 2 shared cores
+    pytest.mark.slow,  # a page of the shared streamlit server in chromium: seconds to a minute each on 2 shared cores
     pytest.mark.skipif(not Path(CHROMIUM).exists(),
                        reason=f"{CHROMIUM} is not installed (.ci/run installs it with apt)"),
 ]
@@ -58,25 +59,10 @@ def assert_drawn_once(page) -> None:
     assert widened and all(w == [0, 0, 0, 0] for w in widened), widened
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """``streamlit run app.py`` on a free port with an empty temporary store; yields the base URL."""
-    with serve(tmp_path_factory.mktemp("store"), log=tmp_path_factory.mktemp("log") / "streamlit.log") as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser_page():
-    """A page of headless chromium on a fresh profile."""
-    with chromium(viewport=(1400, 2400)) as ctx:
-        yield ctx.new_page()
-
-
-def shot(page, name: str) -> Path:
-    ARTIFACTS.mkdir(exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
-    return path
+@pytest.fixture
+def server(app_server) -> str:
+    """The base URL of the session's server (its store is shared: each test keeps to its own runs)."""
+    return app_server.url
 
 
 def traces_with(page, name: str) -> dict[str, list[float]]:
@@ -118,9 +104,9 @@ def drag_across(page, name: str, lo: float, hi: float) -> None:
 def test_upload_explore_and_what_if(server, browser_page):
     page = browser_page
     page.goto(server + "/")
-    page.get_by_text("The store is empty").wait_for()
+    # the one test that stores the sample's own bytes: the newest run, which Explore opens on
     page.set_input_files("input[type=file]", str(ROOT / "data" / "samples" / "diag.jsonl"))
-    page.get_by_text("Stored runs (1)").wait_for()
+    page.get_by_text("diag.jsonl: 1,200 rows").wait_for()
     page.locator("[data-testid=stDataFrame] canvas").first.wait_for()  # the runs table has drawn
     assert page.get_by_text("0 rejected").count() >= 1
     shot(page, "1-runs-after-upload")
@@ -200,9 +186,7 @@ def test_zoom_redraws_the_window_with_more_detail(server, browser_page, tmp_path
     run_id = f"long-{hashlib.sha256(path.read_bytes()).hexdigest()[:12]}"  # the store's id: name-sha
     page.goto(f"{server}/explore?runs={run_id}")  # this run alone, whatever other tests stored
     traces_with(page, "long σ")
-    # the app has finished its run (a drag on a chart that is being replaced is lost)
-    page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')")
-    page.wait_for_timeout(500)
+    settle(page)  # the app has finished its run (a drag on a chart that is being replaced is lost)
     lo, hi = 3000, 4000
     before = page.evaluate(POINTS_IN_JS, ["long σ", lo, hi])
     assert 0 < before < hi - lo  # the whole run's view keeps a sample of this window
@@ -236,8 +220,7 @@ def test_replay_zoom_turns_the_duty_band_into_spans(server, browser_page):
     page = browser_page
     page.goto(server + "/replay")
     traces_with(page, "baseline kelly_f")
-    page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')")
-    page.wait_for_timeout(500)
+    settle(page)
     assert page.evaluate(FILL_OF_JS, "baseline dead-zone episode") == "tozeroy"
     lo, hi = 1000, 1300
     drag_across(page, "baseline kelly_f", lo, hi)
@@ -269,7 +252,7 @@ def test_explore_shows_the_verdict_strip_and_a_marker_at_a_planted_violation(ser
     planted = tmp_path / "planted.jsonl"
     planted.write_text("\n".join(json.dumps(r) for r in lines) + "\n")
 
-    page = browser_page.context.new_page()  # a fresh session: Explore starts on the newest run
+    page = browser_page  # a fresh session: Explore starts on the newest run
     page.goto(server + "/")
     page.set_input_files("input[type=file]", str(planted))
     page.get_by_text("planted.jsonl: 1,200 rows").wait_for()  # ingested (other tests add runs too)
@@ -299,8 +282,11 @@ def test_explore_shows_the_verdict_strip_and_a_marker_at_a_planted_violation(ser
     assert nan_marks == ["NaN"]
     path = shot(page, "6-explore-verdict-strip-and-markers")
     assert path.stat().st_size > 0
-    page.close()
 
+
+#: Whether plotly.js hovers a point of the trace named ``name`` (what a click then selects).
+HOVERED_JS = """(name) => Array.from(document.querySelectorAll('.js-plotly-plot')).some(gd =>
+    (gd._hoverdata || []).some(d => d.data && d.data.name === name))"""
 
 #: Where the first point of the trace named ``name`` is on the page (its graph's pixels), or null.
 POINT_JS = """(name) => {
@@ -345,42 +331,41 @@ def test_clicking_a_failure_marker_opens_its_provenance_panel(server, browser_pa
     ``rederive.popart_mean`` on the chart opens the provenance panel (formula with its numbers, rows
     t−1 and t, the local replay over the log), the selection goes into the URL, closing the panel takes
     it out, and a row of the failures table opens it again. The click-to-panel time is written to
-    ``provenance-timing.json`` beside the screenshots (a figure to read, not a pass mark)."""
+    ``provenance-timing.json`` beside the screenshots (a figure to read, not a pass mark: the server
+    loads the compiled re-derivation loop in the background when it starts, and a click before that
+    is done runs the Python loop). The panel's picture for the README is ``provenance.png`` there;
+    docs/img/provenance.png is a copy of it, made by hand when the panel changes."""
     import hashlib
-    import shutil
 
     from helpers import planted_diag
 
     path, clean = planted_diag(tmp_path / "provenance.jsonl", step=700)
     run_id = f"provenance-{hashlib.sha256(path.read_bytes()).hexdigest()[:12]}"  # the store's id: name-sha
-    page = browser_page.context.new_page()
+    page = browser_page
     page.goto(server + "/")
     page.set_input_files("input[type=file]", str(path))
     page.get_by_text("provenance.jsonl: 1,000 rows").wait_for()
     page.goto(f"{server}/explore?runs={run_id}")  # this run alone (other tests store runs too)
     traces_with(page, "verdict:rederive.popart_mean")
     page.get_by_text("Failures (1)").wait_for()
-    page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')")
-    page.wait_for_timeout(3000)  # the compiled re-derivation loop loads in the background meanwhile
+    settle(page)
     timings = []
     for attempt in range(2):
         point = page.evaluate(POINT_JS, "verdict:rederive.popart_mean")
         assert point["step"] == 700
         page.mouse.move(point["x"], point["y"])
-        page.wait_for_timeout(300)
+        # plotly.js takes a click for the point it hovers: the marker, once the hover has found it
+        page.wait_for_function(HOVERED_JS, arg="verdict:rederive.popart_mean", polling="raf")
         t0 = page.evaluate("performance.now()")
         page.mouse.click(point["x"], point["y"])
         timings.append(page.wait_for_function(PANEL_OPEN_JS, arg=t0, polling="raf").json_value())
         panel = page.locator("[role=dialog]")
         assert "Provenance: rederive.popart_mean at step 700" in panel.inner_text()
         page.wait_for_function("() => location.search.includes('failure=rederive.popart_mean%40700')")
-        if attempt == 0:
-            page.wait_for_timeout(500)
-            png = tmp_path / "provenance.png"
-            page.screenshot(path=str(png), clip={"x": 0, "y": 0, "width": 1400, "height": 1400})
+        if attempt == 0:  # the dialog's opening animation run to its end, not caught half way
+            page.screenshot(path=str(artifact("provenance.png")), clip={"x": 0, "y": 0, "width": 1400, "height": 1400},
+                            animations="disabled")
             shot(page, "8-provenance-panel")
-            (ROOT / "docs" / "img").mkdir(exist_ok=True)
-            shutil.copyfile(png, ROOT / "docs" / "img" / "provenance.png")
         text = panel.inner_text()
         right = float(clean["risk_stack.popart.mean"].iloc[700])
         assert f"expected {right:.9g}" in text and "replay splits at" in text and "step 700" in text
@@ -396,17 +381,14 @@ def test_clicking_a_failure_marker_opens_its_provenance_panel(server, browser_pa
     # the failures table, drawn again after the panel closed: found and measured in the page in one step,
     # since Streamlit may replace an element between a locator's wait and a separate bounding_box() call
     box = page.wait_for_function(TABLE_BOX_JS, polling="raf").json_value()
-    page.mouse.move(box["x"] + 16, box["y"] + 35 + 17)
-    page.wait_for_timeout(300)  # the grid draws the row's checkbox on hover; a press too quick is lost
-    page.mouse.down()
-    page.wait_for_timeout(80)
-    page.mouse.up()
+    x, y = box["x"] + 16, box["y"] + 35 + 17
+    page.mouse.move(x, y)
+    page.evaluate(PAINTED_JS)  # the grid draws the row's checkbox on hover, in its next frame
+    page.mouse.click(x, y, delay=80)  # a press as a hand makes it: a press too quick is lost
     page.wait_for_function(PANEL_OPEN_JS, arg=page.evaluate("performance.now()"), polling="raf")
     page.wait_for_function("() => location.search.includes('failure=rederive.popart_mean%40700')")
-    ARTIFACTS.mkdir(exist_ok=True)
-    (ARTIFACTS / "provenance-timing.json").write_text(json.dumps({"click_to_panel_ms": timings}))
+    artifact("provenance-timing.json").write_text(json.dumps({"click_to_panel_ms": timings}))
     print(f"provenance panel: click to panel {', '.join(f'{t:.0f}' for t in timings)} ms")
-    page.close()
 
 
 #: The Live page's step metric as a number (the metric reads "1,240" or "1,240 of 3,000").
@@ -422,6 +404,17 @@ STEP_JS = """() => {
     }
     return -1;
 }"""
+
+
+#: The steps the Live page's step metric showed over ``ms`` milliseconds of animation frames, each once.
+STEPS_SEEN_JS = f"""(ms) => new Promise(done => {{
+    const seen = new Set(), t0 = performance.now();
+    const tick = () => {{
+        seen.add(({STEP_JS})());
+        if (performance.now() - t0 < ms) requestAnimationFrame(tick); else done(Array.from(seen));
+    }};
+    requestAnimationFrame(tick);
+}})"""
 
 
 #: Over ``ms`` milliseconds of animation frames, how many had a laid-out Plotly graph hidden.
@@ -463,11 +456,10 @@ def test_live_plays_in_place_and_pauses(server, browser_page):
                              f"alerts {errors}") from exc
     # the pausing run has ended (its controls come before its draw of the step, which a loaded
     # machine sent seconds later), and a tick in flight when Pause was pressed has landed
-    page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')")
-    page.wait_for_timeout(500)
+    settle(page)
     stopped = page.evaluate(STEP_JS)
-    page.wait_for_timeout(1500)
-    assert stopped > 0 and page.evaluate(STEP_JS) == stopped
+    # what is tested takes time: for 1.5 s after the pause, no frame shows another step
+    assert stopped > 0 and page.evaluate(STEPS_SEEN_JS, 1500) == [stopped]
     assert stopped % 20 == 0  # whole ticks of the default speed
     shot(page, "live-paused")
 
@@ -487,8 +479,7 @@ def test_replay_slider_redraws_the_chart_in_place_with_the_small_bundle(server, 
     try:
         page.goto(server + "/replay")
         before = traces_with(page, "what-if kelly_f")
-        page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')")
-        page.wait_for_timeout(500)
+        settle(page)
         # mark the graph div and count its drawings from here on
         page.evaluate("""() => {
             const gd = document.querySelector('.js-plotly-plot');
@@ -505,8 +496,7 @@ def test_replay_slider_redraws_the_chart_in_place_with_the_small_bundle(server, 
         page.wait_for_function(f"""(before) => {{ const t = ({TRACES_JS})('what-if kelly_f');
                                     return t !== null && JSON.stringify(t) !== JSON.stringify(before); }}""",
                                arg=before)
-        page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')")
-        page.wait_for_timeout(500)
+        settle(page)  # the run is over and what it sent is drawn: a second drawing would have come
         after = traces_with(page, "what-if kelly_f")
         moved = {name for name in after if after[name] != before.get(name)}
         assert moved and all(name.startswith("what-if") for name in moved), moved  # only the what-if run

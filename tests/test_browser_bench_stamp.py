@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from regime_dash.benchmarks.page_load import CHROMIUM, chromium
+from regime_dash.benchmarks.page_load import CHROMIUM
 from regime_dash.benchmarks.ui import FIRST_VIEW, STAMP_JS, _stamped
 
 pytestmark = [
@@ -34,16 +34,16 @@ setTimeout(() => {
 </script></body></html>"""
 
 
-def test_the_stamp_is_the_painted_frame_after_the_view_appears():
+def test_the_stamp_is_the_painted_frame_after_the_view_appears(browser_page):
     _, selector, shown = FIRST_VIEW["compare"]
-    with chromium(viewport=(800, 600), timeout_ms=30_000) as ctx:
-        page = ctx.new_page()
-        page.add_init_script(f"({STAMP_JS})({json.dumps(shown)})")
-        page.route("http://bench.test/", lambda route: route.fulfill(body=PAGE, content_type="text/html"))
-        t0 = time.time()
-        page.goto("http://bench.test/")
-        page.locator(selector).first.wait_for()
-        painted, seen = _stamped(page, t0)
-        shown_at = page.evaluate("() => window.__shownAt") / 1000.0 - t0
+    page = browser_page  # a page of the session's chromium
+    page.set_viewport_size({"width": 800, "height": 600})
+    page.add_init_script(f"({STAMP_JS})({json.dumps(shown)})")
+    page.route("http://bench.test/", lambda route: route.fulfill(body=PAGE, content_type="text/html"))
+    t0 = time.time()
+    page.goto("http://bench.test/")
+    page.locator(selector).first.wait_for()
+    painted, seen = _stamped(page, t0)
+    shown_at = page.evaluate("() => window.__shownAt") / 1000.0 - t0
     assert shown_at <= painted < shown_at + 0.5  # two frames after, before the busy loop ends
     assert seen > painted + 0.3  # Playwright, polling, saw it only after the busy loop

@@ -1,8 +1,7 @@
 """The former dead ends in a real browser: a heatmap cell click opens that replay; two runs export as Parquet.
 
-Same server and browser helpers as ``tests/test_browser.py`` (Debian's chromium
-driven by Playwright against ``streamlit run``); screenshots go to
-``test-artifacts/``.
+The session's server and chromium, as ``tests/test_browser.py`` uses them (:mod:`served_app`);
+screenshots go to the session's artifacts folder.
 """
 from __future__ import annotations
 
@@ -15,31 +14,35 @@ import pytest
 from regime_dash import RegimeConfig, replay
 from regime_dash.diag import catalogue as diag
 from regime_dash.sources import scenarios
-from regime_dash.benchmarks.page_load import chromium, serve
 from regime_dash.store.run_store import RunStore
-from tests.test_browser import ROOT, pytestmark, shot  # noqa: F401  (pytestmark: the same marks and skips)
+from served_app import settle, shot
+from tests.test_browser import ROOT, pytestmark, traces_with  # noqa: F401  (pytestmark: the same marks and skips)
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory):
-    """A chromium page on ``streamlit run app.py`` over a store holding the sample and a replay."""
-    store = tmp_path_factory.mktemp("store")
-    runs = RunStore(store)
-    runs.ingest(ROOT / "data" / "samples" / "diag.jsonl", source_name="sample")
-    path = tmp_path_factory.mktemp("diag") / "tail_shock.jsonl"
+def two_runs(app_server, tmp_path_factory) -> dict[str, str]:
+    """``{name: run id}`` of this module's two runs in the session server's store: the sample's first
+    1,000 lines and a replay of 400 steps (bytes no other test stores)."""
+    runs, tmp = RunStore(app_server.store), tmp_path_factory.mktemp("diag")
+    cut = tmp / "dead-ends-sample.jsonl"
+    cut.write_text("".join((ROOT / "data" / "samples" / "diag.jsonl").read_text().splitlines(keepends=True)[:1000]))
+    path = tmp / "dead-ends-tail_shock.jsonl"
     diag.write_jsonl(replay(scenarios.make("tail_shock", steps=400, accounts=64), RegimeConfig(),
                             engine="reference"), path)
-    runs.ingest(path, source_name="tail_shock")
-    with serve(store, log=tmp_path_factory.mktemp("log") / "streamlit.log") as url, \
-            chromium(viewport=(1400, 2400)) as ctx:
-        p = ctx.new_page()
-        p.goto(url + "/")
-        p.get_by_text("Stored runs (2)").wait_for()
-        yield p
+    return {name: runs.ingest(src, source_name=name).run_id
+            for name, src in (("dead-ends-sample", cut), ("dead-ends-tail_shock", path))}
+
+
+@pytest.fixture
+def page(app_server, browser_page):
+    """A fresh page on the session server's Replay page, its first run over."""
+    browser_page.goto(app_server.url + "/replay")
+    traces_with(browser_page, "baseline kelly_f")
+    settle(browser_page)  # a tab picked while the page still runs may be reset by that run
+    return browser_page
 
 
 def test_a_heatmap_cell_click_opens_its_replay(page):
-    page.get_by_role("link", name="Replay & what-if").click()
     page.get_by_role("tab", name="Sweep").click()
     page.get_by_label("points").first.fill("3")
     page.get_by_label("points").first.press("Enter")
@@ -64,19 +67,23 @@ def test_a_heatmap_cell_click_opens_its_replay(page):
     shot(page, "dead-ends-1-heatmap-cell-opened")
 
 
-def test_two_runs_export_as_parquet(page):
-    page.get_by_role("link", name="Explore").click()
+def test_two_runs_export_as_parquet(app_server, browser_page, two_runs):
+    page = browser_page
+    first, second = two_runs
+    page.goto(f"{app_server.url}/explore?runs={two_runs[first]}")  # this module's run (the store is shared)
     page.locator(".js-plotly-plot").first.wait_for()
+    settle(page)
     page.get_by_role("combobox", name="Runs", exact=True).click()
-    page.get_by_role("option").first.click()  # the second run joins the first
+    page.keyboard.type(second)
+    page.get_by_role("option", name=second).first.click()  # the second run joins the first
     page.keyboard.press("Escape")
     page.get_by_role("tab", name="Download").click()
     page.get_by_role("button", name="Prepare download").click()
     button = page.get_by_role("button", name="Download regime-dash-view.parquet")
     button.wait_for()
-    assert "(1,600 rows" in button.inner_text()
+    assert "(1,400 rows" in button.inner_text()
     with page.expect_download() as download:
         button.click()
     table = pd.read_parquet(io.BytesIO(Path(download.value.path()).read_bytes()))
-    assert len(table) == 1600 and set(table["run"]) == {"sample", "tail_shock"}
+    assert len(table) == 1400 and set(table["run"]) == {first, second}
     shot(page, "dead-ends-2-export")

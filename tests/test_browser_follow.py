@@ -3,7 +3,8 @@
 A writer process appends diag lines, ``ingest --follow`` commits them every half second,
 and Explore (opened on the run) redraws the chart with the new steps: the highest step
 drawn grows while the chart's element stays the same one (it is updated in place, not
-replaced by a page rerun). The Runs page shows the run's "live" badge.
+replaced by a page rerun). The Runs page shows the run's "live" badge. The session's server and
+chromium (:mod:`served_app`): the follow writes into that server's store, under a run id of its own.
 """
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from regime_dash.benchmarks.page_load import CHROMIUM, chromium, serve
-from regime_dash.store.append import follow_run_id
+from artifacts import artifact
+from regime_dash.benchmarks.page_load import CHROMIUM
+from regime_dash.store.append import follow_run_id, follow_status
+from regime_dash.store.run_store import RunStore
+from polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "samples" / "diag.jsonl"
@@ -42,33 +46,32 @@ TAG_JS = """() => { for (const gd of document.querySelectorAll('.js-plotly-plot'
     return false; }"""
 
 
-def test_a_live_run_draws_its_new_steps_in_explore(tmp_path):
-    store, src = tmp_path / "store", tmp_path / "job.diag.jsonl"
+def test_a_live_run_draws_its_new_steps_in_explore(app_server, browser_page, tmp_path):
+    store, src = app_server.store, tmp_path / "job.diag.jsonl"
     writer = subprocess.Popen([sys.executable, str(WRITER), str(SAMPLE), str(src), "--to", "300", "--rate", "100"])
     follower = subprocess.Popen([sys.executable, "-m", "regime_dash", "ingest", str(src), "--follow", "--name", "job",
                                  "--store", str(store), "--commit-every", "0.5"], cwd=ROOT,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     run_id = follow_run_id("job", src)
+    url, page = app_server.url, browser_page
     try:
-        with serve(store, log=tmp_path / "streamlit.log") as url, chromium(viewport=(1400, 2400)) as ctx:
-            page = ctx.new_page()
-            page.goto(url + "/")
-            page.get_by_text("● live", exact=False).first.wait_for(state="attached", timeout=60_000)  # the Runs badge (a grid cell)
-            page.goto(f"{url}/explore?runs={run_id}")
-            page.wait_for_function(f"() => ({LAST_X_JS})() !== null", timeout=90_000)
-            page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')")
-            assert page.evaluate(TAG_JS)
-            writer.wait(30)
-            first = page.evaluate(LAST_X_JS)["x"]
-            writer = subprocess.Popen([sys.executable, str(WRITER), str(SAMPLE), str(src), "--from", "300",
-                                       "--to", "1200", "--rate", "30"])  # the job goes on while the page is open
-            page.wait_for_function(f"() => {{ const r = ({LAST_X_JS})(); return r && r.x >= {first + 40}; }}",
-                                   timeout=30_000)
-            later = page.evaluate(LAST_X_JS)
-            assert later["x"] >= first + 40 and later["same"], (first, later)
-            ARTIFACTS = ROOT / "test-artifacts"
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "follow-explore-live.png"), full_page=True)
+        # the run is in the store before the Runs page is drawn (the page shows the runs of its run)
+        wait_until(lambda: follow_status(RunStore(store)).get(run_id, {}).get("live"), 120, f"{run_id} followed")
+        page.goto(url + "/")
+        page.get_by_text("● live", exact=False).first.wait_for(state="attached", timeout=60_000)  # the Runs badge (a grid cell)
+        page.goto(f"{url}/explore?runs={run_id}")
+        page.wait_for_function(f"() => ({LAST_X_JS})() !== null", timeout=90_000)
+        page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')")
+        assert page.evaluate(TAG_JS)
+        writer.wait(30)
+        first = page.evaluate(LAST_X_JS)["x"]
+        writer = subprocess.Popen([sys.executable, str(WRITER), str(SAMPLE), str(src), "--from", "300",
+                                   "--to", "1200", "--rate", "30"])  # the job goes on while the page is open
+        page.wait_for_function(f"() => {{ const r = ({LAST_X_JS})(); return r && r.x >= {first + 40}; }}",
+                               timeout=30_000)
+        later = page.evaluate(LAST_X_JS)
+        assert later["x"] >= first + 40 and later["same"], (first, later)
+        page.screenshot(path=str(artifact("follow-explore-live.png")), full_page=True)
     finally:
         for p in (writer, follower):
             p.kill()

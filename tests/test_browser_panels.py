@@ -1,7 +1,7 @@
 """A shared Explore URL with custom panels opens the same view in a real browser.
 
-Debian's chromium (Playwright) against ``streamlit run``, as :mod:`tests.test_browser` does: a
-store of three runs (the committed sample diag, and two cut from it), Explore opened by a URL
+Debian's chromium (Playwright) against the session's ``streamlit run`` (:mod:`served_app`): three
+runs cut from the committed sample diag in the server's store, Explore opened by a URL
 naming the three runs and a custom panel on a log axis (``panels=<field>~log``), and the
 browser's drawn chart read back: the panel is there, on a log y axis, with every run on it.
 """
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from regime_dash.benchmarks.page_load import chromium, serve
+from artifacts import artifact
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "samples" / "diag.jsonl"
@@ -35,26 +35,18 @@ PANEL_JS = """(title) => {
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    """``streamlit run app.py`` on a store of three runs; yields ``(base URL, {name: run id})``."""
+def served(app_server, tmp_path_factory):
+    """Three runs in the session server's store; ``(base URL, {name: run id})``."""
     from regime_dash.store.run_store import RunStore
 
-    store, tmp = tmp_path_factory.mktemp("store"), tmp_path_factory.mktemp("diag")
+    tmp = tmp_path_factory.mktemp("diag")
     lines = SAMPLE.read_text().splitlines(keepends=True)
-    ids = {"sample": RunStore(store).ingest(SAMPLE, name="sample").run_id}  # three distinct contents
-    for name, n in (("head", len(lines) // 3), ("most", 2 * len(lines) // 3)):
+    ids = {}
+    for name, n in (("panels-head", 300), ("panels-half", 700), ("panels-most", 1100)):  # bytes no other test stores
         path = tmp / f"{name}.jsonl"
         path.write_text("".join(lines[:n]))
-        ids[name] = RunStore(store).ingest(path, name=name).run_id
-    with serve(store, log=tmp_path_factory.mktemp("log") / "streamlit.log") as url:
-        yield url, ids
-
-
-@pytest.fixture(scope="module")
-def browser_page():
-    """A page of headless chromium on a fresh profile."""
-    with chromium(viewport=(1400, 2400), timeout_ms=120_000) as ctx:
-        yield ctx.new_page()
+        ids[name] = RunStore(app_server.store).ingest(path, name=name).run_id
+    return app_server.url, ids
 
 
 def test_a_shared_url_opens_three_runs_with_a_log_scale_custom_panel(served, browser_page):
@@ -71,6 +63,4 @@ def test_a_shared_url_opens_three_runs_with_a_log_scale_custom_panel(served, bro
     assert len(panel["runs"]) == 3, panel  # every run of the URL on the panel, each under its label
     assert all(any(label.startswith(name) for label in panel["runs"]) for name in ids), panel
     assert f"panels={diag.SIGMA}~log" in page.url.replace("%7E", "~")  # the view stays shareable
-    ARTIFACTS = ROOT / "test-artifacts"
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "explore-custom-panel.png"), full_page=True)
+    page.screenshot(path=str(artifact("explore-custom-panel.png")), full_page=True)

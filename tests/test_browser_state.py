@@ -3,7 +3,8 @@ a page that answers after fast slider moves, a delete confirmed in one tab and p
 
 Each test drives Debian's chromium (Playwright) against ``streamlit run``, as
 :mod:`tests.test_browser` does; these paths differ from AppTest's because the browser
-keeps its own copy of every widget's value.
+keeps its own copy of every widget's value. The server is this module's own (an empty numba
+cache and a store whose runs it deletes); the chromium is the session's (:mod:`served_app`).
 """
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from regime_dash.benchmarks.page_load import chromium, make_run, serve
+from regime_dash.benchmarks.page_load import make_run, serve
+from polling import wait_until
+from served_app import settle
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,17 +59,10 @@ def served(tmp_path_factory):
         yield url, store
 
 
-@pytest.fixture(scope="module")
-def context():
-    """A headless chromium context on a fresh profile (each test opens its own pages)."""
-    with chromium(viewport=(1400, 2400), timeout_ms=60_000) as ctx:
-        yield ctx
-
-
-def idle(page) -> None:
-    """Wait until the app has finished its run (no running-man status widget), and a little after."""
-    page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')")
-    page.wait_for_timeout(500)
+@pytest.fixture
+def context(chromium_context):
+    """The session's headless chromium (each test opens its own pages)."""
+    return chromium_context
 
 
 def slider_value(page, name: str) -> str:
@@ -80,7 +76,7 @@ def test_replay_keeps_the_what_if_config_through_a_source_switch(served, context
     page = context.new_page()
     page.goto(server + "/replay?max_duration=700&eps_max=0.3")
     page.locator("input[type=range][aria-label=max_duration]").wait_for()
-    idle(page)
+    settle(page)
     before = {n: slider_value(page, n) for n in ("max_duration", "eps_max", "eps_min")}
     f2 = page.locator("input[aria-label='F2 Kelly resurrection']")
     assert before["max_duration"] == "700" and before["eps_max"] == "0.3" and f2.is_checked()
@@ -88,10 +84,10 @@ def test_replay_keeps_the_what_if_config_through_a_source_switch(served, context
         page.get_by_test_id("stRadio").get_by_text(source, exact=True).click()
         if source == "Stream file":
             page.get_by_text("Upload a stream file to replay it.").wait_for()
-            idle(page)
+            settle(page)
             continue
         page.locator("input[type=range][aria-label=max_duration]").wait_for()
-        idle(page)
+        settle(page)
         assert {n: slider_value(page, n) for n in before} == before, source
         assert f2.is_checked(), source
         assert "max_duration=700" in page.url and "eps_max=0.3" in page.url, page.url
@@ -100,7 +96,7 @@ def test_replay_keeps_the_what_if_config_through_a_source_switch(served, context
     slider.focus()
     slider.press("ArrowRight")
     page.wait_for_url(lambda url: "eps_min=" in url)
-    idle(page)
+    settle(page)
     assert slider_value(page, "max_duration") == "700" and "max_duration=700" in page.url
     page.close()
 
@@ -109,7 +105,7 @@ def arm_delete(page, server: str, name: str) -> None:
     """On Runs: open "Delete a run", pick the run called ``name`` and tick the confirmation."""
     page.goto(server + "/")
     page.get_by_text("Delete a run").click()
-    idle(page)
+    settle(page)
     picker = page.get_by_test_id("stExpander").filter(has_text="Delete a run").get_by_test_id("stSelectbox")
     picker.click()
     page.keyboard.type(name)
@@ -117,7 +113,7 @@ def arm_delete(page, server: str, name: str) -> None:
     page.get_by_text(re.compile(rf"^Yes, delete {name} ")).click()  # the pick has taken: the tick names it
     page.wait_for_function("(name) => { const b = Array.from(document.querySelectorAll('button'))"
                            ".find(b => b.innerText.trim() === 'Delete ' + name); return b && !b.disabled; }", arg=name)
-    idle(page)
+    settle(page)
 
 
 def delete_button(page):
@@ -134,13 +130,12 @@ def test_a_delete_confirmed_in_two_tabs_deletes_only_that_run(served, context):
     arm_delete(tab_b, server, "victim")
     others = [n for n in stored_names(store) if n != "victim"]
     delete_button(tab_a).click()
-    deadline = time.monotonic() + 60
-    while "victim" in stored_names(store) and time.monotonic() < deadline:
-        tab_a.wait_for_timeout(200)  # the toast saying so may be gone before it is looked for
+    # the store says when it is done (the toast saying so may be gone before it is looked for)
+    wait_until(lambda: "victim" not in stored_names(store), 60, "victim deleted")
     assert stored_names(store) == others
     delete_button(tab_b).click()
     tab_b.get_by_text(re.compile("no longer selected|was not deleted")).first.wait_for(state="attached")
-    idle(tab_b)
+    settle(tab_b)
     assert stored_names(store) == others  # nothing else went with it
     tab_a.close()
     tab_b.close()
@@ -180,15 +175,15 @@ def test_explore_answers_after_fast_slider_moves(served, context):
     page.get_by_role("link", name="Explore").click()
     smoothing = page.locator("input[type=range][aria-label^='Smoothing']")
     smoothing.wait_for()
-    idle(page)
+    settle(page)
     start, walks = time.monotonic(), 0
     while walks < WALKS and time.monotonic() - start < WALKS_BUDGET_S:
         smoothing.focus()
         for _ in range(10):
             smoothing.press("ArrowRight")
-            page.wait_for_timeout(50)
+            page.wait_for_timeout(50)  # the pace of a person's quick presses: what is tested, not a wait
         page.get_by_role("tab", name=("Events", "Episodes")[walks % 2]).click()
-        idle(page)
+        settle(page)
         body = page.inner_text("body")
         assert "Connection error" not in body and "ForwardMsg" not in body, (walks, body[:2000])
         walks += 1

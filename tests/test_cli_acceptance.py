@@ -48,10 +48,12 @@ def test_replay_kelly_trap_run8_then_check(tmp_path, resurrection):
         assert "FAIL  timeout_unreachable" in text.stdout and "finding(s) of severity fail" in text.stdout
 
 
+@pytest.mark.slow  # a CLI subprocess
 def test_check_the_clean_sample_exits_0():
     assert cli("check", "data/samples/diag.jsonl").returncode == 0
 
 
+@pytest.mark.slow  # CLI subprocesses: ~1.8 s of CPU
 def test_check_a_file_that_is_not_a_diag_exits_2_naming_it():
     notes = ROOT / "README.md"  # a text file that exists on every checkout (/etc/hostname may not)
     proc = cli("check", notes)

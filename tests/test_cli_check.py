@@ -154,6 +154,7 @@ def test_diff_identical_and_different(files, capsys):
     assert code == 0
 
 
+@pytest.mark.slow  # CLI subprocesses: ~2.3 s of CPU
 def test_module_entry_point_exit_code_gates_ci(files):
     """The real ``python -m regime_dash`` process: exit 1 on a failed check, JSON on stdout."""
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}

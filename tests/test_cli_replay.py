@@ -120,6 +120,7 @@ def test_sources_are_mutually_exclusive_and_required(tmp_path):
         main(["replay", "--scenario", "calm", "--simulate", "calm", "--out", str(tmp_path / "x.jsonl")])
 
 
+@pytest.mark.slow  # a CLI subprocess: ~1.4 s of CPU
 def test_python_dash_m_entry_point(tmp_path):
     out = tmp_path / "calm.jsonl"
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))

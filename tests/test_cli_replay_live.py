@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from regime_dash import RegimeConfig, replay
 from regime_dash.diag import catalogue as diag
@@ -51,6 +52,7 @@ def test_live_scenario_prints_a_line_per_tick_and_writes_the_run(tmp_path, capsy
     assert set(got["risk_stack.regime.dead_zone.max_duration"].iloc[800:]) == {600.0}
 
 
+@pytest.mark.slow  # a CLI subprocess: ~1.4 s of CPU
 def test_live_simulator_from_the_command_line(tmp_path):
     out = tmp_path / "calm.jsonl"
     proc = subprocess.run([sys.executable, "-m", "regime_dash", "replay", "--simulate", "calm", "--steps", "90",

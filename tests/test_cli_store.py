@@ -145,6 +145,7 @@ def test_progress_bar_on_a_terminal(tmp_path):
     assert b"stored run" in out
 
 
+@pytest.mark.slow  # the ingest benchmark's child processes: ~1.7 s of CPU
 def test_bench_ingest_smoke(tmp_path, capsys):
     out = tmp_path / "bench.json"
     rc = main(["bench", "ingest", "--size-mb", "0.3", "--repeat", "1", "--json",

@@ -54,6 +54,7 @@ def _float32_bits(rng, n: int) -> np.ndarray:
     return x
 
 
+@pytest.mark.slow  # a million floats written and compared: ~1.2 s of CPU
 def test_floats_of_every_magnitude_are_pythons_repr(tmp_path, rng):
     x32 = _float32_bits(rng, 200_000)
     x64 = rng.integers(0, 2 ** 64, 200_000, dtype=np.uint64).view(np.float64)

@@ -208,7 +208,7 @@ def _sums(shard, *values):
     """The sums of a shard's shared values, after ``shard`` seconds."""
     import time
 
-    time.sleep(shard)
+    time.sleep(shard)  # a shard that takes time: what is tested
     return [None if v is None else float(np.sum(v)) for v in values]
 
 
@@ -231,7 +231,7 @@ def test_shards_wait_for_phase_1_and_are_released_when_it_fails(stream, client, 
                                   check_exact=True)
 
     def broken(*args, **kwargs):
-        time.sleep(0.5)
+        time.sleep(0.5)  # the shards are on the workers before phase 1 fails
         raise StreamError("phase 1 failed here", field="rewards", value=None)
 
     monkeypatch.setattr(sweep_module, "phase1_stats", broken)
@@ -250,7 +250,7 @@ def test_a_later_value_reaches_a_task_that_started_before_it(client):
 
     with distributed.later(client) as (handle, publish):
         future = client.submit(lambda h: float(np.sum(distributed.published(h))), handle, pure=False)
-        time.sleep(0.3)
+        time.sleep(0.3)  # time for the task to start and wait: that it waits is what is tested
         assert not future.done()  # it waits for the value
         publish(np.arange(5.0))
         assert future.result(timeout=60) == 10.0
@@ -275,11 +275,12 @@ def test_a_later_value_reaches_a_task_that_started_before_it(client):
         late.result(timeout=60)
 
 
-def _read_published(variable):
+def _read_published(variable, fetch_timeout=distributed.FETCH_TIMEOUT_S):
     """(worker, sum of the value published into ``variable``)."""
     import distributed as dd
 
-    return dd.get_worker().address, float(np.sum(distributed.published(variable, timeout=30)))
+    return dd.get_worker().address, float(np.sum(distributed.published(variable, timeout=30,
+                                                                        fetch_timeout=fetch_timeout)))
 
 
 @pytest.mark.filterwarnings("ignore:Client .* desires key .* but key is unknown")
@@ -299,8 +300,9 @@ def test_a_published_value_is_a_future_on_every_worker_read_where_it_runs(client
     with distributed.later(client) as (variable, publish):
         publish(np.arange(5.0))
         client.cancel(variable.get(timeout=30), force=True)
-        lost = client.submit(_read_published, variable, pure=False)
-        with pytest.raises(EngineUnavailable, match="could not be fetched"):
+        # a short fetch timeout: a cancelled value is waited for until it runs out
+        lost = client.submit(_read_published, variable, fetch_timeout=2.0, pure=False)
+        with pytest.raises(EngineUnavailable, match="could not be fetched within 2 s"):
             lost.result(timeout=120)
 
 
@@ -325,10 +327,11 @@ def _fails_or_sleeps(shard):
 
     if shard == "bad":
         raise ValidationError("shard 'bad' is bad", field="shard", value=shard)
-    time.sleep(float(shard))
+    time.sleep(float(shard))  # a slow shard that nobody may wait for: what is tested
     return shard
 
 
+@pytest.mark.slow  # a shard that sleeps 5 s is what it tests
 def test_a_shards_error_is_raised_with_its_type_without_waiting_for_the_others(client):
     import time
 

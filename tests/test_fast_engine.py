@@ -244,6 +244,7 @@ def _probe(tmp_path, action: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # a cold numba compile in a subprocess: ~7 s of CPU
 def test_cpu_cache_warm_tells_a_cold_cache_from_a_warm_one_without_compiling(tmp_path):
     first = _probe(tmp_path, "compile")           # a fresh cache: nothing there, so the replay kernel compiles
     assert first["before"] == {"replay": False, "sweep": False}

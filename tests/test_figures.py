@@ -432,6 +432,7 @@ def test_sweep_line_orders_points():
     assert list(fig.data[0].customdata) == [1, 2, 0]
 
 
+@pytest.mark.slow  # a fresh interpreter importing the figures
 def test_figures_does_not_import_streamlit():
     code = "import regime_dash.figures.signals, sys; print('streamlit' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -21,6 +21,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from polling import wait_until
 from regime_dash.follow.alerts import Dispatch
 from regime_dash.follow.follower import Follower, FollowSet, follow
 from regime_dash.store.run_store import RunStore
@@ -46,7 +47,7 @@ def drive(f, until, timeout: float = 30.0):
         out += f.poll(force=True)
         if until():
             return out
-        time.sleep(0.05)
+        time.sleep(0.05)  # a poll's interval
     raise AssertionError(f"not reached in {timeout} s; state {f.run.state}")
 
 
@@ -107,6 +108,7 @@ def test_truncation_can_stop_the_follow(tmp_path):
     assert "truncated" in why and steps(store, fset.followers[src].run_id) == list(range(100))
 
 
+@pytest.mark.slow  # three followers started and killed: ~3.4 s of CPU
 def test_kill_9_mid_commit_and_restart_lose_and_repeat_nothing(tmp_path):
     store_dir, src = tmp_path / "store", tmp_path / "job.diag.jsonl"
     writer = write(src, 0, 1200, "--rate", "600", wait=False)
@@ -119,7 +121,7 @@ def test_kill_9_mid_commit_and_restart_lose_and_repeat_nothing(tmp_path):
         run_dirs = []
         while time.monotonic() < end and not run_dirs:
             run_dirs = list(store_dir.glob("run=*")) if store_dir.exists() else []
-            time.sleep(0.01)
+            time.sleep(0.01)  # a poll's interval
         while time.monotonic() < end:
             if any(p.name.endswith(".parquet.tmp") for d in run_dirs for p in d.iterdir()):
                 caught += 1
@@ -142,6 +144,7 @@ def test_kill_9_mid_commit_and_restart_lose_and_repeat_nothing(tmp_path):
     print(f"kills that landed while a part was written: {caught} of 3")
 
 
+@pytest.mark.slow  # a follower and hook subprocesses: ~2.7 s of CPU
 def test_a_planted_failure_runs_the_hook_exactly_once(tmp_path):
     store_dir, src, out = tmp_path / "store", tmp_path / "job.diag.jsonl", tmp_path / "alerts.jsonl"
     write(src, 0, 300, "--bad-at", "120", "--bad-at", "121", "--bad-at", "250")
@@ -150,7 +153,9 @@ def test_a_planted_failure_runs_the_hook_exactly_once(tmp_path):
                              "--on-alert", f"{sys.executable} -c \"import sys; open({str(out)!r}, 'a')"
                              f".write(sys.stdin.read() + chr(10))\""],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)
+    # the first failure's alerts are out before more lines come
+    wait_until(lambda: out.exists() and sum(1 for x in out.read_text().splitlines() if x.strip()) >= 3, 60,
+               "the first failure's three alerts")
     write(src, 300, 500, "--bad-at", "400")  # fails again while still failing: no second alert
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
@@ -211,6 +216,7 @@ def test_a_webhook_that_times_out_never_holds_the_follow_up(tmp_path):
     f.close()
 
 
+@pytest.mark.slow  # CLI subprocesses: ~1.8 s of CPU
 def test_gzip_cannot_be_followed(tmp_path):
     gz = tmp_path / "job.diag.jsonl.gz"
     gz.write_bytes(gzip.compress(SAMPLE.read_bytes()[:5000]))
@@ -232,25 +238,30 @@ def test_the_folder_form_follows_each_matching_file_as_one_run(tmp_path):
     end = time.monotonic() + 20
     while len(store.list_runs()) < 2 and time.monotonic() < end:
         fset.poll(force=True)
-        time.sleep(0.05)
+        time.sleep(0.05)  # a poll's interval
     fset.close()
     runs = {r["name"]: r["rows"] for r in store.list_runs()}
     assert runs == {"job-fold0.diag": 100, "job-fold1.diag": 80}
 
 
-def test_check_follow_exits_1_at_the_first_failure_and_0_on_a_clean_end(tmp_path):
+def test_check_follow_exits_1_at_the_first_failure_and_0_on_a_clean_end(tmp_path, capsys):
+    from regime_dash.cli import main  # the commands in this process: what they print, and their exit codes
+
     store_dir, src = tmp_path / "store", tmp_path / "clean.diag.jsonl"
     write(src, 0, 300)
-    assert cli("ingest", str(src), "--follow", "--name", "clean", "--store", str(store_dir),
-               "--until-idle", "1").returncode == 0
-    ok = cli("check", "clean", "--follow", "--store", str(store_dir))
-    assert ok.returncode == 0 and "300 rows" in ok.stdout and "verdict pass" in ok.stdout
+    assert main(["ingest", str(src), "--follow", "--name", "clean", "--store", str(store_dir),
+                 "--until-idle", "1"]) == 0
+    capsys.readouterr()
+    assert main(["check", "clean", "--follow", "--store", str(store_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "300 rows" in out and "verdict pass" in out
     bad = tmp_path / "bad.diag.jsonl"
     write(bad, 0, 300, "--bad-at", "77")
-    assert cli("ingest", str(bad), "--follow", "--name", "bad", "--store", str(store_dir),
-               "--until-idle", "1").returncode == 0
-    res = cli("check", "bad", "--follow", "--store", str(store_dir))
-    assert res.returncode == 1 and "flag_binary from step 77" in res.stderr
+    assert main(["ingest", str(bad), "--follow", "--name", "bad", "--store", str(store_dir),
+                 "--until-idle", "1"]) == 0
+    capsys.readouterr()
+    assert main(["check", "bad", "--follow", "--store", str(store_dir)]) == 1
+    assert "flag_binary from step 77" in capsys.readouterr().err
 
 
 def _alert_urls(store: RunStore, src: Path, **kw) -> list[str]:

@@ -176,6 +176,7 @@ def test_g24_tau_boost_mirror_off_leaves_tau_min_unboosted(engine, controllers):
 
 
 # ---- the checks and the finding see the consequence -----------------------------------------------
+@pytest.mark.slow  # replays and a check of each: ~1.6 s of CPU
 def test_checks_show_the_untaken_resurrection_and_the_unboosted_tau():
     s = scenarios.make("kelly_trap_run8")
     for mirror, check in (("fused_mirror_resurrection", "kelly_resurrection"), ("fused_mirror_tau_boost", "tau_boost")):
@@ -254,6 +255,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
+@pytest.mark.slow  # CLI subprocesses: ~3.6 s of CPU
 def test_cli_replay_fused_with_a_mirror_off_and_check_with_its_single_twin(tmp_path):
     fused, single = tmp_path / "fused.jsonl", tmp_path / "single.jsonl"
     run = _cli("replay", "--scenario", "kelly_trap_run8", "--engine", "reference", "--controllers", "fused",
@@ -272,6 +274,7 @@ def test_cli_replay_fused_with_a_mirror_off_and_check_with_its_single_twin(tmp_p
                                                                 for f in alone["findings"])
 
 
+@pytest.mark.slow  # a CLI subprocess: ~1.5 s of CPU
 def test_cli_replay_fused_with_mirrors_on_says_the_paths_agree(tmp_path):
     out = tmp_path / "f.parquet"
     run = _cli("replay", "--scenario", "tail_shock", "--steps", "200", "--accounts", "31", "--engine", "reference",

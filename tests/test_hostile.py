@@ -3,7 +3,7 @@
 Memory: a gzip bomb (a few MB expanding to hundreds of MB with no line break) is
 ingested through the CLI and through the Runs page (AppTest drives the real page in a
 child process), alone and both at once; the peak RSS of each child comes from the
-kernel (``os.wait4``). The figures are written to ``test-artifacts/hostile.json``.
+kernel (``os.wait4``). The figures are written to ``hostile.json`` among the session's artifacts.
 """
 from __future__ import annotations
 
@@ -47,7 +47,6 @@ from hostile import (
 #: Expanded size of the test bomb: large enough that holding the line would show (the
 #: peak over a small ingest stays far below it), small enough for CI (~10 s a pass).
 BOMB_MB = 384
-ARTIFACTS = REPO / "test-artifacts"
 SAMPLE = REPO / "data" / "samples" / "diag.jsonl"
 
 
@@ -103,6 +102,17 @@ def test_gzip_bomb_through_the_app_upload_stays_bounded(bomb, small_rss, tmp_pat
     assert repr(f"{markdown_literal(bomb.name)}: 100 rows, 1 rejected")[1:-1] in out, out  # the name as text
     record("app_bomb", {"expanded_mb": BOMB_MB, "peak_rss_mb": mb(rss)})
     assert rss < RSS_BOUND
+
+
+def test_the_upload_probe_stores_a_file_through_the_runs_page(tmp_path, monkeypatch, capsys):
+    """The probe the bomb tests run as a child, here in this process on a small file."""
+    from regime_dash.ui import upload_probe
+
+    monkeypatch.setenv("REGIME_DASH_STORE", "")  # the probe points it at its store: put back after
+    assert upload_probe.main([str(tmp_path / "store"), str(SAMPLE)]) == 0
+    out = capsys.readouterr().out
+    assert "EXC []" in out and "ERRORS []" in out, out
+    assert [r["rows"] for r in RunStore(tmp_path / "store").list_runs()] == [1200]
 
 
 @pytest.mark.slow
@@ -332,6 +342,7 @@ def _clean_and_messy(tmp_path: Path) -> tuple[Path, Path]:
     return clean, messy
 
 
+@pytest.mark.slow  # CLI subprocesses: ~1.9 s of CPU
 def test_a_text_fold_does_not_retype_the_run_and_diff_sees_no_change(tmp_path):
     clean, messy = _clean_and_messy(tmp_path)
     store = RunStore(tmp_path / "s")

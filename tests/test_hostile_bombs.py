@@ -141,6 +141,7 @@ def _wide(path: Path, keys: int, per_line: int) -> Path:
     return path
 
 
+@pytest.mark.slow  # measured child processes: up to 5 s of CPU
 @pytest.mark.parametrize("per_line", [20_000, 10], ids=["one-line", "2000-lines"])
 def test_a_file_of_20000_keys_is_refused_quickly_and_bounded(tmp_path, per_line):
     src = _wide(tmp_path / "wide.jsonl", 20_000, per_line)
@@ -155,6 +156,7 @@ def test_a_file_of_20000_keys_is_refused_quickly_and_bounded(tmp_path, per_line)
     assert seconds < 30  # was 43 s (one line) and 66 s (2,000 lines) on two cores
 
 
+@pytest.mark.slow  # timed ingests of growing files: ~1.3 s of CPU
 def test_ingest_time_grows_linearly_with_the_key_count(tmp_path):
     """Twice the keys (spread over twice the lines) costs about twice the time, not four times."""
     from regime_dash.store.run_store import RunStore

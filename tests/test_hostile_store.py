@@ -87,6 +87,7 @@ DAMAGE = {
 }
 
 
+@pytest.mark.slow  # CLI subprocesses: ~2 s of CPU each
 @pytest.mark.parametrize("how", sorted(DAMAGE))
 def test_a_damaged_part_is_one_line_and_whole_store_operations_go_on(two_runs, how):
     store, good, bad, _ = two_runs
@@ -143,6 +144,7 @@ def test_doctor_lists_strays_symlinks_and_staging_debris(two_runs, tmp_path):
 # ------------------------------------------------------------- concurrent rm
 
 
+@pytest.mark.slow  # readers racing deletes: ~5.7 s of CPU
 def test_readers_during_concurrent_rm_get_the_stores_own_error(tmp_path):
     store = RunStore(tmp_path / "store")
     data = good_lines(2000)

@@ -13,6 +13,7 @@ def _modules_after(code: str) -> set[str]:
     return set(out.stdout.split())
 
 
+@pytest.mark.slow  # fresh interpreters
 def test_import_regime_dash_imports_no_streamlit_plotly_or_cupy():
     mods = _modules_after("import regime_dash, regime_dash.engine.reference, regime_dash.diag.catalogue")
     assert "regime_dash" in mods
@@ -37,6 +38,7 @@ def test_import_ingest_leaves_numba_and_the_engines_unloaded():
     assert "regime_dash.engine" not in mods
 
 
+@pytest.mark.slow  # fresh interpreters
 def test_lazy_top_level_names_resolve_and_sweep_stays_the_function():
     out = subprocess.run([sys.executable, "-c",
                           "import regime_dash.runs.sweeps, regime_dash as rd\n"

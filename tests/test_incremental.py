@@ -85,6 +85,7 @@ def test_a_trap_that_outlives_its_batches():
     assert trap.status == "fail" and trap.spans
 
 
+@pytest.mark.slow  # a long run analysed batch by batch: ~1.4 s of CPU
 def test_resurrection_inferred_from_the_whole_run_without_its_switch():
     bad, _first = broken_resurrection(rich_frame())
     assert_equal_at_cuts(bad.drop(columns=[F2]), CUTS)
@@ -92,6 +93,7 @@ def test_resurrection_inferred_from_the_whole_run_without_its_switch():
     assert_equal_at_cuts(clean, CUTS)
 
 
+@pytest.mark.slow  # a long run analysed in small batches: ~1.4 s of CPU
 def test_options_carry_through_and_small_batches():
     frame = rich_frame().iloc[:700].reset_index(drop=True)
     assert_equal_at_cuts(frame, range(1, 700, 13), CheckOptions(trap_steps=40, ulps=2))

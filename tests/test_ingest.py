@@ -431,6 +431,7 @@ _PROP = settings(max_examples=70, deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
+@pytest.mark.slow  # a property test's examples: ~1.8 s of CPU
 @_PROP
 @given(data=diag_files(), chunk=st.sampled_from([16, 64, 256, 1 << 20]),
        workers=st.sampled_from([1, 2]), slow_lines=st.sampled_from([0, 2, 64]))
@@ -440,6 +441,7 @@ def test_property_rows_equal_good_lines_rejects_equal_bad_lines(data, chunk, wor
     check_against_model(data, table, rep)
 
 
+@pytest.mark.slow  # a property test's examples: ~3 s of CPU
 @_PROP
 @given(data=diag_files(max_lines=60))
 def test_property_fast_path_agrees_with_reference(data):
@@ -458,6 +460,7 @@ def test_property_fast_path_agrees_with_reference(data):
     check_against_model(data, ref_table, ref_rep)
 
 
+@pytest.mark.slow  # a property test's examples: ~1.5 s of CPU
 @_PROP
 @given(data=diag_files(), cut=st.integers(0, 400))
 def test_property_split_anywhere_same_rows(data, cut):

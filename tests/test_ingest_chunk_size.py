@@ -40,6 +40,7 @@ def _batches(source, **kw) -> tuple[int, list[int]]:
     return len(batches), [s for b in batches for s in b.table.column("step").to_pylist()]
 
 
+@pytest.mark.slow  # a large file ingested twice: ~1.3 s of CPU
 def test_a_large_file_reads_in_fewer_chunks_with_the_same_rows(tmp_path, monkeypatch):
     path = tmp_path / "d.jsonl"
     make_diag_file(path, 2.0, seed=3)

@@ -118,6 +118,7 @@ def test_load_module_without_a_device_raises_engine_unavailable():
         loader.load_module(["rl_regime_observer.cu"])
 
 
+@pytest.mark.slow  # a fresh interpreter
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the driver probe is Linux's libcuda.so.1")
 def test_without_a_loadable_driver_available_says_so_and_never_imports_cupy(monkeypatch):
     code = ("import sys; from regime_dash.engine import loader; "

@@ -262,6 +262,7 @@ def test_sweep_module_rows_equal_single_replays():
         sweep_module(m, stream, {"nope": [1]})
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_a_verdict_alone_gets_the_module_checks(tmp_path):
     """analysis.verdict imports no controller module, yet a frame with SP14 columns gets SP14's
     checks from it in a process that imported nothing else of ours (analysis.registry loads them)."""
@@ -391,6 +392,7 @@ def test_bench_modules_target_table():
 
 
 # ---- the Controllers page -----------------------------------------------------------------------
+@pytest.mark.slow  # the Controllers page and a sweep through AppTest: ~2 s of CPU
 def test_controllers_page_sliders_checks_figures_slots_and_sweep():
     pytest.importorskip("streamlit")
     from pathlib import Path

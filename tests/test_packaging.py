@@ -3,9 +3,9 @@
 The fast tests check what the package declares: pyproject's dependencies are
 requirements.txt's, plotly's range ships the vendored plotly.js, and ``regime-dash app``
 passes the checkout's streamlit server options. The slow one builds the wheel from a copy
-of the sources, installs it into a fresh venv (``--system-site-packages``, so the heavy
-dependencies are the ones already installed, and ``--no-deps --no-index``, so nothing is
-downloaded) and runs a smoke subset from a directory outside the checkout with the
+of the sources, installs it into a fresh venv that sees the packages of the environment running
+the tests (the system's or a virtualenv's: the heavy dependencies are the ones already installed;
+``--no-deps --no-index``, so nothing is downloaded) and runs a smoke subset from a directory outside the checkout with the
 checkout off ``sys.path``.
 """
 from __future__ import annotations
@@ -127,8 +127,8 @@ def _build_wheel(tmp: Path) -> Path:
     src.mkdir()
     for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(REPO / name, src / name)
-    shutil.copytree(REPO / "regime_dash", src / "regime_dash",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so"))
+    for folder in ("regime_dash", "kernels"):  # setup.py maps kernels/ into the package
+        shutil.copytree(REPO / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.so"))
     out = tmp / "dist"
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                            "--no-index", "-q", "-w", str(out), str(src)],
@@ -139,11 +139,28 @@ def _build_wheel(tmp: Path) -> Path:
     return wheels[0]
 
 
+def _parent_site_dirs() -> list[str]:
+    """The site folders of the environment running the tests (a virtualenv's own, or the system's)."""
+    import site
+
+    dirs = site.getsitepackages() + ([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])
+    return [d for d in dirs if Path(d).is_dir()]
+
+
 def _venv_with(wheel: Path, tmp: Path) -> Path:
-    """A fresh venv that sees the system's packages, with ``wheel`` installed in it; its bin/."""
+    """A fresh venv that sees the packages of the environment running the tests, with ``wheel``
+    installed in it; its bin/.
+
+    ``--system-site-packages`` shows the base interpreter's packages only: run from inside a
+    virtualenv, those are not the ones the tests use (numpy, numba, ... missing). A ``.pth`` file
+    adds this environment's site folders (their own ``.pth`` files read, as the system's are),
+    after the venv's own site-packages, where the wheel goes."""
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
                    check=True, timeout=120)
+    site_packages = next((venv / "lib").glob("python3*/site-packages"))
+    (site_packages / "_regime_dash_test_parent_env.pth").write_text(
+        "".join(f"import site; site.addsitedir({d!r})\n" for d in _parent_site_dirs()))
     py = venv / "bin" / "python"
     proc = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
                           capture_output=True, text=True, timeout=300)
@@ -172,7 +189,7 @@ def _check_resources(bin_dir: Path, cwd: Path, site: Path) -> None:
     assert Path(got["package"]).is_relative_to(site), got["package"]
     assert not any(p and Path(p).resolve() == REPO for p in got["sys_path"]), got["sys_path"]
     assert Path(got["kernel_dir"]).is_relative_to(site)
-    expected = sorted(p.name for p in (REPO / "regime_dash" / "kernels").iterdir() if p.suffix in (".cu", ".cuh"))
+    expected = sorted(p.name for p in (REPO / "kernels").iterdir() if p.suffix in (".cu", ".cuh"))
     assert got["kernels"] == expected
     assert got["unit"].startswith('#line 1 "kernels/rl_regime_observer.cu"\n')
     from regime_dash.ui import plotly_react

@@ -121,6 +121,7 @@ def test_an_uploaded_stream_replays_light_and_as_the_whole_stream(suffix):
                                       cache.sweep("whole:" + key, stream, grid, "fast")["table"], check_exact=True)
 
 
+@pytest.mark.slow  # a sweep and a sensitivity through AppTest: ~1.4 s of CPU
 def test_an_uploaded_streams_sweep_and_sensitivity_on_the_fast_engine_never_load_it(tmp_path, monkeypatch):
     """On the fast engine the page's what-if, sweep and sensitivity of an uploaded file read only its light
     inputs: nothing asks for the whole stream (``cache.full_stream`` of the light source)."""

@@ -1,6 +1,7 @@
 """The Replay page's Sensitivity tab under streamlit's AppTest: run, tornado charts, no-effect list, a field's sweep."""
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -10,11 +11,11 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from regime_dash.ui.sensitivity_tab import clicked_field  # noqa: E402
+from regime_dash.benchmarks.page_load import CHROMIUM  # noqa: E402
 import apptest_protos as protos  # noqa: E402
 from tests.test_app_pages import charts  # noqa: E402
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"  # gitignored; screenshots for a person
 KEY = "replay.sensitivity"
 
 
@@ -41,6 +42,7 @@ def replay_page(tmp_path, monkeypatch) -> AppTest:
     return at
 
 
+@pytest.mark.slow  # a whole sensitivity through AppTest: ~1.4 s of CPU
 def test_sensitivity_tab_runs_and_lists_max_duration_as_no_effect(replay_page):
     at = replay_page
     assert at.selectbox(key="replay.source.scenario").value == "kelly_trap_run8"
@@ -85,6 +87,7 @@ def test_sensitivity_tab_runs_and_lists_max_duration_as_no_effect(replay_page):
     assert sweep[0]["data"][0]["x"] == ["false", "true"]
 
 
+@pytest.mark.slow  # two sensitivities through AppTest: ~1.2 s of CPU
 def test_a_changed_config_asks_for_a_new_run_and_f2_off_moves_max_duration(replay_page):
     at = replay_page
     at.button(key=f"{KEY}.run").click().run()
@@ -123,32 +126,33 @@ SWEEP_OF = """(name) => Array.from(document.querySelectorAll('.js-plotly-plot'))
 
 
 @pytest.mark.browser
-@pytest.mark.slow  # a streamlit server and a browser: about a minute on 2 shared cores
-def test_clicking_a_tornado_bar_opens_the_field_sweep(tmp_path):
-    pytest.importorskip("playwright.sync_api", reason="playwright is in requirements-test.txt")
-    from regime_dash.benchmarks.page_load import CHROMIUM, chromium, serve
+@pytest.mark.slow  # a sensitivity run on the session's streamlit server, in chromium: 20 s and more on 2 shared cores
+@pytest.mark.skipif(importlib.util.find_spec("playwright") is None, reason="playwright is in requirements-test.txt")
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed (.ci/run installs it with apt)")
+def test_clicking_a_tornado_bar_opens_the_field_sweep(app_server, browser_page):
+    from artifacts import artifact
+    from served_app import settle
+    from tests.test_browser import traces_with
 
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is not installed (.ci/run installs it with apt)")
-    with serve(tmp_path / "store", log=tmp_path / "streamlit.log") as url, chromium(viewport=(1400, 2400)) as ctx:
-        page = ctx.new_page()
-        page.goto(url + "/replay")
-        page.get_by_role("tab", name="Sensitivity").click()
-        page.get_by_role("button", name="Run sensitivity").click()
-        page.get_by_text("one-at-a-time and").wait_for()
-        bars = page.locator(".js-plotly-plot:visible .barlayer .point path")
-        bars.first.wait_for()
-        # the first tornado is dead_zone_steps; its top bar is the field that moves it most
-        top = page.evaluate("""() => {
-            const gd = Array.from(document.querySelectorAll('.js-plotly-plot')).find(g =>
-                (g._fullData || []).some(t => t.type === 'bar'));
-            const y = gd._fullData[0].y; return y[y.length - 1]; }""")
-        assert not page.evaluate(SWEEP_OF, top)  # no sweep is open before the click
-        first = page.locator(".js-plotly-plot:visible").filter(has=page.locator(".barlayer")).first
-        paths = first.locator(".barlayer .point path")
-        box = paths.nth(paths.count() - 1).bounding_box()
-        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-        # the field's sweep: line traces whose hover names the clicked field
-        page.wait_for_function(SWEEP_OF, arg=top)
-        ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / "sensitivity-tab.png"), full_page=True)
+    page = browser_page
+    page.goto(app_server.url + "/replay")
+    traces_with(page, "baseline kelly_f")
+    settle(page)  # a tab picked while the page still runs may be reset by that run
+    page.get_by_role("tab", name="Sensitivity").click()
+    page.get_by_role("button", name="Run sensitivity").click()
+    page.get_by_text("one-at-a-time and").wait_for()
+    bars = page.locator(".js-plotly-plot:visible .barlayer .point path")
+    bars.first.wait_for()
+    # the first tornado is dead_zone_steps; its top bar is the field that moves it most
+    top = page.evaluate("""() => {
+        const gd = Array.from(document.querySelectorAll('.js-plotly-plot')).find(g =>
+            (g._fullData || []).some(t => t.type === 'bar'));
+        const y = gd._fullData[0].y; return y[y.length - 1]; }""")
+    assert not page.evaluate(SWEEP_OF, top)  # no sweep is open before the click
+    first = page.locator(".js-plotly-plot:visible").filter(has=page.locator(".barlayer")).first
+    paths = first.locator(".barlayer .point path")
+    box = paths.nth(paths.count() - 1).bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    # the field's sweep: line traces whose hover names the clicked field
+    page.wait_for_function(SWEEP_OF, arg=top)
+    page.screenshot(path=str(artifact("sensitivity-tab.png")), full_page=True)

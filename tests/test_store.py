@@ -181,7 +181,7 @@ def test_kill_during_ingest_leaves_no_partial_run_and_next_ingest_succeeds(tmp_p
             if work and list(work[0].glob("part-*.parquet*")):
                 break
             assert proc.poll() is None, "ingest finished before it could be killed"
-            time.sleep(0.02)
+            time.sleep(0.02)  # a poll's interval
         else:
             pytest.fail("the ingest never started writing")
         proc.send_signal(signal.SIGKILL)
@@ -206,7 +206,7 @@ def test_a_lock_held_by_a_killed_process_does_not_block_the_next_ingest(tmp_path
         from regime_dash.store.run_store import RunStore
         with RunStore(sys.argv[1]).lock():
             print("held", flush=True)
-            time.sleep(120)
+            time.sleep(120)  # holds the lock until the test kills it
     """)
     proc = subprocess.Popen([sys.executable, "-c", code, str(root)], env=child_env(),
                             stdout=subprocess.PIPE, text=True)
@@ -241,6 +241,7 @@ def test_same_bytes_give_one_run(store, tmp_path):
     assert other.duplicate_of is None and len(store.list_runs()) == 2
 
 
+@pytest.mark.slow  # concurrent ingest processes: ~2.7 s of CPU
 def test_concurrent_ingests_same_and_different_bytes(tmp_path):
     root = tmp_path / "store"
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
@@ -374,6 +375,7 @@ def _peak(path: Path, root: Path) -> int:
     return int(out.stdout.strip())
 
 
+@pytest.mark.slow  # ingests of a growing file, measured: ~1.8 s of CPU
 def test_memory_does_not_grow_with_file_size(tmp_path):
     """Peak RSS of ingesting 50 MB stays within 16 MB of ingesting 10 MB (1 MB chunks).
 

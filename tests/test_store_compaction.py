@@ -50,6 +50,7 @@ def fanout4(monkeypatch):
     monkeypatch.setattr(store_append, "COMPACT_FANOUT", 4)
 
 
+@pytest.mark.slow  # hundreds of appends and merges: ~2.2 s of CPU
 def test_parts_stay_few_and_every_row_stays_once(tmp_path, fanout4):
     store, src = RunStore(tmp_path / "store"), tmp_path / "job.diag.jsonl"
     f = Follower(store, src, "job", commit_every=0)

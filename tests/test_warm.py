@@ -74,7 +74,7 @@ def test_a_compile_is_announced_and_never_silent(monkeypatch):
     monkeypatch.setattr(warm, "_load_timings", lambda: {"cold_s": 42.0, "cached_s": 1.0})
     out = io.StringIO()
     with warm.announced("fast", out=out, every_s=0.05):
-        time.sleep(0.2)
+        time.sleep(0.2)  # the compile's stand-in: long enough for "still compiling" lines
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("compiling the fast engine once (about 42 s")
     assert any(line.strip().startswith("still compiling") for line in lines[1:])

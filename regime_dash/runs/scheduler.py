@@ -387,14 +387,14 @@ def later(client: Any) -> Iterator[tuple[Any, Callable[[Any], None]]]:
         variable.set(None)
 
 
-def published(variable: Any, timeout: float = PUBLISH_TIMEOUT_S) -> Any:
+def published(variable: Any, timeout: float = PUBLISH_TIMEOUT_S, fetch_timeout: float = FETCH_TIMEOUT_S) -> Any:
     """On a worker: the value published into a :func:`later` variable; waits for it.
 
     Raises
     ------
     EngineUnavailable
         The client stopped before publishing it (or failed), or did not publish it within
-        ``timeout`` seconds, or the published value could not be fetched.
+        ``timeout`` seconds, or the published value could not be fetched within ``fetch_timeout`` seconds.
     """
     distributed = _require()
     name = variable.name
@@ -408,10 +408,10 @@ def published(variable: Any, timeout: float = PUBLISH_TIMEOUT_S) -> Any:
     if not isinstance(value, distributed.Future):
         raise EngineUnavailable(f"the client of {name} stopped before publishing it", engine="distributed")
     try:
-        return value.result(timeout=FETCH_TIMEOUT_S)
+        return value.result(timeout=fetch_timeout)
     except (TimeoutError, asyncio.TimeoutError, concurrent.futures.CancelledError) as exc:
         raise EngineUnavailable(f"{name} was published, but it could not be fetched within "
-                                f"{FETCH_TIMEOUT_S:g} s ({type(exc).__name__})", engine="distributed") from exc
+                                f"{fetch_timeout:g} s ({type(exc).__name__})", engine="distributed") from exc
 
 
 __all__ = ["connect", "local_cluster", "map_shards", "submit_shards", "gather_shards", "shard_bounds",
