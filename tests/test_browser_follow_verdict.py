@@ -16,7 +16,6 @@ import sys
 import time
 from pathlib import Path
 
-from regime_dash.benchmarks.page_load import chromium, serve
 from regime_dash.store.append import follow_run_id, follow_status
 from regime_dash.store.run_store import RunStore
 from tests.test_browser_follow import LAST_X_JS, SAMPLE, WRITER, pytestmark  # noqa: F401  (the same marks)
@@ -35,35 +34,34 @@ def wait_for_last_step(store: Path, run_id: str, step: int, timeout: float = 30.
         time.sleep(0.2)
 
 
-def test_explore_verdict_follows_a_growing_run_and_a_reload_shows_it_whole(tmp_path):
-    store, src = tmp_path / "store", tmp_path / "job.diag.jsonl"
+def test_explore_verdict_follows_a_growing_run_and_a_reload_shows_it_whole(app_server, browser_page, tmp_path):
+    store, src = app_server.store, tmp_path / "verdictjob.diag.jsonl"
     subprocess.run([sys.executable, str(WRITER), str(SAMPLE), str(src), "--to", "300"], check=True)
-    follower = subprocess.Popen([sys.executable, "-m", "regime_dash", "ingest", str(src), "--follow", "--name", "job",
+    follower = subprocess.Popen([sys.executable, "-m", "regime_dash", "ingest", str(src), "--follow", "--name", "verdictjob",
                                  "--store", str(store), "--commit-every", "0.3"], cwd=ROOT,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     writer = None
-    run_id = follow_run_id("job", src)
+    run_id = follow_run_id("verdictjob", src)
     try:
-        with serve(store, log=tmp_path / "streamlit.log") as url, chromium(viewport=(1400, 2000)) as ctx:
-            page = ctx.new_page()
-            page.goto(f"{url}/explore?runs={run_id}")
-            page.wait_for_function(VERDICT_JS, arg="PASS", timeout=60_000)
-            # the dashboard recorded where it serves: the follower's alerts link there
-            recorded = RunStore(store).dashboard_url() or ""
-            assert recorded.startswith("http://") and recorded.rsplit(":", 1)[1] == url.rsplit(":", 1)[1], recorded
-            assert not page.evaluate(VERDICT_JS, "FAIL")
-            writer = subprocess.Popen([sys.executable, str(WRITER), str(SAMPLE), str(src), "--from", "300",
-                                       "--bad-at", str(BAD_AT), "--rate", "300"])
-            page.wait_for_function(VERDICT_JS, arg="FAIL", timeout=30_000)  # no reload: the page follows
-            assert writer.wait(30) == 0
-            wait_for_last_step(store, run_id, LINES - 1)
-            follower.send_signal(signal.SIGTERM)  # the follow ends as on Ctrl-C: its run marked ended
-            follower.wait(30)
-            page.reload()
-            page.wait_for_function(f"() => {{ const r = ({LAST_X_JS})(); return r && r.x === {LINES - 1}; }}",
-                                   timeout=30_000)
-            page.wait_for_function(VERDICT_JS, arg="FAIL", timeout=10_000)
-            assert not page.evaluate(VERDICT_JS, "PASS")
+        url, page = app_server.url, browser_page
+        page.goto(f"{url}/explore?runs={run_id}")
+        page.wait_for_function(VERDICT_JS, arg="PASS", timeout=60_000)
+        # the dashboard recorded where it serves: the follower's alerts link there
+        recorded = RunStore(store).dashboard_url() or ""
+        assert recorded.startswith("http://") and recorded.rsplit(":", 1)[1] == url.rsplit(":", 1)[1], recorded
+        assert not page.evaluate(VERDICT_JS, "FAIL")
+        writer = subprocess.Popen([sys.executable, str(WRITER), str(SAMPLE), str(src), "--from", "300",
+                                   "--bad-at", str(BAD_AT), "--rate", "300"])
+        page.wait_for_function(VERDICT_JS, arg="FAIL", timeout=30_000)  # no reload: the page follows
+        assert writer.wait(30) == 0
+        wait_for_last_step(store, run_id, LINES - 1)
+        follower.send_signal(signal.SIGTERM)  # the follow ends as on Ctrl-C: its run marked ended
+        follower.wait(30)
+        page.reload()
+        page.wait_for_function(f"() => {{ const r = ({LAST_X_JS})(); return r && r.x === {LINES - 1}; }}",
+                               timeout=30_000)
+        page.wait_for_function(VERDICT_JS, arg="FAIL", timeout=10_000)
+        assert not page.evaluate(VERDICT_JS, "PASS")
     finally:
         for p in (writer, follower):
             if p is not None and p.poll() is None:

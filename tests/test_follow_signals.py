@@ -57,3 +57,18 @@ def test_ctrl_c_before_the_first_commit_prints_no_traceback(tmp_path):
     err = proc.communicate(timeout=120)[1]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     assert "follow ended: interrupted" in err or err.strip().endswith("interrupted"), err
+
+
+def test_a_ctrl_c_that_an_import_wrapped_is_still_a_ctrl_c():
+    """Python 3.11 wraps an exception raised in ``__set_name__`` in a RuntimeError: a Ctrl-C landing while
+    pandas defines a dataclass reaches the command as one, and must not be shown as a bug's traceback."""
+    from regime_dash.cli import was_interrupted
+
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as inner:
+            raise RuntimeError("Error calling __set_name__ on '_HAS_DEFAULT_FACTORY_CLASS' in 'IOHandles'") from inner
+    except RuntimeError as wrapped:
+        assert was_interrupted(wrapped)
+    assert not was_interrupted(RuntimeError("a bug"))

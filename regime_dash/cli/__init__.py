@@ -133,6 +133,18 @@ def script(argv: list[str] | None = None) -> int:
     return code
 
 
+def was_interrupted(exc: BaseException) -> bool:
+    """Whether ``exc`` is a Ctrl-C in disguise: Python 3.11 wraps an exception raised in ``__set_name__`` (as
+    a KeyboardInterrupt can be, landing while a module defines its dataclasses) in a RuntimeError."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     from regime_dash.errors import RegimeDashError
 
@@ -145,7 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C is the user's word, not a bug: no traceback
         say("interrupted", file=sys.stderr)
         return 130
-    except Exception:  # noqa: BLE001 - a bug: its traceback, escaped (it may quote a file's key or name)
+    except Exception as exc:  # noqa: BLE001 - a bug: its traceback, escaped (it may quote a file's key or name)
+        if was_interrupted(exc):
+            say("interrupted", file=sys.stderr)
+            return 130
         import traceback  # only for a bug: its import is ~7 ms of every command's start
 
         say(traceback.format_exc().rstrip("\n"), file=sys.stderr)

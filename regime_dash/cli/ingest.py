@@ -91,15 +91,12 @@ def _step_columns(store, run_id: str, field: str | None):
     with Parquet alone (the store's table reader loads pandas and pyarrow.compute, half a second of a
     fresh ingest)."""
     import numpy as np
-    import pyarrow.parquet as pq
 
     from regime_dash.ingest.arrays import to_numpy
 
     steps, lines, who = [], [], []
-    for part in store.parts(run_id):
-        pf = pq.ParquetFile(part)
-        names = set(pf.schema_arrow.names)
-        table = pf.read(columns=[c for c in ("step", "_line", field) if c and c in names])
+    for table in _step_tables(store, run_id, field):
+        names = set(table.column_names)
         n = table.num_rows
         steps.append(to_numpy(table.column("step")).astype(np.float64) if "step" in names else np.full(n, np.nan))
         lines.append(to_numpy(table.column("_line")).astype(np.int64))
@@ -108,6 +105,21 @@ def _step_columns(store, run_id: str, field: str | None):
                                   else ["(none)"] * n, dtype=object))
     cat = (lambda xs, dt: np.concatenate(xs) if xs else np.empty(0, dtype=dt))
     return cat(steps, np.float64), cat(lines, np.int64), (cat(who, object) if field is not None else None)
+
+
+def _step_tables(store, run_id: str, field: str | None):
+    """The step, file line and writer columns of the run: each Parquet part of a folder store read alone, or the
+    run's rows of a Delta store in one read (its table in file-line order)."""
+    import pyarrow.parquet as pq
+
+    want = [c for c in ("step", "_line", field) if c]
+    if store.format != "folder":
+        table = store.load_table(run_id, [c for c in want if c in store.column_types()])
+        yield table.sort_by("_line")
+        return
+    for part in store.parts(run_id):
+        pf = pq.ParquetFile(part)
+        yield pf.read(columns=[c for c in want if c in set(pf.schema_arrow.names)])
 
 
 def steps_outline(store, res) -> dict | None:

@@ -17,7 +17,7 @@ import signal
 import sys
 
 from regime_dash.cli.store_args import open_from
-from regime_dash.cli import say, say_json
+from regime_dash.cli import say, say_json, was_interrupted
 
 
 def add_follow_arguments(p: argparse.ArgumentParser) -> None:
@@ -55,6 +55,10 @@ def run_follow(args: argparse.Namespace) -> int:
     try:
         why = _follow(args, should_stop=lambda: bool(terminated))
     except KeyboardInterrupt:  # before the follow loop began (its own Ctrl-C commits and returns)
+        why = "interrupted (Ctrl-C) before the first commit"
+    except Exception as exc:  # noqa: BLE001 - only a Ctrl-C that an import wrapped; anything else goes on up
+        if not was_interrupted(exc):
+            raise
         why = "interrupted (Ctrl-C) before the first commit"
     finally:
         signal.signal(signal.SIGTERM, previous)

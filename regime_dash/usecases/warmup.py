@@ -35,11 +35,13 @@ def warm_rederivation() -> dict[str, Any]:
     out: dict[str, Any] = {"thread": None, "error": None if HAVE_NUMBA else "numba is not installed"}
 
     def load() -> None:
-        from regime_dash.analysis.rederive import rederive
-        from regime_dash.engine import replay
-        from regime_dash.sources import scenarios
-
+        # the imports inside: a Ctrl-C that stops the main thread mid-import leaves a module half made, and
+        # this thread's import of it then fails; a warm-up that fails says so in ``error``, never a traceback
         try:
+            from regime_dash.analysis.rederive import rederive
+            from regime_dash.engine import replay
+            from regime_dash.sources import scenarios
+
             rederive(replay(scenarios.make("tail_shock", steps=20, accounts=4), engine="reference",
                             log_inputs=True), compiled=True)
         except Exception as exc:  # noqa: BLE001 - a failed warm-up only leaves clicks on the Python loop
