@@ -44,6 +44,7 @@ def test_explore_verdict_follows_a_growing_run_and_a_reload_shows_it_whole(app_s
     run_id = follow_run_id("verdictjob", src)
     try:
         url, page = app_server.url, browser_page
+        wait_for_last_step(store, run_id, 299, timeout=120)  # the run is in the store before the page opens on it
         page.goto(f"{url}/explore?runs={run_id}")
         page.wait_for_function(VERDICT_JS, arg="PASS", timeout=60_000)
         # the dashboard recorded where it serves: the follower's alerts link there
