@@ -71,6 +71,16 @@ def cuda_device_reason() -> str | None:
     return None if n > 0 else "no CUDA device (0 devices)"
 
 
+def pytest_configure(config) -> None:
+    """A test that names no store of its own gets a temporary one, never the checkout's default
+    (``data/store``): the dashboard records its URL in the store it serves, and an AppTest that left
+    ``REGIME_DASH_STORE`` unset wrote ``data/store/_dashboard.json`` into the checkout."""
+    if not os.environ.get("REGIME_DASH_STORE"):
+        import tempfile
+
+        os.environ["REGIME_DASH_STORE"] = tempfile.mkdtemp(prefix="regime-dash-test-store-")
+
+
 def pytest_collection_modifyitems(config, items):
     reason = cuda_device_reason()
     if reason is None:
