@@ -19,7 +19,7 @@ from regime_dash import RegimeConfig, replay, replay_trajectory
 from regime_dash.engine import (ENGINES, Backend, BackendOutput, Prepared, ReplayOptions, StartState, engine_status,
                                 prepare, summary)
 from regime_dash.errors import StreamError, ValidationError
-from test_fast_engine import CONFIGS, assert_bits_equal, regime_stream
+from test_fast_engine import CONFIGS, assert_bits_equal, assert_frames_bit_equal, regime_stream
 
 STATUS = engine_status()
 
@@ -43,12 +43,7 @@ def _here() -> list:
 
 def _assert_frames_bitwise(a: pd.DataFrame, b: pd.DataFrame, attrs: bool = True) -> None:
     assert list(a.columns) == list(b.columns)
-    for col in a.columns:
-        x, y = a[col].to_numpy(), b[col].to_numpy()
-        if x.dtype == np.float32:
-            assert_bits_equal(x, y, col)
-        else:
-            np.testing.assert_array_equal(x, y, err_msg=col)
+    assert_frames_bit_equal(a, b)
     if attrs:
         assert a.attrs == b.attrs
 

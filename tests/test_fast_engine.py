@@ -57,7 +57,7 @@ CONFIGS = [
 ]
 
 
-def _assert_frames_bit_equal(want, got):
+def assert_frames_bit_equal(want, got):
     """Every column the same: float32 ones bit for bit, the rest value for value."""
     for col in want.columns:
         a, b = want[col].to_numpy(), got[col].to_numpy()
@@ -75,7 +75,7 @@ def test_fast_cpu_is_bit_identical_to_reference(accounts, config):
     ref = replay_trajectory(stream, config, engine="reference")
     got = replay_trajectory(stream, config, engine="fast", device="cpu")
     assert got.engine == "fast"
-    _assert_frames_bit_equal(ref.frame, got.frame)
+    assert_frames_bit_equal(ref.frame, got.frame)
     assert_bits_equal(ref.rewards_normalized, got.rewards_normalized, "rewards_normalized")
     assert_bits_equal(ref.v_pred_corrected, got.v_pred_corrected, "v_pred_corrected")
     assert_bits_equal(ref.isv, got.isv, "final isv")
@@ -89,7 +89,7 @@ def test_fast_cpu_short_streams_are_bit_identical_to_reference(steps):
     ref = replay_trajectory(stream, RegimeConfig(), engine="reference")
     got = replay_trajectory(stream, RegimeConfig(), engine="fast", device="cpu")
     assert len(got.frame) == steps
-    _assert_frames_bit_equal(ref.frame, got.frame)
+    assert_frames_bit_equal(ref.frame, got.frame)
     assert_bits_equal(ref.isv, got.isv, "final isv")
 
 
