@@ -98,14 +98,14 @@ def stop(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
 
 @contextlib.contextmanager
 def serve(store: str | os.PathLike, log: str | os.PathLike | None = None, *, app: str | os.PathLike = "app.py",
-          env: dict[str, str] | None = None) -> Iterator[str]:
-    """``streamlit run app.py`` (or ``app``) on a free port against ``store``, with ``env`` added to the
-    environment; yields the base URL, stops the server after."""
+          env: dict[str, str] | None = None, root: str | os.PathLike = ROOT) -> Iterator[str]:
+    """``streamlit run app.py`` (or ``app``) in the checkout ``root`` on a free port against ``store``, with
+    ``env`` added to the environment; yields the base URL, stops the server after."""
     port = free_port()
     env = dict(os.environ, REGIME_DASH_STORE=str(store), **(env or {}))
     out = open(log, "w") if log else subprocess.DEVNULL
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(port),
-                             "--server.headless", "true"], cwd=ROOT, env=env, stdout=out,
+                             "--server.headless", "true"], cwd=root, env=env, stdout=out,
                             stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:

@@ -14,6 +14,8 @@
    until the browser has drawn the changed chart (a trace's data differs from
    before, plus two animation frames):
 
+   - first use (:mod:`~regime_dash.benchmarks.first_use`, its own fresh clone and server, measured
+     first): the Replay page's first what-if chart from a cold numba cache, then its slider;
    - Replay: a what-if slider moved one step (``eps_min`` by 0.01, 25k steps);
    - Explore: the smoothing slider, the step window, a run added (25k and big; from the
      click on the run in the open list, and from the click that opens the list);
@@ -44,6 +46,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from regime_dash.benchmarks import first_use
+from regime_dash.benchmarks.first_use import HAS_TRACE_JS
 from regime_dash.benchmarks.page_load import PAINTED_JS, chromium, make_run, serve
 
 #: Targets (seconds), by measurement name.
@@ -60,6 +64,7 @@ TARGETS: dict[str, float] = {
     **{f"first_chart_{p}_in_app": 2.0 for p in ("runs", "explore", "replay", "live", "controllers", "slots",
                                                  "compare")},
     "live_redraws_per_s": 10.0,
+    "first_use_whatif_chart": 5.0, "first_use_slider": 0.3,
 }
 #: Measurements where more is better (the target is a floor, not a ceiling).
 AT_LEAST = frozenset({"live_redraws_per_s"})
@@ -74,9 +79,6 @@ SIGNATURE_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
         const k = [0, y.length >> 2, y.length >> 1, (3 * y.length) >> 2, y.length - 1];
         return `${t.name}:${y.length}:${k.map(i => y[i]).join(',')}:${x[0]}:${x[x.length - 1]}`;
     }).join('|')).join('||')"""
-#: True once a Plotly graph with a trace named ``name`` has drawn.
-HAS_TRACE_JS = """(name) => Array.from(document.querySelectorAll('.js-plotly-plot')).some(gd =>
-    (gd._fullData || []).some(t => t.name === name && (t.y || []).length > 0))"""
 
 #: Columns the charts draw (the big run keeps only these, so its file stays a few hundred MB).
 def _chart_columns() -> list[str]:
@@ -435,25 +437,14 @@ def first_views_in_app(ctx, base: str, repeat: int,
 
 
 #: Groups of measurements ``--only`` picks from.
-GROUPS = ("replay", "explore", "big", "compare", "pages", "live")
+GROUPS = ("first_use", "replay", "explore", "big", "compare", "pages", "live")
 
 
-def run(steps: int = 25_000, big_steps: int = 1_000_000, repeat: int = 5,
-        only: tuple[str, ...] = GROUPS, compare_runs: int = 10) -> dict[str, Any]:
-    """The whole benchmark (or the groups ``only`` names); returns the JSON-able result."""
-    from regime_dash.errors import ValidationError
-
-    if repeat < 1:
-        raise ValidationError(f"repeat must be >= 1, got {repeat!r}", field="repeat", value=repeat)
-    if compare_runs < 2:
-        raise ValidationError(f"compare runs must be >= 2, got {compare_runs!r}", field="compare_runs",
-                              value=compare_runs)
-    for g in only:
-        if g not in GROUPS:
-            raise ValidationError(f"unknown measurement group {g!r}; choose from {list(GROUPS)}",
-                                  field="only", value=g)
-    big_steps = big_steps if "big" in only else 0
-    load = [os.getloadavg()]
+def served_latencies(steps: int, big_steps: int, repeat: int, only: tuple[str, ...], compare_runs: int,
+                     load: list) -> tuple[dict[str, list[float]], dict[str, list[float]], dict[str, Any]]:
+    """The groups measured on one served app over a store of prepared runs: the latencies, the first views as
+    Playwright saw them, and the runs; appends the load average after each stage to ``load``."""
+    latencies: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="regime-dash-store-") as store:
         print("preparing the runs…", file=sys.stderr)
         small = make_run(store, steps, 64)
@@ -462,7 +453,6 @@ def run(steps: int = 25_000, big_steps: int = 1_000_000, repeat: int = 5,
         more = [make_run(store, steps, 64, seed=s)["run_id"] for s in range(2, compare_runs)] \
             if "compare" in only else []
         with serve(store) as base, chromium(viewport=(1600, 1200)) as ctx:
-            latencies: dict[str, list[float]] = {}
             seen_by_playwright: dict[str, list[float]] = {}
             if "replay" in only:
                 print("replay slider…", file=sys.stderr)
@@ -499,6 +489,38 @@ def run(steps: int = 25_000, big_steps: int = 1_000_000, repeat: int = 5,
                     latencies[f"first_chart_{k}_in_app"] = v
                     seen_by_playwright[f"first_chart_{k}_in_app"] = seen[k]
             load.append(os.getloadavg())
+    return latencies, seen_by_playwright, {"small": small, "second": second, "big": big}
+
+
+def run(steps: int = 25_000, big_steps: int = 1_000_000, repeat: int = 5,
+        only: tuple[str, ...] = GROUPS, compare_runs: int = 10) -> dict[str, Any]:
+    """The whole benchmark (or the groups ``only`` names); returns the JSON-able result."""
+    from regime_dash.errors import ValidationError
+
+    if repeat < 1:
+        raise ValidationError(f"repeat must be >= 1, got {repeat!r}", field="repeat", value=repeat)
+    if compare_runs < 2:
+        raise ValidationError(f"compare runs must be >= 2, got {compare_runs!r}", field="compare_runs",
+                              value=compare_runs)
+    for g in only:
+        if g not in GROUPS:
+            raise ValidationError(f"unknown measurement group {g!r}; choose from {list(GROUPS)}",
+                                  field="only", value=g)
+    big_steps = big_steps if "big" in only else 0
+    load = [os.getloadavg()]
+    latencies: dict[str, list[float]] = {}
+    detail: dict[str, Any] = {}
+    if "first_use" in only:  # first: its own fresh clone and server, before this run's work loads the machine
+        print("first use: a fresh clone's first what-if chart and slider…", file=sys.stderr)
+        found = first_use.measure(lambda: chromium(viewport=(1600, 1200)), repeat, timed_change, _press, _settle)
+        latencies.update(found["latencies"])
+        detail["first_use"] = found["detail"]
+    if [g for g in only if g != "first_use"]:
+        served, seen_by_playwright, runs = served_latencies(steps, big_steps, repeat, only, compare_runs, load)
+        latencies.update(served)
+    else:
+        seen_by_playwright, runs = {}, {}
+
     def meets(name: str, value: float) -> bool:
         target = TARGETS.get(name)
         return target is None or (value >= target if name in AT_LEAST else value <= target)
@@ -506,9 +528,8 @@ def run(steps: int = 25_000, big_steps: int = 1_000_000, repeat: int = 5,
     rows = {name: {"median_s": statistics.median(v), "min_s": min(v), "max_s": max(v), "n": len(v),
                    "target_s": TARGETS.get(name), "meets": meets(name, statistics.median(v))}
             for name, v in latencies.items()}
-    return {"benchmark": "ui", "steps": steps, "big_steps": big_steps, "repeat": repeat, "runs": {
-        "small": small, "second": second, "big": big}, "latencies": rows, "samples_s": latencies,
-        "load_average": load, "cpus": os.cpu_count(),
+    return {"benchmark": "ui", "steps": steps, "big_steps": big_steps, "repeat": repeat, "runs": runs,
+            "latencies": rows, "samples_s": latencies, "load_average": load, "cpus": os.cpu_count(), "detail": detail,
         # the first views as Playwright saw them painted (polling; later by whatever work the page
         # does after its first chart), kept beside the stamped figure for comparison
         "first_views_seen_by_playwright_s": seen_by_playwright}
@@ -526,6 +547,10 @@ def table(result: dict[str, Any]) -> str:
                      + (f"  ({statistics.median(seen[name]):.3f})" if name in seen else ""))
     lines.append("load average (1, 5, 15 min) at start, after replay, after explore, at end: "
                  + "; ".join(", ".join(f"{x:.1f}" for x in la) for la in result["load_average"]))
+    first = result.get("detail", {}).get("first_use")
+    if first:
+        lines.append(f"first use: clone + server ready {first['clone_and_server_ready_s']:.1f} s; the first what-if "
+                     f"chart replayed on the {first['first_chart_engine']} engine in {first['first_chart_replay_ms']} ms")
     return "\n".join(lines)
 
 

@@ -62,12 +62,12 @@ def _mulhi(typingctx, a, b):
     return sig, codegen
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _mulhilo(a, b):
     return _mulhi(a, b), a * b
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def philox(n, t, lane, k0, k1):
     """Philox4x64-10 of the counter ``[n, t, lane, 0]`` under the key ``[k0, k1]``: four words."""
     c0, c1, c2, c3 = n, t, lane, np.uint64(0)
@@ -81,7 +81,7 @@ def philox(n, t, lane, k0, k1):
     return c0, c1, c2, c3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _word(n, pos, w0, w1, w2, w3, t, lane, k0, k1):
     """The next word of the stream ``(t, lane)``; the stream's state is ``n`` (blocks made so far),
     ``pos`` (words of the last block used) and that block ``w0..w3``, returned updated."""
@@ -93,7 +93,7 @@ def _word(n, pos, w0, w1, w2, w3, t, lane, k0, k1):
     return w, n, pos + 1, w0, w1, w2, w3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def unit_interval(w):
     """The word ``w`` as a double in [0, 1): its top 53 bits over 2**53 (NumPy's ``next_double``)."""
     return np.float64(w >> np.uint64(11)) * _TO_UNIT
@@ -127,7 +127,7 @@ def ziggurat_normal(w0, w1, w2, w3, t, lane, k0, k1, ki, wi, fi, nor_r, nor_inv_
             return x
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def tau_unit(t, k0, k1):
     """Step ``t``'s τ draw: the first word of the stream ``(t, 0)``."""
     return unit_interval(philox(ONE_U64, t, np.uint64(0), k0, k1)[0])
