@@ -213,7 +213,10 @@ def choose_engine(requested: str, steps: int, kernels: tuple[str, ...] = REPLAY_
     if s["state"] == "failed":
         return "reference"
     if s["state"] == "compiling":
-        remaining = max(s["estimate_s"] - s["elapsed_s"], 0.0)
+        # a compile past its estimate (a busier machine than the one it was measured on) has an unknown
+        # rest: take it as long again, not as nearly done, or every replay would wait for it
+        overran = s["elapsed_s"] >= s["estimate_s"]
+        remaining = s["estimate_s"] if overran else s["estimate_s"] - s["elapsed_s"]
     elif cache_is_fresh(kernels):  # not started here (the CLI): a fresh disk cache loads in about a second
         return "fast"
     else:
