@@ -1,0 +1,105 @@
+"""Hostile text, stream files and config values.
+
+* **Text**: what a command prints (and the Runs page's table) shows control, newline and bidi
+  characters escaped: a file named with a newline forges no row of ``runs``' table, a right-to-left
+  override shows as ``\\u202e``.
+* **Ragged streams**: a Parquet stream whose per-step lists hold the right total but a value shifted
+  between steps is refused, naming the step and the lengths, by ``replay --stream`` and by the
+  dashboard's upload path (one reader).
+* **Config values past float32**: a value its float32 slot would hold as ±inf, as 0 or a subnormal,
+  or (a whole-number field) as another number is refused naming the slot, the value and what the slot
+  holds, wherever a config is built; no diag the tool writes holds ``Infinity`` for a config value.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from regime_dash.cli import main
+from regime_dash.core.config import FIELD_SLOTS, RegimeConfig
+from regime_dash.errors import ConfigError
+
+from hostile import REPO, child_env
+
+
+def _cli(*args: str, cwd=REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "regime_dash", *args], capture_output=True, text=True,
+                          cwd=cwd, env=child_env(), timeout=300)
+
+
+def _run(capsys, *argv: str) -> tuple[int, str]:
+    """One command in this process: its exit status and all it printed."""
+    try:
+        rc = main(list(argv))
+    except SystemExit as exc:  # argparse's refusals
+        rc = exc.code
+    got = capsys.readouterr()
+    return rc, got.out + got.err
+
+
+# ------------------------------------------------------------- config values past float32
+
+#: (setting, what the refusal says the float32 does to it)
+PAST_FLOAT32 = [
+    ("max_duration=1e39", "overflows to inf in float32"),
+    ("tau_boost_factor=1e39", "overflows to inf in float32"),
+    ("tau_boost_factor=-1e39", "overflows to -inf in float32"),
+    ("popart_alpha=1e-46", "underflows to 0 in float32"),
+    ("kelly_cap=1e-46", "underflows to 0 in float32"),
+    ("tail_sigma_threshold=1e-40", "underflows to the subnormal"),
+    ("max_duration=16777217", "is held as 16777216.0 in float32"),
+]
+
+
+@pytest.mark.parametrize("setting,problem", PAST_FLOAT32)
+def test_set_past_float32_is_refused_naming_the_slot_and_its_range(tmp_path, setting, problem):
+    """``replay --set`` in a real process: exit 2, one line naming the field, the value, its slot and
+    what the slot holds; no diag is written (the start commit wrote one with ``Infinity``)."""
+    out = tmp_path / "out.jsonl"
+    proc = _cli("replay", "--scenario", "calm", "--steps", "20", "--accounts", "4", "--engine", "reference",
+                "--set", setting, "--out", str(out))
+    field = setting.split("=")[0]
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"error: {field}=") and problem in line, line
+    assert FIELD_SLOTS[field] in line and ("3.4028235e+38" in line or "16,777,216" in line), line
+    assert not out.exists()
+
+
+def test_every_entry_point_that_builds_a_config_refuses_the_same_values(capsys):
+    """The constructor (the sliders' and the repair search's configs), ``replace``, ``--set``'s parser,
+    ``from_isv`` (stored slot values), a sweep's ``--grid`` and a live run's ``--change``."""
+    from regime_dash.engine.config_grid import ConfigGrid
+
+    for build in (lambda: RegimeConfig(tau_boost_factor=1e39), lambda: RegimeConfig().replace(kelly_cap=1e-46),
+                  lambda: RegimeConfig().with_settings(["max_duration=1e39"]),
+                  lambda: RegimeConfig.from_isv({FIELD_SLOTS["popart_alpha"]: 1e-46}),
+                  lambda: ConfigGrid.of({"max_duration": [100, 1e39]})):
+        with pytest.raises(ConfigError, match="float32"):
+            build()
+    rc, text = _run(capsys, "sweep", "--scenario", "calm", "--steps", "20", "--accounts", "4",
+                    "--grid", "tau_boost_factor=1.5,1e39")
+    assert rc == 2 and "tau_boost_factor=1e+39 overflows to inf" in text, text
+    rc, text = _run(capsys, "replay", "--scenario", "calm", "--steps", "20", "--accounts", "4", "--live",
+                    "--change", "5:max_duration=1e39")
+    assert rc == 2 and "max_duration=1e+39 overflows to inf" in text, text
+
+
+def test_values_the_float32_slot_holds_still_pass():
+    """The edges that fit: the largest float32, the smallest normal one, 0, a whole number float32 holds
+    exactly past 2**24; each is kept as given."""
+    assert RegimeConfig(tau_boost_factor=3.4028234e38).tau_boost_factor == 3.4028234e38
+    assert RegimeConfig(popart_alpha=1.2e-38).popart_alpha == 1.2e-38
+    assert RegimeConfig(eps_min=0.0, max_duration=2.0 ** 30).max_duration == 2.0 ** 30
+
+
+def test_a_module_config_refuses_a_value_its_float32_flushes():
+    from regime_dash.modules.sp14_alpha_grad_gate.config import Sp14Config
+
+    with pytest.raises(ConfigError, match=r"hysteresis=1e-46 underflows to 0 in float32"):
+        Sp14Config(hysteresis=1e-46)
+    assert Sp14Config(hysteresis=0.0).hysteresis == 0.0
