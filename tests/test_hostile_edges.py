@@ -103,3 +103,22 @@ def test_a_module_config_refuses_a_value_its_float32_flushes():
     with pytest.raises(ConfigError, match=r"hysteresis=1e-46 underflows to 0 in float32"):
         Sp14Config(hysteresis=1e-46)
     assert Sp14Config(hysteresis=0.0).hysteresis == 0.0
+
+
+@pytest.mark.parametrize("bootstrap", ["1e39", "1e-46", "inf", "nan"])
+def test_a_slot_table_bootstrap_the_float32_buffer_would_not_hold_is_refused(tmp_path, bootstrap):
+    """A slot table (the registry's ``slots.csv``, a user's own) whose bootstrap the float32 ISV buffer
+    would hold as ±inf, NaN or 0: refused naming the file, the line and the value."""
+    from regime_dash.core.slots import read_table
+    from regime_dash.errors import SlotLayoutError
+
+    lines = (REPO / "regime_dash" / "core" / "slots.csv").read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line and not line.startswith(("#", "name,")))
+    cells = lines[at].split(",")
+    cells[3] = bootstrap
+    lines[at] = ",".join(cells)
+    table = tmp_path / "slots.csv"
+    table.write_text("\n".join(lines) + "\n")
+    with pytest.raises(SlotLayoutError, match=rf"slots.csv:{at + 1}: bootstrap '{bootstrap}' is not a number "
+                                              r"a float32 slot holds"):
+        read_table(table)
