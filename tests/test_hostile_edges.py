@@ -122,3 +122,82 @@ def test_a_slot_table_bootstrap_the_float32_buffer_would_not_hold_is_refused(tmp
     with pytest.raises(SlotLayoutError, match=rf"slots.csv:{at + 1}: bootstrap '{bootstrap}' is not a number "
                                               r"a float32 slot holds"):
         read_table(table)
+
+
+# ------------------------------------------------------------- ragged stream files
+
+
+def _ragged_parquet(tmp_path, lengths=(3, 4, 2), field="lots"):
+    """A Parquet stream as :meth:`Stream.save` writes it (3 steps × 3 accounts), then ``field``'s per-step
+    lists rewritten with ``lengths`` values: the same 9 values in all, one shifted between steps."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from regime_dash.core.streams import Stream
+
+    path = tmp_path / "stream.parquet"
+    steps = len(lengths)
+    Stream.make(rewards=np.linspace(-1, 1, 3 * steps, dtype=np.float32).reshape(steps, 3),
+                lots=np.arange(3 * steps, dtype=np.int32).reshape(steps, 3)).save(path)
+    table = pq.read_table(path)
+    flat = table.column(field).combine_chunks().flatten().to_pylist()
+    assert sum(lengths) == len(flat)  # the planted case: the total is right
+    cut = np.cumsum((0, *lengths))
+    kind = table.schema.field(field).type.value_type
+    rows = pa.array([flat[a:b] for a, b in zip(cut[:-1], cut[1:])], type=pa.list_(kind))
+    pq.write_table(table.set_column(table.column_names.index(field), field, rows), path)
+    return path
+
+
+@pytest.mark.parametrize("field", ["lots", "rewards"])
+def test_replay_refuses_a_ragged_parquet_stream_naming_the_row_and_the_lengths(tmp_path, field):
+    """``replay --stream`` in a real process: exit 2, the row, the length found and the one expected; no
+    diag written (the start commit replayed it, each account after the shift reading another's lots)."""
+    path = _ragged_parquet(tmp_path, field=field)
+    out = tmp_path / "out.jsonl"
+    proc = _cli("replay", "--stream", str(path), "--engine", "reference", "--out", str(out))
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert "Traceback" not in proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert f"error: {field} is ragged: row 1 (step index 1) holds 4 value(s), expected 3" in line, line
+    assert "2 of the 3 rows read differ (lengths 3, 4, 2 from row 0)" in line, line
+    assert not out.exists()
+
+
+def test_every_stream_reader_refuses_the_ragged_file(tmp_path):
+    """The whole-file load, the block reader (the upload path's and the light replay's), at any block
+    size, and a null list: each names the first odd row; the rectangular file still reads."""
+    import numpy as np
+
+    from regime_dash.core.streams import StreamFile, load
+    from regime_dash.engine import file_phase1
+    from regime_dash.errors import StreamError
+
+    ragged = _ragged_parquet(tmp_path, lengths=(3, 3, 3, 3, 2, 4))
+    for read in (lambda: load(ragged), lambda: file_phase1.open_light(ragged),
+                 lambda: list(StreamFile(ragged).blocks(rows=1)), lambda: list(StreamFile(ragged).blocks(rows=4))):
+        with pytest.raises(StreamError, match=r"lots is ragged: row 4 \(step index 4\) holds 2 value\(s\), "
+                                              r"expected 3"):
+            read()
+    good = _ragged_parquet(tmp_path, lengths=(3, 3, 3))
+    assert np.array_equal(load(good).lots, np.arange(9).reshape(3, 3))
+    assert file_phase1.open_light(good).accounts == 3
+
+
+def test_the_dashboards_stream_upload_refuses_the_ragged_file(tmp_path, monkeypatch):
+    """The Replay page's "Stream file" upload (a real AppTest run): the refusal is shown, naming the row;
+    no exception reaches the page."""
+    pytest.importorskip("streamlit")
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("REGIME_DASH_STORE", str(tmp_path / "store"))
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=300)
+    at.switch_page("regime_dash/ui/pages/replay.py").run()
+    at.radio(key="replay.source.kind").set_value("Stream file").run()
+    ragged = _ragged_parquet(tmp_path)
+    at.file_uploader(key="replay.source.file").set_value(
+        ("ragged.parquet", ragged.read_bytes(), "application/octet-stream")).run()
+    assert not at.exception, [e.message for e in at.exception]
+    shown = " ".join(e.value for e in at.error)
+    assert "ragged" in shown and "row 1" in shown and "expected 3" in shown, shown
