@@ -201,3 +201,109 @@ def test_the_dashboards_stream_upload_refuses_the_ragged_file(tmp_path, monkeypa
     assert not at.exception, [e.message for e in at.exception]
     shown = " ".join(e.value for e in at.error)
     assert "ragged" in shown and "row 1" in shown and "expected 3" in shown, shown
+
+
+# ------------------------------------------------------------- text: newlines and bidi controls
+
+RLO, LRI, PDI, RLM = "\u202e", "\u2066", "\u2069", "\u200f"
+#: What must never reach a terminal or a table raw: the bidi controls the escaping covers.
+RAW_BIDI = __import__("re").compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+
+
+def _diag(path, steps: int = 6):
+    path.write_text("".join(json.dumps({"step": i, "risk_stack": {"popart": {"sigma": 1.0 + i}}}) + "\n"
+                            for i in range(steps)))
+    return path
+
+
+def test_a_newline_in_a_source_files_name_forges_no_row_of_the_runs_table(tmp_path):
+    """A real file named ``a\\n<a forged row>.jsonl`` ingested and listed in real processes: ``runs`` prints
+    one header and one row a run (the start commit printed the forged line as a row of its own)."""
+    store = tmp_path / "store"
+    forged = "run=ffffffffffff  forged  -  -  999  0  0..998  2001-01-01  passwd.jsonl"
+    src = _diag(tmp_path / f"a\n{forged}\r.jsonl")
+    assert _cli("ingest", str(src), "--store", str(store)).returncode == 0
+    _diag(tmp_path / f"b{RLO}lmth.exe", steps=3)
+    assert _cli("ingest", str(tmp_path / f"b{RLO}lmth.exe"), "--store", str(store)).returncode == 0
+    listed = _cli("runs", "--store", str(store))
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert len(lines) == 3 and lines[0].startswith("RUN "), lines  # the header and the two runs
+    assert not any(line.startswith("run=ffffffffffff") for line in lines), lines
+    assert f"a\\n{forged}\\r.jsonl" in lines[1], lines[1]  # the name and source, escaped in their cells
+    assert "b\\u202elmth.exe" in lines[2] and not RAW_BIDI.search(listed.stdout), lines[2]
+
+
+def test_bidi_controls_and_newlines_in_labels_paths_and_keys_are_printed_escaped(tmp_path, capsys):
+    """A run's name, tag, note and alias, a source path, a key and a set-aside value carrying bidi
+    controls and newlines, through ingest, runs, tag, untag, note, rename, rm, check, diff and
+    argparse: nothing prints them raw, and a newline inside one starts no line."""
+    from regime_dash.store.run_store import RunStore
+
+    store = str(tmp_path / "store")
+    lines = [json.dumps({"step": i, f"k{RLO}\ny": float(i)}) for i in range(6)]
+    lines.append(json.dumps({"step": 6, f"k{RLO}\ny": f"text{LRI}\nFORGED{PDI}"}))  # set aside: a string
+    src = tmp_path / f"evil{RLO}\nFORGED.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    other = tmp_path / f"other{RLM}.jsonl"
+    other.write_text("\n".join(lines[:-1]).replace(': 5.0', ': 9.0') + "\n")
+    printed = {"ingest": _run(capsys, "ingest", str(src), "--store", store)}
+    rid = RunStore(store).list_runs()[0]["run_id"]
+    printed["tag"] = _run(capsys, "tag", rid, f"t{RLO}\nFORGED", "--store", store)
+    printed["untag"] = _run(capsys, "untag", rid, f"u{LRI}\nFORGED", "--store", store)
+    printed["note"] = _run(capsys, "note", rid, f"n{RLO}\nFORGED", "--store", store)
+    printed["rename"] = _run(capsys, "rename", rid, f"name{RLO}x", "--store", store)
+    printed["runs"] = _run(capsys, "runs", "--store", store)
+    printed["check file"] = _run(capsys, "check", str(src), "--store", store)
+    printed["diff"] = _run(capsys, "diff", str(src), str(other), "--store", store)
+    printed["rm"] = _run(capsys, "rm", f"gone{RLO}\nFORGED", "--store", store)
+    printed["argparse"] = _run(capsys, "runs", f"--x{RLO}\nFORGED")
+    for what, (rc, text) in printed.items():
+        assert not RAW_BIDI.search(text), f"{what} (exit {rc}) printed a raw bidi control: {text!r}"
+        assert not any(line.startswith("FORGED") for line in text.splitlines()), f"{what}: {text!r}"
+    assert "evil\\u202e\\nFORGED.jsonl" in printed["ingest"][1]
+    assert "k\\u202e\\ny = " in printed["ingest"][1] and "line 7" in printed["ingest"][1]
+    assert "t\\u202e\\nFORGED" in printed["tag"][1] and "u\\u2066\\nFORGED" in printed["untag"][1]
+    assert printed["tag"][0] == 2 and printed["rename"][0] == 0  # refused, echoed escaped; a slug name
+    assert "evil\\u202e\\nFORGED.jsonl" in printed["runs"][1]  # the source, in its cell
+    assert "evil\\u202e\\nFORGED.jsonl" in printed["check file"][1]
+    assert printed["diff"][0] == 1 and "k\\u202e\\ny" in printed["diff"][1]
+    assert printed["rm"][0] == 2 and printed["argparse"][0] == 2
+    meta = RunStore(store).meta(rid)
+    assert meta["notes"] == f"n{RLO}\nFORGED"  # stored as given; only its printing is escaped
+
+
+def test_the_runs_page_table_shows_names_and_sources_escaped(tmp_path, monkeypatch):
+    """The Runs page (a real AppTest run) over a run whose source path and note hold a right-to-left
+    override, an isolate and newlines: the table's cells hold the escapes, not the raw characters (a
+    run's name is a slug the store makes and a tag is refused: no control reaches them)."""
+    pytest.importorskip("streamlit")
+    from streamlit.testing.v1 import AppTest
+
+    from regime_dash.store.run_store import RunStore
+
+    store = RunStore(tmp_path / "store")
+    src = _diag(tmp_path / f"src{RLO}\nx.jsonl")
+    rid = store.ingest(src).run_id
+    from regime_dash.store.labels import set_note
+
+    set_note(store, rid, f"line one\nline{LRI} two")
+    monkeypatch.setenv("REGIME_DASH_STORE", str(store.root))
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=300)
+    at.switch_page("regime_dash/ui/pages/runs.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    frames = [d.value for d in at.dataframe if "name" in getattr(d.value, "columns", [])]
+    assert frames, "no runs table on the page"
+    row = frames[0].set_index("run_id").loc[rid]
+    assert "src\\u202e\\nx.jsonl" in row["source"], dict(row)
+    assert row["notes"] == "line one\\nline\\u2066 two", row["notes"]
+
+
+def test_the_escaping_function_covers_every_bidi_control_and_keeps_composed_lines():
+    from regime_dash.text import markdown_literal, terminal_safe
+
+    bidi = "".join(chr(c) for c in [*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F, 0x061C])
+    assert terminal_safe(f"a{bidi}\n\t\r\x1bb") == ("a" + "".join(f"\\u{ord(c):04x}" for c in bidi)
+                                                  + "\\n\\t\\r\\x1bb")
+    assert terminal_safe(f"report\n\tline{RLO}", lines=True) == "report\n\tline\\u202e"
+    assert RLO not in markdown_literal(f"x{RLO}y") and "u202e" in markdown_literal(f"x{RLO}y")
