@@ -18,26 +18,16 @@ import sys
 
 import pytest
 
-from regime_dash.cli import main
 from regime_dash.core.config import FIELD_SLOTS, RegimeConfig
 from regime_dash.errors import ConfigError
 
 from hostile import REPO, child_env
+from hostile import cli_in_process as _run
 
 
 def _cli(*args: str, cwd=REPO) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "regime_dash", *args], capture_output=True, text=True,
                           cwd=cwd, env=child_env(), timeout=300)
-
-
-def _run(capsys, *argv: str) -> tuple[int, str]:
-    """One command in this process: its exit status and all it printed."""
-    try:
-        rc = main(list(argv))
-    except SystemExit as exc:  # argparse's refusals
-        rc = exc.code
-    got = capsys.readouterr()
-    return rc, got.out + got.err
 
 
 # ------------------------------------------------------------- config values past float32
