@@ -61,3 +61,15 @@ def write_npz_bomb(path: Path, members: dict[str, tuple[tuple[int, ...], str]], 
                     fh.write(block[: min(size, len(block))])
                     size -= len(block)
     return path
+
+
+def cli_in_process(capsys, *argv: str) -> tuple[int, str]:
+    """One command in this process (:func:`regime_dash.cli.main`): its exit status and all it printed."""
+    from regime_dash.cli import main
+
+    try:
+        rc = main(list(argv))
+    except SystemExit as exc:  # argparse's refusals
+        rc = exc.code
+    got = capsys.readouterr()
+    return rc, got.out + got.err

@@ -22,6 +22,7 @@ from regime_dash.store.run_store import RunStore
 from regime_dash.store.doctor import repair, survey
 
 from hostile import REPO, child_env, good_lines
+from hostile import cli_in_process as _run_cli
 
 
 def duck_rows(root: Path, pattern: str = "**/*.parquet") -> int:
@@ -225,18 +226,6 @@ def test_a_step_beyond_2_53_is_a_rejected_line_with_its_reason(tmp_path, step):
 RAW_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 #: Clear the screen, set the window title (OSC ... BEL), and a C1 CSI that recolours.
 ESC, CSI = "\x1b[2J\x1b]0;owned\x07", "\x9b31m"
-
-
-def _run_cli(capsys, *argv: str) -> tuple[int, str]:
-    """One command in this process (:func:`regime_dash.cli.main`): its exit status and all it printed."""
-    from regime_dash.cli import main
-
-    try:
-        rc = main(list(argv))
-    except SystemExit as exc:  # argparse's refusals
-        rc = exc.code
-    got = capsys.readouterr()
-    return rc, got.out + got.err
 
 
 def test_control_characters_from_files_are_printed_escaped_by_every_command(tmp_path, capsys):

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from regime_dash.errors import ValidationError
+from regime_dash.text import terminal_safe
 
 #: Columns the store adds that are not run data (``_line``: the row's source line number).
 INTERNAL_COLUMNS = frozenset({"_line"})
@@ -90,11 +91,11 @@ class RunDiff:
         out = [f"differ: {where} ({self.rows_compared} shared steps compared)"]
         for f in self.fields:
             mx = "-" if f.max_abs is None else f"{f.max_abs:.9g}"
-            out.append(f"  {f.column}: {f.rows} row(s) differ, first at step {f.first_step}, max |d| {mx}")
+            out.append(f"  {terminal_safe(f.column)}: {f.rows} row(s) differ, first at step {f.first_step}, max |d| {mx}")
         if self.only_a:
-            out.append(f"  only in A: {', '.join(self.only_a)}")
+            out.append(f"  only in A: {', '.join(map(terminal_safe, self.only_a))}")
         if self.only_b:
-            out.append(f"  only in B: {', '.join(self.only_b)}")
+            out.append(f"  only in B: {', '.join(map(terminal_safe, self.only_b))}")
         if self.steps_only_a:
             out.append(f"  {self.steps_only_a} step(s) only in A, first {self.first_step_only_a}")
         if self.steps_only_b:

@@ -86,14 +86,28 @@ def say(text: object = "", *, file: TextIO | None = None, flush: bool = False) -
     File names, keys, run names and values from files reach most lines; printed raw, an ESC
     sequence in one moves the cursor, recolours or clears the terminal. Every line a command
     prints goes through here (``tests/test_hostile_store.py`` checks that ``cli/`` has no other
-    ``print``); JSON goes through :func:`say_json`.
+    ``print``); JSON goes through :func:`say_json`. ``text``'s own newlines and tabs stay (a report
+    of several lines): a value put in it (a name, a path, a reason) is escaped first with
+    :func:`regime_dash.text.terminal_safe`, newlines and all, so it cannot start a line of its own.
     """
     from regime_dash.text import terminal_safe
 
     stream = sys.stdout if file is None else file
-    stream.write(terminal_safe(str(text)) + "\n")
+    stream.write(terminal_safe(str(text), lines=True) + "\n")
     if flush:
         stream.flush()
+
+
+def error_text(exc: BaseException) -> str:
+    """An error's message as one line, its values' newlines escaped (a path or a name in it cannot
+    start a line); a lazy stream check's problems (:class:`~regime_dash.errors.StreamErrors`) one a line."""
+    from regime_dash.text import terminal_safe
+
+    problems = getattr(exc, "errors", None)
+    if isinstance(problems, list) and problems:
+        return (f"{len(problems)} problem(s) in the stream:"
+                + "".join(f"\n  - {terminal_safe(e)}" for e in problems))
+    return terminal_safe(exc)
 
 
 def say_json(doc: object, *, flush: bool = False, **dumps: object) -> None:
@@ -112,7 +126,9 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.print_usage(sys.stderr)
-        say(f"{self.prog}: error: {message}", file=sys.stderr)
+        from regime_dash.text import terminal_safe
+
+        say(f"{self.prog}: error: {terminal_safe(message)}", file=sys.stderr)
         sys.exit(2)
 
 
@@ -152,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser(argv).parse_args(argv)
         return int(args.func(args) or 0)
     except RegimeDashError as exc:
-        say(f"error: {exc}", file=sys.stderr)
+        say(f"error: {error_text(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C is the user's word, not a bug: no traceback
         say("interrupted", file=sys.stderr)

@@ -31,6 +31,7 @@ import sys
 
 from regime_dash.cli.store_args import add_store_arguments, open_from
 from regime_dash.cli import help_of, say, say_json
+from regime_dash.text import terminal_safe
 
 _ALIAS_HELP = "JSON file {canonical column: alias or [aliases]} extending the alias table"
 
@@ -163,7 +164,7 @@ def writer_lines(rows: list[dict]) -> list[str]:
         first = r["first_failure"]
         where = f", first failure {first['id']} at step {first['step']}" if first else ""
         shown = " (shown above)" if r["judged"] else ""
-        out.append(f"  {r['writer']}: {r['rows']:,} rows, {r['status']}{where}{shown}")
+        out.append(f"  {terminal_safe(r['writer'])}: {r['rows']:,} rows, {r['status']}{where}{shown}")
     return out
 
 
@@ -191,14 +192,15 @@ def report_lines(report, source: dict) -> list[str]:
     from regime_dash.analysis.coverage import counts as coverage_counts
     from regime_dash.analysis.texts import check_line, finding_line
 
-    name = source.get("run_id") or source.get("file")
+    name = terminal_safe(source.get("run_id") or source.get("file"))
     s = report.summary
     out = [f"{name}: {s['rows']} rows, steps {s['first_step']}..{s['last_step']}, "
            f"{s['boundaries']} boundary(ies)"]
     if source.get("rejected_lines"):
         out.append(f"  ({source['rejected_lines']} line(s) rejected by ingest)")
     if report.aliases_applied:
-        out.append("aliases: " + ", ".join(f"{a} -> {c}" for a, c in report.aliases_applied.items()))
+        out.append("aliases: " + ", ".join(f"{terminal_safe(a)} -> {terminal_safe(c)}"
+                                          for a, c in report.aliases_applied.items()))
     w = max(len(c.id) for c in report.checks) if report.checks else 10
     out.append("")
     out.extend(check_line(c, w) for c in report.checks)

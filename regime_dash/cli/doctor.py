@@ -13,6 +13,7 @@ import sys
 
 from regime_dash.cli.store_args import add_store_arguments, open_from
 from regime_dash.cli import say, say_json
+from regime_dash.text import terminal_safe
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -62,9 +63,9 @@ def run_doctor(args: argparse.Namespace) -> int:
         say_json([{**q.to_dict(), "moved_to": where.get(str(q.path))} for q in problems], indent=1)
     else:
         for q in problems:
-            say(f"{q.kind:8}  {q.path}: {q.detail}")
+            say(f"{q.kind:8}  {terminal_safe(q.path)}: {terminal_safe(q.detail)}")
         for q, dest in moved:
-            say(f"moved {q.path} -> {dest}")
+            say(f"moved {terminal_safe(q.path)} -> {terminal_safe(dest)}")
         say(f"{len(problems)} problem(s) in {store.root}"
               + (f"; {len(moved)} moved to _quarantine/" if args.repair else
                  ("; `doctor --repair` moves them to _quarantine/ (nothing is deleted)" if problems else "")))

@@ -20,7 +20,8 @@ import sys
 from pathlib import Path
 
 from regime_dash.cli.store_args import add_store_arguments, open_from
-from regime_dash.cli import help_of, say, say_json
+from regime_dash.cli import error_text, help_of, say, say_json
+from regime_dash.text import terminal_safe
 from regime_dash.errors import IngestError, StoreError
 
 
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
             rc = 2
             if bar is not None:
                 bar.close()
-            say(f"error: {exc}", file=sys.stderr)
+            say(f"error: {error_text(exc)}", file=sys.stderr)
             results.append({"path": path, "run_id": None, "error": str(exc)})
             continue
         if bar is not None:
@@ -180,20 +181,20 @@ def _one_blas_thread() -> None:
 
 def _print_human(path: str, res) -> None:
     if res.duplicate_of:
-        say(f"{path}: {res.duplicate_text()} ({res.rows} rows)")
+        say(f"{terminal_safe(path)}: {terminal_safe(res.duplicate_text())} ({res.rows} rows)")
         return
     steps = "" if res.first_step is None else f", steps {res.first_step}..{res.last_step}"
-    say(f"{path}: stored run {res.run_id}: {res.rows} rows, {len(res.columns)} columns"
+    say(f"{terminal_safe(path)}: stored run {res.run_id}: {res.rows} rows, {len(res.columns)} columns"
           f"{steps}, {res.rejected_count} rejected lines")
     for r in res.rejected[:10]:
-        say(f"  line {r['line']}: {r['reason']}")
+        say(f"  line {r['line']}: {terminal_safe(r['reason'])}")
     if res.rejected_count > 10:
         say(f"  ... and {res.rejected_count - 10} more (in the run's _rejects.jsonl)")
     for col, kinds in res.coerced.items():
         what = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
-        say(f"  {col}: {what} value(s) stored as {res.meta['columns'].get(col, '?')} (lossless)")
+        say(f"  {terminal_safe(col)}: {what} value(s) stored as {res.meta['columns'].get(col, '?')} (lossless)")
     if res.aside_count:
         say(f"  {res.aside_count} value(s) did not fit their column's type and were set aside "
               "(kept in the run's _conflicts.jsonl):")
         for a in res.aside[:5]:
-            say(f"    line {a['line']}: {a['field']} = {a['value'][:60]} (column is {a['type']})")
+            say(f"    line {a['line']}: {terminal_safe(a['field'])} = {terminal_safe(a['value'][:60])} (column is {a['type']})")

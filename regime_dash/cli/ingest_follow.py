@@ -18,6 +18,7 @@ import sys
 
 from regime_dash.cli.store_args import open_from
 from regime_dash.cli import say, say_json, was_interrupted
+from regime_dash.text import terminal_safe
 
 
 def add_follow_arguments(p: argparse.ArgumentParser) -> None:
@@ -78,7 +79,8 @@ def _follow(args: argparse.Namespace, should_stop) -> str:
 
     def on_commit(c) -> None:
         for a in c.alerts:
-            say(f"ALERT {a.run}: {a.check} fails from step {a.first_step}: {a.message[:160]}", flush=True)
+            say(f"ALERT {terminal_safe(a.run)}: {a.check} fails from step {a.first_step}: {terminal_safe(a.message[:160])}",
+                flush=True)
         if c.rows or c.event or c.alerts:
             if args.json:
                 say_json({"run_id": c.run_id, "rows": c.rows, "total_rows": c.total_rows,
@@ -88,4 +90,4 @@ def _follow(args: argparse.Namespace, should_stop) -> str:
 
     return follow_files(fset, until_idle=args.until_idle, on_commit=on_commit, on_alert=args.on_alert,
                         alert_webhook=args.alert_webhook, should_stop=should_stop,
-                        warn=lambda line: say(f"warning: {line}", file=sys.stderr, flush=True))
+                        warn=lambda line: say(f"warning: {terminal_safe(line)}", file=sys.stderr, flush=True))

@@ -10,6 +10,7 @@ import sys
 
 from regime_dash.cli.store_args import add_store_arguments, open_from
 from regime_dash.cli import help_of, say
+from regime_dash.text import terminal_safe
 
 
 
@@ -37,7 +38,7 @@ def run_tag(args: argparse.Namespace) -> int:
 
     store = open_from(args)
     tags = tag(store, args.run, args.tags)
-    say(f"{store.resolve(args.run)}: tags {', '.join(tags)}")
+    say(f"{store.resolve(args.run)}: tags {', '.join(map(terminal_safe, tags))}")
     return 0
 
 
@@ -47,8 +48,8 @@ def run_untag(args: argparse.Namespace) -> int:
     store = open_from(args)
     tags, missing = untag(store, args.run, args.tags)
     if missing:
-        say(f"note: the run had no tag {', '.join(missing)}", file=sys.stderr)
-    say(f"{store.resolve(args.run)}: tags {', '.join(tags) or '(none)'}")
+        say(f"note: the run had no tag {', '.join(map(terminal_safe, missing))}", file=sys.stderr)
+    say(f"{store.resolve(args.run)}: tags {', '.join(map(terminal_safe, tags)) or '(none)'}")
     return 0
 
 
@@ -65,5 +66,5 @@ def run_rename(args: argparse.Namespace) -> int:
     from regime_dash.store.labels import rename
 
     done = rename(open_from(args), args.run, args.new)
-    say(f"renamed {done['old']} to {done['name']} (run id {done['run_id']} unchanged)")
+    say(f"renamed {terminal_safe(done['old'])} to {terminal_safe(done['name'])} (run id {done['run_id']} unchanged)")
     return 0

@@ -28,6 +28,7 @@ import sys
 import time
 
 from regime_dash.cli import help_of, say
+from regime_dash.text import terminal_safe
 from regime_dash.cli import replay_live
 from regime_dash.errors import ValidationError
 
@@ -97,11 +98,11 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     outcome = replay_to_file(request_of(args), args.out, args.single_out, notices=sys.stderr, progress=_bar)
     frame = outcome.frame
-    say(f"wrote {len(frame)} steps × {frame['risk_stack.positions.b_size'].iloc[0]} accounts to {args.out} "
+    say(f"wrote {len(frame)} steps × {frame['risk_stack.positions.b_size'].iloc[0]} accounts to {terminal_safe(args.out)} "
         f"(engine {outcome.engine}, controllers {args.controllers}, {time.perf_counter() - t0:.2f} s)",
         file=sys.stderr)
     if outcome.single is not None and args.single_out is not None:
-        say(f"wrote the single path's replay to {args.single_out}", file=sys.stderr)
+        say(f"wrote the single path's replay to {terminal_safe(args.single_out)}", file=sys.stderr)
     for f in outcome.findings:
         say(f"{f.severity.upper()}  {f.id} (step {f.steps[0]}): {f.message}", file=sys.stderr)
     if outcome.single is not None and not outcome.findings:

@@ -22,6 +22,7 @@ import sys
 import time
 
 from regime_dash.cli import say
+from regime_dash.text import terminal_safe
 
 from regime_dash.errors import ValidationError
 
@@ -133,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         frame = live.frame()
         write_frame(frame, args.out)
-        say(f"wrote {len(frame)} steps to {args.out}", file=sys.stderr)
+        say(f"wrote {len(frame)} steps to {terminal_safe(args.out)}", file=sys.stderr)
     say(f"played {live.t:,} steps with {len(live.changes)} change(s) in {time.perf_counter() - t0:.2f} s"
           + (" (interrupted)" if interrupted else ""), file=sys.stderr)
     return 130 if interrupted else 0

@@ -6,6 +6,7 @@ import sys
 
 from regime_dash.cli.store_args import add_store_arguments, open_from
 from regime_dash.cli import help_of, say, say_json
+from regime_dash.text import terminal_safe
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,9 +49,7 @@ def run_list(args: argparse.Namespace) -> int:
     rows = [(r["run_id"], str(r["name"] or ""), ",".join(r["aliases"]), ",".join(r["tags"]), str(r["rows"]),
              str(r["rejected"]), "" if r["first_step"] is None else f"{r['first_step']}..{r['last_step']}",
              str(r["ingested_at"] or ""), str(r["source"] or "")) for r in runs]
-    from regime_dash.text import terminal_safe
-
-    rows = [tuple(terminal_safe(x) for x in row) for row in rows]  # escaped before the widths are measured
+    rows = [tuple(terminal_safe(x) for x in row) for row in rows]  # escaped (newlines too) before the widths are measured
     widths = [max(len(x[i]) for x in [head, *rows]) for i in range(len(head))]
     for line in [head, *rows]:
         say("  ".join(x.ljust(w) for x, w in zip(line, widths)).rstrip())
@@ -63,7 +62,7 @@ def _list_removed(store, as_json: bool) -> int:
     if as_json:
         say_json(gone, indent=1, default=str)
     for r in [] if as_json else gone:
-        say(f"{r['run_id']}  {r['name'] or ''}  removed {r['removed_at']}  restorable until {r['restorable_until']}")
+        say(f"{r['run_id']}  {terminal_safe(r['name'] or '')}  removed {r['removed_at']}  restorable until {r['restorable_until']}")
     if not gone and not as_json:
         say("no removed runs")
     return 0
@@ -100,10 +99,10 @@ def run_rm(args: argparse.Namespace) -> int:
         rid, how = store.resolve_ref(ref)  # StoreError -> "error: ..." and exit 2 (cli.main)
         if how == "alias":  # the name goes, the run (and its other names) stay
             remove_alias(store, ref)
-            say(f"removed the alias {ref} of run {rid} (the run stays)")
+            say(f"removed the alias {terminal_safe(ref)} of run {rid} (the run stays)")
             continue
         aliases = store.meta(rid).get("aliases") or []
         store.delete(rid)
-        also = f" (and its aliases {', '.join(aliases)})" if aliases else ""
+        also = f" (and its aliases {', '.join(map(terminal_safe, aliases))})" if aliases else ""
         say(f"deleted {rid}{also}")
     return 0

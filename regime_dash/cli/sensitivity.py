@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 
 from regime_dash.cli import help_of, say, say_json
+from regime_dash.text import terminal_safe
 from regime_dash.errors import ConfigError
 
 
@@ -105,5 +106,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         say_json(result.to_dict(), indent=1, allow_nan=False)
     else:
-        say("\n".join(format_report(result, source_of(args).name)))
+        say("\n".join(format_report(result, terminal_safe(source_of(args).name))))
     return 0

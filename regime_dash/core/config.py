@@ -253,7 +253,22 @@ def coerce_value(name: str, value: Any) -> bool | float:
         return bool(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ConfigError(f"{name} must be a finite number, got {value!r}", field=name, value=value)
+    _check_float32(name, float(value))
     return float(value)
+
+
+def _check_float32(name: str, value: float) -> None:
+    """Refuse ``value`` where its float32 slot would not hold it (:func:`params.float32_problem`): the error
+    names the slot, the value, what the slot holds and the field's rules."""
+    spec = next(f for f in fields(RegimeConfig) if f.name == name)
+    integer = bool(spec.metadata.get("integer"))
+    problem = params.float32_problem(value, integer)
+    if problem is None:
+        return
+    rules = "; ".join(f"{name} {why}" for names, _, why in _RULES if names == (name,))
+    raise ConfigError(f"{name}={value!r} {problem}, the type of its slot {FIELD_SLOTS[name]}; the slot holds "
+                      f"{params.float32_range(integer)}" + (f"; the rule: {rules}" if rules else ""),
+                      field=name, value=value)
 
 
 def _in_unit(v):

@@ -19,8 +19,11 @@ keeps its own (wider) rules, and its ``[lo, hi]`` is the slider domain inside th
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, fields
 from typing import Any, Iterable, Sequence
+
+import numpy as np
 
 from regime_dash.errors import ConfigError
 
@@ -64,6 +67,37 @@ class FieldSpec:
     step: float | None
     doc: str
     model: bool
+
+
+#: The largest finite float32 and the smallest normal one: what a float32 slot holds beside 0.
+F32_MAX = float(np.finfo(np.float32).max)
+F32_TINY = float(np.finfo(np.float32).tiny)
+
+
+def float32_range(integer: bool) -> str:
+    """What a float32 slot holds, in words (for the message that refuses a value)."""
+    if integer:
+        return "the whole numbers float32 holds exactly (all of them up to 16,777,216)"
+    return f"0 and magnitudes from {F32_TINY:.8g} to {F32_MAX:.8g}"
+
+
+def float32_problem(value: float, integer: bool = False) -> str | None:
+    """What becomes of ``value`` (finite) held as the float32 of its slot, when it is not the value asked
+    for; None when the slot holds it.
+
+    Every config slot is a float32 of the ISV buffer: a value past its range runs as ±inf, one below
+    its normal range runs as 0 (the kernels flush subnormals) or as a subnormal the CPU and GPU read
+    differently; a whole-number field the float32 rounds counts to another number.
+    """
+    with np.errstate(over="ignore", under="ignore"):
+        held = float(np.float32(value))
+    if not math.isfinite(held):
+        return f"overflows to {held} in float32"
+    if value != 0 and abs(held) < F32_TINY:
+        return "underflows to 0 in float32" if held == 0 else f"underflows to the subnormal {held!r} in float32"
+    if integer and held != value:
+        return f"is held as {held!r} in float32"
+    return None
 
 
 def field_specs(config_type: type) -> list[FieldSpec]:
@@ -203,5 +237,6 @@ class ConfigFields:
         return dataclasses.asdict(self)
 
 
-__all__ = ["ConfigFields", "FieldSpec", "field_specs", "param", "parse_grid", "parse_setting",
+__all__ = ["ConfigFields", "F32_MAX", "F32_TINY", "FieldSpec", "field_specs", "float32_problem", "float32_range",
+           "param", "parse_grid", "parse_setting",
            "parse_settings", "parse_value"]

@@ -38,6 +38,7 @@ The spec's "Regime observer reset policy" names four behaviours of
 from __future__ import annotations
 
 import csv
+import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -45,6 +46,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
+from regime_dash.core.params import F32_MAX, F32_TINY, float32_problem
 from regime_dash.errors import SlotLayoutError
 from regime_dash.text import clip
 
@@ -112,7 +114,10 @@ def _table_value(column: str, text: str):
     if column == "index":
         return int(text)
     if column == "bootstrap":
-        return float(text)
+        value = float(text)
+        if not math.isfinite(value) or float32_problem(value) is not None:
+            raise ValueError(text)  # the ISV buffer is float32: a bootstrap it would not hold as written
+        return value
     if column == "consumers":
         return tuple(c for c in text.split("|") if c)
     if column == "align_to":
@@ -120,6 +125,15 @@ def _table_value(column: str, text: str):
     if column == "local":
         return {"true": True, "false": False}[text]
     return text
+
+
+def _cell_kind(column: str) -> str:
+    """What a cell of ``column`` must be (for the message that refuses one)."""
+    if column == "local":
+        return "true or false"
+    if column == "bootstrap":
+        return f"a number a float32 slot holds (0, or a magnitude from {F32_TINY:.8g} to {F32_MAX:.8g})"
+    return "a number"
 
 
 def read_table(path: str | Path) -> tuple[Slot, ...]:
@@ -155,7 +169,7 @@ def read_table(path: str | Path) -> tuple[Slot, ...]:
                 cells[column] = _table_value(column, text)
             except (ValueError, KeyError):
                 raise SlotLayoutError(f"{path.name}:{line_no}: {column} {text!r} is not "
-                                      f"{'true or false' if column == 'local' else 'a number'}",
+                                      f"{_cell_kind(column)}",
                                       field=column, value=text) from None
         out.append(Slot(**cells))
     return tuple(out)

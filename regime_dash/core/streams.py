@@ -501,8 +501,8 @@ def load(path: str | Path, *, lazy: bool = False) -> Stream:
         for name in table.column_names:
             col = table.column(name).combine_chunks()
             if hasattr(col, "flatten") and hasattr(col.type, "value_type"):
-                flat = col.flatten().to_numpy(zero_copy_only=False)
-                data[name] = flat.reshape(len(col), -1) if len(col) else flat.reshape(0, 0)
+                # b is the first step's count, as StreamFile reads it (Stream.make compares the fields' b)
+                data[name] = list_rows(col, name, _first_length(col))
             else:
                 data[name] = col.to_numpy(zero_copy_only=False)
             # writable, as an .npz's are: Arrow hands out read-only views, which the compiled scans refuse
@@ -662,15 +662,47 @@ class StreamFile:
         return pq.ParquetFile(self.path).iter_batches(batch_size=rows, columns=list(names))
 
     def _parquet_blocks(self, names: tuple[str, ...], rows: int) -> Iterator[dict[str, np.ndarray]]:
+        start = 0
         for batch in self._parquet_batches(names, rows):
-            block = {}
-            for name in names:
-                col = batch.column(name)
-                flat = col.flatten().to_numpy(zero_copy_only=False)
-                if flat.size != len(col) * self.accounts:
-                    raise StreamError(f"{name}: its rows are not all {self.accounts} accounts long", field=name)
-                block[name] = flat.reshape(len(col), self.accounts)
-            yield block
+            yield {name: list_rows(batch.column(name), name, self.accounts, start) for name in names}
+            start += batch.num_rows
+
+
+def _first_length(col) -> int:
+    """The length of a list column's first row (0 for no row or a null one): b, as a stream file gives it."""
+    import pyarrow.compute as pc
+
+    return int(pc.list_value_length(col[:1]).fill_null(0).to_numpy(zero_copy_only=False).sum())
+
+
+def list_rows(col, name: str, width: int, first: int = 0) -> np.ndarray:
+    """A Parquet list column (a [T, b] field, a list of b values a step) as a [rows, b] array, every
+    step's list checked to hold ``width`` values; ``first`` is the step index of the column's row 0.
+
+    Counting the values alone would miss a ragged column whose total is right (lists of 3, 4 and 2
+    values where each step has 3): reshaped, each step after the shifted value would read another
+    account's numbers. So every row's own length is checked.
+
+    Raises
+    ------
+    StreamError
+        A row is null or its list is not ``width`` long: the message names the first such step
+        (its step index and row), the length found and the one expected, and how many rows differ.
+    """
+    import pyarrow.compute as pc
+
+    lengths = pc.list_value_length(col).fill_null(-1).to_numpy(zero_copy_only=False)
+    bad = np.flatnonzero(lengths != width)
+    if bad.size:
+        i = int(bad[0])
+        found = "no list (null)" if lengths[i] < 0 else f"{int(lengths[i])} value(s)"
+        shown = ", ".join(str(int(n)) for n in lengths[max(0, i - 2):i + 3])
+        raise StreamError(f"{name} is ragged: row {first + i} (step index {first + i}) holds {found}, expected "
+                          f"{width} (b, the first step's count); {bad.size:,} of the {len(lengths):,} rows read "
+                          f"differ (lengths {shown} from row {first + max(0, i - 2)})",
+                          field=name, value={"step_index": first + i, "found": int(lengths[i]), "expected": width})
+    flat = col.flatten().to_numpy(zero_copy_only=False)
+    return flat.reshape(len(col), width)
 
 
 def _npy_rows(fh, name: str, dtype: np.dtype, shape: tuple[int, ...], rows: int) -> Iterator[np.ndarray]:

@@ -15,7 +15,7 @@ from dataclasses import fields
 import numpy as np
 
 from regime_dash.errors import ConfigError
-from regime_dash.core.params import ConfigFields, FieldSpec, param
+from regime_dash.core.params import ConfigFields, FieldSpec, float32_problem, float32_range, param
 
 
 class ModuleConfig(ConfigFields):
@@ -42,6 +42,10 @@ class ModuleConfig(ConfigFields):
             lo, hi = meta.get("lo"), meta.get("hi")
             if (lo is not None and v < lo) or (hi is not None and v > hi):
                 raise ConfigError(f"{f.name}={v!r} is outside [{lo}, {hi}]", field=f.name, value=v)
+            problem = float32_problem(v, bool(meta.get("integer")))
+            if problem is not None:  # the kernels hold a module's values as float32 too
+                raise ConfigError(f"{f.name}={v!r} {problem}, as the kernels hold it; they hold "
+                                  f"{float32_range(bool(meta.get('integer')))}", field=f.name, value=v)
             if meta.get("integer"):
                 if v != int(v):
                     raise ConfigError(f"{f.name}={v!r} must be a whole number", field=f.name, value=v)

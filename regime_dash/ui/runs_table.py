@@ -11,7 +11,7 @@ import streamlit as st
 from regime_dash.diag.catalogue import LOGGED_CONFIG
 from regime_dash.errors import RegimeDashError
 from regime_dash.runs.run_table import HEADLINE, at_slot_precision, flat, table
-from regime_dash.text import clip, markdown_literal
+from regime_dash.text import clip, markdown_literal, terminal_safe
 from regime_dash.ui import live_alerts, state, widgets
 from regime_dash.ui.errors import show_error
 
@@ -34,6 +34,11 @@ def table_frame(store) -> pd.DataFrame:
     for c in ("aliases", "tags"):
         frame[c] = [", ".join(v) for v in frame[c]]
     frame["steps"] = [f"{a} … {b}" for a, b in zip(frame["first_step"], frame["last_step"])]
+    # the table shows cells as raw text: a name's right-to-left override would reorder it, a note's
+    # newline hide the rest of it; shown escaped, as the CLI's runs table shows them (labels keep theirs)
+    for c in ("name", "aliases", "tags", "notes", "source"):
+        if c in frame:
+            frame[c] = [terminal_safe(v) if isinstance(v, str) else v for v in frame[c]]
     return live_alerts.badges(frame)
 
 

@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from regime_dash.core.config import RegimeConfig
+from regime_dash.errors import RegimeDashError
 from regime_dash.text import markdown_literal
 from regime_dash.ui.errors import ErrorNote, show_error
 from regime_dash.ui.stores import REPORTS_KEY, ingest_reports
@@ -241,7 +242,11 @@ def stream_source(key: str, kind: str | None = None, in_url: bool = False) -> tu
         data = up.getvalue()
         digest = hashlib.sha256(data).hexdigest()
         suffix = ".npz" if up.name.endswith(".npz") else ".parquet"
-        return f"file:{digest}", cache.uploaded_stream(digest, data, suffix)
+        try:
+            return f"file:{digest}", cache.uploaded_stream(digest, data, suffix)
+        except RegimeDashError as exc:  # a file the stream reader refuses (ragged, wrong shape, ...): said, not raised
+            show_error(exc, context=f"{markdown_literal(up.name)}: not a stream file to replay. ")
+            return None, None
     names = list(simulator.PRESETS)
     first = names.index("adverse_regime") if "adverse_regime" in names else 0
     seed_("preset", "preset", "str", names[first], options=names)
