@@ -45,7 +45,7 @@ __all__ = ["Alert", "Commit", "Follower", "FollowSet", "follow", "TRUNCATE_POLIC
 TRUNCATE_POLICIES = ("segment", "stop")
 #: Bytes read before a commit at most: a backlog is committed a piece at a time, so a follower's memory
 #: is bounded by this, not by the file.
-COMMIT_BYTES = 16 << 20
+COMMIT_BYTES = 8 << 20
 #: Lines, or bytes, read without a diag row after which a file is refused as not a diag (the rejected
 #: lines wait in memory until the run's first row creates it: this bounds them).
 NOT_DIAG_LINES = 1000
