@@ -17,6 +17,7 @@ import pytest
 from regime_dash.errors import IngestError, NotDiagError
 from regime_dash.follow.follower import Follower, FollowSet, follow
 from regime_dash.store.run_store import RunStore
+from test_follow import drive
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "samples" / "diag.jsonl"
@@ -32,18 +33,6 @@ def diag_lines(a: int, b: int, step_offset: int = 0) -> bytes:
         cut = raw.index(b",")
         out.append(b'{"step":%d' % (i + step_offset) + raw[cut:] + b"\n")
     return b"".join(out)
-
-
-def drive(f: Follower, until, timeout: float = 60.0) -> list:
-    import time
-
-    out, end = [], time.monotonic() + timeout
-    while time.monotonic() < end:
-        out += f.poll(force=True)
-        if until():
-            return out
-        time.sleep(0.05)  # a poll's interval
-    raise AssertionError(f"not reached in {timeout} s; state {f.run.state}")
 
 
 def cli(*args: str, **kw) -> subprocess.CompletedProcess:
@@ -71,13 +60,13 @@ def test_a_file_rewritten_longer_under_the_follower_starts_a_new_segment_and_los
     store, src = RunStore(tmp_path / "store"), tmp_path / "job.diag.jsonl"
     src.write_bytes(diag_lines(0, 200))
     f = Follower(store, src, "job", commit_every=0)
-    drive(f, lambda: f.run.state.rows == 200)
+    drive(f, lambda: f.run.state.rows == 200, 60)
     new = tmp_path / "restarted.jsonl"
     new.write_bytes(diag_lines(0, 300, step_offset=1000))  # longer than what was read
     ino = src.stat().st_ino
     assert subprocess.run(["cp", str(new), str(src)]).returncode == 0
     assert src.stat().st_ino == ino  # cp wrote over the same file
-    commits = drive(f, lambda: f.run.state.rows == 500)
+    commits = drive(f, lambda: f.run.state.rows == 500, 60)
     assert [c.event for c in commits if c.event] == ["rewritten"]
     steps = store.load(f.run_id, columns=["step"])["step"].tolist()
     assert steps == list(range(200)) + list(range(1000, 1300))
@@ -176,7 +165,7 @@ def test_a_long_not_diag_file_is_refused_before_its_end_without_holding_its_line
     src.write_bytes(b"plain log text, not json\n" * 200_000)
     f = Follower(RunStore(tmp_path / "store"), src, "job", commit_every=0)
     with pytest.raises(NotDiagError, match="is not a diag file"):
-        drive(f, lambda: False)
+        drive(f, lambda: False, 60)
     assert f.run.state.lines < 200_000 and len(f.run._held[0]) <= f.run.state.lines
     assert not f.run.exists
 
