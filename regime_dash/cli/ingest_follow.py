@@ -8,7 +8,9 @@ failing raises one alert (``--on-alert CMD`` gets its JSON on stdin,
 Restarting the same command resumes where the last one stopped. It ends after
 ``--until-idle`` seconds without a new line, or on Ctrl-C (what was read is
 committed first). Exit status: 0 when the follow ended, 2 on bad input (a gzip
-file, a name another run has, an unreadable file).
+file, a symbolic link without ``--follow-symlinks``, a name another run has, an
+unreadable file, a file whose first lines are not a diag: "not a diag file", as a
+whole-file ingest says). ``--max-line-mb`` bounds a line as it does a whole-file ingest.
 """
 from __future__ import annotations
 
@@ -32,7 +34,10 @@ def add_follow_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--until-idle", type=float, default=None, metavar="S",
                    help="end the follow after S seconds without a new line (default: run until Ctrl-C)")
     g.add_argument("--on-truncate", choices=("segment", "stop"), default="segment",
-                   help="a truncated file starts a new segment of its run (default) or ends the follow")
+                   help="a truncated or rewritten file starts a new segment of its run (default) or ends the follow")
+    g.add_argument("--follow-symlinks", action="store_true",
+                   help="follow a path that is (or becomes) a symbolic link (default: refused, or the follow of "
+                        "that file stops)")
     g.add_argument("--on-alert", default=None, metavar="CMD",
                    help="shell command run once per new failure, with the alert's JSON on stdin")
     g.add_argument("--alert-webhook", default=None, metavar="URL",
@@ -73,7 +78,8 @@ def _follow(args: argparse.Namespace, should_stop) -> str:
     from regime_dash.usecases.follow import follow_files, follow_set
 
     fset = follow_set(open_from(args), args.paths, args.name, pattern=args.glob, commit_every=args.commit_every,
-                      on_truncate=args.on_truncate, dashboard=args.dashboard_url, max_line_mb=args.max_line_mb)
+                      on_truncate=args.on_truncate, dashboard=args.dashboard_url, max_line_mb=args.max_line_mb,
+                      follow_symlinks=args.follow_symlinks)
     names = ", ".join(f.run_id for f in fset.followers.values()) or f"files matching {args.glob!r} (none yet)"
     say(f"following {names} into {fset.store.root}", file=sys.stderr, flush=True)
 

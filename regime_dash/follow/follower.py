@@ -29,17 +29,27 @@ from regime_dash.analysis.incremental import IncrementalVerdict
 from regime_dash.analysis.invariants import CheckOptions
 from regime_dash.core.view_urls import DEFAULT_DASHBOARD, explore_url
 from regime_dash.errors import ValidationError
-from regime_dash.ingest import LINE_COLUMN, IngestReport, Reject, Aside, free_name, iter_batches
+from regime_dash.ingest import (LINE_COLUMN, IngestReport, Reject, Aside, free_name, iter_batches, not_diag_reason,
+                                require_diag)
+from regime_dash.ingest.reference import too_long_reason
+from regime_dash.ingest.sources import TooLong
 from regime_dash.store.metadata import now
 from regime_dash.store.paths import PARTITION, pid_alive
 from regime_dash.store.run_store import RunStore
 from regime_dash.store.append import FollowState
-from regime_dash.follow.tail import Tail, refuse_gzip
+from regime_dash.follow.tail import REWRITE_EVENTS, Tail, refuse_gzip, refuse_symlink, symlink_text
 
 __all__ = ["Alert", "Commit", "Follower", "FollowSet", "follow", "TRUNCATE_POLICIES"]
 
 #: What a truncated file does to its run: a new segment of the same run, or the follow stops.
 TRUNCATE_POLICIES = ("segment", "stop")
+#: Bytes read before a commit at most: a backlog is committed a piece at a time, so a follower's memory
+#: is bounded by this, not by the file.
+COMMIT_BYTES = 8 << 20
+#: Lines, or bytes, read without a diag row after which a file is refused as not a diag (the rejected
+#: lines wait in memory until the run's first row creates it: this bounds them).
+NOT_DIAG_LINES = 1000
+NOT_DIAG_BYTES = 16 << 20
 
 @dataclass
 class Alert:
@@ -99,7 +109,8 @@ class Follower:
 
     def __init__(self, store: RunStore, path: str | os.PathLike, name: str, *, commit_every: float = 2.0,
                  on_truncate: str = "segment", options: CheckOptions | None = None,
-                 dashboard: str | None = None, clock: Callable[[], float] = time.monotonic):
+                 dashboard: str | None = None, clock: Callable[[], float] = time.monotonic,
+                 follow_symlinks: bool = False):
         if on_truncate not in TRUNCATE_POLICIES:
             raise ValidationError(f"on_truncate must be one of {', '.join(TRUNCATE_POLICIES)}, got {on_truncate!r}",
                                   field="on_truncate", value=on_truncate)
@@ -107,21 +118,26 @@ class Follower:
             raise ValidationError(f"commit_every must be seconds >= 0, got {commit_every!r}",
                                   field="commit_every", value=commit_every)
         refuse_gzip(path)
+        if not follow_symlinks:
+            refuse_symlink(path)
         self.store, self.path, self.clock = store, Path(path), clock
         self.commit_every, self.on_truncate, self.dashboard = float(commit_every), on_truncate, dashboard
         _warm_compiled_paths()
         self.run = store.followed_run(path, name)
         st = self.run.state
         self._judged_lines = st.lines  # the lines the verdict has folded in (its reload reads up to them)
-        self.tail = Tail(path, st.offset, st.inode)
+        self.tail = Tail(path, st.offset, st.inode, st.file, max_line=store.max_line_bytes,
+                         follow_symlinks=follow_symlinks)
         self.verdict = IncrementalVerdict(options, reload=self._committed_frame)
         meta = self.run.read_meta() if self.run.exists else {}
         self.open_alerts: dict[str, dict] = dict(meta.get("alerts", {}).get("open", {}))
         if self.run.exists:
             self.verdict.update(self._committed_frame())  # the prefix stored before this start, once
-        self._pending: list[bytes] = []
-        self._pending_end = (st.offset, st.inode)
+        self._pending: list[bytes | TooLong] = []  # whole lines read, not yet committed
+        self._pending_bytes = 0
+        self._pending_end = (st.offset, st.inode, st.file)
         self._event: str | None = None
+        self._before_diag = _BeforeDiag()  # what was read while the run has no row yet
         self._last_commit = clock()
         self.last_line_at = clock()  # for --until-idle: "no new line" since
         self.stopped: str | None = None  # why the follow of this file ended, if it did
@@ -148,43 +164,64 @@ class Follower:
         return canonical_frame(frame.drop(columns=[c for c in (LINE_COLUMN, PARTITION) if c in frame.columns]))
 
     def poll(self, force: bool = False) -> list[Commit]:
-        """Read what was written; commit when ``commit_every`` has passed (or ``force``), or before a
-        truncation or replacement starts a new segment."""
+        """Read what was written; commit when ``commit_every`` has passed (or ``force``), when
+        ``COMMIT_BYTES`` are read (a backlog is committed a piece at a time), or before a truncation,
+        rewrite or replacement starts a new segment.
+
+        Raises
+        ------
+        NotDiagError
+            The file's first lines are not a diag (nothing of it is stored).
+        """
         out: list[Commit] = []
         while self.stopped is None:
             piece = self.tail.read()
-            if piece.data:
-                self._pending.append(piece.data)
-                self.last_line_at = self.clock()
-            self._pending_end = (piece.offset, self.tail.inode)
+            self._pending.extend(piece.items)
+            self._pending_bytes += sum(i.size if isinstance(i, TooLong) else len(i) for i in piece.items)
+            if piece.read or piece.items:
+                self.last_line_at = self.clock()  # bytes came: a long line being skipped is not idle
+            self._pending_end = (piece.offset, self.tail.inode, self.tail.identity())
             if piece.event is not None:
-                if piece.event == "truncated" and self.on_truncate == "stop":
-                    out.extend(self._flush())
-                    self.stopped = f"{self.path} was truncated (--on-truncate stop)"
-                    break
-                self._event = piece.event  # the commit below starts the new segment
-                out.extend(self._flush())
+                out.extend(self._on_event(piece.event))
                 continue
-            if not piece.data or self.clock() - self._last_commit >= self.commit_every:
+            if self._pending_bytes >= COMMIT_BYTES:
+                out.extend(self._flush())
+            if not piece.read or self.clock() - self._last_commit >= self.commit_every:
                 break  # a writer that never pauses still gets its commits on time
         due = self.clock() - self._last_commit >= self.commit_every
         if (force or due) and self.stopped is None:
             out.extend(self._flush())
         return out
 
+    def _on_event(self, event: str) -> list[Commit]:
+        """What was read before ``event`` committed; the follow stops, or a new segment starts."""
+        if event == "symlink":
+            out = self._flush()
+            self.stopped = (f"{symlink_text(self.path) or repr(str(self.path))}: not followed, nothing of it "
+                            f"stored (--follow-symlinks follows it)")
+            return out
+        if event in REWRITE_EVENTS and self.on_truncate == "stop":
+            out = self._flush()
+            self.stopped = f"{self.path} was {event} (--on-truncate stop)"
+            return out
+        self._event = event  # the commit starts the new segment
+        return self._flush()
+
     def _flush(self) -> list[Commit]:
         self._last_commit = self.clock()
-        data = b"".join(self._pending)
-        if not data and self._event is None:
+        items = self._pending
+        if not items and self._event is None:
             return []
-        self._pending = []
+        self._pending, self._pending_bytes = [], 0
         t0 = time.perf_counter()
         st = self.run.state
         new = FollowState(**{**st.__dict__, "segments": list(st.segments), "columns": dict(st.columns)})
-        new.offset, new.inode = self._pending_end
+        new.offset, new.inode, new.file = self._pending_end
         if not new.segments:
             new.segments = [{"segment": 0, "first_line": 1, "reason": "start", "at": now()}]
-        table, rejects, aside = self._parse(data, new) if data else (None, [], [])
+        table, rejects, aside = self._parse(items, new) if items else (None, [], [])
+        if not self.run.exists:
+            self._before_diag.check(self.path, new, rejects, self.stopped is not None)
         if self._event is not None:
             new.segments.append({"segment": len(new.segments), "first_line": new.lines + 1,
                                  "reason": self._event, "at": now()})
@@ -213,15 +250,36 @@ class Follower:
         self._event = None
         return [commit]
 
-    def _parse(self, data: bytes, new: FollowState) -> tuple[pa.Table | None, list[Reject], list[Aside]]:
-        """``data``'s rows numbered on from the run's lines, its rejects and asides; counts into ``new``."""
+    def _parse(self, items: list, new: FollowState) -> tuple[pa.Table | None, list[Reject], list[Aside]]:
+        """The rows of ``items`` (bytes of whole lines, and :class:`TooLong` lines) numbered on from the
+        run's lines, their rejects and asides; counts into ``new``. As whole-file ingest reads them: the same
+        line limit, the lines without a diag field quarantined, a long line kept as its first bytes."""
         if not self.run.types and not self.run.exists:
             self.run.types.update(self.store.column_types())  # a new run: the store's types, as an ingest
-        report = IngestReport()
         tables, rejects, aside = [], [], []
+        run: list[bytes] = []
+        for item in [*items, None]:
+            if isinstance(item, bytes):
+                run.append(item)
+                continue
+            if run:
+                self._parse_bytes(b"".join(run), new, tables, rejects, aside)
+                run = []
+            if isinstance(item, TooLong):
+                new.lines += 1
+                new.rejected_count += 1
+                rejects.append(Reject(new.lines, too_long_reason(item.size, self.store.max_line_bytes), item.head))
+        if not tables:
+            return None, rejects, aside
+        from regime_dash.ingest import unify_tables
+        return unify_tables(tables) if len(tables) > 1 else tables[0], rejects, aside
+
+    def _parse_bytes(self, data: bytes, new: FollowState, tables: list, rejects: list, aside: list) -> None:
+        """Whole lines ``data`` parsed into ``tables``, ``rejects`` and ``aside``; counts into ``new``."""
+        report = IngestReport()
         off = new.lines
         for b in iter_batches(data, path=str(self.path), report=report, types=self.run.types, workers=1,
-                              max_line_bytes=self.store.max_line_bytes):
+                              max_line_bytes=self.store.max_line_bytes, diag_only=True):
             t = b.table
             if t.num_rows:
                 i = t.column_names.index(LINE_COLUMN)
@@ -237,15 +295,12 @@ class Follower:
         new.blank_lines += report.blank_lines
         new.rejected_count += report.rejected_count
         new.aside_count += report.aside_count
+        self._before_diag.not_diag_lines += report.not_diag_lines
         for k, t in report.columns.items():
             new.columns.setdefault(k, t)
         for attr, pick in (("first_step", min), ("last_step", max)):
             got, had = getattr(report, attr), getattr(new, attr)
             setattr(new, attr, got if had is None else had if got is None else pick(had, got))
-        if not tables:
-            return None, rejects, aside
-        from regime_dash.ingest import unify_tables
-        return unify_tables(tables) if len(tables) > 1 else tables[0], rejects, aside
 
     def _frame(self, table: pa.Table):
         from regime_dash.diag.aliases import canonical_frame
@@ -269,19 +324,59 @@ class Follower:
         return fresh, {"alerts": {"open": dict(self.open_alerts)}, "verdict": summary}
 
     def close(self, clean: bool = True) -> list[Commit]:
-        """Commit what was read and mark the follow ended. A partial last line is left for a resume."""
-        out = self.poll(force=True) if self.stopped is None else []
+        """Commit what was read (to the file's end) and mark the follow ended. A partial last line is left
+        for a resume.
+
+        Raises
+        ------
+        NotDiagError
+            Nothing the file holds is a diag (as whole-file ingest refuses it; nothing stored).
+        """
+        out: list[Commit] = []
+        self._before_diag.ending = True
+        while self.stopped is None:
+            got = self.poll(force=True)
+            out += got
+            if not got and not self._pending:
+                break
+        if not self.run.exists and self.stopped is None:
+            self._before_diag.check(self.path, self.run.state, [], False)
         self.tail.close()
         if clean:
             self.run.finish({"alerts": {"open": dict(self.open_alerts)}})
         return out
 
 
+class _BeforeDiag:
+    """What a follower read while its run has no row yet: enough to refuse a file that is not a diag as
+    whole-file ingest does (:func:`~regime_dash.ingest.require_diag`), without holding all its lines."""
+
+    def __init__(self):
+        self.not_diag_lines = 0
+        self.first_reject: str | None = None
+        self.ending = False
+
+    def check(self, path: Path, new: FollowState, rejects: list[Reject], stopped: bool) -> None:
+        """Raise :class:`~regime_dash.errors.NotDiagError` when the lines read so far say the file is not a
+        diag: at once where its first rows lack a ``step``; when no row came, once ``NOT_DIAG_LINES``
+        lines or ``NOT_DIAG_BYTES`` bytes were read, or the follow ends."""
+        if self.first_reject is None and rejects:
+            self.first_reject = f"line {rejects[0].line}: {rejects[0].reason}"
+        reason = not_diag_reason([c for c, t in new.columns.items() if t != "null"], new.rows,
+                                 lines=new.lines, rejected=new.rejected_count,
+                                 not_diag_lines=self.not_diag_lines, first_reject=self.first_reject)
+        if reason is None or (new.rows == 0 and new.lines == 0):
+            return
+        if new.rows or self.ending or stopped or new.lines >= NOT_DIAG_LINES or new.offset >= NOT_DIAG_BYTES:
+            require_diag(path.name, reason)
+
+
 class FollowSet:
     """Several followed files: ``paths`` (files, or folders whose files match ``pattern``), one run each.
 
     A file's run is named after the file (its name without ``.jsonl``), prefixed by ``name`` and a dash
-    when there are several files, or named ``name`` when one file is followed.
+    when there are several files, or named ``name`` when one file is followed. A folder's symbolic links
+    are passed over unless ``follow_symlinks`` is given.
     """
 
     def __init__(self, store: RunStore, paths: Iterable[str | os.PathLike], name: str | None = None,
@@ -308,7 +403,8 @@ class FollowSet:
         found = list(self.files)
         for d in self.dirs:
             found += sorted(p for p in d.iterdir() if p.is_file() and fnmatch.fnmatch(p.name, self.pattern)
-                            and not p.name.lower().endswith(".gz"))
+                            and not p.name.lower().endswith(".gz")
+                            and (self.kw.get("follow_symlinks") or not p.is_symlink()))
         for p in found:
             if p not in self.followers:
                 self.followers[p] = Follower(self.store, p, self._run_name(p), **self.kw)

@@ -17,7 +17,7 @@ from regime_dash.ingest.arrays import from_numpy, to_numpy
 from regime_dash.ingest.types import CANONICAL_TYPES
 from regime_dash.ingest.report import Aside, LINE_COLUMN, Reject, merge_counts
 from regime_dash.ingest.columns import assemble_pieces, drop_empty_structs
-from regime_dash.ingest.sources import DEFAULT_MAX_LINE_BYTES, TooLong
+from regime_dash.ingest.sources import DEFAULT_MAX_LINE_BYTES, EXCERPT_BYTES, TooLong
 from regime_dash.ingest import shapes
 from regime_dash.ingest.reference import (
     OVERFLOW_RE,
@@ -375,7 +375,7 @@ def parse_chunk(data: bytes | TooLong, final_unterminated: bool, hints: Hints,
     """
     if isinstance(data, TooLong):
         return Chunk(pa.table({LINE_COLUMN: pa.array([], pa.int64())}),
-                      [Reject(1, too_long_reason(data.size, max_line))], 0, 1)
+                      [Reject(1, too_long_reason(data.size, max_line), data.head)], 0, 1)
     # CR and CRLF arrive as LF: read_chunks turned them into it
     try:
         return _parse_lines(data, final_unterminated, hints, fixed, max_line, nl)
@@ -394,7 +394,7 @@ def _parse_chunk_reference(data: bytes, final_unterminated: bool, fixed, max_lin
         if blank_line(raw):
             blanks += 1
         elif len(raw) > max_line:
-            rejects.append(Reject(i + 1, too_long_reason(len(raw), max_line), raw[:256]))
+            rejects.append(Reject(i + 1, too_long_reason(len(raw), max_line), raw[:EXCERPT_BYTES]))
         else:
             lines.append((i + 1, raw))
     pending: list = []
@@ -476,7 +476,7 @@ def _parse_lines(data: bytes, final_unterminated: bool, hints: Hints,
 
     for i in plan.long:
         rejects.append(Reject(int(numbers[i]), too_long_reason(int(ends[i] - starts[i]), max_line),
-                              data[starts[i]:starts[i] + 256]))
+                              data[starts[i]:starts[i] + EXCERPT_BYTES]))
     if len(plan.odd):
         reference(plan.odd)
     shaped, cand = _shaped(buf, starts, ends, numbers, plan.cand)

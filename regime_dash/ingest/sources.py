@@ -46,11 +46,27 @@ def to_lf(data: bytes) -> bytes:
 _BOM = b"\xef\xbb\xbf"
 
 
+#: Bytes of a too-long line kept with its reject (its first bytes): enough to recognise it, bounded
+#: whatever the line's size.
+EXCERPT_BYTES = 256
+
+
+def first_bytes(parts: Iterable[bytes], n: int = EXCERPT_BYTES) -> bytes:
+    """The first ``n`` bytes of ``parts`` joined, without joining the rest (a long line's excerpt)."""
+    out = b""
+    for part in parts:
+        out += part[:n - len(out)]
+        if len(out) >= n:
+            break
+    return out
+
+
 @dataclass
 class TooLong:
-    """A line the reader skipped because it is longer than the limit."""
+    """A line the reader skipped because it is longer than the limit: its size and its first bytes."""
 
     size: int
+    head: bytes = b""
 
 
 def open_source(source: Any, path: str | None) -> tuple[BinaryIO, int | None, list]:
@@ -317,6 +333,7 @@ def _lines_of_blocks(blocks: Iterator[bytes], h: _Hasher, report: IngestReport,
     carry: list[bytes] = []
     carry_len = 0
     skipped = 0  # bytes of an over-long line dropped so far
+    head = b""  # the first bytes of that line, kept with its reject
     cr = b""  # a CR that ended the previous block: a line break unless LF follows
     hashed = _hashed(blocks, h, report)
     for block in _without_bom(hashed) if at_start else hashed:
@@ -333,7 +350,7 @@ def _lines_of_blocks(blocks: Iterator[bytes], h: _Hasher, report: IngestReport,
             if nl < 0:
                 skipped += len(block)
                 continue
-            yield TooLong(skipped + nl), False
+            yield TooLong(skipped + nl, head), False
             skipped = 0
             block = block[nl + 1:]
             if not block:
@@ -342,6 +359,7 @@ def _lines_of_blocks(blocks: Iterator[bytes], h: _Hasher, report: IngestReport,
         if cut == 0:
             if carry_len + len(block) > max_line:
                 skipped = carry_len + len(block)  # too long: stop holding it
+                head = first_bytes((*carry, block))
                 carry, carry_len = [], 0
             else:
                 carry.append(block)  # a line longer than a chunk: keep reading
@@ -350,7 +368,7 @@ def _lines_of_blocks(blocks: Iterator[bytes], h: _Hasher, report: IngestReport,
         if carry:
             nl = block.find(b"\n")
             if carry_len + nl > max_line:
-                yield TooLong(carry_len + nl), False
+                yield TooLong(carry_len + nl, first_bytes((*carry, block))), False
                 carry, carry_len = [], 0
                 block = block[nl + 1:]
                 cut -= nl + 1
@@ -364,12 +382,12 @@ def _lines_of_blocks(blocks: Iterator[bytes], h: _Hasher, report: IngestReport,
             yield piece, False
     if cr:  # the file ended with a lone CR: it ended the last line
         if skipped:
-            yield TooLong(skipped), False
+            yield TooLong(skipped, head), False
             skipped = 0
         else:
             yield b"".join(carry) + b"\n", False
             carry, carry_len = [], 0
     if skipped:
-        yield TooLong(skipped), True
+        yield TooLong(skipped, head), True
     elif carry:
         yield b"".join(carry), True

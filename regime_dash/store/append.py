@@ -163,7 +163,7 @@ class FollowState:
     ``offset`` is a line start of the file with ``inode``; ``lines`` counts every
     line of the run so far (line numbers continue across segments); ``segments``
     lists where each segment starts (``first_line``) and why (``start``,
-    ``truncated``, ``replaced``).
+    ``truncated``, ``rewritten``, ``replaced``).
     """
 
     source: str
@@ -180,6 +180,9 @@ class FollowState:
     columns: dict[str, str] = field(default_factory=dict)
     segments: list[dict[str, Any]] = field(default_factory=list)
     last_line_at: str | None = None
+    #: What identifies the file at ``offset`` beyond its inode (its size, hashes of its first bytes and of
+    #: the bytes before the offset: :meth:`regime_dash.follow.tail.Tail.identity`).
+    file: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), allow_nan=False, default=str)

@@ -8,9 +8,10 @@ from typing import Any, Callable, Iterator, Sequence
 
 def follow_set(store: str | None, paths: Sequence[str], name: str | None = None, *, pattern: str = "*.jsonl",
                commit_every: float = 2.0, on_truncate: str = "segment", dashboard: str | None = None,
-               max_line_mb: float | None = None):
+               max_line_mb: float | None = None, follow_symlinks: bool = False):
     """The :class:`~regime_dash.follow.follower.FollowSet` of ``paths`` (files, or folders of ``pattern``
-    files) into the store, one run each; ``max_line_mb`` bounds a line.
+    files) into the store, one run each; ``max_line_mb`` bounds a line (as it does a whole-file ingest's);
+    ``follow_symlinks`` follows a path that is a symbolic link.
 
     Raises
     ------
@@ -24,12 +25,15 @@ def follow_set(store: str | None, paths: Sequence[str], name: str | None = None,
     if commit_every is None or not commit_every > 0:
         raise ValidationError(f"--commit-every must be > 0 seconds, got {commit_every!r}",
                               field="commit_every", value=commit_every)
+    if max_line_mb is not None and not max_line_mb > 0:
+        raise ValidationError(f"--max-line-mb must be > 0, got {max_line_mb!r}", field="max_line_mb",
+                              value=max_line_mb)
     kw = {} if max_line_mb is None else {"max_line_bytes": max(1, int(max_line_mb * 2**20))}
     runs = open_store(store, **kw)
     if kw:  # a store the caller opened takes the line limit too
         runs.max_line_bytes = kw["max_line_bytes"]
     return FollowSet(runs, paths, name, pattern=pattern, commit_every=commit_every,
-                     on_truncate=on_truncate, dashboard=dashboard)
+                     on_truncate=on_truncate, dashboard=dashboard, follow_symlinks=follow_symlinks)
 
 
 def follow_files(fset: Any, *, until_idle: float | None = None, on_commit: Callable[[Any], None] = lambda c: None,
