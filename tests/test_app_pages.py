@@ -707,13 +707,19 @@ def test_replay_rejects_bad_config_and_marks_engines(tmp_path, monkeypatch):
         assert any("cannot run here" in e.value for e in at.error)
 
 
-def test_replay_default_sweep_flat_line_says_why(tmp_path, monkeypatch):
-    """The default sweep (max_duration against timeout steps, F2 on) is flat; the caption names the finding."""
+def swept_default(tmp_path, monkeypatch):
+    """The app on the Replay page after its default sweep (the first field over 3 values), with no exception."""
     at = open_app(tmp_path / "store", monkeypatch)
     at.switch_page(page("replay")).run()
     at.number_input(key="replay.sweep.n1").set_value(3)
     at.button(key="replay.sweep.run").click().run()
     no_exception(at, "default sweep")
+    return at
+
+
+def test_replay_default_sweep_flat_line_says_why(tmp_path, monkeypatch):
+    """The default sweep (max_duration against timeout steps, F2 on) is flat; the caption names the finding."""
+    at = swept_default(tmp_path, monkeypatch)
     notes = [c.value for c in at.caption if c.value.startswith("A flat line")]
     assert len(notes) == 1 and "timeout_unreachable" in notes[0] and "Theorem 3" in notes[0]
 

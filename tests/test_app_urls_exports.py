@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 import apptest_protos as protos  # noqa: E402
 from regime_dash.modules import MODULES  # noqa: E402
 from regime_dash.text import markdown_literal  # noqa: E402
-from tests.test_app_pages import APP, TIMEOUT, no_exception, open_app, page, run_ids  # noqa: E402
+from tests.test_app_pages import APP, TIMEOUT, no_exception, open_app, page, run_ids, swept_default  # noqa: E402
 from tests.test_app_pages import loaded, replay_diag  # noqa: E402,F401  (fixtures)
 
 
@@ -167,11 +167,7 @@ def test_runs_sort_round_trips_through_the_url(loaded):
 
 # ---- downloads ---------------------------------------------------------------------------
 def test_replay_sweep_table_downloads(tmp_path, monkeypatch):
-    at = open_app(tmp_path / "store", monkeypatch)
-    at.switch_page(page("replay")).run()
-    at.number_input(key="replay.sweep.n1").set_value(3)
-    at.button(key="replay.sweep.run").click().run()
-    no_exception(at, "sweep")
+    at = swept_default(tmp_path, monkeypatch)
     label = prepared(at, "replay.sweep.download", "csv")
     assert label.startswith("Download regime-dash-sweep.csv (3 rows, ")
 

@@ -197,24 +197,29 @@ def test_sp14_coverage_names_every_logged_field():
     assert {r.id for r in SP14.invariants(frame) if ".rederive." in r.id} <= {i for c in cov.values() for i in c["checks"]}
 
 
+def faulty_twin(twin, where, edits):
+    """A copy of a module's ``twin`` with ``edits`` made in it, or (``where == "f32"``) in the shared
+    ``f32.pearls_ad_update`` it calls."""
+    from regime_dash.modules import f32
+
+    if where == "f32":
+        return copy_of(twin, pearls_ad_update=copy_of(f32, edits).pearls_ad_update)
+    return copy_of(twin, edits)
+
+
 # ---- Pearl C ------------------------------------------------------------------------------------
 PEARL = MODULES["pearl_c"]
 
 
 def pearl_faulty_frame(stream, config, where, edits):
     """Replay Pearl C with one formula changed in a copy of ``where`` (``twin``, ``f32`` or ``config``)."""
-    from regime_dash.modules import f32
     from regime_dash.modules.pearl_c import config as config_mod
     from regime_dash.modules.pearl_c import replay, twin
 
     if where == "config":
         config = copy_of(config_mod, edits).PearlCConfig(**config.as_dict())
         return copy_of(replay).run(stream, config, "reference")
-    if where == "f32":
-        bad_twin = copy_of(twin, pearls_ad_update=copy_of(f32, edits).pearls_ad_update)
-    else:
-        bad_twin = copy_of(twin, edits)
-    return copy_of(replay, twin=bad_twin).run(stream, config, "reference")
+    return copy_of(replay, twin=faulty_twin(twin, where, edits)).run(stream, config, "reference")
 
 
 PEARL_FAULTS = {
@@ -302,16 +307,11 @@ SP18 = MODULES["sp18_hold"]
 
 def sp18_faulty_frame(stream, config, where, edits):
     """Replay SP18 with one formula changed in a copy of ``where`` (``replay``, ``twin`` or ``f32``)."""
-    from regime_dash.modules import f32
     from regime_dash.modules.sp18_hold import replay, twin
 
     if where == "replay":
         return copy_of(replay, edits).run(stream, config, "reference")
-    if where == "f32":
-        bad_twin = copy_of(twin, pearls_ad_update=copy_of(f32, edits).pearls_ad_update)
-    else:
-        bad_twin = copy_of(twin, edits)
-    return copy_of(replay, twin=bad_twin).run(stream, config, "reference")
+    return copy_of(replay, twin=faulty_twin(twin, where, edits)).run(stream, config, "reference")
 
 
 SP18_FAULTS = {

@@ -102,3 +102,17 @@ def test_load_errors(tmp_path):
         load(tmp_path / "x.npz")
     with pytest.raises(StreamError, match="unknown stream file type '.csv'"):
         load((tmp_path / "x.csv").resolve()) if (tmp_path / "x.csv").write_text("a") else None
+
+
+def test_fields_keep_the_schema_order():
+    """Stream and StepStream share their per-step fields' declaration; their fields (and so their
+    constructors' positional order and a saved file's columns) stay in the schema's order."""
+    from dataclasses import fields
+
+    from regime_dash.core.streams import SCHEMA, STEP_FIELDS, StepStream
+
+    assert [f.name for f in fields(Stream)] == list(SCHEMA)
+    assert [f.name for f in fields(StepStream)] == [*STEP_FIELDS, "accounts"]
+    s = Stream.make(rewards=np.zeros((3, 2), np.float32), lots=np.zeros((3, 2), np.int32))
+    assert list(s.arrays()) == [n for n in SCHEMA if n != "v_pred"]
+    assert list(s.per_step().arrays()) == list(STEP_FIELDS)

@@ -391,6 +391,88 @@ def peak_rss(path: str | None, store: str) -> tuple[int, int, float]:
     return int(base), int(peak), float(dt)
 
 
+def _inputs(tmp: Path, size_mb: float) -> tuple[Path, Path, Path]:
+    """The three files timed: a clean diag, the same with one bad line in 5,000, and a flood of blank lines."""
+    clean = tmp / "diag.jsonl"
+    make_diag_file(clean, size_mb, seed=1)
+    dirty = tmp / "diag_bad.jsonl"
+    make_diag_file(dirty, size_mb, seed=1, bad_every=5000)
+    blank = tmp / "blank.jsonl"
+    with open(blank, "wb") as fh:  # a flood of blank lines, mixed LF / CRLF / padding
+        piece = (b"\n" * 50 + b"\r\n" * 20 + b"   \t\n" * 10) * 4096
+        for _ in range(max(1, int(size_mb * 1e6 / len(piece)))):
+            fh.write(piece)
+        fh.write(b'{"step": 0}\n')  # one row, so the run is stored
+    return clean, dirty, blank
+
+
+def _timings(clean: Path, dirty: Path, blank: Path, tmp: Path, repeat: int) -> dict[str, list]:
+    """Seconds of each contender, ``repeat`` rounds (:data:`CLI_PAIRS` CLI pairs a round), interleaved so
+    load from other processes hits them alike."""
+    t: dict[str, list] = {k: [] for k in ("ours", "duck", "pa", "pa_w", "bad", "blank", "cli", "cli_duck")}
+    for _ in range(repeat):
+        for _pair in range(CLI_PAIRS):
+            c, d = _time_cli(clean, tmp)
+            t["cli"].append(c)
+            t["cli_duck"].append(d)
+        t["duck"].append(_time_duckdb(clean, tmp, 1))
+        t["ours"].append(_time_ours(clean, tmp, 1))
+        r, w = _time_pyarrow(clean, tmp, 1)
+        t["pa"].append(r)
+        t["pa_w"].append(w)
+        t["bad"].append(_time_ours(dirty, tmp, 1))
+        t["blank"].append(_time_ours(blank, tmp, 1))
+    return t
+
+
+def _throughput(t: dict[str, list], mb: float, mb_dirty: float, mb_blank: float) -> dict[str, Any]:
+    """MB/s of each contender (medians of ``t``), the ratios between them and the targets met."""
+    med = statistics.median
+    ours, bad = med(t["ours"]), med(t["bad"])
+    duck = None if None in t["duck"] else med(t["duck"])
+    res: dict[str, Any] = {"mb_per_s": {
+        "ours": round(mb / ours, 1),
+        "ours_with_rejects": round(mb_dirty / bad, 1),
+        "ours_blank_lines": round(mb_blank / med(t["blank"]), 1),
+        "ours_cli_end_to_end": round(mb / med(t["cli"]), 1),
+        "duckdb_fresh_process_end_to_end": round(mb / med(t["cli_duck"]), 1),
+        "duckdb_read_json_to_parquet": None if duck is None else round(mb / duck, 1),
+        "pyarrow_read_json": round(mb / med(t["pa"]), 1),
+        "pyarrow_read_json_to_parquet": round(mb / med(t["pa_w"]), 1),
+    }}
+    if duck is not None:
+        res["ratio_vs_duckdb"] = round(duck / ours, 2)
+        # one bad line in 5,000 against DuckDB on the clean file (it cannot read the other)
+        res["rejects_ratio_vs_duckdb_clean"] = round((mb_dirty / bad) / (mb / duck), 2)
+    res["cli_ratio_vs_duckdb_process"] = round(med(t["cli_duck"]) / med(t["cli"]), 2)
+    res["targets_met"] = {
+        "ingest >= 1.5x duckdb": duck is not None and duck / ours >= 1.5,
+        "one bad line in 5,000 >= 1.2x duckdb": duck is not None and (mb_dirty / bad) / (mb / duck) >= 1.2,
+        "cli >= 1.0x a fresh duckdb process": med(t["cli_duck"]) / med(t["cli"]) >= 1.0,
+    }
+    res["blank_lines_ratio_vs_clean"] = round((mb_blank / med(t["blank"])) / (mb / ours), 2)
+    res["ratio_vs_pyarrow_read_json"] = round(med(t["pa"]) / ours, 2)
+    return res
+
+
+def _peak_memory(tmp: Path, peak_mb: float) -> dict[str, Any]:
+    """Peak RSS of ingesting a ``peak_mb`` file, and what a 10 MB one adds, each in a fresh interpreter."""
+    small = tmp / "small.jsonl"
+    make_diag_file(small, 10, seed=2)
+    b_small, p_small, _ = peak_rss(str(small), str(tmp / "s1"))
+    big = tmp / "big.jsonl"
+    make_diag_file(big, peak_mb, seed=3)
+    b_big, p_big, dt = peak_rss(str(big), str(tmp / "s2"))
+    return {
+        "file_mb": round(big.stat().st_size / 1e6, 1),
+        "rss_after_imports_mb": round(b_big / 2**20, 1),
+        "peak_rss_mb": round(p_big / 2**20, 1),
+        "ingest_adds_mb": round((p_big - b_big) / 2**20, 1),
+        "ingest_adds_10mb_file_mb": round((p_small - b_small) / 2**20, 1),
+        "mb_per_s": round(big.stat().st_size / 1e6 / dt, 1),
+    }
+
+
 def run_benchmark(size_mb: float = 100.0, repeat: int = 3, peak_mb: float = 0.0,
                   workdir: str | None = None, bomb_gib: float = 0.0) -> dict[str, Any]:
     """Run the ingest benchmark and return its figures.
@@ -419,70 +501,24 @@ def run_benchmark(size_mb: float = 100.0, repeat: int = 3, peak_mb: float = 0.0,
 
     tmp = Path(tempfile.mkdtemp(prefix="rd-bench-", dir=workdir))
     try:
-        clean = tmp / "diag.jsonl"
-        make_diag_file(clean, size_mb, seed=1)
-        dirty = tmp / "diag_bad.jsonl"
-        make_diag_file(dirty, size_mb, seed=1, bad_every=5000)
-        blank = tmp / "blank.jsonl"
-        with open(blank, "wb") as fh:  # a flood of blank lines, mixed LF / CRLF / padding
-            piece = (b"\n" * 50 + b"\r\n" * 20 + b"   \t\n" * 10) * 4096
-            for _ in range(max(1, int(size_mb * 1e6 / len(piece)))):
-                fh.write(piece)
-            fh.write(b'{"step": 0}\n')  # one row, so the run is stored
+        clean, dirty, blank = _inputs(tmp, size_mb)
         mb = clean.stat().st_size / 1e6
         mb_dirty = dirty.stat().st_size / 1e6
         mb_blank = blank.stat().st_size / 1e6
         shapes_loaded = warm_shapes()
         compile_bytecode()
         _time_ours(clean, tmp, 1)  # untimed warm-up: page cache, the kernels
-        # interleave the contenders so load from other processes hits them alike
-        t_ours, t_duck, t_pa, t_pa_w, t_bad, t_blank, t_cli, t_cli_duck = [], [], [], [], [], [], [], []
-        for _ in range(repeat):
-            for _pair in range(CLI_PAIRS):
-                c, d = _time_cli(clean, tmp)
-                t_cli.append(c)
-                t_cli_duck.append(d)
-            t_duck.append(_time_duckdb(clean, tmp, 1))
-            t_ours.append(_time_ours(clean, tmp, 1))
-            r, w = _time_pyarrow(clean, tmp, 1)
-            t_pa.append(r)
-            t_pa_w.append(w)
-            t_bad.append(_time_ours(dirty, tmp, 1))
-            t_blank.append(_time_ours(blank, tmp, 1))
-        med = statistics.median
-        ours, bad = med(t_ours), med(t_bad)
-        duck = None if None in t_duck else med(t_duck)
+        t = _timings(clean, dirty, blank, tmp, repeat)
         res: dict[str, Any] = {
             "file_mb": round(mb, 1),
             "repeat": repeat,
-            "cli_samples": len(t_cli),
+            "cli_samples": len(t["cli"]),
             "shape_path_loaded": shapes_loaded,
             "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
             "versions": {"pyarrow": pyarrow.__version__, "duckdb": duckdb.__version__,
                          "python": sys.version.split()[0]},
-            "mb_per_s": {
-                "ours": round(mb / ours, 1),
-                "ours_with_rejects": round(mb_dirty / bad, 1),
-                "ours_blank_lines": round(mb_blank / med(t_blank), 1),
-                "ours_cli_end_to_end": round(mb / med(t_cli), 1),
-                "duckdb_fresh_process_end_to_end": round(mb / med(t_cli_duck), 1),
-                "duckdb_read_json_to_parquet": None if duck is None else round(mb / duck, 1),
-                "pyarrow_read_json": round(mb / med(t_pa), 1),
-                "pyarrow_read_json_to_parquet": round(mb / med(t_pa_w), 1),
-            },
         }
-        if duck is not None:
-            res["ratio_vs_duckdb"] = round(duck / ours, 2)
-            # one bad line in 5,000 against DuckDB on the clean file (it cannot read the other)
-            res["rejects_ratio_vs_duckdb_clean"] = round((mb_dirty / bad) / (mb / duck), 2)
-        res["cli_ratio_vs_duckdb_process"] = round(med(t_cli_duck) / med(t_cli), 2)
-        res["targets_met"] = {
-            "ingest >= 1.5x duckdb": duck is not None and duck / ours >= 1.5,
-            "one bad line in 5,000 >= 1.2x duckdb": duck is not None and (mb_dirty / bad) / (mb / duck) >= 1.2,
-            "cli >= 1.0x a fresh duckdb process": med(t_cli_duck) / med(t_cli) >= 1.0,
-        }
-        res["blank_lines_ratio_vs_clean"] = round((mb_blank / med(t_blank)) / (mb / ours), 2)
-        res["ratio_vs_pyarrow_read_json"] = round(med(t_pa) / ours, 2)
+        res.update(_throughput(t, mb, mb_dirty, mb_blank))
         if peak_mb > 0 or bomb_gib > 0:
             shutil.rmtree(tmp / "store", ignore_errors=True)
             for p in (clean, dirty, blank):
@@ -490,20 +526,7 @@ def run_benchmark(size_mb: float = 100.0, repeat: int = 3, peak_mb: float = 0.0,
         if bomb_gib > 0:
             res["gzip_bomb"] = bomb_peaks(tmp, bomb_gib)
         if peak_mb > 0:
-            small = tmp / "small.jsonl"
-            make_diag_file(small, 10, seed=2)
-            b_small, p_small, _ = peak_rss(str(small), str(tmp / "s1"))
-            big = tmp / "big.jsonl"
-            make_diag_file(big, peak_mb, seed=3)
-            b_big, p_big, dt = peak_rss(str(big), str(tmp / "s2"))
-            res["peak_memory"] = {
-                "file_mb": round(big.stat().st_size / 1e6, 1),
-                "rss_after_imports_mb": round(b_big / 2**20, 1),
-                "peak_rss_mb": round(p_big / 2**20, 1),
-                "ingest_adds_mb": round((p_big - b_big) / 2**20, 1),
-                "ingest_adds_10mb_file_mb": round((p_small - b_small) / 2**20, 1),
-                "mb_per_s": round(big.stat().st_size / 1e6 / dt, 1),
-            }
+            res["peak_memory"] = _peak_memory(tmp, peak_mb)
         return res
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -61,6 +61,18 @@ def engines_options(p: argparse.ArgumentParser, m: ModuleType | None = None) -> 
     p.add_argument("--live-profile", metavar="FILE", help="also write a cProfile of 2000 GPU live steps to FILE")
 
 
+def _scratch_and_output(p: argparse.ArgumentParser) -> None:
+    """A benchmark's scratch directory and how it gives its figures: printed as JSON, written to a file."""
+    p.add_argument("--workdir", default=None, help="scratch directory (default: system tmp)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON only")
+    p.add_argument("--out", default=None, help="also write the JSON figures to this file")
+
+
+def _json_file(p: argparse.ArgumentParser, what: str = "figures") -> None:
+    """``--json FILE``: also write ``what`` (the figures, the rows) as JSON to FILE."""
+    p.add_argument("--json", metavar="FILE", default=None, help=f"also write the {what} as JSON")
+
+
 def _ingest_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
     p.add_argument("--size-mb", type=float,
                    default=float(os.environ.get("REGIME_DASH_BENCH_MB", 100)),
@@ -72,9 +84,7 @@ def _ingest_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
     p.add_argument("--bomb-gib", type=float, default=0.0,
                    help="also measure peak RSS ingesting a gzip bomb expanding to this many GiB "
                         "(CLI, app upload, both at once; e.g. 4)")
-    p.add_argument("--workdir", default=None, help="scratch directory (default: system tmp)")
-    p.add_argument("--json", action="store_true", help="print the figures as JSON only")
-    p.add_argument("--out", default=None, help="also write the JSON figures to this file")
+    _scratch_and_output(p)
 
 
 def _page_load_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
@@ -91,7 +101,7 @@ def _modules_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
     p.add_argument("--engines", default="reference,cuda", help="comma-separated engines (default reference,cuda)")
     p.add_argument("--include-core", action="store_true", help="also the regime observer")
     p.add_argument("--seed", type=int, default=0, help="demo stream seed")
-    p.add_argument("--json", metavar="FILE", default=None, help="also write the rows as JSON")
+    _json_file(p, "rows")
 
 
 def _sensitivity_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
@@ -105,7 +115,7 @@ def _sensitivity_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
     p.add_argument("--device", default="cpu", choices=("auto", "cpu", "gpu"),
                    help="device of the fast engine (default cpu: the target is a CPU figure)")
     p.add_argument("--seed", type=int, default=0, help="scenario seed")
-    p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON")
+    _json_file(p, "figures")
 
 
 def _repair_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
@@ -129,7 +139,7 @@ def _repair_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
     p.add_argument("--workers", type=int, default=None, help="processes that verify (default: one per core)")
     p.add_argument("--module", default=m.DEFAULT_MODULE,
                    help=f"also repair this module's demo (default {m.DEFAULT_MODULE}; none: skip)")
-    p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON")
+    _json_file(p, "figures")
 
 
 def _ui_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
@@ -146,7 +156,7 @@ def _ui_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
 
 def _startup_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
     p.add_argument("--repeats", type=int, default=10, help="timed runs of each command, interleaved (median; 10)")
-    p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON")
+    _json_file(p, "figures")
 
 
 def _long_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
@@ -154,7 +164,7 @@ def _long_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
     p.add_argument("--accounts", type=int, default=m.DEFAULT_ACCOUNTS, help=f"b (default {m.DEFAULT_ACCOUNTS})")
     p.add_argument("--sim-steps", type=int, default=None, help="steps of the simulator run (default: T)")
     p.add_argument("--workdir", default=None, help="scratch directory (default: system tmp)")
-    p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON")
+    _json_file(p, "figures")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)  # one stage, in a child process
 
 
@@ -162,7 +172,7 @@ def _check_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
     p.add_argument("--steps", type=int, default=1_000_000, help="steps of the diag (default 1000000)")
     p.add_argument("--accounts", type=int, default=128, help="accounts (default 128)")
     p.add_argument("--repeats", type=int, default=3, help="timed runs of each process, interleaved (median; 3)")
-    p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON")
+    _json_file(p, "figures")
 
 
 def _follow_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
@@ -170,9 +180,7 @@ def _follow_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
     p.add_argument("--rate", type=float, default=1000.0, help="lines a second per file (default 1000)")
     p.add_argument("--seconds", type=float, default=60.0, help="how long the writer writes (default 60; "
                    "1800 for the RSS target)")
-    p.add_argument("--workdir", default=None, help="scratch directory (default: system tmp)")
-    p.add_argument("--json", action="store_true", help="print the figures as JSON only")
-    p.add_argument("--out", default=None, help="also write the JSON figures to this file")
+    _scratch_and_output(p)
 
 
 def _delta_store_options(p: argparse.ArgumentParser, m: ModuleType) -> None:

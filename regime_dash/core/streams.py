@@ -276,17 +276,34 @@ def check_schema(arrays: Mapping[str, Any], schema: Mapping[str, ArraySpec], *, 
 
 # ---- the core stream ---------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
-class Stream:
-    """A validated replay input. Construct with :meth:`Stream.make` to get dtype coercion."""
+class StepFields:
+    """The per-step fields (:data:`STEP_FIELDS`, in the schema's order) of a :class:`Stream` and of a
+    :class:`StepStream`: declared once, for both."""
 
-    rewards: np.ndarray
-    lots: np.ndarray
     kelly_analytic: np.ndarray
     cooldown: np.ndarray
     session_pnl_worst: np.ndarray
     tau_action: np.ndarray
     boundary: np.ndarray
     step: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class _BatchArrays:
+    # a dataclass takes its bases' fields last base first: as the last base of Stream, these come
+    # before the per-step fields, so Stream's fields (and its constructor's) keep the schema's order
+    rewards: np.ndarray
+    lots: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class Stream(StepFields, _BatchArrays):
+    """A validated replay input. Construct with :meth:`Stream.make` to get dtype coercion.
+
+    Its fields, in :data:`SCHEMA`'s order: ``rewards``, ``lots`` ([T, b]), the per-step fields of
+    :class:`StepFields`, then the optional ``v_pred`` ([T, b]).
+    """
+
     v_pred: np.ndarray | None = None
 
     def __post_init__(self):
@@ -355,8 +372,8 @@ class Stream:
 
 
 @dataclass(frozen=True, eq=False)
-class StepStream:
-    """A stream without its [T, b] arrays: the per-step fields (:data:`STEP_FIELDS`) and b.
+class StepStream(StepFields):
+    """A stream without its [T, b] arrays: the per-step fields (:class:`StepFields`) and b.
 
     What a fast replay given the stream's phase 1 (``engine.fast.step_stats``) and no
     normalize pass reads; at T = 1,000,000 steps it is ~20 MB where the whole stream of 128
@@ -364,12 +381,6 @@ class StepStream:
     validated as the stream's own fields are.
     """
 
-    kelly_analytic: np.ndarray
-    cooldown: np.ndarray
-    session_pnl_worst: np.ndarray
-    tau_action: np.ndarray
-    boundary: np.ndarray
-    step: np.ndarray
     accounts: int
 
     def __post_init__(self):

@@ -114,17 +114,72 @@ def _record(isv, logged, col_of, exp, t, j, k, resync):
     _keep(isv, logged, col_of, t, k, resync)
 
 
+@jitable
+def _popart_normalize(isv, ix, logged, col_of, exp, t, extra, b, resync):
+    """rl_popart_normalize's units: outputs 0..3 (mean, var, envelope, sigma)."""
+    R.popart_moments(isv, ix, extra[t, 2], extra[t, 3], b)
+    _record(isv, logged, col_of, exp, t, 0, _O_MEAN, resync)
+    _record(isv, logged, col_of, exp, t, 1, _O_VAR, resync)
+    R.popart_envelope(isv, ix, extra[t, 4])
+    _record(isv, logged, col_of, exp, t, 2, _O_ENV, resync)
+    R.popart_sigma(isv, ix, isv[_O_VAR])
+    _record(isv, logged, col_of, exp, t, 3, _O_SIGMA, resync)
+
+
+@jitable
+def _regime_observer(isv, ix, logged, col_of, exp, t, f, b, prev_flag, prev_timeout, resync):
+    """rl_regime_observer's units: outputs 4..11 (dead zone, Welford, tail, recovery); ``prev_flag``
+    and ``prev_timeout`` are the slots' values before the step."""
+    R.observer_dead_zone_flag(isv, ix, f, b)
+    _record(isv, logged, col_of, exp, t, 4, _O_FLAG, resync)
+    R.observer_duration(isv, ix, 1 if isv[_O_FLAG] != 0 else 0, prev_flag, prev_timeout, f, b)
+    _record(isv, logged, col_of, exp, t, 5, _O_DUR, resync)
+    R.observer_timeout(isv, ix, isv[_O_DUR])
+    _record(isv, logged, col_of, exp, t, 6, _O_TIMEOUT, resync)
+    dx, mean, count = R.observer_welford(isv, ix)
+    _record(isv, logged, col_of, exp, t, 7, _O_COUNT, resync)
+    _record(isv, logged, col_of, exp, t, 8, _O_VARIANCE, resync)
+    R.observer_tail(isv, ix, dx, mean, isv[_O_COUNT])
+    _record(isv, logged, col_of, exp, t, 9, _O_RECENCY, resync)
+    R.observer_recovery_factor(isv, ix, isv[_O_RECENCY])
+    _record(isv, logged, col_of, exp, t, 10, _O_FACTOR, resync)
+    R.observer_eps_live(isv, ix, isv[_O_FACTOR])
+    _record(isv, logged, col_of, exp, t, 11, _O_LIVE, resync)
+
+
+@jitable
+def _iqn_and_kelly(isv, ix, logged, col_of, exp, t, resync):
+    """rl_iqn_action_tau_controller's units (outputs 12, 13), then rl_kelly_fraction_controller's
+    (14, 15): the override reads the fraction the analytic part wrote."""
+    R.iqn_tau_min_effective(isv, ix)
+    _record(isv, logged, col_of, exp, t, 12, _O_TAU_EFF, resync)
+    R.iqn_tau_clamp(isv, ix, isv[_O_TAU_EFF])
+    _record(isv, logged, col_of, exp, t, 13, _O_TAU, resync)
+    R.kelly_analytic(isv, ix)
+    _record(isv, logged, col_of, exp, t, 14, _O_ANALYTIC, resync)
+    isv[_O_KELLY] = isv[_O_ANALYTIC]
+    if _whole(isv[_O_FLAG]) and _whole(isv[_O_TIMEOUT]):  # the override reads them with int()
+        R.kelly_resurrection(isv, ix)
+        exp[t, 15] = isv[_O_KELLY]
+    else:
+        exp[t, 15] = _NAN
+    _keep(isv, logged, col_of, t, _O_KELLY, resync)
+
+
+@jitable
+def _eval_warmup_decay(isv, ix, logged, col_of, exp, t, r_before, resync):
+    """eval_warmup_decay's units: outputs 16, 17; ``r_before`` is the countdown before the step."""
+    R.v9_countdown(isv, ix, r_before)
+    _record(isv, logged, col_of, exp, t, 16, _O_REM, resync)
+    R.v9_safety_frac(isv, ix, r_before, isv[_O_REM])
+    _record(isv, logged, col_of, exp, t, 17, _O_SAFETY, resync)
+
+
 def _make_loop(fingerprint: str):
-    obs_flag, obs_dur, obs_timeout = R.observer_dead_zone_flag, R.observer_duration, R.observer_timeout
-    obs_welford, obs_tail = R.observer_welford, R.observer_tail
-    obs_factor, obs_live = R.observer_recovery_factor, R.observer_eps_live
-    moments, envelope, sigma_fn = R.popart_moments, R.popart_envelope, R.popart_sigma
-    tau_eff_fn, tau_clamp = R.iqn_tau_min_effective, R.iqn_tau_clamp
-    analytic_fn, resurrect = R.kelly_analytic, R.kelly_resurrection
-    countdown, safety_fn = R.v9_countdown, R.v9_safety_frac
     inputs, reset = R.write_step_inputs, R.reset_session_state
     ix = _IX
-    put, keep, record = _put, _keep, _record
+    put = _put
+    popart, observer, iqn_and_kelly, warmup = _popart_normalize, _regime_observer, _iqn_and_kelly, _eval_warmup_decay
 
     def loop(logged, col_of, cfg_pos, flat, bsz, extra, start, skip, boundary, boot, r_idx, r_code, r_src,
              first, isv, chain_io, exp, chain_ok, resync):
@@ -152,54 +207,14 @@ def _make_loop(fingerprint: str):
             inputs(isv, ix, logged[t, j_cooldown], logged[t, j_worst], extra[t, 0], extra[t, 1])
             if boundary[t]:
                 reset(isv, boot, r_idx, r_code, r_src)
-            b, f = bsz[t], flat[t]
+            b = bsz[t]
             r_before = isv[R.RL_REGIME_TRANSITION_REMAINING_INDEX]
             prev_flag = isv[_O_FLAG]
             prev_timeout = isv[_O_TIMEOUT]
-            # rl_popart_normalize
-            moments(isv, ix, extra[t, 2], extra[t, 3], b)
-            record(isv, logged, col_of, exp, t, 0, _O_MEAN, resync)
-            record(isv, logged, col_of, exp, t, 1, _O_VAR, resync)
-            envelope(isv, ix, extra[t, 4])
-            record(isv, logged, col_of, exp, t, 2, _O_ENV, resync)
-            sigma_fn(isv, ix, isv[_O_VAR])
-            record(isv, logged, col_of, exp, t, 3, _O_SIGMA, resync)
-            # rl_regime_observer
-            obs_flag(isv, ix, f, b)
-            record(isv, logged, col_of, exp, t, 4, _O_FLAG, resync)
-            obs_dur(isv, ix, 1 if isv[_O_FLAG] != 0 else 0, prev_flag, prev_timeout, f, b)
-            record(isv, logged, col_of, exp, t, 5, _O_DUR, resync)
-            obs_timeout(isv, ix, isv[_O_DUR])
-            record(isv, logged, col_of, exp, t, 6, _O_TIMEOUT, resync)
-            dx, mean, count = obs_welford(isv, ix)
-            record(isv, logged, col_of, exp, t, 7, _O_COUNT, resync)
-            record(isv, logged, col_of, exp, t, 8, _O_VARIANCE, resync)
-            obs_tail(isv, ix, dx, mean, isv[_O_COUNT])
-            record(isv, logged, col_of, exp, t, 9, _O_RECENCY, resync)
-            obs_factor(isv, ix, isv[_O_RECENCY])
-            record(isv, logged, col_of, exp, t, 10, _O_FACTOR, resync)
-            obs_live(isv, ix, isv[_O_FACTOR])
-            record(isv, logged, col_of, exp, t, 11, _O_LIVE, resync)
-            # rl_iqn_action_tau_controller
-            tau_eff_fn(isv, ix)
-            record(isv, logged, col_of, exp, t, 12, _O_TAU_EFF, resync)
-            tau_clamp(isv, ix, isv[_O_TAU_EFF])
-            record(isv, logged, col_of, exp, t, 13, _O_TAU, resync)
-            # rl_kelly_fraction_controller: the override reads the fraction the analytic part wrote
-            analytic_fn(isv, ix)
-            record(isv, logged, col_of, exp, t, 14, _O_ANALYTIC, resync)
-            isv[_O_KELLY] = isv[_O_ANALYTIC]
-            if _whole(isv[_O_FLAG]) and _whole(isv[_O_TIMEOUT]):  # the override reads them with int()
-                resurrect(isv, ix)
-                exp[t, 15] = isv[_O_KELLY]
-            else:
-                exp[t, 15] = _NAN
-            keep(isv, logged, col_of, t, _O_KELLY, resync)
-            # eval_warmup_decay
-            countdown(isv, ix, r_before)
-            record(isv, logged, col_of, exp, t, 16, _O_REM, resync)
-            safety_fn(isv, ix, r_before, isv[_O_REM])
-            record(isv, logged, col_of, exp, t, 17, _O_SAFETY, resync)
+            popart(isv, ix, logged, col_of, exp, t, extra, b, resync)
+            observer(isv, ix, logged, col_of, exp, t, flat[t], b, prev_flag, prev_timeout, resync)
+            iqn_and_kelly(isv, ix, logged, col_of, exp, t, resync)
+            warmup(isv, ix, logged, col_of, exp, t, r_before, resync)
             chain_ok[t] = chain
         chain_io[0] = chain
 

@@ -119,6 +119,34 @@ def _threads(requested: int | None, chunks: int, devices: int = 1) -> int:
     return max(1, min(int(requested), chunks))
 
 
+def _device_ids(cp, devices: Sequence[int] | None) -> list[int]:
+    """The CUDA device ids ``devices`` names (the current device if None), each checked to be here."""
+    n_dev = int(cp.cuda.runtime.getDeviceCount())
+    if devices is None:
+        ids = [int(cp.cuda.runtime.getDevice())]
+    elif isinstance(devices, (str, bytes)) or not all(
+            isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in devices):
+        ids = []
+    else:
+        ids = [int(d) for d in devices]
+    if not ids or any(not 0 <= d < n_dev for d in ids):
+        raise ValidationError(f"phase 1 devices must be CUDA device ids in 0..{n_dev - 1}, got {devices!r}",
+                              field="devices", value=devices)
+    return ids
+
+
+def _step_range(steps: tuple[int, int] | None, t_steps: int) -> tuple[int, int]:
+    """``(first, count)`` of the steps ``steps`` names out of ``t_steps`` (every step if None), checked."""
+    if steps is None:
+        return 0, t_steps
+    if (not isinstance(steps, tuple) or len(steps) != 2
+            or not all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) for t in steps)
+            or not 0 <= steps[0] < steps[1] <= t_steps):
+        raise ValidationError(f"phase 1 steps must be (t0, t1) with 0 <= t0 < t1 <= {t_steps}, got {steps!r}",
+                              field="steps", value=steps)
+    return int(steps[0]), int(steps[1]) - int(steps[0])
+
+
 def step_stats(stream: Stream, *, threads: int | None = None, chunk_bytes: int | None = None,
                devices: Sequence[int] | None = None, steps: tuple[int, int] | None = None) -> StepStats:
     """Phase 1 on the GPU from host arrays, through pinned chunks: ``StepStats``.
@@ -159,28 +187,10 @@ def step_stats(stream: Stream, *, threads: int | None = None, chunk_bytes: int |
 
     t_steps, b = check_arrays(stream)
     cp = loader.cupy_module()
-    n_dev = int(cp.cuda.runtime.getDeviceCount())
-    if devices is None:
-        ids = [int(cp.cuda.runtime.getDevice())]
-    elif isinstance(devices, (str, bytes)) or not all(
-            isinstance(d, (int, np.integer)) and not isinstance(d, bool) for d in devices):
-        ids = []
-    else:
-        ids = [int(d) for d in devices]
-    if not ids or any(not 0 <= d < n_dev for d in ids):
-        raise ValidationError(f"phase 1 devices must be CUDA device ids in 0..{n_dev - 1}, got {devices!r}",
-                              field="devices", value=devices)
+    ids = _device_ids(cp, devices)
     # reads no slot: any layout's module; its RawKernel loads itself on each device it runs on
     kernel = fast_gpu.module(DEFAULT_LAYOUT)["replay_step_stats"]
-    if steps is not None:
-        if (not isinstance(steps, tuple) or len(steps) != 2
-                or not all(isinstance(t, (int, np.integer)) and not isinstance(t, bool) for t in steps)
-                or not 0 <= steps[0] < steps[1] <= t_steps):
-            raise ValidationError(f"phase 1 steps must be (t0, t1) with 0 <= t0 < t1 <= {t_steps}, got {steps!r}",
-                                  field="steps", value=steps)
-        first, t_steps = int(steps[0]), int(steps[1]) - int(steps[0])
-    else:
-        first = 0
+    first, t_steps = _step_range(steps, t_steps)
     # a range of a C-contiguous [T, b] array is contiguous: a view (a pinned stream stays pinned)
     rewards = np.ascontiguousarray(stream.rewards[first:first + t_steps], dtype=np.float32)
     lots = np.ascontiguousarray(stream.lots[first:first + t_steps], dtype=np.int32)

@@ -460,17 +460,15 @@ class SimulatorRun(LiveRun):
     def t(self) -> int:
         return self.simulator.t
 
-    @property
-    def next_step(self) -> int:
-        return self.simulator.t
-
-    @property
-    def open_accounts(self) -> int:
-        return int(np.count_nonzero(self.simulator.state.lots))
+    next_step = t  # the simulator numbers its steps 0, 1, ...: the next one's is the count taken
 
     @property
     def last_step(self) -> int:
         return self.simulator.t - 1
+
+    @property
+    def open_accounts(self) -> int:
+        return int(np.count_nonzero(self.simulator.state.lots))
 
     @property
     def isv(self) -> np.ndarray:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DASHBOARD_FILE", "FORMAT_VERSION", "add_alias", "content_version", "dashboard_url", "existing_dir",
            "find_sha", "fsync_dir", "holder_of", "ingest_meta", "list_runs", "now", "read_meta", "record_dashboard_url",
-           "replace_json", "resolve_among", "resolve_ref", "run_meta", "update_meta", "write_json"]
+           "replace_json", "resolve_among", "resolve_ref", "run_entry", "run_meta", "update_meta", "write_json"]
 
 #: The version of the run folder's format, recorded in every ``_meta.json``.
 FORMAT_VERSION = 1
@@ -80,9 +80,10 @@ def read_meta_file(path: Path) -> dict[str, Any] | None:
     return m if isinstance(m, dict) else None
 
 
-def _row(m: dict[str, Any], folder: Path) -> dict[str, Any]:
+def run_entry(m: dict[str, Any]) -> dict[str, Any]:
+    """A run's row of ``runs`` from its metadata (the keys of :meth:`RunStore.list_runs`), in either store."""
     return {
-        "run_id": m.get("run_id") or run_id_of(folder),
+        "run_id": m.get("run_id"),
         "name": m.get("name"),
         "rows": m.get("rows"),
         "rejected": m.get("rejected_count"),
@@ -100,7 +101,8 @@ def _row(m: dict[str, Any], folder: Path) -> dict[str, Any]:
 
 def list_runs(root: Path) -> list[dict[str, Any]]:
     """Every run of the store at ``root``, oldest ingest first (see :meth:`RunStore.list_runs`)."""
-    out = [_row(m, d) for d in run_dirs(root) if (m := read_meta(d)) is not None]
+    out = [{**run_entry(m), "run_id": m.get("run_id") or run_id_of(d)}
+           for d in run_dirs(root) if (m := read_meta(d)) is not None]
     out.sort(key=lambda r: (r["ingested_at"] or "", r["run_id"]))
     return out
 

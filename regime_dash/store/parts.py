@@ -24,13 +24,13 @@ _GROUP_ROWS = 1 << 14
 _GROUP_BYTES = 16 << 20
 
 
-def open_writer(path: Path, schema: pa.Schema) -> pq.ParquetWriter:
+def open_writer(path: Path | str, schema: pa.Schema) -> pq.ParquetWriter:
     """A Parquet writer of a part at ``path`` with the store's settings (dictionaries for strings only)."""
     strings = [f.name for f in schema if pa.types.is_string(f.type)]
     return pq.ParquetWriter(path, schema, use_dictionary=strings or False, **_PARQUET_KW)
 
 
-def write_part(path: Path, table: pa.Table, *, durable: bool = True) -> None:
+def write_part(path: Path | str, table: pa.Table, *, durable: bool = True) -> None:
     """``table`` written whole as the part ``path``; with ``durable``, on disk (``fsync``) before this returns."""
     w = open_writer(path, table.schema)
     try:
@@ -70,16 +70,22 @@ class PartWriter:
     a batch cannot be cast losslessly to the open part's schema (new column or a type
     the part cannot hold). Batches that fit are gathered into row groups of about
     :data:`_GROUP_ROWS` rows. The ingest renames them to ``*.parquet`` at commit.
+
+    A store that names its files otherwise (the Delta store) overrides :meth:`_part_path`.
     """
 
     def __init__(self, directory: Path):
         self.dir = directory
         self.writer: pq.ParquetWriter | None = None
         self.schema: pa.Schema | None = None
-        self.parts = 0
+        self.opened = 0  # parts opened so far
         self.held: list[pa.Table] = []  # fitted batches not yet written
         self.held_rows = 0
         self.held_bytes = 0
+
+    def _part_path(self, k: int) -> Path | str:
+        """Where the ``k``-th part (from 0) is written."""
+        return self.dir / f"part-{k:05d}.parquet{PART_TMP}"
 
     def write(self, table: pa.Table) -> None:
         """Add ``table``'s rows: to the open part where they fit its schema, else to a new part."""
@@ -89,8 +95,8 @@ class PartWriter:
         if fitted is None:
             self.close()
             self.schema = table.schema
-            path = self.dir / f"part-{self.parts:05d}.parquet{PART_TMP}"
-            self.parts += 1
+            path = self._part_path(self.opened)
+            self.opened += 1
             self.writer = open_writer(path, table.schema)
             fitted = table
         self.held.append(fitted)

@@ -30,7 +30,7 @@ from typing import Any, Iterable
 from regime_dash.store.paths import pid_alive
 
 __all__ = ["LISTED", "LIVE", "PENDING", "REMOVED", "REMOVING", "RESTORING", "STALE_SECONDS", "doc",
-           "needs_rows_check", "now", "run_entry", "visible", "writer", "writer_gone"]
+           "needs_rows_check", "now", "visible", "writer", "writer_gone"]
 
 PENDING, LIVE, REMOVING, REMOVED, RESTORING = "pending", "live", "removing", "removed", "restoring"
 #: States whose run is listed when its rows are in the rows table.
@@ -76,24 +76,3 @@ def visible(docs: dict[str, dict[str, Any]], with_rows: Iterable[str] | None) ->
 
 def needs_rows_check(docs: dict[str, dict[str, Any]]) -> bool:
     return any(d.get("state") in (PENDING, RESTORING) for d in docs.values())
-
-
-def run_entry(meta: dict[str, Any]) -> dict[str, Any]:
-    """A run's row of ``runs`` (the keys of :meth:`RunStore.list_runs`)."""
-    from regime_dash.ingest.diag_rows import meta_reason
-
-    return {
-        "run_id": meta.get("run_id"),
-        "name": meta.get("name"),
-        "rows": meta.get("rows"),
-        "rejected": meta.get("rejected_count"),
-        "first_step": meta.get("first_step"),
-        "last_step": meta.get("last_step"),
-        "ingested_at": meta.get("ingested_at"),
-        "source": meta.get("source"),
-        "sha256": meta.get("sha256"),
-        "not_diag": meta_reason(meta),
-        "aliases": list(meta.get("aliases") or []),
-        "tags": list(meta.get("tags") or []),
-        "notes": meta.get("notes") or "",
-    }

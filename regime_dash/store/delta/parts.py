@@ -16,30 +16,18 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Any, Sequence
+from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from regime_dash.ingest import CANONICAL_TYPES, LINE_COLUMN, Aside
-from regime_dash.store.parts import fit_table
+from regime_dash.store import parts as folder_parts
 from regime_dash.store.writer import cast_to_types
 from regime_dash.store.delta.tables import Part, storage_type
 
 __all__ = ["PartWriter", "final_types", "settle", "storage_schema", "write_table"]
-
-#: Rows and bytes gathered into one row group (a row group per parse chunk costs its pages'
-#: overhead each time).
-GROUP_ROWS = 1 << 14
-GROUP_BYTES = 16 << 20
-_PARQUET_KW: dict[str, Any] = {"compression": "snappy"}
-
-
-def _writer(path: str, schema: pa.Schema) -> pq.ParquetWriter:
-    strings = [f.name for f in schema if pa.types.is_string(f.type)]
-    return pq.ParquetWriter(path, schema, use_dictionary=strings or False, **_PARQUET_KW)
-
 
 def _line_range(table: pa.Table) -> tuple[int | None, int | None]:
     if LINE_COLUMN not in table.column_names or not table.num_rows:
@@ -48,58 +36,41 @@ def _line_range(table: pa.Table) -> tuple[int | None, int | None]:
     return mm["min"], mm["max"]
 
 
-class PartWriter:
-    """Writes tables into Parquet files ``part-<uuid>-NNNNN.parquet`` in ``directory``."""
+class PartWriter(folder_parts.PartWriter):
+    """Writes tables into Parquet files ``part-<uuid>-NNNNN.parquet`` in ``directory``: the folder
+    store's writer (its row groups, its new file per schema change), each file recorded as a
+    :class:`Part` with its rows, size and ``_line`` range."""
 
     def __init__(self, directory: str):
-        self.dir = directory
+        super().__init__(directory)
         self.tag = uuid.uuid4().hex[:16]
         self.parts: list[Part] = []
-        self._writer: pq.ParquetWriter | None = None
-        self._schema: pa.Schema | None = None
-        self._held: list[pa.Table] = []
-        self._rows = self._bytes = 0
-        self._lines: list[tuple[int | None, int | None]] = []
+        self._lines: list[tuple[int | None, int | None]] = []  # of the open file's tables
+
+    def _part_path(self, k: int) -> str:
+        name = f"part-{self.tag}-{k:05d}.parquet"
+        local = os.path.join(self.dir, name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.parts.append(Part(name, local, 0, 0))
+        return local
 
     def write(self, table: pa.Table) -> None:
-        if table.num_rows == 0:
-            return
-        fitted = fit_table(table, self._schema) if self._writer is not None and self._schema is not None else None
-        if fitted is None:
-            self.close()
-            name = f"part-{self.tag}-{len(self.parts):05d}.parquet"
-            local = os.path.join(self.dir, name)
-            os.makedirs(self.dir, exist_ok=True)
-            self._schema, self._writer = table.schema, _writer(local, table.schema)
-            self.parts.append(Part(name, local, 0, 0))
-            fitted = table
-        self._held.append(fitted)
-        self._lines.append(_line_range(fitted))
-        self._rows += fitted.num_rows
-        self._bytes += fitted.nbytes
-        if self._rows >= GROUP_ROWS or self._bytes >= GROUP_BYTES:
-            self._flush()
-
-    def _flush(self) -> None:
-        if self._held and self._writer is not None:
-            held, self._held, self._rows, self._bytes = self._held, [], 0, 0
-            self._writer.write_table(held[0] if len(held) == 1 else pa.concat_tables(held))
+        super().write(table)  # closes the open file first where table starts a new one
+        if table.num_rows:
+            self._lines.append(_line_range(table))
 
     def close(self) -> list[Part]:
         """Finish the open file; returns every file written, with its rows, size and ``_line`` range."""
-        if self._writer is not None:
-            try:
-                self._flush()
-            finally:
-                writer, self._writer = self._writer, None
-                writer.close()
+        was_open = self.writer is not None
+        super().close()
+        if was_open:
             last = self.parts[-1]
             lows = [lo for lo, _ in self._lines if lo is not None]
             highs = [hi for _, hi in self._lines if hi is not None]
             self.parts[-1] = Part(last.name, last.local, pq.read_metadata(last.local).num_rows,
                                   os.path.getsize(last.local), min(lows) if lows else None,
                                   max(highs) if highs else None)
-            self._lines, self._held = [], []
+            self._lines = []
         return list(self.parts)
 
 
@@ -141,11 +112,7 @@ def settle(parts: Sequence[Part], final: dict[str, pa.DataType]) -> tuple[list[P
             for kind, n in by.items():
                 coerced.setdefault(k, {})[kind] = coerced.get(k, {}).get(kind, 0) + n
         tmp = p.local + ".new"
-        w = _writer(tmp, table.schema)
-        try:
-            w.write_table(table)
-        finally:
-            w.close()
+        folder_parts.write_part(tmp, table, durable=False)
         os.replace(tmp, p.local)
         out.append(Part(p.name, p.local, p.rows, os.path.getsize(p.local), p.min_line, p.max_line))
     return out, sorted(aside, key=lambda a: a.line), coerced

@@ -28,7 +28,7 @@ from regime_dash.store.delta.parts import Part, write_table
 from regime_dash.store.delta.records import REJECTS_SCHEMA, rejects_table
 from regime_dash.store.delta.tables import PARTITION, Tables, commit_files, partition_files, table_schema
 from regime_dash.store.location import StoreLocation, parse_location
-from regime_dash.store.metadata import resolve_among
+from regime_dash.store.metadata import resolve_among, run_entry
 from regime_dash.store.run_store import IngestResult, sanitize_name
 
 __all__ = ["DEFAULT_RETENTION_HOURS", "DEFAULT_VACUUM_EVERY_HOURS", "DeltaRunStore"]
@@ -124,7 +124,7 @@ class DeltaRunStore:
 
     def list_runs(self) -> list[dict[str, Any]]:
         """Every run a reader sees, oldest ingest first (the keys of :meth:`RunStore.list_runs`)."""
-        out = [cat.run_entry(d["meta"]) for d in self.visible_docs().values()]
+        out = [run_entry(d["meta"]) for d in self.visible_docs().values()]
         out.sort(key=lambda r: (r["ingested_at"] or "", r["run_id"]))
         return out
 

@@ -22,6 +22,7 @@ from regime_dash.store.delta.tables import (
     remove_actions,
     retry,
 )
+from regime_dash.store.metadata import run_entry
 
 
 __all__ = ["recover", "remove_run", "removed_runs", "restore_run"]
@@ -97,7 +98,7 @@ def removed_runs(store) -> list[dict[str, Any]]:
         at = _removed_at(d)
         if d.get("state") not in (cat.REMOVED, cat.REMOVING) or at is None or now - at > window:
             continue
-        out.append({**cat.run_entry(d["meta"]), "removed_at": at.isoformat(timespec="milliseconds"),
+        out.append({**run_entry(d["meta"]), "removed_at": at.isoformat(timespec="milliseconds"),
                     "restorable_until": (at + window).isoformat(timespec="milliseconds")})
     out.sort(key=lambda r: r["removed_at"], reverse=True)
     return out
