@@ -102,3 +102,100 @@ def test_the_delta_store_merges_a_later_commits_new_column(tmp_path):
     assert len(df) == 80 and int(df[LATE].notna().sum()) == 30
     assert polars.read_delta(rows).select(polars.col(LATE).count()).item() == 30
     assert deltalake.DeltaTable(rows).to_pyarrow_dataset().to_table().column(LATE).null_count == 50
+
+
+# ---------------------------------------------------------------- named layouts: the file's cap
+
+def plant_layouts(root: Path, count: int, pad: int = 0) -> Path:
+    """``_layouts.json`` written by hand: ``count`` layouts, each with a ``pad``-character field name."""
+    root.mkdir(parents=True, exist_ok=True)
+    body = {f"L{i:06d}": {"spec": True, "panels": [{"field": "f" * (pad or 10), "log": False}]} for i in range(count)}
+    path = root / "_layouts.json"
+    path.write_text(json.dumps({"layouts": body}, indent=1), encoding="utf-8")
+    return path
+
+
+def test_a_huge_layouts_file_is_refused_at_once_on_every_read_naming_the_cap(tmp_path):
+    import time
+
+    from regime_dash.errors import StoreError
+    from regime_dash.diag.panel_set import Panel, PanelSet
+
+    store = RunStore(tmp_path / "store")
+    path = plant_layouts(store.root, 400_000)
+    size, before = path.stat().st_size, path.read_bytes()
+    assert size > 30 << 20
+    took = []
+    for _ in range(10):  # ten Explore reruns' listings
+        t0 = time.perf_counter()
+        with pytest.raises(StoreError, match=r"past the cap of 1 MB and 1,000 layouts") as err:
+            store.layouts.list_layouts()
+        took.append(time.perf_counter() - t0)
+    assert "_layouts.json" in str(err.value) and "move it aside" in str(err.value)
+    assert sum(took) < 1.0, f"ten reads of a refused 36 MB file took {sum(took):.2f} s"
+    with pytest.raises(StoreError, match="past the cap"):
+        store.layouts.save("new", PanelSet((Panel("popart.sigma", True),)))
+    assert path.read_bytes() == before  # the file is never lost or rewritten
+
+
+def test_a_save_past_the_count_or_byte_cap_is_refused_and_the_file_kept(tmp_path):
+    from regime_dash.errors import StoreError
+    from regime_dash.diag.panel_set import Panel, PanelSet
+
+    panels = PanelSet((Panel("popart.sigma", True),))
+    store = RunStore(tmp_path / "full")
+    path = plant_layouts(store.root, 1000)
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match=r"at most 1,000 layouts"):
+        store.layouts.save("one more", panels)
+    assert path.read_bytes() == before
+    assert store.layouts.save("L000007", panels) == "L000007"  # replacing one stays within the cap
+    assert len(store.layouts.list_layouts()) == 1000
+
+    big = RunStore(tmp_path / "big")
+    pad = 50_000
+    path = plant_layouts(big.root, 20, pad=pad)
+    pad += ((1 << 20) - 2000 - path.stat().st_size) // 20
+    path = plant_layouts(big.root, 20, pad=pad)  # 20 layouts, 2 kB short of the byte cap
+    assert (1 << 20) - 2100 < path.stat().st_size < 1 << 20
+    before = path.read_bytes()
+    wide = PanelSet(tuple(Panel(f"{i:02d}" + "x" * 190, False) for i in range(20)))  # ~4 kB
+    with pytest.raises(StoreError, match=r"past the cap of 1 MB"):
+        big.layouts.save("wide", wide)
+    assert path.read_bytes() == before and len(big.layouts.list_layouts()) == 20
+
+
+def test_a_layouts_file_within_the_cap_is_parsed_once_per_version(tmp_path, monkeypatch):
+    from regime_dash.diag.panel_set import Panel, PanelSet
+    from regime_dash.store import layouts as store_layouts
+
+    store = RunStore(tmp_path / "store")
+    plant_layouts(store.root, 900)
+    parsed = []
+    real = json.loads
+
+    def counting(text, *a, **kw):
+        if isinstance(text, str) and '"layouts"' in text[:20]:
+            parsed.append(len(text))
+        return real(text, *a, **kw)
+
+    monkeypatch.setattr(store_layouts.json, "loads", counting)
+    for _ in range(5):
+        assert len(store.layouts.list_layouts()) == 900
+    assert len(parsed) == 1
+    store.layouts.save("added", PanelSet((Panel("popart.sigma", True),)))
+    assert "added" in store.layouts.list_layouts()  # a new version is read again
+
+
+def test_the_delta_store_refuses_a_layout_past_the_cap(tmp_path):
+    from regime_dash.errors import StoreError
+    from regime_dash.diag.panel_set import Panel, PanelSet
+    from regime_dash.store.open import open_delta_store
+
+    store = open_delta_store(tmp_path / "dstore")
+    body = {"spec": True, "panels": [{"field": "popart.sigma", "log": True}]}
+    store.settings.change(lambda docs: docs.update({f"layout:L{i:04d}": {"name": f"L{i:04d}", "panels": body}
+                                                    for i in range(1000)}), "plant")
+    with pytest.raises(StoreError, match=r"at most 1,000 layouts"):
+        store.layouts.save("one more", PanelSet((Panel("popart.sigma", True),)))
+    assert len(store.layouts.list_layouts()) == 1000
