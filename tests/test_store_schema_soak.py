@@ -199,3 +199,86 @@ def test_the_delta_store_refuses_a_layout_past_the_cap(tmp_path):
     with pytest.raises(StoreError, match=r"at most 1,000 layouts"):
         store.layouts.save("one more", PanelSet((Panel("popart.sigma", True),)))
     assert len(store.layouts.list_layouts()) == 1000
+
+
+# ---------------------------------------------------------------- soak: the server's caches and the bench
+
+def test_every_cache_of_the_dashboard_with_arguments_is_bounded():
+    import ast
+
+    unbounded = []
+    for path in sorted((ROOT / "regime_dash" / "ui").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.FunctionDef) or not node.args.args:
+                continue  # a cached function of no argument holds one entry
+            for dec in node.decorator_list:
+                call = dec if isinstance(dec, ast.Call) else None
+                name = ast.unparse(call.func if call else dec)
+                if name in ("st.cache_data", "st.cache_resource"):
+                    kws = {k.arg for k in (call.keywords if call else [])}
+                    if "max_entries" not in kws:
+                        unbounded.append(f"{path.name}:{node.name}")
+    assert unbounded == []
+
+
+def test_a_live_runs_older_versions_leave_the_run_caches(tmp_path, monkeypatch):
+    """A followed run committed ten times, its frame and verdict read at each version as Explore does:
+    only the newest versions stay cached (an old one is computed again when asked)."""
+    from regime_dash.follow import live_frame
+    from regime_dash.ui import cache
+
+    root = tmp_path / "store"
+    monkeypatch.setenv(cache.STORE_ENV, str(root))
+    store, src = RunStore(root), tmp_path / "job.diag.jsonl"
+    src.write_text("".join(diag_line(i) for i in range(20)))
+    fset = FollowSet(store, [src], "job", commit_every=0)
+    fset.poll(force=True)
+    rid = next(iter(fset.followers.values())).run_id
+    reads = []
+    real = live_frame.read_whole
+    monkeypatch.setattr(live_frame, "read_whole", lambda *a, **kw: reads.append(a[1]) or real(*a, **kw))
+    versions = []
+    for k in range(10):
+        with open(src, "a") as fh:
+            fh.write("".join(diag_line(i) for i in range(20 + 10 * k, 30 + 10 * k)))
+        fset.poll(force=True)
+        versions.append(cache.run_version(str(root), rid))
+        frame = cache.load_run(str(root), rid)
+        assert len(frame) == 30 + 10 * k
+        cache.analyse_run(str(root), rid)
+    for f in fset.followers.values():
+        f.close()
+    assert len(set(versions)) == 10
+    n = len(reads)
+    cache.load_run(str(root), rid, (), versions[-1])
+    cache.load_run(str(root), rid, (), versions[-2])
+    assert len(reads) == n, "the newest versions were dropped"
+    cache.load_run(str(root), rid, (), versions[0])
+    assert len(reads) == n + 1, "the oldest version was still cached"
+
+
+def test_the_soak_growth_says_a_leak_from_caches_filling_up():
+    from regime_dash.benchmarks.soak import LEVEL_FLOOR_MB, growth
+
+    filling = [(t, 200 + min(t, 120) * 2.0) for t in range(0, 601, 10)]  # +240 MB, then flat
+    r = growth(filling, 180)
+    assert r["first_window_growth_mb"] == 240 and r["last_window_growth_mb"] == 0 and r["levelled_off"]
+    leak = [(t, 200 + t * 0.8) for t in range(0, 601, 10)]  # the same MB every minute
+    r = growth(leak, 180)
+    assert r["first_window_growth_mb"] == r["last_window_growth_mb"] == 144 and not r["levelled_off"]
+    quiet = [(t, 300 + (t % 20) * LEVEL_FLOOR_MB / 40) for t in range(0, 601, 10)]  # noise under the floor
+    assert growth(quiet, 180)["levelled_off"]
+    with pytest.raises(ValueError, match="two windows"):
+        growth(filling[:5], 180)
+
+
+@pytest.mark.browser
+@pytest.mark.slow  # a served app, two chromium tabs and a follower for a minute and a half
+def test_a_short_soak_samples_the_real_server_rss(tmp_path):
+    from regime_dash.benchmarks.soak import measure
+
+    r = measure(1.5, rate=20, tabs=2, every=3, window_min=0.5, workdir=tmp_path)
+    mbs = [mb for _, mb in r["series"]]
+    assert len(mbs) >= 20 and all(60 < mb < 4000 for mb in mbs), mbs  # a streamlit server's RSS, not zero
+    assert r["series"][-1][0] >= 90 and r["tabs"] == 2 and r["run_id"].startswith("soak-")
+    assert r["peak_mb"] == max(mbs) and r["samples"] == len(mbs)
