@@ -11,4 +11,4 @@ from __future__ import annotations
 
 #: Benchmark modules, in the order ``bench --help`` lists them.
 TARGETS: tuple[str, ...] = ("ingest", "engines", "page_load", "modules", "sensitivity", "ui", "startup", "long", "check",
-                           "follow", "repair", "delta_store")
+                           "follow", "repair", "delta_store", "soak")

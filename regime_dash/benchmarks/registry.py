@@ -61,6 +61,11 @@ def _repair() -> ModuleType:
     return repair
 
 
+def _soak() -> ModuleType:
+    from regime_dash.benchmarks import soak
+    return soak
+
+
 def _delta_store() -> ModuleType:
     from regime_dash.benchmarks import delta_store
     return delta_store
@@ -74,7 +79,7 @@ LOADERS: dict[str, Callable[[], ModuleType]] = {
     "repair": _repair,
 
 
-    "delta_store": _delta_store,
+    "delta_store": _delta_store, "soak": _soak,
 }
 
 

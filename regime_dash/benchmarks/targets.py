@@ -191,6 +191,18 @@ def _delta_store_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
     p.add_argument("--skip-ingest", action="store_true", help="time `runs` only")
 
 
+def _soak_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
+    p.add_argument("--minutes", type=float, default=30.0, help="how long the server's RSS is sampled (default 30)")
+    p.add_argument("--window", type=float, default=None, help="minutes of the first and last windows compared "
+                   "(default 5, or a third of a shorter soak)")
+    p.add_argument("--rate", type=float, default=20.0, help="lines a second the writer appends (default 20)")
+    p.add_argument("--tabs", type=int, default=2, help="chromium tabs open on Explore (default 2)")
+    p.add_argument("--sample-every", type=float, default=5.0, help="seconds between RSS samples (default 5)")
+    p.add_argument("--workdir", default=None, help="scratch directory (default: system tmp)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON only")
+    p.add_argument("--out", default=None, help="also write the figures, every sample included, as JSON here")
+
+
 @dataclass(frozen=True)
 class TargetSpec:
     """How ``bench <target>`` is offered: its one-line help, its description (from the
@@ -230,6 +242,8 @@ TARGET_SPECS: dict[str, TargetSpec] = {
                          lambda doc: doc, _follow_options),
     "delta_store": TargetSpec("the Delta store: ingest vs DuckDB's COPY, `runs` over 1,000 runs (local, S3)",
                               lambda doc: doc, _delta_store_options),
+    "soak": TargetSpec("the dashboard server's RSS over a live follow with two Explore tabs: does it level off",
+                       lambda doc: doc, _soak_options),
 }
 
 

@@ -57,7 +57,7 @@ import pyarrow.parquet as pq
 
 from regime_dash.errors import StoreError
 from regime_dash.ingest import LINE_COLUMN, Aside, Reject
-from regime_dash.store import paths
+from regime_dash.store import common_schema, paths
 from regime_dash.store.metadata import FORMAT_VERSION, fsync_dir, now, replace_json
 from regime_dash.store.parts import write_part
 from regime_dash.store.paths import (
@@ -407,6 +407,7 @@ class FollowedRun:
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), PART_KEY: state.to_json(),
                                                LEVEL_KEY: b"0"})
         write_part(target / (name + PART_TMP), table)
+        common_schema.widen(self.store.root, [target / (name + PART_TMP)])  # a later part's new column
         os.replace(target / (name + PART_TMP), target / name)
         self._tiers.append((name, 0, table.num_rows))
         for f in table.schema:

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 from regime_dash.errors import StoreError
 from regime_dash.store.paths import CONFLICTS, LOCK_FILE, META, PARTITION, QUARANTINE, REJECTS
 from regime_dash.store.run_store import RunStore
+from regime_dash.store.common_schema import FILE as SCHEMA_FILE
 from regime_dash.store.layouts import FILE as LAYOUTS_FILE
 from regime_dash.store.metadata import DASHBOARD_FILE
 
@@ -39,7 +40,7 @@ KINDS: dict[str, str] = {
 }
 
 _RUN_FILES = (META, REJECTS, CONFLICTS)
-_ROOT_NAMES = (LOCK_FILE, ".staging", QUARANTINE, LAYOUTS_FILE, DASHBOARD_FILE)
+_ROOT_NAMES = (LOCK_FILE, ".staging", QUARANTINE, LAYOUTS_FILE, DASHBOARD_FILE, SCHEMA_FILE)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,12 @@ store's lock, as a run's ``_meta.json`` is changed: two tabs saving at once both
 reader never sees half a file. A stale temporary file (a writer killed mid-write) is simply
 written over by the next change. The spec panels alone stay the default layout: it needs no
 name and is not stored.
+
+The file is capped (:data:`MAX_BYTES`, :data:`MAX_LAYOUTS`): a save that would pass the cap is
+refused with a message naming it and the file is left as it was; a file past the byte cap (put
+there by hand) is not parsed at all (a page rerun would pay for it every time), only refused with
+the same message. A file within the cap is parsed once per version (its inode, size and change
+time), not on every rerun that lists the layouts.
 """
 from __future__ import annotations
 
@@ -19,13 +25,22 @@ from regime_dash.errors import StoreError, ValidationError
 from regime_dash.diag.panel_set import PanelSet, from_json, to_json
 from regime_dash.store.metadata import replace_json
 
-__all__ = ["FILE", "Layouts", "NAME_RE", "delete", "list_layouts", "load", "save", "valid_name"]
+__all__ = ["FILE", "Layouts", "MAX_BYTES", "MAX_LAYOUTS", "NAME_RE", "check_cap", "delete", "list_layouts",
+           "load", "save", "valid_name"]
 
 #: The layouts' file in the store's root.
 FILE = "_layouts.json"
 #: A layout's name: a letter or digit, then letters, digits, space and ``._-``; at most 64
 #: characters (it travels in a URL as ``layout=NAME``).
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,63}$")
+#: The most a store's layouts may take, as JSON, and the most layouts it keeps: far past what a team
+#: saves by hand (a layout is ~0.1-2 kB), small enough that listing them never slows a page.
+MAX_BYTES = 1 << 20
+MAX_LAYOUTS = 1000
+_CAP = f"{MAX_BYTES >> 20} MB and {MAX_LAYOUTS:,} layouts"
+#: Parsed files by path: ((inode, size, change time), layouts). One entry a store; a few stores a server.
+_PARSED: dict[Path, tuple[tuple[int, int, int], dict[str, Any]]] = {}
+_PARSED_MAX = 16
 
 
 def valid_name(name: Any) -> str:
@@ -42,13 +57,24 @@ def _path(store) -> Path:
     return store.root / FILE
 
 
-def _read(store) -> dict[str, Any]:
-    """Every stored layout's JSON, ``{name: dict}`` (none when the file is not there)."""
-    path = _path(store)
+def _mb(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MB"
+
+
+def check_cap(layouts: dict[str, Any], name: str, where: str) -> None:
+    """Raise :class:`StoreError` naming the cap when ``layouts`` (with ``name`` saved) pass it."""
+    if len(layouts) > MAX_LAYOUTS:
+        raise StoreError(f"cannot save layout {name!r}: the store keeps at most {MAX_LAYOUTS:,} layouts "
+                         f"(cap {_CAP}); delete one first", path=where)
+    size = len(json.dumps({"layouts": layouts}, indent=1, default=str).encode("utf-8"))
+    if size > MAX_BYTES:
+        raise StoreError(f"cannot save layout {name!r}: the layouts would take {_mb(size)}, past the cap "
+                         f"of {_CAP}; delete some first", path=where)
+
+
+def _parse(path: Path) -> dict[str, Any]:
     try:
         obj = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
     except (OSError, ValueError) as exc:
         raise StoreError(f"the layouts file {path.name} cannot be read ({exc}); move it aside to start afresh",
                          path=str(path)) from None
@@ -56,6 +82,31 @@ def _read(store) -> dict[str, Any]:
     if not isinstance(layouts, dict):
         raise StoreError(f"the layouts file {path.name} holds no layouts table", path=str(path))
     return layouts
+
+
+def _read(store, *, fresh: bool = False) -> dict[str, Any]:
+    """Every stored layout's JSON, ``{name: dict}`` (none when the file is not there); ``fresh``
+    parses the file even where this version was parsed before (a change, under the lock)."""
+    path = _path(store)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise StoreError(f"the layouts file {path.name} cannot be read ({exc})", path=str(path)) from None
+    if st.st_size > MAX_BYTES:
+        raise StoreError(f"the layouts file {path.name} is {_mb(st.st_size)}, past the cap of {_CAP}: it is "
+                         "not read; move it aside (or trim it) to use layouts again", path=str(path))
+    version = (st.st_ino, st.st_size, st.st_ctime_ns)
+    hit = _PARSED.get(path)
+    if hit is not None and hit[0] == version and not fresh:
+        return dict(hit[1])
+    layouts = _parse(path)
+    _PARSED.pop(path, None)
+    while len(_PARSED) >= _PARSED_MAX:
+        _PARSED.pop(next(iter(_PARSED)))
+    _PARSED[path] = (version, layouts)
+    return dict(layouts)
 
 
 def _write(store, layouts: dict[str, Any]) -> None:
@@ -67,8 +118,9 @@ def save(store, name: str, panels: PanelSet) -> str:
     """Keep ``panels`` as the layout ``name`` (replacing one of that name); returns the name kept."""
     name = valid_name(name)
     with store.lock():
-        layouts = _read(store)
+        layouts = _read(store, fresh=True)
         layouts[name] = to_json(panels)
+        check_cap(layouts, name, str(_path(store)))
         _write(store, layouts)
     return name
 
@@ -92,7 +144,7 @@ def delete(store, name: str) -> bool:
     """Remove the layout ``name``; returns whether there was one."""
     name = valid_name(name)
     with store.lock():
-        layouts = _read(store)
+        layouts = _read(store, fresh=True)
         if name not in layouts:
             return False
         del layouts[name]

@@ -32,6 +32,7 @@ from regime_dash.ingest import (
     report_reason,
     require_diag,
 )
+from regime_dash.store import common_schema
 from regime_dash.store.failures import os_error_text
 from regime_dash.store.ingest_result import IngestResult, ingest_result
 from regime_dash.store.lock import StoreLock
@@ -147,7 +148,9 @@ def _commit(root: Path, tmp: Path, run_name: str, source_name: str | None, repor
     columns = _settle_types(root, tmp, report, schemas)
     run_id = _free_id(root, run_name, report.sha256 or "")
     meta = ingest_meta(run_id, run_name, source_name, report, columns)
-    for part in sorted(tmp.glob(f"part-*.parquet{PART_TMP}")):
+    parts = sorted(tmp.glob(f"part-*.parquet{PART_TMP}"))
+    common_schema.widen(root, parts)  # before the run is in view: readers handed it miss no column
+    for part in parts:
         os.replace(part, part.with_name(part.name[: -len(PART_TMP)]))
     write_json(tmp / META, meta)
     os.replace(tmp, run_dir(root, run_id))

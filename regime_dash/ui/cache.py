@@ -28,7 +28,7 @@ def store_root() -> str:
     return os.environ.get(STORE_ENV) or DEFAULT_STORE
 
 
-@st.cache_resource(show_spinner=False)
+@st.cache_resource(show_spinner=False, max_entries=8)
 def _store(root: str):
     from regime_dash.store.open import open_store
 
@@ -47,13 +47,51 @@ def run_version(root: str, run_id: str) -> str:
     return _store(root).content_version(run_id)
 
 
+#: Versions of one run a version-keyed cache keeps. A followed run gets a new version at every commit
+#: (each second) and the pages ask for the newest only, so without this each commit would add a
+#: whole-run entry until ``max_entries`` (the server grew by hundreds of MB over a live follow); two,
+#: not one, so two tabs a commit apart do not evict each other's.
+VERSIONS_KEPT = 2
+#: Runs whose versions are tracked at once (the oldest forgotten first; its entries age out by count).
+RUNS_TRACKED = 256
+
+
+@st.cache_resource(show_spinner=False)
+def _versions() -> dict[str, Any]:
+    import threading
+
+    return {"lock": threading.Lock(), "seen": {}}
+
+
+def keep_recent(cached, run: tuple, args: tuple) -> None:
+    """Note that ``cached(*args)`` (a cached function's entry of the run ``run``, at the version that ends
+    ``args``) is asked for now, and clear ``cached``'s entries of that run's versions older than the newest
+    :data:`VERSIONS_KEPT` (the cached functions' public ``clear(*args)``)."""
+    box = _versions()
+    with box["lock"]:
+        key = (id(cached), run)
+        seen = box["seen"].pop(key, [])
+        box["seen"][key] = seen  # most recent last
+        while len(box["seen"]) > RUNS_TRACKED:
+            box["seen"].pop(next(iter(box["seen"])))
+        if args in seen:
+            return
+        seen.append(args)
+        stale, seen[:] = seen[:-VERSIONS_KEPT], seen[-VERSIONS_KEPT:]
+    for old in stale:
+        cached.clear(*old)
+
+
 def load_run(root: str, run_id: str, aliases: tuple = (), version: str = "") -> pd.DataFrame:
     """A stored run as a frame with canonical column names (``aliases`` as ``((canonical, (alt, ...)), ...)``),
-    cached on the run's :func:`run_version` (``version``, when the caller has read it).
+    cached on the run's :func:`run_version` (``version``, when the caller has read it; the newest
+    :data:`VERSIONS_KEPT` versions of a run are kept).
 
     Rows without a whole-number step are left out (``attrs["rows_without_step"]`` counts them, the page
     says so); a file without a step field is drawn against its line order (``attrs["step_from_row"]``)."""
-    return _load_run(root, run_id, aliases, version or run_version(root, run_id))
+    args = (root, run_id, aliases, version or run_version(root, run_id))
+    keep_recent(_load_run, args[:3], args)
+    return _load_run(*args)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -105,7 +143,9 @@ def analyse_run(root: str, run_id: str, aliases: tuple = (), single_id: str | No
     same inputs (finding ``fused_mirror_drift``).
     """
     single = None if single_id is None else (single_id, run_version(root, single_id))
-    return _analysed(root, run_id, aliases, single, run_version(root, run_id))
+    args = (root, run_id, aliases, single, run_version(root, run_id))
+    keep_recent(_analysed, args[:3], args)  # the twin's version is part of the run's: a new one is stale too
+    return _analysed(*args)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -284,7 +324,7 @@ def _signal_spec(key: str, _runs: dict, x: str, smoothing: float, x_range: tuple
     return signal_panels(_runs, x_range=x_range, **kw).to_plotly_json()
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
+@st.cache_data(show_spinner=False, max_entries=32)
 def _run_traces(key: str, _frame: pd.DataFrame, label: str, colour: str, options: tuple) -> list[dict]:
     """:func:`regime_dash.figures.signals.run_traces` of the run ``key`` names (``options`` as ``((name, value), ...)``),
     with the run's memo of the traces the smoothing does not change (:func:`_trace_memo`)."""
@@ -295,7 +335,8 @@ def _run_traces(key: str, _frame: pd.DataFrame, label: str, colour: str, options
     return run_traces(label, _frame, colour, **kw, memo=_trace_memo(key, label, colour, fixed))
 
 
-@st.cache_resource(show_spinner=False, max_entries=64)
+# few: a memo holds the run's columns whole (up to MEMO_ROWS rows), and a live run's key moves every commit
+@st.cache_resource(show_spinner=False, max_entries=16)
 def _trace_memo(key: str, label: str, colour: str, options: tuple) -> dict:
     """The memo :func:`regime_dash.figures.signals.run_traces` keeps for one run under every option but the
     smoothing (a resource, not a copied value: the figure code fills it in place)."""

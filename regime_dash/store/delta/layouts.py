@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from regime_dash.diag.panel_set import PanelSet, from_json, to_json
 from regime_dash.errors import StoreError
-from regime_dash.store.layouts import valid_name
+from regime_dash.store.layouts import check_cap, valid_name
 
 
 __all__ = ["delete", "list_layouts", "load", "save"]
@@ -18,13 +18,21 @@ def save(store, name: str, panels: PanelSet) -> str:
     """Keep ``panels`` as the layout ``name`` (replacing one of that name); returns the name kept."""
     name = valid_name(name)
     body = to_json(panels)
-    store.settings.change(lambda docs: docs.update({_PREFIX + name: {"name": name, "panels": body}}),
-                          f"cannot save layout {name!r}")
+
+    def edit(docs: dict) -> None:
+        docs[_PREFIX + name] = {"name": name, "panels": body}
+        check_cap(_layouts_of(docs), name, store.root.uri)  # raises before the commit: nothing changes
+
+    store.settings.change(edit, f"cannot save layout {name!r}")
     return name
 
 
+def _layouts_of(docs: dict) -> dict[str, dict]:
+    return {d["name"]: d["panels"] for k, d in docs.items() if k.startswith(_PREFIX)}
+
+
 def _all(store) -> dict[str, dict]:
-    return {d["name"]: d["panels"] for k, d in store.settings.read().items() if k.startswith(_PREFIX)}
+    return _layouts_of(store.settings.read())
 
 
 def load(store, name: str) -> PanelSet:
