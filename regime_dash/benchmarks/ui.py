@@ -167,14 +167,7 @@ def replay_slider(ctx, base: str, steps: int, repeat: int) -> list[float]:
     page = ctx.new_page()
     try:
         page.goto(f"{base}/replay?steps={steps}")
-        page.get_by_text("on the fast engine").first.wait_for(timeout=600_000)  # compile finished
-        page.wait_for_function(HAS_TRACE_JS, arg="what-if kelly_f")
-        _settle(page)
-        out = []
-        for _ in range(repeat):
-            out.append(timed_change(page, _press(page, "eps_min", "ArrowRight")))
-            _settle(page)
-        return out
+        return first_use.slider_moves(page, repeat, timed_change, _press, _settle)
     finally:
         page.close()
 

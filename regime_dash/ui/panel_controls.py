@@ -108,31 +108,38 @@ def _said(key: str, what: str | BaseException) -> None:
                                        if isinstance(what, BaseException) else what)
 
 
-def _save(key: str, store) -> None:
+def _layout_action(key: str, act) -> None:
+    """Run ``act()`` (a layout action that returns its outcome's text) and keep its outcome or its error."""
     try:
-        name = store.layouts.save(st.session_state.get(f"{key}.save_name", ""), current(key))
-        _said(key, f"Layout {markdown_literal(name)} saved.")
+        _said(key, act())
     except RegimeDashError as exc:
         _said(key, exc)
+
+
+def _save(key: str, store) -> None:
+    def act() -> str:
+        name = store.layouts.save(st.session_state.get(f"{key}.save_name", ""), current(key))
+        return f"Layout {markdown_literal(name)} saved."
+    _layout_action(key, act)
 
 
 def _load(key: str, store) -> None:
     name = st.session_state.get(f"{key}.load_name")
-    try:
+
+    def act() -> str:
         _put(key, store.layouts.load(name))
-        _said(key, f"Layout {markdown_literal(name)} loaded.")
-    except RegimeDashError as exc:
-        _said(key, exc)
+        return f"Layout {markdown_literal(name)} loaded."
+    _layout_action(key, act)
 
 
 def _delete(key: str, store) -> None:
     name = st.session_state.get(f"{key}.load_name")
-    try:
+
+    def act() -> str:
         gone = store.layouts.delete(name)
-        _said(key, f"Layout {markdown_literal(name)} {'deleted' if gone else 'was not there'}.")
         st.session_state[f"{key}.load_name"] = None
-    except RegimeDashError as exc:
-        _said(key, exc)
+        return f"Layout {markdown_literal(name)} {'deleted' if gone else 'was not there'}."
+    _layout_action(key, act)
 
 
 def layouts_panel(key: str, store) -> None:
