@@ -270,10 +270,13 @@ class Follower:
 
     def close(self, clean: bool = True) -> list[Commit]:
         """Commit what was read and mark the follow ended. A partial last line is left for a resume."""
-        out = self.poll(force=True) if self.stopped is None else []
-        self.tail.close()
-        if clean:
-            self.run.finish({"alerts": {"open": dict(self.open_alerts)}})
+        try:
+            out = self.poll(force=True) if self.stopped is None else []
+            self.tail.close()
+            if clean:
+                self.run.finish({"alerts": {"open": dict(self.open_alerts)}})
+        finally:
+            self.run.release()  # the run is free for the next follower
         return out
 
 
@@ -292,7 +295,12 @@ class FollowSet:
         for f in self.files:
             refuse_gzip(f)
         self.followers: dict[Path, Follower] = {}
-        self._scan()
+        try:
+            self._scan()
+        except BaseException:  # a file refused: the runs claimed before it are freed
+            for f in self.followers.values():
+                f.run.release()
+            raise
 
     def _run_name(self, path: Path) -> str:
         stem = path.name
