@@ -284,15 +284,16 @@ class FollowedRun:
         StoreError
             Another run has that name, or the id names a run that is not followed.
         """
-        with store.lock():  # the name's check and its claim are one step: no other follower comes between
-            source, name, run_id = follow_identity(store.list_runs(), source, name, str(store.root))
-            run = cls(store, run_id, name, FollowState(source), {})
-            run.claim = claims.take(store.root, name, run_id, source)
+        with store.lock():  # the claim and the name's check are one step: no other follower comes between
+            claim = claims.take(store.root, name, follow_run_id(name, source), os.path.abspath(source))
             try:
+                source, name, run_id = follow_identity(store.list_runs(), source, name, str(store.root))
+                run = cls(store, run_id, name, FollowState(source), {})
+                run.claim = claim
                 if run.exists:
                     run._resume()
             except BaseException:
-                run.claim.release(holding_lock=True)
+                claim.release(holding_lock=True)
                 raise
         return run
 

@@ -119,8 +119,9 @@ def _recovery(d: Path, meta: dict[str, Any], rows: int, said: int, left: list[st
         why = "a merge of its parts was interrupted"
     else:
         kv = (pq.read_schema(parts[-1]).metadata or {}) if parts else {}
-        reach = json.loads(kv[PART_KEY]).get("rows") if PART_KEY in kv else None
-        if said != rows and not (reach == rows and said < rows):
+        last = json.loads(kv[PART_KEY]) if PART_KEY in kv else {}
+        ahead = last.get("lines", 0) > (meta.get(FOLLOW_KEY) or {}).get("lines", 0)  # what a restart takes up
+        if said != rows and not (ahead and last.get("rows") == rows and said < rows):
             return None  # parts missing or extra: not what a stop leaves
         why = (f"its parts hold {rows:,} rows, _meta.json says {said:,} (stopped between a part and its "
                "metadata)") if said != rows else f"a commit was left unfinished ({', '.join(left)})"

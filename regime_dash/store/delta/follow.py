@@ -32,13 +32,14 @@ import pyarrow.compute as pc
 
 from regime_dash.errors import StoreError
 from regime_dash.ingest import LINE_COLUMN, Aside, Reject
-from regime_dash.store.append import FOLLOW_KEY, FollowState, follow_identity, merge_held
+from regime_dash.store.append import FOLLOW_KEY, FollowState, follow_identity, follow_run_id, merge_held
 from regime_dash.store.claims import Holder, refusal
 from regime_dash.store.delta import catalogue as cat
 from regime_dash.store.delta.maintenance import COMPACT_FILES, compact_run
 from regime_dash.store.delta.parts import settle, write_table
 from regime_dash.store.delta.records import reject_record
 from regime_dash.store.delta.tables import PARTITION, retry
+from regime_dash.store.paths import sanitize_name
 
 
 __all__ = ["DeltaFollowedRun", "follow_status", "rows_after"]
@@ -121,14 +122,15 @@ class DeltaFollowedRun:
             Another run has that name, or the id names a run that was ingested whole.
         """
         store.recover()
-        source, name, run_id = follow_identity(store.list_runs(), source, name, store.root.uri)
-        run = cls(store, run_id, name, FollowState(source), {})
-        run.claim = DeltaClaim.take(store, name, run_id, source)
+        claim = DeltaClaim.take(store, sanitize_name(name), follow_run_id(name, source), os.path.abspath(source))
         try:
+            source, name, run_id = follow_identity(store.list_runs(), source, name, store.root.uri)
+            run = cls(store, run_id, name, FollowState(source), {})
+            run.claim = claim
             if any(r["run_id"] == run_id for r in store.list_runs()):
                 run._resume()
         except BaseException:
-            run.claim.release()
+            claim.release()
             raise
         return run
 
