@@ -218,6 +218,7 @@ def test_a_follower_killed_after_its_rows_commit_resumes_from_it(where, tmp_path
         _grow(run, range(11, 16), rejects=[16])
     monkeypatch.undo()
     assert store.meta(run.run_id)["rows"] == 10
+    run.release()  # the death this stands for frees the run's claim (a dead process's claim is taken over)
     again = DeltaFollowedRun.open(store, src, "resume")
     assert again.state.rows == 15 and again.state.lines == 16 and again.state.parts == 2
     assert store.meta(run.run_id)["rows"] == 15
@@ -239,6 +240,7 @@ def test_rejects_of_a_commit_that_never_happened_are_dropped_on_resume(where, tm
         _grow(run, range(6, 9), rejects=[9])
     monkeypatch.setattr(store_module.DeltaRunStore, "commit_rows", real)
     assert [r["line"] for r in store.rejects(run.run_id)] == [9]
+    run.release()  # the death this stands for frees the run's claim (a dead process's claim is taken over)
     again = DeltaFollowedRun.open(store, src, "trim")
     assert again.state.lines == 5 and store.rejects(run.run_id) == []
 

@@ -332,18 +332,21 @@ class Follower:
         NotDiagError
             Nothing the file holds is a diag (as whole-file ingest refuses it; nothing stored).
         """
-        out: list[Commit] = []
-        self._before_diag.ending = True
-        while self.stopped is None:
-            got = self.poll(force=True)
-            out += got
-            if not got and not self._pending:
-                break
-        if not self.run.exists and self.stopped is None:
-            self._before_diag.check(self.path, self.run.state, [], False)
-        self.tail.close()
-        if clean:
-            self.run.finish({"alerts": {"open": dict(self.open_alerts)}})
+        try:
+            out: list[Commit] = []
+            self._before_diag.ending = True
+            while self.stopped is None:
+                got = self.poll(force=True)
+                out += got
+                if not got and not self._pending:
+                    break
+            if not self.run.exists and self.stopped is None:
+                self._before_diag.check(self.path, self.run.state, [], False)
+            self.tail.close()
+            if clean:
+                self.run.finish({"alerts": {"open": dict(self.open_alerts)}})
+        finally:
+            self.run.release()  # the run is free for the next follower
         return out
 
 
@@ -387,7 +390,12 @@ class FollowSet:
         for f in self.files:
             refuse_gzip(f)
         self.followers: dict[Path, Follower] = {}
-        self._scan()
+        try:
+            self._scan()
+        except BaseException:  # a file refused: the runs claimed before it are freed
+            for f in self.followers.values():
+                f.run.release()
+            raise
 
     def _run_name(self, path: Path) -> str:
         stem = path.name
@@ -457,7 +465,6 @@ def follow(fset: FollowSet, *, until_idle: float | None = None, poll_every: floa
     for c in fset.close():
         on_commit(c)
     return why
-
 
 
 class RunWatch:

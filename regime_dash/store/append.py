@@ -57,7 +57,7 @@ import pyarrow.parquet as pq
 
 from regime_dash.errors import StoreError
 from regime_dash.ingest import LINE_COLUMN, Aside, Reject
-from regime_dash.store import common_schema, paths
+from regime_dash.store import claims, common_schema, paths
 from regime_dash.store.metadata import FORMAT_VERSION, fsync_dir, now, replace_json
 from regime_dash.store.parts import write_part
 from regime_dash.store.paths import (
@@ -271,6 +271,7 @@ class FollowedRun:
         self.dir = paths.run_dir(store.root, run_id)
         self._held: tuple[list, list] = ([], [])  # rejects and asides before the run exists
         self._tiers: list[tuple[str, int, int]] = []  # (name, level, rows) of every part, for compaction
+        self.claim: claims.Claim | None = None  # the run name's claim, taken by open
 
     @property
     def exists(self) -> bool:
@@ -286,12 +287,23 @@ class FollowedRun:
         StoreError
             Another run has that name, or the id names a run that is not followed.
         """
-        source, name, run_id = follow_identity(store.list_runs(), source, name, str(store.root))
-        run = cls(store, run_id, name, FollowState(source), {})
-        if run.exists:
-            with store.lock():
-                run._resume()
+        with store.lock():  # the claim and the name's check are one step: no other follower comes between
+            claim = claims.take(store.root, name, follow_run_id(name, source), os.path.abspath(source))
+            try:
+                source, name, run_id = follow_identity(store.list_runs(), source, name, str(store.root))
+                run = cls(store, run_id, name, FollowState(source), {})
+                run.claim = claim
+                if run.exists:
+                    run._resume()
+            except BaseException:
+                claim.release(holding_lock=True)
+                raise
         return run
+
+    def release(self) -> None:
+        """Give up the run's claim (a clean end; :meth:`finish` marks the follow ended first)."""
+        if self.claim is not None:
+            self.claim.release()
 
     def _resume(self) -> None:
         """Reconcile the run after a stop (clean or killed): see the module doc."""
@@ -326,7 +338,9 @@ class FollowedRun:
         s = self.state
         meta = dict(old or {})
         meta.update({
-            "format_version": FORMAT_VERSION, "run_id": self.run_id, "name": self.name,
+            # the labels (name, tags, notes, aliases) belong to the store: a rename made while the run
+            # is followed stays; the follow's name only names a new run
+            "format_version": FORMAT_VERSION, "run_id": self.run_id, "name": meta.get("name") or self.name,
             "source": os.path.basename(s.source), "sha256": None, "gzip": False,
             "lines": s.lines, "rows": s.rows, "blank_lines": s.blank_lines,
             "rejected_count": s.rejected_count, "aside_count": s.aside_count,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from regime_dash.errors import StoreError
 
-__all__ = ["CONFLICTS", "DELETE_PREFIX", "ENV_VAR", "INGEST_PREFIX", "LOCK_FILE", "META", "PARTITION", "PART_GLOB",
+__all__ = ["CLAIMS", "CONFLICTS", "DELETE_PREFIX", "ENV_VAR", "INGEST_PREFIX", "LOCK_FILE", "META", "PARTITION", "PART_GLOB",
            "PART_TMP", "QUARANTINE", "QUARANTINED", "REJECTS", "default_store", "host_name", "is_stale_work_dir",
            "name_from_source", "part_files", "pid_alive", "run_dir", "run_dirs", "run_id_of", "sanitize_name",
            "staging_candidates", "staging_debris", "staging_dir", "work_dir_name"]
@@ -38,6 +38,8 @@ PART_GLOB = "part-*.parquet"
 PART_TMP = ".tmp"
 #: The store's lock file, in its root.
 LOCK_FILE = ".lock"
+#: Where followers' claims on run names lie, in the store's root (:mod:`regime_dash.store.claims`).
+CLAIMS = ".claims"
 #: Prefix of an ingest's work folder in staging.
 INGEST_PREFIX = "ingest-"
 #: Prefix of a run being deleted, in staging.

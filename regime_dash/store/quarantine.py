@@ -6,6 +6,7 @@ it came from and why. Its Parquet files are renamed ``*.parquet.quarantined`` fi
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import re
@@ -29,8 +30,9 @@ def orphan_dirs(root: Path) -> list[Path]:
                   and p.is_dir() and not p.is_symlink() and read_meta(p) is None)
 
 
-def quarantine(root: Path, path: Path, why: str) -> Path:
-    """Move ``path`` aside under the store's lock (see :meth:`RunStore.quarantine`); returns where it lies now.
+def quarantine(root: Path, path: Path, why: str, *, holding_lock: bool = False) -> Path:
+    """Move ``path`` aside under the store's lock (see :meth:`RunStore.quarantine`; ``holding_lock``: the
+    caller holds it); returns where it lies now.
 
     Raises
     ------
@@ -39,7 +41,7 @@ def quarantine(root: Path, path: Path, why: str) -> Path:
     """
     path = Path(path)
     try:
-        with StoreLock(root):
+        with contextlib.nullcontext() if holding_lock else StoreLock(root):
             return move_aside(root, path, why)
     except OSError as e:
         raise StoreError(f"cannot move {str(path)!r} to {str(root / QUARANTINE)!r}: "

@@ -32,12 +32,14 @@ import pyarrow.compute as pc
 
 from regime_dash.errors import StoreError
 from regime_dash.ingest import LINE_COLUMN, Aside, Reject
-from regime_dash.store.append import FOLLOW_KEY, FollowState, follow_identity, merge_held
+from regime_dash.store.append import FOLLOW_KEY, FollowState, follow_identity, follow_run_id, merge_held
+from regime_dash.store.claims import Holder, refusal
 from regime_dash.store.delta import catalogue as cat
 from regime_dash.store.delta.maintenance import COMPACT_FILES, compact_run
 from regime_dash.store.delta.parts import settle, write_table
 from regime_dash.store.delta.records import reject_record
 from regime_dash.store.delta.tables import PARTITION, retry
+from regime_dash.store.paths import sanitize_name
 
 
 __all__ = ["DeltaFollowedRun", "follow_status", "rows_after"]
@@ -52,6 +54,49 @@ def _app_id(run_id: str) -> str:
     return f"follow:{run_id}"
 
 
+class DeltaClaim:
+    """A followed run's name claimed in a Delta store: a ``claim:<name>`` document of its ``settings``
+    table, taken and released by compare-and-swap (:mod:`regime_dash.store.claims` says why). A holder
+    whose process is gone (this host), or silent for a day (another host), is taken over."""
+
+    _PREFIX = "claim:"
+
+    def __init__(self, store, key: str, holder: Holder, took_over: Holder | None):
+        self.store, self.key, self.holder, self.took_over = store, key, holder, took_over
+        self.active = True
+
+    @classmethod
+    def take(cls, store, name: str, run_id: str, source: str) -> "DeltaClaim":
+        """Claim ``name`` for the follow of ``source``; raises :class:`StoreError` naming a live holder."""
+        me = Holder(name, run_id, os.fspath(source), os.getpid(), socket.gethostname(), cat.now())
+        key = cls._PREFIX + name
+
+        def claim(docs) -> Holder | None:
+            d = docs.get(key)
+            other = Holder(**{k: d[k] for k in Holder.__dataclass_fields__}) if d else None
+            if other is not None and not cat.writer_gone({"host": other.host, "pid": other.pid,
+                                                          "at": d.get("at", other.started)}):
+                raise StoreError(refusal(name, run_id, other), run_id=other.run_id, path=store.root.uri)
+            docs[key] = {**asdict(me), "at": me.started}
+            return other
+
+        return cls(store, key, me, store.settings.change(claim, f"cannot claim run name {name!r}"))
+
+    def release(self) -> None:
+        """Remove the claim when it is still this one's. Idempotent."""
+        if not self.active:
+            return
+        mine = asdict(self.holder)
+
+        def drop(docs) -> None:
+            d = docs.get(self.key)
+            if d is not None and all(d.get(k) == v for k, v in mine.items()):
+                del docs[self.key]
+
+        self.store.settings.change(drop, f"cannot release the claim on run name {self.holder.name!r}")
+        self.active = False
+
+
 class DeltaFollowedRun:
     """One followed run of a Delta store: :meth:`open` (created or resumed), grown by :meth:`commit`."""
 
@@ -61,6 +106,7 @@ class DeltaFollowedRun:
         self.state, self.types = state, types
         self._exists = False
         self._held: tuple[list, list] = ([], [])
+        self.claim: DeltaClaim | None = None  # the run name's claim, taken by open
 
     @property
     def exists(self) -> bool:
@@ -76,11 +122,22 @@ class DeltaFollowedRun:
             Another run has that name, or the id names a run that was ingested whole.
         """
         store.recover()
-        source, name, run_id = follow_identity(store.list_runs(), source, name, store.root.uri)
-        run = cls(store, run_id, name, FollowState(source), {})
-        if any(r["run_id"] == run_id for r in store.list_runs()):
-            run._resume()
+        claim = DeltaClaim.take(store, sanitize_name(name), follow_run_id(name, source), os.path.abspath(source))
+        try:
+            source, name, run_id = follow_identity(store.list_runs(), source, name, store.root.uri)
+            run = cls(store, run_id, name, FollowState(source), {})
+            run.claim = claim
+            if any(r["run_id"] == run_id for r in store.list_runs()):
+                run._resume()
+        except BaseException:
+            claim.release()
+            raise
         return run
+
+    def release(self) -> None:
+        """Give up the run's claim (a clean end; :meth:`finish` marks the follow ended first)."""
+        if self.claim is not None:
+            self.claim.release()
 
     def _resume(self) -> None:
         meta = self.store.meta(self.run_id)
@@ -121,8 +178,8 @@ class DeltaFollowedRun:
     def _meta(self, old: dict[str, Any] | None, active: bool) -> dict[str, Any]:
         s = self.state
         meta = dict(old or {})
-        meta.update({
-            "format_version": 1, "run_id": self.run_id, "name": self.name,
+        meta.update({  # the labels belong to the store: a rename made meanwhile stays
+            "format_version": 1, "run_id": self.run_id, "name": meta.get("name") or self.name,
             "source": os.path.basename(s.source), "sha256": None, "gzip": False,
             "lines": s.lines, "rows": s.rows, "blank_lines": s.blank_lines,
             "rejected_count": s.rejected_count, "aside_count": s.aside_count,
