@@ -122,3 +122,72 @@ def test_a_follower_of_constant_values_runs_to_its_clean_end(tmp_path, name):
     failing = sorted({c.id for c in whole.failed} | {f.id for f in whole.failing_findings})
     assert meta["verdict"]["status"] == whole.status and meta["verdict"]["failing"] == failing
     assert meta["follow"]["active"] is False
+
+
+def _write(dst: Path, a: int, b: int, *extra: str, wait: bool = True) -> subprocess.Popen:
+    """The sample's lines ``a..b-1`` appended to ``dst`` by a writer process (``tests/follow_writer.py``)."""
+    proc = subprocess.Popen([sys.executable, str(WRITER), str(SAMPLE), str(dst), "--from", str(a), "--to", str(b),
+                             *extra])
+    if wait:
+        assert proc.wait(60) == 0
+    return proc
+
+
+def _follower(src: Path, store_dir: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "regime_dash", "ingest", str(src), "--follow", "--name", "job",
+                             "--store", str(store_dir), "--commit-every", "0.05", *extra],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _rows(store: RunStore) -> int:
+    runs = store.list_runs()
+    return runs[0]["rows"] if runs else 0
+
+
+@pytest.mark.slow  # a writer, a follower and the gate as subprocesses
+def test_the_gate_fails_after_a_follower_killed_mid_job(tmp_path):
+    store_dir, src = tmp_path / "store", tmp_path / "job.diag.jsonl"
+    _write(src, 0, 300)
+    follower = _follower(src, store_dir)  # no --until-idle: it follows until stopped
+    store = RunStore(store_dir)
+    wait_until(lambda: _rows(store) >= 300, 120, "the follower's first rows")
+    writer = _write(src, 300, 1200, "--rate", "300", wait=False)  # the job goes on
+    wait_until(lambda: _rows(store) > 300, 60, "a commit of the job's later lines")
+    follower.send_signal(signal.SIGKILL)  # mid-job: the writer still writes
+    follower.communicate(timeout=30)
+    assert writer.wait(60) == 0
+    gate = _cli("check", "job", "--follow", "--store", str(store_dir))
+    assert gate.returncode == 1, (gate.stdout, gate.stderr)
+    assert "stopped without ending its follow (killed or crashed)" in gate.stderr, gate.stderr
+    assert "Traceback" not in gate.stderr
+    # the same command restarted reads the rest and ends at its --until-idle end: the gate passes
+    again = _follower(src, store_dir, "--until-idle", "1")
+    assert again.wait(120) == 0
+    gate = _cli("check", "job", "--follow", "--store", str(store_dir))
+    assert gate.returncode == 0 and "1200 rows" in gate.stdout and "verdict pass" in gate.stdout, gate
+
+
+@pytest.mark.slow  # a writer, a follower and the gate as subprocesses
+def test_the_gate_fails_after_a_follow_ended_before_the_files_end(tmp_path):
+    store_dir, src = tmp_path / "store", tmp_path / "job.diag.jsonl"
+    _write(src, 0, 200)
+    follower = _follower(src, store_dir, "--on-truncate", "stop", "--until-idle", "60")
+    store = RunStore(store_dir)
+    wait_until(lambda: _rows(store) >= 200, 120, "the follower's rows")
+    _write(src, 200, 260, "--truncate")  # the job restarts its log: the follow stops, 60 lines unread
+    out, err = follower.communicate(timeout=60)
+    assert follower.returncode == 0 and "truncated" in err, err
+    gate = _cli("check", "job", "--follow", "--store", str(store_dir))
+    assert gate.returncode == 1 and "verdict pass" not in gate.stdout.splitlines()[-1:], gate
+    assert "the follow ended before the file's end" in gate.stderr and "--on-truncate stop" in gate.stderr, gate.stderr
+
+
+@pytest.mark.slow  # a follower and the gate as subprocesses
+def test_the_gate_passes_a_clean_follow_of_a_passing_run(tmp_path):
+    store_dir, src = tmp_path / "store", tmp_path / "job.diag.jsonl"
+    _write(src, 0, 400)
+    follower = _follower(src, store_dir, "--until-idle", "1")
+    assert follower.wait(120) == 0
+    gate = _cli("check", "job", "--follow", "--store", str(store_dir))
+    assert gate.returncode == 0, gate
+    assert "400 rows" in gate.stdout and "verdict pass" in gate.stdout and "FAIL" not in gate.stderr
