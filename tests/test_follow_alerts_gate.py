@@ -191,3 +191,193 @@ def test_the_gate_passes_a_clean_follow_of_a_passing_run(tmp_path):
     gate = _cli("check", "job", "--follow", "--store", str(store_dir))
     assert gate.returncode == 0, gate
     assert "400 rows" in gate.stdout and "verdict pass" in gate.stdout and "FAIL" not in gate.stderr
+
+
+# ---- alerts ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow  # three refused CLI runs
+@pytest.mark.parametrize("url", ["notaurl", "file:///etc/passwd", "ftp://example.com/hook"])
+def test_a_webhook_url_that_is_not_http_is_refused_before_anything_is_followed(tmp_path, url):
+    store_dir, src = tmp_path / "store", tmp_path / "job.diag.jsonl"
+    _write(src, 0, 50)
+    done = _cli("ingest", str(src), "--follow", "--name", "job", "--store", str(store_dir), "--until-idle", "1",
+                "--alert-webhook", url)
+    assert done.returncode == 2 and url in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert "not a webhook URL" in done.stderr and "following" not in done.stderr
+    assert not store_dir.exists() or RunStore(store_dir).list_runs() == []
+
+
+def test_the_dispatch_refuses_a_url_that_is_not_http():
+    from regime_dash.errors import ValidationError
+    from regime_dash.follow.alerts import Dispatch
+
+    for url in ("notaurl", "file:///etc/passwd", "ftp://x/y", "http://", "https://host:99999/x"):
+        with pytest.raises(ValidationError, match="not a webhook URL"):
+            Dispatch(webhook=url)
+
+
+class _Server:
+    """A real local TCP server: ``reply(n, request)`` gives the bytes to send for the n-th connection
+    (``None``: accept it and never answer). The requests' bodies are kept."""
+
+    def __init__(self, reply):
+        import socket
+        import threading
+
+        self.reply, self.bodies, self.accepted, self._held = reply, [], 0, []
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/hook"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            n, self.accepted = self.accepted, self.accepted + 1
+            answer = self.reply(n)
+            if answer is None:
+                self._held.append(conn)  # accepted, never answered, never closed
+                continue
+            request = self._request(conn)
+            self.bodies.append(request.split(b"\r\n\r\n", 1)[1])
+            conn.sendall(answer)
+            conn.close()
+
+    @staticmethod
+    def _request(conn) -> bytes:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += conn.recv(65536)
+        head, body = data.split(b"\r\n\r\n", 1)
+        length = next(int(x.split(b":")[1]) for x in head.split(b"\r\n") if x.lower().startswith(b"content-length"))
+        while len(body) < length:
+            body += conn.recv(65536)
+        return head + b"\r\n\r\n" + body
+
+    def close(self):
+        self.sock.close()
+        for c in self._held:
+            c.close()
+
+
+OK = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+
+
+def test_a_webhook_that_never_answers_times_out_and_each_failure_is_reported():
+    import time
+
+    from regime_dash.follow.alerts import Dispatch
+
+    server = _Server(lambda n: None)
+    warnings: list[str] = []
+    dispatch = Dispatch(webhook=server.url, webhook_timeout=0.5, attempts=2, backoff=0.05, warn=warnings.append)
+    t0 = time.monotonic()
+    for check in ("a", "b", "c"):
+        dispatch.send({"check": check})
+    dispatch.close(wait=20)
+    server.close()
+    assert time.monotonic() - t0 < 15
+    assert sorted(w.split(": ")[1].split()[0] for w in warnings) == ["a", "b", "c"], warnings
+    assert all(server.url in w and "timed out" in w for w in warnings), warnings
+    assert server.accepted == 6 and dispatch.failed["webhook"] == 3
+
+
+def test_the_sender_survives_a_reply_that_is_not_http_and_delivers_later_alerts():
+    from regime_dash.follow.alerts import Dispatch
+
+    server = _Server(lambda n: b"NOT HTTP AT ALL\r\n\r\n" if n == 0 else OK)
+    warnings: list[str] = []
+    dispatch = Dispatch(webhook=server.url, webhook_timeout=5, attempts=1, warn=warnings.append)
+    for check in ("first", "second", "third"):
+        dispatch.send({"check": check})
+    dispatch.close(wait=20)
+    server.close()
+    assert [json.loads(b)["check"] for b in server.bodies] == ["first", "second", "third"]
+    assert dispatch.delivered["webhook"] == 2 and dispatch.failed["webhook"] == 1
+    (w,) = warnings
+    assert server.url in w and "first" in w and "BadStatusLine" in w, w
+
+
+def _live_members(pgid: int) -> list[int]:
+    """The processes of group ``pgid`` that are not zombies (read from /proc)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # state, ppid, pgrp, ...
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            out.append(int(d.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def _hook(record: Path) -> str:
+    """A hook that notes its shell's pid (its group's id when it leads a group of its own), starts a long
+    ``sleep`` child, notes the child's pid and waits on it."""
+    return f"echo $$ >> {record}; sleep 300 & echo $! >> {record}.children; wait"
+
+
+def _gone(record: Path) -> None:
+    """Every hook of ``record``: its shell and its ``sleep`` are gone, and no process is left in its group."""
+    shells = [int(x) for x in record.read_text().split()]
+    children = [int(x) for x in Path(f"{record}.children").read_text().split()]
+    assert len(children) == len(shells)
+    for pid in shells + children:
+        wait_until(lambda: not _alive(pid), 10, f"the hook's process {pid} gone")
+    for pgid in shells:
+        assert os.getpgid(os.getpid()) != pgid
+        wait_until(lambda: not _live_members(pgid), 10, f"no process left in the hook's group {pgid}")
+
+
+def test_a_hook_past_its_timeout_is_killed_with_its_group(tmp_path):
+    from regime_dash.follow.alerts import Dispatch
+
+    record = tmp_path / "groups"
+    warnings: list[str] = []
+    dispatch = Dispatch(command=_hook(record), hook_timeout=1.0, warn=warnings.append)
+    dispatch.send({"check": "flag_binary"})
+    wait_until(lambda: warnings, 30, "the hook's timeout")
+    assert "timed out after 1 s" in warnings[0], warnings
+    _gone(record)
+    dispatch.close(wait=5)
+
+
+@pytest.mark.slow  # a follower subprocess whose end waits for its hooks
+def test_hooks_still_running_when_the_follow_ends_are_killed_with_their_groups(tmp_path):
+    store_dir, src, record = tmp_path / "store", tmp_path / "job.diag.jsonl", tmp_path / "groups"
+    _write(src, 0, 300, "--bad-at", "120")
+    follower = _follower(src, store_dir, "--until-idle", "1", "--on-alert", _hook(record))
+    out, err = follower.communicate(timeout=180)
+    assert follower.returncode == 0 and "ALERT" in out, err
+    assert len(record.read_text().split()) == out.count("ALERT")  # one hook a failing check, each its own group
+    _gone(record)
+
+
+@pytest.mark.slow  # a follower subprocess whose end waits for its webhook
+def test_a_follow_whose_webhook_never_answers_reports_every_alert(tmp_path):
+    server = _Server(lambda n: None)
+    store_dir, src = tmp_path / "store", tmp_path / "job.diag.jsonl"
+    _write(src, 0, 300, "--bad-at", "120")
+    follower = _follower(src, store_dir, "--until-idle", "1", "--alert-webhook", server.url)
+    out, err = follower.communicate(timeout=180)
+    server.close()
+    assert follower.returncode == 0 and "Traceback" not in err, err
+    alerted = sorted(line.split(": ")[1].split()[0] for line in out.splitlines() if line.startswith("ALERT"))
+    warned = sorted(line.split(": ")[2].split()[0] for line in err.splitlines()
+                    if line.startswith(f"warning: alert webhook {server.url}"))
+    assert alerted and warned == alerted, (out, err)  # no alert swallowed: each one's failure printed
+    assert server.accepted >= 1

@@ -8,7 +8,8 @@ failing raises one alert (``--on-alert CMD`` gets its JSON on stdin,
 Restarting the same command resumes where the last one stopped. It ends after
 ``--until-idle`` seconds without a new line, or on Ctrl-C (what was read is
 committed first). Exit status: 0 when the follow ended, 2 on bad input (a gzip
-file, a name another run has, an unreadable file).
+file, a name another run has, an unreadable file, an ``--alert-webhook`` that is not
+an http(s) URL).
 """
 from __future__ import annotations
 
@@ -33,9 +34,11 @@ def add_follow_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--on-truncate", choices=("segment", "stop"), default="segment",
                    help="a truncated file starts a new segment of its run (default) or ends the follow")
     g.add_argument("--on-alert", default=None, metavar="CMD",
-                   help="shell command run once per new failure, with the alert's JSON on stdin")
+                   help="shell command run once per new failure, with the alert's JSON on stdin, in a "
+                        "process group of its own (killed with it after 30 s, and when the follow ends)")
     g.add_argument("--alert-webhook", default=None, metavar="URL",
-                   help="POST each alert's JSON here (5 s timeout, 3 attempts; never blocks the follow)")
+                   help="POST each alert's JSON to this http:// or https:// URL (5 s timeout, 3 attempts; "
+                        "never blocks the follow; a failure is printed)")
     g.add_argument("--dashboard-url", default=None, metavar="URL",
                    help="the dashboard an alert links to (default: the one the store's dashboard "
                         "recorded when it started, else http://localhost:8501)")
@@ -69,8 +72,9 @@ def run_follow(args: argparse.Namespace) -> int:
 
 
 def _follow(args: argparse.Namespace, should_stop) -> str:
-    from regime_dash.usecases.follow import follow_files, follow_set
+    from regime_dash.usecases.follow import check_webhook, follow_files, follow_set
 
+    check_webhook(args.alert_webhook)  # a bad URL is refused before anything is followed
     fset = follow_set(open_from(args), args.paths, args.name, pattern=args.glob, commit_every=args.commit_every,
                       on_truncate=args.on_truncate, dashboard=args.dashboard_url, max_line_mb=args.max_line_mb)
     names = ", ".join(f.run_id for f in fset.followers.values()) or f"files matching {args.glob!r} (none yet)"

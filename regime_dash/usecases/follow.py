@@ -32,6 +32,15 @@ def follow_set(store: str | None, paths: Sequence[str], name: str | None = None,
                      on_truncate=on_truncate, dashboard=dashboard)
 
 
+def check_webhook(url: str | None) -> None:
+    """Refuse an alert webhook URL that is not http(s) (:class:`~regime_dash.errors.ValidationError`, naming it)
+    before a follow starts; ``None`` is no webhook."""
+    from regime_dash.follow.alerts import webhook_url
+
+    if url is not None:
+        webhook_url(url)
+
+
 def follow_files(fset: Any, *, until_idle: float | None = None, on_commit: Callable[[Any], None] = lambda c: None,
                  on_alert: str | None = None, alert_webhook: str | None = None,
                  warn: Callable[[str], None] = lambda line: None,
@@ -116,4 +125,4 @@ def follow_gap(follow: dict | None, end: dict | None, following: bool) -> str | 
             f"the lines read; restart the follower to read the rest")
 
 
-__all__ = ["RunFollow", "follow_files", "follow_gap", "follow_set"]
+__all__ = ["RunFollow", "check_webhook", "follow_files", "follow_gap", "follow_set"]
