@@ -229,7 +229,9 @@ class Dispatch:
             try:
                 status = post_json(self.webhook, payload, self.webhook_timeout)
                 if 200 <= status < 300:
-                    self.delivered["webhook"] += 1
+                    with self._lock:  # delivered: no longer "being sent" for close's report
+                        self.delivered["webhook"] += 1
+                        self._sending = None
                     return
                 why = f"HTTP {status}"
             except Exception as e:  # noqa: BLE001 - a timeout, a refusal, a reply that is not HTTP: all reported
