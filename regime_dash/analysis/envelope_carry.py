@@ -141,8 +141,11 @@ class EnvelopeCarry:
                     self.capped = True
                     break
         end = self._record_end()
-        if end is not None:
-            self.records = self.records[self.records.index(end):]  # the end only moves later
+        if end is not None and end[1] != self.peak[1]:
+            # the end only moves later: the records before it go. The peak as its own end (an infinite
+            # peak, or a lowest value equal to the peak: an envelope that stays constant) is no record,
+            # and it is no final end either (a later lower value moves it to a record): nothing goes.
+            self.records = self.records[self.records.index(end):]
 
     def _record_end(self) -> tuple[float, int, int, int] | None:
         if self.lowest is None or not self.lowest > 0:

@@ -4,7 +4,10 @@ For CI and ops: prints one status line per commit the follower makes (rows, last
 step, the verdict so far), exits 1 at the first failure (a failed check or a
 finding of severity fail: the line names it and its first step), and 0 when the
 follow ends (the follower stopped, or ``--until-idle`` seconds pass without a
-commit) with nothing failing. The checks are updated incrementally
+commit) with nothing failing. A gate is a gate: a follower that stopped without
+ending its follow (killed, crashed) or that ended before the file's end without
+its ``--until-idle`` end makes it exit 1 too, naming why (the verdict covers only
+part of the file). The checks are updated incrementally
 (:mod:`regime_dash.analysis.incremental`): each commit costs its own rows.
 """
 from __future__ import annotations
@@ -53,4 +56,8 @@ def run_check_follow(args: argparse.Namespace, poll_every: float = 0.5) -> int:
     except KeyboardInterrupt:
         pass
     say(f"{run_id}: follow ended, verdict {verdict.status if verdict else 'no rows'}", file=sys.stderr)
+    gap = followed.unfinished()
+    if gap is not None:  # a gate passes only a verdict of the whole file
+        say(f"FAIL {run_id}: {gap}", file=sys.stderr, flush=True)
+        return 1
     return 0 if verdict is None or verdict.ok else 1

@@ -10,7 +10,7 @@ Restarting the same command resumes where the last one stopped. It ends after
 committed first). Exit status: 0 when the follow ended, 2 on bad input (a gzip
 file, a symbolic link without ``--follow-symlinks``, a name another run has, an
 unreadable file, a file whose first lines are not a diag: "not a diag file", as a
-whole-file ingest says). ``--max-line-mb`` bounds a line as it does a whole-file ingest.
+whole-file ingest says, an ``--alert-webhook`` that is not an http(s) URL). ``--max-line-mb`` bounds a line as it does a whole-file ingest.
 """
 from __future__ import annotations
 
@@ -39,9 +39,11 @@ def add_follow_arguments(p: argparse.ArgumentParser) -> None:
                    help="follow a path that is (or becomes) a symbolic link (default: refused, or the follow of "
                         "that file stops)")
     g.add_argument("--on-alert", default=None, metavar="CMD",
-                   help="shell command run once per new failure, with the alert's JSON on stdin")
+                   help="shell command run once per new failure, with the alert's JSON on stdin, in a "
+                        "process group of its own (killed with it after 30 s, and when the follow ends)")
     g.add_argument("--alert-webhook", default=None, metavar="URL",
-                   help="POST each alert's JSON here (5 s timeout, 3 attempts; never blocks the follow)")
+                   help="POST each alert's JSON to this http:// or https:// URL (5 s timeout, 3 attempts; "
+                        "never blocks the follow; a failure is printed)")
     g.add_argument("--dashboard-url", default=None, metavar="URL",
                    help="the dashboard an alert links to (default: the one the store's dashboard "
                         "recorded when it started, else http://localhost:8501)")
@@ -75,8 +77,9 @@ def run_follow(args: argparse.Namespace) -> int:
 
 
 def _follow(args: argparse.Namespace, should_stop) -> str:
-    from regime_dash.usecases.follow import follow_files, follow_set
+    from regime_dash.usecases.follow import check_webhook, follow_files, follow_set
 
+    check_webhook(args.alert_webhook)  # a bad URL is refused before anything is followed
     fset = follow_set(open_from(args), args.paths, args.name, pattern=args.glob, commit_every=args.commit_every,
                       on_truncate=args.on_truncate, dashboard=args.dashboard_url, max_line_mb=args.max_line_mb,
                       follow_symlinks=args.follow_symlinks)

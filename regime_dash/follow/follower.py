@@ -39,7 +39,7 @@ from regime_dash.store.run_store import RunStore
 from regime_dash.store.append import FollowState
 from regime_dash.follow.tail import REWRITE_EVENTS, Tail, refuse_gzip, refuse_symlink, symlink_text
 
-__all__ = ["Alert", "Commit", "Follower", "FollowSet", "follow", "TRUNCATE_POLICIES"]
+__all__ = ["Alert", "Commit", "END_KEY", "Follower", "FollowSet", "follow", "TRUNCATE_POLICIES"]
 
 #: What a truncated file does to its run: a new segment of the same run, or the follow stops.
 TRUNCATE_POLICIES = ("segment", "stop")
@@ -50,6 +50,9 @@ COMMIT_BYTES = 8 << 20
 #: lines wait in memory until the run's first row creates it: this bounds them).
 NOT_DIAG_LINES = 1000
 NOT_DIAG_BYTES = 16 << 20
+#: The run metadata's record of how its follow ended (written with the end, so it is read only
+#: while the follow's ``active`` flag is off: a follower killed before its end leaves the flag on).
+END_KEY = "follow_end"
 
 @dataclass
 class Alert:
@@ -323,8 +326,9 @@ class Follower:
                    "rows": self.verdict.rows}
         return fresh, {"alerts": {"open": dict(self.open_alerts)}, "verdict": summary}
 
-    def close(self, clean: bool = True) -> list[Commit]:
-        """Commit what was read (to the file's end) and mark the follow ended. A partial last line is left
+    def close(self, clean: bool = True, why: str = "closed", idle: bool = False) -> list[Commit]:
+        """Commit what was read (to the file's end) and mark the follow ended, recording ``why`` (``idle``: its
+        ``--until-idle`` end) and whether every whole line of the file was read. A partial last line is left
         for a resume.
 
         Raises
@@ -344,10 +348,31 @@ class Follower:
                 self._before_diag.check(self.path, self.run.state, [], False)
             self.tail.close()
             if clean:
-                self.run.finish({"alerts": {"open": dict(self.open_alerts)}})
+                at_end, size = _read_to_end(self.path, self.run.state.inode, self.run.state.offset)
+                end = {"why": why, "idle": idle, "at_end": at_end, "offset": self.run.state.offset, "size": size,
+                       "at": now()}
+                self.run.finish({"alerts": {"open": dict(self.open_alerts)}, END_KEY: end})
         finally:
             self.run.release()  # the run is free for the next follower
         return out
+
+
+def _read_to_end(path: Path, inode: int | None, offset: int) -> tuple[bool, int | None]:
+    """Whether no whole line of ``path`` lies past ``offset`` (of the file ``inode``: a path that names
+    another file now was not read to its end; a file shorter than ``offset`` was truncated, its lines
+    are read from its start), and the file's size."""
+    try:
+        with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if inode is not None and st.st_ino != inode:
+                return False, st.st_size
+            fh.seek(offset if offset <= st.st_size else 0)
+            while chunk := fh.read(1 << 20):
+                if b"\n" in chunk:
+                    return False, st.st_size
+            return True, st.st_size
+    except OSError:
+        return False, None
 
 
 class _BeforeDiag:
@@ -430,8 +455,8 @@ class FollowSet:
     def stopped(self) -> list[str]:
         return [f.stopped for f in self.followers.values() if f.stopped]
 
-    def close(self, clean: bool = True) -> list[Commit]:
-        return [c for f in self.followers.values() for c in f.close(clean)]
+    def close(self, clean: bool = True, why: str = "closed", idle: bool = False) -> list[Commit]:
+        return [c for f in self.followers.values() for c in f.close(clean, why, idle)]
 
 
 def follow(fset: FollowSet, *, until_idle: float | None = None, poll_every: float = 0.2,
@@ -445,7 +470,7 @@ def follow(fset: FollowSet, *, until_idle: float | None = None, poll_every: floa
     if until_idle is not None and not until_idle > 0:
         raise ValidationError(f"until_idle must be seconds > 0, got {until_idle!r}", field="until_idle",
                               value=until_idle)
-    why = "interrupted"
+    why, idle = "interrupted", False
     try:
         while True:
             for c in fset.poll():
@@ -454,7 +479,7 @@ def follow(fset: FollowSet, *, until_idle: float | None = None, poll_every: floa
                 why = fset.stopped[0]
                 break
             if until_idle is not None and time.monotonic() - fset.last_line_at >= until_idle:
-                why = f"no new line for {until_idle:g} s"
+                why, idle = f"no new line for {until_idle:g} s", True
                 break
             if should_stop():
                 why = "stopped"
@@ -462,7 +487,7 @@ def follow(fset: FollowSet, *, until_idle: float | None = None, poll_every: floa
             time.sleep(poll_every)
     except KeyboardInterrupt:
         why = "interrupted (Ctrl-C)"
-    for c in fset.close():
+    for c in fset.close(why=why, idle=idle):
         on_commit(c)
     return why
 

@@ -36,6 +36,15 @@ def follow_set(store: str | None, paths: Sequence[str], name: str | None = None,
                      on_truncate=on_truncate, dashboard=dashboard, follow_symlinks=follow_symlinks)
 
 
+def check_webhook(url: str | None) -> None:
+    """Refuse an alert webhook URL that is not http(s) (:class:`~regime_dash.errors.ValidationError`, naming it)
+    before a follow starts; ``None`` is no webhook."""
+    from regime_dash.follow.alerts import webhook_url
+
+    if url is not None:
+        webhook_url(url)
+
+
 def follow_files(fset: Any, *, until_idle: float | None = None, on_commit: Callable[[Any], None] = lambda c: None,
                  on_alert: str | None = None, alert_webhook: str | None = None,
                  warn: Callable[[str], None] = lambda line: None,
@@ -77,18 +86,47 @@ class RunFollow:
     def verdicts(self, poll_every: float = 0.5, until_idle: float | None = None) -> Iterator[tuple[Any, int, Any]]:
         """``(verdict, rows, last step)`` at each commit, until the follower ends or ``until_idle`` seconds pass
         without a commit."""
-        last_news = time.monotonic()
+        last_news, ended = time.monotonic(), False
         while True:
             got = self.watch.poll()
             if got is not None:
                 last_news = time.monotonic()
                 yield got, self.watch.verdict.rows, self.watch.verdict.last_step
                 continue
-            if not self.watch.following():
+            if ended:
                 return
+            if not self.watch.following():
+                ended = True  # one more read: the rows of a last commit made just before the end
+                continue
             if until_idle is not None and time.monotonic() - last_news >= until_idle:
                 return
             time.sleep(poll_every)
 
+    def unfinished(self) -> str | None:
+        """Why the verdict does not cover the whole file, once its follower has stopped: it stopped without
+        ending its follow (killed, or it crashed), or ended before the file's end without its
+        ``--until-idle`` end. ``None`` when the follow ended with every line read, or still runs."""
+        from regime_dash.follow.follower import END_KEY
+        from regime_dash.store.append import FOLLOW_KEY
 
-__all__ = ["RunFollow", "follow_files", "follow_set"]
+        meta = self.watch.store.meta(self.run_id)
+        return follow_gap(meta.get(FOLLOW_KEY), meta.get(END_KEY), self.watch.following())
+
+
+def follow_gap(follow: dict | None, end: dict | None, following: bool) -> str | None:
+    """:meth:`RunFollow.unfinished` from the run's follow record, its end record and whether a follower
+    still writes it."""
+    if not follow or following:
+        return None  # a run ingested whole, or a follow still going (the gate's own --until-idle ended it)
+    if follow.get("active"):
+        return (f"the follower (pid {follow.get('pid')} on {follow.get('host')}) stopped without ending its "
+                f"follow (killed or crashed): the verdict covers the {follow.get('rows')} rows committed up to "
+                f"line {follow.get('lines')} only; restart the follower to read the rest")
+    if end is None or end.get("idle") or end.get("at_end"):
+        return None  # ended at its --until-idle end or with every line read (or by a version that kept no record)
+    unread = "" if end.get("size") is None else f" ({end['size'] - end.get('offset', 0)} bytes not read)"
+    return (f"the follow ended before the file's end ({end.get('why')}){unread}: the verdict covers only "
+            f"the lines read; restart the follower to read the rest")
+
+
+__all__ = ["RunFollow", "check_webhook", "follow_files", "follow_gap", "follow_set"]
