@@ -260,7 +260,7 @@ def merge_held(held: tuple[list, list], rejects: Sequence[Reject], aside: Sequen
     return out
 
 
-class FollowedRun:
+class FollowedRun(claims.ClaimedRun):
     """One followed run of a store: open (created or resumed) with :meth:`open`, grown with :meth:`commit`."""
 
     def __init__(self, store, run_id: str, name: str, state: FollowState,
@@ -299,11 +299,6 @@ class FollowedRun:
                 claim.release(holding_lock=True)
                 raise
         return run
-
-    def release(self) -> None:
-        """Give up the run's claim (a clean end; :meth:`finish` marks the follow ended first)."""
-        if self.claim is not None:
-            self.claim.release()
 
     def _resume(self) -> None:
         """Reconcile the run after a stop (clean or killed): see the module doc."""

@@ -27,7 +27,7 @@ from regime_dash.store.lock import StoreLock
 from regime_dash.store.metadata import now
 from regime_dash.store.paths import CLAIMS, sanitize_name
 
-__all__ = ["Claim", "Holder", "held", "refusal", "take"]
+__all__ = ["Claim", "ClaimedRun", "Holder", "held", "refusal", "take"]
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,18 @@ class Claim:
         finally:
             fd, self._fd = self._fd, None
             os.close(fd)
+
+
+class ClaimedRun:
+    """A followed run that holds its name's claim (a :class:`Claim`, or the Delta store's document claim)
+    from its ``open`` until :meth:`release`."""
+
+    claim = None
+
+    def release(self) -> None:
+        """Give up the run's claim (a clean end; ``finish`` marks the follow ended first)."""
+        if self.claim is not None:
+            self.claim.release()
 
 
 def take(root: Path, name: str, run_id: str, source: str) -> Claim:

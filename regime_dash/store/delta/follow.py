@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from regime_dash.errors import StoreError
 from regime_dash.ingest import LINE_COLUMN, Aside, Reject
 from regime_dash.store.append import FOLLOW_KEY, FollowState, follow_identity, follow_run_id, merge_held
-from regime_dash.store.claims import Holder, refusal
+from regime_dash.store.claims import ClaimedRun, Holder, refusal
 from regime_dash.store.delta import catalogue as cat
 from regime_dash.store.delta.maintenance import COMPACT_FILES, compact_run
 from regime_dash.store.delta.parts import settle, write_table
@@ -97,7 +97,7 @@ class DeltaClaim:
         self.active = False
 
 
-class DeltaFollowedRun:
+class DeltaFollowedRun(ClaimedRun):
     """One followed run of a Delta store: :meth:`open` (created or resumed), grown by :meth:`commit`."""
 
     def __init__(self, store, run_id: str, name: str, state: FollowState,
@@ -133,11 +133,6 @@ class DeltaFollowedRun:
             claim.release()
             raise
         return run
-
-    def release(self) -> None:
-        """Give up the run's claim (a clean end; :meth:`finish` marks the follow ended first)."""
-        if self.claim is not None:
-            self.claim.release()
 
     def _resume(self) -> None:
         meta = self.store.meta(self.run_id)
