@@ -221,9 +221,6 @@ def peak_kb(*args: str) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="not met yet: ~370 MB against ~140 MB for 110 MB (the follower's numba "
-                   "warm-up, pandas and the verdict cost ~250 MB before the first row); the start commit peaked at "
-                   "~510 MB, now bounded by 8 MB commits")
 def test_following_a_large_backlog_peaks_within_twice_a_whole_file_ingest(tmp_path):
     src = tmp_path / "big.diag.jsonl"
     with open(src, "wb") as fh:
