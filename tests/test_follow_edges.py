@@ -231,3 +231,57 @@ def test_following_a_large_backlog_peaks_within_twice_a_whole_file_ingest(tmp_pa
                        "--until-idle", "1")
     assert stored(tmp_path / "store")[0] == list(range(1, 80_001))
     assert followed <= 2 * whole, (followed >> 10, whole >> 10)
+
+
+def test_a_backlog_is_committed_a_bounded_piece_at_a_time_whatever_commit_every_says(tmp_path, monkeypatch):
+    from regime_dash.follow import follower as fw
+
+    monkeypatch.setattr(fw, "COMMIT_BYTES", 256 << 10)
+    data = diag_lines(0, 2000)
+    src = tmp_path / "job.diag.jsonl"
+    src.write_bytes(data)
+    sizes = [len(ln) for ln in data.splitlines(keepends=True)]
+    f = Follower(RunStore(tmp_path / "store"), src, "job", commit_every=3600)  # never due: only the bytes cut
+    commits = f.poll() + f.close()
+    rows = [c.rows for c in commits if c.rows]
+    assert sum(rows) == 2000 and len(rows) >= len(data) // (fw.COMMIT_BYTES + fw.MIN_READ)
+    done = 0
+    for n in rows:  # a read adds MIN_READ at most, after the line the last read ended inside
+        assert sum(sizes[done:done + n]) <= fw.COMMIT_BYTES + fw.MIN_READ + max(sizes), rows
+        done += n
+    assert stored(tmp_path / "store") == (list(range(1, 2001)), list(range(2000)))
+
+
+FOLLOW_IN_PROCESS = """
+import runpy, sys
+sys.argv = ['regime_dash', *sys.argv[1:]]
+try:
+    runpy.run_module('regime_dash', run_name='__main__')
+except SystemExit as e:
+    assert not e.code, e.code
+print('numba loaded:', 'numba' in sys.modules)
+"""
+
+
+@pytest.mark.slow
+def test_a_follower_loads_no_numba_and_judges_as_a_whole_file_check(tmp_path):
+    from regime_dash.ingest import shapes
+
+    if shapes.native() is None:
+        pytest.skip("without the built-in scanner, ingest itself may load numba's")
+    src = tmp_path / "job.diag.jsonl"
+    src.write_bytes(diag_lines(0, 6000))  # past the rows where the re-derivation would compile its loop
+    store = tmp_path / "store"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    got = subprocess.run([sys.executable, "-c", FOLLOW_IN_PROCESS, "ingest", str(src), "--follow", "--name", "job",
+                          "--store", str(store), "--until-idle", "1", "--commit-every", "0.2"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=200, env=env)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.splitlines()[-1] == "numba loaded: False"
+    followed = json.loads(next(store.glob("run=*/_meta.json")).read_text())["verdict"]
+    whole = cli("check", "job", "--store", str(store), "--json")
+    report = json.loads(whole.stdout)
+    failing = {c["id"] for c in report["checks"] if c["status"] == "fail"}
+    failing |= {f["id"] for f in report["findings"] if f["severity"] == "fail"}
+    assert (followed["status"], followed["counts"]) == (report["status"], report["counts"])
+    assert followed["failing"] == sorted(failing) and "rederive.variance" in failing  # the loop's checks ran

@@ -12,6 +12,12 @@ its slot table is a compile-time constant, so inlined, every ``isv[ix[K]]``
 becomes a constant offset (half the time per step of a call to
 ``scalar_step``). LLVM-level inlining costs little compile time; numba's own
 IR inliner (``inline="always"``) cost ~3 s more per kernel for the same code.
+
+numba is imported by the first compile, not by the step functions: a function
+decorated before then waits in a list that :func:`register_pending` (called by
+every compile site: ``numba_adapter.njit_kernel``, the import of ``fast``)
+registers. A process that only runs the step functions as Python, a follower's
+verdict, never pays numba's import.
 """
 from __future__ import annotations
 
@@ -21,7 +27,7 @@ import threading
 from typing import Callable
 
 # numba is a hard requirement of the app, but the oracle must not depend on it; and importing it costs
-# ~50 MB, which a process that never compiles (a follower, an ingest) should not pay: found, not imported
+# ~50 MB, which a process that never compiles should not pay: found here, imported by the first compile
 HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 _PENDING: list[Callable] = []  # decorated before numba was imported: registered by :func:`register_pending`
 _LOCK = threading.Lock()

@@ -95,13 +95,15 @@ def _failing(verdict) -> dict[str, tuple[str, int | None, str]]:
 
 
 def _load_scanner() -> None:
-    """Load the ingest shape scanner (the C one at once, else numba's on a thread, as a whole-file ingest
-    does): a commit's lines parse without it until it is there. The re-derivation's compiled loop is not
-    loaded: numba and its code would cost a follower ~110 MB, more than the rest of it together, where
-    the Python loop gives the same values (the verdict's :class:`IncrementalVerdict` ``compile_loop``)."""
+    """Load the ingest shape scanner where it costs nothing to speak of: the C one built in, or numba's
+    where numba is loaded already (a source of unknown size, to ingest's :func:`~regime_dash.ingest.shapes.
+    worth_loading`); a commit's lines parse without it, to the same values. The re-derivation's compiled
+    loop is not loaded either: numba and its code would cost a follower ~110 MB, more than all the rest of
+    it (:class:`IncrementalVerdict`'s ``compile_loop``)."""
     from regime_dash.ingest import shapes
 
-    shapes.start_loading()
+    if shapes.worth_loading(None):
+        shapes.start_loading()
 
 
 class Follower:
