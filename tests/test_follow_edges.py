@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from regime_dash.errors import IngestError, NotDiagError
@@ -285,3 +286,42 @@ def test_a_follower_loads_no_numba_and_judges_as_a_whole_file_check(tmp_path):
     failing |= {f["id"] for f in report["findings"] if f["severity"] == "fail"}
     assert (followed["status"], followed["counts"]) == (report["status"], report["counts"])
     assert followed["failing"] == sorted(failing) and "rederive.variance" in failing  # the loop's checks ran
+
+
+COMPACT_IN_PROCESS = """
+import json, sys
+from pathlib import Path
+import numpy as np, pyarrow as pa, pyarrow.parquet as pq
+from regime_dash.store import append
+run_dir, rows, cols = Path(sys.argv[1]), 10_000, 128
+rng, tiers = np.random.default_rng(0), []
+for k in range(append.COMPACT_FANOUT):  # a follow's parts, of one level, one merge's worth
+    meta = {append.PART_KEY: json.dumps({"part": k}).encode(), append.LEVEL_KEY: b"0"}
+    name = f"part-{k:08d}.parquet"
+    pq.write_table(pa.table({f"c{j}": rng.random(rows) for j in range(cols)}).replace_schema_metadata(meta),
+                   run_dir / name)
+    tiers.append((name, 0, rows))
+
+def mem(key):
+    return next(int(ln.split()[1]) << 10 for ln in open('/proc/self/status') if ln.startswith(key))
+
+open('/proc/self/clear_refs', 'w').write('5')  # the peak from here
+before = mem('VmRSS')
+after = append.compact_parts(run_dir, tiers)
+print(json.dumps({"added": mem('VmHWM') - before, "tiers": after}))
+"""
+
+
+@pytest.mark.slow
+def test_a_merge_of_a_follows_parts_holds_a_part_at_a_time_not_the_merge(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    got = subprocess.run([sys.executable, "-c", COMPACT_IN_PROCESS, str(tmp_path)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=200, env=env)
+    assert got.returncode == 0, got.stderr
+    out = json.loads(got.stdout)
+    merged = 16 * 10_000 * 128 * 8  # the merged part's values: 164 MB
+    assert out["tiers"] == [["part-00000000.parquet", 1, 160_000]]
+    table = pq.read_table(tmp_path / "part-00000000.parquet")
+    assert table.num_rows == 160_000 and json.loads(table.schema.metadata[b"regime_dash.follow.follower"]) == {
+        "part": 15}  # the last part's follow state, as a resume reads it
+    assert out["added"] < merged // 2, (out["added"] >> 20, merged >> 20)
