@@ -1,4 +1,4 @@
-"""A run's Parquet part files written: the writer settings, one table as a part, and the part
+"""A run's Parquet part files written: the writer settings, tables as one part, and the part
 writer of an ingest (a new part only where a batch's schema cannot join the open one's)."""
 from __future__ import annotations
 
