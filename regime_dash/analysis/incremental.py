@@ -379,8 +379,9 @@ class _RederiveCarry(Carry):
 
     lookback = 1
 
-    def __init__(self, opt: CheckOptions):
+    def __init__(self, opt: CheckOptions, compile_loop: bool = True):
         self.ulps = opt.rederive_ulps
+        self.compile_loop = compile_loop
         self.state = None  # (isv, chain) after the last row
         self.boot: np.ndarray | None = None
         self.tallies: dict[tuple[int, bool], rd.Tally] = {}
@@ -395,7 +396,8 @@ class _RederiveCarry(Carry):
         if self.boot is not None:
             p.boot = self.boot
         self.inferred = p.inferred_boundaries
-        exp, chain_ok, self.state = p.run(0, p.n, first=ctx, state=self.state)
+        compiled = None if self.compile_loop else rd.loop_loaded()  # None: by size, compiling if worth it
+        exp, chain_ok, self.state = p.run(0, p.n, first=ctx, state=self.state, compiled=compiled)
         for name in self.switched:
             self.switched[name] = self.switched[name] or rd.switch_on(vw, name)
         self.absent = {k: a for k, f in enumerate(FORMULAS) if (a := rd.missing(vw, f))}
@@ -662,12 +664,17 @@ class IncrementalVerdict:
         Returns the run's rows stored before the batch being folded in (canonical columns): used
         when an update must re-judge the whole run (a new column, a step going back) and for the
         module checks. Without it, the rows are kept here (their memory grows with the run).
+    compile_loop
+        False: the re-derivation never compiles its loop (numba and the compiled code cost ~110 MB,
+        more than a follower's every other part); it runs compiled only where this process already
+        holds the loop, else as Python (the same values, slower).
     """
 
     def __init__(self, options: CheckOptions | None = None,
-                 reload: Callable[[], pd.DataFrame] | None = None):
+                 reload: Callable[[], pd.DataFrame] | None = None, compile_loop: bool = True):
         self.options = options or CheckOptions()
         self.reload = reload
+        self.compile_loop = compile_loop
         self.current: Verdict | None = None
         self.rebuilds = 0
         self.providers = registry.providers()  # the module checks, as verdict takes them
@@ -675,7 +682,7 @@ class IncrementalVerdict:
 
     def _reset(self) -> None:
         self.checks = {c.id: _check_carry(c, self.options) for c in inv.CHECKS}
-        self.rederived = _RederiveCarry(self.options)
+        self.rederived = _RederiveCarry(self.options, self.compile_loop)
         self.finders = _finder_carries(self.options, self._envelope_before)
         self.lookback = max(c.lookback for c in self._carries())
         self.tail = pd.DataFrame()

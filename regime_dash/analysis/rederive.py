@@ -343,6 +343,12 @@ class Rederivation:
     prepared: Prepared
 
 
+def loop_loaded() -> bool:
+    """Whether this process already holds the engine loop compiled (running it compiled then costs no
+    compile, and no memory more)."""
+    return engine.is_compiled()
+
+
 def rederive(frame_or_view, ulps: float = 0.0, compiled: bool | None = None) -> Rederivation:
     """Re-derive every logged output of a diag frame (canonical columns) from its logged inputs.
 
@@ -370,5 +376,5 @@ def checks(frame_or_view, ulps: float = 0.0) -> list[CheckResult]:
 if tuple(f.output for f in FORMULAS) != engine.OUTPUT_NAMES:  # pragma: no cover - a table out of step
     raise ImportError("rederive_formulas.FORMULAS must list engine.rederive.OUTPUTS in order")
 
-__all__ = ["rederive", "checks", "prepare", "compared", "chained", "equal", "missing", "skipped", "tolerance", "Tally",
+__all__ = ["rederive", "checks", "loop_loaded", "prepare", "compared", "chained", "equal", "missing", "skipped", "tolerance", "Tally",
            "Rederivation", "Prepared", "BY_OUTPUT", "MAX_DIVERGENCES", "SWITCHED_CHAIN"]

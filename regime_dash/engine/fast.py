@@ -43,13 +43,15 @@ from typing import Any, Sequence
 import numpy as np
 
 from regime_dash.engine import reference, summary
-from regime_dash.engine.jit import HAVE_NUMBA, jitable
+from regime_dash.engine.jit import HAVE_NUMBA, jitable, register_pending
 from regime_dash.engine.options import DEVICES  # noqa: F401  (public: the devices ``use_gpu`` takes)
 from regime_dash.engine.controllers import check_controllers
 from regime_dash.engine.step_stats import StepStats
 from regime_dash.errors import EngineUnavailable, StreamError, ValidationError
 from regime_dash.core.slots import SlotLayout
 from regime_dash.core.streams import StepStream
+
+register_pending()  # the compiled engine: numba now, so its step functions (and any compiled caller's) register
 
 
 # ---- compiled kernels -------------------------------------------------------------

@@ -28,6 +28,9 @@ def njit_kernel(fn: Callable, cache: bool = True, **options) -> Callable:
     """
     from numba import njit
 
+    from regime_dash.engine.jit import register_pending
+
+    register_pending()  # the step functions ``fn`` calls
     try:
         return njit(cache=cache, _nrt=False, **options)(fn)
     except RuntimeError:  # no writable cache location

@@ -53,6 +53,8 @@ NOT_DIAG_BYTES = 16 << 20
 #: The run metadata's record of how its follow ended (written with the end, so it is read only
 #: while the follow's ``active`` flag is off: a follower killed before its end leaves the flag on).
 END_KEY = "follow_end"
+#: The smallest read: what a read adds to a commit's ``COMMIT_BYTES``, at most.
+MIN_READ = 64 << 10
 
 @dataclass
 class Alert:
@@ -95,16 +97,16 @@ def _failing(verdict) -> dict[str, tuple[str, int | None, str]]:
     return out
 
 
-def _warm_compiled_paths() -> None:
-    """Load the compiled re-derivation loop and the ingest shape scanner on background threads: a
-    follower lives long, and a commit's few thousand rows would otherwise run the loop as Python
-    (several times its compiled cost) and parse without the scanner. Commits switch over once they
-    are loaded, never waiting for them; the values are the same either way."""
-    from regime_dash.engine import rederive
+def _load_scanner() -> None:
+    """Load the ingest shape scanner where it costs nothing to speak of: the C one built in, or numba's
+    where numba is loaded already (a source of unknown size, to ingest's :func:`~regime_dash.ingest.shapes.
+    worth_loading`); a commit's lines parse without it, to the same values. The re-derivation's compiled
+    loop is not loaded either: numba and its code would cost a follower ~110 MB, more than all the rest of
+    it (:class:`IncrementalVerdict`'s ``compile_loop``)."""
     from regime_dash.ingest import shapes
 
-    rederive.warm_in_background()
-    shapes.start_loading()
+    if shapes.worth_loading(None):
+        shapes.start_loading()
 
 
 class Follower:
@@ -125,13 +127,13 @@ class Follower:
             refuse_symlink(path)
         self.store, self.path, self.clock = store, Path(path), clock
         self.commit_every, self.on_truncate, self.dashboard = float(commit_every), on_truncate, dashboard
-        _warm_compiled_paths()
+        _load_scanner()
         self.run = store.followed_run(path, name)
         st = self.run.state
         self._judged_lines = st.lines  # the lines the verdict has folded in (its reload reads up to them)
         self.tail = Tail(path, st.offset, st.inode, st.file, max_line=store.max_line_bytes,
                          follow_symlinks=follow_symlinks)
-        self.verdict = IncrementalVerdict(options, reload=self._committed_frame)
+        self.verdict = IncrementalVerdict(options, reload=self._committed_frame, compile_loop=False)
         meta = self.run.read_meta() if self.run.exists else {}
         self.open_alerts: dict[str, dict] = dict(meta.get("alerts", {}).get("open", {}))
         if self.run.exists:
@@ -178,7 +180,7 @@ class Follower:
         """
         out: list[Commit] = []
         while self.stopped is None:
-            piece = self.tail.read()
+            piece = self.tail.read(max(COMMIT_BYTES - self._pending_bytes, MIN_READ))
             self._pending.extend(piece.items)
             self._pending_bytes += sum(i.size if isinstance(i, TooLong) else len(i) for i in piece.items)
             if piece.read or piece.items:

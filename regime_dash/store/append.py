@@ -59,7 +59,7 @@ from regime_dash.errors import StoreError
 from regime_dash.ingest import LINE_COLUMN, Aside, Reject
 from regime_dash.store import claims, common_schema, paths
 from regime_dash.store.metadata import FORMAT_VERSION, fsync_dir, now, replace_json
-from regime_dash.store.parts import write_part
+from regime_dash.store.parts import write_part, write_tables
 from regime_dash.store.paths import (
     CONFLICTS,
     INGEST_PREFIX,
@@ -134,7 +134,7 @@ def compact_parts(run_dir: Path, tiers: list[tuple[str, int, int]], fanout: int 
     parts count grows with the log of the commits, not with them. Kill-safe: the merged part is
     complete on disk before a covered part goes, and :func:`finish_compaction` completes the rest.
     """
-    from regime_dash.ingest import unify_tables
+    from regime_dash.ingest import conform_table, unified_types
 
     tiers = list(tiers)
     while len(tiers) >= fanout:
@@ -143,13 +143,16 @@ def compact_parts(run_dir: Path, tiers: list[tuple[str, int, int]], fanout: int 
         rows = sum(n for *_x, n in group)
         if any(lv != level for _n, lv, _r in group) or rows > max_rows:
             break
-        tables = [pq.read_table(run_dir / name) for name, *_x in group]
-        kv = dict(tables[-1].schema.metadata or {})
-        merged = unify_tables(tables).replace_schema_metadata({
+        schemas = [pq.read_schema(run_dir / name) for name, *_x in group]
+        names, types = unified_types(schemas)  # the columns unify_tables gives the parts
+        kv = dict(schemas[-1].metadata or {})
+        schema = pa.schema([pa.field(n, types[n]) for n in names], metadata={
             PART_KEY: kv[PART_KEY], LEVEL_KEY: str(level + 1).encode(),
             COVERS_KEY: json.dumps([group[0][0], group[-1][0]]).encode()})
+        # read and written a part at a time: a merge of up to max_rows rows holds one part's, not all
+        parts = (conform_table(pq.read_table(run_dir / name), names, types) for name, *_x in group)
         path = run_dir / (group[0][0] + _MERGE)
-        write_part(path.with_name(path.name + PART_TMP), merged)
+        write_tables(path.with_name(path.name + PART_TMP), schema, parts)
         os.replace(path.with_name(path.name + PART_TMP), path)  # complete: from here a kill is finished
         _swap_in(run_dir, path, group[0][0], group[-1][0])
         tiers[-fanout:] = [(group[0][0], level + 1, rows)]

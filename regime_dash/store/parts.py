@@ -1,17 +1,17 @@
-"""A run's Parquet part files written: the writer settings, one table as a part, and the part
+"""A run's Parquet part files written: the writer settings, tables as one part, and the part
 writer of an ingest (a new part only where a batch's schema cannot join the open one's)."""
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from regime_dash.store.paths import PART_TMP
 
-__all__ = ["PartWriter", "open_writer", "write_part"]
+__all__ = ["PartWriter", "open_writer", "write_part", "write_tables"]
 
 # Parquet settings: snappy without dictionaries is ~3x faster to write than Arrow's
 # default on diag data (mostly unique floats) and no larger; strings get dictionaries.
@@ -32,9 +32,23 @@ def open_writer(path: Path | str, schema: pa.Schema) -> pq.ParquetWriter:
 
 def write_part(path: Path | str, table: pa.Table, *, durable: bool = True) -> None:
     """``table`` written whole as the part ``path``; with ``durable``, on disk (``fsync``) before this returns."""
-    w = open_writer(path, table.schema)
+    write_tables(path, table.schema, [table], durable=durable)
+
+
+def write_tables(path: Path, schema: pa.Schema, tables: Iterable[pa.Table], *, durable: bool = True) -> None:
+    """``tables`` (of ``schema``, its metadata aside), in order, written as the one part ``path``, gathered
+    into row groups of about :data:`_GROUP_ROWS` rows: a group's tables are all that is held at a time,
+    so ``tables`` may be a generator reading them one by one. With ``durable``, on disk before this returns."""
+    w = open_writer(path, schema)
+    held: list[pa.Table] = []
     try:
-        w.write_table(table)
+        for t in tables:
+            held.append(t)
+            if sum(h.num_rows for h in held) >= _GROUP_ROWS or sum(h.nbytes for h in held) >= _GROUP_BYTES:
+                w.write_table(held[0] if len(held) == 1 else pa.concat_tables(held))
+                held = []
+        if held:
+            w.write_table(held[0] if len(held) == 1 else pa.concat_tables(held))
     finally:
         w.close()
     if durable:
