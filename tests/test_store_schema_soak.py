@@ -257,19 +257,172 @@ def test_a_live_runs_older_versions_leave_the_run_caches(tmp_path, monkeypatch):
     assert len(reads) == n + 1, "the oldest version was still cached"
 
 
+def test_a_live_runs_older_trace_memos_are_let_go(tmp_path):
+    """The memo of a run's traces (its columns, views that keep the frame's blocks alive) under ten keys a
+    live run's commits give it: only the newest keys' memos stay, an old one is a new empty memo."""
+    from regime_dash.follow.live_frame import read_whole
+    from regime_dash.ui import cache
+
+    store = RunStore(tmp_path / "store")
+    rid = store.ingest(ROOT / "data" / "samples" / "diag.jsonl", name="live").run_id
+    whole = read_whole(store, rid)
+    keys, options = [], (("n_out", 300), ("smoothing", 0.0), ("x", "step"))
+    fixed = tuple(kv for kv in options if kv[0] != "smoothing")
+    for k in range(10):
+        n = 200 + 50 * k
+        frame = whole.iloc[:n]  # the run as it grows
+        keys.append(f"root|live-run|()|0|{n - 1}|False|v{k}")
+        assert cache._run_traces(keys[-1], frame, "live", "#123456", options)
+    assert cache._trace_memo(keys[-1], "live", "#123456", fixed), "the newest memo was dropped"
+    assert cache._trace_memo(keys[-2], "live", "#123456", fixed), "the memo a commit back was dropped"
+    assert cache._trace_memo(keys[0], "live", "#123456", fixed) == {}, "the oldest memo was kept"
+    assert cache._trace_memo(keys[5], "live", "#123456", fixed) == {}
+
+
+def trimmed_rss(code: str) -> dict:
+    """Run ``code`` (which sets ``before``, ``held`` and ``after`` in MB) in a fresh interpreter; its figures."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+RSS_SNIPPET = """
+import json
+def rss():
+    for line in open('/proc/self/status'):
+        if line.startswith('VmRSS:'):
+            return int(line.split()[1]) / 1024
+before = rss()
+blocks = [bytearray(20_000) for _ in range(10_000)]  # 200 MB of 20 kB blocks, each touched
+for i, b in enumerate(blocks):
+    b[::4096] = b'x' * len(b[::4096])
+kept = blocks[::50]  # a few live blocks spread through the heap: no arena can shrink from its top
+del blocks
+held = rss()
+"""
+
+
+def test_the_servers_freed_memory_goes_back_to_the_system():
+    """What the redraws free stays in glibc's arenas (the server's RSS rose with nothing held);
+    :func:`memory_trim.trim` hands it back, and the app keeps a thread doing so once a process."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("glibc's malloc_trim: Linux only")
+    r = trimmed_rss(RSS_SNIPPET + """
+from regime_dash.ui import memory_trim
+assert memory_trim.trim()
+print(json.dumps({"before": before, "held": held, "after": rss()}))
+""")
+    assert r["held"] - r["before"] > 150, f"the freed blocks were handed back without a trim: {r}"
+    assert r["held"] - r["after"] > 120, f"the trim handed back {r['held'] - r['after']:.0f} MB only: {r}"
+
+
+def test_big_blocks_freed_go_back_without_a_trim_once_the_allocator_is_tuned():
+    """glibc raises its mmap threshold to the largest block freed, so the redraws' big blocks (a few MB,
+    each a little bigger as a live run grows) came from the arenas and stayed there when freed;
+    :func:`memory_trim.tune` fixes the threshold: the same blocks are unmapped as they are freed."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("glibc's mallopt: Linux only")
+    code = """
+import json, sys
+from regime_dash.ui import memory_trim
+tuned = memory_trim.tune() if sys.argv[1:] == ["tune"] else None
+def rss():
+    for line in open('/proc/self/status'):
+        if line.startswith('VmRSS:'):
+            return int(line.split()[1]) / 1024
+big = bytearray(40_000_000); del big  # a 40 MB block freed: glibc's threshold rises past what follows
+before = rss()
+blocks, pins = [], []
+for i in range(150):  # 150 MB of 1 MB blocks, a small live block after each
+    blocks.append(bytearray(b'x') * 1_000_000)
+    pins.append(bytearray(b'p') * 2000)
+del blocks
+print(json.dumps({"tuned": tuned, "before": before, "held": rss()}))
+"""
+    import subprocess
+
+    def run(*args: str) -> dict:
+        out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
+                             cwd=ROOT)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    untuned, tuned = run(), run("tune")
+    assert untuned["held"] - untuned["before"] > 120, f"glibc handed the blocks back untuned: {untuned}"
+    assert tuned["tuned"] is True
+    assert tuned["held"] - tuned["before"] < 20, f"the tuned allocator kept the freed blocks: {tuned}"
+
+
+def test_the_app_keeps_one_trimming_thread_a_process():
+    import ast
+    import threading
+    import time
+
+    from regime_dash.ui import memory_trim
+
+    box = memory_trim.keep_trimmed(0.02)
+    try:
+        assert memory_trim.keep_trimmed(0.02) is box  # once a process
+        deadline = time.monotonic() + 30
+        while box["trims"] < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert box["trims"] >= 3 and box["thread"].is_alive() and box["tuned"] is True
+        assert [t for t in threading.enumerate() if t.name == memory_trim.THREAD_NAME] == [box["thread"]]
+    finally:
+        box["stop"].set()
+        box["thread"].join(10)
+        memory_trim.keep_trimmed.clear()
+    main = next(n for n in ast.walk(ast.parse((ROOT / "regime_dash" / "ui" / "app_main.py").read_text()))
+                if isinstance(n, ast.FunctionDef) and n.name == "main")
+    assert "memory_trim.keep_trimmed()" in ast.unparse(main), "the app's run does not start the trimming thread"
+
+
 def test_the_soak_growth_says_a_leak_from_caches_filling_up():
-    from regime_dash.benchmarks.soak import LEVEL_FLOOR_MB, growth
+    from regime_dash.benchmarks.soak import LEVEL_SLOPE_MB_MIN, growth
 
     filling = [(t, 200 + min(t, 120) * 2.0) for t in range(0, 601, 10)]  # +240 MB, then flat
     r = growth(filling, 180)
     assert r["first_window_growth_mb"] == 240 and r["last_window_growth_mb"] == 0 and r["levelled_off"]
+    assert r["last_window_mb_min"] == 0 and r["first_window_mb_min"] > 60
     leak = [(t, 200 + t * 0.8) for t in range(0, 601, 10)]  # the same MB every minute
     r = growth(leak, 180)
     assert r["first_window_growth_mb"] == r["last_window_growth_mb"] == 144 and not r["levelled_off"]
-    quiet = [(t, 300 + (t % 20) * LEVEL_FLOOR_MB / 40) for t in range(0, 601, 10)]  # noise under the floor
+    assert r["first_window_mb_min"] == r["last_window_mb_min"] == 48
+    quiet = [(t, 300 + (t % 20) * 0.5) for t in range(0, 601, 10)]  # a 5 MB sawtooth, no trend
     assert growth(quiet, 180)["levelled_off"]
     with pytest.raises(ValueError, match="two windows"):
         growth(filling[:5], 180)
+
+
+def test_the_soak_growth_fails_a_series_still_rising_at_its_end():
+    """What the old rule (the last window's growth under 25 MB or a fifth of the first's) passed."""
+    from regime_dash.benchmarks.soak import LEVEL_SLOPE_MB_MIN, growth
+
+    # caches filling (+60 MB in the first minutes), then a steady leak a little over the floor
+    creep = [(t, 300 + min(t, 120) * 0.5 + t / 60 * (LEVEL_SLOPE_MB_MIN + 0.5)) for t in range(0, 1801, 5)]
+    r = growth(creep, 300)
+    assert not r["levelled_off"] and r["last_window_mb_min"] > LEVEL_SLOPE_MB_MIN
+    # the soak the run caches alone gave: 338 -> 418 MB in 6 min, its last 2 min (+36) above its first (+23)
+    rising = [(t, 338 + 23 * min(t, 120) / 120 + (21 * (t - 120) / 120 if t > 120 else 0)
+               + (36 * (t - 240) / 120 - 21 * (t - 240) / 120 if t > 240 else 0)) for t in range(0, 361, 5)]
+    r = growth(rising, 120)
+    assert round(r["end_mb"]) == 418 and r["last_window_growth_mb"] == 36 and not r["levelled_off"]
+    # a slow leak from the start, under the absolute floor but as steep at the end as at the start
+    slow = [(t, 300 + t / 60 * 1.5) for t in range(0, 1801, 5)]
+    r = growth(slow, 300)
+    assert r["last_window_mb_min"] == 1.5 < LEVEL_SLOPE_MB_MIN and not r["levelled_off"]
+    # and the same three level once flat after the caches fill: the rule is not "never pass"
+    for series in (creep, rising, slow):
+        knee = series[len(series) // 2][0]
+        flat = [(t, mb if t <= knee else series[len(series) // 2][1]) for t, mb in series]
+        assert growth(flat, series[-1][0] / 3 if series is rising else 300)["levelled_off"]
 
 
 @pytest.mark.browser

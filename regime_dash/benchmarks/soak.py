@@ -6,9 +6,10 @@ every second; the app is served (``streamlit run app.py``) and ``--tabs`` headle
 keep Explore open on the live run (it redraws every second). The server's RSS is sampled every
 ``--sample-every`` seconds for ``--minutes`` (30 by default). Reported: the RSS at the start, the end
 and its peak, and its growth over the first and the last ``--window`` minutes (5, or a third of a
-shorter soak). It has levelled off when the last window grows by at most
-:data:`LEVEL_FLOOR_MB` or a fifth of the first window's growth, whichever is more: the caches
-filling up is the first window's growth, a leak grows the same in every window.
+shorter soak), each as a least-squares slope in MB a minute. It has levelled off when the last
+window's slope is at most :data:`LEVEL_SLOPE_MB_MIN` and at most :data:`LEVEL_RATIO` of the first
+window's (a first window flatter than :data:`FLAT_MB_MIN` counts as that): the caches filling up is
+the first window's growth, a leak grows alike in every window, so a series still rising at its end fails.
 """
 from __future__ import annotations
 
@@ -41,9 +42,13 @@ with open(dst, "ab", buffering=0) as fh:
         time.sleep(0.05)
 """
 SAMPLE = ROOT / "data" / "samples" / "diag.jsonl"
-#: The last window's growth that still counts as level (MB): the run's own rows grow the frames held.
-LEVEL_FLOOR_MB = 25.0
-LEVEL_RATIO = 0.2
+#: The last window's slope (MB a minute) that still counts as level: the live run's own rows grow the
+#: frames the server holds (about 240 bytes a row, 20 rows a second: 0.3 MB a minute a copy).
+LEVEL_SLOPE_MB_MIN = 2.0
+#: ... and the share of the first window's slope the last may keep at most.
+LEVEL_RATIO = 0.25
+#: A first window flatter than this (MB a minute) is taken as this slope: sampling noise, not growth.
+FLAT_MB_MIN = 0.5
 
 
 def rss_mb(pid: int) -> float:
@@ -81,23 +86,33 @@ def server_pid(port: int, ancestor: int | None = None) -> int:
     raise RuntimeError(f"no streamlit server of ours listens on port {port}")
 
 
+def slope_mb_min(samples: list[tuple[float, float]]) -> float:
+    """The least-squares slope of ``samples`` ((seconds, MB)) in MB a minute (0 for fewer than two times)."""
+    n = len(samples)
+    mt = sum(t for t, _ in samples) / n
+    mm = sum(mb for _, mb in samples) / n
+    var = sum((t - mt) ** 2 for t, _ in samples)
+    return 0.0 if var == 0 else 60.0 * sum((t - mt) * (mb - mm) for t, mb in samples) / var
+
+
 def growth(samples: list[tuple[float, float]], window_s: float) -> dict[str, Any]:
-    """The RSS ``samples`` ((seconds, MB), in time order) summed up: start, end, peak, and the growth over
-    the first and the last ``window_s`` seconds, and whether the last window's growth is level."""
+    """The RSS ``samples`` ((seconds, MB), in time order) summed up: start, end, peak, the growth and the
+    slope over the first and the last ``window_s`` seconds, and whether the last window is level."""
     if len(samples) < 2:
         raise ValueError(f"growth needs two samples at least, got {len(samples)}")
     t0, t1 = samples[0][0], samples[-1][0]
     if t1 - t0 < 2 * window_s:
         raise ValueError(f"samples span {t1 - t0:.0f} s, less than two windows of {window_s:.0f} s")
-    first = [mb for t, mb in samples if t <= t0 + window_s]
-    last = [mb for t, mb in samples if t >= t1 - window_s]
-    first_growth = max(first) - first[0]
-    last_growth = max(last) - last[0]
-    allowed = max(LEVEL_FLOOR_MB, LEVEL_RATIO * first_growth)
+    first = [s for s in samples if s[0] <= t0 + window_s]
+    last = [s for s in samples if s[0] >= t1 - window_s]
+    first_slope, last_slope = slope_mb_min(first), slope_mb_min(last)
+    allowed = min(LEVEL_SLOPE_MB_MIN, LEVEL_RATIO * max(first_slope, FLAT_MB_MIN))
     return {"start_mb": round(samples[0][1], 1), "end_mb": round(samples[-1][1], 1),
             "peak_mb": round(max(mb for _, mb in samples), 1), "window_s": window_s,
-            "first_window_growth_mb": round(first_growth, 1), "last_window_growth_mb": round(last_growth, 1),
-            "allowed_mb": round(allowed, 1), "levelled_off": last_growth <= allowed, "samples": len(samples)}
+            "first_window_growth_mb": round(first[-1][1] - first[0][1], 1),
+            "last_window_growth_mb": round(last[-1][1] - last[0][1], 1),
+            "first_window_mb_min": round(first_slope, 2), "last_window_mb_min": round(last_slope, 2),
+            "allowed_mb_min": round(allowed, 2), "levelled_off": last_slope <= allowed, "samples": len(samples)}
 
 
 def sample_rss(pid: int, seconds: float, every: float, on_sample: Callable[[float, float], None] = lambda t, mb: None,
@@ -177,8 +192,9 @@ def table(r: dict[str, Any]) -> str:
     return "\n".join([
         f"soak: {r['minutes']:g} min, {r['tabs']} tabs on Explore, a live run at {r['rate']:g} lines/s",
         f"server RSS: start {r['start_mb']:.0f} MB, end {r['end_mb']:.0f} MB, peak {r['peak_mb']:.0f} MB",
-        f"growth over the first {w:g} min: {r['first_window_growth_mb']:.0f} MB; "
-        f"over the last {w:g} min: {r['last_window_growth_mb']:.0f} MB (level at <= {r['allowed_mb']:.0f} MB)",
+        f"first {w:.3g} min: {r['first_window_growth_mb']:+.0f} MB ({r['first_window_mb_min']:+.2f} MB/min); "
+        f"last {w:.3g} min: {r['last_window_growth_mb']:+.0f} MB ({r['last_window_mb_min']:+.2f} MB/min; "
+        f"level at <= {r['allowed_mb_min']:.2f} MB/min)",
         f"levelled off: {'yes' if r['levelled_off'] else 'NO'}",
     ])
 

@@ -10,7 +10,7 @@ import streamlit as st
 
 from regime_dash.ui.cache import get_store, warm_rederivation
 from regime_dash.ui.live_alerts import alert_toasts
-from regime_dash.ui import state
+from regime_dash.ui import memory_trim, state
 from regime_dash.ui.navigation import pages
 from regime_dash.usecases.warmup import start_warmup
 
@@ -43,5 +43,6 @@ def main() -> None:
     start_warmup()  # idempotent; replays use the reference engine until the fast one is compiled
     warm_rederivation()  # once a process: a failure clicked on Explore re-derives on the compiled loop
     record_dashboard_url()  # a follower of this store links its alerts to this server
+    memory_trim.keep_trimmed()  # once a process: what the redraws free goes back to the system
     alert_toasts()  # a followed run that starts failing is shown on whatever page is open
     st.navigation(pages()).run()

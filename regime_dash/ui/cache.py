@@ -332,10 +332,13 @@ def _run_traces(key: str, _frame: pd.DataFrame, label: str, colour: str, options
 
     kw = dict(options)
     fixed = tuple((k, v) for k, v in options if k != "smoothing")
-    return run_traces(label, _frame, colour, **kw, memo=_trace_memo(key, label, colour, fixed))
+    memo_args = (key, label, colour, fixed)
+    keep_recent(_trace_memo, memo_args[1:], memo_args)  # a live run's key moves at every commit
+    return run_traces(label, _frame, colour, **kw, memo=_trace_memo(*memo_args))
 
 
-# few: a memo holds the run's columns whole (up to MEMO_ROWS rows), and a live run's key moves every commit
+# few: a memo holds the run's columns whole (up to MEMO_ROWS rows, views that keep the frame's blocks
+# alive), so a run drawn under one set of options keeps the memos of its newest VERSIONS_KEPT keys only
 @st.cache_resource(show_spinner=False, max_entries=16)
 def _trace_memo(key: str, label: str, colour: str, options: tuple) -> dict:
     """The memo :func:`regime_dash.figures.signals.run_traces` keeps for one run under every option but the
