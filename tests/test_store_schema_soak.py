@@ -360,16 +360,18 @@ print(json.dumps({"tuned": tuned, "before": before, "held": rss()}))
     assert tuned["held"] - tuned["before"] < 20, f"the tuned allocator kept the freed blocks: {tuned}"
 
 
-def test_the_app_keeps_one_trimming_thread_a_process():
+def test_the_app_keeps_one_trimming_thread_a_process(monkeypatch):
     import ast
     import threading
     import time
 
     from regime_dash.ui import memory_trim
 
-    box = memory_trim.keep_trimmed(0.02)
+    monkeypatch.setattr(memory_trim, "TRIM_SECONDS", 0.02)
+    memory_trim.keep_trimmed.clear()
+    box = memory_trim.keep_trimmed()
     try:
-        assert memory_trim.keep_trimmed(0.02) is box  # once a process
+        assert memory_trim.keep_trimmed() is box  # once a process
         deadline = time.monotonic() + 30
         while box["trims"] < 3 and time.monotonic() < deadline:
             time.sleep(0.02)

@@ -64,10 +64,12 @@ def trim() -> bool:
 
 
 @st.cache_resource(show_spinner=False)
-def keep_trimmed(seconds: float = TRIM_SECONDS) -> dict[str, Any]:
+def keep_trimmed() -> dict[str, Any]:
     """:func:`tune` the allocator, then start, once a process, a daemon thread that calls :func:`trim` every
-    ``seconds``: ``{"thread", "trims", "stop", "tuned"}`` (``trims`` counts the calls; set ``stop`` to end it)."""
+    :data:`TRIM_SECONDS`: ``{"thread", "trims", "stop", "tuned"}`` (``trims`` counts the calls; set ``stop``
+    to end it)."""
     box: dict[str, Any] = {"trims": 0, "stop": threading.Event(), "tuned": tune()}
+    seconds = TRIM_SECONDS
 
     def loop() -> None:
         while not box["stop"].wait(seconds):
