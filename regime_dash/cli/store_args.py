@@ -18,8 +18,8 @@ def add_store_arguments(p: argparse.ArgumentParser, help: str = STORE_HELP) -> N
                    help="an option of the object store, beyond the cloud's environment variables "
                    "(e.g. AWS_ENDPOINT_URL=http://127.0.0.1:9000; repeat: each one)")
     p.add_argument("--store-format", metavar="FORMAT", default=None,
-                   help="a new local store's format: folder or delta (default: $REGIME_DASH_STORE_FORMAT, "
-                   "else folder; a URI is always a Delta store)")
+                   help="a new local store's format: delta or folder (default: $REGIME_DASH_STORE_FORMAT, "
+                   "else delta; an existing store keeps its own; a URI is always a Delta store)")
 
 
 def open_from(args: argparse.Namespace, **kw: Any):
