@@ -112,9 +112,9 @@ def run_ids() -> list[str]:
     """Ids of the runs in the store the app is pointed at."""
     import os
 
-    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.open import open_store
 
-    return [r["run_id"] for r in RunStore(os.environ["REGIME_DASH_STORE"]).list_runs()]
+    return [r["run_id"] for r in open_store(os.environ["REGIME_DASH_STORE"]).list_runs()]
 
 
 def upload_sample_stream(at: AppTest, key: str):

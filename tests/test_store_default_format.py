@@ -1,0 +1,86 @@
+"""The format a store gets: a new local store is a Delta store; a folder store stays one; the folder
+layout is had by asking (``--store-format folder`` or ``REGIME_DASH_STORE_FORMAT=folder``).
+
+Each case runs the CLI on real folders and looks at what landed on disk: the Delta tables' logs, or
+the folder store's ``run=*`` folders.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("deltalake", reason="deltalake is not installed (requirements.txt)")
+
+from regime_dash.cli import main  # noqa: E402
+from regime_dash.store.open import FORMAT_ENV_VAR, open_store  # noqa: E402
+from regime_dash.store.run_store import RunStore  # noqa: E402
+
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "samples" / "diag.jsonl"
+
+
+def _head(tmp_path: Path, lines: int) -> Path:
+    """The sample's first ``lines`` lines, a file of its own (bytes no other run here has)."""
+    path = tmp_path / f"head{lines}.jsonl"
+    path.write_bytes(b"".join(SAMPLE.read_bytes().splitlines(keepends=True)[:lines]))
+    return path
+
+
+def _layout(store: Path) -> str:
+    """What is on disk: ``delta`` (a table log), ``folder`` (run folders), or both, or nothing."""
+    delta = any((store / t / "_delta_log").is_dir() for t in ("runs", "rows"))
+    folder = any(store.glob("run=*"))
+    return {(True, False): "delta", (False, True): "folder", (False, False): "none"}.get((delta, folder), "both")
+
+
+def _ingest(capsys, *args: str) -> list[dict]:
+    capsys.readouterr()
+    assert main(["ingest", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_a_new_local_store_is_a_delta_store_and_every_command_reads_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv(FORMAT_ENV_VAR, raising=False)
+    store = tmp_path / "store"
+    made = _ingest(capsys, str(_head(tmp_path, 300)), "--name", "first", "--store", str(store))
+    assert _layout(store) == "delta"
+    assert open_store(store).format == "delta"
+    assert main(["runs", "--json", "--store", str(store)]) == 0
+    assert [r["run_id"] for r in json.loads(capsys.readouterr().out)] == [made[0]["run_id"]]
+    assert main(["rm", "first", "--store", str(store)]) == 0
+    assert main(["restore", "first", "--store", str(store)]) == 0  # undo: a Delta store's, now the default's
+    capsys.readouterr()
+    assert main(["runs", "--json", "--store", str(store)]) == 0
+    assert [r["rows"] for r in json.loads(capsys.readouterr().out)] == [300]
+
+
+def test_the_default_store_of_the_working_directory_is_delta(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv(FORMAT_ENV_VAR, raising=False)
+    monkeypatch.delenv("REGIME_DASH_STORE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    _ingest(capsys, str(_head(tmp_path, 200)))
+    assert _layout(tmp_path / "data" / "store") == "delta"
+
+
+def test_a_folder_store_stays_a_folder_store(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv(FORMAT_ENV_VAR, raising=False)
+    store = tmp_path / "old"
+    RunStore(store).ingest(_head(tmp_path, 100), name="old")
+    _ingest(capsys, str(_head(tmp_path, 200)), "--store", str(store))
+    _ingest(capsys, str(_head(tmp_path, 250)), "--store", str(store), "--store-format", "delta")
+    assert _layout(store) == "folder" and len(list(store.glob("run=*"))) == 3
+    assert main(["runs", "--json", "--store", str(store)]) == 0
+    assert sorted(r["rows"] for r in json.loads(capsys.readouterr().out)) == [100, 200, 250]
+
+
+def test_the_folder_layout_is_had_by_asking(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv(FORMAT_ENV_VAR, raising=False)
+    by_flag, by_env = tmp_path / "flag", tmp_path / "env"
+    _ingest(capsys, str(_head(tmp_path, 100)), "--store", str(by_flag), "--store-format", "folder")
+    assert _layout(by_flag) == "folder"
+    monkeypatch.setenv(FORMAT_ENV_VAR, "folder")
+    _ingest(capsys, str(_head(tmp_path, 100)), "--store", str(by_env))
+    assert _layout(by_env) == "folder"
+    assert main(["ingest", str(_head(tmp_path, 50)), "--store", str(by_flag), "--store-format", "parquet"]) == 2
+    assert "'parquet'" in capsys.readouterr().err
