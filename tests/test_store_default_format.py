@@ -84,3 +84,15 @@ def test_the_folder_layout_is_had_by_asking(tmp_path, capsys, monkeypatch):
     assert _layout(by_env) == "folder"
     assert main(["ingest", str(_head(tmp_path, 50)), "--store", str(by_flag), "--store-format", "parquet"]) == 2
     assert "'parquet'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fmt", ["delta", "folder"])
+def test_ingest_reports_where_the_steps_go_back_in_either_format(tmp_path, capsys, fmt):
+    """A resumed file (lines 101..200 again after 300 lines): ingest says where its steps first go back."""
+    lines = SAMPLE.read_bytes().splitlines(keepends=True)
+    resumed = tmp_path / "resumed.jsonl"
+    resumed.write_bytes(b"".join(lines[:300] + lines[100:200]))
+    (ing,) = _ingest(capsys, str(resumed), "--store", str(tmp_path / fmt), "--store-format", fmt)
+    assert _layout(tmp_path / fmt) == fmt
+    assert ing["structure"]["goes_back"] == 1
+    assert ing["structure"]["first"] == {"row": 300, "line": 301, "step": 100.0, "after": 299.0}
