@@ -1,5 +1,6 @@
-"""The format a store gets: a new local store is a Delta store; a folder store stays one; the folder
-layout is had by asking (``--store-format folder`` or ``REGIME_DASH_STORE_FORMAT=folder``).
+"""The format a store gets: a new local store gets the default format (one constant for every shell)
+or the one asked (``--store-format`` or ``REGIME_DASH_STORE_FORMAT``); an existing store keeps its own;
+ingest reports the same on either.
 
 Each case runs the CLI on real folders and looks at what landed on disk: the Delta tables' logs, or
 the folder store's ``run=*`` folders.
@@ -14,7 +15,7 @@ import pytest
 pytest.importorskip("deltalake", reason="deltalake is not installed (requirements.txt)")
 
 from regime_dash.cli import main  # noqa: E402
-from regime_dash.store.open import FORMAT_ENV_VAR, open_store  # noqa: E402
+from regime_dash.store.open import DEFAULT_FORMAT, FORMAT_ENV_VAR, open_store  # noqa: E402
 from regime_dash.store.run_store import RunStore  # noqa: E402
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "samples" / "diag.jsonl"
@@ -40,27 +41,34 @@ def _ingest(capsys, *args: str) -> list[dict]:
     return json.loads(capsys.readouterr().out)
 
 
-def test_a_new_local_store_is_a_delta_store_and_every_command_reads_it(tmp_path, capsys, monkeypatch):
-    monkeypatch.delenv(FORMAT_ENV_VAR, raising=False)
+def test_a_new_local_store_asked_as_delta_is_one_and_every_command_reads_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv(FORMAT_ENV_VAR, "delta")
     store = tmp_path / "store"
     made = _ingest(capsys, str(_head(tmp_path, 300)), "--name", "first", "--store", str(store))
     assert _layout(store) == "delta"
+    monkeypatch.delenv(FORMAT_ENV_VAR)  # a Delta folder is known as one, whatever a new store would get
     assert open_store(store).format == "delta"
     assert main(["runs", "--json", "--store", str(store)]) == 0
     assert [r["run_id"] for r in json.loads(capsys.readouterr().out)] == [made[0]["run_id"]]
     assert main(["rm", "first", "--store", str(store)]) == 0
-    assert main(["restore", "first", "--store", str(store)]) == 0  # undo: a Delta store's, now the default's
+    assert main(["restore", "first", "--store", str(store)]) == 0  # undo: a Delta store's
     capsys.readouterr()
     assert main(["runs", "--json", "--store", str(store)]) == 0
     assert [r["rows"] for r in json.loads(capsys.readouterr().out)] == [300]
 
 
-def test_the_default_store_of_the_working_directory_is_delta(tmp_path, capsys, monkeypatch):
+def test_the_working_directorys_store_gets_the_default_format_and_the_variable_flips_it(tmp_path, capsys,
+                                                                                          monkeypatch):
     monkeypatch.delenv(FORMAT_ENV_VAR, raising=False)
     monkeypatch.delenv("REGIME_DASH_STORE", raising=False)
-    monkeypatch.chdir(tmp_path)
-    _ingest(capsys, str(_head(tmp_path, 200)))
-    assert _layout(tmp_path / "data" / "store") == "delta"
+    plain, flipped = tmp_path / "plain", tmp_path / "flipped"
+    for cwd, fmt in ((plain, None), (flipped, "folder" if DEFAULT_FORMAT == "delta" else "delta")):
+        cwd.mkdir()
+        monkeypatch.chdir(cwd)
+        if fmt:
+            monkeypatch.setenv(FORMAT_ENV_VAR, fmt)
+        _ingest(capsys, str(_head(tmp_path, 200)))
+        assert _layout(cwd / "data" / "store") == (fmt or DEFAULT_FORMAT)
 
 
 def test_a_folder_store_stays_a_folder_store(tmp_path, capsys, monkeypatch):

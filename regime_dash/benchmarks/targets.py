@@ -82,7 +82,7 @@ def _store_format_option(p: argparse.ArgumentParser) -> None:
     """``--store-format F1,F2``: the store formats measured, each in turn in the same run."""
     p.add_argument("--store-format", type=_formats, default=None, metavar="FORMATS", dest="store_format",
                    help="the store's format: delta, folder or folder,delta (each in turn; default: "
-                   "$REGIME_DASH_STORE_FORMAT, else delta)")
+                   "a new store's, $REGIME_DASH_STORE_FORMAT or folder)")
 
 
 def store_formats(args: argparse.Namespace) -> tuple[str, ...]:

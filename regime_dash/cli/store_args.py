@@ -23,8 +23,8 @@ def add_store_arguments(p: argparse.ArgumentParser, help: str = STORE_HELP) -> N
 def add_store_format_argument(p: argparse.ArgumentParser) -> None:
     """Add ``--store-format`` (a new local store's format) to the parser ``p``."""
     p.add_argument("--store-format", metavar="FORMAT", default=None,
-                   help="a new local store's format: delta or folder (default: $REGIME_DASH_STORE_FORMAT, "
-                   "else delta; an existing store keeps its own; a URI is always a Delta store)")
+                   help="a new local store's format: folder or delta (default: $REGIME_DASH_STORE_FORMAT, "
+                   "else folder; an existing store keeps its own; a URI is always a Delta store)")
 
 
 def open_from(args: argparse.Namespace, **kw: Any):

@@ -6,9 +6,11 @@ Delta Lake store (:class:`~regime_dash.store.delta.DeltaRunStore`), by its locat
 - A local path that holds a Delta store (its ``runs`` or ``rows`` table) is one.
 - A local path that holds a folder store (its ``run=*`` folders, lock or layouts) stays one,
   whatever the format asked (``store migrate`` converts it).
-- A new local store is a Delta store, the same store a team shares on object storage, unless
-  the user asks for the folder layout (``--store-format folder`` or
-  ``REGIME_DASH_STORE_FORMAT=folder``).
+- A new local store gets :data:`DEFAULT_FORMAT` unless the user asks for the other
+  (``--store-format delta|folder`` or ``REGIME_DASH_STORE_FORMAT``). The default stays ``folder``
+  while the dashboard's first chart of a run on a Delta store is slower than on a folder store
+  (the first use of the Delta tables in the server, 0.1–0.3 s; docs/BENCHMARKS.md); every shell
+  opens its store here, so flipping the constant flips them all.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ FORMAT_ENV_VAR = "REGIME_DASH_STORE_FORMAT"
 #: The formats a store can have.
 FORMATS = ("folder", "delta")
 #: The format of a new local store when none is asked.
-DEFAULT_FORMAT = "delta"
+DEFAULT_FORMAT = "folder"
 #: The keywords only a Delta store takes.
 _DELTA_ONLY = ("retention_hours", "vacuum_every_hours")
 

@@ -104,7 +104,7 @@ __all__ = ["ENV_VAR", "IngestResult", "MAX_COLUMNS", "PARTITION", "RunStore", "d
 def _needs_delta(root: Path, what: str) -> str:
     return (f"{what} needs a Delta store; {str(root)!r} is a folder store, whose deleted runs are gone. "
             f"`regime-dash store migrate {str(root)} NEW` copies it into a Delta store (a URI, or a new "
-            "local path)")
+            "local path with --store-format delta)")
 
 
 class RunStore:
