@@ -21,7 +21,8 @@ from typing import Any, Iterable, Mapping
 from regime_dash.errors import StoreError, ValidationError
 from regime_dash.store.location import ENV_VAR, StoreLocation, is_uri, parse_location
 
-__all__ = ["DEFAULT_FORMAT", "FORMAT_ENV_VAR", "FORMATS", "is_delta_folder", "open_delta_store", "open_store", "store_format"]
+__all__ = ["DEFAULT_FORMAT", "FORMAT_ENV_VAR", "FORMATS", "is_delta_folder", "open_delta_store", "open_store",
+           "store_format"]
 
 #: The environment variable choosing the format of a new local store.
 FORMAT_ENV_VAR = "REGIME_DASH_STORE_FORMAT"
