@@ -25,7 +25,7 @@ from regime_dash.benchmarks import page_load  # noqa: E402
 from regime_dash.diag import catalogue as diag  # noqa: E402
 from regime_dash.diag.panel_set import Panel, PanelSet, encode  # noqa: E402
 from regime_dash.sources.samples import SAMPLE_DIR  # noqa: E402
-from regime_dash.store.run_store import RunStore  # noqa: E402
+from regime_dash.store.open import open_store  # noqa: E402
 from regime_dash.ui.navigation import PAGES  # noqa: E402
 
 #: Milliseconds a page is given to settle after its last element appeared (charts, fragments).
@@ -34,7 +34,7 @@ SETTLE_MS = 2500
 
 def make_store(root: Path) -> None:
     """The sample run and a copy of it logged with max_duration 300."""
-    store = RunStore(root)
+    store = open_store(root)
     text = (SAMPLE_DIR / "diag.jsonl").read_bytes()
     store.ingest(text, name="sample", source_name="data/samples/diag.jsonl")
     store.ingest(text.replace(b'"max_duration":1000.0', b'"max_duration":300.0'), name="sample-md300")

@@ -112,9 +112,9 @@ def run_ids() -> list[str]:
     """Ids of the runs in the store the app is pointed at."""
     import os
 
-    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.open import open_store
 
-    return [r["run_id"] for r in RunStore(os.environ["REGIME_DASH_STORE"]).list_runs()]
+    return [r["run_id"] for r in open_store(os.environ["REGIME_DASH_STORE"]).list_runs()]
 
 
 def upload_sample_stream(at: AppTest, key: str):
@@ -299,9 +299,9 @@ def test_explore_pairs_a_fused_run_with_its_single_twin_for_the_mirror_drift(tmp
     at.switch_page(page("explore")).run()
     import os
 
-    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.open import open_store
 
-    names = {r["name"]: r["run_id"] for r in RunStore(os.environ["REGIME_DASH_STORE"]).list_runs()}
+    names = {r["name"]: r["run_id"] for r in open_store(os.environ["REGIME_DASH_STORE"]).list_runs()}
     fused_id = next(i for n, i in names.items() if n.startswith("fused"))
     single_id = next(i for n, i in names.items() if n.startswith("single"))
     at.multiselect(key="explore.runs").set_value([fused_id]).run()
@@ -962,10 +962,10 @@ def test_explore_aligns_runs_at_their_first_step(tmp_path, monkeypatch, replay_d
 def test_runs_delete_refuses_when_the_confirmed_run_is_gone(loaded, tmp_path):
     """A run deleted elsewhere (another tab, ``rm``) between the tick and the click: the list falls
     back to another run, and that run must not be deleted in its place."""
-    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.open import open_store
 
     at = loaded
-    store = RunStore(tmp_path / "store")
+    store = open_store(tmp_path / "store")
     first, second = [r["run_id"] for r in store.list_runs()]
     at.selectbox(key="runs.delete.run").set_value(second).run()
     at.checkbox(key="runs.delete.sure").check().run()
@@ -979,10 +979,10 @@ def test_runs_delete_refuses_when_the_confirmed_run_is_gone(loaded, tmp_path):
 
 
 def test_runs_delete_refuses_a_run_picked_after_the_tick(loaded, tmp_path):
-    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.open import open_store
 
     at = loaded
-    store = RunStore(tmp_path / "store")
+    store = open_store(tmp_path / "store")
     first, second = [r["run_id"] for r in store.list_runs()]
     at.checkbox(key="runs.delete.sure").check().run()
     at.selectbox(key="runs.delete.run").set_value(second).run()
@@ -992,7 +992,13 @@ def test_runs_delete_refuses_a_run_picked_after_the_tick(loaded, tmp_path):
     assert len(store.list_runs()) == 2
 
 
-def test_explore_draws_the_good_run_beside_a_damaged_one(loaded, tmp_path):
+@pytest.fixture
+def folder_format(monkeypatch) -> None:
+    """A new store made as a folder store (before ``loaded`` makes it: put it first among a test's fixtures)."""
+    monkeypatch.setenv("REGIME_DASH_STORE_FORMAT", "folder")
+
+
+def test_explore_draws_the_good_run_beside_a_damaged_one(folder_format, loaded, tmp_path):
     """A damaged part file (here emptied) in one picked run: the page says which run, in one
     notice, and still draws the other."""
     from regime_dash.store.run_store import RunStore
@@ -1049,9 +1055,9 @@ def test_explore_answers_find_a_passing_config_for_a_stored_failing_run(tmp_path
     stored = at.session_state["explore.repair.result"]
     assert stored[0] == rid
     from regime_dash.diag.aliases import canonical_frame
-    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.open import open_store
 
-    expected = repair_run(canonical_frame(RunStore(tmp_path / "store").load(rid), None))
+    expected = repair_run(canonical_frame(open_store(tmp_path / "store").load(rid), None))
     assert stored[1].status == expected.status != "already_passes"
     shown_text = [e.value for e in (*at.warning, *at.error)]
     assert shown(markdown_literal(expected.message)) in [shown(t) for t in shown_text]

@@ -14,7 +14,7 @@ import pytest
 from regime_dash import RegimeConfig, replay
 from regime_dash.diag import catalogue as diag
 from regime_dash.sources import scenarios
-from regime_dash.store.run_store import RunStore
+from regime_dash.store.open import open_store
 from served_app import settle, shot
 from tests.test_browser import ROOT, pytestmark, traces_with  # noqa: F401  (pytestmark: the same marks and skips)
 
@@ -23,7 +23,7 @@ from tests.test_browser import ROOT, pytestmark, traces_with  # noqa: F401  (pyt
 def two_runs(app_server, tmp_path_factory) -> dict[str, str]:
     """``{name: run id}`` of this module's two runs in the session server's store: the sample's first
     1,000 lines and a replay of 400 steps (bytes no other test stores)."""
-    runs, tmp = RunStore(app_server.store), tmp_path_factory.mktemp("diag")
+    runs, tmp = open_store(app_server.store), tmp_path_factory.mktemp("diag")
     cut = tmp / "dead-ends-sample.jsonl"
     cut.write_text("".join((ROOT / "data" / "samples" / "diag.jsonl").read_text().splitlines(keepends=True)[:1000]))
     path = tmp / "dead-ends-tail_shock.jsonl"

@@ -16,8 +16,8 @@ import pytest
 
 from artifacts import artifact
 from regime_dash.benchmarks.page_load import CHROMIUM
-from regime_dash.store.append import follow_run_id, follow_status
-from regime_dash.store.run_store import RunStore
+from regime_dash.store.append import follow_run_id
+from regime_dash.store.open import open_store
 from polling import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,7 +56,7 @@ def test_a_live_run_draws_its_new_steps_in_explore(app_server, browser_page, tmp
     url, page = app_server.url, browser_page
     try:
         # the run is in the store before the Runs page is drawn (the page shows the runs of its run)
-        wait_until(lambda: follow_status(RunStore(store)).get(run_id, {}).get("live"), 120, f"{run_id} followed")
+        wait_until(lambda: open_store(store).follow_status().get(run_id, {}).get("live"), 120, f"{run_id} followed")
         page.goto(url + "/")
         page.get_by_text("● live", exact=False).first.wait_for(state="attached", timeout=60_000)  # the Runs badge (a grid cell)
         page.goto(f"{url}/explore?runs={run_id}")

@@ -16,8 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-from regime_dash.store.append import follow_run_id, follow_status
-from regime_dash.store.run_store import RunStore
+from regime_dash.store.append import follow_run_id
+from regime_dash.store.open import open_store
 from tests.test_browser_follow import LAST_X_JS, SAMPLE, WRITER, pytestmark  # noqa: F401  (the same marks)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +29,7 @@ VERDICT_JS = "(word) => document.body.innerText.includes('verdict ' + word)"
 def wait_for_last_step(store: Path, run_id: str, step: int, timeout: float = 30.0) -> None:
     """Until the follower has committed the run up to ``step``."""
     deadline = time.monotonic() + timeout
-    while follow_status(RunStore(store)).get(run_id, {}).get("last_step") != step:
+    while open_store(store).follow_status().get(run_id, {}).get("last_step") != step:
         assert time.monotonic() < deadline, f"the follower did not commit step {step} in {timeout} s"
         time.sleep(0.2)
 
@@ -48,7 +48,7 @@ def test_explore_verdict_follows_a_growing_run_and_a_reload_shows_it_whole(app_s
         page.goto(f"{url}/explore?runs={run_id}")
         page.wait_for_function(VERDICT_JS, arg="PASS", timeout=60_000)
         # the dashboard recorded where it serves: the follower's alerts link there
-        recorded = RunStore(store).dashboard_url() or ""
+        recorded = open_store(store).dashboard_url() or ""
         assert recorded.startswith("http://") and recorded.rsplit(":", 1)[1] == url.rsplit(":", 1)[1], recorded
         assert not page.evaluate(VERDICT_JS, "FAIL")
         writer = subprocess.Popen([sys.executable, str(WRITER), str(SAMPLE), str(src), "--from", "300",

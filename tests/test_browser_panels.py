@@ -37,7 +37,7 @@ PANEL_JS = """(title) => {
 @pytest.fixture(scope="module")
 def served(app_server, tmp_path_factory):
     """Three runs in the session server's store; ``(base URL, {name: run id})``."""
-    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.open import open_store
 
     tmp = tmp_path_factory.mktemp("diag")
     lines = SAMPLE.read_text().splitlines(keepends=True)
@@ -45,7 +45,7 @@ def served(app_server, tmp_path_factory):
     for name, n in (("panels-head", 300), ("panels-half", 700), ("panels-most", 1100)):  # bytes no other test stores
         path = tmp / f"{name}.jsonl"
         path.write_text("".join(lines[:n]))
-        ids[name] = RunStore(app_server.store).ingest(path, name=name).run_id
+        ids[name] = open_store(app_server.store).ingest(path, name=name).run_id
     return app_server.url, ids
 
 

@@ -28,18 +28,18 @@ SAMPLE = ROOT / "data" / "samples" / "diag.jsonl"
 
 def add_delete_runs(store: Path, tmp: Path) -> None:
     """Two more runs for the delete test: ``keep`` (the sample) and ``victim`` (its first 600 lines)."""
-    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.open import open_store
 
     victim = tmp / "victim.jsonl"
     victim.write_text("".join(SAMPLE.read_text().splitlines(keepends=True)[:600]))
-    RunStore(store).ingest(SAMPLE, name="keep")
-    RunStore(store).ingest(victim, name="victim")
+    open_store(store).ingest(SAMPLE, name="keep")
+    open_store(store).ingest(victim, name="victim")
 
 
 def stored_names(store: Path) -> list[str]:
-    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.open import open_store
 
-    return sorted(r["name"] for r in RunStore(store).list_runs())
+    return sorted(r["name"] for r in open_store(store).list_runs())
 
 
 #: Steps of the stored run Explore draws (the size the dead page was seen at).

@@ -69,7 +69,7 @@ def test_ingest_runs_check_rm_restore(team, tmp_path):
         assert len(json.loads(Team(tmp_path, team.store_args[:2]).ok("runs", "--json").stdout)) == 2
 
     # a run of the Delta store checks as the same file does in a folder store
-    folder = Team(tmp_path, ["--store", str(tmp_path / "folder")])
+    folder = Team(tmp_path, ["--store", str(tmp_path / "folder"), "--store-format", "folder"])
     folder.ok("ingest", "a.jsonl", "b.jsonl")
     mine, theirs = team.cli("check", "a", "--json"), folder.cli("check", "a", "--json")
     assert mine.returncode == theirs.returncode and mine.returncode in (0, 1)
@@ -138,7 +138,7 @@ def test_bad_locations_and_options_exit_2_naming_them(tmp_path):
     assert r.returncode == 2 and "'ftp'" in r.stderr
     r = t.cli("ingest", "a.jsonl", "--store", "x", "--store-format", "parquet")
     assert r.returncode == 2 and "'parquet'" in r.stderr
-    t.cli("ingest", "a.jsonl", "--store", "folder")
+    t.cli("ingest", "a.jsonl", "--store", "folder", "--store-format", "folder")  # undo is a Delta store's only
     for args in (["restore", "a"], ["runs", "--removed"], ["store", "vacuum"]):
         r = t.cli(*args, "--store", "folder")
         assert r.returncode == 2 and "store migrate" in r.stderr, (args, r.stderr)

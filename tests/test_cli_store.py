@@ -81,6 +81,7 @@ def test_ingest_human_output_and_name(tmp_path, files, capsys):
 def test_store_env_var_runs_and_rm(tmp_path, files, capsys, monkeypatch):
     good, gz = files
     monkeypatch.setenv("REGIME_DASH_STORE", str(tmp_path / "envstore"))
+    monkeypatch.setenv("REGIME_DASH_STORE_FORMAT", "folder")  # the runs' folders are looked at below
     assert main(["ingest", str(good), str(gz), "--json"]) == 0
     ids = [o["run_id"] for o in json.loads(capsys.readouterr().out)]
     assert sorted(p.name for p in (tmp_path / "envstore").glob("run=*")) == \

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from regime_dash.store.run_store import RunStore
+from regime_dash.store.open import open_store
 
 pytest.importorskip("streamlit")
 
@@ -101,7 +101,7 @@ def test_explore_exports_two_runs_with_mixed_types(tmp_path, monkeypatch, diag_l
     # aside at ingest (label is float64 in both runs), so no column mixes types here;
     # test_export_* above covers the export of frames that do mix them
     assert not any(c.startswith("label: mixes") for c in captions)
-    assert [len(RunStore(os.environ["REGIME_DASH_STORE"]).conflicts(r)) for r in run_ids()] in ([0, 300], [300, 0])
+    assert [len(open_store(os.environ["REGIME_DASH_STORE"]).conflicts(r)) for r in run_ids()] in ([0, 300], [300, 0])
 
     # any failure says why, on the page
     from regime_dash.store import export

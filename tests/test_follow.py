@@ -24,6 +24,7 @@ import pytest
 from polling import wait_until
 from regime_dash.follow.alerts import Dispatch
 from regime_dash.follow.follower import Follower, FollowSet, follow
+from regime_dash.store.open import open_store
 from regime_dash.store.run_store import RunStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,7 +113,8 @@ def test_truncation_can_stop_the_follow(tmp_path):
 def test_kill_9_mid_commit_and_restart_lose_and_repeat_nothing(tmp_path):
     store_dir, src = tmp_path / "store", tmp_path / "job.diag.jsonl"
     writer = write(src, 0, 1200, "--rate", "600", wait=False)
-    args = ["ingest", str(src), "--follow", "--name", "job", "--store", str(store_dir), "--commit-every", "0.05"]
+    args = ["ingest", str(src), "--follow", "--name", "job", "--store", str(store_dir), "--commit-every", "0.05",
+            "--store-format", "folder"]  # a folder store's part caught mid-write (run=*/*.parquet.tmp)
     caught = 0
     for _ in range(3):  # three kills, each while a part is being written when the timing allows it
         proc = subprocess.Popen([sys.executable, "-m", "regime_dash", *args, "--until-idle", "30"], cwd=ROOT,
@@ -168,7 +170,7 @@ def test_a_planted_failure_runs_the_hook_exactly_once(tmp_path):
     assert a["run"].startswith("job-") and {x["run"] for x in alerts} == {a["run"]}
     assert "explore?runs=" + a["run"] in a["url"] and a["message"]
     assert stdout.count("ALERT") == len(alerts)
-    meta = RunStore(store_dir).meta(a["run"])
+    meta = open_store(store_dir).meta(a["run"])
     assert set(meta["alerts"]["open"]) == set(checks) and meta["verdict"]["status"] == "fail"
     # a restart of the same follow resumes: the open alert is not sent again
     again = cli("ingest", str(src), "--follow", "--name", "job", "--store", str(store_dir), "--until-idle", "1",

@@ -25,7 +25,7 @@ from polling import wait_until
 from regime_dash.analysis.verdict import verdict
 from regime_dash.diag.aliases import canonical_frame
 from regime_dash.ingest import LINE_COLUMN, parse
-from regime_dash.store.run_store import RunStore
+from regime_dash.store.open import open_store
 from test_incremental import assert_equal_at_cuts, key
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,7 +105,7 @@ def test_a_follower_of_constant_values_runs_to_its_clean_end(tmp_path, name):
     follower = subprocess.Popen([sys.executable, "-m", "regime_dash", "ingest", str(dst), "--follow", "--name",
                                  "stalled", "--store", str(store_dir), "--commit-every", "0.05", "--until-idle", "3"],
                                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    store = RunStore(store_dir)
+    store = open_store(store_dir)
     wait_until(lambda: store.list_runs() or follower.poll() is not None, 120, "the follower's first commit")
     # the rest while it follows: commits of a few rows each, judged incrementally
     writer = subprocess.Popen([sys.executable, str(WRITER), str(src), str(dst), "--from", "50", "--rate", "1500"])
@@ -139,7 +139,7 @@ def _follower(src: Path, store_dir: Path, *extra: str) -> subprocess.Popen:
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _rows(store: RunStore) -> int:
+def _rows(store) -> int:
     runs = store.list_runs()
     return runs[0]["rows"] if runs else 0
 
@@ -149,7 +149,7 @@ def test_the_gate_fails_after_a_follower_killed_mid_job(tmp_path):
     store_dir, src = tmp_path / "store", tmp_path / "job.diag.jsonl"
     _write(src, 0, 300)
     follower = _follower(src, store_dir)  # no --until-idle: it follows until stopped
-    store = RunStore(store_dir)
+    store = open_store(store_dir)
     wait_until(lambda: _rows(store) >= 300, 120, "the follower's first rows")
     writer = _write(src, 300, 1200, "--rate", "300", wait=False)  # the job goes on
     wait_until(lambda: _rows(store) > 300, 60, "a commit of the job's later lines")
@@ -172,7 +172,7 @@ def test_the_gate_fails_after_a_follow_ended_before_the_files_end(tmp_path):
     store_dir, src = tmp_path / "store", tmp_path / "job.diag.jsonl"
     _write(src, 0, 200)
     follower = _follower(src, store_dir, "--on-truncate", "stop", "--until-idle", "60")
-    store = RunStore(store_dir)
+    store = open_store(store_dir)
     wait_until(lambda: _rows(store) >= 200, 120, "the follower's rows")
     _write(src, 200, 260, "--truncate")  # the job restarts its log: the follow stops, 60 lines unread
     out, err = follower.communicate(timeout=60)
@@ -205,7 +205,7 @@ def test_a_webhook_url_that_is_not_http_is_refused_before_anything_is_followed(t
                 "--alert-webhook", url)
     assert done.returncode == 2 and url in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert "not a webhook URL" in done.stderr and "following" not in done.stderr
-    assert not store_dir.exists() or RunStore(store_dir).list_runs() == []
+    assert not store_dir.exists() or open_store(store_dir).list_runs() == []
 
 
 def test_the_dispatch_refuses_a_url_that_is_not_http():

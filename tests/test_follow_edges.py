@@ -17,6 +17,7 @@ import pytest
 
 from regime_dash.errors import IngestError, NotDiagError
 from regime_dash.follow.follower import Follower, FollowSet, follow
+from regime_dash.store.open import open_store
 from regime_dash.store.run_store import RunStore
 from test_follow import drive
 
@@ -48,7 +49,7 @@ def rejects_of(store_dir: Path) -> list[dict]:
 
 
 def stored(store_dir: Path) -> tuple[list[int], list[int]]:
-    store = RunStore(store_dir)
+    store = open_store(store_dir)
     (run,) = store.list_runs()
     table = store.load_table(run["run_id"])
     return table.column("_line").to_pylist(), table.column("step").to_pylist()
@@ -81,7 +82,7 @@ def test_a_file_rewritten_while_the_follower_was_down_is_read_from_its_first_lin
     store, src = tmp_path / "store", tmp_path / "job.diag.jsonl"
     src.write_bytes(diag_lines(0, 150))
     args = ("ingest", str(src), "--follow", "--name", "job", "--store", str(store), "--until-idle", "1",
-            "--commit-every", "0.2")
+            "--commit-every", "0.2", "--store-format", "folder")  # its _meta.json's follow state is read below
     first = cli(*args)
     assert first.returncode == 0, first.stderr
     state = json.loads(next(store.glob("run=*/_meta.json")).read_text())["follow"]
@@ -123,14 +124,14 @@ def test_a_long_line_in_follow_is_rejected_as_whole_file_ingest_rejects_it(tmp_p
     (tmp_path / "tail").write_bytes(obj + b"\n" + b'{"a": 1}\n' + diag_lines(4, 8))
     follower = subprocess.Popen([sys.executable, "-m", "regime_dash", "ingest", str(src), "--follow", "--name", "job",
                                  "--store", str(store), "--max-line-mb", "1", "--until-idle", "1.5",
-                                 "--commit-every", "0.2"], cwd=ROOT, stdout=subprocess.PIPE,
+                                 "--commit-every", "0.2", "--store-format", "folder"], cwd=ROOT, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     writer = subprocess.run([sys.executable, "-c", WRITER, str(src), str(1 << 20), "14", str(tmp_path / "head"),
                              str(tmp_path / "tail")], timeout=60)
     assert writer.returncode == 0
     out, err = follower.communicate(timeout=120)
     assert follower.returncode == 0, err
-    ref = cli("ingest", str(src), "--store", str(whole), "--max-line-mb", "1")
+    ref = cli("ingest", str(src), "--store", str(whole), "--max-line-mb", "1", "--store-format", "folder")  # _rejects.jsonl
     assert ref.returncode == 0, ref.stderr
     assert stored(store) == stored(whole)
     lines, steps = stored(store)
@@ -181,7 +182,7 @@ def test_a_symlinked_path_is_refused_naming_its_target_unless_asked(tmp_path):
     link.symlink_to(real)
     got = cli("ingest", str(link), "--follow", "--name", "job", "--store", str(tmp_path / "store"), "--until-idle", "1")
     assert got.returncode == 2 and "symbolic link" in got.stderr and str(real) in got.stderr
-    assert not RunStore(tmp_path / "store").list_runs()
+    assert not open_store(tmp_path / "store").list_runs()
     ok = cli("ingest", str(link), "--follow", "--follow-symlinks", "--name", "job", "--store", str(tmp_path / "s2"),
              "--until-idle", "1", "--commit-every", "0.2")
     assert ok.returncode == 0, ok.stderr

@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from regime_dash.errors import IngestError
+from regime_dash.store.open import open_store
 from regime_dash.store.run_store import RunStore
 
 from hostile import (
@@ -112,7 +113,7 @@ def test_the_upload_probe_stores_a_file_through_the_runs_page(tmp_path, monkeypa
     assert upload_probe.main([str(tmp_path / "store"), str(SAMPLE)]) == 0
     out = capsys.readouterr().out
     assert "EXC []" in out and "ERRORS []" in out, out
-    assert [r["rows"] for r in RunStore(tmp_path / "store").list_runs()] == [1200]
+    assert [r["rows"] for r in open_store(tmp_path / "store").list_runs()] == [1200]
 
 
 @pytest.mark.slow
@@ -126,7 +127,7 @@ def test_gzip_bomb_cli_and_app_at_once_into_one_store(bomb, tmp_path):
     assert "EXC []" in out_b and "ERRORS []" in out_b
     record("cli_and_app_at_once", {"cli_peak_rss_mb": mb(rss_a), "app_peak_rss_mb": mb(rss_b)})
     assert rss_a < RSS_BOUND and rss_b < RSS_BOUND
-    assert len(RunStore(store).list_runs()) == 1  # same bytes, one run
+    assert len(open_store(store).list_runs()) == 1  # same bytes, one run
 
 
 @pytest.mark.slow
@@ -157,7 +158,7 @@ def test_numbers_outside_float64_through_the_cli(tmp_path):
     (res,) = json.loads(out)
     assert res["rows"] == 3000 and [r["line"] for r in res["rejected"]] == [1, 3002]
     assert all(r["reason"].startswith("number out of float64 range") for r in res["rejected"])
-    df = RunStore(tmp_path / "s").load(res["run_id"])
+    df = open_store(tmp_path / "s").load(res["run_id"])
     sig = df["risk_stack.popart.sigma"].to_numpy()
     assert np.isfinite(sig).all()  # never a silent inf
 
@@ -250,11 +251,11 @@ def test_a_failed_upload_is_reported_once_and_the_others_store(tmp_path, monkeyp
     assert "/" not in err.split("What to do:")[0]  # no server path in the message
     details = [c.value for c in at.code]
     assert details and not any(str(tmp_path) in d or str(REPO) in d for d in details)
-    runs = RunStore(tmp_path / "store").list_runs()
+    runs = open_store(tmp_path / "store").list_runs()
     assert sorted(r["name"] for r in runs) == ["good", "huge"]
     # a rerun does not retry the failed file, and shows its error once
     at.run()
-    assert len(at.error) == 1 and len(RunStore(tmp_path / "store").list_runs()) == 2
+    assert len(at.error) == 1 and len(open_store(tmp_path / "store").list_runs()) == 2
 
 
 # ----------------------------------------------------- readers and killed ingests
@@ -432,7 +433,7 @@ def test_check_diff_rm_accept_the_ingest_name_and_report_missing_files(tmp_path)
     other = tmp_path / "other.jsonl"
     other.write_bytes(good_lines(10))
     assert run_measured(cli("ingest", str(other), "--name", "fold1", "--store", s))[0] == 0
-    ids = sorted(r["run_id"] for r in RunStore(s).list_runs())
+    ids = sorted(r["run_id"] for r in open_store(s).list_runs())
     rc, out, err, _ = run_measured(cli("check", "fold1", "--store", s))
     assert rc == 2 and "ambiguous" in err and all(i in err for i in ids)
     rc, out, err, _ = run_measured(cli("check", ids[0], "--store", s))  # the full id always works
@@ -444,7 +445,7 @@ def test_check_diff_rm_accept_the_ingest_name_and_report_missing_files(tmp_path)
     rc, out, err, _ = run_measured(cli("rm", "fold1", "--store", s))
     assert rc == 2 and "ambiguous" in err
     rc, out, err, _ = run_measured(cli("rm", ids[1], ids[0], "--store", s))
-    assert rc == 0 and RunStore(s).list_runs() == []
+    assert rc == 0 and open_store(s).list_runs() == []
 
 
 # ------------------------------------------------------------- the hostile-input suite

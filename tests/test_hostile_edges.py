@@ -228,7 +228,7 @@ def test_bidi_controls_and_newlines_in_labels_paths_and_keys_are_printed_escaped
     """A run's name, tag, note and alias, a source path, a key and a set-aside value carrying bidi
     controls and newlines, through ingest, runs, tag, untag, note, rename, rm, check, diff and
     argparse: nothing prints them raw, and a newline inside one starts no line."""
-    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.open import open_store
 
     store = str(tmp_path / "store")
     lines = [json.dumps({"step": i, f"k{RLO}\ny": float(i)}) for i in range(6)]
@@ -238,7 +238,7 @@ def test_bidi_controls_and_newlines_in_labels_paths_and_keys_are_printed_escaped
     other = tmp_path / f"other{RLM}.jsonl"
     other.write_text("\n".join(lines[:-1]).replace(': 5.0', ': 9.0') + "\n")
     printed = {"ingest": _run(capsys, "ingest", str(src), "--store", store)}
-    rid = RunStore(store).list_runs()[0]["run_id"]
+    rid = open_store(store).list_runs()[0]["run_id"]
     printed["tag"] = _run(capsys, "tag", rid, f"t{RLO}\nFORGED", "--store", store)
     printed["untag"] = _run(capsys, "untag", rid, f"u{LRI}\nFORGED", "--store", store)
     printed["note"] = _run(capsys, "note", rid, f"n{RLO}\nFORGED", "--store", store)
@@ -259,7 +259,7 @@ def test_bidi_controls_and_newlines_in_labels_paths_and_keys_are_printed_escaped
     assert "evil\\u202e\\nFORGED.jsonl" in printed["check file"][1]
     assert printed["diff"][0] == 1 and "k\\u202e\\ny" in printed["diff"][1]
     assert printed["rm"][0] == 2 and printed["argparse"][0] == 2
-    meta = RunStore(store).meta(rid)
+    meta = open_store(store).meta(rid)
     assert meta["notes"] == f"n{RLO}\nFORGED"  # stored as given; only its printing is escaped
 
 

@@ -18,6 +18,7 @@ import pytest
 pytest.importorskip("streamlit")
 
 from regime_dash.sources.samples import DIAG_NAME, SAMPLE_DIR  # noqa: E402
+from regime_dash.store.open import open_store  # noqa: E402
 from regime_dash.store.run_store import RunStore  # noqa: E402
 from regime_dash.text import markdown_literal  # noqa: E402
 from tests.test_app_pages import APP, TIMEOUT, no_exception, open_app, page, shown  # noqa: E402
@@ -90,7 +91,7 @@ def test_the_runs_page_shows_hostile_names_keys_and_tags_as_text(tmp_path, monke
     # the ingest report (name, columns), the same content under a second name (an alias)
     assert_shown_as_text(at, "upload", f"{FILE_BREAKOUT}.jsonl: 200 rows", f"{BOLD_HTML}.jsonl: ", BREAKOUT,
                          BOLD_HTML, "added the name bold-img-src-x")
-    ((rid, name),) = [(r["run_id"], r["name"]) for r in RunStore(tmp_path / "store").list_runs()]
+    ((rid, name),) = [(r["run_id"], r["name"]) for r in open_store(tmp_path / "store").list_runs()]
 
     # the edit panel: its label names the run; a tag that is not one is refused in words that echo it
     at.multiselect(key="runs.edit.runs").set_value([rid]).run()
@@ -106,7 +107,7 @@ def test_the_runs_page_shows_hostile_names_keys_and_tags_as_text(tmp_path, monke
     at.button(key="runs.edit.rename").click().run()
     assert_shown_as_text(at, "renamed", f"Yes, delete {BOLD_NAME} ({rid}) from the store", f"Delete {BOLD_NAME}",
                          f"Edit 1 selected run(s): {BOLD_NAME}")
-    meta = RunStore(tmp_path / "store").meta(rid)
+    meta = open_store(tmp_path / "store").meta(rid)
     assert meta["name"] == BOLD_NAME and meta["notes"] == f"{BREAKOUT} {BOLD_HTML}"  # stored as given
 
 

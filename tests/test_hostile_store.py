@@ -228,9 +228,10 @@ RAW_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 ESC, CSI = "\x1b[2J\x1b]0;owned\x07", "\x9b31m"
 
 
-def test_control_characters_from_files_are_printed_escaped_by_every_command(tmp_path, capsys):
+def test_control_characters_from_files_are_printed_escaped_by_every_command(tmp_path, capsys, monkeypatch):
     """File names, keys, set-aside values, stray files, refused arguments and the errors that echo
     them, through ingest, runs, check (file and run), diff, tag, note, doctor, rm and argparse."""
+    monkeypatch.setenv("REGIME_DASH_STORE_FORMAT", "folder")  # doctor's survey of a folder store's stray files
     store = str(tmp_path / "store")
     lines = [json.dumps({"step": i, f"k{ESC}": float(i), f"c{CSI}": 1.0}) for i in range(6)]
     lines.append(json.dumps({"step": 6, f"k{ESC}": f"text{ESC}", f"c{CSI}": 1.0}))  # set aside: a string

@@ -47,12 +47,17 @@ def write(dst: Path, a: int, b: int, *extra: str, wait: bool = True) -> subproce
     return proc
 
 
-def cli(*args: str, store: Path, fmt: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+#: The folder store's claims, parts and doctor are what most tests here look at; the Delta store's own
+#: test below passes its format.
+FOLDER = ("--store-format", "folder")
+
+
+def cli(*args: str, store: Path, fmt: tuple[str, ...] = FOLDER) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "regime_dash", *args, "--store", str(store), *fmt], cwd=ROOT,
                           capture_output=True, text=True, timeout=180, env=child_env())
 
 
-def follower(src: Path, name: str, store: Path, *extra: str, fmt: tuple[str, ...] = ()) -> subprocess.Popen:
+def follower(src: Path, name: str, store: Path, *extra: str, fmt: tuple[str, ...] = FOLDER) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "regime_dash", "ingest", str(src), "--follow", "--name", name,
                              "--store", str(store), *fmt, "--commit-every", "0.1", *extra], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())

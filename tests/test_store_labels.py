@@ -8,6 +8,7 @@ import pytest
 
 from regime_dash.cli import main
 from regime_dash.errors import StoreError, ValidationError
+from regime_dash.store.open import open_store
 from regime_dash.store.paths import run_dir
 from regime_dash.store.run_store import RunStore
 from regime_dash.store.labels import remove_alias, rename, set_note, tag, untag
@@ -108,7 +109,7 @@ def test_cli_ingest_says_alias_and_check_resolves_it(tmp_path, capsys):
     copy = tmp_path / "copy.jsonl"
     copy.write_bytes(a.read_bytes())
     assert main(["ingest", str(a), *s]) == 0
-    rid = RunStore(tmp_path / "st").resolve("alpha")
+    rid = open_store(tmp_path / "st").resolve("alpha")
     capsys.readouterr()
     assert main(["ingest", str(copy), *s]) == 0
     assert f"same content as run alpha ({rid}); added the name copy" in capsys.readouterr().out
@@ -120,7 +121,7 @@ def test_cli_ingest_says_alias_and_check_resolves_it(tmp_path, capsys):
 def test_cli_tag_untag_note_rename_runs_json(tmp_path, capsys):
     s = ["--store", str(tmp_path / "st")]
     main(["ingest", str(_diag(tmp_path / "alpha.jsonl", 30)), *s])
-    rid = RunStore(tmp_path / "st").resolve("alpha")
+    rid = open_store(tmp_path / "st").resolve("alpha")
     assert main(["tag", "alpha", "seed1", "grid", *s]) == 0
     assert capsys.readouterr().out.strip().endswith("tags grid, seed1")
     assert main(["untag", "alpha", "grid", *s]) == 0
@@ -142,12 +143,12 @@ def test_cli_rm_of_an_alias_and_of_the_run(tmp_path, capsys):
     main(["ingest", str(a), *s])
     for n in ("c1", "c2"):
         main(["ingest", str(a), "--name", n, *s])
-    rid = RunStore(tmp_path / "st").resolve("alpha")
+    rid = open_store(tmp_path / "st").resolve("alpha")
     capsys.readouterr()
     assert main(["rm", "c1", *s]) == 0
     assert f"removed the alias c1 of run {rid} (the run stays)" in capsys.readouterr().out
-    assert RunStore(tmp_path / "st").meta(rid)["aliases"] == ["c2"]
+    assert open_store(tmp_path / "st").meta(rid)["aliases"] == ["c2"]
     assert main(["rm", "alpha", *s]) == 0
     assert f"deleted {rid} (and its aliases c2)" in capsys.readouterr().out
-    assert RunStore(tmp_path / "st").list_runs() == []
+    assert open_store(tmp_path / "st").list_runs() == []
     assert main(["check", "c2", *s]) == 2

@@ -283,9 +283,9 @@ def test_a_stored_run_is_read_in_the_files_order(job, tmp_path, capsys):
     direct = json.loads(capsys.readouterr().out)
     assert stored["findings"] == direct["findings"] and outcome(stored) == outcome(direct)
     from regime_dash.runs.run_table import table
-    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.open import open_store
 
-    (row,) = table(RunStore(store))
+    (row,) = table(open_store(store))
     assert row["summary"]["segments"] == 2 and row["summary"]["writers"] == 1
 
 

@@ -88,7 +88,7 @@ def measure(ctx_factory: Callable, repeat: int, timed_change: Callable, press: C
         t0 = time.perf_counter()
         clone = fresh_clone(tmp)
         store = Path(tmp) / "store"
-        env = {"PYTHONPATH": str(clone), "REGIME_DASH_STORE_FORMAT": "folder"}
+        env = {"PYTHONPATH": str(clone)}  # the store a newcomer gets
         with serve(store, root=clone, env=env) as base, ctx_factory() as ctx:
             ready_s = time.perf_counter() - t0
             first = first_whatif_chart(ctx, base)

@@ -206,10 +206,10 @@ def _stage_check(work: Path, a: argparse.Namespace) -> dict:
 
 def _stage_explore(work: Path, a: argparse.Namespace) -> dict:
     from regime_dash.figures.signals import signal_spec
-    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.open import open_store
 
     t0 = time.perf_counter()
-    store = RunStore(work / "store")
+    store = open_store(work / "store")  # the format the CLI's ingest gave it
     run_id = store.list_runs()[0]["run_id"]
     runs = {"long": store.load(run_id, narrow=True)}  # as the page loads it
     signal_spec(runs)

@@ -1,7 +1,7 @@
 """Dashboard page-load benchmark: Explore of a 25,000-step run in headless chromium.
 
-``python -m regime_dash bench page_load [--steps 25000] [--accounts 64] [--repeat 5] [--out FILE]``
-(or ``python -m regime_dash.benchmarks.page_load``)
+``python -m regime_dash bench page_load [--steps 25000] [--accounts 64] [--repeat 5] [--out FILE]
+[--store-format folder,delta]`` (or ``python -m regime_dash.benchmarks.page_load``)
 
 1. makes a run: the ``kelly_trap_run8`` scenario of ``--steps`` steps replayed
    (engine ``auto``), written as a diag.jsonl and ingested into a temporary store;
@@ -17,7 +17,8 @@ the later loads are *warm* (the cached frame and figure are reused, so they
 time the transfer and the browser's drawing). Both are reported; the machine is
 shared, so the warm figure is the median of the repeats. For scale, the median
 load of the Slots page (a table, no chart) in the same browser is reported too,
-and the load average during the run.
+and the load average during the run. ``--store-format folder,delta`` measures a store of each
+format in turn (a server each), in the same run.
 
 A million-step run is not loaded in the browser (its diag.jsonl would be ~1 GB);
 instead ``million_steps`` times, in-process, what the Explore page computes for
@@ -133,12 +134,14 @@ def chromium(viewport: tuple[int, int] = (1400, 2400), timeout_ms: int = 120_000
             ctx.close()
 
 
-def make_run(store: str | os.PathLike, steps: int, accounts: int, seed: int = 0) -> dict[str, Any]:
-    """Replay ``kelly_trap_run8`` for ``steps`` steps, write it as a diag.jsonl and ingest it into ``store``."""
+def make_run(store: str | os.PathLike, steps: int, accounts: int, seed: int = 0,
+             store_format: str | None = None) -> dict[str, Any]:
+    """Replay ``kelly_trap_run8`` for ``steps`` steps, write it as a diag.jsonl and ingest it into ``store``
+    (a new store of ``store_format``, default the one a new store gets)."""
     from regime_dash.diag import catalogue as diag
     from regime_dash.sources import scenarios
     from regime_dash.engine import replay_trajectory
-    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.open import open_store
 
     with Stopwatch() as sw:
         stream = scenarios.make("kelly_trap_run8", seed=seed, steps=steps, accounts=accounts)
@@ -146,7 +149,7 @@ def make_run(store: str | os.PathLike, steps: int, accounts: int, seed: int = 0)
         with tempfile.TemporaryDirectory() as tmp:
             path = diag.write_jsonl(traj.frame, Path(tmp) / f"trap-{steps}.jsonl")
             size = path.stat().st_size
-            result = RunStore(store).ingest(path)
+            result = open_store(store, store_format_asked=store_format).ingest(path)
     return {"run_id": result.run_id, "rows": result.rows, "jsonl_bytes": size, "engine": traj.engine,
             "prepare_s": sw.seconds}
 
@@ -201,9 +204,9 @@ def million_step_costs(store: str | os.PathLike, run_id: str, target: int = 1_00
     from regime_dash.figures import signals as figures
     from regime_dash.diag.aliases import canonical_frame
     from regime_dash.analysis import diagnose
-    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.open import open_store
 
-    frame = canonical_frame(RunStore(store).load(run_id))
+    frame = canonical_frame(open_store(store).load(run_id))
     big = pd.concat([frame] * -(-target // len(frame)), ignore_index=True).iloc[:target]
     big["step"] = np.arange(len(big), dtype=np.int64)
     out: dict[str, Any] = {"steps": len(big)}
@@ -218,15 +221,19 @@ def million_step_costs(store: str | os.PathLike, run_id: str, target: int = 1_00
     return out
 
 
-def run(steps: int = 25_000, accounts: int = 64, repeat: int = 5, screenshot: str | None = None) -> dict[str, Any]:
-    """The whole benchmark; returns the JSON-able result."""
+def run(steps: int = 25_000, accounts: int = 64, repeat: int = 5, screenshot: str | None = None,
+        store_format: str | None = None) -> dict[str, Any]:
+    """The whole benchmark on a store of ``store_format`` (default: the one a new store gets); returns the
+    JSON-able result."""
     from regime_dash.errors import ValidationError
+    from regime_dash.store.open import open_store
 
     if repeat < 2:
         raise ValidationError(f"repeat must be >= 2 (one cold load and at least one warm one), got {repeat!r}",
                               field="repeat", value=repeat)
     with tempfile.TemporaryDirectory(prefix="regime-dash-store-") as store:
-        made = make_run(store, steps, accounts)
+        made = make_run(store, steps, accounts, store_format=store_format)
+        fmt = open_store(store).format
         million = million_step_costs(store, made["run_id"])
         with serve(store) as base, chromium() as ctx:
             timed = [load_explore(ctx, base) for _ in range(repeat)]
@@ -240,7 +247,8 @@ def run(steps: int = 25_000, accounts: int = 64, repeat: int = 5, screenshot: st
     loads = [t for t, _ in timed]
     received = [r for _, r in timed]
     warm = loads[1:]
-    return {"benchmark": "page_load", "page": "explore", "steps": steps, "accounts": accounts, **made,
+    return {"benchmark": "page_load", "page": "explore", "store_format": fmt, "steps": steps, "accounts": accounts,
+            **made,
             "cold_s": loads[0], "warm_median_s": statistics.median(warm), "warm_min_s": min(warm),
             "warm_max_s": max(warm), "loads_s": loads, "figure_received_s": received,
             "slots_page_median_s": statistics.median(baseline), "million_steps": million,
@@ -249,8 +257,10 @@ def run(steps: int = 25_000, accounts: int = 64, repeat: int = 5, screenshot: st
 
 def main(args: argparse.Namespace) -> int:
     """``bench page_load``: run the benchmark and print its JSON (options in :mod:`regime_dash.benchmarks.targets`)."""
-    result = run(args.steps, args.accounts, args.repeat, args.screenshot)
-    text = json.dumps(result, indent=2)
+    from regime_dash.benchmarks.targets import store_formats
+
+    results = [run(args.steps, args.accounts, args.repeat, args.screenshot, fmt) for fmt in store_formats(args)]
+    text = json.dumps(results[0] if len(results) == 1 else results, indent=2)
     print(text)
     if args.out:
         Path(args.out).write_text(text + "\n")

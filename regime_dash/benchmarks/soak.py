@@ -131,14 +131,13 @@ def sample_rss(pid: int, seconds: float, every: float, on_sample: Callable[[floa
 
 def _wait_live(store: Path, name: str, proc: subprocess.Popen, timeout: float = 120.0) -> str:
     """The id of the followed run ``name`` once its first commit is in ``store``."""
-    from regime_dash.store.append import follow_status
-    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.open import open_store
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"the follower exited with code {proc.returncode} before its first commit")
-        for rid, st in follow_status(RunStore(store)).items():
+        for rid, st in open_store(store).follow_status().items():
             if st.get("live") and rid.startswith(name):
                 return rid
         time.sleep(0.2)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Callable
 
-__all__ = ["TARGET_SPECS", "TargetSpec", "add_target", "engines_options", "standalone"]
+__all__ = ["TARGET_SPECS", "TargetSpec", "add_target", "engines_options", "standalone", "store_formats"]
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -68,6 +68,30 @@ def _scratch_and_output(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="also write the JSON figures to this file")
 
 
+def _formats(text: str) -> tuple[str, ...]:
+    from regime_dash.store.open import FORMATS
+
+    asked = tuple(f.strip().lower() for f in text.split(",") if f.strip())
+    bad = [f for f in asked if f not in FORMATS]
+    if bad or not asked:
+        raise argparse.ArgumentTypeError(f"{text!r}: store formats are {' or '.join(FORMATS)}, comma-separated")
+    return asked
+
+
+def _store_format_option(p: argparse.ArgumentParser) -> None:
+    """``--store-format F1,F2``: the store formats measured, each in turn in the same run."""
+    p.add_argument("--store-format", type=_formats, default=None, metavar="FORMATS", dest="store_format",
+                   help="the store's format: delta, folder or folder,delta (each in turn; default: "
+                   "a new store's, $REGIME_DASH_STORE_FORMAT or folder)")
+
+
+def store_formats(args: argparse.Namespace) -> tuple[str, ...]:
+    """The store formats ``--store-format`` asks for, else the one a new store gets."""
+    from regime_dash.store.open import store_format
+
+    return args.store_format or (store_format(),)
+
+
 def _json_file(p: argparse.ArgumentParser, what: str = "figures") -> None:
     """``--json FILE``: also write ``what`` (the figures, the rows) as JSON to FILE."""
     p.add_argument("--json", metavar="FILE", default=None, help=f"also write the {what} as JSON")
@@ -93,6 +117,7 @@ def _page_load_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
     p.add_argument("--repeat", type=int, default=5, help="page loads; the first is cold (default 5)")
     p.add_argument("--screenshot", help="also save a screenshot of the loaded page here")
     p.add_argument("--out", help="also write the JSON result to this file")
+    _store_format_option(p)
 
 
 def _modules_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
@@ -181,6 +206,7 @@ def _follow_options(p: argparse.ArgumentParser, m: ModuleType) -> None:
     p.add_argument("--seconds", type=float, default=60.0, help="how long the writer writes (default 60; "
                    "1800 for the RSS target)")
     _scratch_and_output(p)
+    _store_format_option(p)
 
 
 def _delta_store_options(p: argparse.ArgumentParser, m: ModuleType) -> None:

@@ -92,7 +92,7 @@ def make_big_run(store: str | os.PathLike, steps: int, seed: int = 0, base_steps
     from regime_dash.diag import catalogue as diag
     from regime_dash.sources import scenarios
     from regime_dash.engine import replay
-    from regime_dash.store.run_store import RunStore
+    from regime_dash.store.open import open_store
 
     t0 = time.perf_counter()
     frame = replay(scenarios.make("kelly_trap_run8", seed=seed, steps=base_steps, accounts=64), engine="auto")
@@ -106,7 +106,7 @@ def make_big_run(store: str | os.PathLike, steps: int, seed: int = 0, base_steps
             for t in range(steps):
                 out.write(step_re.sub(f'"step": {t}', lines[t % len(lines)], count=1) + "\n")
         size = path.stat().st_size
-        result = RunStore(store).ingest(path, name=f"big{steps}")
+        result = open_store(store).ingest(path, name=f"big{steps}")
     return {"run_id": result.run_id, "rows": result.rows, "jsonl_bytes": size,
             "prepare_s": time.perf_counter() - t0}
 

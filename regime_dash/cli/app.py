@@ -1,4 +1,4 @@
-"""``regime-dash app [--port N] [--store DIR] [-- STREAMLIT OPTIONS]``: start the dashboard.
+"""``regime-dash app [--port N] [--store DIR] [--store-format F] [-- STREAMLIT OPTIONS]``: start the dashboard.
 
 It runs ``streamlit run`` on the package's own entry script (``ui/launch/app.py``,
 found through importlib.resources, so an installed package needs no checkout), with
@@ -17,6 +17,7 @@ from importlib import resources
 from pathlib import Path
 
 from regime_dash.cli import help_of
+from regime_dash.cli.store_args import add_store_format_argument
 from regime_dash.errors import RegimeDashError
 
 #: The package's streamlit entry script, relative to the package.
@@ -40,6 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--store", metavar="STORE", default=None,
                    help="the run store: a folder or a Delta store's URI (default: $REGIME_DASH_STORE or "
                    "./data/store); the object store's credentials come from the environment")
+    add_store_format_argument(p)
     p.add_argument("streamlit_args", nargs=argparse.REMAINDER, metavar="-- STREAMLIT OPTIONS",
                    help="more `streamlit run` options, after `--` (e.g. -- --server.address 0.0.0.0)")
     p.set_defaults(func=run_app)
@@ -73,6 +75,10 @@ def run_app(args: argparse.Namespace) -> int:
 
         parse_location(args.store)  # an unknown scheme is said here, not in the browser
     env = dict(os.environ, **({"REGIME_DASH_STORE": args.store} if args.store else {}))
+    if args.store_format:
+        from regime_dash.store.open import FORMAT_ENV_VAR, store_format
+
+        env[FORMAT_ENV_VAR] = store_format(args.store_format)  # a bad format is said here too
     cmd = streamlit_command(args.port, args.streamlit_args)
     if os.name == "posix":
         sys.stdout.flush()

@@ -114,9 +114,8 @@ def _step_tables(store, run_id: str, field: str | None):
     import pyarrow.parquet as pq
 
     want = [c for c in ("step", "_line", field) if c]
-    if store.format != "folder":
-        table = store.load_table(run_id, [c for c in want if c in store.column_types()])
-        yield table.sort_by("_line")
+    if store.format != "folder":  # the file line is the store's own column, not among the runs' column types
+        yield store.load_table(run_id, [c for c in want if c == "_line" or c in store.column_types()])
         return
     for part in store.parts(run_id):
         pf = pq.ParquetFile(part)

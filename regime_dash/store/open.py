@@ -4,9 +4,13 @@ Delta Lake store (:class:`~regime_dash.store.delta.DeltaRunStore`), by its locat
 - Any URI (``s3://``, ``gs://``, ``az://``, ``file://``) is a Delta store: object storage has no
   rename and no flock, which the folder store rests on.
 - A local path that holds a Delta store (its ``runs`` or ``rows`` table) is one.
-- Any other local path is a folder store, unless the user asks for Delta for a new one
-  (``--store-format delta`` or ``REGIME_DASH_STORE_FORMAT=delta``): a local path that already
-  holds a folder store stays one whatever the format asked (``store migrate`` converts it).
+- A local path that holds a folder store (its ``run=*`` folders, lock or layouts) stays one,
+  whatever the format asked (``store migrate`` converts it).
+- A new local store gets :data:`DEFAULT_FORMAT` unless the user asks for the other
+  (``--store-format delta|folder`` or ``REGIME_DASH_STORE_FORMAT``). The default stays ``folder``
+  while the dashboard's first chart of a run on a Delta store is slower than on a folder store
+  (the first use of the Delta tables in the server, 0.1–0.3 s; docs/BENCHMARKS.md); every shell
+  opens its store here, so flipping the constant flips them all.
 """
 from __future__ import annotations
 
@@ -17,18 +21,21 @@ from typing import Any, Iterable, Mapping
 from regime_dash.errors import StoreError, ValidationError
 from regime_dash.store.location import ENV_VAR, StoreLocation, is_uri, parse_location
 
-__all__ = ["FORMAT_ENV_VAR", "FORMATS", "is_delta_folder", "open_delta_store", "open_store", "store_format"]
+__all__ = ["DEFAULT_FORMAT", "FORMAT_ENV_VAR", "FORMATS", "is_delta_folder", "open_delta_store", "open_store",
+           "store_format"]
 
 #: The environment variable choosing the format of a new local store.
 FORMAT_ENV_VAR = "REGIME_DASH_STORE_FORMAT"
 #: The formats a store can have.
 FORMATS = ("folder", "delta")
+#: The format of a new local store when none is asked.
+DEFAULT_FORMAT = "folder"
 #: The keywords only a Delta store takes.
 _DELTA_ONLY = ("retention_hours", "vacuum_every_hours")
 
 
 def store_format(asked: str | None = None, env: Mapping[str, str] | None = None) -> str:
-    """The format a new local store gets: ``asked``, else ``$REGIME_DASH_STORE_FORMAT``, else ``folder``.
+    """The format a new local store gets: ``asked``, else ``$REGIME_DASH_STORE_FORMAT``, else :data:`DEFAULT_FORMAT`.
 
     Raises
     ------
@@ -36,7 +43,7 @@ def store_format(asked: str | None = None, env: Mapping[str, str] | None = None)
         A format other than ``folder`` or ``delta``, named.
     """
     env = os.environ if env is None else env
-    fmt = (asked or env.get(FORMAT_ENV_VAR) or "folder").strip().lower()
+    fmt = (asked or env.get(FORMAT_ENV_VAR) or DEFAULT_FORMAT).strip().lower()
     if fmt not in FORMATS:
         raise ValidationError(f"store format {fmt!r} is not one of {', '.join(FORMATS)}", field="store_format",
                               value=fmt)
