@@ -173,6 +173,7 @@ def test_a_failed_write_leaves_the_store_as_it_was_and_says_why(tmp_path):
 
     store = RunStore(tmp_path / "s")
     first = store.ingest(SAMPLE)
+    before = {p.name: p.read_bytes() for p in store.root.iterdir() if p.is_file()}  # the lock, the store's schema
     big = tmp_path / "big.jsonl"
     make_diag_file(big, 8, seed=3)
     rc, out, err, _ = run_measured(cli("ingest", str(big), "--store", str(store.root)),
@@ -186,7 +187,8 @@ def test_a_failed_write_leaves_the_store_as_it_was_and_says_why(tmp_path):
     assert len(store.load(first.run_id)) == 1200
     staging = store.staging_dir()
     assert not list(staging.iterdir()) and sorted(p.name for p in store.root.iterdir()) == \
-        [".lock", f"run={first.run_id}"]
+        sorted([*before, f"run={first.run_id}"])
+    assert {p.name: p.read_bytes() for p in store.root.iterdir() if p.is_file()} == before
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes through file permissions (CI runs as "
