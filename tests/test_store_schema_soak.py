@@ -337,7 +337,7 @@ def rss():
     for line in open('/proc/self/status'):
         if line.startswith('VmRSS:'):
             return int(line.split()[1]) / 1024
-big = bytearray(40_000_000); del big  # a 40 MB block freed: glibc's threshold rises past what follows
+big = bytearray(30_000_000); del big  # a 30 MB block freed (under glibc's 32 MB cap): its threshold rises past what follows
 before = rss()
 blocks, pins = [], []
 for i in range(150):  # 150 MB of 1 MB blocks, a small live block after each
@@ -376,7 +376,11 @@ def test_the_app_keeps_one_trimming_thread_a_process(monkeypatch):
         while box["trims"] < 3 and time.monotonic() < deadline:
             time.sleep(0.02)
         assert box["trims"] >= 3 and box["thread"].is_alive() and box["tuned"] is True
-        assert [t for t in threading.enumerate() if t.name == memory_trim.THREAD_NAME] == [box["thread"]]
+        # an app run earlier in this process may have its thread (its cache since cleared): count, then ask again
+        threads = [t for t in threading.enumerate() if t.name == memory_trim.THREAD_NAME]
+        assert box["thread"] in threads
+        assert memory_trim.keep_trimmed() is box
+        assert [t for t in threading.enumerate() if t.name == memory_trim.THREAD_NAME] == threads
     finally:
         box["stop"].set()
         box["thread"].join(10)
@@ -430,9 +434,16 @@ def test_the_soak_growth_fails_a_series_still_rising_at_its_end():
 @pytest.mark.browser
 @pytest.mark.slow  # a served app, two chromium tabs and a follower for a minute and a half
 def test_a_short_soak_samples_the_real_server_rss(tmp_path):
-    from regime_dash.benchmarks.soak import measure
+    import subprocess
+    import sys
 
-    r = measure(1.5, rate=20, tabs=2, every=3, window_min=0.5, workdir=tmp_path)
+    # in a process of its own: the suite's shared chromium runs Playwright's loop in this one
+    code = ("import json, sys; from regime_dash.benchmarks.soak import measure; "
+            "print(json.dumps(measure(1.5, rate=20, tabs=2, every=3, window_min=0.5, workdir=sys.argv[1])))")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=600,
+                         cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    r = json.loads(out.stdout.strip().splitlines()[-1])
     mbs = [mb for _, mb in r["series"]]
     assert len(mbs) >= 20 and all(60 < mb < 4000 for mb in mbs), mbs  # a streamlit server's RSS, not zero
     assert r["series"][-1][0] >= 90 and r["tabs"] == 2 and r["run_id"].startswith("soak-")
